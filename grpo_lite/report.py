@@ -1,0 +1,115 @@
+"""What a run leaves behind: run.json (atomic), the rich summary table, the reward curve.
+
+Numbers are gathered by ``first_last()`` and formatted by ``summary_table()``: one job each.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["first_last", "summary_table", "write_json_atomic", "plot_reward_curve"]
+
+# Metrics shown in the summary, in order; reward columns are added for every reward function.
+_SUMMARY_KEYS = ("reward", "reward_std", "completions/mean_length", "loss", "grad_norm", "kl", "entropy")
+
+
+def _mean(values: list[float]) -> float | None:
+    clean = [v for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
+    return sum(clean) / len(clean) if clean else None
+
+
+def first_last(history: list[dict[str, Any]], window: int = 3) -> dict[str, tuple[float | None, float | None]]:
+    """Mean of each metric over the first and the last ``window`` logged steps.
+
+    >>> rows = [{"reward": 0.0}, {"reward": 1.0}, {"reward": 3.0}, {"reward": 4.0}]
+    >>> first_last(rows, window=2)["reward"]
+    (0.5, 3.5)
+    """
+    if not history:
+        return {}
+    window = max(1, min(window, len(history) // 2 or 1))
+    keys = [k for k in _SUMMARY_KEYS if any(k in r for r in history)]
+    keys += sorted({k for r in history for k in r if k.startswith("rewards/") and k.endswith("/mean")})
+    keys += sorted({k for r in history for k in r if k.startswith("memory/")})
+    out = {}
+    for key in keys:
+        first = _mean([r[key] for r in history[:window] if r.get(key) is not None])
+        last = _mean([r[key] for r in history[-window:] if r.get(key) is not None])
+        out[key] = (first, last)
+    return out
+
+
+def summary_table(
+    history: list[dict[str, Any]], *, title: str, peak: dict[str, float] | None = None, planned_gib: float | None = None
+):
+    """A rich Table: each metric over the first and last logged steps, and memory against the plan."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("first steps", justify="right")
+    table.add_column("last steps", justify="right")
+    table.add_column("change", justify="right")
+    fmt = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
+    for key, (first, last) in first_last(history).items():
+        change = None if first is None or last is None else last - first
+        name = key.removeprefix("rewards/").removesuffix("/mean") if key.startswith("rewards/") else key
+        table.add_row(name, fmt(first), fmt(last), "-" if change is None else f"{change:+.4g}")
+    if peak is not None:
+        planned = "-" if planned_gib is None else f"{planned_gib:.2f} GiB planned"
+        table.add_row("peak allocated (GiB)", planned, f"{peak['max_allocated_gib']:.2f}", "")
+        table.add_row("peak reserved (GiB)", "", f"{peak['max_reserved_gib']:.2f}", "")
+    return table
+
+
+def write_json_atomic(path: str | os.PathLike, data: dict[str, Any]) -> Path:
+    """Write JSON to a temporary file beside ``path`` and rename it: never a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def plot_reward_curve(history: list[dict[str, Any]], path: str | os.PathLike) -> Path | None:
+    """Draw total and per-function mean reward against step; None when matplotlib is absent.
+
+    Needs the ``plot`` extra (``pip install 'grpo-lite[plot]'``).
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    steps = [r["step"] for r in history]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    keys = ["reward"] + sorted({k for r in history for k in r if k.startswith("rewards/") and k.endswith("/mean")})
+    for key in keys:
+        ys = [r.get(key) for r in history]
+        if any(y is not None for y in ys):
+            label = key.removeprefix("rewards/").removesuffix("/mean")
+            ax.plot(steps, [math.nan if y is None else y for y in ys], label=label, lw=2 if key == "reward" else 1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("mean reward")
+    ax.set_title("GRPO reward per step")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

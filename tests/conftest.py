@@ -1,0 +1,27 @@
+"""Shared fixtures: offline mode, a tiny random Llama with a local tokenizer, the GSM8K folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer random Llama (hidden 64) and a 512-token BPE tokenizer, built once per session."""
+    from grpo_lite.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the GGUF conversion cache inside the session's temp folder unless a test asks otherwise."""
+    if "GRPO_LITE_CACHE" not in os.environ:
+        monkeypatch.setenv("GRPO_LITE_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))

@@ -1,0 +1,112 @@
+"""train() on the tiny random Llama: parameters change, the plan is really applied, run.json is written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from grpo_lite import ConfigError, train
+
+# A few steps of GRPO on the tiny model; a dense reward, since a random model earns no XML reward.
+FAST = dict(
+    dataset="synthetic",
+    rewards=["length"],
+    max_steps=2,
+    num_generations=4,
+    per_device_train_batch_size=4,
+    gradient_accumulation_steps=1,
+    max_completion_length=16,
+    learning_rate=1e-2,
+    save_strategy="no",
+    quiet=True,
+)
+
+
+class _Capture:
+    """A TrainerCallback that keeps the optimizer and model the trainer really used."""
+
+    def __init__(self) -> None:
+        from transformers import TrainerCallback
+
+        outer = self
+
+        class Cb(TrainerCallback):
+            def on_train_begin(self, args, state, control, model=None, optimizer=None, **kw):
+                outer.model = model
+
+            def on_step_end(self, args, state, control, optimizer=None, **kw):
+                outer.optimizer = optimizer
+
+        self.callback = Cb()
+        self.model = self.optimizer = None
+
+
+def _weights(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone().float() for k, v in model.state_dict().items()}
+
+
+def test_full_training_changes_parameters_and_writes_run_json(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    before = _weights(AutoModelForCausalLM.from_pretrained(tiny_model_dir))
+    result = train(str(tiny_model_dir), method="full", output_dir=tmp_path / "run", **FAST)
+    assert result.steps == 2
+    after = _weights(result.model)
+    changed = [k for k in before if not torch.allclose(before[k], after[k])]
+    assert len(changed) >= len(before) // 2, f"only {len(changed)} of {len(before)} tensors changed"
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["steps"] == 2
+    assert record["plan"]["preset"] == result.plan.preset.name
+    assert record["settings"]["num_generations"] == 4
+    assert len(record["history"]) == 2 and "reward" in record["history"][0]
+    assert (result.model_dir / "config.json").is_file()
+
+
+def test_lora_trains_only_the_adapter(tiny_model_dir, tmp_path):
+    cap = _Capture()
+    result = train(str(tiny_model_dir), method="lora", output_dir=tmp_path / "run", callbacks=[cap.callback], **FAST)
+    from peft import PeftModel
+
+    assert isinstance(result.model, PeftModel)
+    trainable = [n for n, p in result.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    assert (result.model_dir / "adapter_config.json").is_file()
+    lora_b = [p for n, p in result.model.named_parameters() if "lora_B" in n]
+    assert any(p.abs().sum() > 0 for p in lora_b), "LoRA B starts at zero and must move after training"
+
+
+def test_fixed_optimizer_and_checkpointing_are_applied(tiny_model_dir, tmp_path):
+    import bitsandbytes as bnb
+
+    cap = _Capture()
+    train(
+        str(tiny_model_dir), method="full", output_dir=tmp_path / "run", callbacks=[cap.callback],
+        optim="adamw_8bit", gradient_checkpointing=True, **FAST,
+    )  # fmt: skip
+    inner = getattr(cap.optimizer, "optimizer", cap.optimizer)
+    assert isinstance(inner, bnb.optim.AdamW) and inner.args.optim_bits == 8  # transformers' adamw_8bit
+    assert cap.model.is_gradient_checkpointing
+
+
+def test_qlora_is_a_peft_model_over_a_4bit_base(tiny_model_dir, tmp_path):
+    import bitsandbytes as bnb
+
+    result = train(str(tiny_model_dir), method="qlora", output_dir=tmp_path / "run", **FAST)
+    from peft import PeftModel
+
+    assert isinstance(result.model, PeftModel)
+    assert any(isinstance(m, bnb.nn.Linear4bit) for m in result.model.modules())
+    assert result.plan.preset.method == "qlora"
+
+
+def test_unknown_setting_is_a_clear_error(tiny_model_dir, tmp_path):
+    with pytest.raises(ConfigError, match=r"learning_rat.*did you mean 'learning_rate'"):
+        train(str(tiny_model_dir), output_dir=tmp_path / "run", **{**FAST, "learning_rat": 1e-5})
+
+
+def test_bad_max_steps_is_rejected_before_any_work(tiny_model_dir, tmp_path):
+    with pytest.raises(ConfigError, match="max_steps must be a positive integer"):
+        train(str(tiny_model_dir), output_dir=tmp_path / "run", **{**FAST, "max_steps": 0})
+    assert not (tmp_path / "run").exists()

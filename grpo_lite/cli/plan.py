@@ -1,0 +1,87 @@
+"""``grpo-lite plan``: the memory plan for a model and a budget, or every preset side by side.
+
+Runs offline in well under 2 s for known architectures: no torch, trl, peft, bitsandbytes or
+datasets import on this path (torch only to detect a GPU when --budget-gb is omitted, or to count
+an unknown config's parameters on the meta device).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from grpo_lite.cli._common import add_set_argument, parse_budget, parse_set
+from grpo_lite.errors import ConfigError
+
+__all__ = ["add_parser", "run"]
+
+METHODS = ("full", "galore", "lora", "qlora")
+SHARDINGS = ("none", "ddp", "zero2", "zero3", "fsdp")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``plan`` on the ``grpo-lite`` parser."""
+    p = subparsers.add_parser(
+        "plan",
+        help="show the memory plan: preset, components, settings, headroom",
+        description="Estimate GRPO peak memory and pick the best preset that fits --budget-gb (the card's "
+        "nominal size, per device). Offline for known architectures.",
+    )
+    p.add_argument("models", nargs="+", metavar="MODEL", help="hub id, short name, local folder or .gguf file")
+    p.add_argument("--budget-gb", type=parse_budget, default=None,
+                   help="GPU size in GB, e.g. 16 (default: detect the current CUDA device)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--method", choices=METHODS, default=None, help="restrict the ladder to one method")
+    p.add_argument("--preset", default=None, help="use exactly this preset (see grpo-lite presets)")
+    p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="target device (default: cuda with a "
+                   "budget, else detected)")
+    p.add_argument("--num-processes", type=int, default=1, help="processes / GPUs; the budget is per device")
+    p.add_argument("--sharding", choices=SHARDINGS, default=None,
+                   help="how to split state across processes (default: only when one device cannot hold it)")
+    p.add_argument("--max-prompt-length", type=int, default=256, help="prompt tokens to plan for (default 256)")
+    p.add_argument("--compare", action="store_true",
+                   help="every preset's estimate for each MODEL side by side (models as columns)")
+    add_set_argument(p)
+    return p
+
+
+def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
+    from grpo_lite.hardware import nominal_to_usable_gib
+    from grpo_lite.plan_table import compare_data, compare_table
+
+    usable = nominal_to_usable_gib(args.budget_gb) if args.budget_gb else None
+    extra = {"max_prompt_length": args.max_prompt_length, "num_processes": args.num_processes, **fixed}
+    if args.sharding:
+        extra["sharding"] = args.sharding
+    data = compare_data(list(args.models), usable, **extra)
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        from rich.console import Console
+
+        Console().print(compare_table(data))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the plan (or the comparison); GrpoLiteError propagates to main() as one error line."""
+    fixed = parse_set(args.set)
+    if args.compare:
+        return _compare(args, fixed)
+    if len(args.models) > 1:
+        raise ConfigError(f"got {len(args.models)} models: pass one MODEL, or add --compare to see several")
+    from grpo_lite.presets import plan
+
+    the_plan = plan(args.models[0], args.budget_gb, method=args.method, preset=args.preset, device=args.device,
+                    num_processes=args.num_processes, sharding=args.sharding,
+                    max_prompt_length=args.max_prompt_length, **fixed)
+    if args.json:
+        print(json.dumps(the_plan.to_dict(), indent=2, default=str))
+        return 0
+    from rich.console import Console
+
+    from grpo_lite.plan_table import plan_table
+
+    Console().print(plan_table(the_plan))
+    return 0

@@ -1,0 +1,41 @@
+"""``grpo-lite presets``: list the ladder; ``--plot memory.png`` draws each preset's peak components."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``presets`` on the ``grpo-lite`` parser."""
+    p = subparsers.add_parser(
+        "presets",
+        help="list the memory presets, best quality first",
+        description="The preset ladder plan() walks, from best quality and speed to most frugal.",
+    )
+    p.add_argument("--json", action="store_true", help="print the ladder as JSON")
+    p.add_argument("--plot", metavar="PATH", default=None,
+                   help="save a stacked bar chart of each preset's peak components (needs matplotlib)")
+    p.add_argument("--model", default="Llama-3.2-1B-Instruct", help="model for --plot (default Llama-3.2-1B-Instruct)")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the ladder, and draw the chart when asked."""
+    from grpo_lite.plan_table import ladder_table, plot_components
+    from grpo_lite.presets import LADDER
+
+    if args.json:
+        print(json.dumps([{"name": p.name, "method": p.method, "optim": p.optim, "cpu_optim": p.cpu_optim,
+                           "gradient_checkpointing": p.gradient_checkpointing, "quantization": p.quantization,
+                           "learning_rate": p.learning_rate, "summary": p.summary} for p in LADDER], indent=2))
+    else:
+        from rich.console import Console
+
+        Console().print(ladder_table())
+    if args.plot:
+        out = plot_components(args.plot, args.model)
+        print(f"wrote {out}")
+    return 0

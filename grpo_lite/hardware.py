@@ -1,0 +1,127 @@
+"""What the machine has: GPU memory (nominal card size <-> usable GiB) and optional extras.
+
+Detection runs inside functions, never at import; tests monkeypatch :func:`detect_vram` and
+:func:`installed_extras`. torch is imported only by :func:`detect_vram`.
+
+>>> round(nominal_to_usable_gib(16), 2)
+15.73
+>>> round(usable_to_nominal_gb(15.73), 1)
+16.0
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from dataclasses import dataclass
+
+from grpo_lite.errors import ConfigError
+
+__all__ = ["nominal_to_usable_gib", "usable_to_nominal_gb", "detect_vram", "Extras", "installed_extras",
+           "validate_budget_gb", "DRIVER_RESERVE_GIB", "DRIVER_RESERVE_SHARE", "MAX_BUDGET_GB"]
+
+# A card sold as "N GB" carries N GiB of DRAM; the driver keeps part of it, and PyTorch reports the
+# rest as "total capacity". Rule: usable = N x (1 - DRIVER_RESERVE_SHARE) - DRIVER_RESERVE_GIB.
+# Anchor: a 16 GB RTX 3080 Laptop reports 15.73 GiB (TRL user report, docs/memory.md); the share
+# term makes larger cards keep proportionally more (an assumption, good to a few hundred MiB).
+DRIVER_RESERVE_GIB = 0.15
+DRIVER_RESERVE_SHARE = 0.0075
+MAX_BUDGET_GB = 2048.0
+
+
+def nominal_to_usable_gib(nominal_gb: float) -> float:
+    """GiB PyTorch reports for a card sold as ``nominal_gb`` GB.
+
+    >>> round(nominal_to_usable_gib(24), 2)
+    23.67
+    """
+    return nominal_gb * (1 - DRIVER_RESERVE_SHARE) - DRIVER_RESERVE_GIB
+
+
+def usable_to_nominal_gb(usable_gib: float) -> float:
+    """The nominal card size whose usable memory is ``usable_gib`` (inverse of the rule).
+
+    >>> round(usable_to_nominal_gb(nominal_to_usable_gib(6)), 6)
+    6.0
+    """
+    return (usable_gib + DRIVER_RESERVE_GIB) / (1 - DRIVER_RESERVE_SHARE)
+
+
+def validate_budget_gb(budget_gb: object) -> float:
+    """Check a nominal budget: a positive, finite number of GB no larger than MAX_BUDGET_GB.
+
+    Raises:
+        ConfigError: says what was wrong and what to pass.
+
+    >>> validate_budget_gb(16)
+    16.0
+    >>> validate_budget_gb(-1)
+    Traceback (most recent call last):
+    ...
+    grpo_lite.errors.ConfigError: budget_gb=-1 must be > 0: pass the card's nominal size in GB, e.g. 16 for a 16 GB GPU
+    """
+    hint = "pass the card's nominal size in GB, e.g. 16 for a 16 GB GPU"
+    if isinstance(budget_gb, bool) or not isinstance(budget_gb, (int, float)):
+        raise ConfigError(f"budget_gb={budget_gb!r} is not a number: {hint}")
+    value = float(budget_gb)
+    if math.isnan(value) or math.isinf(value):
+        raise ConfigError(f"budget_gb={budget_gb!r} is not a finite number: {hint}")
+    if value <= 0:
+        raise ConfigError(f"budget_gb={budget_gb!r} must be > 0: {hint}")
+    if value > MAX_BUDGET_GB:
+        raise ConfigError(f"budget_gb={budget_gb!r} is larger than any single GPU ({MAX_BUDGET_GB:.0f} GB); "
+                          f"budget_gb is per device: {hint}")
+    if nominal_to_usable_gib(value) <= 0:
+        raise ConfigError(f"budget_gb={budget_gb!r} leaves no usable memory after the driver's share: {hint}")
+    return value
+
+
+def detect_vram() -> tuple[float | None, str]:
+    """Total memory of the current CUDA device in GiB, and a sentence saying what was found.
+
+    Returns:
+        ``(gib, reason)``; ``gib`` is None when there is no usable CUDA device.
+    """
+    try:
+        import torch
+    except ImportError:
+        return None, "torch is not installed: no CUDA device to plan for"
+    try:
+        if not torch.cuda.is_available():
+            return None, "no CUDA device (torch.cuda.is_available() is False)"
+        index = torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        total = props.total_memory / 1024**3
+        free, _ = torch.cuda.mem_get_info(index)
+    except Exception as exc:  # noqa: BLE001 - a broken driver must not crash planning
+        return None, f"CUDA is present but could not be queried ({type(exc).__name__}: {exc})"
+    reason = (f"detected CUDA device {index}: {props.name}, {total:.2f} GiB total "
+              f"(a {usable_to_nominal_gb(total):.0f} GB card)")
+    free_gib = free / 1024**3
+    if free_gib < 0.9 * total:
+        reason += f"; only {free_gib:.2f} GiB free now: other processes hold memory"
+    return total, reason
+
+
+@dataclass(frozen=True)
+class Extras:
+    """Optional packages that unlock memory or speed savers."""
+
+    liger_kernel: bool
+    vllm: bool
+    galore_torch: bool
+    bitsandbytes: bool
+    deepspeed: bool
+
+
+def _has(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def installed_extras() -> Extras:
+    """Which optional packages are importable (checked now, without importing them)."""
+    return Extras(liger_kernel=_has("liger_kernel"), vllm=_has("vllm"), galore_torch=_has("galore_torch"),
+                  bitsandbytes=_has("bitsandbytes"), deepspeed=_has("deepspeed"))

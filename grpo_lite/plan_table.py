@@ -1,0 +1,248 @@
+"""Render plans and the ladder: rich tables for the terminal, Markdown for docs, a bar chart.
+
+rich is imported inside the functions that draw; matplotlib only by :func:`plot_components`.
+
+>>> "| full |" in ladder_markdown()
+True
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from grpo_lite.memory import COMPONENTS, PHASES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Group
+    from rich.table import Table
+
+    from grpo_lite.memory import MemoryEstimate
+    from grpo_lite.presets import Plan, Preset
+
+__all__ = ["plan_table", "estimate_table", "ladder_table", "ladder_markdown", "update_presets_doc",
+           "plot_components", "DOC_START", "DOC_END", "reference_estimates", "compare_data", "compare_table"]
+
+DOC_START = "<!-- presets-table:start -->"
+DOC_END = "<!-- presets-table:end -->"
+# Settings every rung is compared at (docs, `presets --plot`, `plan --compare`): one group of 8 per step.
+REFERENCE_SETTINGS: dict[str, Any] = {"num_generations": 8, "per_device_train_batch_size": 8,
+                                      "gradient_accumulation_steps": 1, "max_completion_length": 512}
+
+
+def estimate_table(est: MemoryEstimate, title: str | None = None) -> Table:
+    """Components at the peak: GiB, share of the total, how each was computed."""
+    from rich.table import Table
+
+    table = Table(title=title or f"peak memory: {est.total_gib:.2f} GiB ({PHASES[est.peak_phase]})",
+                  title_justify="left")
+    table.add_column("component")
+    table.add_column("GiB", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("how", overflow="fold", style="dim")
+    total = est.total_bytes or 1.0
+    for comp in est.components:
+        table.add_row(comp.name, f"{comp.gib:.2f}", f"{comp.bytes / total:.0%}", comp.detail)
+    table.add_row("[bold]total[/bold]", f"[bold]{est.total_gib:.2f}[/bold]", "100%", "sum of the rows above")
+    others = [f"{PHASES[name]} {gib:.2f}" for name, gib in est.phase_gib().items() if name != est.peak_phase]
+    if others:
+        table.caption = "other phases (GiB): " + "; ".join(others)
+        table.caption_justify = "left"
+    return table
+
+
+def plan_table(plan: Plan) -> Group:
+    """The whole plan: preset and why, components, headroom, settings."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    where = f"{plan.num_processes} x " if plan.num_processes > 1 else ""
+    if plan.budget_gib is None:
+        head = Text(f"{plan.model.name}: preset {plan.preset.name} on CPU (memory not checked)", style="bold")
+        budget = "no budget: estimate shown for reference"
+    else:
+        nominal = f"{plan.budget_gb:g} GB, " if plan.budget_gb else ""
+        head = Text(f"{plan.model.name}: preset {plan.preset.name} fits {where}{nominal}{plan.budget_gib:.2f} GiB "
+                    "per device" if plan.fits else f"{plan.model.name}: does NOT fit", style="bold")
+        budget = (f"estimate {plan.estimate.total_gib:.2f} GiB of {plan.budget_gib:.2f} GiB usable: headroom "
+                  f"{plan.headroom_gib:.2f} GiB (at least {plan.required_headroom_gib:.2f} required)")
+    reasons = Text("\n".join(f"- {r}" for r in plan.reasons))
+    settings = Table(title="settings (GRPOConfig)", title_justify="left", show_header=False)
+    settings.add_column("key")
+    settings.add_column("value", overflow="fold")
+    for key, value in plan.settings.items():
+        settings.add_row(key, repr(value))
+    for key, value in plan.model_kwargs.items():
+        settings.add_row(f"model: {key}", repr(value))
+    if plan.lora:
+        settings.add_row("lora", repr(plan.lora))
+    if plan.sharding != "none":
+        settings.add_row("sharding", f"{plan.sharding} over {plan.num_processes} processes")
+    return Group(head, estimate_table(plan.estimate), Text(budget), reasons, settings)
+
+
+def _weights_label(preset: Preset) -> str:
+    return "NF4 + LoRA" if preset.quantization == "nf4" else ("bf16 + LoRA" if preset.method == "lora" else "bf16")
+
+
+def ladder_rows() -> list[tuple[str, ...]]:
+    """One row per rung: order, name, method, weights, optimizer, checkpointing, learning rate, trade-off."""
+    from grpo_lite.presets import LADDER
+
+    return [(str(i), p.name, p.method, _weights_label(p), p.optim, "yes" if p.gradient_checkpointing else "no",
+             f"{p.learning_rate:g}", p.summary) for i, p in enumerate(LADDER, 1)]
+
+
+_HEADERS = ("#", "preset", "method", "weights", "optimizer (CUDA)", "ckpt", "lr", "trade-off")
+
+
+def ladder_table() -> Group:
+    """The ladder as a rich table plus one trade-off line per rung (``grpo-lite presets``)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="presets, best quality and speed first", title_justify="left")
+    shown = (1, 3, 4, 5, 6)  # preset, weights, optimizer, ckpt, lr: fits 80 columns
+    for i in shown:
+        table.add_column(_HEADERS[i], no_wrap=True)
+    rows = ladder_rows()
+    for row in rows:
+        table.add_row(*(row[i] for i in shown))
+    notes = Text("\n".join(f"{row[1]}: {row[-1]}" for row in rows))
+    return Group(table, notes)
+
+
+def ladder_markdown() -> str:
+    """The ladder as a Markdown table (docs/presets.md between the markers)."""
+    lines = ["| " + " | ".join(_HEADERS) + " |", "|" + "---|" * len(_HEADERS)]
+    lines += ["| " + " | ".join(row) + " |" for row in ladder_rows()]
+    return "\n".join(lines)
+
+
+def update_presets_doc(path: str | Path, *, check: bool = False) -> bool:
+    """Rewrite the table between DOC_START and DOC_END in ``path``.
+
+    Args:
+        path: docs/presets.md.
+        check: only report whether the page is up to date; write nothing.
+
+    Returns:
+        True when the page was (or, with ``check``, is) up to date before the call.
+    """
+    page = Path(path).read_text(encoding="utf-8")
+    start, end = page.index(DOC_START) + len(DOC_START), page.index(DOC_END)
+    fresh = page[:start] + "\n" + ladder_markdown() + "\n" + page[end:]
+    if fresh == page:
+        return True
+    if not check:
+        Path(path).write_text(fresh, encoding="utf-8")
+    return False
+
+
+def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, MemoryEstimate | None, str]]:
+    """Every rung's estimate at the reference settings (overridable), on CUDA.
+
+    Returns:
+        ``(preset, estimate or None, error message or "")`` per rung.
+    """
+    from grpo_lite.errors import ConfigError
+    from grpo_lite.models import resolve_model
+    from grpo_lite.presets import LADDER
+
+    arch = resolve_model(model).arch
+    rows = []
+    for preset in LADDER:
+        kwargs = {**REFERENCE_SETTINGS, "method": preset.method, "optim": preset.optim,
+                  "gradient_checkpointing": preset.gradient_checkpointing, **settings}
+        if preset.galore_args:
+            kwargs.setdefault("optim_args", preset.galore_args)
+        try:
+            from grpo_lite.memory import estimate
+
+            rows.append((preset, estimate(arch, **kwargs), ""))
+        except ConfigError as exc:
+            rows.append((preset, None, str(exc)))
+    return rows
+
+
+def plot_components(path: str | Path, model: str = "Llama-3.2-1B-Instruct", **settings: Any) -> Path:
+    """Draw each rung's peak components as a stacked bar chart and save it (PNG, SVG, PDF by suffix).
+
+    Raises:
+        ConfigError: matplotlib is missing (pip install grpo-lite[plot]).
+    """
+    from grpo_lite.errors import ConfigError
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ConfigError("--plot needs matplotlib: pip install grpo-lite[plot]") from exc
+    rows = [(p, est) for p, est, _ in reference_estimates(model, **settings) if est is not None]
+    fig, ax = plt.subplots(figsize=(9, 5))
+    bottoms = [0.0] * len(rows)
+    for name in COMPONENTS:
+        heights = [est.component_gib().get(name, 0.0) for _, est in rows]
+        if any(heights):
+            ax.bar([p.name for p, _ in rows], heights, bottom=bottoms, label=name)
+            bottoms = [b + h for b, h in zip(bottoms, heights)]
+    ax.set_ylabel("GiB at the step's peak")
+    s = {**REFERENCE_SETTINGS, **settings}
+    ax.set_title(f"{model}: GRPO peak memory per preset ({s['num_generations']} generations x "
+                 f"{s['max_completion_length']} tokens, micro-batch {s['per_device_train_batch_size']})")
+    ax.legend(fontsize="small", ncol=2)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+
+def compare_data(models: list[str], budget_gib: float | None = None, **settings: Any) -> dict[str, Any]:
+    """Every rung's peak for each model at the reference settings: models as columns, presets as rows.
+
+    Returns:
+        ``{"settings", "budget_gib", "models", "rows": [{"preset", "method", "gib": {model: GiB or None},
+        "fits": {model: bool or None}}]}`` (JSON-able).
+    """
+    from grpo_lite.planner import headroom_gib
+
+    per_model = {m: reference_estimates(m, **({"budget_gib": budget_gib} if budget_gib else {}), **settings)
+                 for m in models}
+    rows = []
+    for i, (preset, _, _) in enumerate(next(iter(per_model.values()))):
+        cells = {m: per_model[m][i][1] for m in models}
+        gib_cells = {m: None if est is None else round(est.total_gib, 2) for m, est in cells.items()}
+        fit_cells = {m: None if (est is None or budget_gib is None) else
+                     est.total_gib + headroom_gib(budget_gib) <= budget_gib for m, est in cells.items()}
+        rows.append({"preset": preset.name, "method": preset.method, "gib": gib_cells, "fits": fit_cells})
+    return {"settings": {**REFERENCE_SETTINGS, **settings}, "budget_gib": budget_gib, "models": list(models),
+            "rows": rows}
+
+
+def compare_table(data: dict[str, Any]) -> Table:
+    """Render :func:`compare_data` in the shape of the published GRPO VRAM tables."""
+    from rich.table import Table
+
+    s = data["settings"]
+    title = (f"GRPO peak GiB per device ({s['num_generations']} generations x {s['max_completion_length']} tokens, "
+             f"micro-batch {s['per_device_train_batch_size']})")
+    if data["budget_gib"]:
+        title += f"; fits {data['budget_gib']:.2f} GiB usable: yes/no"
+    table = Table(title=title, title_justify="left")
+    table.add_column("preset")
+    for model in data["models"]:
+        table.add_column(model, justify="right")
+    for row in data["rows"]:
+        cells = []
+        for model in data["models"]:
+            value, ok = row["gib"][model], row["fits"][model]
+            text = "n/a" if value is None else f"{value:.1f}"
+            cells.append(text if ok is None else f"{text} {'yes' if ok else 'no'}")
+        table.add_row(row["preset"], *cells)
+    return table

@@ -1,0 +1,215 @@
+"""The search inside one rung of the ladder: candidate settings, best first, and the fit test.
+
+Within a rung the planner trades, in this order, the micro-batch (speed only: the generation batch
+stays the same), then the completion length (512 -> 384 -> 256), then the number of generations
+(8 -> 6 -> 4). Values the user fixed are never traded. Used by :func:`grpo_lite.presets.plan`.
+
+>>> [s["per_device_train_batch_size"] for s in batch_shapes(8, num_processes=1, fixed={})]
+[8, 4, 2, 1]
+>>> headroom_gib(15.73)
+0.7865
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from grpo_lite import memory_terms
+from grpo_lite.errors import ConfigError
+from grpo_lite.hardware import nominal_to_usable_gib, usable_to_nominal_gb
+from grpo_lite.memory import GIB, MemoryEstimate, estimate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.architectures import Architecture
+    from grpo_lite.hardware import Extras
+    from grpo_lite.presets import Preset
+    from grpo_lite.step_settings import Device, Sharding
+
+__all__ = ["GENERATIONS", "COMPLETION_LENGTHS", "HEADROOM_SHARE", "HEADROOM_MIN_GIB", "Candidate", "batch_shapes",
+           "candidates", "fits", "headroom_gib", "required_nominal_gb", "BATCH_KEYS", "LORA_KEYS"]
+
+GENERATIONS: tuple[int, ...] = (8, 6, 4)  # num_generations tried, best first; 4 is the floor
+COMPLETION_LENGTHS: tuple[int, ...] = (512, 384, 256)  # max_completion_length tried; 256 is the floor
+CPU_COMPLETION_LENGTH = 256  # a CPU plan without a budget takes the floor: sampling on CPU is slow
+HEADROOM_SHARE = 0.05  # a plan fits when its peak leaves this share of the usable memory free...
+HEADROOM_MIN_GIB = 0.25  # ...and at least this much
+BATCH_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
+              "generation_batch_size", "num_generations")
+LORA_KEYS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
+VLLM_MAX_SHARE = 0.9
+
+
+def headroom_gib(usable_gib: float) -> float:
+    """Free memory a plan must leave: HEADROOM_SHARE of the usable memory, at least HEADROOM_MIN_GIB."""
+    return round(max(HEADROOM_SHARE * usable_gib, HEADROOM_MIN_GIB), 4)
+
+
+def fits(est: MemoryEstimate, usable_gib: float) -> bool:
+    """Whether the estimated peak plus the headroom stays within the usable memory."""
+    return est.total_gib + headroom_gib(usable_gib) <= usable_gib
+
+
+def required_nominal_gb(total_gib: float) -> int:
+    """The smallest whole nominal GB whose usable memory holds ``total_gib`` plus headroom.
+
+    >>> required_nominal_gb(10.0)
+    11
+    """
+    usable = max(total_gib / (1 - HEADROOM_SHARE), total_gib + HEADROOM_MIN_GIB)
+    gb = math.ceil(usable_to_nominal_gb(usable) - 1e-9)
+    while not fits_total(total_gib, gb):  # guard against rounding at the boundary
+        gb += 1
+    return gb
+
+
+def fits_total(total_gib: float, nominal_gb: float) -> bool:
+    """Whether a peak of ``total_gib`` fits a ``nominal_gb`` card with headroom."""
+    usable = nominal_to_usable_gib(nominal_gb)
+    return total_gib + headroom_gib(usable) <= usable
+
+
+def _divisors_desc(n: int) -> list[int]:
+    return [d for d in range(n, 0, -1) if n % d == 0]
+
+
+def batch_shapes(num_generations: int, *, num_processes: int, fixed: dict[str, Any],
+                 layerwise: bool = False) -> list[dict[str, Any]]:
+    """Micro-batch / accumulation pairs for ``num_generations``, largest micro-batch first.
+
+    Each device generates one prompt group per step unless the user fixed the batch keys; values in
+    ``fixed`` are kept. Shapes that break TRL's divisibility rule are left for StepSettings to reject.
+
+    >>> [tuple(s.values()) for s in batch_shapes(8, num_processes=2, fixed={})]
+    [(8, 1), (4, 1), (2, 2), (1, 4)]
+    >>> batch_shapes(4, num_processes=1, fixed={"per_device_train_batch_size": 1})
+    [{'per_device_train_batch_size': 1, 'gradient_accumulation_steps': 4}]
+    """
+    pdbs_options = [fixed["per_device_train_batch_size"]] if "per_device_train_batch_size" in fixed \
+        else _divisors_desc(num_generations)
+    shapes = []
+    for pdbs in pdbs_options:
+        shape: dict[str, Any] = {"per_device_train_batch_size": pdbs}
+        if "gradient_accumulation_steps" in fixed:
+            shape["gradient_accumulation_steps"] = fixed["gradient_accumulation_steps"]
+        elif layerwise:
+            shape["gradient_accumulation_steps"] = 1
+        elif "steps_per_generation" in fixed:
+            shape["gradient_accumulation_steps"] = fixed["steps_per_generation"]
+        elif "generation_batch_size" in fixed and isinstance(pdbs, int) and pdbs > 0:
+            shape["gradient_accumulation_steps"] = max(1, fixed["generation_batch_size"] // (pdbs * num_processes))
+        else:
+            global_batch = pdbs * num_processes
+            shape["gradient_accumulation_steps"] = num_generations // math.gcd(num_generations, global_batch)
+        for key in ("steps_per_generation", "generation_batch_size"):
+            if key in fixed:
+                shape[key] = fixed[key]
+        if layerwise and shape["gradient_accumulation_steps"] != 1:
+            continue
+        if shape not in shapes:
+            shapes.append(shape)
+    return shapes
+
+
+@dataclass
+class Candidate:
+    """One concrete configuration of a rung, with its estimate."""
+
+    preset: Preset
+    sharding: Sharding
+    kwargs: dict[str, Any]  # estimate() keyword arguments
+    estimate: MemoryEstimate | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def rung_optim(preset: Preset, device: Device, num_processes: int) -> str:
+    """The rung's optimizer on this device and process count (GPU-only / layerwise swaps)."""
+    if num_processes > 1 and preset.multi_optim:
+        return preset.multi_optim if device == "cuda" else preset.multi_optim.replace("_8bit", "")
+    return preset.optim if device == "cuda" else preset.cpu_optim
+
+
+def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib: float | None,
+               sharding: Sharding, num_processes: int, max_prompt_length: int, fixed: dict[str, Any],
+               extras: Extras, cpu_reference: bool = False) -> Iterator[Candidate]:
+    """Yield the rung's candidates best first, each already estimated (or carrying its ConfigError).
+
+    Args:
+        arch: the model's shapes.
+        preset: the rung.
+        device: target device.
+        usable_gib: the usable memory (sizes a colocated vLLM share); None for a CPU reference plan.
+        sharding: the sharding to estimate under.
+        num_processes: processes (GPUs).
+        max_prompt_length: prompt tokens (worst case).
+        fixed: what the user fixed (GRPOConfig and lora_* keys), kept verbatim.
+        extras: which optional packages are installed.
+        cpu_reference: a CPU plan without a budget: one candidate at the CPU defaults.
+    """
+    optim = fixed.get("optim", rung_optim(preset, device, num_processes))
+    layerwise = optim.endswith("layerwise")
+    ckpt = fixed.get("gradient_checkpointing", preset.gradient_checkpointing and not cpu_reference)
+    liger = fixed.get("use_liger_kernel", device == "cuda" and extras.liger_kernel)
+    gens = [fixed["num_generations"]] if "num_generations" in fixed else list(GENERATIONS)
+    lengths = [fixed["max_completion_length"]] if "max_completion_length" in fixed else (
+        [CPU_COMPLETION_LENGTH] if cpu_reference else list(COMPLETION_LENGTHS))
+    if "use_vllm" in fixed:
+        vllm_options = [bool(fixed["use_vllm"])]
+    else:
+        vllm_options = [True, False] if (device == "cuda" and extras.vllm and usable_gib) else [False]
+    base: dict[str, Any] = {
+        "method": preset.method, "device": device, "optim": optim, "gradient_checkpointing": ckpt,
+        "use_liger_kernel": liger, "max_prompt_length": max_prompt_length, "num_processes": num_processes,
+        "sharding": sharding, "budget_gib": usable_gib, "beta": fixed.get("beta", 0.0),
+        "lora_r": fixed.get("lora_r", preset.lora_r), "lora_dropout": fixed.get("lora_dropout", 0.0),
+    }
+    if fixed.get("fp16") and device == "cuda":
+        base["dtype"] = "float16"
+    if preset.method == "galore":
+        base["optim_args"] = fixed.get("optim_args") or preset.galore_args
+    if "lora_target_modules" in fixed:
+        base["lora_target_modules"] = fixed["lora_target_modules"]
+    for key in ("num_iterations", "cast_lm_head_to_fp32", "vllm_mode", "vllm_importance_sampling_correction",
+                "ds3_gather_for_generation", "bf16", "fp16"):
+        if key in fixed:
+            base[key] = fixed[key]
+    for gens_n in gens:
+        for length in lengths:
+            for use_vllm in vllm_options:
+                for shape in batch_shapes(gens_n, num_processes=num_processes, fixed=fixed, layerwise=layerwise):
+                    kwargs = {**base, **shape, "num_generations": gens_n, "max_completion_length": length,
+                              "use_vllm": use_vllm}
+                    cand = Candidate(preset, sharding, kwargs)
+                    if use_vllm and not _size_vllm(arch, cand, fixed, usable_gib):
+                        continue
+                    try:
+                        cand.estimate = estimate(arch, **kwargs)
+                    except ConfigError as exc:
+                        cand.error = str(exc)
+                    yield cand
+                    if cpu_reference:
+                        return
+
+
+def _size_vllm(arch: Architecture, cand: Candidate, fixed: dict[str, Any], usable_gib: float | None) -> bool:
+    """Pick vllm_gpu_memory_utilization (unless fixed): enough for bf16 weights, the KV cache, overhead."""
+    if usable_gib is None:
+        return False
+    if "vllm_gpu_memory_utilization" in fixed:
+        cand.kwargs["vllm_gpu_memory_utilization"] = fixed["vllm_gpu_memory_utilization"]
+        return True
+    from grpo_lite.step_settings import StepSettings
+
+    try:
+        settings = StepSettings.resolve(**{**cand.kwargs, "use_vllm": False})
+    except ConfigError:
+        return True  # let estimate() report the error
+    share = memory_terms.vllm_needed(arch, settings) / (usable_gib * GIB)
+    util = math.ceil(share * 20) / 20
+    if util > VLLM_MAX_SHARE:
+        return False
+    cand.kwargs["vllm_gpu_memory_utilization"] = util
+    return True

@@ -1,0 +1,235 @@
+"""Resolved, validated settings of a GRPO step: what decides its memory.
+
+GRPOConfig names are used where they exist; ``method``, ``device``, ``dtype``, ``quantization``,
+``max_prompt_length``, ``lora_*``, ``budget_gib``, ``num_processes`` and ``sharding`` are the
+planner's own. :meth:`StepSettings.resolve` fills device-dependent defaults and raises
+:class:`~grpo_lite.errors.ConfigError` for what TRL or transformers would reject.
+
+>>> s = StepSettings.resolve(method="qlora", optim="paged_adamw_8bit")
+>>> s.quantization, s.dtype, s.bf16
+('nf4', 'bfloat16', True)
+>>> StepSettings.resolve(per_device_train_batch_size=1, num_generations=8)
+Traceback (most recent call last):
+...
+grpo_lite.errors.ConfigError: generation batch = per_device_train_batch_size (1) x num_processes (1) x ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal, get_args
+
+from grpo_lite.errors import ConfigError
+from grpo_lite.optimizers import OptimizerSpec, get_optimizer
+
+__all__ = ["StepSettings", "Method", "Device", "Dtype", "Quantization", "Sharding", "VllmMode"]
+
+Method = Literal["full", "galore", "lora", "qlora"]
+Device = Literal["cuda", "cpu"]
+Dtype = Literal["bfloat16", "float16", "float32"]
+Quantization = Literal["none", "nf4", "int8"]
+Sharding = Literal["none", "ddp", "zero2", "zero3", "fsdp"]
+VllmMode = Literal["colocate", "server"]
+
+_CHOICES: dict[str, tuple[Any, ...]] = {
+    "method": get_args(Method), "device": get_args(Device), "dtype": get_args(Dtype),
+    "quantization": get_args(Quantization), "sharding": get_args(Sharding), "vllm_mode": get_args(VllmMode),
+}
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """What decides memory in a GRPO step: GRPOConfig names where they exist (resolved, validated).
+
+    Build it with :meth:`resolve`, which fills the device-dependent defaults and raises
+    :class:`~grpo_lite.errors.ConfigError` for invalid values or combinations.
+    """
+
+    method: Method = "full"
+    device: Device = "cuda"
+    dtype: Dtype | None = None  # Default: bfloat16 on cuda, float32 on cpu
+    quantization: Quantization | None = None  # Default: nf4 for qlora, else none
+    double_quant: bool = True
+    optim: str = "adamw_torch_fused"
+    optim_args: str | None = None
+    gradient_checkpointing: bool = False
+    per_device_train_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    steps_per_generation: int | None = None
+    generation_batch_size: int | None = None
+    num_generations: int = 8
+    num_iterations: int = 1
+    max_prompt_length: int = 256
+    max_completion_length: int = 512
+    beta: float = 0.0
+    lora_r: int = 16
+    lora_dropout: float = 0.0
+    lora_target_modules: tuple[str, ...] | None = None  # None: every decoder linear
+    use_liger_kernel: bool = False
+    use_vllm: bool = False
+    vllm_mode: VllmMode = "colocate"
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_importance_sampling_correction: bool = True
+    cast_lm_head_to_fp32: bool = False
+    bf16: bool | None = None  # Default: True on cuda unless fp16
+    fp16: bool | None = None
+    budget_gib: float | None = None  # device size, needed to size a colocated vLLM share
+    num_processes: int = 1
+    sharding: Sharding | None = None  # Default: "ddp" when num_processes > 1, else "none"
+    ds3_gather_for_generation: bool = True
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """Names :func:`estimate` accepts."""
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def resolve(cls, **settings: Any) -> StepSettings:
+        """Validate ``settings`` and fill the defaults that depend on the device and method.
+
+        Raises:
+            ConfigError: unknown key, a value outside its choices, or a combination TRL rejects.
+        """
+        unknown = sorted(set(settings) - set(cls.keys()))
+        if unknown:
+            raise ConfigError(f"unknown memory setting(s) {unknown}; valid: {', '.join(cls.keys())}")
+        for key, choices in _CHOICES.items():
+            value = settings.get(key)
+            if value is not None and value not in choices:
+                raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(map(str, choices))}")
+        targets = settings.get("lora_target_modules")
+        if isinstance(targets, str):
+            settings["lora_target_modules"] = None if targets.replace("_", "-") == "all-linear" else (targets,)
+        elif targets is not None:
+            settings["lora_target_modules"] = tuple(targets)
+        s = cls(**settings)
+        device = s.device
+        nproc = _positive("num_processes", s.num_processes)
+        fill: dict[str, Any] = {
+            "dtype": s.dtype or ("bfloat16" if device == "cuda" else "float32"),
+            "quantization": s.quantization or ("nf4" if s.method == "qlora" else "none"),
+            "bf16": s.bf16 if s.bf16 is not None else (device == "cuda" and not s.fp16),
+            "sharding": s.sharding or ("ddp" if nproc > 1 else "none"),
+        }
+        s = replace(s, **fill)
+        s._validate()
+        return s
+
+    # ---- derived values -------------------------------------------------------------------
+    @property
+    def optimizer(self) -> OptimizerSpec:
+        """The optimizer's row in the registry."""
+        return get_optimizer(self.optim)
+
+    @property
+    def is_peft(self) -> bool:
+        """LoRA or QLoRA: only adapters train."""
+        return self.method in ("lora", "qlora")
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes per weight of the load dtype."""
+        return 4 if self.dtype == "float32" else 2
+
+    @property
+    def act_bytes(self) -> int:
+        """Bytes per activation: 2 under bf16/fp16 autocast, else the load dtype's."""
+        return 2 if (self.bf16 or self.fp16) else self.weight_bytes
+
+    @property
+    def adapter_bytes(self) -> int:
+        """LoRA adapter dtype: TRL casts QLoRA adapters to bf16; PEFT upcasts LoRA adapters to fp32."""
+        if self.method == "qlora":
+            return self.act_bytes
+        return self.weight_bytes if self.sharding == "zero3" else 4
+
+    @property
+    def spg(self) -> int:
+        """steps_per_generation as TRL resolves it."""
+        if self.steps_per_generation is not None:
+            return self.steps_per_generation
+        if self.generation_batch_size is not None:
+            return self.generation_batch_size // (self.per_device_train_batch_size * self.num_processes)
+        return self.gradient_accumulation_steps
+
+    @property
+    def generation_batch_per_device(self) -> int:
+        """Sequences one device generates at once: per_device_train_batch_size x steps_per_generation."""
+        return self.per_device_train_batch_size * self.spg
+
+    @property
+    def shards_weights(self) -> bool:
+        """ZeRO-3 and FSDP full-shard split the weights across processes."""
+        return self.sharding in ("zero3", "fsdp") and self.num_processes > 1
+
+    @property
+    def shards_grads(self) -> bool:
+        """ZeRO-2, ZeRO-3 and FSDP split gradients and optimizer state across processes."""
+        return self.sharding in ("zero2", "zero3", "fsdp") and self.num_processes > 1
+
+    @property
+    def needs_scoring(self) -> bool:
+        """Whether TRL runs a no-grad log-prob pass after sampling (old or reference log-probs)."""
+        misaligned = self.gradient_accumulation_steps % (self.spg * self.num_iterations) != 0
+        return misaligned or (self.use_vllm and self.vllm_importance_sampling_correction) or self.beta != 0
+
+    @property
+    def grads_during_generation(self) -> bool:
+        """Whether some generation happens mid-accumulation, with gradients of earlier micro-batches alive."""
+        cycle = self.spg * self.num_iterations
+        return cycle < self.gradient_accumulation_steps or self.gradient_accumulation_steps % cycle != 0
+
+    def _validate(self) -> None:
+        for key in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_iterations",
+                    "max_prompt_length", "max_completion_length", "lora_r"):
+            _positive(key, getattr(self, key))
+        if self.num_generations < 2:
+            raise ConfigError(f"num_generations={self.num_generations}: GRPO needs at least 2 generations per prompt")
+        _check_batch_rule(self)
+        opt = self.optimizer
+        if self.beta < 0 or not 0 <= self.lora_dropout < 1:
+            raise ConfigError("beta must be >= 0 and lora_dropout in [0, 1)")
+        if not 0 < self.vllm_gpu_memory_utilization <= 1:
+            raise ConfigError("vllm_gpu_memory_utilization must be in (0, 1], e.g. 0.3")
+        if self.sharding == "none" and self.num_processes > 1:
+            raise ConfigError(f"sharding='none' runs one process; with num_processes={self.num_processes} "
+                              "choose ddp, zero2, zero3 or fsdp")
+        if opt.galore != (self.method == "galore"):
+            raise ConfigError(f"optim={self.optim!r} does not match method={self.method!r}: GaLore optimizers "
+                              "(galore_*) go with method='galore' and only there")
+        if opt.layerwise and (self.gradient_accumulation_steps != 1 or self.num_processes > 1):
+            raise ConfigError(f"optim={self.optim!r} updates inside backward: it needs gradient_accumulation_steps=1 "
+                              "and one process (transformers refuses DDP); use a non-layerwise optimizer")
+        if self.device == "cpu" and (opt.cuda_only or self.use_vllm or self.use_liger_kernel):
+            raise ConfigError("on device='cpu' drop the GPU-only options: use_vllm, use_liger_kernel and "
+                              f"CUDA-only optimizers ({self.optim!r} is {'GPU-only' if opt.cuda_only else 'fine'})")
+        if self.method == "qlora" and self.quantization == "none":
+            raise ConfigError("method='qlora' loads the base in 4-bit: quantization must be 'nf4' (or use 'lora')")
+        if not self.is_peft and self.quantization != "none":
+            raise ConfigError(f"method={self.method!r} trains every weight, which cannot be quantized; "
+                              "use method='lora' or 'qlora' for a quantized base")
+        if self.use_vllm and self.vllm_mode == "colocate" and self.budget_gib is None:
+            raise ConfigError("use_vllm with vllm_mode='colocate' needs budget_gib to size vLLM's share")
+
+
+def _positive(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key}={value!r} must be a positive integer")
+    return value
+
+
+def _check_batch_rule(s: StepSettings) -> None:
+    """TRL's rule: per_device_train_batch_size x num_processes x steps_per_generation % num_generations == 0."""
+    if s.steps_per_generation is not None and s.generation_batch_size is not None:
+        raise ConfigError("set steps_per_generation or generation_batch_size, not both (TRL rejects both)")
+    global_batch = s.per_device_train_batch_size * s.num_processes
+    if s.generation_batch_size is not None and s.generation_batch_size % global_batch:
+        raise ConfigError(f"generation_batch_size ({s.generation_batch_size}) must be divisible by "
+                          f"per_device_train_batch_size x num_processes ({global_batch})")
+    gen = global_batch * s.spg
+    if gen % s.num_generations:
+        raise ConfigError(
+            f"generation batch = per_device_train_batch_size ({s.per_device_train_batch_size}) x num_processes "
+            f"({s.num_processes}) x steps_per_generation ({s.spg}) = {gen} must be divisible by num_generations "
+            f"({s.num_generations}); change per_device_train_batch_size, gradient_accumulation_steps "
+            "(or steps_per_generation) or num_generations")

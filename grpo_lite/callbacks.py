@@ -21,12 +21,13 @@ class HistoryCallback(TrainerCallback):
 
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
+        self.step_offset = 0  # steps done by earlier attempts (after an out-of-memory step down)
         self._t0 = time.perf_counter()
 
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
         if not logs or "train_runtime" in logs:  # the final summary row is not a step
             return
-        row = {"step": state.global_step, "elapsed_s": round(time.perf_counter() - self._t0, 2)}
+        row = {"step": self.step_offset + state.global_step, "elapsed_s": round(time.perf_counter() - self._t0, 2)}
         row.update({k: v for k, v in logs.items() if isinstance(v, (int, float)) or v is None})
         self.rows.append(row)
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["first_last", "summary_table", "write_json_atomic", "plot_reward_curve"]
+__all__ = ["finish_report", "first_last", "plot_reward_curve", "summary_table", "versions", "write_json_atomic"]
 
 # Metrics shown in the summary, in order; reward columns are added for every reward function.
 _SUMMARY_KEYS = ("reward", "reward_std", "completions/mean_length", "loss", "grad_norm", "kl", "entropy")
@@ -113,3 +113,33 @@ def plot_reward_curve(history: list[dict[str, Any]], path: str | os.PathLike) ->
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of grpo-lite and the libraries a run depends on (for run.json)."""
+    import importlib.metadata as md
+
+    from grpo_lite._version import __version__
+
+    out: dict[str, str | None] = {"grpo-lite": __version__}
+    for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "bitsandbytes"):
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def finish_report(result: Any, console: Any) -> None:
+    """Print the summary table, draw reward_curve.png, say where the model and run.json are."""
+    title = f"GRPO {result.plan.model.name}: {result.steps} steps, preset {result.plan.preset.name}"
+    planned = result.plan.estimate.total_gib
+    console.print(summary_table(result.history, title=title, peak=result.peak_memory, planned_gib=planned))
+    for event in result.events:
+        if event["event"] == "out_of_memory":
+            console.print(f"stepped down {event['from_preset']} -> {event['to_preset']} after OOM at step {event['step']}")
+    if result.history:
+        png = plot_reward_curve(result.history, result.output_dir / "reward_curve.png")
+        console.print(f"reward curve: {png}" if png else "[dim]no reward curve: pip install 'grpo-lite[plot]'[/dim]")
+    if result.model_dir is not None:
+        console.print(f"model saved to {result.model_dir}; run record in {result.output_dir / 'run.json'}")

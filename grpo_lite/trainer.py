@@ -2,21 +2,23 @@
 
 The flow, in order: resolve the model, load its tokenizer and the dataset (prompt lengths are
 measured, not assumed), plan the memory preset for the budget, load the model as the plan says,
-build TRL's ``GRPOTrainer`` with the plan's settings, train, save the model or adapter and
-``run.json`` atomically, and print a summary. TRL, PEFT and bitsandbytes are imported here, inside
-the function, never at ``import grpo_lite``.
+build TRL's ``GRPOTrainer``, train, save the model or adapter and ``run.json`` atomically, and print
+a summary. Around the loop: a guard against overwriting another run, resume from the latest
+checkpoint, Ctrl-C that saves before it exits, and a step down the preset ladder on CUDA
+out-of-memory (see :mod:`grpo_lite.resilience`). TRL, PEFT and bitsandbytes are imported inside the
+function, never at ``import grpo_lite``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
+import gc
+import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from grpo_lite.errors import ConfigError
 
@@ -26,47 +28,38 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.presets import Method, Plan
     from grpo_lite.prompts import PromptStyle
 
-__all__ = ["TrainResult", "train"]
+__all__ = ["TrainResult", "default_output_dir", "train"]
 
-# Defaults that are not about memory (the plan owns memory); any of them can be overridden.
-_RUN_DEFAULTS: dict[str, Any] = {
-    "logging_steps": 1,
-    "save_strategy": "steps",
-    "save_steps": 50,
-    "save_total_limit": 2,
-    "report_to": "none",
-    "warmup_steps": 0.1,  # a float below 1 is a ratio of the total steps
-    "lr_scheduler_type": "cosine",
-    "max_grad_norm": 0.1,
-    "adam_beta2": 0.99,
-    "weight_decay": 0.1,
-}
-_LORA_KEYS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
+OnOOM = Literal["step_down", "raise"]
 
 
 @dataclass
 class TrainResult:
-    """What a finished train() run produced.
+    """What a train() run produced.
 
     Attributes:
         output_dir: the run folder (checkpoints, ``run.json``, ``reward_curve.png``).
         model_dir: the final model, or the LoRA adapter for LoRA/QLoRA runs.
-        plan: the memory plan that was applied.
-        steps: optimizer steps completed.
+        plan: the memory plan in force at the end (after any step down).
+        steps: optimizer steps completed, over all attempts.
         history: one dict per logged step (reward, each reward's mean, loss, memory...).
         peak_memory: measured CUDA peaks in GiB (``max_allocated_gib``, ``max_reserved_gib``), None on CPU.
         wall_seconds: wall time of the training loop.
+        interrupted: True when Ctrl-C stopped the run (a checkpoint was saved; resume continues it).
+        events: what happened along the way (out-of-memory step downs, interrupts, resume).
         model: the trained model in memory (a PeftModel for LoRA/QLoRA), for evaluation right away.
         tokenizer: its tokenizer.
     """
 
     output_dir: Path
-    model_dir: Path
+    model_dir: Path | None
     plan: Plan
     steps: int
     history: list[dict[str, Any]]
     peak_memory: dict[str, float] | None
     wall_seconds: float
+    interrupted: bool = False
+    events: list[dict[str, Any]] = field(default_factory=list)
     model: Any = field(default=None, repr=False)
     tokenizer: Any = field(default=None, repr=False)
 
@@ -77,44 +70,9 @@ class TrainResult:
         return first_last(self.history, window).get("reward", (None, None))
 
 
-def _default_output_dir(model: str) -> Path:
+def default_output_dir(model: str) -> Path:
     slug = Path(str(model)).name.removesuffix(".gguf").replace("/", "-") or "model"
     return Path("runs") / f"{slug}-{datetime.now():%Y%m%d-%H%M%S}"
-
-
-def _check_config_keys(settings: dict[str, Any], config_cls: type) -> None:
-    valid = {f.name for f in dataclasses.fields(config_cls)}
-    unknown = sorted(set(settings) - valid)
-    if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, sorted(valid) + list(_LORA_KEYS), n=1)
-            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-        raise ConfigError(
-            f"unknown training setting(s): {', '.join(hints)}; pass GRPOConfig/TrainingArguments fields "
-            f"or LoRA settings ({', '.join(_LORA_KEYS)})"
-        )
-
-
-def _measure_prompt_tokens(dataset: Dataset, tokenizer: Any, sample: int = 512) -> int:
-    """The longest prompt, in tokens, over (a sample of) the dataset."""
-    rows = dataset.select(range(min(sample, len(dataset))))["prompt"]
-    lengths = []
-    for prompt in rows:
-        if isinstance(prompt, str):
-            lengths.append(len(tokenizer(prompt)["input_ids"]))
-        else:
-            ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
-            lengths.append(len(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids))
-    return max(lengths)
-
-
-def _device_map(plan: Plan) -> Any:
-    if plan.device != "cuda" or not plan.model_kwargs.get("quantization"):
-        return None
-    from accelerate import PartialState
-
-    return {"": PartialState().local_process_index}  # bitsandbytes weights must sit on this rank's GPU
 
 
 def train(
@@ -129,6 +87,10 @@ def train(
     preset: str | None = None,
     prompt_style: PromptStyle | None = None,
     seed: int = 0,
+    resume: bool = False,
+    overwrite: bool = False,
+    on_oom: OnOOM = "step_down",
+    oom_window_steps: int = 20,
     callbacks: Sequence[Any] = (),
     quiet: bool = False,
     **overrides: Any,
@@ -137,38 +99,55 @@ def train(
 
     Args:
         model: a hub id, a short name such as ``"Llama-3.2-1B-Instruct"``, a local folder, or a ``.gguf`` file.
-        budget_gb: the GPU's nominal size in GB (16 for a 16 GB card). None detects the current CUDA
-            device; without CUDA the run uses a CPU plan.
+        budget_gb: the GPU's nominal size in GB (16 for a 16 GB card), per device. None detects the
+            current CUDA device; without CUDA the run uses a CPU plan.
         dataset: ``"gsm8k"``, ``"synthetic"``, a path to a jsonl/json/parquet/csv file or folder, or a
             ``datasets.Dataset`` with a question (or prompt) column and an answer column.
         rewards: reward names from ``grpo_lite.rewards.REWARDS`` and/or callables with TRL's signature.
             Default: the five GSM8K rewards.
-        output_dir: where checkpoints, the final model and ``run.json`` go. Default: ``runs/<model>-<time>``.
-        max_steps: optimizer steps; None trains one epoch.
+        output_dir: checkpoints, the final model and ``run.json``. Default: ``runs/<model>-<time>``.
+        max_steps: optimizer steps in all; None trains one epoch.
         method: fix the memory method ("full", "galore", "lora", "qlora"); the planner picks the rest.
         preset: fix a whole preset by name (see ``grpo-lite presets``).
         prompt_style: system prompt, one-shot example and assistant prefill. Default: ``PromptStyle()``.
         seed: seed for data order, sampling and adapter initialisation. Default: 0.
+        resume: continue from the latest ``checkpoint-N`` in ``output_dir`` (step count and RNG state
+            continue). Default: False.
+        overwrite: replace a run already in ``output_dir``. Default: False (such a folder is refused).
+        on_oom: "step_down" frees memory after a CUDA out-of-memory error, moves to the next cheaper
+            rung of the ladder and goes on from the weights reached; "raise" re-raises. Default: "step_down".
+        oom_window_steps: step down only for an OOM within this many steps (later ones re-raise). Default: 20.
         callbacks: extra ``transformers.TrainerCallback`` objects.
         quiet: do not print the plan and the summary table.
-        **overrides: any GRPOConfig / TrainingArguments field (e.g. ``learning_rate=1e-5``,
+        **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
             ``num_generations=4``) or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``,
             ``lora_target_modules``), applied verbatim: the planner only chooses what is not fixed here.
-
-    Returns:
-        A :class:`TrainResult`.
     """
     import torch
+    from accelerate import PartialState
     from rich.console import Console
 
-    from grpo_lite import presets, prompts, rewards as reward_lib
+    from grpo_lite import grpo_build, presets, prompts, resilience
+    from grpo_lite import rewards as reward_lib
+    from grpo_lite.callbacks import HistoryCallback, MemoryCallback
     from grpo_lite.data import load_dataset
-    from grpo_lite.loading import load_model, load_tokenizer
+    from grpo_lite.distributed import detect_sharding
+    from grpo_lite.loading import load_tokenizer
     from grpo_lite.models import resolve_model
 
-    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
-    console = Console(quiet=quiet)
+    if on_oom not in ("step_down", "raise"):
+        raise ConfigError(f"on_oom={on_oom!r} is not valid; choose 'step_down' or 'raise'")
+    state = PartialState()
+    console = Console(quiet=quiet or not state.is_main_process)
+    out = Path(output_dir) if output_dir is not None else default_output_dir(str(model))
+    if state.is_main_process:  # one process checks (and, with overwrite, clears) the folder; the rest wait
+        resilience.guard_output_dir(out, resume=resume, overwrite=overwrite)
+    state.wait_for_everyone()
+    checkpoint = resilience.latest_checkpoint(out) if resume else None
+    if checkpoint is not None and preset is None and method is None:
+        preset = json.loads((out / "run.json").read_text())["plan"]["preset"] if (out / "run.json").is_file() else None
     spec = resolve_model(model)
     if spec.note:
         console.print(f"[dim]{spec.note}[/dim]")
@@ -176,131 +155,130 @@ def train(
     style = prompt_style or prompts.PromptStyle()
 
     tokenizer = load_tokenizer(spec.model_id)
-    train_set = load_dataset(dataset, split="train", style=style, seed=seed)
-    train_set = prompts.apply_prompt_style(train_set, tokenizer, style)
-    prompt_tokens = _measure_prompt_tokens(train_set, tokenizer)
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    the_plan = presets.plan(
-        spec, budget_gb, method=method, preset=preset, device=device, max_prompt_length=prompt_tokens, **overrides
+    train_set = prompts.apply_prompt_style(load_dataset(dataset, split="train", style=style, seed=seed), tokenizer, style)
+    prompt_tokens = grpo_build.measure_prompt_tokens(train_set, tokenizer)
+    plan_kwargs = dict(
+        device="cuda" if torch.cuda.is_available() else "cpu",
+        max_prompt_length=prompt_tokens,
+        num_processes=state.num_processes,
+        sharding=detect_sharding(),  # what the launcher set up (zero2/zero3/fsdp), else None/ddp
     )
-    if not quiet:
+    if budget_gb is not None:
+        plan_kwargs["budget_gb"] = budget_gb
+    the_plan = presets.plan(spec, method=method, preset=preset, **plan_kwargs, **overrides)
+    if not quiet and state.is_main_process:
         from grpo_lite.plan_table import plan_table
 
         console.print(plan_table(the_plan))
 
-    from trl import GRPOConfig, GRPOTrainer
+    memory_cb, history_cb, interrupt_cb = MemoryCallback(), HistoryCallback(), resilience.InterruptCallback()
+    own_callbacks = [memory_cb, history_cb, interrupt_cb, resilience.SaveAtEndCallback(), *_rank_callbacks(out)]
+    events: list[dict[str, Any]] = [{"event": "resume", "checkpoint": str(checkpoint)}] if checkpoint else []
+    source, done, wall = spec.model_id, 0, 0.0
+    record = _Record(out, style, reward_funcs, prompt_tokens, state.is_main_process)
+    while True:
+        steps_left = None if max_steps is None else max_steps - done
+        step_downs = sum(e["event"] == "out_of_memory" for e in events)  # a new seed after each step down
+        settings = grpo_build.grpo_settings(the_plan, output_dir=out, seed=seed + step_downs, max_steps=steps_left)
+        record.write(the_plan, settings, history_cb, memory_cb, events, status="running", steps=done)
+        trainer = grpo_build.build_trainer(
+            source, the_plan, settings, train_set, tokenizer, reward_funcs, [*own_callbacks, *callbacks]
+        )
+        history_cb.step_offset = done
+        start = time.perf_counter()
+        try:
+            with resilience.sigint_saves(interrupt_cb):
+                trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            wall += time.perf_counter() - start
+            break
+        except torch.cuda.OutOfMemoryError as exc:
+            wall += time.perf_counter() - start
+            reached = done + trainer.state.global_step
+            if on_oom == "raise" or reached >= oom_window_steps:
+                raise
+            lower = resilience.next_plan(the_plan, **plan_kwargs)  # DoesNotFitError at the bottom rung
+            carried = grpo_build.carry_weights(trainer, tokenizer, out / f"stepdown-{len(events) + 1}")
+            del trainer
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            events.append(
+                {"event": "out_of_memory", "step": reached, "from_preset": the_plan.preset.name,
+                 "to_preset": lower.preset.name, "error": str(exc).splitlines()[0][:300], "weights": str(carried)}
+            )  # fmt: skip
+            console.print(
+                f"[yellow]out of GPU memory at step {reached} on preset {the_plan.preset.name!r}: stepping down "
+                f"to {lower.preset.name!r} and going on from the weights reached (saved in {carried})[/yellow]"
+            )
+            the_plan, source, done, checkpoint = lower, str(carried), reached, None
 
-    out = Path(output_dir) if output_dir is not None else _default_output_dir(str(model))
-    settings = {**_RUN_DEFAULTS, **the_plan.settings}
-    settings.update(output_dir=str(out), seed=seed, max_steps=max_steps if max_steps is not None else -1)
-    _check_config_keys(settings, GRPOConfig)
-    try:
-        args = GRPOConfig(**settings)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"TRL rejected the settings: {exc}") from exc
-
-    torch.manual_seed(seed)
-    policy = load_model(
-        spec.model_id,
-        dtype=the_plan.model_kwargs.get("dtype", "float32"),
-        quantization=the_plan.model_kwargs.get("quantization"),
-        device_map=_device_map(the_plan),
-    )
-    peft_config = None
-    if the_plan.lora is not None:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(**the_plan.lora)
-    from grpo_lite.callbacks import HistoryCallback, MemoryCallback
-
-    memory_cb, history_cb = MemoryCallback(), HistoryCallback()
-    trainer = GRPOTrainer(
-        model=policy,
-        reward_funcs=reward_funcs,
-        args=args,
-        train_dataset=train_set,
-        processing_class=tokenizer,
-        peft_config=peft_config,
-        callbacks=[memory_cb, history_cb, *callbacks],
-    )
-    start = time.perf_counter()
-    trainer.train()
-    wall = time.perf_counter() - start
-    model_dir = _save_final(trainer, tokenizer, out)
+    done += trainer.state.global_step  # after a resume, global_step already counts the checkpoint's steps
+    interrupted = interrupt_cb.requested
+    model_dir = None if interrupted else grpo_build.save_final(trainer, tokenizer, out)
+    if interrupted:
+        events.append({"event": "interrupted", "step": done, "checkpoint": str(resilience.latest_checkpoint(out))})
     result = TrainResult(
-        output_dir=out,
-        model_dir=model_dir,
-        plan=the_plan,
-        steps=trainer.state.global_step,
-        history=history_cb.rows,
-        peak_memory=memory_cb.peak(),
-        wall_seconds=wall,
-        model=trainer.model,
-        tokenizer=tokenizer,
-    )
-    _write_run_json(result, settings, reward_funcs, prompt_tokens, style)
-    _finish_report(result, console)
+        output_dir=out, model_dir=model_dir, plan=the_plan, steps=done, history=history_cb.rows,
+        peak_memory=memory_cb.peak(), wall_seconds=wall, interrupted=interrupted, events=events,
+        model=trainer.model, tokenizer=tokenizer,
+    )  # fmt: skip
+    record.write(the_plan, settings, history_cb, memory_cb, events, status="interrupted" if interrupted else "finished",
+                 steps=done, wall=wall, model_dir=model_dir)  # fmt: skip
+    if state.is_main_process:
+        from grpo_lite.report import finish_report
+
+        finish_report(result, console)
+        if interrupted:
+            console.print(
+                f"[bold]interrupted at step {done}[/bold]: checkpoint saved in {resilience.latest_checkpoint(out)}. "
+                f"Resume with the same command plus --resume (Python: train(..., output_dir={str(out)!r}, resume=True))"
+            )
     return result
 
 
-def _save_final(trainer: Any, tokenizer: Any, out: Path) -> Path:
-    """Save the final model (or adapter) to ``out/final`` through a temporary folder and a rename."""
-    import shutil
+def _rank_callbacks(out: Path) -> list[Any]:
+    """One callback per process that records rank, world size and steps (proves data parallelism)."""
+    from grpo_lite.distributed import RankRecordCallback
 
-    final = out / "final"
-    tmp = out / ".final.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    trainer.save_model(str(tmp))
-    tokenizer.save_pretrained(str(tmp))
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    return final
+    return [RankRecordCallback(out)]
 
 
-def _write_run_json(result: TrainResult, settings: dict[str, Any], reward_funcs: list, prompt_tokens: int, style) -> None:
-    import importlib.metadata as md
+@dataclass
+class _Record:
+    """Writes run.json (atomically) at the start of each attempt and at the end."""
 
-    from grpo_lite._version import __version__
-    from grpo_lite.report import first_last, write_json_atomic
+    out: Path
+    style: Any
+    reward_funcs: Sequence[Any]
+    prompt_tokens: int
+    main: bool
 
-    versions = {"grpo-lite": __version__}
-    for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "bitsandbytes"):
-        try:
-            versions[name] = md.version(name)
-        except md.PackageNotFoundError:
-            versions[name] = None
-    summary = {k: {"first": a, "last": b} for k, (a, b) in first_last(result.history).items()}
-    write_json_atomic(
-        result.output_dir / "run.json",
-        {
-            "model": result.plan.model.model_id,
-            "plan": result.plan.to_dict(),
-            "settings": settings,
-            "rewards": [getattr(f, "__name__", repr(f)) for f in reward_funcs],
-            "prompt_style": dataclasses.asdict(style),
-            "measured_prompt_tokens": prompt_tokens,
-            "steps": result.steps,
-            "wall_seconds": round(result.wall_seconds, 2),
-            "peak_memory": result.peak_memory,
-            "planned_peak_gib": result.plan.estimate.total_gib,
-            "summary": summary,
-            "history": result.history,
-            "versions": versions,
-            "model_dir": str(result.model_dir),
-        },
-    )
+    def write(self, plan: Plan, settings: dict[str, Any], history_cb: Any, memory_cb: Any, events: list, *,
+              status: str, steps: int, wall: float | None = None, model_dir: Path | None = None) -> None:  # fmt: skip
+        if not self.main:
+            return
+        from grpo_lite.report import first_last, versions, write_json_atomic
 
-
-def _finish_report(result: TrainResult, console: Any) -> None:
-    from grpo_lite.report import plot_reward_curve, summary_table
-
-    title = f"GRPO {result.plan.model.name}: {result.steps} steps, preset {result.plan.preset.name}"
-    console.print(
-        summary_table(result.history, title=title, peak=result.peak_memory, planned_gib=result.plan.estimate.total_gib)
-    )
-    if result.history:
-        png = plot_reward_curve(result.history, result.output_dir / "reward_curve.png")
-        console.print(f"reward curve: {png}" if png else "[dim]no reward curve: pip install 'grpo-lite[plot]'[/dim]")
-    console.print(f"model saved to {result.model_dir}; run record in {result.output_dir / 'run.json'}")
+        summary = {k: {"first": a, "last": b} for k, (a, b) in first_last(history_cb.rows).items()}
+        write_json_atomic(
+            self.out / "run.json",
+            {
+                "status": status,
+                "model": plan.model.model_id,
+                "plan": plan.to_dict(),
+                "settings": settings,
+                "rewards": [getattr(f, "__name__", repr(f)) for f in self.reward_funcs],
+                "prompt_style": asdict(self.style),
+                "measured_prompt_tokens": self.prompt_tokens,
+                "steps": steps,
+                "wall_seconds": None if wall is None else round(wall, 2),
+                "peak_memory": memory_cb.peak(),
+                "planned_peak_gib": round(plan.estimate.total_gib, 3),
+                "events": events,
+                "summary": summary,
+                "history": history_cb.rows,
+                "per_step_memory": memory_cb.per_step,
+                "versions": versions(),
+                "model_dir": None if model_dir is None else str(model_dir),
+            },
+        )

@@ -28,6 +28,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--method", choices=METHODS, default=None, help="fix the memory method; the planner picks the rest")
     p.add_argument("--preset", default=None, help="fix a preset by name (see grpo-lite presets)")
     p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output-dir")
+    p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
+    p.add_argument("--on-oom", choices=("step_down", "raise"), default="step_down",
+                   help="on CUDA out-of-memory: step down the preset ladder and go on (default), or stop")
     add_set_argument(p)
     add_launch_arguments(p)  # --num-processes N, --sharding
     return p
@@ -51,7 +55,12 @@ def run(args: argparse.Namespace) -> int:
         method=args.method,
         preset=args.preset,
         seed=args.seed,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        on_oom=args.on_oom,
         **parse_set(args.set),
     )
+    if result.interrupted:
+        return 130
     print(f"trained {result.steps} steps in {result.wall_seconds:.0f} s; model in {result.model_dir}")
     return 0

@@ -1,0 +1,330 @@
+"""Scaling out: shipped accelerate configs, launch commands, sharding detection, rank records, two gloo ranks.
+
+FSDP and DeepSpeed do not run on CPU, so their configs are checked with accelerate's own config
+classes and launcher preparation; two CPU (gloo) processes really train the tiny model (slow test).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from grpo_lite import distributed as D
+from grpo_lite.errors import ConfigError, GrpoLiteError
+
+TINY_RUN = ["--dataset", "synthetic", "--reward", "length", "--max-steps", "2", "--set", "num_generations=4",
+            "--set", "per_device_train_batch_size=2", "--set", "max_completion_length=16", "--set", "save_strategy=no"]
+
+
+# ---- shipped configs, read back by accelerate -------------------------------------------------------
+@pytest.mark.parametrize("sharding, distributed_type, section, expected", [
+    ("ddp", "MULTI_GPU", None, {}),
+    ("zero2", "DEEPSPEED", "deepspeed_config", {"zero_stage": 2, "zero3_init_flag": False,
+                                                "offload_param_device": "none"}),
+    ("zero3", "DEEPSPEED", "deepspeed_config", {"zero_stage": 3, "zero3_init_flag": True,
+                                                "zero3_save_16bit_model": True}),
+    ("fsdp", "FSDP", "fsdp_config", {"fsdp_version": 2, "fsdp_reshard_after_forward": True,
+                                     "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+                                     "fsdp_state_dict_type": "FULL_STATE_DICT",
+                                     "fsdp_activation_checkpointing": False}),
+])
+def test_written_config_loads_in_accelerate(tmp_path, sharding, distributed_type, section, expected):
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    path = D.write_accelerate_config(sharding, 4, tmp_path / f"{sharding}.yaml", mixed_precision="fp16")
+    cfg = ClusterConfig.from_yaml_file(path)
+    assert str(cfg.distributed_type).endswith(distributed_type)
+    assert (cfg.num_processes, cfg.num_machines, str(cfg.mixed_precision)) == (4, 1, "fp16")
+    assert path.read_text().startswith(f'# grpo-lite, sharding "{sharding}"')
+    got = getattr(cfg, section) if section else {}
+    assert {k: got[k] for k in expected} == expected
+    if section == "deepspeed_config":  # left to the training arguments ("auto"), else DeepSpeed and TRL disagree
+        assert "gradient_accumulation_steps" not in got and "gradient_clipping" not in got
+
+
+@pytest.mark.parametrize("sharding", ["ddp", "zero2", "zero3", "fsdp"])
+def test_shipped_config_is_package_data_and_has_a_registry_row(sharding):
+    assert D.config_path(sharding).is_file()
+    assert D.SHARDINGS[sharding].config == f"{sharding}.yaml"
+
+
+def _accelerate_env(cmd: list[str]) -> dict[str, str]:
+    """What accelerate launch would set for the processes of ``cmd``, without launching anything."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
+
+    assert cmd[1:3] == ["-m", "accelerate.commands.launch"]
+    args, defaults, mp_from_config = _validate_launch_command(launch_command_parser().parse_args(cmd[3:]))
+    assert (args.module, args.training_script, args.training_script_args) == (True, "grpo_lite", ["train", "m"])
+    if not args.use_deepspeed:
+        return {**prepare_multi_gpu_env(args), "WORLD_SIZE": str(args.num_processes), "LOCAL_RANK": "0"}
+    fields = list(defaults.deepspeed_config) + (["mixed_precision"] if mp_from_config else [])  # as launch_command()
+    args.deepspeed_fields_from_accelerate_config = ",".join(fields)
+    return prepare_deepspeed_cmd_env(args)[1]
+
+
+@pytest.mark.parametrize("sharding", ["ddp", "zero2", "zero3", "fsdp"])
+def test_accelerate_launch_sets_what_detect_sharding_reads(sharding):
+    env = _accelerate_env(D.launch_command(["train", "m"], 4, sharding, cuda=True))
+    assert D.detect_sharding(env) == sharding
+    assert env["ACCELERATE_MIXED_PRECISION"] == "bf16"
+
+
+def test_fsdp_launch_is_full_shard_with_layer_wrap():
+    env = _accelerate_env(D.launch_command(["train", "m"], 2, "fsdp", cuda=True))
+    assert (env["FSDP_VERSION"], env["FSDP_RESHARD_AFTER_FORWARD"], env["FSDP_AUTO_WRAP_POLICY"]) == (
+        "2", "true", "TRANSFORMER_BASED_WRAP")
+
+
+# ---- launch commands and their errors ---------------------------------------------------------------
+def test_cpu_launch_uses_torchrun_standalone():
+    cmd = D.launch_command(["train", "m", "--max-steps=2"], 3, None, cuda=False, python="py")
+    assert cmd == ["py", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3", "-m", "grpo_lite",
+                   "train", "m", "--max-steps=2"]
+
+
+def test_cuda_launch_uses_the_shipped_config_unless_given():
+    assert D.launch_command(["train", "m"], 2, "zero2", cuda=True)[4] == str(D.config_path("zero2"))
+    assert D.launch_command(["train", "m"], 2, "zero2", cuda=True, config_file="my.yaml")[4] == "my.yaml"
+
+
+@pytest.mark.parametrize("sharding, n, cuda, message", [
+    ("none", 2, True, "sharding 'none' runs one process"),
+    ("ddp", 1, True, "'ddp' needs at least 2 processes"),
+    ("zero3", 2, False, r"'zero3' \(DeepSpeed ZeRO stage 3\) runs only on CUDA GPUs"),
+    ("fsdp", 2, False, "on CPU use --sharding ddp"),
+    ("zero4", 2, True, "sharding='zero4' is not valid; choose one of none, ddp, zero2, zero3, fsdp"),
+    ("ddp", 0, True, "num_processes=0 must be a positive integer"),
+])
+def test_launch_command_rejects(sharding, n, cuda, message):
+    with pytest.raises(ConfigError, match=message):
+        D.launch_command(["train", "m"], n, sharding, cuda=cuda)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(sharding="ddp", num_processes=1), "'ddp' needs at least 2 processes"),
+    (dict(sharding="fsdp", num_processes=2, mixed_precision="fp8"),
+     "mixed_precision='fp8' is not valid; choose one of no, fp16, bf16"),
+    (dict(sharding="none", num_processes=2), "sharding 'none' runs one process without a launcher"),
+])
+def test_accelerate_config_rejects(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        D.accelerate_config(**kwargs)
+
+
+def test_one_process_zero3_config_is_allowed_for_smoke_tests():
+    assert D.accelerate_config("zero3", 1)["num_processes"] == 1
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, "none"),
+    ({"WORLD_SIZE": "1", "LOCAL_RANK": "0"}, "none"),
+    ({"WORLD_SIZE": "2", "LOCAL_RANK": "1"}, "ddp"),
+    ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2"}, "zero2"),
+    ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}, "zero3"),
+    ({"ACCELERATE_USE_FSDP": "true", "WORLD_SIZE": "4"}, "fsdp"),
+])
+def test_detect_sharding(env, expected):
+    assert D.detect_sharding(env) == expected
+
+
+def test_detect_sharding_rejects_zero1():
+    with pytest.raises(ConfigError, match="ZeRO stage 1 is not modelled"):
+        D.detect_sharding({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "1"})
+
+
+# ---- the CLI: options, argv round trip, relaunch guard ----------------------------------------------
+def _train_parser():
+    from grpo_lite.cli import build_parser
+
+    args = build_parser().parse_args(["train", "m"])
+    return args._launch_parser
+
+
+@pytest.mark.parametrize("argv", [
+    ["m"],
+    ["m", "--num-processes", "2", "--sharding", "zero3", "--budget-gb", "80"],
+    ["m", "--reward", "length", "--reward", "format", "--set", "beta=0.04", "--set", "lr_scheduler_type=constant"],
+    ["m", "--method", "lora", "--max-steps", "3", "--seed", "-1", "--output-dir", "runs/a b"],
+    ["m", "--resume", "--on-oom", "raise", "--dataset", "synthetic"],
+])
+def test_namespace_argv_round_trips_the_train_parser(argv):
+    parser = _train_parser()
+    args = parser.parse_args(argv)
+    rebuilt = D.namespace_argv(parser, args)
+    assert vars(parser.parse_args(rebuilt)) == vars(args)
+
+
+def test_namespace_argv_applies_replacements():
+    parser = _train_parser()
+    rebuilt = D.namespace_argv(parser, parser.parse_args(["m"]), output_dir="out", sharding="ddp")
+    assert rebuilt == ["m", "--output-dir=out", "--sharding=ddp"]
+
+
+def test_launched_process_does_not_relaunch_and_checks_world_size(monkeypatch):
+    parser = _train_parser()
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert D.maybe_relaunch(parser.parse_args(["m", "--num-processes", "2"])) is None
+    with pytest.raises(ConfigError, match="--num-processes 4 but this process was launched with WORLD_SIZE=2"):
+        D.maybe_relaunch(parser.parse_args(["m", "--num-processes", "4"]))
+
+
+def test_one_process_trains_here(monkeypatch):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setattr(D, "_detect_gpus", lambda: pytest.fail("one process must not probe GPUs"))
+    assert D.maybe_relaunch(_train_parser().parse_args(["m"])) is None
+
+
+def test_more_processes_than_gpus_is_an_error(monkeypatch):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setattr(D, "_detect_gpus", lambda: (2, 79.1))
+    with pytest.raises(ConfigError, match="--num-processes 4 needs 4 GPUs, one per process; 2 found"):
+        D.maybe_relaunch(_train_parser().parse_args(["m", "--num-processes", "4"]))
+
+
+# ---- rank records -----------------------------------------------------------------------------------
+def _write_records(out: Path, *records: D.RankRecord) -> None:
+    (out / "ranks").mkdir(parents=True)
+    for r in records:
+        (out / "ranks" / f"rank{r.rank}.json").write_text(json.dumps(r.__dict__))
+
+
+def test_check_ranks_accepts_a_full_world(tmp_path):
+    _write_records(tmp_path, D.RankRecord(1, 2, 2, 4, "gloo"), D.RankRecord(0, 2, 2, 4, "gloo"))
+    assert [r.rank for r in D.check_ranks(tmp_path, 2)] == [0, 1]
+
+
+@pytest.mark.parametrize("records, message", [
+    ([D.RankRecord(0, 2, 2, 4, "gloo")], r"expected records of ranks 0..1 .* found \[0\]"),
+    ([D.RankRecord(0, 1, 2, 4, None), D.RankRecord(0, 1, 2, 4, None)], r"found \[0, 0\]"),
+    ([D.RankRecord(0, 2, 2, 4, "gloo"), D.RankRecord(1, 1, 2, 4, None)], r"ranks \[1\] ran with world size 1, not 2"),
+])
+def test_check_ranks_rejects(tmp_path, records, message):
+    (tmp_path / "ranks").mkdir()
+    for i, r in enumerate(records):
+        (tmp_path / "ranks" / f"rank{i}.json").write_text(json.dumps(r.__dict__))
+    with pytest.raises(GrpoLiteError, match=message):
+        D.check_ranks(tmp_path, 2)
+
+
+def test_rank_record_callback_counts_micro_batches_and_writes_its_rank(tmp_path):
+    import torch
+    from transformers import TrainerCallback, TrainerState
+
+    cb = D.RankRecordCallback(tmp_path)
+    assert isinstance(cb, TrainerCallback)
+    args = SimpleNamespace(process_index=3, world_size=4, per_device_train_batch_size=2)
+    state = TrainerState(global_step=0)
+    cb.on_train_begin(args, state, None)
+    for _ in range(2):  # two optimizer steps of two micro-batches each
+        cb.on_substep_end(args, state, None)
+        state.global_step += 1
+        cb.on_step_end(args, state, None)
+    model = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        model.weight.fill_(0.5)
+        model.bias.fill_(-1.0)
+    cb.on_train_end(args, state, None, model=model)
+    record = json.loads((tmp_path / "ranks" / "rank3.json").read_text())
+    assert {k: record[k] for k in ("rank", "world_size", "steps", "local_samples", "micro_batches", "backend")} == {
+        "rank": 3, "world_size": 4, "steps": 2, "local_samples": 8, "micro_batches": 4, "backend": None}
+    assert record["param_sum"] == pytest.approx(6 * 0.5 - 2.0)
+    assert record["pid"] == os.getpid()
+
+
+def test_main_writes_a_config(tmp_path, capsys):
+    assert D.main(["fsdp", "--num-processes", "8", "--output", str(tmp_path / "f.yaml")]) == 0
+    assert "num_processes: 8" in (tmp_path / "f.yaml").read_text()
+    assert D.main(["ddp", "--num-processes", "1"]) == 2
+    assert "needs at least 2 processes" in capsys.readouterr().err
+
+
+# ---- the planner's per-device arithmetic and the doc rendered from it --------------------------------
+def _bench():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_sharding.py"
+    spec = importlib.util.spec_from_file_location("gpu_sharding", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def per_device():
+    bench = _bench()
+    return {r["sharding"]: r for r in bench.sharding_rows(bench.DOC_MODEL, 4, **bench.DOC_SETTINGS)}
+
+
+@pytest.mark.parametrize("sharding, weights, gradients, buckets", [
+    ("ddp", 1, 1, 1),       # a full replica plus DDP's bucket copy of the gradients
+    ("zero2", 1, 1 / 4, 0),  # gradients and optimizer state divided, weights whole
+    ("zero3", 1 / 4, 1 / 4, 0),
+    ("fsdp", 1 / 4, 1 / 4, 0),
+])
+def test_per_device_shares_over_four_processes(per_device, sharding, weights, gradients, buckets):
+    one, row = per_device["none"], per_device[sharding]
+    assert row["processes"] == 4
+    assert row["weights"] == pytest.approx(one["weights"] * weights)
+    assert row["gradients"] == pytest.approx(one["gradients"] * gradients)
+    assert row.get("grad_buckets", 0.0) == pytest.approx(one["gradients"] * buckets)
+
+
+def test_optimizer_state_division(per_device):
+    assert per_device["fsdp"]["optimizer_state"] == pytest.approx(per_device["none"]["optimizer_state"] / 4)
+    # DeepSpeed: fp32 master weights + fp32 Adam states, divided; the same for ZeRO-2 and ZeRO-3
+    assert per_device["zero2"]["optimizer_state"] == pytest.approx(per_device["zero3"]["optimizer_state"])
+    assert per_device["zero2"]["optimizer_state"] > per_device["fsdp"]["optimizer_state"]
+
+
+def test_planner_shards_only_when_replicas_do_not_fit_and_keeps_the_batch_rule():
+    bench = _bench()
+    with bench._doc_extras():
+        rows = bench.planner_rows("Qwen2.5-14B-Instruct", 8, (1, 4)) + bench.planner_rows("Qwen2.5-7B-Instruct", 24)
+    assert not rows[0]["fits"]  # one 8 GB card cannot hold it
+    assert rows[1]["fits"] and rows[1]["sharding"] in ("zero2", "zero3", "fsdp")
+    assert [r["sharding"] for r in rows[2:]] == ["none", "ddp", "ddp", "ddp"]
+    for r in rows[1:]:
+        assert r["generation_batch"] % r["generations"] == 0
+        assert r["generation_batch"] % (r["micro_batch"] * r["processes"]) == 0
+
+
+def test_scaling_doc_tables_are_up_to_date():
+    bench = _bench()
+    page = Path(__file__).resolve().parents[1] / "docs" / "scaling.md"
+    assert bench.update_doc(page, check=True), "run: python benchmarks/gpu_sharding.py --docs docs/scaling.md"
+
+
+# ---- two gloo processes really train the tiny model -------------------------------------------------
+def _assert_two_ranks_trained(out: Path) -> list[D.RankRecord]:
+    records = D.check_ranks(out, 2)
+    assert [(r.rank, r.world_size, r.steps, r.backend) for r in records] == [(0, 2, 2, "gloo"), (1, 2, 2, "gloo")]
+    accumulation = json.loads((out / "run.json").read_text())["settings"]["gradient_accumulation_steps"]
+    assert all(r.local_samples == 2 * accumulation * 2 for r in records)  # steps x micro-batches x completions
+    assert records[0].pid != records[1].pid
+    # each rank trains on its own prompts; identical weights after: the gradients were all-reduced
+    assert records[0].param_sum == pytest.approx(records[1].param_sum, rel=1e-9, abs=1e-9)
+    return records
+
+
+@pytest.mark.slow
+def test_grpo_lite_train_num_processes_2_runs_two_ranks(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "grpo_lite", "train", str(tiny_model_dir), "--num-processes", "2",
+           "--output-dir", str(out), *TINY_RUN]
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    wall = time.perf_counter() - start
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "-m torch.distributed.run --standalone --nproc_per_node 2 -m grpo_lite train" in done.stderr
+    _assert_two_ranks_trained(out)
+    assert "rank 0: 2 steps" in done.stdout and "rank 1: 2 steps" in done.stdout
+    print(f"two gloo processes, grpo-lite train --num-processes 2: {wall:.1f} s wall")

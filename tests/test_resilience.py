@@ -1,0 +1,145 @@
+"""Nothing a user did must cost them finished work: output-dir guard, resume, OOM step down, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from grpo_lite import ConfigError, DoesNotFitError, train
+
+FAST = dict(
+    dataset="synthetic",
+    rewards=["length"],
+    num_generations=4,
+    per_device_train_batch_size=4,
+    gradient_accumulation_steps=1,
+    max_completion_length=16,
+    learning_rate=1e-2,
+    quiet=True,
+)
+
+
+def _oom_at(step: int):
+    """A callback that raises CUDA's out-of-memory error once, when ``step`` begins."""
+    from transformers import TrainerCallback
+
+    class InjectOOM(TrainerCallback):
+        fired = False
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if not self.fired and state.global_step + 1 == step:
+                type(self).fired = True
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.90 GiB (injected)")
+
+    return InjectOOM()
+
+
+def _stop_at(step: int):
+    """A callback that stops training after ``step`` and saves a checkpoint, as Ctrl-C does."""
+    from transformers import TrainerCallback
+
+    class StopAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == step:
+                control.should_save = control.should_training_stop = True
+
+    return StopAt()
+
+
+def test_output_dir_with_another_run_is_refused_and_kept(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text('{"status": "finished"}')
+    with pytest.raises(ConfigError, match=r"already holds a run.*resume=True.*overwrite=True"):
+        train(str(tiny_model_dir), output_dir=out, max_steps=1, save_strategy="no", **FAST)
+    assert json.loads((out / "run.json").read_text()) == {"status": "finished"}
+
+
+def test_overwrite_replaces_the_old_run(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    (out / "checkpoint-7").mkdir(parents=True)
+    (out / "run.json").write_text("{}")
+    result = train(str(tiny_model_dir), output_dir=out, max_steps=1, save_strategy="no", overwrite=True, **FAST)
+    assert result.steps == 1 and not (out / "checkpoint-7").exists()
+    assert json.loads((out / "run.json").read_text())["status"] == "finished"
+
+
+def test_resume_without_checkpoint_is_a_clear_error(tiny_model_dir, tmp_path):
+    with pytest.raises(ConfigError, match="holds no checkpoint-N folder"):
+        train(str(tiny_model_dir), output_dir=tmp_path / "empty", max_steps=1, resume=True, **FAST)
+
+
+def test_two_plus_two_resumed_steps_match_four_straight(tiny_model_dir, tmp_path):
+    kw = dict(method="lora", save_strategy="steps", save_steps=100, **FAST)
+    straight = train(str(tiny_model_dir), output_dir=tmp_path / "straight", max_steps=4, **kw)
+    first = train(str(tiny_model_dir), output_dir=tmp_path / "split", max_steps=4, callbacks=[_stop_at(2)], **kw)
+    assert first.steps == 2 and (tmp_path / "split" / "checkpoint-2").is_dir()
+    resumed = train(str(tiny_model_dir), output_dir=tmp_path / "split", max_steps=4, resume=True, **kw)
+    assert resumed.steps == straight.steps == 4
+    assert resumed.events[0]["event"] == "resume"
+    a = {n: p.detach() for n, p in straight.model.named_parameters() if "lora_" in n}
+    b = {n: p.detach() for n, p in resumed.model.named_parameters() if "lora_" in n}
+    assert a.keys() == b.keys() and a
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], atol=1e-4, rtol=1e-3, msg=name)
+
+
+def test_out_of_memory_steps_down_the_ladder_and_keeps_the_steps(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    result = train(str(tiny_model_dir), output_dir=out, max_steps=4, preset="full", save_strategy="no",
+                   callbacks=[_oom_at(3)], **FAST)  # fmt: skip
+    assert result.steps == 4
+    oom = [e for e in result.events if e["event"] == "out_of_memory"]
+    assert len(oom) == 1 and oom[0]["step"] == 2 and oom[0]["from_preset"] == "full"
+    assert result.plan.preset.name == oom[0]["to_preset"] != "full"
+    assert [r["step"] for r in result.history] == [1, 2, 3, 4]
+    record = json.loads((out / "run.json").read_text())
+    assert record["events"][0]["to_preset"] == result.plan.preset.name and record["steps"] == 4
+
+
+def test_out_of_memory_at_the_bottom_rung_says_what_is_needed(tiny_model_dir, tmp_path):
+    with pytest.raises(DoesNotFitError, match="no cheaper rung is left"):
+        train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=3, preset="qlora", save_strategy="no",
+              callbacks=[_oom_at(2)], **FAST)  # fmt: skip
+
+
+def test_on_oom_raise_reraises(tiny_model_dir, tmp_path):
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=3, on_oom="raise", save_strategy="no",
+              callbacks=[_oom_at(2)], **FAST)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_a_loadable_checkpoint_and_says_how_to_resume(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "grpo_lite.cli", "train", str(tiny_model_dir), "--dataset", "synthetic",
+           "--reward", "length", "--max-steps", "500", "--output-dir", str(out), "--method", "lora",
+           "--set", "num_generations=4", "--set", "per_device_train_batch_size=4", "--set", "max_completion_length=16",
+           "--set", "save_steps=1000"]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait until training has really started
+        if (out / "run.json").is_file() and "running" in (out / "run.json").read_text():
+            break
+        time.sleep(0.5)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output[-2000:]
+    assert "Resume with the same command plus --resume" in output
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "interrupted"
+    step = record["steps"]
+    ckpt = out / f"checkpoint-{step}"
+    assert 1 <= step < 500 and (ckpt / "trainer_state.json").is_file() and (ckpt / "adapter_config.json").is_file()
+    resumed = train(str(tiny_model_dir), output_dir=out, max_steps=step + 1, resume=True, method="lora",
+                    save_strategy="no", **{k: v for k, v in FAST.items()})  # fmt: skip
+    assert resumed.steps == step + 1

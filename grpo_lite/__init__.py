@@ -19,14 +19,19 @@ from grpo_lite._version import __version__
 _EXPORTS: dict[str, str] = {
     "train": "grpo_lite.trainer",
     "TrainResult": "grpo_lite.trainer",
-    "evaluate": "grpo_lite.evaluate",
-    "EvalResult": "grpo_lite.evaluate",
+    "evaluate": "grpo_lite.evaluation",
+    "EvalResult": "grpo_lite.evaluation",
     "load_gsm8k": "grpo_lite.data",
     "load_dataset": "grpo_lite.data",
     "synthetic_problems": "grpo_lite.synthetic",
     "PromptStyle": "grpo_lite.prompts",
     "plan": "grpo_lite.presets",
     "Plan": "grpo_lite.presets",
+    "Preset": "grpo_lite.presets",
+    "get_preset": "grpo_lite.presets",
+    "LADDER": "grpo_lite.presets",
+    "resolve_model": "grpo_lite.models",
+    "ModelSpec": "grpo_lite.models",
     "estimate": "grpo_lite.memory",
     "MemoryEstimate": "grpo_lite.memory",
     "GrpoLiteError": "grpo_lite.errors",
@@ -43,9 +48,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite import rewards
     from grpo_lite.data import load_dataset, load_gsm8k
     from grpo_lite.errors import ConfigError, DataError, DoesNotFitError, GrpoLiteError, ModelError
-    from grpo_lite.evaluate import EvalResult, evaluate
+    from grpo_lite.evaluation import EvalResult, evaluate
     from grpo_lite.memory import MemoryEstimate, estimate
-    from grpo_lite.presets import Plan, plan
+    from grpo_lite.models import ModelSpec, resolve_model
+    from grpo_lite.presets import LADDER, Plan, Preset, get_preset, plan
     from grpo_lite.prompts import PromptStyle
     from grpo_lite.synthetic import synthetic_problems
     from grpo_lite.trainer import TrainResult, train

@@ -7,12 +7,11 @@ Every loader returns a ``datasets.Dataset`` with a ``prompt`` column (conversati
 numbers so that a bad row is reported where it is.
 
 ``datasets`` (and ``pyarrow`` for parquet) are imported inside the functions that need them.
+Reading files and folders into located rows lives in :mod:`grpo_lite.readers`.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from grpo_lite.answers import gsm8k_gold, normalize_number
 from grpo_lite.errors import ConfigError, DataError
 from grpo_lite.prompts import PromptStyle, build_messages
+from grpo_lite.readers import SUFFIXES, DataSplit, Row, read_source
 from grpo_lite.synthetic import LEVELS, synthetic_problems
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,19 +30,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["DATASETS", "DatasetName", "GSM8K_DIR_ENV", "GSM8K_HUB_ID", "SUFFIXES", "load_dataset", "load_gsm8k"]
 
-DataSplit = Literal["train", "test"]
 DatasetName = Literal["gsm8k", "synthetic"]
 GSM8K_HUB_ID = "openai/gsm8k"
 GSM8K_DIR_ENV = "GRPO_LITE_GSM8K_DIR"  # a folder with train.jsonl/test.jsonl, read instead of the hub
-SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")
 _SPLITS: tuple[DataSplit, ...] = ("train", "test")
 _SYNTHETIC_DEFAULT_N = 200
-
-
-@dataclass(frozen=True)
-class _Row:
-    where: str  # "path, line 3" or "path, row 3": where a person finds the row
-    data: dict[str, Any]
 
 
 def _check_split(split: str) -> None:
@@ -55,98 +47,8 @@ def _check_limit(limit: int | None) -> None:
         raise ConfigError(f"limit must be a positive number of rows or None (all rows), got {limit!r}")
 
 
-# ----------------------------------------------------------------------------- reading files
-def _json_lines(path: Path, text: str) -> list[_Row]:
-    rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}, line {number}: not valid JSON ({exc.msg}): {line.strip()[:80]!r}") from None
-        if not isinstance(data, dict):
-            raise DataError(f"{path}, line {number}: expected a JSON object with named fields: {line.strip()[:80]!r}")
-        rows.append(_Row(f"{path}, line {number}", data))
-    return rows
-
-
-def _json_document(path: Path, text: str) -> list[_Row]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if text.lstrip().startswith("{") and "\n" in text.strip():
-            return _json_lines(path, text)  # JSON lines saved as .json
-        raise DataError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    if isinstance(data, dict):
-        lists = [v for v in data.values() if isinstance(v, list)]
-        if len(data) == 1 and lists and all(isinstance(r, dict) for r in lists[0]):
-            data = lists[0]  # {"data": [{...}, ...]}
-        elif data and len(lists) == len(data) and len({len(v) for v in lists}) == 1:
-            data = [dict(zip(data, values, strict=True)) for values in zip(*data.values(), strict=True)]  # columns
-    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-        raise DataError(f"{path}: expected a list of objects like [{{'question': ..., 'answer': ...}}] or JSON lines")
-    return [_Row(f"{path}, row {i}", r) for i, r in enumerate(data, 1)]
-
-
-def _read_file(path: Path) -> list[_Row]:
-    """All rows of one file, each with its location. Raises DataError for what cannot be read."""
-    suffix = path.suffix.lower()
-    if not path.exists():
-        raise DataError(f"{path}: file not found; pass an existing {'/'.join(SUFFIXES)} file or a train/test folder")
-    if suffix not in SUFFIXES or not path.is_file():
-        raise DataError(f"{path}: unsupported file type {suffix or '(none)'!r}; use one of {', '.join(SUFFIXES)}")
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            records = pq.read_table(path).to_pylist()
-        except Exception as exc:  # pyarrow raises several types for a bad file
-            raise DataError(f"{path}: cannot read parquet ({type(exc).__name__}: {exc})") from None
-        rows = [_Row(f"{path}, row {i}", r) for i, r in enumerate(records, 1)]
-    else:
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        if not text.strip():
-            raise DataError(f"{path}: the file is empty; it needs one row per problem with 'question' and 'answer'")
-        if suffix == ".jsonl":
-            rows = _json_lines(path, text)
-        elif suffix == ".json":
-            rows = _json_document(path, text)
-        else:
-            reader = csv.DictReader(text.splitlines())
-            rows = [_Row(f"{path}, line {reader.line_num}", dict(r)) for r in reader]
-    if not rows:
-        raise DataError(f"{path}: the file has no rows; it needs one row per problem with 'question' and 'answer'")
-    return rows
-
-
-def _split_files(folder: Path, split: DataSplit) -> list[Path]:
-    """The files holding ``split`` in a folder: ``train.jsonl``..., else ``*train*.<ext>`` (also in ``main/``)."""
-    for suffix in SUFFIXES:
-        if (folder / f"{split}{suffix}").is_file():
-            return [folder / f"{split}{suffix}"]
-    for where in (folder, folder / "main"):
-        found = sorted(p for p in where.glob(f"*{split}*") if p.is_file() and p.suffix.lower() in SUFFIXES)
-        if found:
-            return found
-    present = ", ".join(sorted(p.name for p in folder.iterdir())[:10]) or "nothing"
-    raise DataError(
-        f"{folder}: no {split} file found (looked for {split}.jsonl, {split}.json, {split}.parquet, {split}.csv "
-        f"or *{split}*.<ext>, also in main/); the folder holds: {present}"
-    )
-
-
-def _read_source(source: str | os.PathLike[str], split: DataSplit) -> list[_Row]:
-    path = Path(source).expanduser()
-    if path.is_dir():
-        return [row for file in _split_files(path, split) for row in _read_file(file)]
-    return _read_file(path)
-
-
-def _hub_gsm8k(split: DataSplit) -> list[_Row]:
+# ----------------------------------------------------------------------------- the hub
+def _hub_gsm8k(split: DataSplit) -> list[Row]:
     try:
         from datasets import load_dataset as hf_load_dataset
 
@@ -157,7 +59,7 @@ def _hub_gsm8k(split: DataSplit) -> list[_Row]:
             f"({type(exc).__name__}: {str(exc)[:200]}); pass source= a local folder or file with GSM8K rows "
             f"(train.jsonl/test.jsonl), set {GSM8K_DIR_ENV}, or use the offline 'synthetic' dataset"
         ) from exc
-    return [_Row(f"{GSM8K_HUB_ID} {split}, row {i}", r) for i, r in enumerate(hub, 1)]
+    return [Row(f"{GSM8K_HUB_ID} {split}, row {i}", r) for i, r in enumerate(hub, 1)]
 
 
 # ----------------------------------------------------------------------------- rows -> dataset
@@ -186,7 +88,7 @@ def _question_of(value: Any) -> str | None:
 
 
 def _to_dataset(
-    rows: list[_Row],
+    rows: list[Row],
     source: str,
     *,
     question_column: str,
@@ -276,7 +178,7 @@ def load_gsm8k(
     _check_limit(limit)
     if source is None and os.environ.get(GSM8K_DIR_ENV):
         source = os.environ[GSM8K_DIR_ENV]
-    rows = _hub_gsm8k(split) if source is None else _read_source(source, split)
+    rows = _hub_gsm8k(split) if source is None else read_source(source, split)
     name = f"{GSM8K_HUB_ID} ({split})" if source is None else str(source)
     return _to_dataset(
         rows, name, question_column="question", answer_column="answer", gold=gsm8k_gold,
@@ -361,7 +263,7 @@ def load_dataset(
         "column_hint": "name the question and answer columns with prompt_column= and answer_column=",
     }  # fmt: skip
     if isinstance(spec, Dataset):
-        rows = [_Row(f"dataset row {i}", r) for i, r in enumerate(spec.to_list(), 1)]
+        rows = [Row(f"dataset row {i}", r) for i, r in enumerate(spec.to_list(), 1)]
         if not rows:
             raise DataError("the dataset has no rows")
         return _to_dataset(rows, "the dataset", **kwargs)
@@ -378,4 +280,4 @@ def load_dataset(
         names = ", ".join(repr(n) for n in DATASETS)
         kinds = "/".join(SUFFIXES)
         raise DataError(f"unknown dataset {str(spec)!r}; use one of {names}, or a path to a {kinds} file or a folder")
-    return _to_dataset(_read_source(path, split), str(spec), **kwargs)
+    return _to_dataset(read_source(path, split), str(spec), **kwargs)

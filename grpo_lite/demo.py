@@ -83,7 +83,7 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False) -> DemoRe
     from rich.console import Console
 
     from grpo_lite.data import load_dataset
-    from grpo_lite.evaluate import evaluate, load_for_eval
+    from grpo_lite.evaluation import evaluate, load_for_eval
     from grpo_lite.loading import demo_model_path
     from grpo_lite.prompts import PromptStyle
     from grpo_lite.trainer import train

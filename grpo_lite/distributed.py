@@ -1,19 +1,22 @@
-"""Scaling out: accelerate configs per sharding, the relaunch under N processes, per-rank records.
+"""Scaling out: the sharding registry, accelerate configs per sharding, and the launch command.
 
 - :data:`SHARDINGS`: the one registry of sharding modes (what each divides across the N processes,
   what stays whole, the accelerate config shipped in ``grpo_lite/accelerate_configs/``).
 - :func:`accelerate_config` / :func:`write_accelerate_config`: a shipped config with ``num_processes`` set.
 - :func:`launch_command`: the ``torchrun`` (CPU, gloo) or ``accelerate launch`` (CUDA) command that
-  reruns ``grpo-lite train`` under N processes; :func:`maybe_relaunch` runs it for the CLI.
-- ``RankRecordCallback``: every rank writes ``<output_dir>/ranks/rank<R>.json`` when training ends;
-  :func:`check_ranks` reads them back and fails if a rank is missing or trained alone.
+  reruns ``grpo-lite train`` under N processes; :func:`detect_sharding` / :func:`in_launched_process`
+  read what the launcher set.
+- Also importable from here (loaded on first access): the CLI side in :mod:`grpo_lite.relaunch`
+  (``add_launch_arguments``, ``namespace_argv``, ``maybe_relaunch``) and the per-rank records in
+  :mod:`grpo_lite.rank_records` (``RankRecord``, ``RankRecordCallback``, ``read_rank_records``, ``check_ranks``).
 
-Cheap to import: no torch, transformers or yaml at the top. ``RankRecordCallback`` subclasses
-transformers' ``TrainerCallback`` and is built on first access (PEP 562 module ``__getattr__``).
+Cheap to import: no torch, transformers or yaml at the top.
 ``python -m grpo_lite.distributed zero3 --num-processes 4 --output zero3.yaml`` writes a config.
 
 >>> list(SHARDINGS)
 ['none', 'ddp', 'zero2', 'zero3', 'fsdp']
+>>> tuple(SHARDINGS) == get_args(Sharding)  # the Literal the planner and the CLI validate against
+True
 """
 
 from __future__ import annotations
@@ -21,10 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence, get_args
 
@@ -230,47 +232,7 @@ def detect_sharding(env: Mapping[str, str] | None = None) -> Sharding:
     return "ddp" if int(env.get("WORLD_SIZE", "1")) > 1 else "none"
 
 
-# ---- the CLI side: --num-processes / --sharding and the relaunch ---------------------------------
-def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--num-processes`` and ``--sharding`` to a subcommand (its parser is kept for the relaunch)."""
-    parser.add_argument("--num-processes", type=int, default=1, metavar="N",
-                        help="data-parallel processes, one GPU each (CPU: gloo); --budget-gb is per device")
-    parser.add_argument("--sharding", choices=list(SHARDINGS), default=None,
-                        help="split state across processes (default: the planner's choice; ddp on CPU)")
-    parser.set_defaults(_launch_parser=parser)
-
-
-def namespace_argv(parser: argparse.ArgumentParser, args: argparse.Namespace, **replace: Any) -> list[str]:
-    """Command-line arguments that parse back to ``args`` (with ``replace`` applied); defaults are left out.
-
-    >>> p = argparse.ArgumentParser(); _ = p.add_argument("model"); _ = p.add_argument("--max-steps", type=int)
-    >>> namespace_argv(p, p.parse_args(["m", "--max-steps", "2"]))
-    ['m', '--max-steps=2']
-    """
-    values = {**vars(args), **replace}
-    positional: list[str] = []
-    optional: list[str] = []
-    for action in parser._actions:  # argparse keeps its actions here; there is no public accessor
-        if action.dest not in values or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
-            continue
-        value = values[action.dest]
-        if not action.option_strings:
-            positional.extend(map(str, value) if isinstance(value, (list, tuple)) else [str(value)])
-            continue
-        if value is None or value == action.default:
-            continue
-        flag = next((s for s in action.option_strings if s.startswith("--")), action.option_strings[0])
-        if action.nargs == 0:
-            optional.append(flag)
-        elif isinstance(action, argparse._AppendAction):
-            optional.extend(f"{flag}={item}" for item in value)
-        elif isinstance(value, (list, tuple)):
-            optional.extend([flag, *map(str, value)])
-        else:
-            optional.append(f"{flag}={value}")
-    return positional + optional
-
-
+# ---- what hardware a relaunch gets ---------------------------------------------------------------
 def _detect_gpus() -> tuple[int, float | None]:
     """GPU count and device 0's GiB, asked in a child process so this one creates no CUDA context."""
     code = ("import json, torch\nfrom grpo_lite.hardware import detect_vram\n"
@@ -282,202 +244,28 @@ def _detect_gpus() -> tuple[int, float | None]:
     return int(count), gib
 
 
-def _choose_sharding(args: argparse.Namespace, cuda: bool, gib: float | None) -> Sharding:
-    if args.sharding is not None:
-        return args.sharding
-    if not cuda:
-        return "ddp"
-    from grpo_lite.cli._common import parse_set
-    from grpo_lite.hardware import usable_to_nominal_gb
-    from grpo_lite.presets import plan
-
-    budget = args.budget_gb if args.budget_gb is not None else round(usable_to_nominal_gb(gib or 0.0), 1)
-    return plan(args.model, budget, method=args.method, preset=args.preset, device="cuda",
-                num_processes=args.num_processes, **parse_set(args.set)).sharding
-
-
-def maybe_relaunch(args: argparse.Namespace) -> int | None:
-    """Rerun ``grpo-lite train`` under ``args.num_processes`` processes when asked; None: train here.
-
-    Inside a launched process it only checks that the world size matches ``--num-processes``.
-    Otherwise it picks the sharding (``--sharding``, else the planner's choice; ddp on CPU), fixes the
-    output folder so every rank writes to the same one, runs :func:`launch_command` and, when the
-    ranks left records, checks them with :func:`check_ranks`.
-
-    Returns:
-        The launcher's exit code, or None when this process should train itself.
-    """
-    n = _check_processes(args.num_processes)
-    if in_launched_process():
-        world = int(os.environ["WORLD_SIZE"])
-        if n > 1 and world != n:
-            raise ConfigError(f"--num-processes {n} but this process was launched with WORLD_SIZE={world}; "
-                              "drop --num-processes when you start the processes yourself")
-        return None
-    if n == 1 and args.sharding in (None, "none", "ddp"):
-        return None
-    count, gib = _detect_gpus()
-    if count and n > count:
-        raise ConfigError(f"--num-processes {n} needs {n} GPUs, one per process; {count} found")
-    sharding = _choose_sharding(args, cuda=count > 0, gib=gib)
-    if sharding == "none":
-        return None
-    missing = [pkg for pkg in _mode(sharding).requires if not _importable(pkg)]
-    if missing:
-        raise ConfigError(f"sharding {sharding!r} needs {', '.join(missing)}: pip install {' '.join(missing)}")
-    from grpo_lite.trainer import default_output_dir
-
-    out = Path(args.output_dir) if args.output_dir is not None else default_output_dir(str(args.model))
-    argv = ["train", *namespace_argv(args._launch_parser, args, output_dir=str(out), sharding=sharding)]
-    cmd = launch_command(argv, n, sharding, cuda=count > 0)
-    _clear_records(out)
-    print(f"launching {n} processes ({SHARDINGS[sharding].engine}): {shlex.join(cmd)}", file=sys.stderr, flush=True)
-    launcher = subprocess.Popen(cmd)
-    try:
-        code = launcher.wait()
-    except KeyboardInterrupt:  # the ranks got the same Ctrl-C: let them save their checkpoint and exit
-        code = launcher.wait()
-    if code == 0 and (out / "ranks").is_dir():
-        records = check_ranks(out, n)
-        print("ranks: " + "; ".join(f"rank {r.rank}: {r.steps} steps, {r.local_samples} samples" for r in records))
-    return code
-
-
-def _importable(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
-
-
-# ---- what each rank ran ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RankRecord:
-    """What one process did, written to ``<output_dir>/ranks/rank<R>.json`` when training ends.
-
-    Attributes:
-        rank: this process's global rank.
-        world_size: processes in the job (1: it trained alone).
-        steps: optimizer steps (``state.global_step``).
-        local_samples: completions this rank trained on (micro-batches x per-device batch).
-        backend: the torch.distributed backend (gloo, nccl), or None when not initialised.
-        micro_batches: forward/backward passes on this rank.
-        param_sum: sum of this rank's local trainable parameters after training (equal across
-            DDP ranks when gradients were all-reduced; a local shard's sum under ZeRO-3 / FSDP).
-        pid: the process id.
-        wall_seconds: train begin to train end on this rank.
-    """
-
-    rank: int
-    world_size: int
-    steps: int
-    local_samples: int
-    backend: str | None
-    micro_batches: int = 0
-    param_sum: float | None = None
-    pid: int = 0
-    wall_seconds: float = 0.0
-
-
-def _records_dir(output_dir: str | os.PathLike[str]) -> Path:
-    return Path(output_dir) / "ranks"
-
-
-def _clear_records(output_dir: str | os.PathLike[str]) -> None:
-    for old in _records_dir(output_dir).glob("rank*.json"):
-        old.unlink()
-
-
-def read_rank_records(output_dir: str | os.PathLike[str]) -> list[RankRecord]:
-    """Every ``ranks/rank<R>.json`` under ``output_dir``, by rank."""
-    records = [RankRecord(**json.loads(p.read_text(encoding="utf-8")))
-               for p in _records_dir(output_dir).glob("rank*.json")]
-    return sorted(records, key=lambda r: r.rank)
-
-
-def check_ranks(output_dir: str | os.PathLike[str], num_processes: int) -> list[RankRecord]:
-    """Read the rank records and check that all ``num_processes`` ranks trained together.
-
-    Raises:
-        GrpoLiteError: a rank is missing, or a rank saw a different world size (for example a
-            process that trained alone because the launcher started it without a process group).
-    """
-    records = read_rank_records(output_dir)
-    ranks = [r.rank for r in records]
-    if ranks != list(range(num_processes)):
-        raise GrpoLiteError(f"expected records of ranks 0..{num_processes - 1} in {_records_dir(output_dir)}, "
-                            f"found {ranks}: some processes did not finish training")
-    alone = [r.rank for r in records if r.world_size != num_processes]
-    if alone:
-        raise GrpoLiteError(f"ranks {alone} ran with world size {records[alone[0]].world_size}, not {num_processes}: "
-                            "they trained alone (on CPU, launch with torchrun and use_cpu=True)")
-    return records
-
-
-def _backend(torch: Any) -> str | None:
-    """The process group's backend; "cpu:gloo,cuda:nccl" configs (backend "undefined") give the one in use."""
-    dist = torch.distributed
-    if not (dist.is_available() and dist.is_initialized()):
-        return None
-    backend = str(dist.get_backend())
-    if backend != "undefined":
-        return backend
-    per_device = dict(part.split(":", 1) for part in dist.get_backend_config().split(",") if ":" in part)
-    return per_device.get("cuda" if torch.cuda.is_available() else "cpu", backend)
-
-
-def _build_rank_record_callback() -> type:
-    import time
-
-    import torch
-    from transformers import TrainerCallback
-
-    from grpo_lite.report import write_json_atomic
-
-    class RankRecordCallback(TrainerCallback):
-        """Writes ``<output_dir>/ranks/rank<R>.json`` (a :class:`RankRecord`) on EVERY rank at train end.
-
-        Args:
-            output_dir: the run folder shared by all ranks.
-        """
-
-        def __init__(self, output_dir: str | os.PathLike[str]) -> None:
-            self.output_dir = Path(output_dir)
-            self.micro_batches = 0
-            self._start = time.perf_counter()
-
-        def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001 - transformers' signature
-            self.micro_batches, self._start = 0, time.perf_counter()
-
-        def on_substep_end(self, args, state, control, **kwargs):  # noqa: ANN001
-            self.micro_batches += 1  # a micro-batch that did not end an optimizer step
-
-        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
-            self.micro_batches += 1  # the micro-batch that ended one
-
-        def on_train_end(self, args, state, control, model=None, **kwargs):  # noqa: ANN001
-            backend = _backend(torch)
-            total = None
-            if model is not None:
-                with torch.no_grad():
-                    local = [getattr(p, "to_local", lambda p=p: p)() for p in model.parameters() if p.requires_grad]
-                    total = float(sum(t.detach().double().sum().item() for t in local))
-            record = RankRecord(
-                rank=args.process_index, world_size=args.world_size, steps=state.global_step,
-                local_samples=self.micro_batches * args.per_device_train_batch_size, backend=backend,
-                micro_batches=self.micro_batches, param_sum=total, pid=os.getpid(),
-                wall_seconds=round(time.perf_counter() - self._start, 3))
-            write_json_atomic(_records_dir(self.output_dir) / f"rank{record.rank}.json", asdict(record))
-
-    RankRecordCallback.__module__ = __name__
-    return RankRecordCallback
+# names that live in grpo_lite.relaunch / grpo_lite.rank_records, importable from here too (loaded on
+# first access: relaunch imports this module, and RankRecordCallback is built lazily over there)
+_MOVED: dict[str, str] = {
+    "add_launch_arguments": "grpo_lite.relaunch", "namespace_argv": "grpo_lite.relaunch",
+    "maybe_relaunch": "grpo_lite.relaunch", "RankRecord": "grpo_lite.rank_records",
+    "RankRecordCallback": "grpo_lite.rank_records", "read_rank_records": "grpo_lite.rank_records",
+    "check_ranks": "grpo_lite.rank_records",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "RankRecordCallback":
-        cls = _build_rank_record_callback()
-        globals()[name] = cls
-        return cls
+    if name in _MOVED:
+        import importlib
+
+        value = getattr(importlib.import_module(_MOVED[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MOVED})
 
 
 def main(argv: list[str] | None = None) -> int:

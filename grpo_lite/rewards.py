@@ -1,4 +1,4 @@
-"""Reward functions for GRPO on GSM8K-style problems, and their one registry.
+"""Reward functions for GRPO on GSM8K-style problems (their registry is re-exported from reward_registry).
 
 Every reward has TRL's signature ``f(prompts, completions, **kwargs) -> list[float]``, is pure, and
 returns one float per completion (never None). Completions may be plain strings or conversational
@@ -16,6 +16,11 @@ default and ``CorrectnessReward(value=1.0)`` (or ``dataclasses.replace``) gives 
 ``__name__`` attribute (what TRL logs by) is the instance's ``name``. Only the standard library and
 :mod:`grpo_lite.answers` are imported.
 
+The registry (``REWARDS``, ``DEFAULT_REWARDS``, ``RewardName``, ``RewardSpec``, ``get_reward``,
+``resolve_rewards``, ``rewards_table_markdown``) lives in :mod:`grpo_lite.reward_registry` and is
+re-exported here, loaded on first access (the registry imports the reward objects from this module).
+
+>>> from grpo_lite.rewards import DEFAULT_REWARDS, REWARDS
 >>> done = "<reasoning>\\n6 * 3 = 18\\n</reasoning>\\n<answer>\\n18\\n</answer>"
 >>> [REWARDS[n].func(None, [done], answer=["18"])[0] for n in DEFAULT_REWARDS]
 [2.0, 0.5, 0.5, 0.5, 0.5]
@@ -26,10 +31,21 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from grpo_lite.answers import answers_match, extract_answer, extract_xml_answer, normalize_number
 from grpo_lite.errors import ConfigError, DataError
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs; at run time __getattr__ loads them
+    from grpo_lite.reward_registry import (
+        DEFAULT_REWARDS,
+        REWARDS,
+        RewardName,
+        RewardSpec,
+        get_reward,
+        resolve_rewards,
+        rewards_table_markdown,
+    )
 
 __all__ = [
     "RewardFunc", "RewardName", "RewardSpec", "REWARDS", "DEFAULT_REWARDS", "MIN_REASONING_CHARS",
@@ -41,7 +57,6 @@ __all__ = [
 
 RewardFunc = Callable[..., list]
 """TRL's reward signature: ``f(prompts, completions, **kwargs) -> list[float | None]``."""
-RewardName = Literal["correctness", "integer", "strict_format", "soft_format", "xml_count", "length"]
 
 MIN_REASONING_CHARS = 4
 """Letters or digits the reasoning needs before any format credit is given."""
@@ -292,97 +307,20 @@ soft_format_reward = SoftFormatReward()
 xml_count_reward = XmlCountReward()
 length_reward = LengthReward()
 
-
-@dataclass(frozen=True)
-class RewardSpec:
-    """One registry row: the name users pass, the callable, what it checks, the most it gives."""
-
-    name: str
-    func: RewardFunc
-    description: str
-    max_value: float
+_REGISTRY_NAMES = ("RewardName", "RewardSpec", "REWARDS", "DEFAULT_REWARDS", "get_reward", "resolve_rewards",
+                   "rewards_table_markdown")
 
 
-_ROWS: tuple[tuple[str, _Reward, str], ...] = (
-    ("correctness", correctness_reward, "the last number in the `<answer>` block equals the gold `answer`, as numbers"),
-    ("integer", integer_reward, "the `<answer>` block is one whole number (`18`, `2,125`, `$18`, `18.00`)"),
-    ("strict_format", strict_format_reward,
-     "exactly `<reasoning>\\n…\\n</reasoning>\\n<answer>\\n…\\n</answer>`, nothing around; real reasoning"),
-    ("soft_format", soft_format_reward, "a `<reasoning>` block, then an `<answer>` block; real reasoning"),
-    ("xml_count", xml_count_reward, f"+{xml_count_reward.value / 4} per tag present once (real reasoning), "
-     f"-{xml_count_reward.trailing_penalty} per character after `</answer>`"),
-    ("length", length_reward, f"longer text earns more, up to {length_reward.max_chars} characters (tests, demos)"),
-)
-REWARDS: dict[str, RewardSpec] = {name: RewardSpec(name, func, text, func.value) for name, func, text in _ROWS}
-"""The one registry of built-in rewards, in display order; docs and CLI render from it."""
+def __getattr__(name: str) -> Any:
+    """The registry names, from :mod:`grpo_lite.reward_registry` (imported on first access: it imports this)."""
+    if name in _REGISTRY_NAMES:
+        import importlib
 
-DEFAULT_REWARDS: tuple[str, ...] = ("correctness", "integer", "strict_format", "soft_format", "xml_count")
-"""The five GSM8K rewards used when none are given (maximum total 4.0)."""
+        value = getattr(importlib.import_module("grpo_lite.reward_registry"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def get_reward(name: str) -> RewardFunc:
-    """The built-in reward registered under ``name``.
-
-    Raises:
-        ConfigError: unknown name; the message lists the valid names.
-
-    >>> get_reward("correctness").__name__
-    'correctness_reward'
-    """
-    spec = REWARDS.get(name) if isinstance(name, str) else None
-    if spec is None:
-        raise ConfigError(
-            f"unknown reward {name!r}; valid names: {', '.join(REWARDS)}; "
-            "or pass your own function f(prompts, completions, **kwargs) -> list[float]"
-        )
-    return spec.func
-
-
-def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Callable[..., Any]]:
-    """Reward callables for the trainer: names are looked up, callables pass through.
-
-    Args:
-        items: reward names and/or callables; None means :data:`DEFAULT_REWARDS`.
-
-    Raises:
-        ConfigError: an unknown name, an item that is neither a name nor callable, an empty list, or
-            two rewards with the same ``__name__`` (TRL logs by it).
-
-    >>> [f.__name__ for f in resolve_rewards(None)][:2]
-    ['correctness_reward', 'integer_reward']
-    >>> def my_reward(prompts, completions, **kwargs): return [0.0] * len(completions)
-    >>> [f.__name__ for f in resolve_rewards(["correctness", my_reward])]
-    ['correctness_reward', 'my_reward']
-    """
-    if items is None:
-        items = DEFAULT_REWARDS
-    if isinstance(items, str):
-        items = [items]
-    funcs: list[Callable[..., Any]] = []
-    for item in items:
-        if isinstance(item, str):
-            funcs.append(get_reward(item))
-        elif callable(item):
-            funcs.append(item)
-        else:
-            raise ConfigError(f"a reward is a name ({', '.join(REWARDS)}) or a callable, got {item!r:.60}")
-    if not funcs:
-        raise ConfigError(f"give at least one reward (names: {', '.join(REWARDS)}), or None for the defaults")
-    names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ConfigError(f"rewards given twice: {', '.join(duplicates)}; weight one with reward_weights")
-    return funcs
-
-
-def rewards_table_markdown() -> str:
-    """The rewards table (name, default, max value, what it checks) in Markdown, from :data:`REWARDS`.
-
-    >>> rewards_table_markdown().splitlines()[2].split(" | ")[:3]
-    ['| `correctness`', 'yes', '2.0']
-    """
-    lines = ["| name | default | max | what it checks |", "| --- | --- | --- | --- |"]
-    for spec in REWARDS.values():
-        default = "yes" if spec.name in DEFAULT_REWARDS else "no"
-        lines.append(f"| `{spec.name}` | {default} | {spec.max_value} | {spec.description} |")
-    return "\n".join(lines)
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_REGISTRY_NAMES})

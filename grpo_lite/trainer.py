@@ -238,7 +238,7 @@ def train(
 
 def _rank_callbacks(out: Path) -> list[Any]:
     """One callback per process that records rank, world size and steps (proves data parallelism)."""
-    from grpo_lite.distributed import RankRecordCallback
+    from grpo_lite.rank_records import RankRecordCallback
 
     return [RankRecordCallback(out)]
 

@@ -26,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from grpo_lite.evaluate import evaluate
+    from grpo_lite.evaluation import evaluate
 
     result = evaluate(
         args.model,

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, get_args
 
 from grpo_lite.cli._common import add_set_argument, parse_budget, parse_set
 from grpo_lite.errors import ConfigError
+from grpo_lite.step_settings import Sharding
 
 __all__ = ["add_parser", "run"]
 
 METHODS = ("full", "galore", "lora", "qlora")
-SHARDINGS = ("none", "ddp", "zero2", "zero3", "fsdp")
+SHARDINGS: tuple[str, ...] = get_args(Sharding)  # the same values as grpo_lite.distributed.SHARDINGS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from grpo_lite.cli._common import add_set_argument, parse_budget, parse_set
-from grpo_lite.distributed import add_launch_arguments
+from grpo_lite.relaunch import add_launch_arguments
 
 __all__ = ["add_parser", "run"]
 
@@ -38,7 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from grpo_lite.distributed import maybe_relaunch
+    from grpo_lite.relaunch import maybe_relaunch
 
     code = maybe_relaunch(args)  # reruns this command under N processes when asked
     if code is not None:

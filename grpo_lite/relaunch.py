@@ -1,0 +1,138 @@
+"""The CLI side of scaling out: ``--num-processes`` / ``--sharding`` and the relaunch under N processes.
+
+- :func:`add_launch_arguments`: the two options on a subcommand's parser.
+- :func:`namespace_argv`: parsed arguments back to a command line (what each launched rank parses).
+- :func:`maybe_relaunch`: rerun ``grpo-lite train`` under :func:`grpo_lite.distributed.launch_command`
+  and check the ranks' records (:func:`grpo_lite.rank_records.check_ranks`).
+
+Cheap to import: no torch, transformers or yaml at the top (the GPU count is asked in a child process).
+These names are also importable from :mod:`grpo_lite.distributed`.
+
+>>> p = argparse.ArgumentParser(); add_launch_arguments(p)
+>>> namespace_argv(p, p.parse_args(["--num-processes", "2"]))
+['--num-processes=2']
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import grpo_lite.distributed as _distributed
+from grpo_lite.distributed import SHARDINGS, _check_processes, _mode, in_launched_process, launch_command
+from grpo_lite.errors import ConfigError
+from grpo_lite.rank_records import _clear_records, check_ranks
+from grpo_lite.step_settings import Sharding
+
+__all__ = ["add_launch_arguments", "namespace_argv", "maybe_relaunch"]
+
+
+def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--num-processes`` and ``--sharding`` to a subcommand (its parser is kept for the relaunch)."""
+    parser.add_argument("--num-processes", type=int, default=1, metavar="N",
+                        help="data-parallel processes, one GPU each (CPU: gloo); --budget-gb is per device")
+    parser.add_argument("--sharding", choices=list(SHARDINGS), default=None,
+                        help="split state across processes (default: the planner's choice; ddp on CPU)")
+    parser.set_defaults(_launch_parser=parser)
+
+
+def namespace_argv(parser: argparse.ArgumentParser, args: argparse.Namespace, **replace: Any) -> list[str]:
+    """Command-line arguments that parse back to ``args`` (with ``replace`` applied); defaults are left out.
+
+    >>> p = argparse.ArgumentParser(); _ = p.add_argument("model"); _ = p.add_argument("--max-steps", type=int)
+    >>> namespace_argv(p, p.parse_args(["m", "--max-steps", "2"]))
+    ['m', '--max-steps=2']
+    """
+    values = {**vars(args), **replace}
+    positional: list[str] = []
+    optional: list[str] = []
+    for action in parser._actions:  # argparse keeps its actions here; there is no public accessor
+        if action.dest not in values or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            continue
+        value = values[action.dest]
+        if not action.option_strings:
+            positional.extend(map(str, value) if isinstance(value, (list, tuple)) else [str(value)])
+            continue
+        if value is None or value == action.default:
+            continue
+        flag = next((s for s in action.option_strings if s.startswith("--")), action.option_strings[0])
+        if action.nargs == 0:
+            optional.append(flag)
+        elif isinstance(action, argparse._AppendAction):
+            optional.extend(f"{flag}={item}" for item in value)
+        elif isinstance(value, (list, tuple)):
+            optional.extend([flag, *map(str, value)])
+        else:
+            optional.append(f"{flag}={value}")
+    return positional + optional
+
+
+def _choose_sharding(args: argparse.Namespace, cuda: bool, gib: float | None) -> Sharding:
+    if args.sharding is not None:
+        return args.sharding
+    if not cuda:
+        return "ddp"
+    from grpo_lite.cli._common import parse_set
+    from grpo_lite.hardware import usable_to_nominal_gb
+    from grpo_lite.presets import plan
+
+    budget = args.budget_gb if args.budget_gb is not None else round(usable_to_nominal_gb(gib or 0.0), 1)
+    return plan(args.model, budget, method=args.method, preset=args.preset, device="cuda",
+                num_processes=args.num_processes, **parse_set(args.set)).sharding
+
+
+def maybe_relaunch(args: argparse.Namespace) -> int | None:
+    """Rerun ``grpo-lite train`` under ``args.num_processes`` processes when asked; None: train here.
+
+    Inside a launched process it only checks that the world size matches ``--num-processes``.
+    Otherwise it picks the sharding (``--sharding``, else the planner's choice; ddp on CPU), fixes the
+    output folder so every rank writes to the same one, runs :func:`launch_command` and, when the
+    ranks left records, checks them with :func:`check_ranks`.
+
+    Returns:
+        The launcher's exit code, or None when this process should train itself.
+    """
+    n = _check_processes(args.num_processes)
+    if in_launched_process():
+        world = int(os.environ["WORLD_SIZE"])
+        if n > 1 and world != n:
+            raise ConfigError(f"--num-processes {n} but this process was launched with WORLD_SIZE={world}; "
+                              "drop --num-processes when you start the processes yourself")
+        return None
+    if n == 1 and args.sharding in (None, "none", "ddp"):
+        return None
+    count, gib = _distributed._detect_gpus()  # looked up on the module, where tests replace it
+    if count and n > count:
+        raise ConfigError(f"--num-processes {n} needs {n} GPUs, one per process; {count} found")
+    sharding = _choose_sharding(args, cuda=count > 0, gib=gib)
+    if sharding == "none":
+        return None
+    missing = [pkg for pkg in _mode(sharding).requires if not _importable(pkg)]
+    if missing:
+        raise ConfigError(f"sharding {sharding!r} needs {', '.join(missing)}: pip install {' '.join(missing)}")
+    from grpo_lite.trainer import default_output_dir
+
+    out = Path(args.output_dir) if args.output_dir is not None else default_output_dir(str(args.model))
+    argv = ["train", *namespace_argv(args._launch_parser, args, output_dir=str(out), sharding=sharding)]
+    cmd = launch_command(argv, n, sharding, cuda=count > 0)
+    _clear_records(out)
+    print(f"launching {n} processes ({SHARDINGS[sharding].engine}): {shlex.join(cmd)}", file=sys.stderr, flush=True)
+    launcher = subprocess.Popen(cmd)
+    try:
+        code = launcher.wait()
+    except KeyboardInterrupt:  # the ranks got the same Ctrl-C: let them save their checkpoint and exit
+        code = launcher.wait()
+    if code == 0 and (out / "ranks").is_dir():
+        records = check_ranks(out, n)
+        print("ranks: " + "; ".join(f"rank {r.rank}: {r.steps} steps, {r.local_samples} samples" for r in records))
+    return code
+
+
+def _importable(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None

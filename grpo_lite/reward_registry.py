@@ -1,0 +1,132 @@
+"""The one registry of built-in rewards: names users pass, the reward objects, what each checks.
+
+- :data:`REWARDS`: name -> :class:`RewardSpec`, in display order; docs and the CLI render from it.
+- :data:`DEFAULT_REWARDS`: the five GSM8K rewards used when none are given.
+- :func:`get_reward` / :func:`resolve_rewards`: names (and callables) to what the trainer calls.
+- :func:`rewards_table_markdown`: the table in ``docs/rewards.md``.
+
+The reward objects themselves live in :mod:`grpo_lite.rewards`, which re-exports every name here
+(``from grpo_lite.rewards import REWARDS, get_reward`` keeps working). Only the standard library and
+grpo_lite modules are imported.
+
+>>> list(REWARDS)[:3], DEFAULT_REWARDS[-1]
+(['correctness', 'integer', 'strict_format'], 'xml_count')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from grpo_lite.errors import ConfigError
+from grpo_lite.rewards import (
+    RewardFunc,
+    _Reward,
+    correctness_reward,
+    integer_reward,
+    length_reward,
+    soft_format_reward,
+    strict_format_reward,
+    xml_count_reward,
+)
+
+__all__ = ["RewardName", "RewardSpec", "REWARDS", "DEFAULT_REWARDS", "get_reward", "resolve_rewards",
+           "rewards_table_markdown"]
+
+RewardName = Literal["correctness", "integer", "strict_format", "soft_format", "xml_count", "length"]
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """One registry row: the name users pass, the callable, what it checks, the most it gives."""
+
+    name: str
+    func: RewardFunc
+    description: str
+    max_value: float
+
+
+_ROWS: tuple[tuple[str, _Reward, str], ...] = (
+    ("correctness", correctness_reward, "the last number in the `<answer>` block equals the gold `answer`, as numbers"),
+    ("integer", integer_reward, "the `<answer>` block is one whole number (`18`, `2,125`, `$18`, `18.00`)"),
+    ("strict_format", strict_format_reward,
+     "exactly `<reasoning>\\n…\\n</reasoning>\\n<answer>\\n…\\n</answer>`, nothing around; real reasoning"),
+    ("soft_format", soft_format_reward, "a `<reasoning>` block, then an `<answer>` block; real reasoning"),
+    ("xml_count", xml_count_reward, f"+{xml_count_reward.value / 4} per tag present once (real reasoning), "
+     f"-{xml_count_reward.trailing_penalty} per character after `</answer>`"),
+    ("length", length_reward, f"longer text earns more, up to {length_reward.max_chars} characters (tests, demos)"),
+)
+REWARDS: dict[str, RewardSpec] = {name: RewardSpec(name, func, text, func.value) for name, func, text in _ROWS}
+"""The one registry of built-in rewards, in display order; docs and CLI render from it."""
+
+DEFAULT_REWARDS: tuple[str, ...] = ("correctness", "integer", "strict_format", "soft_format", "xml_count")
+"""The five GSM8K rewards used when none are given (maximum total 4.0)."""
+
+
+def get_reward(name: str) -> RewardFunc:
+    """The built-in reward registered under ``name``.
+
+    Raises:
+        ConfigError: unknown name; the message lists the valid names.
+
+    >>> get_reward("correctness").__name__
+    'correctness_reward'
+    """
+    spec = REWARDS.get(name) if isinstance(name, str) else None
+    if spec is None:
+        raise ConfigError(
+            f"unknown reward {name!r}; valid names: {', '.join(REWARDS)}; "
+            "or pass your own function f(prompts, completions, **kwargs) -> list[float]"
+        )
+    return spec.func
+
+
+def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Callable[..., Any]]:
+    """Reward callables for the trainer: names are looked up, callables pass through.
+
+    Args:
+        items: reward names and/or callables; None means :data:`DEFAULT_REWARDS`.
+
+    Raises:
+        ConfigError: an unknown name, an item that is neither a name nor callable, an empty list, or
+            two rewards with the same ``__name__`` (TRL logs by it).
+
+    >>> [f.__name__ for f in resolve_rewards(None)][:2]
+    ['correctness_reward', 'integer_reward']
+    >>> def my_reward(prompts, completions, **kwargs): return [0.0] * len(completions)
+    >>> [f.__name__ for f in resolve_rewards(["correctness", my_reward])]
+    ['correctness_reward', 'my_reward']
+    """
+    if items is None:
+        items = DEFAULT_REWARDS
+    if isinstance(items, str):
+        items = [items]
+    funcs: list[Callable[..., Any]] = []
+    for item in items:
+        if isinstance(item, str):
+            funcs.append(get_reward(item))
+        elif callable(item):
+            funcs.append(item)
+        else:
+            raise ConfigError(f"a reward is a name ({', '.join(REWARDS)}) or a callable, got {item!r:.60}")
+    if not funcs:
+        raise ConfigError(f"give at least one reward (names: {', '.join(REWARDS)}), or None for the defaults")
+    names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"rewards given twice: {', '.join(duplicates)}; weight one with reward_weights")
+    return funcs
+
+
+def rewards_table_markdown() -> str:
+    """The rewards table (name, default, max value, what it checks) in Markdown, from :data:`REWARDS`.
+
+    >>> rewards_table_markdown().splitlines()[2].split(" | ")[:3]
+    ['| `correctness`', 'yes', '2.0']
+    """
+    lines = ["| name | default | max | what it checks |", "| --- | --- | --- | --- |"]
+    for spec in REWARDS.values():
+        default = "yes" if spec.name in DEFAULT_REWARDS else "no"
+        lines.append(f"| `{spec.name}` | {default} | {spec.max_value} | {spec.description} |")
+    return "\n".join(lines)

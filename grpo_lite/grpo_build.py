@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -99,7 +100,9 @@ def build_trainer(
     from grpo_lite.loading import load_model
 
     try:
-        args = GRPOConfig(**settings)
+        with warnings.catch_warnings():  # TRL still declares gradient_checkpointing; transformers 5 renamed it
+            warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*deprecated", category=FutureWarning)
+            args = GRPOConfig(**settings)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"TRL rejected the settings: {exc}") from exc
     torch.manual_seed(settings["seed"])

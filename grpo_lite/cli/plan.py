@@ -13,11 +13,11 @@ from typing import Any, get_args
 
 from grpo_lite.cli._common import add_set_argument, parse_budget, parse_set
 from grpo_lite.errors import ConfigError
-from grpo_lite.step_settings import Sharding
+from grpo_lite.step_settings import Method, Sharding
 
 __all__ = ["add_parser", "run"]
 
-METHODS = ("full", "galore", "lora", "qlora")
+METHODS: tuple[str, ...] = get_args(Method)
 SHARDINGS: tuple[str, ...] = get_args(Sharding)  # the same values as grpo_lite.distributed.SHARDINGS
 
 
@@ -43,6 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--max-prompt-length", type=int, default=256, help="prompt tokens to plan for (default 256)")
     p.add_argument("--compare", action="store_true",
                    help="every preset's estimate for each MODEL side by side (models as columns)")
+    p.add_argument("--plot", metavar="PATH", default=None,
+                   help="also save a bar chart of every preset's peak components for MODEL (needs matplotlib)")
     add_set_argument(p)
     return p
 
@@ -74,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"got {len(args.models)} models: pass one MODEL, or add --compare to see several")
     from grpo_lite.presets import plan
 
+    if args.plot:
+        from grpo_lite.plan_table import plot_components
+
+        print(f"memory chart: {plot_components(args.plot, args.models[0], **fixed)}")
     the_plan = plan(args.models[0], args.budget_gb, method=args.method, preset=args.preset, device=args.device,
                     num_processes=args.num_processes, sharding=args.sharding,
                     max_prompt_length=args.max_prompt_length, **fixed)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import get_args
 
+from grpo_lite.step_settings import Method
 from grpo_lite.cli._common import add_set_argument, parse_budget, parse_set
 from grpo_lite.relaunch import add_launch_arguments
 
 __all__ = ["add_parser", "run"]
 
-METHODS = ("full", "galore", "lora", "qlora")
+METHODS: tuple[str, ...] = get_args(Method)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

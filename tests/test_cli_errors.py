@@ -1,0 +1,81 @@
+"""Every bad input on the command line: one `error:` line saying what to change, exit code 2, no traceback,
+and nothing already written is lost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grpo_lite.cli import main
+
+TINY = "{tiny}"  # replaced by the tiny model's folder
+FAST = ["--dataset", "synthetic", "--reward", "length", "--max-steps", "1", "--set", "max_completion_length=8"]
+
+
+def _write(tmp: Path, name: str, text: str) -> str:
+    path = tmp / name
+    path.write_text(text)
+    return str(path)
+
+
+# (argv, a fragment the error line must contain); {tmp} and {tiny} are filled in per test.
+CASES = [
+    (["train", "no-such-org/NoSuchModel-7B"], "known"),
+    (["train", "{tmp}/does/not/exist"], "does not exist"),
+    (["train", "{tmp}"], "config.json"),
+    (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--set", "num_generations=1"], "num_generations"),
+    (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--preset", "huge"], "full, full-8bit"),
+    (["plan", "Llama-3.1-8B-Instruct", "--budget-gb", "4"], "smallest budget that fits is"),
+    (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--set", "per_device_train_batch_size=3",
+      "--set", "gradient_accumulation_steps=1", "--set", "num_generations=8"], "per_device_train_batch_size"),
+    (["train", TINY, "--reward", "nope", "--dataset", "synthetic"], "correctness"),
+    (["train", TINY, "--dataset", "{tmp}/missing.jsonl"], "missing.jsonl"),
+    (["train", TINY, "--dataset", "@empty.jsonl"], "empty"),
+    (["train", TINY, "--dataset", "@broken.jsonl"], "line 1"),
+    (["train", TINY, "--dataset", "@nocols.jsonl"], "answer"),
+    (["train", TINY, "--dataset", "@noanswer.jsonl"], "line 1"),
+    (["train", TINY, *FAST, "--set", "learning_rat=1e-5"], "did you mean 'learning_rate'"),
+    (["train", TINY, *FAST, "--set", "num_generations=1"], "num_generations"),
+    (["eval", TINY, "--dataset", "synthetic", "--batch-size", "0"], "batch_size"),
+]
+FILES = {
+    "empty.jsonl": "",
+    "broken.jsonl": "{not json\n",
+    "nocols.jsonl": '{"text": "hi"}\n',
+    "noanswer.jsonl": '{"question": "How many?", "answer": "many"}\n',
+}
+
+
+@pytest.mark.parametrize(("argv", "fragment"), CASES, ids=[" ".join(c[0][:3]) for c in CASES])
+def test_bad_input_is_one_line_and_exit_2(argv, fragment, tiny_model_dir, tmp_path, capsys):
+    for name, text in FILES.items():
+        _write(tmp_path, name, text)
+    args = [a.replace("{tmp}", str(tmp_path)).replace("{tiny}", str(tiny_model_dir)) for a in argv]
+    args = [str(tmp_path / a[1:]) if a.startswith("@") else a for a in args]
+    if args[0] == "train":
+        args += ["--output-dir", str(tmp_path / "out")]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    assert fragment in err[0], err[0]
+    assert "Traceback" not in err[0]
+
+
+@pytest.mark.parametrize("budget", ["0", "-3", "nan", "abc", "1e9"])
+def test_bad_budget_is_refused_by_the_parser(budget, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "Llama-3.2-1B", "--budget-gb", budget])
+    assert exc.value.code == 2
+    assert "--budget-gb" in capsys.readouterr().err
+
+
+def test_output_dir_with_another_run_loses_nothing(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text('{"status": "finished", "steps": 7}')
+    (out / "checkpoint-7").mkdir()
+    assert main(["train", str(tiny_model_dir), *FAST, "--output-dir", str(out)]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert json.loads((out / "run.json").read_text())["steps"] == 7 and (out / "checkpoint-7").is_dir()

@@ -110,3 +110,33 @@ def test_bad_max_steps_is_rejected_before_any_work(tiny_model_dir, tmp_path):
     with pytest.raises(ConfigError, match="max_steps must be a positive integer"):
         train(str(tiny_model_dir), output_dir=tmp_path / "run", **{**FAST, "max_steps": 0})
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("preset", "optimizer_class", "bits"),
+    [
+        ("full-8bit", "AdamW", 8),  # bitsandbytes' AdamW with 8-bit states
+        ("lora", "AdamW", None),  # torch's AdamW over the adapter only
+    ],
+)
+def test_the_planned_optimizer_is_the_one_that_runs(preset, optimizer_class, bits, tiny_model_dir, tmp_path):
+    cap = _Capture()
+    result = train(str(tiny_model_dir), preset=preset, output_dir=tmp_path / "run", callbacks=[cap.callback],
+                   **{**FAST, "max_steps": 1})  # fmt: skip
+    inner = getattr(cap.optimizer, "optimizer", cap.optimizer)
+    assert result.plan.preset.name == preset
+    assert type(inner).__name__ == optimizer_class
+    assert getattr(getattr(inner, "args", None), "optim_bits", None) == bits
+    assert type(inner).__module__.startswith("bitsandbytes" if bits else "torch")
+
+
+def test_galore_preset_runs_galore_per_layer(tiny_model_dir, tmp_path):
+    cap = _Capture()
+    before = _weights(__import__("transformers").AutoModelForCausalLM.from_pretrained(tiny_model_dir))
+    result = train(str(tiny_model_dir), preset="galore", output_dir=tmp_path / "run", callbacks=[cap.callback],
+                   **{**FAST, "max_steps": 2})  # fmt: skip
+    inner = getattr(cap.optimizer, "optimizer", cap.optimizer)
+    per_param = list(inner.optimizer_dict.values())  # transformers' layer-wise wrapper: one optimizer per parameter
+    assert {type(o).__module__ for o in per_param} == {"galore_torch.adamw"}
+    after = _weights(result.model)
+    assert any(not torch.allclose(before[k], after[k]) for k in before if "proj" in k)

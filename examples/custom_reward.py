@@ -40,7 +40,7 @@ if __name__ == "__main__":
     p.add_argument("--output-dir", default=None)
     args = p.parse_args()
     if args.model is None:
-        from grpo_lite.loading import demo_model_path
+        from grpo_lite import demo_model_path
 
         args.model = str(demo_model_path())
     result = train(args.model, dataset=Dataset.from_list(ROWS), rewards=["soft_format", close_answer],

@@ -11,7 +11,7 @@ offline, with the CPU settings measured in docs/demo.md. --dataset auto uses GSM
 read (the hub, its cache, or $GRPO_LITE_GSM8K_DIR) and otherwise the offline synthetic problems.
 --reward length is a dense reward for smoke tests: a random model earns no format or correctness
 reward, so GRPO would have nothing to learn from. With no arguments it does what `grpo-lite demo` does
-(about 9 minutes on 2 cores, docs/demo.md); this script itself was timed only on the tiny model.
+(about 7 minutes on 2 cores, docs/demo.md); this script itself was timed only on the tiny model.
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from __future__ import annotations
 import argparse
 import os
 
-# On CPU: LoRA, 8 generations of 64 tokens, beta 0, lr 2e-4 (measured on 2 cores, docs/demo.md).
-CPU_RECIPE = dict(method="lora", num_generations=8, per_device_train_batch_size=8, gradient_accumulation_steps=1,
-                  max_completion_length=64, learning_rate=2e-4, lora_r=16, lora_alpha=32, beta=0.0,
-                  warmup_steps=0, lr_scheduler_type="constant", max_grad_norm=1.0, save_strategy="no")
+from grpo_lite import DemoConfig
+
+# On CPU: the demo's recipe (LoRA, 8 generations of 64 tokens, beta 0, lr 2e-4; measured in docs/demo.md).
+CPU_RECIPE = DemoConfig().train_settings()
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=None, help="name, hub id, folder or .gguf (default: the offline demo model)")
     p.add_argument("--budget-gb", type=float, default=None, help="GPU size in GB (default: detect the GPU)")
-    p.add_argument("--steps", type=int, default=20, help="GRPO steps (default 20)")
+    p.add_argument("--steps", type=int, default=16, help="GRPO steps (default 16)")
     p.add_argument("--eval-n", type=int, default=50, help="held-out problems scored before and after (default 50)")
     p.add_argument("--dataset", choices=("auto", "gsm8k", "synthetic"), default="auto", help="default auto")
     p.add_argument("--reward", action="append", dest="rewards", help="reward name, repeatable (default: GSM8K set)")
@@ -57,14 +57,12 @@ def main() -> int:
     args = parse_args()
     if args.model is None:  # the embedded demo model: everything stays on this machine
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from grpo_lite.loading import demo_model_path
+        from grpo_lite import demo_model_path
 
         args.model = str(demo_model_path())
     from rich.console import Console
 
-    from grpo_lite import evaluate, plan, train
-    from grpo_lite.hardware import detect_vram
-    from grpo_lite.plan_table import plan_table
+    from grpo_lite import detect_vram, evaluate, plan, plan_table, train
 
     # 1. What GPU is here? None on a CPU-only machine.
     gib, why = detect_vram()

@@ -34,6 +34,11 @@ _EXPORTS: dict[str, str] = {
     "ModelSpec": "grpo_lite.models",
     "estimate": "grpo_lite.memory",
     "MemoryEstimate": "grpo_lite.memory",
+    "plan_table": "grpo_lite.tables",
+    "detect_vram": "grpo_lite.hardware",
+    "demo_model_path": "grpo_lite.loading",
+    "DemoConfig": "grpo_lite.demo",
+    "run_demo": "grpo_lite.demo",
     "GrpoLiteError": "grpo_lite.errors",
     "ConfigError": "grpo_lite.errors",
     "DataError": "grpo_lite.errors",
@@ -47,6 +52,10 @@ __all__ = ["__version__", *_EXPORTS, *_SUBMODULES]
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite import rewards
     from grpo_lite.data import load_dataset, load_gsm8k
+    from grpo_lite.demo import DemoConfig, run_demo
+    from grpo_lite.hardware import detect_vram
+    from grpo_lite.loading import demo_model_path
+    from grpo_lite.tables import plan_table
     from grpo_lite.errors import ConfigError, DataError, DoesNotFitError, GrpoLiteError, ModelError
     from grpo_lite.evaluation import EvalResult, evaluate
     from grpo_lite.memory import MemoryEstimate, estimate

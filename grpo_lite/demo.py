@@ -51,6 +51,28 @@ class DemoConfig:
     output_dir: str = "runs/demo"
     model: str | None = None
 
+    def train_settings(self) -> dict[str, Any]:
+        """The keyword arguments train() gets in the demo: the CPU recipe measured in docs/demo.md.
+
+        >>> DemoConfig().train_settings()["num_generations"], DemoConfig().train_settings()["method"]
+        (8, 'lora')
+        """
+        return dict(
+            method="lora",
+            num_generations=self.num_generations,
+            per_device_train_batch_size=self.num_generations,  # one prompt's group per step
+            gradient_accumulation_steps=1,
+            max_completion_length=self.max_completion_length,
+            learning_rate=self.learning_rate,
+            lora_r=self.lora_r,
+            lora_alpha=2 * self.lora_r,
+            beta=0.0,
+            save_strategy="no",
+            warmup_steps=0,
+            lr_scheduler_type="constant",
+            max_grad_norm=1.0,
+        )
+
     def __post_init__(self) -> None:
         if self.steps < 1 or self.eval_n < 1:
             raise ConfigError(f"steps and eval_n must be >= 1, got steps={self.steps}, eval_n={self.eval_n}")
@@ -108,22 +130,10 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False) -> DemoRe
         dataset=train_set,
         output_dir=cfg.output_dir,
         max_steps=cfg.steps,
-        method="lora",
         prompt_style=style,
         seed=cfg.seed,
         quiet=quiet,
-        num_generations=cfg.num_generations,
-        per_device_train_batch_size=cfg.num_generations,
-        gradient_accumulation_steps=1,
-        max_completion_length=cfg.max_completion_length,
-        learning_rate=cfg.learning_rate,
-        lora_r=cfg.lora_r,
-        lora_alpha=2 * cfg.lora_r,
-        beta=0.0,
-        save_strategy="no",
-        warmup_steps=0,
-        lr_scheduler_type="constant",
-        max_grad_norm=1.0,
+        **cfg.train_settings(),
     )
     after = evaluate(result.model, eval_set, tokenizer=result.tokenizer, **eval_kwargs)
     console.print(f"after: {after.summary()}")

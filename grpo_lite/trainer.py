@@ -167,7 +167,7 @@ def train(
         plan_kwargs["budget_gb"] = budget_gb
     the_plan = presets.plan(spec, method=method, preset=preset, **plan_kwargs, **overrides)
     if not quiet and state.is_main_process:
-        from grpo_lite.plan_table import plan_table
+        from grpo_lite.tables import plan_table
 
         console.print(plan_table(the_plan))
 

@@ -51,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
     from grpo_lite.hardware import nominal_to_usable_gib
-    from grpo_lite.plan_table import compare_data, compare_table
+    from grpo_lite.tables import compare_data, compare_table
 
     usable = nominal_to_usable_gib(args.budget_gb) if args.budget_gb else None
     extra = {"max_prompt_length": args.max_prompt_length, "num_processes": args.num_processes, **fixed}
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from grpo_lite.presets import plan
 
     if args.plot:
-        from grpo_lite.plan_table import plot_components
+        from grpo_lite.tables import plot_components
 
         print(f"memory chart: {plot_components(args.plot, args.models[0], **fixed)}")
     the_plan = plan(args.models[0], args.budget_gb, method=args.method, preset=args.preset, device=args.device,
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
 
-    from grpo_lite.plan_table import plan_table
+    from grpo_lite.tables import plan_table
 
     Console().print(plan_table(the_plan))
     return 0

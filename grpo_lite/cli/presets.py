@@ -24,7 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Print the ladder, and draw the chart when asked."""
-    from grpo_lite.plan_table import ladder_table, plot_components
+    from grpo_lite.tables import ladder_table, plot_components
     from grpo_lite.presets import LADDER
 
     if args.json:

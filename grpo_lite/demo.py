@@ -129,6 +129,7 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False) -> DemoRe
         model_path,
         dataset=train_set,
         output_dir=cfg.output_dir,
+        overwrite=True,  # the demo's folder is its own scratch space: a second demo replaces the first
         max_steps=cfg.steps,
         prompt_style=style,
         seed=cfg.seed,

@@ -49,16 +49,20 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     from grpo_lite.loading import load_model, load_tokenizer
     from grpo_lite.models import resolve_model
 
+    import torch
+
+    # bf16 on the first GPU when there is one (greedy decoding of a 1B model on CPU takes hours), else fp32 on CPU
+    place = {"dtype": "bfloat16", "device_map": {"": 0}} if torch.cuda.is_available() else {"dtype": "float32"}
     path = Path(model)
     adapter = path / "adapter_config.json"
     if adapter.is_file():
         from peft import PeftModel
 
         base = json.loads(adapter.read_text())["base_model_name_or_path"]
-        base_model = load_model(resolve_model(base).model_id)
+        base_model = load_model(resolve_model(base).model_id, **place)
         return PeftModel.from_pretrained(base_model, str(path)), load_tokenizer(path)
     spec = resolve_model(model)
-    return load_model(spec.model_id), load_tokenizer(spec.model_id)
+    return load_model(spec.model_id, **place), load_tokenizer(spec.model_id)
 
 
 def _encode(tokenizer: Any, prompts: list[Any]) -> dict[str, Any]:

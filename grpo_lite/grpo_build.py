@@ -25,6 +25,7 @@ __all__ = ["RUN_DEFAULTS", "build_trainer", "carry_weights", "grpo_settings", "m
 
 # Defaults that are not about memory (the plan owns memory); every one can be overridden.
 RUN_DEFAULTS: dict[str, Any] = {
+    "num_train_epochs": 1,  # GRPOConfig's default is 3; max_steps=None means one epoch here
     "logging_steps": 1,
     "save_strategy": "steps",
     "save_steps": 50,
@@ -64,16 +65,15 @@ def grpo_settings(plan: Plan, *, output_dir: Path, seed: int, max_steps: int | N
     return settings
 
 
-def measure_prompt_tokens(dataset: Dataset, tokenizer: Any, sample: int = 512) -> int:
-    """The longest prompt, in tokens, over the first ``sample`` rows (the planner's prompt length)."""
-    lengths = []
-    for prompt in dataset[: min(sample, len(dataset))]["prompt"]:
-        if isinstance(prompt, str):
-            lengths.append(len(tokenizer(prompt)["input_ids"]))
-        else:
-            text = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
-            lengths.append(len(tokenizer(text, add_special_tokens=False)["input_ids"]))
-    return max(lengths)
+def measure_prompt_tokens(dataset: Dataset, tokenizer: Any) -> int:
+    """The longest prompt of the dataset, in tokens: the planner's prompt length (TRL does not truncate)."""
+    prompts = dataset["prompt"]
+    texts = [
+        p if isinstance(p, str) else tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+        for p in prompts
+    ]
+    special = all(isinstance(p, str) for p in prompts)  # plain prompts are tokenized by TRL with special tokens
+    return max(len(ids) for ids in tokenizer(texts, add_special_tokens=special)["input_ids"])
 
 
 def _device_map(plan: Plan) -> Any:

@@ -12,10 +12,12 @@ Imported only inside train(): it imports transformers at the top.
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -28,8 +30,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.presets import Plan
 
 __all__ = [
+    "EarlierRun",
     "InterruptCallback",
     "SaveAtEndCallback",
+    "drop_checkpoints",
+    "earlier_run",
     "guard_output_dir",
     "latest_checkpoint",
     "next_plan",
@@ -46,6 +51,57 @@ def latest_checkpoint(output_dir: str | Path) -> Path | None:
         return None
     found = get_last_checkpoint(str(path))
     return Path(found) if found else None
+
+
+@dataclass
+class EarlierRun:
+    """What a resumed run takes over from the run.json of the run it continues.
+
+    Attributes:
+        preset: the rung the checkpoint was trained on (after any out-of-memory step down).
+        source: the weights that attempt started from (a ``stepdown-N`` folder), or None for the model itself.
+        done: steps completed before that attempt started (by attempts before a step down).
+        checkpoint_step: the checkpoint's own step count (counted from that attempt's start).
+        max_steps: the run's total steps, or None.
+        history: logged rows up to the checkpoint.
+        events: earlier events (step downs, interrupts, resumes).
+    """
+
+    preset: str | None
+    source: str | None
+    done: int
+    checkpoint_step: int
+    max_steps: int | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+def earlier_run(output_dir: Path, checkpoint: Path) -> EarlierRun:
+    """Read the run.json beside ``checkpoint`` so a resume goes on where that run's last attempt was."""
+    step = int(checkpoint.name.rsplit("-", 1)[-1])
+    path = output_dir / "run.json"
+    if not path.is_file():  # a checkpoint without our record (e.g. written by plain TRL): take it as it is
+        return EarlierRun(preset=None, source=None, done=0, checkpoint_step=step, max_steps=None)
+    record = json.loads(path.read_text())
+    events = list(record.get("events", []))
+    step_downs = [e for e in events if e.get("event") == "out_of_memory"]
+    done = step_downs[-1]["step"] if step_downs else 0
+    return EarlierRun(
+        preset=record.get("plan", {}).get("preset"),
+        source=step_downs[-1]["weights"] if step_downs else None,
+        done=done,
+        checkpoint_step=step,
+        max_steps=record.get("max_steps"),
+        history=[row for row in record.get("history", []) if row.get("step", 0) <= done + step],
+        events=events,
+    )
+
+
+def drop_checkpoints(output_dir: Path) -> None:
+    """Remove the ``checkpoint-N`` folders of an attempt that stepped down (another rung cannot resume them)."""
+    for child in output_dir.glob("checkpoint-*"):
+        if child.is_dir():
+            shutil.rmtree(child)
 
 
 def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> Path | None:
@@ -145,19 +201,23 @@ def next_plan(current: Plan, **plan_kwargs: Any) -> Plan:
         DoesNotFitError: ``current`` is the bottom rung, or nothing below it fits; the message says
             what budget would be needed.
     """
+    from grpo_lite.hardware import installed_extras
     from grpo_lite.presets import LADDER, plan
 
+    extras = installed_extras()
     names = [p.name for p in LADDER]
-    below = names[names.index(current.preset.name) + 1 :]
+    below = [p for p in LADDER[names.index(current.preset.name) + 1 :] if all(getattr(extras, r) for r in p.requires)]
     fixed = dict(current.fixed)
     for key in ("method", "preset"):
         fixed.pop(key, None)
     last_error: DoesNotFitError | None = None
-    for name in below:
+    for rung in below:
         try:
-            return plan(current.model, preset=name, **plan_kwargs, **fixed)
+            return plan(current.model, preset=rung.name, **plan_kwargs, **fixed)
         except DoesNotFitError as exc:
             last_error = exc
+        except ConfigError:  # a setting the user fixed rules this rung out (e.g. an optimizer): try the next
+            continue
     need = f"; {last_error}" if last_error else ""
     raise DoesNotFitError(
         f"out of GPU memory on preset {current.preset.name!r} and no cheaper rung is left to step down to{need}. "

@@ -33,6 +33,14 @@ __all__ = ["TrainResult", "default_output_dir", "train"]
 
 OnOOM = Literal["step_down", "raise"]
 
+# plan() inputs that train() decides itself: passing them as overrides is an error that says why.
+_PLAN_OWNED: dict[str, str] = {
+    "max_prompt_length": "train() measures the longest prompt of the dataset; shorten or filter the prompts instead",
+    "device": "train() uses CUDA when torch sees a GPU, else the CPU",
+    "num_processes": "set by the launcher (grpo-lite train --num-processes N, or accelerate launch)",
+    "sharding": "set by the launcher (grpo-lite train --sharding, or the accelerate config)",
+}
+
 
 @dataclass
 class TrainResult:
@@ -140,15 +148,23 @@ def train(
         raise ConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
     if on_oom not in ("step_down", "raise"):
         raise ConfigError(f"on_oom={on_oom!r} is not valid; choose 'step_down' or 'raise'")
+    taken = sorted(set(overrides) & set(_PLAN_OWNED))
+    if taken:
+        raise ConfigError("; ".join(f"{key} cannot be set here: {_PLAN_OWNED[key]}" for key in taken))
     state = PartialState()
     console = Console(quiet=quiet or not state.is_main_process)
     out = Path(output_dir) if output_dir is not None else default_output_dir(str(model))
+    if output_dir is None and state.num_processes > 1:  # one timestamped folder for every rank
+        from accelerate.utils import broadcast_object_list
+
+        out = Path(broadcast_object_list([str(out)], from_process=0)[0])
     if state.is_main_process:  # one process checks (and, with overwrite, clears) the folder; the rest wait
         resilience.guard_output_dir(out, resume=resume, overwrite=overwrite)
     state.wait_for_everyone()
     checkpoint = resilience.latest_checkpoint(out) if resume else None
-    if checkpoint is not None and preset is None and method is None:
-        preset = json.loads((out / "run.json").read_text())["plan"]["preset"] if (out / "run.json").is_file() else None
+    earlier = resilience.earlier_run(out, checkpoint) if checkpoint is not None else None
+    if earlier is not None and preset is None and method is None:
+        preset = earlier.preset  # the rung the checkpoint was trained on (after any step down)
     spec = resolve_model(model)
     if spec.note:
         console.print(f"[dim]{spec.note}[/dim]")
@@ -157,7 +173,7 @@ def train(
 
     tokenizer = load_tokenizer(spec.model_id)
     train_set = prompts.apply_prompt_style(load_dataset(dataset, split="train", style=style, seed=seed), tokenizer, style)
-    prompt_tokens = grpo_build.measure_prompt_tokens(train_set, tokenizer)
+    prompt_tokens = grpo_build.measure_prompt_tokens(train_set, tokenizer)  # every row: TRL does not truncate
     plan_kwargs = dict(
         device="cuda" if torch.cuda.is_available() else "cpu",
         max_prompt_length=prompt_tokens,
@@ -174,14 +190,19 @@ def train(
 
     memory_cb, history_cb, interrupt_cb = MemoryCallback(), HistoryCallback(), resilience.InterruptCallback()
     own_callbacks = [memory_cb, history_cb, interrupt_cb, resilience.SaveAtEndCallback(), *_rank_callbacks(out)]
-    events: list[dict[str, Any]] = [{"event": "resume", "checkpoint": str(checkpoint)}] if checkpoint else []
+    events: list[dict[str, Any]] = []
     source, done, wall = spec.model_id, 0, 0.0
+    if earlier is not None:  # go on where the checkpoint's attempt started: its weights, steps, records
+        events, history_cb.rows = earlier.events, earlier.history
+        source, done = earlier.source or source, earlier.done
+        max_steps = max_steps if max_steps is not None else earlier.max_steps
+        events.append({"event": "resume", "checkpoint": str(checkpoint), "step": done + earlier.checkpoint_step})
     record = _Record(out, style, reward_funcs, prompt_tokens, state.is_main_process)
     while True:
         steps_left = None if max_steps is None else max_steps - done
         step_downs = sum(e["event"] == "out_of_memory" for e in events)  # a new seed after each step down
         settings = grpo_build.grpo_settings(the_plan, output_dir=out, seed=seed + step_downs, max_steps=steps_left)
-        record.write(the_plan, settings, history_cb, memory_cb, events, status="running", steps=done)
+        record.write(the_plan, settings, history_cb, memory_cb, events, status="running", steps=done, max_steps=max_steps)
         trainer = grpo_build.build_trainer(
             source, the_plan, settings, train_set, tokenizer, reward_funcs, [*own_callbacks, *callbacks]
         )
@@ -197,23 +218,28 @@ def train(
         except torch.cuda.OutOfMemoryError as exc:
             wall += time.perf_counter() - start
             reached = done + trainer.state.global_step
-            if on_oom == "raise" or reached >= oom_window_steps:
-                raise
-            lower = resilience.next_plan(the_plan, **plan_kwargs)  # DoesNotFitError at the bottom rung
-            carried = grpo_build.carry_weights(trainer, tokenizer, out / f"stepdown-{len(events) + 1}")
-            del trainer
-            gc.collect()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            events.append(
-                {"event": "out_of_memory", "step": reached, "from_preset": the_plan.preset.name,
-                 "to_preset": lower.preset.name, "error": str(exc).splitlines()[0][:300], "weights": str(carried)}
-            )  # fmt: skip
-            console.print(
-                f"[yellow]out of GPU memory at step {reached} on preset {the_plan.preset.name!r}: stepping down "
-                f"to {lower.preset.name!r} and going on from the weights reached (saved in {carried})[/yellow]"
-            )
-            the_plan, source, done, checkpoint = lower, str(carried), reached, None
+            if on_oom == "raise" or reached >= oom_window_steps or state.num_processes > 1:
+                raise  # several processes: one rank cannot step down alone (the others wait in a collective)
+            error = str(exc).splitlines()[0][:300]
+        # Outside the except block, the traceback no longer pins the failed step's tensors.
+        if max_steps is None:  # an epoch: keep its total, not a new epoch per attempt
+            max_steps = done + trainer.state.max_steps
+        lower = resilience.next_plan(the_plan, **plan_kwargs)  # DoesNotFitError at the bottom rung
+        carried = grpo_build.carry_weights(trainer, tokenizer, out / f"stepdown-{len(events) + 1}")
+        resilience.drop_checkpoints(out)  # they hold the old rung's state; the carried weights supersede them
+        del trainer
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        events.append(
+            {"event": "out_of_memory", "step": reached, "from_preset": the_plan.preset.name,
+             "to_preset": lower.preset.name, "error": error, "weights": str(carried)}
+        )  # fmt: skip
+        console.print(
+            f"[yellow]out of GPU memory at step {reached} on preset {the_plan.preset.name!r}: stepping down "
+            f"to {lower.preset.name!r} and going on from the weights reached (saved in {carried})[/yellow]"
+        )
+        the_plan, source, done, checkpoint = lower, str(carried), reached, None
 
     done += trainer.state.global_step  # after a resume, global_step already counts the checkpoint's steps
     interrupted = interrupt_cb.requested
@@ -226,7 +252,7 @@ def train(
         model=trainer.model, tokenizer=tokenizer,
     )  # fmt: skip
     record.write(the_plan, settings, history_cb, memory_cb, events, status="interrupted" if interrupted else "finished",
-                 steps=done, wall=wall, model_dir=model_dir)  # fmt: skip
+                 steps=done, max_steps=max_steps, wall=wall, model_dir=model_dir)  # fmt: skip
     if state.is_main_process:
         from grpo_lite.report import finish_report
 
@@ -257,7 +283,8 @@ class _Record:
     main: bool
 
     def write(self, plan: Plan, settings: dict[str, Any], history_cb: Any, memory_cb: Any, events: list, *,
-              status: str, steps: int, wall: float | None = None, model_dir: Path | None = None) -> None:  # fmt: skip
+              status: str, steps: int, max_steps: int | None, wall: float | None = None,
+              model_dir: Path | None = None) -> None:  # fmt: skip
         if not self.main:
             return
         from grpo_lite.report import first_last, versions, write_json_atomic
@@ -274,6 +301,7 @@ class _Record:
                 "prompt_style": asdict(self.style),
                 "measured_prompt_tokens": self.prompt_tokens,
                 "steps": steps,
+                "max_steps": max_steps,
                 "wall_seconds": None if wall is None else round(wall, 2),
                 "peak_memory": memory_cb.peak(),
                 "planned_peak_gib": round(plan.estimate.total_gib, 3),

@@ -39,6 +39,8 @@ CASES = [
     (["train", TINY, *FAST, "--set", "learning_rat=1e-5"], "did you mean 'learning_rate'"),
     (["train", TINY, *FAST, "--set", "num_generations=1"], "num_generations"),
     (["eval", TINY, "--dataset", "synthetic", "--batch-size", "0"], "batch_size"),
+    (["train", TINY, *FAST, "--set", "max_steps=3"], "use --max-steps"),
+    (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--set", "max_prompt_length=300"], "use --max-prompt-length"),
 ]
 FILES = {
     "empty.jsonl": "",

@@ -143,3 +143,65 @@ def test_ctrl_c_saves_a_loadable_checkpoint_and_says_how_to_resume(tiny_model_di
     resumed = train(str(tiny_model_dir), output_dir=out, max_steps=step + 1, resume=True, method="lora",
                     save_strategy="no", **{k: v for k, v in FAST.items()})  # fmt: skip
     assert resumed.steps == step + 1
+
+
+def _rows(n: int):
+    from datasets import Dataset
+
+    return Dataset.from_list([{"question": f"What is {i} plus {i}?", "answer": str(2 * i)} for i in range(1, n + 1)])
+
+
+def test_no_max_steps_trains_one_epoch(tiny_model_dir, tmp_path):
+    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", save_strategy="no",
+                   **{**FAST, "dataset": _rows(3)})  # fmt: skip
+    assert result.steps == 3  # one prompt (4 generations) per step, 3 prompts, one epoch (GRPOConfig's default is 3)
+
+
+def test_out_of_memory_in_an_epoch_run_keeps_the_epoch_total(tiny_model_dir, tmp_path):
+    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", preset="full", save_strategy="no",
+                   callbacks=[_oom_at(3)], **{**FAST, "dataset": _rows(4)})  # fmt: skip
+    assert result.steps == 4 and [e["step"] for e in result.events if e["event"] == "out_of_memory"] == [2]
+
+
+def test_resume_after_a_step_down_goes_on_from_the_carried_weights(tiny_model_dir, tmp_path):
+    from transformers import TrainerCallback
+
+    oom = _oom_at(3)
+
+    class StopAfterStepDown(TrainerCallback):  # Ctrl-C one step into the attempt after the step down
+        def on_step_end(self, args, state, control, **kwargs):
+            if type(oom).fired and state.global_step == 1:
+                control.should_save = control.should_training_stop = True
+
+    out = tmp_path / "run"
+    kw = dict(max_steps=5, save_strategy="steps", save_steps=1, **FAST)
+    first = train(str(tiny_model_dir), output_dir=out, preset="full", callbacks=[oom, StopAfterStepDown()], **kw)
+    assert first.steps == 3 and first.plan.preset.name != "full"
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]  # the full rung's are gone
+    resumed = train(str(tiny_model_dir), output_dir=out, resume=True, **kw)
+    assert resumed.steps == 5 and resumed.plan.preset.name == first.plan.preset.name
+    assert [r["step"] for r in resumed.history] == [1, 2, 3, 4, 5]
+    assert [e["event"] for e in resumed.events] == ["out_of_memory", "resume"]
+
+
+def test_step_down_skips_rungs_whose_package_is_missing(monkeypatch):
+    from grpo_lite import hardware, plan
+    from grpo_lite.resilience import next_plan
+
+    missing = hardware.Extras(liger_kernel=False, vllm=False, galore_torch=False, bitsandbytes=True, deepspeed=False)
+    monkeypatch.setattr(hardware, "installed_extras", lambda: missing)
+    current = plan("Llama-3.2-1B-Instruct", budget_gb=16, preset="full-8bit-ckpt")
+    assert next_plan(current, budget_gb=16).preset.name == "lora"
+
+
+def test_step_down_skips_rungs_that_a_fixed_optimizer_rules_out():
+    from grpo_lite import plan
+    from grpo_lite.resilience import next_plan
+
+    current = plan("Llama-3.2-1B-Instruct", budget_gb=16, preset="full-8bit-ckpt", optim="adamw_torch")
+    assert next_plan(current, budget_gb=16).preset.method != "galore"
+
+
+def test_planner_inputs_cannot_be_overridden(tiny_model_dir, tmp_path):
+    with pytest.raises(ConfigError, match="max_prompt_length cannot be set here: train.. measures"):
+        train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=1, max_prompt_length=300, **FAST)

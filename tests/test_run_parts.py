@@ -80,3 +80,14 @@ def test_memory_doc_worked_example_matches_the_model():
     components = the_plan.estimate.component_gib()
     assert rows.pop("total") == f"{the_plan.estimate.total_gib:.2f}"
     assert rows and all(f"{components[name]:.2f}" == gib for name, gib in rows.items()), (rows, components)
+
+
+def test_demo_runs_twice_into_the_same_folder(tiny_model_dir, tmp_path):
+    from grpo_lite import DemoConfig, run_demo
+
+    cfg = DemoConfig(model=str(tiny_model_dir), steps=1, eval_n=2, num_generations=2, max_completion_length=8,
+                     output_dir=str(tmp_path / "demo"))  # fmt: skip
+    first = run_demo(cfg, quiet=True)
+    second = run_demo(cfg, quiet=True)  # the demo's folder is scratch: a second run replaces the first
+    assert first.train.steps == second.train.steps == 1
+    assert second.line().startswith("demo: reward ") and second.line().endswith("(n=2)")

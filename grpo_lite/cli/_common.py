@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 import math
-from typing import Any
+from typing import Any, Iterable
 
 from grpo_lite.errors import ConfigError
 
@@ -29,18 +29,31 @@ def _value(text: str) -> Any:
         return text
 
 
-def parse_set(items: list[str] | None) -> dict[str, Any]:
+def parse_set(items: list[str] | None, own_options: Iterable[str] = ()) -> dict[str, Any]:
     """``["learning_rate=1e-5", "num_generations=4"]`` -> ``{"learning_rate": 1e-05, "num_generations": 4}``.
+
+    Args:
+        items: the ``--set`` values.
+        own_options: names the command has its own option for (``vars(args)``): setting them
+            with ``--set`` is an error that names the option.
 
     >>> parse_set(["learning_rate=1e-5", "num_generations=4"])
     {'learning_rate': 1e-05, 'num_generations': 4}
+    >>> parse_set(["max_steps=3"], own_options=["max_steps"])
+    Traceback (most recent call last):
+    ...
+    grpo_lite.errors.ConfigError: max_steps has its own option: use --max-steps instead of --set max_steps=...
     """
     out: dict[str, Any] = {}
+    own = set(own_options)
     for item in items or []:
         key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (for example --set learning_rate=1e-5)")
-        out[key.strip()] = _value(raw)
+        if key in own:
+            raise ConfigError(f"{key} has its own option: use --{key.replace('_', '-')} instead of --set {key}=...")
+        out[key] = _value(raw)
     return out
 
 

@@ -69,7 +69,7 @@ def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Print the plan (or the comparison); GrpoLiteError propagates to main() as one error line."""
-    fixed = parse_set(args.set)
+    fixed = parse_set(args.set, own_options=vars(args))
     if args.compare:
         return _compare(args, fixed)
     if len(args.models) > 1:

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume,
         overwrite=args.overwrite,
         on_oom=args.on_oom,
-        **parse_set(args.set),
+        **parse_set(args.set, own_options=vars(args)),
     )
     if result.interrupted:
         return 130

@@ -34,7 +34,7 @@ class DemoConfig:
         max_completion_length: tokens per completion, in training and evaluation. Default: 64.
         learning_rate: LoRA learning rate. Default: 2e-4.
         lora_r: LoRA rank. Default: 16.
-        levels: synthetic difficulty levels. Default: (1, 2).
+        levels: synthetic difficulty levels. Default: (1,), one-step problems (docs/demo.md: accuracy moved more than on levels 1-2).
         seed: seed of sampling, data order and adapter init. Default: 0.
         output_dir: run folder. Default: ``runs/demo``.
         model: None for the embedded SmolLM2 GGUF; any model name/path otherwise (e.g. the tiny test model).
@@ -46,7 +46,7 @@ class DemoConfig:
     max_completion_length: int = 64
     learning_rate: float = 2e-4
     lora_r: int = 16
-    levels: tuple[int, ...] = (1, 2)
+    levels: tuple[int, ...] = (1,)
     seed: int = 0
     output_dir: str = "runs/demo"
     model: str | None = None

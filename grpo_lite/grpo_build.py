@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from grpo_lite.errors import ConfigError
+from grpo_lite.planner import LORA_KEYS  # the one list of LoRA setting names
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -37,7 +38,6 @@ RUN_DEFAULTS: dict[str, Any] = {
     "adam_beta2": 0.99,
     "weight_decay": 0.1,
 }
-LORA_KEYS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 
 
 def check_config_keys(settings: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from grpo_lite.errors import ModelError
 
@@ -150,7 +150,3 @@ def load_model(
     except OSError as exc:
         raise ModelError(f"cannot load model {model_id!r}: {exc}") from exc
 
-
-def config_of(model_id: str | os.PathLike) -> Any:
-    """The transformers config of a model (GGUF files are read from their converted copy)."""
-    return AutoConfig.from_pretrained(_local_source(model_id))

@@ -11,19 +11,11 @@ import time
 
 import pytest
 import torch
+from tiny_run import TINY_RUN
 
 from grpo_lite import ConfigError, DoesNotFitError, train
 
-FAST = dict(
-    dataset="synthetic",
-    rewards=["length"],
-    num_generations=4,
-    per_device_train_batch_size=4,
-    gradient_accumulation_steps=1,
-    max_completion_length=16,
-    learning_rate=1e-2,
-    quiet=True,
-)
+FAST = dict(TINY_RUN)
 
 
 def _oom_at(step: int):

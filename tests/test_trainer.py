@@ -6,22 +6,11 @@ import json
 
 import pytest
 import torch
+from tiny_run import TINY_RUN
 
 from grpo_lite import ConfigError, train
 
-# A few steps of GRPO on the tiny model; a dense reward, since a random model earns no XML reward.
-FAST = dict(
-    dataset="synthetic",
-    rewards=["length"],
-    max_steps=2,
-    num_generations=4,
-    per_device_train_batch_size=4,
-    gradient_accumulation_steps=1,
-    max_completion_length=16,
-    learning_rate=1e-2,
-    save_strategy="no",
-    quiet=True,
-)
+FAST = {**TINY_RUN, "max_steps": 2, "save_strategy": "no"}  # a few steps, no checkpoints
 
 
 class _Capture:

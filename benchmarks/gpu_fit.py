@@ -36,8 +36,8 @@ GIB = 1024**3
 
 def case_plan(name: str, budget_gb: float, *, device: str, tiny: bool, prompt_tokens: int) -> Any:
     """The plan for one case; with ``tiny``, the real case's preset on shrunken shapes, on ``device``."""
-    from grpo_lite.models import ModelSpec, resolve_model
-    from grpo_lite.presets import plan
+    from grpo_lite.memory.models import ModelSpec, resolve_model
+    from grpo_lite.planning.choose import plan
 
     spec = resolve_model(name)
     if not tiny:
@@ -65,7 +65,7 @@ def random_model(the_plan: Any, device: str) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from grpo_lite.models import transformers_config
+    from grpo_lite.memory.models import transformers_config
 
     config = transformers_config(the_plan.model.arch, pad_token_id=0, eos_token_id=1, bos_token_id=1,
                                  max_position_embeddings=4096)

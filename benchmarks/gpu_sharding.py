@@ -53,7 +53,7 @@ def _doc_extras() -> Iterator[None]:
     """Plan as if bitsandbytes, galore-torch and deepspeed were installed (and vLLM, liger were not)."""
     from unittest import mock
 
-    from grpo_lite import hardware
+    from grpo_lite.planning import hardware
 
     extras = hardware.Extras(liger_kernel=False, vllm=False, galore_torch=True, bitsandbytes=True, deepspeed=True)
     with mock.patch.object(hardware, "installed_extras", lambda: extras):
@@ -61,9 +61,9 @@ def _doc_extras() -> Iterator[None]:
 
 
 def sharding_rows(model: str, num_processes: int, **settings: Any) -> list[dict[str, Any]]:
-    """Per-device GiB of each sharding (``none`` on one process) from :func:`grpo_lite.memory.estimate`."""
-    from grpo_lite.distributed import SHARDINGS
-    from grpo_lite.memory import estimate
+    """Per-device GiB of each sharding (``none`` on one process) from :func:`grpo_lite.memory.estimate.estimate`."""
+    from grpo_lite.scale.distributed import SHARDINGS
+    from grpo_lite.memory.estimate import estimate
 
     rows = []
     for name in SHARDINGS:
@@ -78,9 +78,9 @@ def sharding_rows(model: str, num_processes: int, **settings: Any) -> list[dict[
 
 
 def planner_rows(model: str, budget_gb: float, counts: tuple[int, ...] = COUNTS, **fixed: Any) -> list[dict]:
-    """What :func:`grpo_lite.presets.plan` picks for ``model`` on ``budget_gb`` per device, for each N."""
+    """What :func:`grpo_lite.planning.choose.plan` picks for ``model`` on ``budget_gb`` per device, for each N."""
     from grpo_lite.errors import DoesNotFitError
-    from grpo_lite.presets import plan
+    from grpo_lite.planning.choose import plan
 
     rows = []
     for n in counts:
@@ -106,8 +106,8 @@ def _md(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def modes_markdown() -> str:
-    """docs/scaling.md's table of sharding modes, from grpo_lite.distributed.SHARDINGS."""
-    from grpo_lite.distributed import SHARDINGS
+    """docs/scaling.md's table of sharding modes, from grpo_lite.scale.distributed.SHARDINGS."""
+    from grpo_lite.scale.distributed import SHARDINGS
 
     rows = [[f"`{m.name}`", m.engine, m.divided, m.whole, f"`{m.config}`" if m.config else "-",
              ", ".join(m.requires) or "-", "yes" if m.cpu else "no"] for m in SHARDINGS.values()]
@@ -255,7 +255,7 @@ def _config_only(path: Path) -> None:
 
 
 def _detected_budget() -> float:
-    from grpo_lite.hardware import detect_vram, usable_to_nominal_gb
+    from grpo_lite.planning.hardware import detect_vram, usable_to_nominal_gb
 
     gib, why = detect_vram()
     if gib is None:

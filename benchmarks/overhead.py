@@ -49,8 +49,10 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_lite import prompts, rewards, train
-    from grpo_lite.data import load_dataset
+    from grpo_lite import rewards, train
+
+    from grpo_lite.data import prompts
+    from grpo_lite.data.loaders import load_dataset
     from grpo_lite.tiny import build_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="grpo-lite-overhead-"))

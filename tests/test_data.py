@@ -1,4 +1,4 @@
-"""Tests for grpo_lite.data: GSM8K files, the user's own rows, the named-dataset registry.
+"""Tests for grpo_lite.data.loaders: GSM8K files, the user's own rows, the named-dataset registry.
 
 Every row here is invented for the tests; real GSM8K rows are only read from ../shared/data/gsm8k.
 """
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite.data import DATASETS, GSM8K_DIR_ENV, load_dataset, load_gsm8k
+from grpo_lite.data.loaders import DATASETS, GSM8K_DIR_ENV, load_dataset, load_gsm8k
 from grpo_lite.errors import ConfigError, DataError
-from grpo_lite.prompts import PromptStyle, build_messages
-from grpo_lite.synthetic import synthetic_problems
+from grpo_lite.data.prompts import PromptStyle, build_messages
+from grpo_lite.data.synthetic import synthetic_problems
 
 ROWS = [
     {"question": "Ana has 3 kites and buys 4 more. How many kites?", "answer": "3 + 4 = 7\n#### 7"},
@@ -340,8 +340,8 @@ def test_every_gsm8k_gold_is_a_plain_number(split: str, rows: int, commas: int) 
 
 # ----------------------------------------------------------------------------- docs stay in step with the registries
 def test_docs_list_every_named_dataset_and_style() -> None:
-    from grpo_lite.prompts import PROMPT_STYLES
-    from grpo_lite.synthetic import TEMPLATES
+    from grpo_lite.data.prompts import PROMPT_STYLES
+    from grpo_lite.data.synthetic import TEMPLATES
 
     docs = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text(encoding="utf-8")
     for name in (*DATASETS, *PROMPT_STYLES):

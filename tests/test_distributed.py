@@ -16,7 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from grpo_lite import distributed as D
+from grpo_lite.scale import distributed as D
+from grpo_lite.training import ranks as RR
+from grpo_lite.cli import relaunch as RL
 from grpo_lite.errors import ConfigError, GrpoLiteError
 
 TINY_RUN = ["--dataset", "synthetic", "--reward", "length", "--max-steps", "2", "--set", "num_generations=4",
@@ -158,13 +160,13 @@ def _train_parser():
 def test_namespace_argv_round_trips_the_train_parser(argv):
     parser = _train_parser()
     args = parser.parse_args(argv)
-    rebuilt = D.namespace_argv(parser, args)
+    rebuilt = RL.namespace_argv(parser, args)
     assert vars(parser.parse_args(rebuilt)) == vars(args)
 
 
 def test_namespace_argv_applies_replacements():
     parser = _train_parser()
-    rebuilt = D.namespace_argv(parser, parser.parse_args(["m"]), output_dir="out", sharding="ddp")
+    rebuilt = RL.namespace_argv(parser, parser.parse_args(["m"]), output_dir="out", sharding="ddp")
     assert rebuilt == ["m", "--output-dir=out", "--sharding=ddp"]
 
 
@@ -172,54 +174,54 @@ def test_launched_process_does_not_relaunch_and_checks_world_size(monkeypatch):
     parser = _train_parser()
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert D.maybe_relaunch(parser.parse_args(["m", "--num-processes", "2"])) is None
+    assert RL.maybe_relaunch(parser.parse_args(["m", "--num-processes", "2"])) is None
     with pytest.raises(ConfigError, match="--num-processes 4 but this process was launched with WORLD_SIZE=2"):
-        D.maybe_relaunch(parser.parse_args(["m", "--num-processes", "4"]))
+        RL.maybe_relaunch(parser.parse_args(["m", "--num-processes", "4"]))
 
 
 def test_one_process_trains_here(monkeypatch):
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.setattr(D, "_detect_gpus", lambda: pytest.fail("one process must not probe GPUs"))
-    assert D.maybe_relaunch(_train_parser().parse_args(["m"])) is None
+    assert RL.maybe_relaunch(_train_parser().parse_args(["m"])) is None
 
 
 def test_more_processes_than_gpus_is_an_error(monkeypatch):
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     monkeypatch.setattr(D, "_detect_gpus", lambda: (2, 79.1))
     with pytest.raises(ConfigError, match="--num-processes 4 needs 4 GPUs, one per process; 2 found"):
-        D.maybe_relaunch(_train_parser().parse_args(["m", "--num-processes", "4"]))
+        RL.maybe_relaunch(_train_parser().parse_args(["m", "--num-processes", "4"]))
 
 
 # ---- rank records -----------------------------------------------------------------------------------
-def _write_records(out: Path, *records: D.RankRecord) -> None:
+def _write_records(out: Path, *records: RR.RankRecord) -> None:
     (out / "ranks").mkdir(parents=True)
     for r in records:
         (out / "ranks" / f"rank{r.rank}.json").write_text(json.dumps(r.__dict__))
 
 
 def test_check_ranks_accepts_a_full_world(tmp_path):
-    _write_records(tmp_path, D.RankRecord(1, 2, 2, 4, "gloo"), D.RankRecord(0, 2, 2, 4, "gloo"))
-    assert [r.rank for r in D.check_ranks(tmp_path, 2)] == [0, 1]
+    _write_records(tmp_path, RR.RankRecord(1, 2, 2, 4, "gloo"), RR.RankRecord(0, 2, 2, 4, "gloo"))
+    assert [r.rank for r in RR.check_ranks(tmp_path, 2)] == [0, 1]
 
 
 @pytest.mark.parametrize("records, message", [
-    ([D.RankRecord(0, 2, 2, 4, "gloo")], r"expected records of ranks 0..1 .* found \[0\]"),
-    ([D.RankRecord(0, 1, 2, 4, None), D.RankRecord(0, 1, 2, 4, None)], r"found \[0, 0\]"),
-    ([D.RankRecord(0, 2, 2, 4, "gloo"), D.RankRecord(1, 1, 2, 4, None)], r"ranks \[1\] ran with world size 1, not 2"),
+    ([RR.RankRecord(0, 2, 2, 4, "gloo")], r"expected records of ranks 0..1 .* found \[0\]"),
+    ([RR.RankRecord(0, 1, 2, 4, None), RR.RankRecord(0, 1, 2, 4, None)], r"found \[0, 0\]"),
+    ([RR.RankRecord(0, 2, 2, 4, "gloo"), RR.RankRecord(1, 1, 2, 4, None)], r"ranks \[1\] ran with world size 1, not 2"),
 ])
 def test_check_ranks_rejects(tmp_path, records, message):
     (tmp_path / "ranks").mkdir()
     for i, r in enumerate(records):
         (tmp_path / "ranks" / f"rank{i}.json").write_text(json.dumps(r.__dict__))
     with pytest.raises(GrpoLiteError, match=message):
-        D.check_ranks(tmp_path, 2)
+        RR.check_ranks(tmp_path, 2)
 
 
 def test_rank_record_callback_counts_micro_batches_and_writes_its_rank(tmp_path):
     import torch
     from transformers import TrainerCallback, TrainerState
 
-    cb = D.RankRecordCallback(tmp_path)
+    cb = RR.RankRecordCallback(tmp_path)
     assert isinstance(cb, TrainerCallback)
     args = SimpleNamespace(process_index=3, world_size=4, per_device_train_batch_size=2)
     state = TrainerState(global_step=0)
@@ -304,8 +306,8 @@ def test_scaling_doc_tables_are_up_to_date():
 
 
 # ---- two gloo processes really train the tiny model -------------------------------------------------
-def _assert_two_ranks_trained(out: Path) -> list[D.RankRecord]:
-    records = D.check_ranks(out, 2)
+def _assert_two_ranks_trained(out: Path) -> list[RR.RankRecord]:
+    records = RR.check_ranks(out, 2)
     assert [(r.rank, r.world_size, r.steps, r.backend) for r in records] == [(0, 2, 2, "gloo"), (1, 2, 2, "gloo")]
     accumulation = json.loads((out / "run.json").read_text())["settings"]["gradient_accumulation_steps"]
     assert all(r.local_samples == 2 * accumulation * 2 for r in records)  # steps x micro-batches x completions

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from grpo_lite import hardware
+from grpo_lite.planning import hardware
 from grpo_lite.errors import ConfigError
 
 

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from grpo_lite.architectures import Architecture, find_architecture
+from grpo_lite.memory.architectures import Architecture, find_architecture
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory import COMPONENTS, GIB, MemoryEstimate, estimate
-from grpo_lite.step_settings import StepSettings
+from grpo_lite.memory.estimate import COMPONENTS, GIB, MemoryEstimate, estimate
+from grpo_lite.memory.settings import StepSettings
 
 TOY = Architecture(name="toy", hub_ids=("toy",), family="llama", layers=2, hidden=64, heads=4, kv_heads=2,
                    head_dim=16, intermediate=128, vocab=1000, tied=True)

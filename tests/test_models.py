@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture, known_names
+from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture, known_names
 from grpo_lite.errors import ModelError
-from grpo_lite.models import architecture_from_config, resolve_model, smollm2_gguf_path
+from grpo_lite.memory.models import architecture_from_config, resolve_model, smollm2_gguf_path
 
 # Published parameter counts (model cards / safetensors index), tied weights counted once.
 PUBLISHED = {
@@ -152,7 +152,7 @@ def test_resolving_a_known_name_does_not_import_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from grpo_lite.models import resolve_model; resolve_model('Llama-3.2-1B'); "
+    code = ("import sys; from grpo_lite.memory.models import resolve_model; resolve_model('Llama-3.2-1B'); "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"})

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite import hardware
+from grpo_lite.planning import hardware
 from grpo_lite.errors import ConfigError, DoesNotFitError
-from grpo_lite.hardware import Extras
-from grpo_lite.presets import LADDER, get_preset, plan
+from grpo_lite.planning.hardware import Extras
+from grpo_lite.planning.choose import plan
+from grpo_lite.planning.ladder import LADDER, get_preset
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "presets.md"
 NO_EXTRAS = Extras(liger_kernel=False, vllm=False, galore_torch=True, bitsandbytes=True, deepspeed=False)
@@ -191,7 +192,7 @@ def test_to_dict_is_json_and_has_the_keys() -> None:
 
 
 def test_presets_doc_is_fresh() -> None:
-    from grpo_lite.tables import update_presets_doc
+    from grpo_lite.planning.tables import update_presets_doc
 
     assert update_presets_doc(DOCS, check=True), "docs/presets.md is stale: run update_presets_doc('docs/presets.md')"
 

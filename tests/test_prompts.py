@@ -1,4 +1,4 @@
-"""Tests for grpo_lite.prompts: styles, messages, chat rendering, the prefill column."""
+"""Tests for grpo_lite.data.prompts: styles, messages, chat rendering, the prefill column."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import get_args
 import pytest
 
 from grpo_lite.errors import ConfigError, DataError, ModelError
-from grpo_lite.prompts import (
+from grpo_lite.data.prompts import (
     ONE_SHOT_ANSWER,
     ONE_SHOT_QUESTION,
     ONE_SHOT_REASONING,

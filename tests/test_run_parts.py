@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from grpo_lite import ModelError
-from grpo_lite.report import first_last, write_json_atomic
+from grpo_lite.training.report import first_last, write_json_atomic
 
 
 def test_memory_callback_records_each_steps_peak(monkeypatch):
-    from grpo_lite.callbacks import MemoryCallback
+    from grpo_lite.training.callbacks import MemoryCallback
 
     peaks = iter([3 * 1024**3, 5 * 1024**3])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -33,7 +33,7 @@ def test_memory_callback_records_each_steps_peak(monkeypatch):
 
 
 def test_memory_callback_is_silent_on_cpu(monkeypatch):
-    from grpo_lite.callbacks import MemoryCallback
+    from grpo_lite.training.callbacks import MemoryCallback
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     cb = MemoryCallback()
@@ -42,7 +42,7 @@ def test_memory_callback_is_silent_on_cpu(monkeypatch):
 
 
 def test_missing_demo_model_says_which_pip_command(monkeypatch):
-    from grpo_lite.loading import demo_model_path
+    from grpo_lite.training.loading import demo_model_path
 
     def missing(name):
         raise importlib.metadata.PackageNotFoundError(name)

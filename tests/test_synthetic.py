@@ -1,4 +1,4 @@
-"""Tests for grpo_lite.synthetic: seeded, original, computed-answer word problems."""
+"""Tests for grpo_lite.data.synthetic: seeded, original, computed-answer word problems."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.prompts import ONE_SHOT_QUESTION, PromptStyle, build_messages
-from grpo_lite.synthetic import (
+from grpo_lite.data.prompts import ONE_SHOT_QUESTION, PromptStyle, build_messages
+from grpo_lite.data.synthetic import (
     LEVELS,
     SHAPES,
     TEMPLATES,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from grpo_lite.cli.options import add_options
+
 __all__ = ["add_parser", "run"]
 
 
@@ -22,7 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--num-generations", type=int, default=d.num_generations, help="completions per prompt")
     p.add_argument("--max-completion-length", type=int, default=d.max_completion_length, help="tokens per completion")
     p.add_argument("--learning-rate", type=float, default=d.learning_rate, help="LoRA learning rate")
-    p.add_argument("--seed", type=int, default=d.seed, help="seed (default 0)")
+    add_options(p, "seed", seed=d.seed)
     p.add_argument("--output-dir", default=d.output_dir, help=f"run folder (default {d.output_dir})")
     p.add_argument("--model", default=None, help="another model instead of the embedded one (name or path)")
     p.add_argument("--quiet", action="store_true", help="print only the final line")

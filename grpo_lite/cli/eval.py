@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from grpo_lite.cli.options import add_options
+
 __all__ = ["add_parser", "run"]
 
 
@@ -14,12 +16,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Batched greedy decoding; accuracy by the correctness rule, format rate by the soft format rule.",
     )
     p.add_argument("model", help="hub id, short name, local folder, .gguf file, or a run's final/ folder")
-    p.add_argument("--dataset", default="gsm8k", help="gsm8k, synthetic, or a path (default gsm8k)")
+    add_options(p, "dataset")
     p.add_argument("--split", choices=("train", "test"), default="test", help="split (default test)")
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems")
     p.add_argument("--batch-size", type=int, default=16, help="prompts decoded at once (default 16)")
     p.add_argument("--max-new-tokens", type=int, default=256, help="completion budget (default 256)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_options(p, "json")
     return p
 
 

@@ -11,14 +11,13 @@ import argparse
 import json
 from typing import Any, get_args
 
-from grpo_lite.cli._common import add_set_argument, parse_budget, parse_set
+from grpo_lite.cli.options import add_options, parse_set
 from grpo_lite.errors import ConfigError
-from grpo_lite.step_settings import Method, Sharding
+from grpo_lite.memory.settings import Sharding
 
 __all__ = ["add_parser", "run"]
 
-METHODS: tuple[str, ...] = get_args(Method)
-SHARDINGS: tuple[str, ...] = get_args(Sharding)  # the same values as grpo_lite.distributed.SHARDINGS
+SHARDINGS: tuple[str, ...] = get_args(Sharding)  # the same values as grpo_lite.scale.distributed.SHARDINGS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -30,11 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "nominal size, per device). Offline for known architectures.",
     )
     p.add_argument("models", nargs="+", metavar="MODEL", help="hub id, short name, local folder or .gguf file")
-    p.add_argument("--budget-gb", type=parse_budget, default=None,
-                   help="GPU size in GB, e.g. 16 (default: detect the current CUDA device)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    p.add_argument("--method", choices=METHODS, default=None, help="restrict the ladder to one method")
-    p.add_argument("--preset", default=None, help="use exactly this preset (see grpo-lite presets)")
+    add_options(p, "budget_gb", "json", "method", "preset")
     p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="target device (default: cuda with a "
                    "budget, else detected)")
     p.add_argument("--num-processes", type=int, default=1, help="processes / GPUs; the budget is per device")
@@ -45,13 +40,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="every preset's estimate for each MODEL side by side (models as columns)")
     p.add_argument("--plot", metavar="PATH", default=None,
                    help="also save a bar chart of every preset's peak components for MODEL (needs matplotlib)")
-    add_set_argument(p)
+    add_options(p, "set")
     return p
 
 
 def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
-    from grpo_lite.hardware import nominal_to_usable_gib
-    from grpo_lite.tables import compare_data, compare_table
+    from grpo_lite.planning.hardware import nominal_to_usable_gib
+    from grpo_lite.planning.tables import compare_data, compare_table
 
     usable = nominal_to_usable_gib(args.budget_gb) if args.budget_gb else None
     extra = {"max_prompt_length": args.max_prompt_length, "num_processes": args.num_processes, **fixed}
@@ -74,10 +69,10 @@ def run(args: argparse.Namespace) -> int:
         return _compare(args, fixed)
     if len(args.models) > 1:
         raise ConfigError(f"got {len(args.models)} models: pass one MODEL, or add --compare to see several")
-    from grpo_lite.presets import plan
+    from grpo_lite.planning.choose import plan
 
     if args.plot:
-        from grpo_lite.tables import plot_components
+        from grpo_lite.planning.tables import plot_components
 
         print(f"memory chart: {plot_components(args.plot, args.models[0], **fixed)}")
     the_plan = plan(args.models[0], args.budget_gb, method=args.method, preset=args.preset, device=args.device,
@@ -88,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
 
-    from grpo_lite.tables import plan_table
+    from grpo_lite.planning.tables import plan_table
 
     Console().print(plan_table(the_plan))
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from grpo_lite.cli.options import add_options
+
 __all__ = ["add_parser", "run"]
 
 
@@ -15,7 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="list the memory presets, best quality first",
         description="The preset ladder plan() walks, from best quality and speed to most frugal.",
     )
-    p.add_argument("--json", action="store_true", help="print the ladder as JSON")
+    add_options(p, "json")
     p.add_argument("--plot", metavar="PATH", default=None,
                    help="save a stacked bar chart of each preset's peak components (needs matplotlib)")
     p.add_argument("--model", default="Llama-3.2-1B-Instruct", help="model for --plot (default Llama-3.2-1B-Instruct)")
@@ -24,8 +26,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Print the ladder, and draw the chart when asked."""
-    from grpo_lite.tables import ladder_table, plot_components
-    from grpo_lite.presets import LADDER
+    from grpo_lite.planning.tables import ladder_table, plot_components
+    from grpo_lite.planning.ladder import LADDER
 
     if args.json:
         print(json.dumps([{"name": p.name, "method": p.method, "optim": p.optim, "cpu_optim": p.cpu_optim,

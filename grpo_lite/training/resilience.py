@@ -27,7 +27,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from grpo_lite.errors import ConfigError, DoesNotFitError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.presets import Plan
+    from grpo_lite.planning.result import Plan
 
 __all__ = [
     "EarlierRun",
@@ -201,8 +201,9 @@ def next_plan(current: Plan, **plan_kwargs: Any) -> Plan:
         DoesNotFitError: ``current`` is the bottom rung, or nothing below it fits; the message says
             what budget would be needed.
     """
-    from grpo_lite.hardware import installed_extras
-    from grpo_lite.presets import LADDER, plan
+    from grpo_lite.planning.hardware import installed_extras
+    from grpo_lite.planning.choose import plan
+    from grpo_lite.planning.ladder import LADDER
 
     extras = installed_extras()
     names = [p.name for p in LADDER]

@@ -1,13 +1,13 @@
 """Datasets for training and evaluation: GSM8K, synthetic problems, or the user's own rows.
 
 Every loader returns a ``datasets.Dataset`` with a ``prompt`` column (conversational messages from
-:func:`grpo_lite.prompts.build_messages`, unless the user's rows bring their own ``prompt``), a
+:func:`grpo_lite.data.prompts.build_messages`, unless the user's rows bring their own ``prompt``), a
 ``question`` column and an ``answer`` column holding the gold number in canonical form
-(:func:`grpo_lite.answers.normalize_number`: no commas, no ``$``). Rows are read with exact line/row
+(:func:`grpo_lite.data.answers.normalize_number`: no commas, no ``$``). Rows are read with exact line/row
 numbers so that a bad row is reported where it is.
 
 ``datasets`` (and ``pyarrow`` for parquet) are imported inside the functions that need them.
-Reading files and folders into located rows lives in :mod:`grpo_lite.readers`.
+Reading files and folders into located rows lives in :mod:`grpo_lite.data.readers`.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from grpo_lite.answers import gsm8k_gold, normalize_number
+from grpo_lite.data.answers import gsm8k_gold, normalize_number
 from grpo_lite.errors import ConfigError, DataError
-from grpo_lite.prompts import PromptStyle, build_messages
-from grpo_lite.readers import SUFFIXES, DataSplit, Row, read_source
-from grpo_lite.synthetic import LEVELS, synthetic_problems
+from grpo_lite.data.prompts import PromptStyle, build_messages
+from grpo_lite.data.readers import SUFFIXES, DataSplit, Row, read_source
+from grpo_lite.data.synthetic import LEVELS, synthetic_problems
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset

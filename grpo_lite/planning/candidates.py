@@ -2,7 +2,7 @@
 
 Within a rung the planner trades, in this order, the micro-batch (speed only: the generation batch
 stays the same), then the completion length (512 -> 384 -> 256), then the number of generations
-(8 -> 6 -> 4). Values the user fixed are never traded. Used by :func:`grpo_lite.presets.plan`.
+(8 -> 6 -> 4). Values the user fixed are never traded. Used by :func:`grpo_lite.planning.choose.plan`.
 
 >>> [s["per_device_train_batch_size"] for s in batch_shapes(8, num_processes=1, fixed={})]
 [8, 4, 2, 1]
@@ -17,16 +17,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from grpo_lite import memory_terms
+from grpo_lite.memory import terms as memory_terms
 from grpo_lite.errors import ConfigError
-from grpo_lite.hardware import nominal_to_usable_gib, usable_to_nominal_gb
-from grpo_lite.memory import GIB, MemoryEstimate, estimate
+from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
+from grpo_lite.memory.estimate import GIB, MemoryEstimate, estimate
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.architectures import Architecture
-    from grpo_lite.hardware import Extras
-    from grpo_lite.presets import Preset
-    from grpo_lite.step_settings import Device, Sharding
+    from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.planning.hardware import Extras
+    from grpo_lite.planning.ladder import Preset
+    from grpo_lite.memory.settings import Device, Sharding
 
 __all__ = ["GENERATIONS", "COMPLETION_LENGTHS", "HEADROOM_SHARE", "HEADROOM_MIN_GIB", "Candidate", "batch_shapes",
            "candidates", "fits", "headroom_gib", "required_nominal_gb", "BATCH_KEYS", "LORA_KEYS"]
@@ -201,7 +201,7 @@ def _size_vllm(arch: Architecture, cand: Candidate, fixed: dict[str, Any], usabl
     if "vllm_gpu_memory_utilization" in fixed:
         cand.kwargs["vllm_gpu_memory_utilization"] = fixed["vllm_gpu_memory_utilization"]
         return True
-    from grpo_lite.step_settings import StepSettings
+    from grpo_lite.memory.settings import StepSettings
 
     try:
         settings = StepSettings.resolve(**{**cand.kwargs, "use_vllm": False})

@@ -1,17 +1,16 @@
 """Scaling out: the sharding registry, accelerate configs per sharding, and the launch command.
 
 - :data:`SHARDINGS`: the one registry of sharding modes (what each divides across the N processes,
-  what stays whole, the accelerate config shipped in ``grpo_lite/accelerate_configs/``).
+  what stays whole, the accelerate config shipped in ``grpo_lite/scale/accelerate_configs/``).
 - :func:`accelerate_config` / :func:`write_accelerate_config`: a shipped config with ``num_processes`` set.
 - :func:`launch_command`: the ``torchrun`` (CPU, gloo) or ``accelerate launch`` (CUDA) command that
   reruns ``grpo-lite train`` under N processes; :func:`detect_sharding` / :func:`in_launched_process`
   read what the launcher set.
-- Also importable from here (loaded on first access): the CLI side in :mod:`grpo_lite.relaunch`
-  (``add_launch_arguments``, ``namespace_argv``, ``maybe_relaunch``) and the per-rank records in
-  :mod:`grpo_lite.rank_records` (``RankRecord``, ``RankRecordCallback``, ``read_rank_records``, ``check_ranks``).
+- Elsewhere: the CLI side in :mod:`grpo_lite.cli.relaunch` (``add_launch_arguments``, ``maybe_relaunch``)
+  and the per-rank records in :mod:`grpo_lite.training.ranks` (``check_ranks``).
 
 Cheap to import: no torch, transformers or yaml at the top.
-``python -m grpo_lite.distributed zero3 --num-processes 4 --output zero3.yaml`` writes a config.
+``python -m grpo_lite.scale.distributed zero3 --num-processes 4 --output zero3.yaml`` writes a config.
 
 >>> list(SHARDINGS)
 ['none', 'ddp', 'zero2', 'zero3', 'fsdp']
@@ -28,15 +27,13 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence, get_args
+from typing import Literal, Mapping, Sequence, get_args
 
 from grpo_lite.errors import ConfigError, GrpoLiteError
-from grpo_lite.step_settings import Sharding
+from grpo_lite.memory.settings import Sharding
 
 __all__ = ["ShardingMode", "SHARDINGS", "MixedPrecision", "config_path", "accelerate_config",
-           "write_accelerate_config", "launch_command", "in_launched_process", "detect_sharding",
-           "add_launch_arguments", "namespace_argv", "maybe_relaunch", "RankRecord", "RankRecordCallback",
-           "read_rank_records", "check_ranks"]
+           "write_accelerate_config", "launch_command", "in_launched_process", "detect_sharding"]
 
 MixedPrecision = Literal["no", "fp16", "bf16"]
 _MODULE = "grpo_lite"  # `python -m grpo_lite` is the `grpo-lite` command
@@ -49,7 +46,7 @@ class ShardingMode:
     Attributes:
         name: the value of ``--sharding`` / ``plan(sharding=...)``.
         engine: what does the work.
-        config: the accelerate config file shipped in ``grpo_lite/accelerate_configs`` (None: no launcher).
+        config: the accelerate config file shipped in ``grpo_lite/scale/accelerate_configs`` (None: no launcher).
         divided: what each device holds only 1/N of.
         whole: what every device holds in full.
         requires: pip packages it needs beyond grpo-lite's own.
@@ -110,7 +107,7 @@ def config_path(sharding: Sharding) -> Path:
         raise ConfigError("sharding 'none' runs one process without a launcher; choose ddp, zero2, zero3 or fsdp")
     from importlib.resources import files
 
-    return Path(str(files("grpo_lite") / "accelerate_configs" / mode.config))
+    return Path(str(files("grpo_lite.scale") / "accelerate_configs" / mode.config))
 
 
 def accelerate_config(sharding: Sharding, num_processes: int, *, mixed_precision: MixedPrecision = "bf16") -> dict:
@@ -226,7 +223,7 @@ def detect_sharding(env: Mapping[str, str] | None = None) -> Sharding:
         if stage in ("2", "3"):
             return "zero2" if stage == "2" else "zero3"
         raise ConfigError(f"DeepSpeed ZeRO stage {stage or '(unset)'} is not modelled by the planner; launch with "
-                          "grpo-lite's zero2 or zero3 config (python -m grpo_lite.distributed zero3 --output FILE)")
+                          "grpo-lite's zero2 or zero3 config (python -m grpo_lite.scale.distributed zero3 --output FILE)")
     if env.get("ACCELERATE_USE_FSDP", "").lower() == "true":
         return "fsdp"
     return "ddp" if int(env.get("WORLD_SIZE", "1")) > 1 else "none"
@@ -235,7 +232,7 @@ def detect_sharding(env: Mapping[str, str] | None = None) -> Sharding:
 # ---- what hardware a relaunch gets ---------------------------------------------------------------
 def _detect_gpus() -> tuple[int, float | None]:
     """GPU count and device 0's GiB, asked in a child process so this one creates no CUDA context."""
-    code = ("import json, torch\nfrom grpo_lite.hardware import detect_vram\n"
+    code = ("import json, torch\nfrom grpo_lite.planning.hardware import detect_vram\n"
             "n = torch.cuda.device_count()\nprint(json.dumps([n, detect_vram()[0] if n else None]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -244,33 +241,9 @@ def _detect_gpus() -> tuple[int, float | None]:
     return int(count), gib
 
 
-# names that live in grpo_lite.relaunch / grpo_lite.rank_records, importable from here too (loaded on
-# first access: relaunch imports this module, and RankRecordCallback is built lazily over there)
-_MOVED: dict[str, str] = {
-    "add_launch_arguments": "grpo_lite.relaunch", "namespace_argv": "grpo_lite.relaunch",
-    "maybe_relaunch": "grpo_lite.relaunch", "RankRecord": "grpo_lite.rank_records",
-    "RankRecordCallback": "grpo_lite.rank_records", "read_rank_records": "grpo_lite.rank_records",
-    "check_ranks": "grpo_lite.rank_records",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import importlib
-
-        value = getattr(importlib.import_module(_MOVED[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MOVED})
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``python -m grpo_lite.distributed SHARDING --num-processes N [--output FILE]``: write or print a config."""
-    parser = argparse.ArgumentParser(prog="python -m grpo_lite.distributed",
+    """``python -m grpo_lite.scale.distributed SHARDING --num-processes N [--output FILE]``: write or print a config."""
+    parser = argparse.ArgumentParser(prog="python -m grpo_lite.scale.distributed",
                                      description="Write the accelerate config grpo-lite ships for a sharding.")
     parser.add_argument("sharding", choices=[s for s, m in SHARDINGS.items() if m.config])
     parser.add_argument("--num-processes", type=int, default=2, help="processes (GPUs); default 2")

@@ -5,9 +5,8 @@
 - :func:`get_reward` / :func:`resolve_rewards`: names (and callables) to what the trainer calls.
 - :func:`rewards_table_markdown`: the table in ``docs/rewards.md``.
 
-The reward objects themselves live in :mod:`grpo_lite.rewards`, which re-exports every name here
-(``from grpo_lite.rewards import REWARDS, get_reward`` keeps working). Only the standard library and
-grpo_lite modules are imported.
+The reward objects themselves live in :mod:`grpo_lite.rewards.functions`; the package
+:mod:`grpo_lite.rewards` exports both. Only the standard library and grpo_lite modules are imported.
 
 >>> list(REWARDS)[:3], DEFAULT_REWARDS[-1]
 (['correctness', 'integer', 'strict_format'], 'xml_count')
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.rewards import (
+from grpo_lite.rewards.functions import (
     RewardFunc,
     _Reward,
     correctness_reward,

@@ -2,7 +2,7 @@
 
 A problem is a *shape* (the arithmetic: :data:`SHAPES` draws the numbers and computes the answer,
 never typed) told through a *template* (the story: :data:`TEMPLATES`, question and worked steps,
-filled from a :func:`_scene` of names and objects). :mod:`grpo_lite.synthetic` draws problems from
+filled from a :func:`_scene` of names and objects). :mod:`grpo_lite.data.synthetic` draws problems from
 them and re-exports ``LEVELS``, ``SHAPES``, ``TEMPLATES`` and ``Template``.
 
 Plain Python, no imports beyond the standard library.

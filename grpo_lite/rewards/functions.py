@@ -1,4 +1,4 @@
-"""Reward functions for GRPO on GSM8K-style problems (their registry is re-exported from reward_registry).
+"""Reward functions for GRPO on GSM8K-style problems.
 
 Every reward has TRL's signature ``f(prompts, completions, **kwargs) -> list[float]``, is pure, and
 returns one float per completion (never None). Completions may be plain strings or conversational
@@ -14,16 +14,14 @@ whitespace earn nothing. Correctness and integer rewards judge the answer only.
 Each reward is a small frozen dataclass instance: the module-level ``correctness_reward`` is the
 default and ``CorrectnessReward(value=1.0)`` (or ``dataclasses.replace``) gives another value. The
 ``__name__`` attribute (what TRL logs by) is the instance's ``name``. Only the standard library and
-:mod:`grpo_lite.answers` are imported.
+:mod:`grpo_lite.data.answers` are imported.
 
-The registry (``REWARDS``, ``DEFAULT_REWARDS``, ``RewardName``, ``RewardSpec``, ``get_reward``,
-``resolve_rewards``, ``rewards_table_markdown``) lives in :mod:`grpo_lite.reward_registry` and is
-re-exported here, loaded on first access (the registry imports the reward objects from this module).
+The registry of names (``REWARDS``, ``get_reward``...) is :mod:`grpo_lite.rewards.registry`; the
+package :mod:`grpo_lite.rewards` exports both.
 
->>> from grpo_lite.rewards import DEFAULT_REWARDS, REWARDS
 >>> done = "<reasoning>\\n6 * 3 = 18\\n</reasoning>\\n<answer>\\n18\\n</answer>"
->>> [REWARDS[n].func(None, [done], answer=["18"])[0] for n in DEFAULT_REWARDS]
-[2.0, 0.5, 0.5, 0.5, 0.5]
+>>> correctness_reward(None, [done], answer=["18"]), strict_format_reward(None, [done])
+([2.0], [0.5])
 """
 
 from __future__ import annotations
@@ -31,28 +29,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from grpo_lite.answers import answers_match, extract_answer, extract_xml_answer, normalize_number
+from grpo_lite.data.answers import answers_match, extract_answer, extract_xml_answer, normalize_number
 from grpo_lite.errors import ConfigError, DataError
 
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs; at run time __getattr__ loads them
-    from grpo_lite.reward_registry import (
-        DEFAULT_REWARDS,
-        REWARDS,
-        RewardName,
-        RewardSpec,
-        get_reward,
-        resolve_rewards,
-        rewards_table_markdown,
-    )
-
 __all__ = [
-    "RewardFunc", "RewardName", "RewardSpec", "REWARDS", "DEFAULT_REWARDS", "MIN_REASONING_CHARS",
+    "RewardFunc", "MIN_REASONING_CHARS",
     "CorrectnessReward", "IntegerReward", "StrictFormatReward", "SoftFormatReward", "XmlCountReward",
     "LengthReward", "correctness_reward", "integer_reward", "strict_format_reward",
     "soft_format_reward", "xml_count_reward", "length_reward", "completion_text", "has_real_reasoning",
-    "get_reward", "resolve_rewards", "rewards_table_markdown",
 ]
 
 RewardFunc = Callable[..., list]
@@ -166,7 +152,7 @@ class CorrectnessReward(_Reward):
     """``value`` when the ``<answer>`` block's last number equals the ``answer`` column as a number.
 
     Needs the dataset column ``answer`` (the gold number, one per completion). Strict extraction:
-    no ``<answer>`` block scores 0 (see :func:`grpo_lite.answers.extract_answer`).
+    no ``<answer>`` block scores 0 (see :func:`grpo_lite.data.answers.extract_answer`).
 
     >>> correctness_reward(None, ["<answer>\\n$18.00\\n</answer>", "18"], answer=["18", "18"])
     [2.0, 0.0]
@@ -306,21 +292,3 @@ strict_format_reward = StrictFormatReward()
 soft_format_reward = SoftFormatReward()
 xml_count_reward = XmlCountReward()
 length_reward = LengthReward()
-
-_REGISTRY_NAMES = ("RewardName", "RewardSpec", "REWARDS", "DEFAULT_REWARDS", "get_reward", "resolve_rewards",
-                   "rewards_table_markdown")
-
-
-def __getattr__(name: str) -> Any:
-    """The registry names, from :mod:`grpo_lite.reward_registry` (imported on first access: it imports this)."""
-    if name in _REGISTRY_NAMES:
-        import importlib
-
-        value = getattr(importlib.import_module("grpo_lite.reward_registry"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_REGISTRY_NAMES})

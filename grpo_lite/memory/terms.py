@@ -1,8 +1,8 @@
 """Byte formulas for each memory component of a GRPO step (see docs/memory.md for the derivations).
 
 Each function returns a :class:`Term` (bytes and a one-line formula with the numbers filled in).
-Pure arithmetic over an :class:`~grpo_lite.architectures.Architecture` and the resolved
-:class:`~grpo_lite.memory.StepSettings`; :mod:`grpo_lite.memory` assembles them into phases.
+Pure arithmetic over an :class:`~grpo_lite.memory.architectures.Architecture` and the resolved
+:class:`~grpo_lite.memory.settings.StepSettings`; :mod:`grpo_lite.memory.estimate` assembles them into phases.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from grpo_lite.optimizers import parse_galore_args, state_bytes
+from grpo_lite.memory.optimizers import parse_galore_args, state_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.architectures import Architecture
-    from grpo_lite.memory import StepSettings
+    from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.settings import StepSettings
 
 GIB = 1024**3
 CUDA_CONTEXT_BYTES = 0.5 * GIB  # CUDA context + cuBLAS/cuDNN workspaces, outside PyTorch's allocator

@@ -9,7 +9,7 @@ format, or to evaluate on held-out problems: ``split="test"`` problems never sha
 from its own seed stream).
 
 Plain Python; ``datasets`` is imported only inside :func:`synthetic_problems`. The shapes and
-templates live in :mod:`grpo_lite.synthetic_templates`.
+templates live in :mod:`grpo_lite.data.templates`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from grpo_lite.errors import ConfigError, DataError
-from grpo_lite.prompts import PromptStyle, build_messages, format_solution
-from grpo_lite.synthetic_templates import LEVELS, SHAPES, TEMPLATES, Level, Template, _scene
+from grpo_lite.data.prompts import PromptStyle, build_messages, format_solution
+from grpo_lite.data.templates import LEVELS, SHAPES, TEMPLATES, Level, Template, _scene
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -136,7 +136,7 @@ def synthetic_problems(
     style: PromptStyle | None = None,
     split: Split = "train",
 ) -> Dataset:
-    """A dataset of synthetic problems with the same columns as :func:`grpo_lite.data.load_gsm8k`.
+    """A dataset of synthetic problems with the same columns as :func:`grpo_lite.data.loaders.load_gsm8k`.
 
     Args:
         n: how many problems.

@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, get_args
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.optimizers import OptimizerSpec, get_optimizer
+from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
 
 __all__ = ["StepSettings", "Method", "Device", "Dtype", "Quantization", "Sharding", "VllmMode"]
 

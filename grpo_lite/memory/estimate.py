@@ -22,12 +22,12 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from grpo_lite import memory_terms as T
-from grpo_lite.step_settings import Device, Method, Sharding, StepSettings
+from grpo_lite.memory import terms as T
+from grpo_lite.memory.settings import Device, Method, Sharding, StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.architectures import Architecture
-    from grpo_lite.models import ModelSpec
+    from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.models import ModelSpec
 
 __all__ = ["StepSettings", "Component", "Phase", "MemoryEstimate", "estimate", "Sharding", "Method", "GIB",
            "COMPONENTS", "PHASES"]
@@ -196,7 +196,7 @@ def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, **setting
     """Estimate the peak GPU memory of one GRPO step.
 
     Args:
-        model: a name or path (resolved with :func:`grpo_lite.models.resolve_model`), a ModelSpec
+        model: a name or path (resolved with :func:`grpo_lite.memory.models.resolve_model`), a ModelSpec
             or an Architecture.
         **settings: any of :meth:`StepSettings.keys` (GRPOConfig names where they exist, plus
             ``method``, ``device``, ``dtype``, ``quantization``, ``max_prompt_length``, ``lora_r``,
@@ -212,8 +212,8 @@ def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, **setting
     >>> sorted(est.phase_gib()) == sorted(["generation", "backward_head", "backward_layers", "optimizer_step"])
     True
     """
-    from grpo_lite.architectures import Architecture
-    from grpo_lite.models import ModelSpec, resolve_model
+    from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.models import ModelSpec, resolve_model
 
     if isinstance(model, Architecture):
         arch = model

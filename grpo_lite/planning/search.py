@@ -1,4 +1,4 @@
-"""Walk the ladder for :func:`grpo_lite.presets.plan`: first fit, settings, reasons, or the smallest budget.
+"""Walk the ladder for :func:`grpo_lite.planning.choose.plan`: first fit, settings, reasons, or the smallest budget.
 
 Sharding is tried only when no rung fits a single device's worth of replicated state:
 with several processes the walk runs the whole ladder under DDP first, then ZeRO-2, then FSDP.
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from grpo_lite import hardware
+from grpo_lite.planning import hardware
 from grpo_lite.errors import ConfigError, DoesNotFitError
-from grpo_lite.optimizers import get_optimizer
-from grpo_lite.planner import (
+from grpo_lite.memory.optimizers import get_optimizer
+from grpo_lite.planning.candidates import (
     COMPLETION_LENGTHS,
     GENERATIONS,
     LORA_KEYS,
@@ -23,9 +23,10 @@ from grpo_lite.planner import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.models import ModelSpec
-    from grpo_lite.presets import Plan, Preset
-    from grpo_lite.step_settings import Device, Method, Sharding
+    from grpo_lite.memory.models import ModelSpec
+    from grpo_lite.planning.ladder import Preset
+    from grpo_lite.planning.result import Plan
+    from grpo_lite.memory.settings import Device, Method, Sharding
 
 __all__ = ["search"]
 
@@ -36,7 +37,7 @@ _INSTALL = {"galore_torch": "pip install galore-torch", "bitsandbytes": "pip ins
 
 def _rungs(method: Method | None, preset_name: str | None, lora_fixed: list[str],
            cpu_reference: bool) -> list[Preset]:
-    from grpo_lite.presets import LADDER, get_preset
+    from grpo_lite.planning.ladder import LADDER, get_preset
 
     if preset_name is not None:
         rung = get_preset(preset_name)
@@ -74,7 +75,7 @@ def _describe(cand: Candidate) -> str:
 def search(spec: ModelSpec, *, device: Device, usable_gib: float | None, nominal_gb: float | None,
            method: Method | None, preset_name: str | None, num_processes: int, sharding: Sharding | None,
            max_prompt_length: int, fixed: dict[str, Any], reasons: list[str]) -> Plan:
-    """Return the first candidate that fits (see :func:`grpo_lite.presets.plan` for the arguments)."""
+    """Return the first candidate that fits (see :func:`grpo_lite.planning.choose.plan` for the arguments)."""
     extras = hardware.installed_extras()
     if "optim" in fixed:
         get_optimizer(fixed["optim"])
@@ -135,7 +136,7 @@ def _does_not_fit(spec: ModelSpec, failures: list[Candidate], usable: float | No
 def _build(spec: ModelSpec, cand: Candidate, device: Device, usable: float | None, nominal: float | None,
            fixed: dict[str, Any], failures: list[Candidate], reasons: list[str], max_prompt_length: int,
            extras: hardware.Extras) -> Plan:
-    from grpo_lite.presets import Plan
+    from grpo_lite.planning.result import Plan
 
     est = cand.estimate
     assert est is not None

@@ -5,7 +5,7 @@
   (:func:`split_files`), as :class:`Row` objects that know their file and line/row number, so that a
   bad row is reported where it is.
 
-Used by :mod:`grpo_lite.data` (which re-exports ``SUFFIXES``); ``pyarrow`` is imported only to read
+Used by :mod:`grpo_lite.data.loaders` (which re-exports ``SUFFIXES``); ``pyarrow`` is imported only to read
 parquet.
 
 >>> import tempfile

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.planner import LORA_KEYS  # the one list of LoRA setting names
+from grpo_lite.planning.candidates import LORA_KEYS  # the one list of LoRA setting names
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-    from grpo_lite.presets import Plan
+    from grpo_lite.planning.result import Plan
 
 __all__ = ["RUN_DEFAULTS", "build_trainer", "carry_weights", "grpo_settings", "measure_prompt_tokens", "save_final"]
 
@@ -97,7 +97,7 @@ def build_trainer(
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_lite.loading import load_model
+    from grpo_lite.training.loading import load_model
 
     try:
         with warnings.catch_warnings():  # TRL still declares gradient_checkpointing; transformers 5 renamed it

@@ -11,14 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_lite.memory import COMPONENTS, PHASES
+from grpo_lite.memory.estimate import COMPONENTS, PHASES
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Group
     from rich.table import Table
 
-    from grpo_lite.memory import MemoryEstimate
-    from grpo_lite.presets import Plan, Preset
+    from grpo_lite.memory.estimate import MemoryEstimate
+    from grpo_lite.planning.ladder import Preset
+    from grpo_lite.planning.result import Plan
 
 __all__ = ["plan_table", "estimate_table", "ladder_table", "ladder_markdown", "update_presets_doc",
            "plot_components", "DOC_START", "DOC_END", "reference_estimates", "compare_data", "compare_table"]
@@ -88,7 +89,7 @@ def _weights_label(preset: Preset) -> str:
 
 def ladder_rows() -> list[tuple[str, ...]]:
     """One row per rung: order, name, method, weights, optimizer, checkpointing, learning rate, trade-off."""
-    from grpo_lite.presets import LADDER
+    from grpo_lite.planning.ladder import LADDER
 
     return [(str(i), p.name, p.method, _weights_label(p), p.optim, "yes" if p.gradient_checkpointing else "no",
              f"{p.learning_rate:g}", p.summary) for i, p in enumerate(LADDER, 1)]
@@ -148,8 +149,8 @@ def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, Memor
         ``(preset, estimate or None, error message or "")`` per rung.
     """
     from grpo_lite.errors import ConfigError
-    from grpo_lite.models import resolve_model
-    from grpo_lite.presets import LADDER
+    from grpo_lite.memory.models import resolve_model
+    from grpo_lite.planning.ladder import LADDER
 
     arch = resolve_model(model).arch
     rows = []
@@ -159,7 +160,7 @@ def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, Memor
         if preset.galore_args:
             kwargs.setdefault("optim_args", preset.galore_args)
         try:
-            from grpo_lite.memory import estimate
+            from grpo_lite.memory.estimate import estimate
 
             rows.append((preset, estimate(arch, **kwargs), ""))
         except ConfigError as exc:
@@ -210,7 +211,7 @@ def compare_data(models: list[str], budget_gib: float | None = None, **settings:
         ``{"settings", "budget_gib", "models", "rows": [{"preset", "method", "gib": {model: GiB or None},
         "fits": {model: bool or None}}]}`` (JSON-able).
     """
-    from grpo_lite.planner import headroom_gib
+    from grpo_lite.planning.candidates import headroom_gib
 
     per_model = {m: reference_estimates(m, **({"budget_gib": budget_gib} if budget_gib else {}), **settings)
                  for m in models}

@@ -230,7 +230,7 @@ def apply_prompt_style(dataset: Dataset, tokenizer: Any, style: PromptStyle | No
     (``load_dataset(..., style=style)``): pass the same style to both.
 
     Args:
-        dataset: a dataset with a ``prompt`` column (from :mod:`grpo_lite.data`).
+        dataset: a dataset with a ``prompt`` column (from :mod:`grpo_lite.data.loaders`).
         tokenizer: the model's tokenizer.
         style: the prompt style. Default: ``PromptStyle()``.
 
@@ -245,7 +245,7 @@ def apply_prompt_style(dataset: Dataset, tokenizer: Any, style: PromptStyle | No
     if "prompt" not in dataset.column_names:
         raise DataError(
             f"the dataset has no 'prompt' column (columns: {', '.join(dataset.column_names)}); "
-            "load it with grpo_lite.data.load_dataset, which builds one"
+            "load it with grpo_lite.data.loaders.load_dataset, which builds one"
         )
     if not style.prefill:
         return dataset

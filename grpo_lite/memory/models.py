@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from grpo_lite.architectures import (
+from grpo_lite.memory.architectures import (
     KNOWN_ARCHITECTURES,
     Architecture,
     canonical_hub_id,

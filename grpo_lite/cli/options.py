@@ -1,0 +1,113 @@
+"""The options the subcommands share, declared once, and the parsers of their values.
+
+Each subcommand adds what it needs with :func:`add_options` (``add_options(p, "model", "budget_gb")``);
+the help text, type and default of a shared option live only in :data:`SHARED`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import math
+from typing import Any, Iterable, get_args
+
+from grpo_lite.errors import ConfigError
+from grpo_lite.memory.settings import Method
+
+METHODS: tuple[str, ...] = get_args(Method)
+
+__all__ = ["SHARED", "add_options", "parse_budget", "parse_set"]
+
+
+def _value(text: str) -> Any:
+    """A typed value from the command line: numbers, booleans, None, lists; anything else stays a string.
+
+    >>> _value("1e-5"), _value("true"), _value("[1, 2]"), _value("adamw_8bit")
+    (1e-05, True, [1, 2], 'adamw_8bit')
+    """
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_set(items: list[str] | None, own_options: Iterable[str] = ()) -> dict[str, Any]:
+    """``["learning_rate=1e-5", "num_generations=4"]`` -> ``{"learning_rate": 1e-05, "num_generations": 4}``.
+
+    Args:
+        items: the ``--set`` values.
+        own_options: names the command has its own option for (``vars(args)``): setting them
+            with ``--set`` is an error that names the option.
+
+    >>> parse_set(["learning_rate=1e-5", "num_generations=4"])
+    {'learning_rate': 1e-05, 'num_generations': 4}
+    >>> parse_set(["max_steps=3"], own_options=["max_steps"])
+    Traceback (most recent call last):
+    ...
+    grpo_lite.errors.ConfigError: max_steps has its own option: use --max-steps instead of --set max_steps=...
+    """
+    out: dict[str, Any] = {}
+    own = set(own_options)
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (for example --set learning_rate=1e-5)")
+        if key in own:
+            raise ConfigError(f"{key} has its own option: use --{key.replace('_', '-')} instead of --set {key}=...")
+        out[key] = _value(raw)
+    return out
+
+
+def parse_budget(text: str) -> float:
+    """argparse type for --budget-gb: a positive number of GB, at most 2048.
+
+    >>> parse_budget("16")
+    16.0
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--budget-gb must be a number of GB like 16, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0 or value > 2048:
+        raise argparse.ArgumentTypeError(f"--budget-gb must be between 0 and 2048 GB, got {text!r}")
+    return value
+
+
+_MODEL_HELP = "hub id, short name (Llama-3.2-1B-Instruct), local folder or .gguf file"
+
+# option name -> (flags, argparse keyword arguments); the one declaration of every shared option
+SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "model": (("model",), {"help": _MODEL_HELP}),
+    "budget_gb": (("--budget-gb",), {"type": parse_budget, "default": None,
+                                     "help": "GPU size in GB, e.g. 16, per device (default: detect the current CUDA device)"}),
+    "method": (("--method",), {"choices": METHODS, "default": None,
+                               "help": "fix the memory method; the planner picks the rest of the preset"}),
+    "preset": (("--preset",), {"default": None, "help": "use exactly this preset (see grpo-lite presets)"}),
+    "dataset": (("--dataset",), {"default": "gsm8k", "help": "gsm8k, synthetic, or a path (default gsm8k)"}),
+    "seed": (("--seed",), {"type": int, "default": 0, "help": "seed (default 0)"}),
+    "output_dir": (("--output-dir",), {"default": None, "help": "run folder (default runs/<model>-<time>)"}),
+    "json": (("--json",), {"action": "store_true", "help": "print one JSON object instead of tables"}),
+    "set": (("--set",), {"dest": "set", "action": "append", "metavar": "KEY=VALUE",
+                         "help": "fix a GRPOConfig/TrainingArguments field or LoRA setting (repeatable), "
+                                 "e.g. --set learning_rate=1e-5"}),
+}
+
+
+def add_options(parser: argparse.ArgumentParser, *names: str, **defaults: Any) -> None:
+    """Add the shared options ``names`` to ``parser``; ``defaults`` overrides an option's default.
+
+    >>> p = argparse.ArgumentParser(); add_options(p, "seed", "json", seed=3)
+    >>> p.parse_args([]).seed, p.parse_args(["--json"]).json
+    (3, True)
+    """
+    for name in names:
+        flags, kwargs = SHARED[name]
+        if name in defaults:
+            kwargs = {**kwargs, "default": defaults[name]}
+        parser.add_argument(*flags, **kwargs)

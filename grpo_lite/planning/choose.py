@@ -1,0 +1,91 @@
+"""plan(): validate what the user asked, find the budget (given or detected), and hand it to the search.
+
+plan() walks the ladder (:mod:`grpo_lite.planning.ladder`), estimates candidates within each rung
+(trading micro-batch, then completion length, then generations, above the floors) and returns the
+first that fits with headroom. What the user fixed is kept verbatim. No torch / trl import on this
+path: ``grpo-lite plan`` stays fast.
+
+>>> p = plan("Llama-3.2-1B-Instruct", budget_gb=16)
+>>> p.preset.name, p.fits, p.settings["optim"]
+('full', True, 'adamw_torch_fused')
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal, get_args
+
+from grpo_lite.errors import ConfigError
+from grpo_lite.memory.models import ModelSpec, resolve_model
+from grpo_lite.memory.settings import Method, Sharding
+from grpo_lite.planning import hardware
+from grpo_lite.planning.ladder import METHODS
+from grpo_lite.planning.result import Plan
+from grpo_lite.planning.search import search
+
+__all__ = ["plan"]
+
+
+def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = None, *, method: Method | None = None,
+         preset: str | None = None, device: Literal["cuda", "cpu"] | None = None, num_processes: int = 1,
+         sharding: Sharding | None = None, max_prompt_length: int = 256, **fixed: Any) -> Plan:
+    """Choose the best rung and settings that fit ``budget_gb``.
+
+    Args:
+        model: name, path or ModelSpec.
+        budget_gb: the card's nominal size in GB, per device (16 for a "16 GB" card, 15.73 GiB
+            usable). None: detect the current CUDA device; no CUDA gives a CPU plan.
+        method: restrict the ladder to one method.
+        preset: use exactly this rung (only its settings are traded).
+        device: "cuda" or "cpu"; Default: cuda when a budget is given, else what is detected.
+        num_processes: processes (one GPU each).
+        sharding: none, ddp, zero2, zero3 or fsdp; Default: chosen only when one device cannot
+            hold the model otherwise.
+        max_prompt_length: prompt tokens to plan for (truncate prompts to this).
+        **fixed: GRPOConfig fields (kept verbatim in ``settings``) and lora_r, lora_alpha,
+            lora_dropout, lora_target_modules (go to ``lora``).
+
+    Raises:
+        ConfigError: invalid budget, method, preset, sharding or fixed values that break TRL's rules.
+        DoesNotFitError: nothing fits; names the smallest budget that would and its preset.
+        ModelError: the model cannot be resolved.
+    """
+    spec = model if isinstance(model, ModelSpec) else resolve_model(model)
+    if method is not None and method not in METHODS:
+        raise ConfigError(f"method={method!r} is not valid; choose one of {', '.join(METHODS)}")
+    if device is not None and device not in ("cuda", "cpu"):
+        raise ConfigError(f"device={device!r} is not valid; choose cuda or cpu")
+    if sharding is not None and sharding not in get_args(Sharding):
+        raise ConfigError(f"sharding={sharding!r} is not valid; choose one of {', '.join(get_args(Sharding))}")
+    if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
+        raise ConfigError(f"num_processes={num_processes!r} must be a positive integer")
+    if isinstance(max_prompt_length, bool) or not isinstance(max_prompt_length, int) or max_prompt_length < 1:
+        raise ConfigError(f"max_prompt_length={max_prompt_length!r} must be a positive integer")
+    if fixed.get("use_cpu") is True:
+        if device == "cuda":
+            raise ConfigError("use_cpu=True contradicts device='cuda'; drop one of them")
+        device = "cpu"
+    reasons: list[str] = []
+    nominal: float | None = None
+    usable: float | None = None
+    if budget_gb is not None:
+        nominal = hardware.validate_budget_gb(budget_gb)
+        usable = hardware.nominal_to_usable_gib(nominal)
+        device = device or "cuda"
+        reasons.append(f"budget: a {nominal:g} GB card has about {usable:.2f} GiB usable (per device)")
+    elif device != "cpu":
+        gib, why = hardware.detect_vram()
+        reasons.append(why)
+        if gib is None:
+            if device == "cuda":
+                raise ConfigError(f"device='cuda' but {why}; pass budget_gb to plan for a GPU that is not here")
+            device = "cpu"
+            reasons.append("no CUDA device: CPU plan, memory estimate shown for reference")
+        else:
+            usable, device = gib, "cuda"
+            nominal = round(hardware.usable_to_nominal_gb(gib), 1)
+    else:
+        reasons.append("no CUDA device in use (device='cpu'): CPU plan, memory estimate shown for reference")
+    return search(spec, device=device or "cpu", usable_gib=usable, nominal_gb=nominal, method=method,
+                  preset_name=preset, num_processes=num_processes, sharding=sharding,
+                  max_prompt_length=max_prompt_length, fixed=dict(fixed), reasons=reasons)

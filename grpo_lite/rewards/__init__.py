@@ -1,0 +1,49 @@
+"""Stage 2 of the pipeline: completions -> rewards.
+
+- :mod:`~grpo_lite.rewards.functions`: the reward functions, with TRL's signature.
+- :mod:`~grpo_lite.rewards.registry`: the one registry of names, its defaults and its docs table.
+
+Answers are parsed by :mod:`grpo_lite.data.answers`. This package is public (``from grpo_lite import rewards``): it exports the reward objects and the
+registry. Only the standard library is imported.
+
+>>> from grpo_lite.rewards import DEFAULT_REWARDS, REWARDS
+>>> done = "<reasoning>\\n6 * 3 = 18\\n</reasoning>\\n<answer>\\n18\\n</answer>"
+>>> [REWARDS[n].func(None, [done], answer=["18"])[0] for n in DEFAULT_REWARDS]
+[2.0, 0.5, 0.5, 0.5, 0.5]
+"""
+
+from grpo_lite.rewards.functions import (
+    MIN_REASONING_CHARS,
+    CorrectnessReward,
+    IntegerReward,
+    LengthReward,
+    RewardFunc,
+    SoftFormatReward,
+    StrictFormatReward,
+    XmlCountReward,
+    completion_text,
+    correctness_reward,
+    has_real_reasoning,
+    integer_reward,
+    length_reward,
+    soft_format_reward,
+    strict_format_reward,
+    xml_count_reward,
+)
+from grpo_lite.rewards.registry import (
+    DEFAULT_REWARDS,
+    REWARDS,
+    RewardName,
+    RewardSpec,
+    get_reward,
+    resolve_rewards,
+    rewards_table_markdown,
+)
+
+__all__ = [
+    "RewardFunc", "RewardName", "RewardSpec", "REWARDS", "DEFAULT_REWARDS", "MIN_REASONING_CHARS",
+    "CorrectnessReward", "IntegerReward", "StrictFormatReward", "SoftFormatReward", "XmlCountReward",
+    "LengthReward", "correctness_reward", "integer_reward", "strict_format_reward",
+    "soft_format_reward", "xml_count_reward", "length_reward", "completion_text", "has_real_reasoning",
+    "get_reward", "resolve_rewards", "rewards_table_markdown",
+]

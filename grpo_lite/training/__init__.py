@@ -1,0 +1,13 @@
+"""Stage 5 of the pipeline: a plan -> TRL's GRPOTrainer -> a run folder (model, run.json, curve).
+
+- :mod:`~grpo_lite.training.trainer`: ``train()``, a short sequence of named steps, and ``TrainResult``.
+- :mod:`~grpo_lite.training.attempts`: one attempt of the training loop, and the step down on out-of-memory.
+- :mod:`~grpo_lite.training.build`: plan -> GRPOConfig, PEFT, the GRPOTrainer; saving and carrying weights.
+- :mod:`~grpo_lite.training.loading`: model and tokenizer loading (GGUF converted once into a cache).
+- :mod:`~grpo_lite.training.callbacks`: history and memory callbacks.
+- :mod:`~grpo_lite.training.resilience`: output-folder guard, resume, Ctrl-C checkpoint, the next rung down.
+- :mod:`~grpo_lite.training.ranks`: every rank writes ``ranks/rank<R>.json``; the launching command checks them.
+- :mod:`~grpo_lite.training.report`: run.json writing, the summary table, the reward curve.
+
+torch, TRL and PEFT are imported inside functions. Nothing is imported here.
+"""

@@ -1,0 +1,191 @@
+"""The training loop's attempts: build a GRPOTrainer, train, and step down the ladder on out-of-memory.
+
+An attempt builds the trainer from the current plan and trains until the run ends. A CUDA
+out-of-memory error within the first ``oom_window_steps`` steps ends the attempt instead: the weights
+reached are carried (LoRA merged), the next cheaper rung that fits is planned
+(:func:`grpo_lite.training.resilience.next_plan`) and a new attempt goes on with the steps left.
+``run.json`` is rewritten at the start of every attempt and at the end, so it always says what ran.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.data.prompts import PromptStyle
+    from grpo_lite.planning.result import Plan
+
+__all__ = ["Attempts", "OnOOM", "RunFolder", "RunInputs", "run_attempts"]
+
+OnOOM = Literal["step_down", "raise"]
+
+
+@dataclass
+class RunFolder:
+    """Where the run writes, who is the main process, and what an earlier run left to resume."""
+
+    out: Path
+    state: Any  # accelerate.PartialState
+    console: Any  # rich.console.Console
+    checkpoint: Path | None
+    earlier: Any  # resilience.EarlierRun | None
+
+
+@dataclass
+class RunInputs:
+    """The model, tokenizer, prompts and rewards of a run."""
+
+    spec: Any  # memory.models.ModelSpec
+    tokenizer: Any
+    train_set: Any  # datasets.Dataset with the prompt style applied
+    reward_funcs: list[Callable[..., Any]]
+    style: PromptStyle
+    prompt_tokens: int  # the longest prompt, measured
+
+
+
+@dataclass
+class Attempts:
+    """What carries from one attempt to the next: plan, weights, steps done, events, wall time."""
+
+    plan: Plan
+    inputs: RunInputs
+    run: RunFolder
+    source: str  # the weights the next attempt loads (the model, or weights carried after a step down)
+    max_steps: int | None
+    seed: int
+    callbacks: Sequence[Any]
+    done: int = 0
+    wall: float = 0.0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    memory_cb: Any = None
+    history_cb: Any = None
+    interrupt_cb: Any = None
+    own_callbacks: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, *, max_steps: int | None, seed: int,
+              callbacks: Sequence[Any]) -> Attempts:
+        """The first attempt's state; a resumed run takes over the earlier run's steps, events and history."""
+        from grpo_lite.training.ranks import RankRecordCallback
+        from grpo_lite.training.callbacks import HistoryCallback, MemoryCallback
+        from grpo_lite.training.resilience import InterruptCallback, SaveAtEndCallback
+
+        loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, seed, callbacks)
+        loop.memory_cb, loop.history_cb, loop.interrupt_cb = MemoryCallback(), HistoryCallback(), InterruptCallback()
+        loop.own_callbacks = [loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),
+                              RankRecordCallback(run.out)]  # one record per rank: proves data parallelism
+        earlier = run.earlier
+        if earlier is not None:  # go on where the checkpoint's attempt started: its weights, steps, records
+            loop.events, loop.history_cb.rows = earlier.events, earlier.history
+            loop.source, loop.done = earlier.source or loop.source, earlier.done
+            loop.max_steps = max_steps if max_steps is not None else earlier.max_steps
+            loop.events.append({"event": "resume", "checkpoint": str(run.checkpoint),
+                                "step": loop.done + earlier.checkpoint_step})
+        return loop
+
+    def build(self) -> Any:
+        """GRPOConfig settings for the steps left, run.json marked running, and the trainer."""
+        from grpo_lite.training import build
+
+        steps_left = None if self.max_steps is None else self.max_steps - self.done
+        step_downs = sum(e["event"] == "out_of_memory" for e in self.events)  # a new seed after each step down
+        self.settings = build.grpo_settings(self.plan, output_dir=self.run.out, seed=self.seed + step_downs,
+                                            max_steps=steps_left)
+        self.write_record(status="running")
+        self.history_cb.step_offset = self.done
+        return build.build_trainer(self.source, self.plan, self.settings, self.inputs.train_set,
+                                   self.inputs.tokenizer, self.inputs.reward_funcs,
+                                   [*self.own_callbacks, *self.callbacks])
+
+    def step_down(self, trainer: Any, reached: int, error: str, plan_kwargs: dict[str, Any]) -> None:
+        """Carry the weights reached to the next cheaper rung that fits (DoesNotFitError at the bottom)."""
+        from grpo_lite.training import build, resilience
+
+        out = self.run.out
+        if self.max_steps is None:  # an epoch: keep its total, not a new epoch per attempt
+            self.max_steps = self.done + trainer.state.max_steps
+        lower = resilience.next_plan(self.plan, **plan_kwargs)
+        carried = build.carry_weights(trainer, self.inputs.tokenizer, out / f"stepdown-{len(self.events) + 1}")
+        resilience.drop_checkpoints(out)  # they hold the old rung's state; the carried weights supersede them
+        self.events.append(
+            {"event": "out_of_memory", "step": reached, "from_preset": self.plan.preset.name,
+             "to_preset": lower.preset.name, "error": error, "weights": str(carried)}
+        )  # fmt: skip
+        self.run.console.print(
+            f"[yellow]out of GPU memory at step {reached} on preset {self.plan.preset.name!r}: stepping down "
+            f"to {lower.preset.name!r} and going on from the weights reached (saved in {carried})[/yellow]"
+        )
+        self.plan, self.source, self.done, self.run.checkpoint = lower, str(carried), reached, None
+
+    def write_record(self, *, status: str, model_dir: Path | None = None) -> None:
+        """Write run.json atomically (main process only)."""
+        if not self.run.state.is_main_process:
+            return
+        from grpo_lite.training.report import first_last, versions, write_json_atomic
+
+        running = status == "running"
+        plan, history_cb, memory_cb = self.plan, self.history_cb, self.memory_cb
+        summary = {k: {"first": a, "last": b} for k, (a, b) in first_last(history_cb.rows).items()}
+        write_json_atomic(
+            self.run.out / "run.json",
+            {
+                "status": status,
+                "model": plan.model.model_id,
+                "plan": plan.to_dict(),
+                "settings": self.settings,
+                "rewards": [getattr(f, "__name__", repr(f)) for f in self.inputs.reward_funcs],
+                "prompt_style": asdict(self.inputs.style),
+                "measured_prompt_tokens": self.inputs.prompt_tokens,
+                "steps": self.done,
+                "max_steps": self.max_steps,
+                "wall_seconds": None if running else round(self.wall, 2),
+                "peak_memory": memory_cb.peak(),
+                "planned_peak_gib": round(plan.estimate.total_gib, 3),
+                "events": self.events,
+                "summary": summary,
+                "history": history_cb.rows,
+                "per_step_memory": memory_cb.per_step,
+                "versions": versions(),
+                "model_dir": None if model_dir is None else str(model_dir),
+            },
+        )
+
+
+def run_attempts(loop: Attempts, plan_kwargs: dict[str, Any], *, on_oom: OnOOM, oom_window_steps: int) -> Any:
+    """Train until the run ends, stepping down on an early CUDA out-of-memory error; return the last trainer."""
+    import torch
+
+    from grpo_lite.training import resilience
+
+    while True:
+        trainer = loop.build()
+        checkpoint = loop.run.checkpoint
+        start = time.perf_counter()
+        try:
+            with resilience.sigint_saves(loop.interrupt_cb), warnings.catch_warnings():
+                # TRL calls transformers' renamed is_gradient_checkpointing on every step; the rename is not ours to fix
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*deprecated", category=FutureWarning)
+                trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+            loop.wall += time.perf_counter() - start
+            break
+        except torch.cuda.OutOfMemoryError as exc:
+            loop.wall += time.perf_counter() - start
+            reached = loop.done + trainer.state.global_step
+            if on_oom == "raise" or reached >= oom_window_steps or loop.run.state.num_processes > 1:
+                raise  # several processes: one rank cannot step down alone (the others wait in a collective)
+            error = str(exc).splitlines()[0][:300]
+        # Outside the except block, the traceback no longer pins the failed step's tensors.
+        loop.step_down(trainer, reached, error, plan_kwargs)
+        del trainer  # the failed attempt's tensors go before the next attempt allocates
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    loop.done += trainer.state.global_step  # after a resume, global_step already counts the checkpoint's steps
+    return trainer

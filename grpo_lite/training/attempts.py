@@ -93,6 +93,7 @@ class Attempts:
     def build(self) -> Any:
         """GRPOConfig settings for the steps left, run.json marked running, and the trainer."""
         from grpo_lite.training import build
+        from grpo_lite.training.progress import ProgressLine, replace_printer
 
         steps_left = None if self.max_steps is None else self.max_steps - self.done
         step_downs = sum(e["event"] == "out_of_memory" for e in self.events)  # a new seed after each step down
@@ -100,9 +101,12 @@ class Attempts:
                                             max_steps=steps_left)
         self.write_record(status="running")
         self.history_cb.step_offset = self.done
-        return build.build_trainer(self.source, self.plan, self.settings, self.inputs.train_set,
-                                   self.inputs.tokenizer, self.inputs.reward_funcs,
-                                   [*self.own_callbacks, *self.callbacks])
+        trainer = build.build_trainer(self.source, self.plan, self.settings, self.inputs.train_set,
+                                      self.inputs.tokenizer, self.inputs.reward_funcs,
+                                      [*self.own_callbacks, *self.callbacks])
+        line = ProgressLine(self.run.console, self.inputs.reward_funcs, step_offset=self.done, total_steps=self.max_steps)
+        replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
+        return trainer
 
     def step_down(self, trainer: Any, reached: int, error: str, plan_kwargs: dict[str, Any]) -> None:
         """Carry the weights reached to the next cheaper rung that fits (DoesNotFitError at the bottom)."""

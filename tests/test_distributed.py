@@ -309,7 +309,9 @@ def test_scaling_doc_tables_are_up_to_date():
 def _assert_two_ranks_trained(out: Path) -> list[RR.RankRecord]:
     records = RR.check_ranks(out, 2)
     assert [(r.rank, r.world_size, r.steps, r.backend) for r in records] == [(0, 2, 2, "gloo"), (1, 2, 2, "gloo")]
-    accumulation = json.loads((out / "run.json").read_text())["settings"]["gradient_accumulation_steps"]
+    run = json.loads((out / "run.json").read_text())
+    assert run["plan"]["num_processes"] == 2  # the record says what ran
+    accumulation = run["settings"]["gradient_accumulation_steps"]
     assert all(r.local_samples == 2 * accumulation * 2 for r in records)  # steps x micro-batches x completions
     assert records[0].pid != records[1].pid
     # each rank trains on its own prompts; identical weights after: the gradients were all-reduced

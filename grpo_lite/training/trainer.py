@@ -143,6 +143,18 @@ def train(
     return _finish(loop, trainer, inputs, run)
 
 
+def process_state() -> Any:
+    """accelerate's view of this process: rank, world size, main process.
+
+    On CPU it must be asked with ``cpu=True``: otherwise accelerate ignores a torchrun launch (each
+    rank would think it is alone, write run.json and record one process in the plan).
+    """
+    import torch
+    from accelerate import PartialState
+
+    return PartialState(cpu=not torch.cuda.is_available())
+
+
 def _check_arguments(max_steps: int | None, on_oom: str, overrides: dict[str, Any]) -> None:
     """Reject bad arguments before anything is loaded."""
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
@@ -157,12 +169,11 @@ def _check_arguments(max_steps: int | None, on_oom: str, overrides: dict[str, An
 def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *, resume: bool, overwrite: bool,
               quiet: bool) -> RunFolder:
     """Choose and guard the output folder (one for all ranks); find the checkpoint to resume from."""
-    from accelerate import PartialState
     from rich.console import Console
 
     from grpo_lite.training import resilience
 
-    state = PartialState()
+    state = process_state()
     console = Console(quiet=quiet or not state.is_main_process)
     out = Path(output_dir) if output_dir is not None else default_output_dir(str(model))
     if output_dir is None and state.num_processes > 1:  # one timestamped folder for every rank
@@ -201,14 +212,13 @@ def _load_inputs(model: str | os.PathLike, dataset: Any, rewards: Any, prompt_st
 def _plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
     """What train() decides for plan(): the device, the prompt length, the launcher's processes and sharding."""
     import torch
-    from accelerate import PartialState
 
     from grpo_lite.scale.distributed import detect_sharding
 
     kwargs: dict[str, Any] = dict(
         device="cuda" if torch.cuda.is_available() else "cpu",
         max_prompt_length=prompt_tokens,
-        num_processes=PartialState().num_processes,
+        num_processes=process_state().num_processes,
         sharding=detect_sharding(),  # what the launcher set up (zero2/zero3/fsdp), else None/ddp
     )
     if budget_gb is not None:

@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.settings import Device, Sharding
 
 __all__ = ["GENERATIONS", "COMPLETION_LENGTHS", "HEADROOM_SHARE", "HEADROOM_MIN_GIB", "Candidate", "batch_shapes",
-           "candidates", "fits", "headroom_gib", "required_nominal_gb", "BATCH_KEYS", "LORA_KEYS"]
+           "candidates", "fits", "headroom_gib", "required_nominal_gb", "BATCH_KEYS", "LORA_KEYS",
+           "MODEL_KEYS"]
 
 GENERATIONS: tuple[int, ...] = (8, 6, 4)  # num_generations tried, best first; 4 is the floor
 COMPLETION_LENGTHS: tuple[int, ...] = (512, 384, 256)  # max_completion_length tried; 256 is the floor
@@ -39,6 +40,7 @@ HEADROOM_MIN_GIB = 0.25  # ...and at least this much
 BATCH_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
               "generation_batch_size", "num_generations")
 LORA_KEYS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
+MODEL_KEYS = ("dtype",)  # how the weights load (from_pretrained), not GRPOConfig fields
 VLLM_MAX_SHARE = 0.9
 
 
@@ -168,6 +170,8 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
     }
     if fixed.get("fp16") and device == "cuda":
         base["dtype"] = "float16"
+    if fixed.get("dtype") is not None:
+        base["dtype"] = fixed["dtype"]  # validated by StepSettings (bfloat16, float16, float32)
     if preset.method == "galore":
         base["optim_args"] = fixed.get("optim_args") or preset.galore_args
     if "lora_target_modules" in fixed:

@@ -15,6 +15,7 @@ from grpo_lite.planning.candidates import (
     COMPLETION_LENGTHS,
     GENERATIONS,
     LORA_KEYS,
+    MODEL_KEYS,
     Candidate,
     candidates,
     fits,
@@ -201,14 +202,14 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
     if k["use_vllm"]:
         settings["vllm_mode"] = k.get("vllm_mode", "colocate")
         settings["vllm_gpu_memory_utilization"] = k["vllm_gpu_memory_utilization"]
-    settings.update({key: value for key, value in fixed.items() if key not in LORA_KEYS})
+    settings.update({key: value for key, value in fixed.items() if key not in LORA_KEYS + MODEL_KEYS})
     if fixed.get("fp16") and "bf16" not in fixed:
         settings["bf16"] = False  # fp16 mixed precision replaces bf16
     return settings
 
 
 def _model_kwargs(rung: Preset, device: Device, fixed: dict[str, Any]) -> dict[str, Any]:
-    dtype = ("float16" if fixed.get("fp16") else "bfloat16") if device == "cuda" else "float32"
+    dtype = fixed.get("dtype") or (("float16" if fixed.get("fp16") else "bfloat16") if device == "cuda" else "float32")
     kwargs: dict[str, Any] = {"dtype": dtype}
     if rung.quantization == "nf4":
         kwargs["quantization"] = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4",

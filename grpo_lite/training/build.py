@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.planning.candidates import LORA_KEYS  # the one list of LoRA setting names
+from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS  # the one list of each
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -49,11 +49,11 @@ def check_config_keys(settings: dict[str, Any]) -> None:
     if unknown:
         hints = []
         for key in unknown:
-            close = difflib.get_close_matches(key, sorted(valid) + list(LORA_KEYS), n=1)
+            close = difflib.get_close_matches(key, sorted(valid) + list(LORA_KEYS + MODEL_KEYS), n=1)
             hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise ConfigError(
-            f"unknown training setting(s): {', '.join(hints)}; pass GRPOConfig/TrainingArguments fields "
-            f"or LoRA settings ({', '.join(LORA_KEYS)})"
+            f"unknown training setting(s): {', '.join(hints)}; pass GRPOConfig/TrainingArguments fields, "
+            f"LoRA settings ({', '.join(LORA_KEYS)}) or the weights' dtype ({', '.join(MODEL_KEYS)})"
         )
 
 

@@ -156,6 +156,7 @@ def _train_parser():
     ["m", "--reward", "length", "--reward", "format", "--set", "beta=0.04", "--set", "lr_scheduler_type=constant"],
     ["m", "--method", "lora", "--max-steps", "3", "--seed", "-1", "--output-dir", "runs/a b"],
     ["m", "--resume", "--on-oom", "raise", "--dataset", "synthetic"],
+    ["m", "--no-shared-prefix"],
 ])
 def test_namespace_argv_round_trips_the_train_parser(argv):
     parser = _train_parser()

@@ -92,6 +92,9 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "dataset": (("--dataset",), {"default": "gsm8k", "help": "gsm8k, synthetic, or a path (default gsm8k)"}),
     "seed": (("--seed",), {"type": int, "default": 0, "help": "seed (default 0)"}),
     "output_dir": (("--output-dir",), {"default": None, "help": "run folder (default runs/<model>-<time>)"}),
+    "shared_prefix": (("--shared-prefix",), {"action": argparse.BooleanOptionalAction, "default": True,
+                                             "help": "forward each prompt once for all its completions (same "
+                                                     "log-probs, checked on the first step; default on)"}),
     "json": (("--json",), {"action": "store_true", "help": "print one JSON object instead of tables"}),
     "set": (("--set",), {"dest": "set", "action": "append", "metavar": "KEY=VALUE",
                          "help": "fix a GRPOConfig/TrainingArguments field or LoRA setting (repeatable), "

@@ -61,7 +61,9 @@ def namespace_argv(parser: argparse.ArgumentParser, args: argparse.Namespace, **
         if value is None or value == action.default:
             continue
         flag = next((s for s in action.option_strings if s.startswith("--")), action.option_strings[0])
-        if action.nargs == 0:
+        if isinstance(action, argparse.BooleanOptionalAction):  # --x / --no-x
+            optional.append(flag if value else "--no-" + flag[2:])
+        elif action.nargs == 0:
             optional.append(flag)
         elif isinstance(action, argparse._AppendAction):
             optional.extend(f"{flag}={item}" for item in value)

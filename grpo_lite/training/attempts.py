@@ -60,6 +60,7 @@ class Attempts:
     max_steps: int | None
     seed: int
     callbacks: Sequence[Any]
+    trainer_options: dict[str, Any] = field(default_factory=dict)  # LiteGRPOTrainer's: shared_prefix, stop_strings
     done: int = 0
     wall: float = 0.0
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -68,16 +69,17 @@ class Attempts:
     history_cb: Any = None
     interrupt_cb: Any = None
     own_callbacks: list[Any] = field(default_factory=list)
+    shared_prefix_record: dict[str, Any] | None = None  # what the last trainer's log-prob forwards did
 
     @classmethod
     def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, *, max_steps: int | None, seed: int,
-              callbacks: Sequence[Any]) -> Attempts:
+              callbacks: Sequence[Any], trainer_options: dict[str, Any] | None = None) -> Attempts:
         """The first attempt's state; a resumed run takes over the earlier run's steps, events and history."""
         from grpo_lite.training.ranks import RankRecordCallback
         from grpo_lite.training.callbacks import HistoryCallback, MemoryCallback
         from grpo_lite.training.resilience import InterruptCallback, SaveAtEndCallback
 
-        loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, seed, callbacks)
+        loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, seed, callbacks, dict(trainer_options or {}))
         loop.memory_cb, loop.history_cb, loop.interrupt_cb = MemoryCallback(), HistoryCallback(), InterruptCallback()
         loop.own_callbacks = [loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),
                               RankRecordCallback(run.out)]  # one record per rank: proves data parallelism
@@ -103,7 +105,8 @@ class Attempts:
         self.history_cb.step_offset = self.done
         trainer = build.build_trainer(self.source, self.plan, self.settings, self.inputs.train_set,
                                       self.inputs.tokenizer, self.inputs.reward_funcs,
-                                      [*self.own_callbacks, *self.callbacks])
+                                      [*self.own_callbacks, *self.callbacks], **self.trainer_options)
+        self.shared_prefix_record = trainer.shared_prefix_record  # updated in place as the run goes
         line = ProgressLine(self.run.console, self.inputs.reward_funcs, step_offset=self.done, total_steps=self.max_steps)
         replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
         return trainer
@@ -147,6 +150,8 @@ class Attempts:
                 "rewards": [getattr(f, "__name__", repr(f)) for f in self.inputs.reward_funcs],
                 "prompt_style": asdict(self.inputs.style),
                 "measured_prompt_tokens": self.inputs.prompt_tokens,
+                "shared_prefix": self.shared_prefix_record,
+                "stop_strings": list(self.trainer_options.get("stop_strings", ())),
                 "steps": self.done,
                 "max_steps": self.max_steps,
                 "wall_seconds": None if running else round(self.wall, 2),

@@ -92,10 +92,16 @@ def build_trainer(
     tokenizer: Any,
     reward_funcs: Sequence[Callable[..., Any]],
     callbacks: Sequence[Any],
+    *,
+    shared_prefix: bool = True,
+    stop_strings: Sequence[str] = (),
 ) -> Any:
-    """Load the model from ``source`` as the plan says and wrap everything in a GRPOTrainer."""
+    """Load the model from ``source`` as the plan says and wrap everything in a GRPOTrainer
+    (:class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer`: shared-prefix forward, stop strings)."""
     import torch
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
+
+    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
 
     from grpo_lite.training.loading import load_model
 
@@ -117,7 +123,9 @@ def build_trainer(
         from peft import LoraConfig
 
         peft_config = LoraConfig(**plan.lora)
-    return GRPOTrainer(
+    return LiteGRPOTrainer(
+        shared_prefix=shared_prefix,
+        stop_strings=stop_strings,
         model=policy,
         reward_funcs=list(reward_funcs),
         args=args,

@@ -28,7 +28,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
     from grpo_lite.data.prompts import PromptStyle
 
-__all__ = ["TrainResult", "default_output_dir", "train"]
+__all__ = ["DEFAULT_STOP_STRINGS", "TrainResult", "default_output_dir", "train"]
+
+DEFAULT_STOP_STRINGS: tuple[str, ...] = ("</answer>",)  # the XML format's end: nothing after it earns a reward
 
 # plan() inputs that train() decides itself: passing them as overrides is an error that says why.
 _PLAN_OWNED: dict[str, str] = {
@@ -99,6 +101,8 @@ def train(
     oom_window_steps: int = 20,
     callbacks: Sequence[Any] = (),
     quiet: bool = False,
+    shared_prefix: bool = True,
+    stop_strings: Sequence[str] = DEFAULT_STOP_STRINGS,
     **overrides: Any,
 ) -> TrainResult:
     """Fine-tune ``model`` with GRPO on ``dataset`` under a memory plan for ``budget_gb``.
@@ -124,7 +128,12 @@ def train(
             rung of the ladder and goes on from the weights reached; "raise" re-raises. Default: "step_down".
         oom_window_steps: step down only for an OOM within this many steps (later ones re-raise). Default: 20.
         callbacks: extra ``transformers.TrainerCallback`` objects.
-        quiet: do not print the plan and the summary table.
+        quiet: do not print the plan, the progress lines and the summary table.
+        shared_prefix: forward each group's prompt once for all its completions in the log-prob passes
+            (same log-probs and gradients, checked against TRL's path on the first micro-batch; off
+            where unsupported, see docs/shared_prefix.md). Default: True.
+        stop_strings: end a sampled completion at the first of these. Default: ``("</answer>",)``,
+            the end of the XML answer format; ``()`` samples up to ``max_completion_length``.
         **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
             ``num_generations=4``) or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``,
             ``lora_target_modules``), applied verbatim: the planner only chooses what is not fixed here.
@@ -132,13 +141,17 @@ def train(
     from grpo_lite.training.attempts import Attempts, run_attempts
 
     _check_arguments(max_steps, on_oom, overrides)
+    from grpo_lite.memory.heap import use_mmap_threshold_on_cpu
+
+    use_mmap_threshold_on_cpu()  # CPU: freed tiles go back to the system (docs/memory.md plans for it)
     run = _open_run(model, output_dir, resume=resume, overwrite=overwrite, quiet=quiet)
     if run.earlier is not None and preset is None and method is None:
         preset = run.earlier.preset  # the rung the checkpoint was trained on (after any step down)
     inputs = _load_inputs(model, dataset, rewards, prompt_style, seed, run.console)
     plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
     the_plan = _make_plan(inputs, plan_kwargs, method, preset, overrides, run, quiet)
-    loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks)
+    loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks,
+                          trainer_options={"shared_prefix": shared_prefix, "stop_strings": tuple(stop_strings)})
     trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
     return _finish(loop, trainer, inputs, run)
 

@@ -1,0 +1,129 @@
+"""TRL's GRPOTrainer with two additions, each through one of TRL's own methods (no fork):
+
+- **Shared prefix** (``_get_per_token_logps_and_entropies``): the log-prob forwards of the loss and
+  of the old / reference scoring put each prompt through the model once for all its completions
+  (:mod:`grpo_lite.training.shared_prefix`). The first shared call is checked against TRL's forward
+  on the same micro-batch; a mismatch turns sharing off for the run, with one warning.
+- **Stop strings** (``_generate_single_turn``): sampling stops a completion once it writes one of
+  ``stop_strings`` (``</answer>`` for the GSM8K format), and the completion ends with the EOS token
+  as if the model had closed its turn, so no token is sampled only to be thrown away by the rewards.
+
+:attr:`LiteGRPOTrainer.shared_prefix_record` says what ran, for run.json.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from torch import Tensor, nn
+from trl import GRPOTrainer
+
+from grpo_lite.training.shared_prefix import self_check, shared_prefix_logps_and_entropies, unsupported_reason
+
+__all__ = ["LiteGRPOTrainer"]
+
+logger = logging.getLogger(__name__)
+
+
+class LiteGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` with a shared-prefix log-prob forward and stop strings.
+
+    Args:
+        shared_prefix: forward each group's prompt once (Default: True). Off under FSDP and DeepSpeed
+            ZeRO-3, where each forward is a collective and ranks must run the same number of them.
+        verify_shared_prefix: check the first shared micro-batch against TRL's path. Default: True.
+        shared_prefix_atol: tolerance of that check (Default: 1e-3 in fp32, 1.0 in bf16/fp16, on the
+            largest per-token log-prob difference; see :class:`~grpo_lite.training.shared_prefix.SelfCheck`).
+        stop_strings: end a sampled completion at the first of these strings. Default: none.
+        *args, **kwargs: ``GRPOTrainer``'s own.
+    """
+
+    def __init__(self, *args: Any, shared_prefix: bool = True, verify_shared_prefix: bool = True,
+                 shared_prefix_atol: float | None = None, stop_strings: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
+        self.shared_prefix_record: dict[str, Any] = {"requested": shared_prefix, "calls": {"shared": 0, "trl": 0}}
+        if shared_prefix and (self.is_fsdp_enabled or zero3):
+            self._shared_off("not supported with FSDP or DeepSpeed ZeRO-3")
+            shared_prefix = False
+        self.shared_prefix = shared_prefix
+        self._verify_pending = verify_shared_prefix
+        self.shared_prefix_atol = shared_prefix_atol
+        self.stop_strings = tuple(stop_strings)
+        if self.stop_strings and not (self.use_vllm or self.use_transformers_continuous_batching):
+            self.generation_config.stop_strings = list(self.stop_strings)
+
+    def _shared_off(self, reason: str) -> None:
+        logger.warning("grpo-lite: shared-prefix forward off (%s); using TRL's forward", reason)
+        self.shared_prefix_record["off"] = reason
+
+    # ---- shared prefix -------------------------------------------------------------------------
+    def _get_per_token_logps_and_entropies(self, model: nn.Module, input_ids: Tensor, attention_mask: Tensor,
+                                           logits_to_keep: int, batch_size: int | None = None,
+                                           compute_entropy: bool = False, compute_aux_loss: bool = False,
+                                           **extra: Any) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        args = (model, input_ids, attention_mask, logits_to_keep)
+        reason = "disabled" if not self.shared_prefix else unsupported_reason(*args, compute_aux_loss, extra)
+        if reason is None and self._verify_pending:
+            self._verify_pending = False
+            check = self_check(self, *args, atol=self.shared_prefix_atol)
+            self.shared_prefix_record["self_check"] = {
+                "max_abs_diff": check.max_abs_diff, "mean_abs_diff": check.mean_abs_diff,
+                "max_entropy_diff": check.max_entropy_diff, "atol": check.atol, "tokens": check.n_tokens,
+                "ok": check.ok}  # fmt: skip
+            if not check.ok:
+                self._shared_off(f"self-check: log-probs differ from TRL's by up to {check.max_abs_diff:.2g}")
+                self.shared_prefix, reason = False, "self-check failed"
+        calls = self.shared_prefix_record["calls"]
+        if reason is not None:
+            calls["trl"] += 1
+            return super()._get_per_token_logps_and_entropies(*args, batch_size, compute_entropy, compute_aux_loss,
+                                                              **extra)
+        calls["shared"] += 1
+        logps, entropies = shared_prefix_logps_and_entropies(
+            *args, batch_size=batch_size, compute_entropy=compute_entropy, autocast=self.accelerator.autocast
+        )
+        return logps, entropies, None
+
+    # ---- stop strings --------------------------------------------------------------------------
+    def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
+                              has_tool_images: bool = False) -> tuple[list[list[int]], Any]:
+        if not getattr(getattr(self, "generation_config", None), "stop_strings", None):  # vLLM: no stop strings
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        with _generate_with_tokenizer(self.accelerator.unwrap_model(self.model), self.processing_class):
+            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
+                                                                     num_generations, has_tool_images)
+        pad, eos = self._tokenizer.pad_token_id, self.eos_token_ids
+        return [end_at_stop(ids, pad, eos) for ids in completion_ids], logprobs
+
+
+@contextmanager
+def _generate_with_tokenizer(model: nn.Module, tokenizer: Any) -> Iterator[None]:
+    """transformers' ``generate`` needs the tokenizer to match stop strings; TRL does not pass it."""
+    bound = model.generate
+    model.generate = lambda *a, **k: bound(*a, tokenizer=getattr(tokenizer, "tokenizer", tokenizer), **k)
+    try:
+        yield
+    finally:
+        del model.generate
+
+
+def end_at_stop(ids: list[int], pad_token_id: int | None, eos_token_ids: Sequence[int]) -> list[int]:
+    """A completion stopped by a stop string, as if the model had ended its turn there.
+
+    ``generate`` pads a sequence that stopped early; TRL cuts at the first EOS only. Trailing pads are
+    dropped and one EOS closes the completion (a pad that is also the EOS is already that close).
+
+    >>> end_at_stop([5, 6, 0, 0], 0, [2]), end_at_stop([5, 6, 2], 2, [2]), end_at_stop([5, 6, 7], 0, [2])
+    ([5, 6, 2], [5, 6, 2], [5, 6, 7])
+    """
+    if pad_token_id is None or pad_token_id in eos_token_ids or not ids or ids[-1] != pad_token_id:
+        return ids
+    end = len(ids)
+    while end and ids[end - 1] == pad_token_id:
+        end -= 1
+    return [*ids[:end], eos_token_ids[0]]

@@ -6,7 +6,9 @@ tokenizer of the right vocabulary size, caps the CUDA allocator with
 ``torch.cuda.set_per_process_memory_fraction`` to the card's usable memory minus the CUDA context
 this process already holds, forces worst-case lengths (prompts of exactly ``max_prompt_length``
 tokens, ``min_new_tokens = max_completion_length``), runs a few GRPO steps with the plan's settings
-and reports the planned peak beside the measured one (max reserved + CUDA context, and max allocated).
+and reports the planned peak beside the measured one (max reserved + CUDA context, and max allocated),
+then each phase of the last step (``grpo_lite.memory.measure`` with the CUDA allocator's peaks, reset
+at every phase boundary) beside the planned phase.
 
     python benchmarks/gpu_fit.py                     # the three cases on a GPU (meant to take < 8 min on one H200)
     python benchmarks/gpu_fit.py --dry-run           # print the plans only (no torch needed)
@@ -121,6 +123,8 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    from grpo_lite.memory.measure import measure_training
+
     the_plan = case_plan(name, budget_gb, device=device, tiny=tiny, prompt_tokens=prompt_tokens)
     arch = the_plan.model.arch
     row: dict[str, Any] = {"case": name, "budget_gb": budget_gb, "tiny": tiny, "device": device,
@@ -164,7 +168,9 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
             trainer = GRPOTrainer(model=model, reward_funcs=random_reward, args=GRPOConfig(**settings),
                                   train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tokenizer,
                                   peft_config=peft_config, callbacks=[Peaks()])
-            trainer.train()
+            backend = "cuda" if device == "cuda" else "tensor"
+            report = measure_training(trainer, (backend,), pad_one=True)  # per phase, padding like real batches
+            row["phases"] = phase_rows(the_plan, report.last().phases[backend], backend)
             row["oom"] = False
         except torch.OutOfMemoryError as exc:
             row.update(oom=True, error=str(exc).splitlines()[0][:300])
@@ -183,6 +189,32 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
         row["measured_total_gib"] = round(row["measured_reserved_gib"] + row["context_gib"], 3)
         row["per_step"] = [{k: round(v, 3) for k, v in p.items()} for p in per_step]
     return row
+
+
+def phase_rows(the_plan: Any, measured: dict[str, Any], backend: str) -> dict[str, dict[str, float]]:
+    """Each phase of the last step: planned tensor bytes (no context, no reserve) against the allocator's peaks."""
+    from grpo_lite.memory.calibration import PROCESS_COMPONENTS
+
+    planned = {p.name: sum(c.bytes for c in p.components if c.name not in PROCESS_COMPONENTS)
+               for p in the_plan.estimate.phases}
+    out = {}
+    for phase, peak in measured.items():
+        if phase not in planned:
+            continue
+        row = {"planned_gib": round(planned[phase] / GIB, 3), "allocated_gib": round(peak.peak_bytes / GIB, 3)}
+        if backend == "cuda":
+            row["reserved_gib"] = round(peak.categories.get("reserved", 0) / GIB, 3)
+        out[phase] = row
+    return out
+
+
+def _print_phases(rows: list[dict]) -> None:
+    print("\nper phase of the last step (GiB): planned tensors vs max allocated (and max reserved)")
+    for r in rows:
+        for phase, p in (r.get("phases") or {}).items():
+            ratio = p["allocated_gib"] / p["planned_gib"] if p["planned_gib"] else float("nan")
+            print(f"{r['case']:14} {phase:16} {p['planned_gib']:8.2f} {p['allocated_gib']:9.2f} {ratio:6.2f} "
+                  f"{p.get('reserved_gib', '-'):>8}")
 
 
 def _subprocess(index: int, args: argparse.Namespace) -> dict:
@@ -244,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = [_subprocess(i, args) for i in chosen]
     _print_table(rows)
+    _print_phases(rows)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(rows, fh, indent=2, default=str)

@@ -2,7 +2,9 @@
 
 Accuracy uses the correctness rule of ``grpo_lite.data.answers`` (the number inside ``<answer>``
 compared as a number with the gold); the format rate is the share of completions that the soft
-format reward accepts (both blocks present, in order, with real reasoning).
+format reward accepts (both blocks present, in order, with real reasoning); the accuracy among
+formatted answers (:func:`formatted_accuracy`) is the accuracy over those completions only, so that
+learning the format and learning to be right can be told apart.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from grpo_lite.data.prompts import PromptStyle
 
-__all__ = ["EvalResult", "evaluate", "load_for_eval"]
+__all__ = ["EvalResult", "evaluate", "formatted_accuracy", "load_for_eval"]
 
 
 @dataclass
@@ -31,6 +33,9 @@ class EvalResult:
         mean_reward: mean of the summed rewards (the training rewards) per completion.
         n: number of problems.
         samples: per problem: question, gold, completion, predicted, correct, formatted, reward.
+        formatted_accuracy: share of the well-formatted completions that are correct (see
+            :func:`formatted_accuracy`); 0.0 when none is formatted.
+        n_formatted: number of well-formatted completions.
     """
 
     accuracy: float
@@ -38,10 +43,42 @@ class EvalResult:
     mean_reward: float
     n: int
     samples: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    formatted_accuracy: float = 0.0
+    n_formatted: int = 0
 
     def summary(self) -> str:
-        """One line: ``accuracy 22.0%, format 66.0%, reward 1.23 (n=50)``."""
-        return f"accuracy {self.accuracy:.1%}, format {self.format_rate:.1%}, reward {self.mean_reward:.3f} (n={self.n})"
+        """One line: ``accuracy 22.0%, format 66.0%, among formatted 33.3%, reward 1.23 (n=50)``."""
+        return (
+            f"accuracy {self.accuracy:.1%}, format {self.format_rate:.1%}, "
+            f"among formatted {self.formatted_accuracy:.1%}, reward {self.mean_reward:.3f} (n={self.n})"
+        )
+
+
+def formatted_accuracy(samples: Sequence[dict[str, Any]]) -> tuple[float, int]:
+    """Accuracy over the well-formatted samples only, and how many there are.
+
+    Plain accuracy mixes two things: whether an answer is in the format at all, and whether a
+    formatted answer is right. A run that only learns the format raises accuracy too (answers that
+    were unreadable become readable); this share does not move unless formatted answers get righter.
+
+    Args:
+        samples: dicts with boolean ``"correct"`` and ``"formatted"`` (as in :attr:`EvalResult.samples`).
+
+    Returns:
+        ``(correct and formatted / formatted, formatted)``; ``(0.0, 0)`` when none is formatted.
+
+    >>> formatted_accuracy([{"correct": True, "formatted": True}, {"correct": False, "formatted": True},
+    ...                     {"correct": True, "formatted": False}, {"correct": False, "formatted": False}])
+    (0.5, 2)
+    >>> formatted_accuracy([{"correct": True, "formatted": False}])
+    (0.0, 0)
+    >>> formatted_accuracy([])
+    (0.0, 0)
+    """
+    formatted = [s for s in samples if s["formatted"]]
+    if not formatted:
+        return 0.0, 0
+    return sum(bool(s["correct"]) for s in formatted) / len(formatted), len(formatted)
 
 
 def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
@@ -157,10 +194,13 @@ def evaluate(
         tokenizer.padding_side = padding_side
         model.train(was_training)
     n = len(samples)
+    among, n_formatted = formatted_accuracy(samples)
     return EvalResult(
         accuracy=sum(s["correct"] for s in samples) / n if n else 0.0,
         format_rate=sum(s["formatted"] for s in samples) / n if n else 0.0,
         mean_reward=sum(s["reward"] for s in samples) / n if n else 0.0,
         n=n,
         samples=samples,
+        formatted_accuracy=among,
+        n_formatted=n_formatted,
     )

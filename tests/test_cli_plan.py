@@ -157,3 +157,31 @@ def test_presets_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture
     assert _run(presets_cli, ["presets", "--plot", str(path), "--model", "Qwen2.5-0.5B"]) == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"wrote {path}" in capsys.readouterr().out
+
+
+def test_cpu_budget_plans_the_process_in_ram(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _json(capsys, ["SmolLM2-135M-Instruct", "--device", "cpu", "--budget-gb", "4"])
+    assert data["device"] == "cpu" and data["fits"] is True and data["budget_gib"] == 4.0
+    assert "process_baseline" in data["components"]
+    assert data["estimate_gib"] + data["required_headroom_gib"] <= 4.0
+    with pytest.raises(DoesNotFitError, match="GB of RAM"):
+        _run(plan_cli, ["plan", "SmolLM2-135M-Instruct", "--device", "cpu", "--budget-gb", "0.5"])
+
+
+def test_measure_runs_two_steps_and_compares_each_phase(tiny_model_dir: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        data = _json(capsys, [str(tiny_model_dir), "--device", "cpu", "--method", "lora", "--max-prompt-length", "16",
+                              "--set", "num_generations=2", "--set", "max_completion_length=8", "--measure"])
+    finally:
+        torch.set_num_threads(before)
+    measured = data["measured"]
+    assert measured["lengths"] == [16, 8]
+    assert {"generation", "backward_head", "backward_layers", "optimizer_step"} <= set(measured["phases"])
+    for phase in measured["phases"].values():
+        assert 0.85 <= phase["ratio"] <= 1.15 and phase["components"]["weights"][1] > 0
+    assert 0.85 <= measured["process"]["ratio"] <= 1.15

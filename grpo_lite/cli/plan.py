@@ -2,7 +2,8 @@
 
 Runs offline in well under 2 s for known architectures: no torch, trl, peft, bitsandbytes or
 datasets import on this path (torch only to detect a GPU when --budget-gb is omitted, or to count
-an unknown config's parameters on the meta device).
+an unknown config's parameters on the meta device). ``--measure`` is the exception: it trains two
+real steps (:mod:`grpo_lite.cli.measure`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="every preset's estimate for each MODEL side by side (models as columns)")
     p.add_argument("--plot", metavar="PATH", default=None,
                    help="also save a bar chart of every preset's peak components for MODEL (needs matplotlib)")
+    p.add_argument("--measure", action="store_true",
+                   help="also run two real GRPO steps here with the planned settings (worst-case lengths) and "
+                   "print planned vs measured per phase; needs the model on this machine (a local folder, a "
+                   ".gguf file or a cached hub model) and takes minutes on CPU")
     add_options(p, "set")
     return p
 
@@ -78,12 +83,37 @@ def run(args: argparse.Namespace) -> int:
     the_plan = plan(args.models[0], args.budget_gb, method=args.method, preset=args.preset, device=args.device,
                     num_processes=args.num_processes, sharding=args.sharding,
                     max_prompt_length=args.max_prompt_length, **fixed)
+    row = None
+    if args.measure:
+        from grpo_lite.cli.measure import measure_plan
+
+        row = measure_plan(the_plan)
     if args.json:
-        print(json.dumps(the_plan.to_dict(), indent=2, default=str))
+        data = the_plan.to_dict()
+        if row is not None:
+            data["measured"] = _measured_json(row)
+        print(json.dumps(data, indent=2, default=str))
         return 0
     from rich.console import Console
 
-    from grpo_lite.planning.tables import plan_table
+    from grpo_lite.planning.tables import measured_table, plan_table
 
     Console().print(plan_table(the_plan))
+    if row is not None:
+        Console().print(measured_table(row))
     return 0
+
+
+def _measured_json(row: dict[str, Any]) -> dict[str, Any]:
+    """Planned against measured, per phase and per component (bytes), and the process's peak."""
+    from grpo_lite.memory.calibration import compare, planned, rss_check
+
+    est = planned(row)
+    plan_b, meas_b = rss_check(row, est)
+    return {"lengths": [row["settings"]["max_prompt_length"], row["settings"]["max_completion_length"]],
+            "phases": {c.phase: {"planned": round(c.planned), "measured": round(c.measured), "ratio": round(c.ratio, 3),
+                                 "components": {k: [round(p), round(m)] for k, (p, m) in c.components.items()},
+                                 **{k: v for k, v in row["measured"][c.phase].items() if k in ("allocated", "reserved")}}
+                       for c in compare(row, est)},
+            "process": {"planned": round(plan_b), "measured": round(meas_b), "ratio": round(meas_b / plan_b, 3)},
+            "wall_s": row.get("wall_s")}

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.memory import terms as T
-from grpo_lite.memory.settings import Device, Method, Sharding, StepSettings
+from grpo_lite.memory import tokens as K
+from grpo_lite.memory.settings import Method, Sharding, StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
@@ -44,6 +45,7 @@ PHASES: dict[str, str] = {
 }
 COMPONENTS: dict[str, str] = {
     "cuda_context": "CUDA context and library workspaces",
+    "process_baseline": "the Python process before any tensor (interpreter, torch, transformers, TRL)",
     "weights": "model weights (load dtype / quantized)",
     "reference_model": "frozen reference copy (beta > 0, not PEFT)",
     "vllm": "colocated vLLM share",
@@ -57,8 +59,10 @@ COMPONENTS: dict[str, str] = {
     "work_buffers": "forward working set, dequantized weights",
     "optimizer_step": "optimizer step temporaries",
     "allocator_reserve": "allocator fragmentation (reserved, unallocated)",
+    "heap_slack": "glibc heap pages kept after frees, minus buffer pages never touched (CPU)",
 }
-_PERSISTENT = ("cuda_context", "weights", "reference_model", "vllm", "optimizer_state", "gradients", "grad_buckets")
+_PERSISTENT = ("cuda_context", "process_baseline", "weights", "reference_model", "vllm", "optimizer_state",
+               "gradients", "grad_buckets")
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ class MemoryEstimate:
     @property
     def components(self) -> tuple[Component, ...]:
         """Components alive at the peak (non-zero ones), in COMPONENTS order; they sum to the total."""
-        return tuple(c for c in self.peak.components if c.bytes > 0)
+        return tuple(c for c in self.peak.components if c.bytes != 0)  # heap_slack can be < 0 (see terms)
 
     @property
     def total_bytes(self) -> float:
@@ -135,58 +139,110 @@ class MemoryEstimate:
         return {p.name: p.total_bytes / GIB for p in self.phases}
 
 
-def _phase(name: PhaseName, terms: dict[str, T.Term], device: Device) -> Phase:
+def _phase(name: PhaseName, terms: dict[str, T.Term], arch: Architecture, s: StepSettings) -> Phase:
+    """Order the components; add the allocator's share of the transient bytes (CUDA) or the heap's (CPU)."""
     transient = math.fsum(t.bytes for key, t in terms.items() if key not in _PERSISTENT)
-    if device == "cuda":
+    if s.device == "cuda":
         terms = {**terms, "allocator_reserve": T.Term(T.FRAGMENTATION * transient,
                                                       f"{T.FRAGMENTATION:.0%} of {transient / GIB:.2f} GiB transient")}
+    else:
+        head = name in ("backward_head", "scoring") and "logits" in terms
+        untouched = K.untouched_buffer(arch, s) if head else 0.0
+        terms = {**terms, "heap_slack": T.heap_slack(arch, s, transient, untouched=untouched)}
     ordered = tuple(Component(k, terms[k].bytes, terms[k].detail) for k in COMPONENTS if k in terms)
     return Phase(name, ordered)
 
 
+def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.Term],
+                  extra: dict[str, T.Term]) -> dict[str, T.Term]:
+    """Backward through the blocks.
+
+    With gradients from earlier micro-batches (accumulation) everything adds up. Without, each
+    block's gradients appear as its saved activations are freed, so the peak holds the larger of the
+    two, beside the recomputed block, the working set and the LM head's weight gradient (pending
+    until the tied embedding's own arrives).
+    """
+    acts = K.activations(arch, s, recompute=True)
+    working = K.backward_working_set(arch, s)
+    extra = {**extra, "work_buffers": T.Term(extra["work_buffers"].bytes + working.bytes,
+                                             f"{working.detail}; {extra['work_buffers'].detail}")}
+    grads = with_grads["gradients"]
+    if s.grads_before_backward or s.optimizer.layerwise:
+        return {**with_grads, **extra, "activations": acts}
+    saved = K.saved_activations(arch, s).saved
+    head = K.head_weight_grad(arch, s)
+    if saved >= grads.bytes - head:
+        if arch.tied and head:  # the head's weight gradient waits for the embedding's before it accumulates
+            return {**with_grads, **extra, "activations": acts, "gradients": T.Term(0.0, "none yet"),
+                    "logits": T.Term(head, "the tied LM head's weight gradient, pending until the embedding's")}
+        return {**with_grads, **extra, "activations": acts,
+                "gradients": T.Term(head, "the LM head's weight gradient" if head else "none yet")}
+    return {**with_grads, **extra, "activations": T.Term(acts.bytes - saved, "the last block's"),
+            "gradients": T.Term(grads.bytes, f"{grads.detail}, all there by the end of backward")}
+
+
+def _sampling_peak(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
+    """Sampling peaks at the prefill (the prompts' keys and one block's working set) or at the last decoding
+    step (the whole KV cache and the last position's logits), whichever is larger."""
+    n, p = s.generation_batch_per_device, s.max_prompt_length
+    prefill = {"kv_cache": T.kv_cache(arch, s, tokens=p),
+               "work_buffers": T.work_buffers(arch, s, tokens=0 if s.use_vllm else n * p, seq=p)}
+    decode = {"kv_cache": T.kv_cache(arch, s), "logits": T.generation_logits(arch, s),
+              "work_buffers": T.sampling_buffers(arch, s)}
+    if sum(t.bytes for t in prefill.values()) > sum(t.bytes for t in decode.values()):
+        return prefill
+    return decode
+
+
 def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
     """Assemble every phase of a step from the component formulas."""
-    ctx = T.Term(T.CUDA_CONTEXT_BYTES if s.device == "cuda" else 0.0, "per process, outside the allocator")
-    persistent = {"cuda_context": ctx, "weights": T.weights(arch, s), "reference_model": T.reference_model(arch, s),
+    if s.device == "cuda":
+        base = {"cuda_context": T.Term(T.CUDA_CONTEXT_BYTES, "per process, outside the allocator")}
+    else:
+        base = {"process_baseline": T.process_baseline(s)}
+    persistent = {**base, "weights": T.weights(arch, s), "reference_model": T.reference_model(arch, s),
                   "vllm": T.vllm_share(s), "optimizer_state": T.optimizer_state(arch, s)}
     with_grads = {**persistent, "gradients": T.gradients(arch, s), "grad_buckets": T.grad_buckets(arch, s)}
-    seq = s.max_prompt_length + s.max_completion_length
+    no_grads = {**with_grads, "gradients": T.Term(0.0, "none yet (set to None after each optimizer step)")}
+    pack = K.packing(s)
     blocks = T.gathered_weights(arch, s)
     gather_all = s.sharding == "zero3" and s.ds3_gather_for_generation
-    sampling = with_grads if s.grads_during_generation else persistent
+    sampling = with_grads if s.grads_during_generation else no_grads
     phases = [_phase("generation", {
-        **sampling, "kv_cache": T.kv_cache(arch, s), "logits": T.generation_logits(arch, s),
-        "work_buffers": T.work_buffers(arch, s, tokens=0 if s.use_vllm else
-                                       s.generation_batch_per_device * s.max_prompt_length, seq=s.max_prompt_length),
+        **sampling, **_sampling_peak(arch, s),
         "gathered_weights": T.gathered_weights(arch, s, full_model=gather_all) if not s.use_vllm else blocks,
-    }, s.device)]
+    }, arch, s)]
     if s.needs_scoring:
-        phases.append(_phase("scoring", {
-            **sampling, "gathered_weights": blocks, "logits": T.scoring_head(arch, s),
-            "work_buffers": T.work_buffers(arch, s, tokens=s.per_device_train_batch_size * seq, seq=seq),
-        }, s.device))
+        head = K.scoring_head(arch, s)
+        work = T.work_buffers(arch, s, tokens=pack.tokens, seq=pack.seq)
+        scoring = {"logits": head} if head.bytes >= work.bytes else {"work_buffers": work}  # never alive together
+        phases.append(_phase("scoring", {**sampling, "gathered_weights": blocks, **scoring}, arch, s))
+    before = with_grads if s.grads_before_backward else no_grads
     phases.append(_phase("backward_head", {
-        **with_grads, "gathered_weights": blocks, "activations": T.activations(arch, s, recompute=False),
-        "logits": T.logits(arch, s)}, s.device))
-    layers = {**with_grads, "gathered_weights": blocks, "activations": T.activations(arch, s, recompute=True),
-              "work_buffers": T.work_buffers(arch, s, tokens=0, seq=0)}
+        **before, "gathered_weights": blocks, "activations": K.activations(arch, s, recompute=False),
+        "logits": K.logits(arch, s)}, arch, s))
+    extra = {"gathered_weights": blocks, "work_buffers": T.work_buffers(arch, s, tokens=0, seq=0)}
     if s.optimizer.layerwise:
-        layers["optimizer_step"] = T.optimizer_step(arch, s)
-    phases.append(_phase("backward_layers", layers, s.device))
+        extra["optimizer_step"] = T.optimizer_step(arch, s)
+    phases.append(_phase("backward_layers", _layers_phase(arch, s, with_grads, extra), arch, s))
     if not s.optimizer.layerwise:
-        phases.append(_phase("optimizer_step", {**with_grads, "optimizer_step": T.optimizer_step(arch, s)}, s.device))
+        phases.append(_phase("optimizer_step", {**with_grads, "optimizer_step": T.optimizer_step(arch, s)}, arch, s))
     return tuple(phases)
 
 
 def _notes(s: StepSettings) -> tuple[str, ...]:
     notes = []
     if s.device == "cpu":
-        notes.append("CPU: float32 unless told otherwise, no CUDA context, no allocator reserve")
+        notes.append("CPU: float32 unless told otherwise; the estimate is the process's peak resident memory "
+                     "(interpreter and libraries included); train() sets glibc's mmap threshold to 64 KiB")
     if s.use_liger_kernel:
         notes.append("use_liger_kernel in TRL 1.16 patches RMSNorm/SwiGLU/RoPE only: the log-prob head is "
                      "already chunked by TRL, so liger saves activation memory, not logits")
     if s.optimizer.paged:
         notes.append(f"{s.optim} pages its state: it can spill to CPU memory instead of failing (slower)")
+    if s.shared_prefix:
+        notes.append("shared_prefix: each group's prompt is forwarded once before its completions (SDPA block "
+                     "mask); the LM head scores completion tokens only")
     if s.shards_weights:
         notes.append("weights sharded: one gathered block (plus prefetch) and the LM head are full at a time")
     return tuple(notes)

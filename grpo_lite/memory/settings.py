@@ -1,9 +1,9 @@
 """Resolved, validated settings of a GRPO step: what decides its memory.
 
 GRPOConfig names are used where they exist; ``method``, ``device``, ``dtype``, ``quantization``,
-``max_prompt_length``, ``lora_*``, ``budget_gib``, ``num_processes`` and ``sharding`` are the
-planner's own. :meth:`StepSettings.resolve` fills device-dependent defaults and raises
-:class:`~grpo_lite.errors.ConfigError` for what TRL or transformers would reject.
+``max_prompt_length``, ``lora_*``, ``budget_gib``, ``num_processes``, ``sharding`` and
+``shared_prefix`` are the planner's own. :meth:`StepSettings.resolve` fills device-dependent defaults
+and raises :class:`~grpo_lite.errors.ConfigError` for what TRL or transformers would reject.
 
 >>> s = StepSettings.resolve(method="qlora", optim="paged_adamw_8bit")
 >>> s.quantization, s.dtype, s.bf16
@@ -77,6 +77,7 @@ class StepSettings:
     num_processes: int = 1
     sharding: Sharding | None = None  # Default: "ddp" when num_processes > 1, else "none"
     ds3_gather_for_generation: bool = True
+    shared_prefix: bool = False  # each group's prompt forwarded once, its completions packed after it
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -175,9 +176,19 @@ class StepSettings:
 
     @property
     def grads_during_generation(self) -> bool:
-        """Whether some generation happens mid-accumulation, with gradients of earlier micro-batches alive."""
-        cycle = self.spg * self.num_iterations
-        return cycle < self.gradient_accumulation_steps or self.gradient_accumulation_steps % cycle != 0
+        """Whether some generation happens mid-accumulation, with gradients of earlier micro-batches alive.
+
+        TRL generates at the micro-steps that are multiples of ``steps_per_generation x num_iterations``;
+        gradients are set to None after every optimizer step, i.e. every ``gradient_accumulation_steps``
+        micro-steps, so a generation sees gradients only when the two cycles do not line up.
+        """
+        return (self.spg * self.num_iterations) % self.gradient_accumulation_steps != 0
+
+    @property
+    def grads_before_backward(self) -> bool:
+        """Whether gradients exist when a micro-batch's backward starts: after the first micro-batch of an
+        accumulation, or always under DeepSpeed ZeRO (it keeps its gradient partitions allocated)."""
+        return self.gradient_accumulation_steps > 1 or self.sharding in ("zero2", "zero3")
 
     def _validate(self) -> None:
         for key in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_iterations",

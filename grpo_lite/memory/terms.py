@@ -22,6 +22,9 @@ FRAGMENTATION = 0.15  # allocator "reserved but unallocated", as a share of the 
 VLLM_OVERHEAD_BYTES = 1.0 * GIB  # vLLM's own activations / CUDA graphs inside its share
 TOKEN_TILE = 4096  # TRL's chunked log-prob kernel: tokens per projection tile
 VOCAB_TILE = 32768  # TRL's chunked log-prob kernel: vocabulary columns per tile
+PROCESS_BASELINE_BYTES = 0.53 * GIB  # CPU: resident before any tensor (measured 0.51-0.55 GiB: docs/memory.md)
+HEAP_SLACK_SHARE = 0.01  # CPU: resident heap beyond the live tensors, as a share of the transient bytes
+PAGE = 4096
 NF4_BYTES = 0.5  # 4 bits per weight
 NF4_CONST_DOUBLE = 1 / 64 + 4 / (64 * 256)  # 8-bit absmax per 64 weights + fp32 per 256 blocks
 NF4_CONST_SINGLE = 4 / 64  # fp32 absmax per 64 weights
@@ -163,116 +166,89 @@ def _state_label(state: str, param_bytes: float) -> str:
 def optimizer_step(arch: Architecture, s: StepSettings) -> Term:
     """Temporaries of the step: foreach AdamW's sqrt buffer, GaLore's SVD of the largest matrix."""
     opt = s.optimizer
-    n, _, pb = trainable(arch, s)
+    n, largest, pb = trainable(arch, s)
     if opt.galore and not s.is_peft:
         _, out, inp = max(arch.linear_shapes(), key=lambda t: t[1] * t[2])
         k = min(out, inp)
         svd = 4 * (out * inp + out * k + k * inp) + pb * out * inp
         return Term(svd, f"GaLore SVD of a {out}x{inp} gradient in fp32 (copy, U, Vh) + full-size update")
+    if opt.step_temp and s.device == "cpu":  # foreach is PyTorch's default only when every tensor is on CUDA
+        return Term(2 * largest * pb, f"single-tensor AdamW: sqrt(v) and the update of the largest tensor "
+                                      f"({largest:,} x {pb} B) x 2")
     if opt.step_temp:
         b = n * pb / (s.num_processes if s.shards_grads else 1)
         return Term(b, f"foreach AdamW sqrt(v) buffer: {n:,} x {pb} B")
     return Term(0.0, f"{opt.name}: in place")
 
 
-def _per_layer_token_bytes(arch: Architecture, s: StepSettings, seq: int) -> tuple[float, str]:
-    """Bytes one decoder block saves for backward, per token of the micro-batch."""
-    e, h, qd, i = s.act_bytes, arch.hidden, arch.q_dim, arch.intermediate
-    norm = 2 * e * h if s.use_liger_kernel else 4 * h + e * h  # HF RMSNorm keeps an fp32 copy of its input
-    mlp = (3 if s.use_liger_kernel else 4) * e * i if arch.gated_mlp else 2 * e * i
-    attn = e * qd * 4 + 4 * arch.heads + e * seq  # q, k, v (repeated to all heads), out, logsumexp, mask bias
-    lora = 0.0
-    if s.is_peft:
-        copy = s.adapter_bytes != s.act_bytes
-        drop = s.lora_dropout > 0
-        per_in = (e if (copy or drop) else 0) + (1 if drop else 0)
-        lora = sum(per_in * inp + e * s.lora_r for _, _, inp in lora_targets(arch, s))
-    total = 2 * norm + attn + mlp + lora
-    return total, f"{total:,.0f} B/token/layer"
-
-
-def activations(arch: Architecture, s: StepSettings, *, recompute: bool) -> Term:
-    """Saved activations of one micro-batch (worst-case lengths).
+def kv_cache(arch: Architecture, s: StepSettings, *, tokens: int | None = None) -> Term:
+    """Generation KV cache of every sequence generated at once (transformers generate).
 
     Args:
-        recompute: at the backward through the layers (True: add the recomputed block and the
-            backward working set) or at the LM head (False: all saved tensors, nothing recomputed).
+        tokens: tokens per sequence cached. Default: ``P + C`` (the last decoding step), plus the
+            ``torch.cat`` in ``DynamicLayer.update`` that holds one layer's old and new keys at once.
     """
-    seq = s.max_prompt_length + s.max_completion_length
-    tokens = s.per_device_train_batch_size * seq
-    e, h = s.act_bytes, arch.hidden
-    per_layer, per_detail = _per_layer_token_bytes(arch, s, seq)
-    final_norm = (2 * e * h if s.use_liger_kernel else 4 * h + e * h) * tokens
-    if s.gradient_checkpointing:
-        saved = arch.layers * e * h * tokens + final_norm
-        detail = f"{tokens:,} tokens x {arch.layers} layers x {e * h} B (checkpoints)"
-        if recompute:
-            saved += per_layer * tokens
-            detail += f" + one recomputed layer ({per_detail})"
-    else:
-        saved = arch.layers * per_layer * tokens + final_norm
-        detail = f"{tokens:,} tokens x {arch.layers} layers x {per_detail}"
-    if recompute:
-        saved += e * (2 * h + 3 * arch.intermediate) * tokens
-        detail += " + backward working set"
-    return Term(saved, detail)
-
-
-def head_tokens(s: StepSettings) -> int:
-    """Positions the fused LM head scores: completion tokens on CUDA (compact), all positions on CPU."""
-    seq = s.max_prompt_length + s.max_completion_length
-    per_seq = s.max_completion_length if s.device == "cuda" else seq - 1
-    return s.per_device_train_batch_size * per_seq
-
-
-def logits(arch: Architecture, s: StepSettings) -> Term:
-    """TRL's chunked log-prob head at its backward: tiles, fp32 grads of hidden states and lm_head."""
-    n, h = head_tokens(s), arch.hidden
-    ec = 4 if s.cast_lm_head_to_fp32 else s.act_bytes
-    b = ec * n * h + 7 * 4 * n + min(n, TOKEN_TILE) * VOCAB_TILE * ec + (4 + s.act_bytes) * n * h
-    detail = f"{n:,} scored tokens: hidden copy, {min(n, TOKEN_TILE)}x{VOCAB_TILE} tile, fp32 grad of hidden"
-    if not s.is_peft:
-        cast = 0 if s.optimizer.layerwise else s.weight_bytes
-        b += (4 + cast) * arch.vocab * h
-        detail += f" + fp32 grad of lm_head ({arch.vocab:,}x{h})"
-    return Term(b, detail + " (full logits never materialized)")
-
-
-def kv_cache(arch: Architecture, s: StepSettings) -> Term:
-    """Generation KV cache of every sequence generated at once (transformers generate)."""
     if s.use_vllm:
         return Term(0.0, "inside vLLM's share")
-    seq = s.max_prompt_length + s.max_completion_length
+    seq = s.max_prompt_length + s.max_completion_length if tokens is None else tokens
     per_token = 2 * arch.layers * arch.kv_dim * s.act_bytes
     b = per_token * s.generation_batch_per_device * seq
-    return Term(b, f"2 x {arch.layers} layers x {arch.kv_dim} x {s.act_bytes} B x {s.generation_batch_per_device} "
-                   f"sequences x {seq} tokens")
+    detail = f"2 x {arch.layers} layers x {arch.kv_dim} x {s.act_bytes} B x {s.generation_batch_per_device} " \
+             f"sequences x {seq} tokens"
+    if tokens is None:
+        b *= 1 + 1 / (2 * arch.layers)
+        detail += f" x (1 + 1/{2 * arch.layers}): one layer's old keys during the cat"
+    return Term(b, detail)
+
+
+GENERATION_VOCAB_VECTORS = 7  # fp32 vocabulary-sized vectors per sequence while sampling (measured)
 
 
 def generation_logits(arch: Architecture, s: StepSettings) -> Term:
-    """Last-position logits while sampling: bf16 logits, fp32 copy, processed scores, probabilities."""
+    """The last position's logits at a decoding step (the model's output)."""
     if s.use_vllm:
         return Term(0.0, "inside vLLM's share")
-    b = s.generation_batch_per_device * arch.vocab * (s.act_bytes + 12)
-    return Term(b, f"{s.generation_batch_per_device} sequences x {arch.vocab:,} vocab x {s.act_bytes + 12} B")
+    b = s.generation_batch_per_device * arch.vocab * s.act_bytes
+    return Term(b, f"{s.generation_batch_per_device} sequences x {arch.vocab:,} vocab x {s.act_bytes} B")
+
+
+def sampling_buffers(arch: Architecture, s: StepSettings) -> Term:
+    """What sampling a token allocates after the logits: fp32 copies, processed scores, probabilities
+    (7 fp32 vocabulary vectors per sequence, measured on CPU)."""
+    if s.use_vllm:
+        return Term(0.0, "inside vLLM's share")
+    per = 4 * GENERATION_VOCAB_VECTORS
+    b = s.generation_batch_per_device * arch.vocab * per
+    return Term(b, f"sampling: {s.generation_batch_per_device} sequences x {arch.vocab:,} vocab x {per} B")
+
+
+def lora_copy_bytes(s: StepSettings) -> int:
+    """Bytes per element of the copy of a wrapped linear's input that LoRA's ``lora_A`` works on; 0: none.
+
+    PEFT casts the input to the adapters' dtype (fp32 LoRA adapters on a bf16 base: an fp32 copy); under
+    autocast ``lora_A`` then works on (and saves) autocast's 16-bit copy instead.
+    """
+    if not s.is_peft:
+        return 0
+    after_peft = s.adapter_bytes
+    if (s.bf16 or s.fp16) and after_peft != s.act_bytes:
+        return s.act_bytes
+    return after_peft if after_peft != s.weight_bytes else 0
 
 
 def work_buffers(arch: Architecture, s: StepSettings, *, tokens: int, seq: int) -> Term:
-    """No-grad forward working set (one block's intermediates) + a dequantized weight when quantized."""
-    e = s.act_bytes
-    b = tokens * e * (3 * arch.intermediate + 4 * arch.hidden + seq)
+    """No-grad forward working set (one block's intermediates, LoRA's branch) + a dequantized weight when quantized."""
+    e, i = s.act_bytes, arch.intermediate
+    per_token = e * (3 * i + 4 * arch.hidden + seq)
+    if s.is_peft:  # the adapter branch's output beside the base's; in the adapters' dtype when it differs
+        copy = lora_copy_bytes(s)
+        per_token += (2 * copy * i + copy * arch.hidden) if copy else e * i
+    b = tokens * per_token
     parts = [f"{tokens:,} tokens x one block's intermediates"] if tokens else []
     if s.quantization != "none":
         b += max(out * inp for _, out, inp in arch.linear_shapes()) * e
         parts.append("one dequantized weight")
     return Term(b, " + ".join(parts) or "none")
-
-
-def scoring_head(arch: Architecture, s: StepSettings) -> Term:
-    """Forward-only chunked log-prob head (old / reference log-probs)."""
-    n = head_tokens(s)
-    b = s.act_bytes * n * arch.hidden + min(n, TOKEN_TILE) * VOCAB_TILE * s.act_bytes + 7 * 4 * n
-    return Term(b, f"{n:,} scored tokens, one {min(n, TOKEN_TILE)}x{VOCAB_TILE} tile")
 
 
 def gathered_weights(arch: Architecture, s: StepSettings, *, full_model: bool = False) -> Term:
@@ -300,3 +276,23 @@ def vllm_needed(arch: Architecture, s: StepSettings) -> float:
     seq = s.max_prompt_length + s.max_completion_length
     kv = 2 * arch.layers * arch.kv_dim * 2 * s.generation_batch_per_device * seq
     return arch.n_params * 2 + kv + VLLM_OVERHEAD_BYTES
+
+
+def process_baseline(s: StepSettings) -> Term:
+    """CPU: what the training process holds before any tensor: interpreter, torch, transformers, TRL, data."""
+    return Term(PROCESS_BASELINE_BYTES, "Python + torch + transformers + TRL + tokenizer and dataset (measured)")
+
+
+def heap_slack(arch: Architecture, s: StepSettings, transient: float, *, untouched: float = 0.0) -> Term:
+    """CPU: heap pages beyond the live tensors at the phase's peak, minus pages of the head buffer never touched.
+
+    Args:
+        transient: the phase's transient bytes (activations, logits, buffers, KV cache).
+        untouched: bytes of the LM head's tile buffer that are never written (vocabulary < 32768 columns).
+    """
+    b = HEAP_SLACK_SHARE * transient - untouched
+    detail = f"{HEAP_SLACK_SHARE:.0%} of {_g(transient)} transient"
+    if untouched:
+        detail += f", minus {_g(untouched)} of the head buffer never touched (vocabulary < {VOCAB_TILE})"
+    return Term(b, detail)
+

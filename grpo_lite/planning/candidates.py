@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["GENERATIONS", "COMPLETION_LENGTHS", "HEADROOM_SHARE", "HEADROOM_MIN_GIB", "Candidate", "batch_shapes",
            "candidates", "fits", "headroom_gib", "required_nominal_gb", "BATCH_KEYS", "LORA_KEYS",
-           "MODEL_KEYS"]
+           "MODEL_KEYS", "TRAINER_KEYS"]
 
 GENERATIONS: tuple[int, ...] = (8, 6, 4)  # num_generations tried, best first; 4 is the floor
 COMPLETION_LENGTHS: tuple[int, ...] = (512, 384, 256)  # max_completion_length tried; 256 is the floor
@@ -41,6 +41,7 @@ BATCH_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "ste
               "generation_batch_size", "num_generations")
 LORA_KEYS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 MODEL_KEYS = ("dtype",)  # how the weights load (from_pretrained), not GRPOConfig fields
+TRAINER_KEYS = ("shared_prefix",)  # grpo-lite's own trainer options, not GRPOConfig fields
 VLLM_MAX_SHARE = 0.9
 
 
@@ -54,22 +55,22 @@ def fits(est: MemoryEstimate, usable_gib: float) -> bool:
     return est.total_gib + headroom_gib(usable_gib) <= usable_gib
 
 
-def required_nominal_gb(total_gib: float) -> int:
-    """The smallest whole nominal GB whose usable memory holds ``total_gib`` plus headroom.
+def required_nominal_gb(total_gib: float, *, device: str = "cuda") -> int:
+    """The smallest whole nominal GB (card, or RAM on CPU) whose usable memory holds ``total_gib`` plus headroom.
 
-    >>> required_nominal_gb(10.0)
-    11
+    >>> required_nominal_gb(10.0), required_nominal_gb(10.0, device="cpu")
+    (11, 11)
     """
     usable = max(total_gib / (1 - HEADROOM_SHARE), total_gib + HEADROOM_MIN_GIB)
-    gb = math.ceil(usable_to_nominal_gb(usable) - 1e-9)
-    while not fits_total(total_gib, gb):  # guard against rounding at the boundary
+    gb = math.ceil((usable if device == "cpu" else usable_to_nominal_gb(usable)) - 1e-9)
+    while not fits_total(total_gib, gb, device=device):  # guard against rounding at the boundary
         gb += 1
     return gb
 
 
-def fits_total(total_gib: float, nominal_gb: float) -> bool:
-    """Whether a peak of ``total_gib`` fits a ``nominal_gb`` card with headroom."""
-    usable = nominal_to_usable_gib(nominal_gb)
+def fits_total(total_gib: float, nominal_gb: float, *, device: str = "cuda") -> bool:
+    """Whether a peak of ``total_gib`` fits a ``nominal_gb`` card (or that much RAM on CPU) with headroom."""
+    usable = nominal_gb if device == "cpu" else nominal_to_usable_gib(nominal_gb)
     return total_gib + headroom_gib(usable) <= usable
 
 
@@ -77,22 +78,40 @@ def _divisors_desc(n: int) -> list[int]:
     return [d for d in range(n, 0, -1) if n % d == 0]
 
 
+def _batch_options(num_generations: int, fixed: dict[str, Any], shared_prefix: bool) -> list[int]:
+    """per_device_train_batch_size values to try, largest first (whole groups first when sharing prompts)."""
+    if "per_device_train_batch_size" in fixed:
+        return [fixed["per_device_train_batch_size"]]
+    options = _divisors_desc(num_generations)
+    if not shared_prefix:
+        return options
+    gen = fixed.get("generation_batch_size")
+    groups = gen // num_generations if isinstance(gen, int) and gen >= num_generations else 1
+    whole = [k * num_generations for k in _divisors_desc(groups)]  # every prompt's completions in one micro-batch
+    return whole + [o for o in options if o not in whole]
+
+
 def batch_shapes(num_generations: int, *, num_processes: int, fixed: dict[str, Any],
-                 layerwise: bool = False) -> list[dict[str, Any]]:
+                 layerwise: bool = False, shared_prefix: bool | None = None) -> list[dict[str, Any]]:
     """Micro-batch / accumulation pairs for ``num_generations``, largest micro-batch first.
 
     Each device generates one prompt group per step unless the user fixed the batch keys; values in
     ``fixed`` are kept. Shapes that break TRL's divisibility rule are left for StepSettings to reject.
+    With a shared prefix (``shared_prefix``, or ``fixed["shared_prefix"]``) the shapes that keep whole
+    groups in one micro-batch (a multiple of ``num_generations``) come first: their prompt is
+    forwarded once for all its completions.
 
     >>> [tuple(s.values()) for s in batch_shapes(8, num_processes=2, fixed={})]
     [(8, 1), (4, 1), (2, 2), (1, 4)]
     >>> batch_shapes(4, num_processes=1, fixed={"per_device_train_batch_size": 1})
     [{'per_device_train_batch_size': 1, 'gradient_accumulation_steps': 4}]
+    >>> fixed = {"shared_prefix": True, "generation_batch_size": 16}
+    >>> [s["per_device_train_batch_size"] for s in batch_shapes(4, num_processes=1, fixed=fixed)]
+    [16, 8, 4, 2, 1]
     """
-    pdbs_options = [fixed["per_device_train_batch_size"]] if "per_device_train_batch_size" in fixed \
-        else _divisors_desc(num_generations)
+    sharing = bool(fixed.get("shared_prefix")) if shared_prefix is None else shared_prefix
     shapes = []
-    for pdbs in pdbs_options:
+    for pdbs in _batch_options(num_generations, fixed, sharing):
         shape: dict[str, Any] = {"per_device_train_batch_size": pdbs}
         if "gradient_accumulation_steps" in fixed:
             shape["gradient_accumulation_steps"] = fixed["gradient_accumulation_steps"]
@@ -167,6 +186,7 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
         "use_liger_kernel": liger, "max_prompt_length": max_prompt_length, "num_processes": num_processes,
         "sharding": sharding, "budget_gib": usable_gib, "beta": fixed.get("beta", 0.0),
         "lora_r": fixed.get("lora_r", preset.lora_r), "lora_dropout": fixed.get("lora_dropout", 0.0),
+        "shared_prefix": bool(fixed.get("shared_prefix", False)),
     }
     if fixed.get("fp16") and device == "cuda":
         base["dtype"] = "float16"

@@ -34,7 +34,8 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
     Args:
         model: name, path or ModelSpec.
         budget_gb: the card's nominal size in GB, per device (16 for a "16 GB" card, 15.73 GiB
-            usable). None: detect the current CUDA device; no CUDA gives a CPU plan.
+            usable); with ``device="cpu"``, the RAM the run may use (GiB). None: detect the current
+            CUDA device; no CUDA gives a CPU plan for reference.
         method: restrict the ladder to one method.
         preset: use exactly this rung (only its settings are traded).
         device: "cuda" or "cpu"; Default: cuda when a budget is given, else what is detected.
@@ -68,7 +69,11 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
     reasons: list[str] = []
     nominal: float | None = None
     usable: float | None = None
-    if budget_gb is not None:
+    if budget_gb is not None and device == "cpu":
+        nominal = usable = hardware.validate_budget_gb(budget_gb)
+        reasons.append(f"budget: {nominal:g} GB of RAM for the run: the plan's peak is the process's peak resident "
+                       "memory (interpreter and libraries included)")
+    elif budget_gb is not None:
         nominal = hardware.validate_budget_gb(budget_gb)
         usable = hardware.nominal_to_usable_gib(nominal)
         device = device or "cuda"

@@ -16,6 +16,7 @@ from grpo_lite.planning.candidates import (
     GENERATIONS,
     LORA_KEYS,
     MODEL_KEYS,
+    TRAINER_KEYS,
     Candidate,
     candidates,
     fits,
@@ -114,15 +115,17 @@ def search(spec: ModelSpec, *, device: Device, usable_gib: float | None, nominal
         if errors:
             raise ConfigError(errors[0])
         raise ConfigError("no preset is available here: " + "; ".join(reasons))
-    raise _does_not_fit(spec, failures, usable_gib, nominal_gb, num_processes)
+    raise _does_not_fit(spec, failures, usable_gib, nominal_gb, num_processes, device)
 
 
 def _does_not_fit(spec: ModelSpec, failures: list[Candidate], usable: float | None, nominal: float | None,
-                  num_processes: int) -> DoesNotFitError:
+                  num_processes: int, device: Device) -> DoesNotFitError:
     best = min(failures, key=lambda c: c.estimate.total_bytes)  # type: ignore[union-attr]
     need = best.estimate.total_gib  # type: ignore[union-attr]
-    gb = required_nominal_gb(need)
-    if num_processes > 1:
+    gb = required_nominal_gb(need, device=device)
+    if device == "cpu":
+        card = f"{nominal:g} GB of RAM"
+    elif num_processes > 1:
         card = f"{num_processes} x {nominal:g} GB cards ({usable:.2f} GiB usable each)"
     else:
         card = f"a {nominal:g} GB card ({usable:.2f} GiB usable)"
@@ -202,7 +205,7 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
     if k["use_vllm"]:
         settings["vllm_mode"] = k.get("vllm_mode", "colocate")
         settings["vllm_gpu_memory_utilization"] = k["vllm_gpu_memory_utilization"]
-    settings.update({key: value for key, value in fixed.items() if key not in LORA_KEYS + MODEL_KEYS})
+    settings.update({key: value for key, value in fixed.items() if key not in LORA_KEYS + MODEL_KEYS + TRAINER_KEYS})
     if fixed.get("fp16") and "bf16" not in fixed:
         settings["bf16"] = False  # fp16 mixed precision replaces bf16
     return settings

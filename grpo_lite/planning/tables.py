@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
 __all__ = ["plan_table", "estimate_table", "ladder_table", "ladder_markdown", "update_presets_doc",
-           "plot_components", "DOC_START", "DOC_END", "reference_estimates", "compare_data", "compare_table"]
+           "plot_components", "DOC_START", "DOC_END", "reference_estimates", "compare_data", "compare_table",
+           "measured_table"]
 
 DOC_START = "<!-- presets-table:start -->"
 DOC_END = "<!-- presets-table:end -->"
@@ -35,7 +36,8 @@ def estimate_table(est: MemoryEstimate, title: str | None = None) -> Table:
     """Components at the peak: GiB, share of the total, how each was computed."""
     from rich.table import Table
 
-    table = Table(title=title or f"peak memory: {est.total_gib:.2f} GiB ({PHASES[est.peak_phase]})",
+    what = "peak resident memory of the process" if est.settings.device == "cpu" else "peak memory"
+    table = Table(title=title or f"{what}: {est.total_gib:.2f} GiB ({PHASES[est.peak_phase]})",
                   title_justify="left")
     table.add_column("component")
     table.add_column("GiB", justify="right")
@@ -64,8 +66,10 @@ def plan_table(plan: Plan) -> Group:
         budget = "no budget: estimate shown for reference"
     else:
         nominal = f"{plan.budget_gb:g} GB, " if plan.budget_gb else ""
-        head = Text(f"{plan.model.name}: preset {plan.preset.name} fits {where}{nominal}{plan.budget_gib:.2f} GiB "
-                    "per device" if plan.fits else f"{plan.model.name}: does NOT fit", style="bold")
+        room = f"{plan.budget_gb:g} GB of RAM" if plan.device == "cpu" else \
+            f"{where}{nominal}{plan.budget_gib:.2f} GiB per device"
+        head = Text(f"{plan.model.name}: preset {plan.preset.name} fits {room}" if plan.fits
+                    else f"{plan.model.name}: does NOT fit", style="bold")
         budget = (f"estimate {plan.estimate.total_gib:.2f} GiB of {plan.budget_gib:.2f} GiB usable: headroom "
                   f"{plan.headroom_gib:.2f} GiB (at least {plan.required_headroom_gib:.2f} required)")
     reasons = Text("\n".join(f"- {r}" for r in plan.reasons))
@@ -247,3 +251,42 @@ def compare_table(data: dict[str, Any]) -> Table:
             cells.append(text if ok is None else f"{text} {'yes' if ok else 'no'}")
         table.add_row(row["preset"], *cells)
     return table
+
+
+def measured_table(row: dict[str, Any]) -> Group:
+    """``plan --measure``: each phase planned against measured (tensor bytes), the peak phase's components,
+    and the whole process's peak (RSS on CPU, reserved + context on CUDA)."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from grpo_lite.memory.calibration import compare, planned, rss_check
+
+    est = planned(row)
+    checks = compare(row, est)
+    s = row["settings"]
+    table = Table(title=f"planned vs measured, MiB ({s['per_device_train_batch_size']} sequences of "
+                        f"{s['max_prompt_length']} + {s['max_completion_length']} tokens)", title_justify="left")
+    cuda = any("allocated" in m for m in row["measured"].values())
+    cols = ("phase", "planned", "measured", "measured/planned") + (("max allocated", "max reserved") if cuda else ())
+    for col in cols:
+        table.add_column(col, justify="left" if col == "phase" else "right")
+    for c in checks:
+        cells = [c.phase, f"{c.planned / 2**20:,.1f}", f"{c.measured / 2**20:,.1f}", f"{c.ratio:.2f}"]
+        if cuda:
+            m = row["measured"][c.phase]
+            cells += [f"{m.get('allocated', 0) / 2**20:,.1f}", f"{m.get('reserved', 0) / 2**20:,.1f}"]
+        table.add_row(*cells)
+    peak = max(checks, key=lambda c: c.measured)
+    parts = Table(title=f"components at the measured peak ({peak.phase})", title_justify="left")
+    for col in ("component", "planned", "measured"):
+        parts.add_column(col, justify="left" if col == "component" else "right")
+    for name, (p, m) in peak.components.items():
+        if max(p, m) >= 0.05 * 2**20:
+            parts.add_row(name, f"{p / 2**20:,.1f}", f"{m / 2**20:,.1f}")
+    plan_b, meas_b = rss_check(row, est)
+    what = "peak reserved + CUDA context" if s.get("device") == "cuda" else "peak resident memory (RSS)"
+    line = Text(f"whole process, {what}: planned {plan_b / 2**30:.2f} GiB, measured {meas_b / 2**30:.2f} GiB "
+                f"({meas_b / plan_b:.2f}); two steps took {row.get('wall_s', '?')} s")
+    return Group(table, parts, line)
+

@@ -149,7 +149,7 @@ def train(
         preset = run.earlier.preset  # the rung the checkpoint was trained on (after any step down)
     inputs = _load_inputs(model, dataset, rewards, prompt_style, seed, run.console)
     plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
-    the_plan = _make_plan(inputs, plan_kwargs, method, preset, overrides, run, quiet)
+    the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run, quiet)
     loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks,
                           trainer_options={"shared_prefix": shared_prefix, "stop_strings": tuple(stop_strings)})
     trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)

@@ -1,0 +1,136 @@
+"""``grpo-lite plan --measure``: run real GRPO steps with a plan's settings and measure each phase.
+
+The run is the worst case the memory model plans for: prompts of exactly ``max_prompt_length``
+tokens, completions of exactly ``max_completion_length`` tokens (``min_new_tokens``), and one
+completion per generation ending a token early so every micro-batch carries padding (as real ones
+do). The model loads as the plan says (:func:`grpo_lite.training.build.build_trainer`), so it must
+be on this machine: a local folder, a ``.gguf`` file, or a hub id in the local cache. On CPU the
+glibc mmap threshold is set first, as ``train()`` does. The shared-prefix forward runs when the plan
+says ``shared_prefix`` (``--set shared_prefix=true``). Two steps run; the second (optimizer state
+allocated) is compared with the model at the measured prompt and completion lengths.
+
+Used by ``benchmarks/memory_fit.py`` and the calibration tests too.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.planning.result import Plan
+
+__all__ = ["exact_prompts", "measure_plan", "planned_kwargs"]
+
+_FILLERS = (" the", " a", " 1", " x", " and")
+
+
+def exact_prompts(tokenizer: Any, tokens: int, n: int) -> list[str]:
+    """``n`` distinct plain-text prompts of exactly ``tokens`` tokens as TRL tokenizes them (special tokens on).
+
+    Raises:
+        ConfigError: no filler word reaches the exact count (an unusual tokenizer, or ``tokens`` too small).
+    """
+    from grpo_lite.errors import ConfigError
+
+    def count(text: str) -> int:
+        return len(tokenizer(text)["input_ids"])
+
+    prompts = []
+    for i in range(n):
+        head = f"Q{i}:"
+        for word in _FILLERS:
+            words = max(0, tokens - count(head))
+            for _ in range(6):
+                got = count(head + word * words)
+                if got == tokens:
+                    prompts.append(head + word * words)
+                    break
+                words += tokens - got
+                if words < 0:
+                    break
+            if len(prompts) > i:
+                break
+        else:
+            raise ConfigError(f"could not build prompts of exactly {tokens} tokens with this tokenizer; "
+                              "plan for a longer --max-prompt-length")
+    return prompts
+
+
+def _length_reward(completions: list[Any], **_: Any) -> list[float]:
+    """A dense reward (characters), so every group has an advantage and a real backward."""
+    return [float(len(c[0]["content"] if isinstance(c, list) else c)) for c in completions]
+
+
+def planned_kwargs(the_plan: Plan, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    """The estimate() keywords of a plan at the measured lengths (what its memory depends on)."""
+    s = the_plan.estimate.settings
+    keep = ("method", "device", "dtype", "optim", "optim_args", "gradient_checkpointing", "per_device_train_batch_size",
+            "gradient_accumulation_steps", "steps_per_generation", "generation_batch_size", "num_generations",
+            "num_iterations", "beta", "lora_r", "lora_dropout", "use_liger_kernel", "bf16", "fp16",
+            "cast_lm_head_to_fp32", "shared_prefix")
+    kwargs = {k: getattr(s, k) for k in keep if hasattr(s, k)}
+    if s.lora_target_modules is not None:
+        kwargs["lora_target_modules"] = list(s.lora_target_modules)
+    kwargs.update(max_prompt_length=prompt_tokens, max_completion_length=completion_tokens)
+    return kwargs
+
+
+def measure_plan(the_plan: Plan, *, steps: int = 2, seed: int = 0, source: str | None = None) -> dict[str, Any]:
+    """Train ``steps`` GRPO steps with the plan's settings and return planned against measured.
+
+    Args:
+        the_plan: the plan to check (its model must be on this machine).
+        steps: GRPO steps; the last one is compared (two: the optimizer state exists in the second).
+        seed: seed of the weights' sampling and the run.
+        source: where to load the model from. Default: the plan's model id.
+
+    Returns:
+        A calibration row (see :func:`grpo_lite.memory.calibration.make_row`).
+    """
+    import torch
+    from datasets import Dataset
+
+    from grpo_lite.memory.calibration import make_row
+    from grpo_lite.memory.heap import set_mmap_threshold
+    from grpo_lite.memory.measure import measure_training
+    from grpo_lite.training.build import build_trainer, grpo_settings
+    from grpo_lite.training.loading import load_tokenizer
+
+    source = source or the_plan.model.model_id
+    cpu = the_plan.device == "cpu"
+    if cpu:
+        set_mmap_threshold()
+    tokenizer = load_tokenizer(source)
+    completion = the_plan.settings["max_completion_length"]
+    prompts = exact_prompts(tokenizer, the_plan.max_prompt_length, n=64)
+    with tempfile.TemporaryDirectory() as out:
+        settings = grpo_settings(the_plan, output_dir=os.path.join(out, "run"), seed=seed, max_steps=steps)
+        settings.update(save_strategy="no", logging_steps=1, report_to="none", disable_tqdm=True,
+                        generation_kwargs={"min_new_tokens": completion})
+        trainer = build_trainer(source, the_plan, settings, Dataset.from_dict({"prompt": prompts}), tokenizer,
+                                [_length_reward], [], shared_prefix=the_plan.estimate.settings.shared_prefix)
+        from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+        for quiet in (PrinterCallback, ProgressCallback):  # stdout stays for the plan (--json)
+            trainer.remove_callback(quiet)
+        backends = ("tensor",) if cpu else ("cuda", "tensor")
+        report = measure_training(trainer, backends, pad_one=True)
+    last = report.last()
+    measured: dict[str, Any] = {}
+    for phase, peak in last.phases["tensor"].items():
+        measured[phase] = {"peak": peak.peak_bytes, "categories": dict(peak.categories)}
+        if "cuda" in last.phases and phase in last.phases["cuda"]:
+            cuda = last.phases["cuda"][phase]
+            measured[phase].update(allocated=cuda.peak_bytes, reserved=cuda.categories.get("reserved", 0))
+    p, c = report.lengths()
+    extra: dict[str, Any] = {"peak_rss": report.peak_rss_bytes, "rss_start": report.rss_start_bytes,
+                             "wall_s": round(report.wall_s, 1), "threads": torch.get_num_threads()}
+    if not cpu:  # the device's own view: the allocator's reserved peak plus the context outside it
+        free, total = torch.cuda.mem_get_info()
+        context = total - free - torch.cuda.memory_reserved()
+        extra.update(peak_device=torch.cuda.max_memory_reserved() + context, cuda_context=context)
+    del trainer
+    return make_row(the_plan.model.arch, planned_kwargs(the_plan, p, c), measured, extra,
+                    model=the_plan.model.name)

@@ -1,0 +1,251 @@
+"""The byte formulas that grow with the tokens of a micro-batch: saved activations and TRL's fused LM head.
+
+Every number here was measured on CPU with :mod:`grpo_lite.memory.measure` (docs/memory.md has the
+calibration table). Notation as in docs/memory.md: ``e`` bytes per activation, ``h`` hidden size,
+``N`` the tokens the LM head scores.
+
+* A micro-batch of B sequences is B rows of ``S = P + C`` tokens, or with ``shared_prefix`` one
+  packed row per prompt group: its prompt once, then its ``g`` completions, ``L = P + g x C`` tokens
+  (:func:`packing`).
+* TRL's ``ChunkedLogProbFunction`` projects ``[min(N, 4096), 32768]`` tiles of logits into one
+  buffer. Where Triton is missing (CPU) the tile is folded with torch ops, which allocate fp32 tiles
+  of ``min(N, 4096) x min(V, 32768)``: 3 alive in the forward, 7 plus a bool one in the backward.
+  On CPU every position is scored (``N = B x (S - 1)``), on CUDA only completion tokens (``B x C``),
+  and with ``shared_prefix`` only the completion-predicting states reach the head (``B x C``).
+
+Pure arithmetic; :mod:`grpo_lite.memory.estimate` assembles these into phases.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from grpo_lite.memory.terms import PAGE, TOKEN_TILE, VOCAB_TILE, Term, lora_copy_bytes, lora_targets
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.settings import StepSettings
+
+__all__ = ["HEAD_BWD_TILES", "HEAD_FWD_TILES", "Packing", "activations", "head_tokens", "logits", "packing",
+           "per_layer_token_bytes", "saved_activations", "scoring_head", "head_weight_grad", "SavedActivations",
+           "backward_working_set", "untouched_buffer"]
+
+HEAD_FWD_TILES = 3  # fp32 tiles alive at the torch fold's forward high point (z, exp(z - max), e * z)
+HEAD_BWD_TILES = 7  # fp32 tiles alive in its backward (y, z, log_p, p, grad, is_target.float(), difference)
+HEAD_VECTORS = 7 * 4  # fp32 per-token vectors of the fold (running max, sums, target logit, ...)
+
+
+@dataclass(frozen=True)
+class Packing:
+    """How a micro-batch reaches the model.
+
+    Attributes:
+        rows: sequences in the micro-batch (per_device_train_batch_size).
+        groups: rows of the forward: ``rows``, or the packed prompt groups with ``shared_prefix``.
+        seq: tokens per forward row: ``P + C``, or ``P + g x C`` for the largest packed group.
+    """
+
+    rows: int
+    groups: int
+    seq: int
+
+    @property
+    def tokens(self) -> int:
+        """Tokens through the model (packed rows are padded to the longest)."""
+        return self.groups * self.seq
+
+
+def packing(s: StepSettings) -> Packing:
+    """The forward rows of one micro-batch.
+
+    With ``shared_prefix``, a micro-batch made of whole groups (``per_device_train_batch_size`` a
+    multiple of ``num_generations`` and one micro-batch per generation) packs ``B / G`` rows of
+    ``P + G x C`` tokens. Otherwise TRL shuffles the generation batch before splitting it, so a
+    micro-batch can hold rows of up to ``min(B, prompts)`` groups; the worst case packs that many
+    rows, each padded to the largest group ``P + (B - groups + 1) x C``.
+
+    >>> from grpo_lite.memory.settings import StepSettings
+    >>> s = StepSettings.resolve(per_device_train_batch_size=8, num_generations=4, max_prompt_length=100,
+    ...                          max_completion_length=50, shared_prefix=True)
+    >>> packing(s)
+    Packing(rows=8, groups=2, seq=300)
+    """
+    b, p, c = s.per_device_train_batch_size, s.max_prompt_length, s.max_completion_length
+    if not s.shared_prefix:
+        return Packing(b, b, p + c)
+    g = s.num_generations
+    if s.spg == 1 and b % g == 0:
+        return Packing(b, b // g, p + g * c)
+    n = s.generation_batch_per_device
+    prompts = math.ceil(n / g) + (1 if n % g else 0)  # a group cut at each end of the device's share
+    groups = max(1, min(b, prompts))
+    return Packing(b, groups, p + min(g, b - groups + 1) * c)
+
+
+def head_tokens(s: StepSettings) -> int:
+    """Positions the fused LM head scores: every position on CPU, completion tokens on CUDA or when packed."""
+    b, c = s.per_device_train_batch_size, s.max_completion_length
+    if s.device == "cuda" or s.shared_prefix:
+        return b * c
+    return b * (s.max_prompt_length + c - 1)
+
+
+def per_layer_token_bytes(arch: Architecture, s: StepSettings, seq: int) -> tuple[float, str]:
+    """Bytes one decoder block saves for backward, per token (padded worst case: see docs/memory.md).
+
+    The linears' inputs (the norms' outputs, the MLP's product) are saved by whoever needs them for a
+    weight gradient: the linear itself in full fine-tuning, ``lora_A`` under LoRA. When ``lora_A`` gets
+    its own copy (a dtype cast, dropout), the shared tensors are not kept at all.
+    """
+    e, h, qd, i = s.act_bytes, arch.hidden, arch.q_dim, arch.intermediate
+    separate = s.is_peft and (lora_copy_bytes(s) > 0 or s.lora_dropout > 0)
+    shared_in = 0 if separate else e  # the norm output / MLP product kept for the next linear
+    if s.use_liger_kernel:
+        norm = 2 * e * h
+    else:  # HF RMSNorm keeps an fp32 copy of its input, and ``weight * x`` keeps x when the weight trains
+        norm = 4 * h + shared_in * h + (0 if s.is_peft else e * h)
+    if arch.gated_mlp:
+        mlp = (3 if s.use_liger_kernel else 3 * e + shared_in) * i  # gate, up, SiLU (, the product)
+    else:
+        mlp = (e + shared_in) * i
+    attn = e * qd * 4 + 4 * arch.heads + e * seq  # q, k, v (repeated to all heads), out, logsumexp, mask bias
+    lora = 0.0
+    if s.is_peft:
+        copy, drop = lora_copy_bytes(s), s.lora_dropout > 0
+        per_in = ((copy or e) if drop else copy) + (1 if drop else 0)
+        out = s.act_bytes if (s.bf16 or s.fp16) else s.adapter_bytes  # lora_A's output, saved by lora_B
+        lora = sum(per_in * inp + out * s.lora_r for _, _, inp in lora_targets(arch, s))
+    total = 2 * norm + attn + mlp + lora
+    return total, f"{total:,.0f} B/token/layer"
+
+
+def _final_norm(arch: Architecture, s: StepSettings) -> float:
+    """Per token: the final norm's fp32 input copy (+ ``x * rsqrt`` when its weight trains)."""
+    e, h = s.act_bytes, arch.hidden
+    if s.use_liger_kernel:
+        return 2 * e * h
+    return 4 * h + (0 if s.is_peft else e * h)
+
+
+@dataclass(frozen=True)
+class SavedActivations:
+    """The activation bytes of one micro-batch, by role (worst-case lengths).
+
+    Attributes:
+        saved: what the blocks and the final norm keep for backward (checkpoints only, when checkpointing).
+        recomputed: one block's saved tensors, recomputed in backward (checkpointing), else 0.
+        working: the backward working set of one block, ``3 e I + 4 h`` per token (``+ 4 h`` when ``e`` is 2).
+        head_input: the LM head's saved input, ``e x N x h`` (freed once the head's backward ran).
+        detail: how ``saved`` was computed.
+    """
+
+    saved: float
+    recomputed: float
+    working: float
+    head_input: float
+    detail: str
+
+
+def saved_activations(arch: Architecture, s: StepSettings) -> SavedActivations:
+    """The activations of one micro-batch, by role (see :class:`SavedActivations`)."""
+    pack = packing(s)
+    tokens, e, h = pack.tokens, s.act_bytes, arch.hidden
+    per_layer, per_detail = per_layer_token_bytes(arch, s, pack.seq)
+    where = f"{pack.groups} packed rows x {pack.seq} = {tokens:,} tokens" if s.shared_prefix else f"{tokens:,} tokens"
+    saved = _final_norm(arch, s) * tokens
+    recomputed = 0.0
+    if s.gradient_checkpointing:
+        saved += arch.layers * e * h * tokens
+        recomputed = per_layer * tokens
+        detail = f"{where} x {arch.layers} layers x {e * h} B (checkpoints)"
+    else:
+        saved += arch.layers * per_layer * tokens
+        detail = f"{where} x {arch.layers} layers x {per_detail}"
+    if s.shared_prefix:
+        saved += pack.groups * pack.seq**2  # the 4-D bool block mask
+        detail += f" + {pack.groups} x {pack.seq}^2 block mask"
+    n = head_tokens(s)
+    # one block's backward: three I-sized gradients, the residual's gradient in fp32 (+ its 16-bit twin)
+    working = (3 * e * arch.intermediate + 4 * h + (4 * h if e != 4 else 0)) * tokens
+    return SavedActivations(saved, recomputed, working, e * n * h, detail)
+
+
+def activations(arch: Architecture, s: StepSettings, *, recompute: bool) -> Term:
+    """Saved activations of one micro-batch (worst-case lengths).
+
+    Args:
+        recompute: at the backward through the blocks (True: the head's saved input is gone; add the
+            recomputed block) or at the LM head (False). The backward working set is
+            :func:`backward_working_set`.
+    """
+    a = saved_activations(arch, s)
+    if not recompute:
+        return Term(a.saved + a.head_input, a.detail + f" + the head's input ({head_tokens(s):,} x {arch.hidden})")
+    return Term(a.saved + a.recomputed, a.detail + (" + one recomputed layer" if a.recomputed else ""))
+
+
+def backward_working_set(arch: Architecture, s: StepSettings) -> Term:
+    """Gradients of one block's intermediates during its backward: ``e x (2h + 3I)`` per token."""
+    a = saved_activations(arch, s)
+    return Term(a.working, f"{packing(s).tokens:,} tokens x (3 e I + 4 h{' + 4 h' if s.act_bytes != 4 else ''}): "
+                           "one block's backward")
+
+
+def _tile_elems(arch: Architecture, s: StepSettings) -> int:
+    return min(head_tokens(s), TOKEN_TILE) * min(arch.vocab, VOCAB_TILE)
+
+
+def head_weight_grad(arch: Architecture, s: StepSettings) -> float:
+    """The LM head's weight gradient in the load dtype (full fine-tuning; tied: pending until the embedding's)."""
+    return 0.0 if s.is_peft else float(s.weight_bytes * arch.vocab * arch.hidden)
+
+
+def logits(arch: Architecture, s: StepSettings) -> Term:
+    """TRL's chunked log-prob head at its backward: the tile buffer, fp32 gradients, the torch fold's tiles."""
+    n, h = head_tokens(s), arch.hidden
+    ec = 4 if s.cast_lm_head_to_fp32 else s.act_bytes
+    buf = min(n, TOKEN_TILE) * VOCAB_TILE * ec
+    b = buf + HEAD_VECTORS * n + 4 * n * h
+    casts = (ec if ec != 4 else 0) * n * h  # grad_hidden.to(hidden.dtype) at the end
+    detail = f"{n:,} scored tokens: {min(n, TOKEN_TILE)}x{VOCAB_TILE} buffer, fp32 grad of hidden"
+    if not s.is_peft:
+        b += 4 * arch.vocab * h
+        w = 0 if s.optimizer.layerwise else s.weight_bytes
+        casts += (w if w != 4 else 0) * arch.vocab * h
+        detail += f" + fp32 grad of lm_head ({arch.vocab:,}x{h})"
+    if s.device == "cuda":
+        return Term(b + casts, detail + " (Triton fold in place)")
+    t = _tile_elems(arch, s)
+    tiles = HEAD_BWD_TILES * 4 * t + t
+    detail += f" + torch fold: {HEAD_BWD_TILES} fp32 + 1 bool tile of {t:,}"
+    return Term(b + max(tiles, casts), detail)
+
+
+def scoring_head(arch: Architecture, s: StepSettings) -> Term:
+    """Forward-only chunked head (old / reference log-probs): final hidden states, the head's copy, buffer, tiles."""
+    n, pack = head_tokens(s), packing(s)
+    ec = 4 if s.cast_lm_head_to_fp32 else s.act_bytes
+    b = s.act_bytes * (pack.tokens + n) * arch.hidden + min(n, TOKEN_TILE) * VOCAB_TILE * ec + HEAD_VECTORS * n
+    detail = f"{n:,} scored tokens, one {min(n, TOKEN_TILE)}x{VOCAB_TILE} buffer"
+    if s.device != "cuda":
+        t = _tile_elems(arch, s)
+        b += HEAD_FWD_TILES * 4 * t
+        detail += f" + {HEAD_FWD_TILES} fp32 tiles of {t:,}"
+    return Term(b, detail)
+
+
+def untouched_buffer(arch: Architecture, s: StepSettings) -> float:
+    """Bytes of the head's ``[min(N, 4096), 32768]`` buffer never written when the vocabulary is narrower.
+
+    Each row is written in its first ``V`` columns only, so on CPU (pages mapped on first touch) only
+    those pages become resident. 0 on CUDA and for vocabularies of 32768 or more.
+    """
+    if s.device == "cuda" or arch.vocab >= VOCAB_TILE:
+        return 0.0
+    ec = 4 if s.cast_lm_head_to_fp32 else s.act_bytes
+    row = VOCAB_TILE * ec
+    touched = min(row, math.ceil(arch.vocab * ec / PAGE) * PAGE)
+    return float(min(head_tokens(s), TOKEN_TILE) * (row - touched))
+

@@ -1,0 +1,124 @@
+"""The memory model against real GRPO steps of the tiny model on CPU, phase by phase and component by component.
+
+Each case plans with ``plan(..., device="cpu")``, runs two GRPO steps with the plan's settings at
+worst-case lengths (``grpo_lite.cli.measure.measure_plan``: one thread, the tensor tracker) and
+compares the second step with the model at the measured lengths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grpo_lite.memory.calibration import TOLERANCE, compare
+
+CASES = [("full", "float32"), ("lora", "float32"), ("full", "bfloat16"), ("lora", "bfloat16")]
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def measured(tiny_model_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """One measured row per case (about 2 s each on one thread)."""
+    import torch
+
+    from grpo_lite.cli.measure import measure_plan
+    from grpo_lite.planning.choose import plan
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    rows = {}
+    try:
+        for method, dtype in CASES:
+            torch.manual_seed(0)
+            the_plan = plan(str(tiny_model_dir), device="cpu", method=method, dtype=dtype, max_prompt_length=12,
+                            num_generations=4, per_device_train_batch_size=8, max_completion_length=16)
+            rows[(method, dtype)] = measure_plan(the_plan)
+    finally:
+        torch.set_num_threads(before)
+    return rows
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(c))
+def test_each_phase_within_tolerance(measured: dict, case: tuple[str, str]) -> None:
+    row = measured[case]
+    checks = compare(row)
+    assert {c.phase for c in checks} >= {"generation", "backward_head", "backward_layers", "optimizer_step"}
+    for c in checks:
+        assert abs(c.ratio - 1) <= TOLERANCE, (c.phase, c.planned / MIB, c.measured / MIB, c.components)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(c))
+def test_every_measured_component_is_modelled(measured: dict, case: tuple[str, str]) -> None:
+    """Each component holding 2% or more of a phase is planned within a factor of 2 (a dropped term fails),
+    and the ones holding 10% or more within the tolerance."""
+    for c in compare(measured[case]):
+        for name, (planned, real) in c.components.items():
+            share = real / c.measured
+            if share >= 0.02:
+                assert 0.5 <= planned / real <= 2.0, (c.phase, name, planned / MIB, real / MIB)
+            if share >= 0.10:
+                assert abs(planned / real - 1) <= TOLERANCE, (c.phase, name, planned / MIB, real / MIB)
+
+
+def test_the_measured_run_was_the_worst_case(measured: dict) -> None:
+    """Prompts and completions at the planned lengths exactly; LoRA ran as LoRA, bf16 as bf16."""
+    for (method, dtype), row in measured.items():
+        s = row["settings"]
+        assert (s["max_prompt_length"], s["max_completion_length"]) == (12, 16)
+        assert (s["method"], s["dtype"], s["device"]) == (method, dtype, "cpu")
+        head = next(c for c in compare(row) if c.phase == "backward_head")
+        assert head.components["activations"][1] > 0 and head.components["logits"][1] > 0
+
+
+def test_dropping_a_term_is_caught(measured: dict) -> None:
+    """The checks above are sharp enough: without the KV cache or the activations, a phase falls out."""
+    row = measured[("full", "float32")]
+    checks = {c.phase: c for c in compare(row)}
+    gen, layers = checks["generation"], checks["backward_layers"]
+    kv_planned, kv_real = gen.components["kv_cache"]
+    assert kv_real / gen.measured >= 0.02 and kv_planned > 0
+    acts_planned, _ = layers.components["activations"]
+    assert abs(layers.measured / (layers.planned - acts_planned) - 1) > TOLERANCE
+
+
+def test_tracker_categories_on_a_toy_step() -> None:
+    """Weights, gradients, optimizer state and activations land in their categories, to the byte."""
+    import torch
+
+    from grpo_lite.memory.tracker import PhaseClock, TensorTracker
+
+    clock = PhaseClock()
+    tracker = TensorTracker(clock)
+    clock.backends = [tracker]
+    model = torch.nn.Linear(100, 100)
+    tracker.track_module(model)
+    opt = torch.optim.AdamW(model.parameters(), foreach=False)
+    tracker.start()
+    try:
+        x = torch.randn(64, 100, requires_grad=True)
+        with clock.in_phase("forward"):
+            y = torch.tanh(model(x))  # tanh saves its output: an activation
+        assert tracker.by_category["activation"] >= 64 * 100 * 4
+        with clock.in_phase("backward_layers"):
+            y.sum().backward()
+        with clock.in_phase("optimizer_step"):
+            opt.step()
+        clock.set_step(1)
+    finally:
+        tracker.stop()
+    params = 4 * (100 * 100 + 100)
+    assert tracker.by_category["param"] == params == tracker.by_category["gradient"]
+    assert tracker.by_category["optimizer_state"] >= 2 * params
+    assert [phase for _, phase in clock.segments] == ["other", "forward", "other", "backward_layers", "other",
+                                                      "optimizer_step", "other"]
+    assert max(s.peak_bytes for s in tracker.segments()) >= 4 * params
+
+
+def test_mmap_threshold_is_set_on_linux() -> None:
+    import sys
+
+    from grpo_lite.memory.heap import set_mmap_threshold
+
+    assert set_mmap_threshold() is sys.platform.startswith("linux")

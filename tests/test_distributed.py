@@ -282,7 +282,9 @@ def test_per_device_shares_over_four_processes(per_device, sharding, weights, gr
 
 
 def test_optimizer_state_division(per_device):
-    assert per_device["fsdp"]["optimizer_state"] == pytest.approx(per_device["none"]["optimizer_state"] / 4)
+    monitor = 3 * 4096 * 8 / 2**30  # the update monitor's shadow moments (GiB), kept whole on every process
+    assert per_device["fsdp"]["optimizer_state"] - monitor == pytest.approx(
+        (per_device["none"]["optimizer_state"] - monitor) / 4)
     # DeepSpeed: fp32 master weights + fp32 Adam states, divided; the same for ZeRO-2 and ZeRO-3
     assert per_device["zero2"]["optimizer_state"] == pytest.approx(per_device["zero3"]["optimizer_state"])
     assert per_device["zero2"]["optimizer_state"] > per_device["fsdp"]["optimizer_state"]

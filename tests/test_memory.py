@@ -27,7 +27,7 @@ def test_toy_param_count() -> None:
 
 
 def test_every_component_by_hand_full_adamw() -> None:
-    est = estimate(TOY, method="full", optim="adamw_torch", **SMALL)
+    est = estimate(TOY, method="full", optim="adamw_torch", update_rounding="nearest", **SMALL)
     head = phase(est, "backward_head")
     tokens = 2 * (8 + 16)
     # per block and token: two norms (fp32 input, the linears' input, x * rsqrt for the trainable weight),
@@ -40,7 +40,9 @@ def test_every_component_by_hand_full_adamw() -> None:
     assert head["cuda_context"] == 0.5 * GIB
     assert head["weights"] == TOY_PARAMS * 2
     assert head["gradients"] == TOY_PARAMS * 2  # accumulation: the first micro-batch's gradients exist
-    assert head["optimizer_state"] == TOY_PARAMS * 4  # two bf16 moments
+    monitor = 3 * 4096  # the update monitor's sampled elements
+    assert head["optimizer_state"] == TOY_PARAMS * 4 + monitor * 8  # two bf16 moments + the shadows' fp32 moments
+    assert head["update_monitor"] == monitor * 24  # shadow, sums, index, snapshot
     assert head["activations"] == activations
     assert head["logits"] == logits
     assert head["allocator_reserve"] == pytest.approx(0.15 * (activations + logits))
@@ -99,12 +101,26 @@ def test_double_quant_saves_about_037_bits_per_weight() -> None:
     assert saved_bits == pytest.approx(0.373, abs=0.002)
 
 
-@pytest.mark.parametrize("optim,bytes_per_param", [
-    ("adamw_torch_fused", 4.0), ("adamw_torch", 4.0), ("paged_adamw_32bit", 8.0), ("adamw_8bit", 2.03)])
-def test_optimizer_state_per_param(optim: str, bytes_per_param: float) -> None:
+@pytest.mark.parametrize("optim,rounding,bytes_per_param", [
+    ("adamw_torch_fused", "nearest", 4.0), ("adamw_torch", "nearest", 4.0),
+    ("adamw_torch_fused", "stochastic", 8.0),  # the step runs on an fp32 copy: states are created in fp32
+    ("paged_adamw_32bit", "stochastic", 8.0), ("adamw_8bit", "stochastic", 2.03), ("adamw_8bit", "nearest", 2.03)])
+def test_optimizer_state_per_param(optim: str, rounding: str, bytes_per_param: float) -> None:
     arch = find_architecture("Llama-3.2-1B")
-    est = estimate(arch, optim=optim, **SMALL)  # type: ignore[arg-type]
+    est = estimate(arch, optim=optim, update_rounding=rounding, **SMALL)  # type: ignore[arg-type]
     assert phase(est, "generation")["optimizer_state"] / arch.n_params == pytest.approx(bytes_per_param, rel=0.01)
+
+
+def test_stochastic_rounding_steps_one_fp32_copy_at_a_time() -> None:
+    arch = find_architecture("Llama-3.2-1B")
+    nearest = estimate(arch, optim="adamw_8bit", update_rounding="nearest", **SMALL)  # type: ignore[arg-type]
+    sr = estimate(arch, optim="adamw_8bit", update_rounding="stochastic", **SMALL)  # type: ignore[arg-type]
+    largest = arch.embedding_params  # 128256 x 2048: the largest trainable tensor
+    extra = phase(sr, "optimizer_step")["optimizer_step"] - phase(nearest, "optimizer_step")["optimizer_step"]
+    assert extra == 8 * largest + 6 * (1 << 22)  # fp32 copy + fp32 gradient, then noise and result of one chunk
+    assert sr.settings.update_rounding == "stochastic" and sr.settings.rounds_stochastically
+    fp32 = estimate(arch, optim="adamw_8bit", dtype="float32", **SMALL)  # type: ignore[arg-type]
+    assert fp32.settings.update_rounding == "nearest"  # fp32 weights take small steps as they are
 
 
 def test_galore_state_is_far_below_adamw() -> None:
@@ -149,9 +165,10 @@ def test_sharding_divides_state() -> None:
     fsdp = phase(estimate("Llama-3.2-1B", num_processes=4, sharding="fsdp", **base), "backward_head")
     assert ddp["grad_buckets"] == ddp["gradients"]
     assert zero2["gradients"] == ddp["gradients"] / 4 and zero2["weights"] == ddp["weights"]
-    assert zero2["optimizer_state"] == pytest.approx(1235814400 * 12 / 4)  # DeepSpeed: fp32 master + fp32 moments
+    monitor = 3 * 4096 * 8  # the update monitor's shadow moments, per process
+    assert zero2["optimizer_state"] == pytest.approx(1235814400 * 12 / 4 + monitor)  # fp32 master + fp32 moments
     assert fsdp["weights"] == ddp["weights"] / 4 and fsdp["gathered_weights"] > 0
-    assert fsdp["optimizer_state"] == pytest.approx(ddp["optimizer_state"] / 4)
+    assert fsdp["optimizer_state"] - monitor == pytest.approx((ddp["optimizer_state"] - monitor) / 4)
 
 
 def test_zero3_gathers_the_whole_model_to_generate() -> None:

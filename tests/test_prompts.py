@@ -9,6 +9,9 @@ import pytest
 
 from grpo_lite.errors import ConfigError, DataError, ModelError
 from grpo_lite.data.prompts import (
+    ONE_STEP_EXAMPLES,
+    COMPACT_SYSTEM_PROMPT,
+    GUIDED_EXAMPLE,
     ONE_SHOT_ANSWER,
     ONE_SHOT_QUESTION,
     ONE_SHOT_REASONING,
@@ -17,6 +20,7 @@ from grpo_lite.data.prompts import (
     PromptStyle,
     PromptStyleName,
     apply_prompt_style,
+    Example,
     build_messages,
     format_solution,
     render_prompt,
@@ -51,10 +55,24 @@ def small_dataset(prompts: list):
     return Dataset.from_dict({"question": questions, "prompt": prompts, "answer": ["1"] * len(prompts)})
 
 
-def test_system_prompt_names_every_tag_and_has_no_literal_ellipsis() -> None:
+@pytest.mark.parametrize("system_prompt", [SYSTEM_PROMPT, COMPACT_SYSTEM_PROMPT])
+def test_system_prompt_names_every_tag_and_has_no_literal_ellipsis(system_prompt: str) -> None:
     for tag in ("<reasoning>", "</reasoning>", "<answer>", "</answer>"):
-        assert SYSTEM_PROMPT.count(tag) == 1
-    assert "..." not in SYSTEM_PROMPT  # a literal "..." was copied by the model (reward hacking)
+        assert system_prompt.count(tag) == 1
+    assert "..." not in system_prompt  # a literal "..." was copied by the model (reward hacking)
+
+
+def test_one_step_system_prompt_is_shorter() -> None:
+    assert len(COMPACT_SYSTEM_PROMPT) < len(SYSTEM_PROMPT)
+
+
+def _check_arithmetic(reasoning: str) -> int:
+    """Check every ``a op b = c`` in the reasoning; return how many there are."""
+    equations = re.findall(r"(\d+) ([x\-+]) (\d+) = (\d+)", reasoning)
+    for left, op, right, result in equations:
+        value = {"x": int(left) * int(right), "-": int(left) - int(right), "+": int(left) + int(right)}[op]
+        assert value == int(result), (left, op, right, result)
+    return len(equations)
 
 
 def test_one_shot_example_is_in_the_strict_format_and_its_arithmetic_holds() -> None:
@@ -64,9 +82,25 @@ def test_one_shot_example_is_in_the_strict_format_and_its_arithmetic_holds() -> 
     numbers = [int(n) for n in re.findall(r"\d+", ONE_SHOT_QUESTION)]
     assert numbers == [4, 9, 23]
     assert int(ONE_SHOT_ANSWER) == 4 * 9 - 23
-    for left, op, right, result in re.findall(r"(\d+) ([x\-+]) (\d+) = (\d+)", ONE_SHOT_REASONING):
-        value = {"x": int(left) * int(right), "-": int(left) - int(right), "+": int(left) + int(right)}[op]
-        assert value == int(result)
+    assert _check_arithmetic(ONE_SHOT_REASONING) == 2
+    assert GUIDED_EXAMPLE == Example(ONE_SHOT_QUESTION, ONE_SHOT_REASONING, ONE_SHOT_ANSWER)
+
+
+@pytest.mark.parametrize("example", ONE_STEP_EXAMPLES)
+def test_one_step_examples_are_one_step_strict_and_right(example: Example) -> None:
+    assert STRICT_FORMAT.match(example.solution()) and "..." not in example.solution()
+    assert _check_arithmetic(example.reasoning) == 1  # one equation: one step, like level-1 problems
+    assert example.reasoning.split(" = ")[1].split()[0] == example.answer
+
+
+def test_one_step_examples_show_both_operations() -> None:
+    assert [re.search(r" ([+-]) ", e.reasoning)[1] for e in ONE_STEP_EXAMPLES] == ["+", "-"]
+
+
+def test_one_step_style_fields() -> None:
+    style = PromptStyle.named("one_step")
+    assert (style.system_prompt, style.one_shot, style.prefill) == (COMPACT_SYSTEM_PROMPT, True, "<reasoning>\n")
+    assert style.examples == ONE_STEP_EXAMPLES and style == PromptStyle.one_step()
 
 
 def test_default_style_is_guided() -> None:
@@ -85,7 +119,7 @@ def test_named_returns_the_registered_style(name: str) -> None:
 
 
 def test_named_unknown_lists_valid_names() -> None:
-    with pytest.raises(ConfigError, match=r"unknown prompt style 'fancy'; valid styles: 'guided', 'plain'"):
+    with pytest.raises(ConfigError, match=r"unknown prompt style 'fancy'; valid styles: 'guided', 'plain', 'one_step'$"):
         PromptStyle.named("fancy")
 
 
@@ -95,11 +129,31 @@ def test_named_unknown_lists_valid_names() -> None:
         ({"system_prompt": None}, "system_prompt must be a str"),
         ({"one_shot": "yes"}, "one_shot must be True or False"),
         ({"prefill": 3}, "prefill must be a str"),
+        ({"examples": [GUIDED_EXAMPLE]}, "examples must be a tuple of Example"),
+        ({"examples": ("a question",)}, "examples must be a tuple of Example"),
+        ({"examples": ()}, "examples is empty but one_shot is True"),
     ],
 )
 def test_style_rejects_bad_types(kwargs: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         PromptStyle(**kwargs)
+
+
+def test_style_without_examples_is_fine_when_one_shot_is_off() -> None:
+    assert build_messages("q", PromptStyle(one_shot=False, examples=())) == build_messages("q", PromptStyle.plain())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"question": "", "reasoning": "1 + 1 = 2", "answer": "2"}, "question must be a non-empty str"),
+        ({"question": "q", "reasoning": None, "answer": "2"}, "reasoning must be a non-empty str"),
+        ({"question": "q", "reasoning": "1 + 1 = 2", "answer": 2}, "answer must be a non-empty str"),
+    ],
+)
+def test_example_rejects_empty_or_non_text(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Example(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -109,6 +163,7 @@ def test_style_rejects_bad_types(kwargs: dict, message: str) -> None:
         (PromptStyle.plain(), ["system", "user"]),
         (PromptStyle(system_prompt=""), ["user", "assistant", "user"]),
         (PromptStyle(system_prompt="", one_shot=False), ["user"]),
+        (PromptStyle.one_step(), ["system", "user", "assistant", "user", "assistant", "user"]),
     ],
 )
 def test_build_messages_roles(style: PromptStyle, roles: list[str]) -> None:
@@ -122,6 +177,18 @@ def test_build_messages_one_shot_content() -> None:
     assert messages[0]["content"] == SYSTEM_PROMPT
     assert messages[1]["content"] == ONE_SHOT_QUESTION
     assert messages[2]["content"] == format_solution(ONE_SHOT_REASONING, ONE_SHOT_ANSWER)
+
+
+def test_build_messages_one_step_content_in_order() -> None:
+    contents = [m["content"] for m in build_messages("How many?", PromptStyle.one_step())]
+    add, sub = ONE_STEP_EXAMPLES
+    assert contents == [COMPACT_SYSTEM_PROMPT, add.question, add.solution(), sub.question, sub.solution(), "How many?"]
+
+
+def test_one_step_prompt_renders_with_prefill_after_the_question() -> None:
+    text = render_prompt(build_messages("q", PromptStyle.one_step()), make_tokenizer(adds_bos=False), "<reasoning>\n")
+    assert text.startswith(f"<s><|system|>\n{COMPACT_SYSTEM_PROMPT}<|end|>\n")
+    assert text.endswith("<|user|>\nq<|end|>\n<|assistant|>\n<reasoning>\n")
 
 
 def test_render_strips_bos_when_the_tokenizer_adds_it() -> None:

@@ -84,7 +84,7 @@ def test_downstream_app_trains_and_evaluates_on_the_public_api(tiny_model_dir, t
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["version"] == grpo_lite.__version__
-    assert seen["plan"] == ["full", True, True]
+    assert seen["plan"] == ["full-8bit", True, True]
     assert seen["does_not_fit"][1:] == ["qlora", True] and seen["does_not_fit"][0] > 2
     assert seen["config_error"][0].startswith("unknown preset 'no-such-preset'") and seen["config_error"][1]
     assert seen["train"] == [True, 1, "cpu", ["rewards/length_reward/mean", "rewards/mentions_a_number/mean"]]

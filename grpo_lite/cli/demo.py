@@ -10,6 +10,7 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from grpo_lite.data.prompts import PROMPT_STYLES
     from grpo_lite.demo import DemoConfig
 
     d = DemoConfig()
@@ -24,7 +25,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--num-generations", type=int, default=d.num_generations, help="completions per prompt")
     p.add_argument("--max-completion-length", type=int, default=d.max_completion_length, help="tokens per completion")
     p.add_argument("--learning-rate", type=float, default=d.learning_rate, help="LoRA learning rate")
-    add_options(p, "seed", seed=d.seed)
+    p.add_argument("--temperature", type=float, default=d.temperature,
+                   help=f"sampling temperature in training (default {d.temperature})")
+    p.add_argument("--prompt-style", choices=list(PROMPT_STYLES), default=d.prompt_style,
+                   help=f"how questions become prompts (default {d.prompt_style}; docs/datasets.md)")
+    add_options(p, "seed", "shared_prefix", seed=d.seed, shared_prefix=d.shared_prefix)
     p.add_argument("--output-dir", default=d.output_dir, help=f"run folder (default {d.output_dir})")
     p.add_argument("--model", default=None, help="another model instead of the embedded one (name or path)")
     p.add_argument("--quiet", action="store_true", help="print only the final line")
@@ -40,11 +45,15 @@ def run(args: argparse.Namespace) -> int:
         num_generations=args.num_generations,
         max_completion_length=args.max_completion_length,
         learning_rate=args.learning_rate,
+        temperature=args.temperature,
+        prompt_style=args.prompt_style,
+        shared_prefix=args.shared_prefix,
         seed=args.seed,
         output_dir=args.output_dir,
         model=args.model,
     )
     result = run_demo(cfg, quiet=args.quiet)
-    print(f"demo took {result.wall_seconds:.0f} s ({cfg.steps} steps, n={cfg.eval_n})")
+    phases = ", ".join(f"{name.replace('_', ' ')} {sec:.0f} s" for name, sec in result.phase_seconds.items())
+    print(f"demo took {result.wall_seconds:.0f} s ({cfg.steps} steps, n={cfg.eval_n}; {phases})")
     print(result.line())
     return 0

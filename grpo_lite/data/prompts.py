@@ -6,6 +6,16 @@ learned; prefilling the assistant turn with ``<reasoning>\\n`` gave tags in ~15%
 plus a one-shot example gave 66% greedy format before training and 100% after ~20 GRPO steps.
 So the default :class:`PromptStyle` uses all three; :meth:`PromptStyle.plain` is the public recipe.
 
+The ``one_step`` style (:meth:`PromptStyle.one_step`, the demo's) is made for one-step problems: a
+shorter system prompt and two short one-step examples, an addition and a subtraction, each solved by
+one equation (``12 + 5 = 17 pens.``). Sampled (no training) on 32 level-1 problems x 8, at
+temperature 0.7 and 64 tokens, SmolLM2-135M-Instruct closed ``</answer>`` in 79% of samples and was
+right in 15% (47% of the groups of 8 held both right and wrong answers: a correctness signal for
+GRPO), against 29%, 2% and 9% with the guided style. A single one-step example did worse (52%, 8%,
+31%): the model copied its operation, subtracting on addition problems or the reverse. Its prompt is
+~20 tokens longer than the guided one (~210 against ~190 with SmolLM2's template), its completions
+are ~20 tokens shorter (~39 against ~60 at 64 tokens).
+
 The system prompt describes the two sections in words rather than with a literal ``...``: with
 ``...`` in the format spec a model learned to copy ``<reasoning>\\n...\\n</reasoning>`` and guess.
 
@@ -24,9 +34,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "SYSTEM_PROMPT",
+    "COMPACT_SYSTEM_PROMPT",
     "ONE_SHOT_QUESTION",
     "ONE_SHOT_REASONING",
     "ONE_SHOT_ANSWER",
+    "Example",
+    "GUIDED_EXAMPLE",
+    "ONE_STEP_EXAMPLES",
     "PromptStyle",
     "PromptStyleName",
     "PROMPT_STYLES",
@@ -57,7 +71,18 @@ ONE_SHOT_REASONING = (
 )
 ONE_SHOT_ANSWER = "13"
 
-PromptStyleName = Literal["guided", "plain"]
+# The one_step style's system prompt: the same two sections, in fewer words.
+COMPACT_SYSTEM_PROMPT = (
+    "Answer in this format:\n"
+    "<reasoning>\n"
+    "the calculation\n"
+    "</reasoning>\n"
+    "<answer>\n"
+    "the final number\n"
+    "</answer>"
+)
+
+PromptStyleName = Literal["guided", "plain", "one_step"]
 
 
 def format_solution(reasoning: str, answer: str) -> str:
@@ -82,6 +107,45 @@ def format_solution(reasoning: str, answer: str) -> str:
 
 
 @dataclass(frozen=True)
+class Example:
+    """A worked example exchange: a question and its solution, shown before the real question.
+
+    Attributes:
+        question: the example problem.
+        reasoning: its worked steps (no tags).
+        answer: its final answer (no tags).
+
+    >>> print(Example("What is 2 + 3?", "2 + 3 = 5", "5").solution().splitlines()[1])
+    2 + 3 = 5
+    """
+
+    question: str
+    reasoning: str
+    answer: str
+
+    def __post_init__(self) -> None:
+        for name in ("question", "reasoning", "answer"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"Example.{name} must be a non-empty str, got {value!r}")
+
+    def solution(self) -> str:
+        """The example's answer turn, in the XML format (:func:`format_solution`)."""
+        return format_solution(self.reasoning, self.answer)
+
+
+# Original problems written for this project (not from GSM8K).
+GUIDED_EXAMPLE = Example(ONE_SHOT_QUESTION, ONE_SHOT_REASONING, ONE_SHOT_ANSWER)
+"""The guided style's example: two steps (a product, then a difference)."""
+ONE_STEP_EXAMPLES = (
+    Example("Ana has 12 pens. She buys 5 more pens. How many pens does she have now?", "12 + 5 = 17 pens.", "17"),
+    Example("A tray has 30 cups. Ben takes 8 cups. How many cups are left?", "30 - 8 = 22 cups are left.", "22"),
+)
+"""The one_step style's examples: one addition and one subtraction, one equation each, like the
+synthetic level-1 problems (with one example only, the model copied its operation)."""
+
+
+@dataclass(frozen=True)
 class PromptStyle:
     """How a question becomes a prompt.
 
@@ -93,20 +157,25 @@ class PromptStyle:
     Attributes:
         system_prompt: the system message; ``""`` sends no system message (for chat templates that
             refuse a system role). Default: :data:`SYSTEM_PROMPT`.
-        one_shot: put the worked example exchange (:data:`ONE_SHOT_QUESTION` and its solution)
-            before the question. Default: ``True``.
+        one_shot: put the worked example exchanges (``examples``) before the question. Default: ``True``.
         prefill: text that opens the assistant's turn, appended to the rendered prompt; reward
             functions prepend it to completions. ``""`` for none. Default: ``"<reasoning>\\n"``.
+        examples: the worked examples shown, in order, when ``one_shot`` is on; at least one.
+            Default: ``(GUIDED_EXAMPLE,)`` (one two-step example); :data:`ONE_STEP_EXAMPLES` are two
+            one-step ones.
 
     >>> PromptStyle().prefill
     '<reasoning>\\n'
     >>> PromptStyle.plain().one_shot
     False
+    >>> PromptStyle.one_step().examples == ONE_STEP_EXAMPLES
+    True
     """
 
     system_prompt: str = field(default=SYSTEM_PROMPT, metadata={"help": "system message; '' for none"})
     one_shot: bool = field(default=True, metadata={"help": "include the worked example exchange"})
     prefill: str = field(default="<reasoning>\n", metadata={"help": "text opening the assistant turn; '' for none"})
+    examples: tuple[Example, ...] = field(default=(GUIDED_EXAMPLE,), metadata={"help": "the worked examples (when one_shot)"})
 
     def __post_init__(self) -> None:
         if not isinstance(self.system_prompt, str):
@@ -116,11 +185,20 @@ class PromptStyle:
             raise ConfigError(f"PromptStyle.one_shot must be True or False, got {self.one_shot!r}")
         if not isinstance(self.prefill, str):
             raise ConfigError(f"PromptStyle.prefill must be a str ('' for none), got {type(self.prefill).__name__}")
+        if not isinstance(self.examples, tuple) or not all(isinstance(e, Example) for e in self.examples):
+            raise ConfigError(f"PromptStyle.examples must be a tuple of Example, got {self.examples!r:.80}")
+        if self.one_shot and not self.examples:
+            raise ConfigError("PromptStyle.examples is empty but one_shot is True: give an Example or set one_shot=False")
 
     @classmethod
     def plain(cls) -> PromptStyle:
         """The public GSM8K GRPO recipe: system prompt only, no one-shot example, no prefill."""
         return cls(one_shot=False, prefill="")
+
+    @classmethod
+    def one_step(cls) -> PromptStyle:
+        """Short system prompt + two one-step examples + prefill: for one-step problems (the demo's style)."""
+        return cls(system_prompt=COMPACT_SYSTEM_PROMPT, examples=ONE_STEP_EXAMPLES)
 
     @classmethod
     def named(cls, name: str) -> PromptStyle:
@@ -142,11 +220,12 @@ class PromptStyle:
 PROMPT_STYLES: dict[PromptStyleName, tuple[PromptStyle, str]] = {
     "guided": (PromptStyle(), "system prompt + one-shot example + prefill '<reasoning>\\n' (default; small models need it)"),
     "plain": (PromptStyle.plain(), "system prompt only, as in the public GSM8K GRPO recipe"),
+    "one_step": (PromptStyle.one_step(), "short system prompt + two one-step examples + prefill (the demo's; one-step problems)"),
 }
 
 
 def build_messages(question: str, style: PromptStyle | None = None) -> list[dict[str, str]]:
-    """The conversation for one question: system, [example user, example assistant], user.
+    """The conversation for one question: system, [example user, example assistant]..., user.
 
     The prefill is not a message: :func:`render_prompt` appends it after the generation prompt.
 
@@ -167,8 +246,9 @@ def build_messages(question: str, style: PromptStyle | None = None) -> list[dict
     if style.system_prompt:
         messages.append({"role": "system", "content": style.system_prompt})
     if style.one_shot:
-        messages.append({"role": "user", "content": ONE_SHOT_QUESTION})
-        messages.append({"role": "assistant", "content": format_solution(ONE_SHOT_REASONING, ONE_SHOT_ANSWER)})
+        for example in style.examples:
+            messages.append({"role": "user", "content": example.question})
+            messages.append({"role": "assistant", "content": example.solution()})
     messages.append({"role": "user", "content": question})
     return messages
 

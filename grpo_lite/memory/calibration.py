@@ -33,7 +33,7 @@ DOC_END = "<!-- calibration-table:end -->"
 CATEGORY_COMPONENT: dict[str, str] = {
     "param": "weights", "buffer": "weights", "reference": "reference_model", "gradient": "gradients",
     "optimizer_state": "optimizer_state", "activation": "activations", "kv_cache": "kv_cache", "lm_head": "logits",
-    "optimizer_temp": "optimizer_step", "temporary": "work_buffers",
+    "optimizer_temp": "optimizer_step", "temporary": "work_buffers", "monitor": "update_monitor",
 }
 # components outside the tensors: the process (CPU) or the device (CUDA); not in tensor-level phases
 PROCESS_COMPONENTS = ("cuda_context", "allocator_reserve", "process_baseline", "heap_slack")

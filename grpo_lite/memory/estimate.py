@@ -50,6 +50,7 @@ COMPONENTS: dict[str, str] = {
     "reference_model": "frozen reference copy (beta > 0, not PEFT)",
     "vllm": "colocated vLLM share",
     "optimizer_state": "optimizer state",
+    "update_monitor": "update monitor: sampled fp32 shadows of a few weights (update/realized)",
     "gradients": "gradients of trainable parameters",
     "grad_buckets": "DDP gradient buckets",
     "gathered_weights": "ZeRO-3 / FSDP gathered weights",
@@ -62,7 +63,7 @@ COMPONENTS: dict[str, str] = {
     "heap_slack": "glibc heap pages kept after frees, minus buffer pages never touched (CPU)",
 }
 _PERSISTENT = ("cuda_context", "process_baseline", "weights", "reference_model", "vllm", "optimizer_state",
-               "gradients", "grad_buckets")
+               "update_monitor", "gradients", "grad_buckets")
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,8 @@ def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
     else:
         base = {"process_baseline": T.process_baseline(s)}
     persistent = {**base, "weights": T.weights(arch, s), "reference_model": T.reference_model(arch, s),
-                  "vllm": T.vllm_share(s), "optimizer_state": T.optimizer_state(arch, s)}
+                  "vllm": T.vllm_share(s), "optimizer_state": T.optimizer_state(arch, s),
+                  "update_monitor": T.update_monitor(arch, s)}
     with_grads = {**persistent, "gradients": T.gradients(arch, s), "grad_buckets": T.grad_buckets(arch, s)}
     no_grads = {**with_grads, "gradients": T.Term(0.0, "none yet (set to None after each optimizer step)")}
     pack = K.packing(s)

@@ -75,6 +75,10 @@ def current_rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
-    """The highest resident set size of this process so far (``getrusage``; kilobytes on Linux)."""
+    """The highest resident set size of this process so far (``getrusage``; kilobytes on Linux).
+
+    Linux updates the high-water mark lazily, so the RSS of this moment can be above it: the larger of
+    the two is returned.
+    """
     scale = 1 if sys.platform == "darwin" else 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale, current_rss_bytes())

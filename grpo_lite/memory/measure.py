@@ -222,6 +222,10 @@ class GRPOPhaseHooks:
             pre = head.register_forward_pre_hook(lambda *_: clock.enter_region("lm_head"))
             post = head.register_forward_hook(lambda *_: clock.leave_region() and None)  # must return None
             self._undo += [pre.remove, post.remove]
+        monitor = getattr(trainer, "update_monitor", None)
+        if monitor is not None:  # its shadows, sums and snapshots: the model's update_monitor
+            for name in ("setup", "begin_step", "capture_grads", "end_step"):
+                self._wrap(monitor, name, self._region("monitor"))
         callback = self._callback()
         trainer.add_callback(callback)
         self._undo.append(lambda: trainer.remove_callback(callback))

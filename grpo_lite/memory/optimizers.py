@@ -15,7 +15,8 @@ from typing import Literal
 
 from grpo_lite.errors import ConfigError
 
-__all__ = ["OptimizerSpec", "OPTIMIZERS", "get_optimizer", "state_bytes", "parse_galore_args", "GaloreArgs"]
+__all__ = ["OptimizerSpec", "OPTIMIZERS", "get_optimizer", "state_bytes", "parse_galore_args", "GaloreArgs",
+           "SR_CHUNK", "MONITOR_TENSORS", "MONITOR_ELEMENTS"]
 
 StateDtype = Literal["param", "fp32", "int8"]
 
@@ -23,6 +24,10 @@ StateDtype = Literal["param", "fp32", "int8"]
 BNB_MIN_8BIT_SIZE = 4096
 # bitsandbytes blockwise 8-bit optimizer state: one fp32 absmax per 256 values, per state.
 BNB_BLOCK = 256
+# Elements rounded back to bf16 at once by grpo_lite.precision.rounding (int32 noise + bf16 result per chunk).
+SR_CHUNK = 1 << 22
+# The update monitor (grpo_lite.precision.monitor) samples this many tensors, this many elements each.
+MONITOR_TENSORS, MONITOR_ELEMENTS = 3, 4096
 
 
 @dataclass(frozen=True)

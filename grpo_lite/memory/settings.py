@@ -1,13 +1,15 @@
 """Resolved, validated settings of a GRPO step: what decides its memory.
 
 GRPOConfig names are used where they exist; ``method``, ``device``, ``dtype``, ``quantization``,
-``max_prompt_length``, ``lora_*``, ``budget_gib``, ``num_processes``, ``sharding`` and
-``shared_prefix`` are the planner's own. :meth:`StepSettings.resolve` fills device-dependent defaults
+``max_prompt_length``, ``lora_*``, ``budget_gib``, ``num_processes``, ``sharding``,
+``shared_prefix`` and ``update_rounding`` are the planner's own. :meth:`StepSettings.resolve` fills device-dependent defaults
 and raises :class:`~grpo_lite.errors.ConfigError` for what TRL or transformers would reject.
 
 >>> s = StepSettings.resolve(method="qlora", optim="paged_adamw_8bit")
->>> s.quantization, s.dtype, s.bf16
-('nf4', 'bfloat16', True)
+>>> s.quantization, s.dtype, s.bf16, s.update_rounding
+('nf4', 'bfloat16', True, 'stochastic')
+>>> StepSettings.resolve(method="lora").update_rounding  # fp32 adapters: nothing to round
+'nearest'
 >>> StepSettings.resolve(per_device_train_batch_size=1, num_generations=8)
 Traceback (most recent call last):
 ...
@@ -22,7 +24,7 @@ from typing import Any, Literal, get_args
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
 
-__all__ = ["StepSettings", "Method", "Device", "Dtype", "Quantization", "Sharding", "VllmMode"]
+__all__ = ["StepSettings", "Method", "Device", "Dtype", "Quantization", "Sharding", "VllmMode", "UpdateRounding"]
 
 Method = Literal["full", "galore", "lora", "qlora"]
 Device = Literal["cuda", "cpu"]
@@ -30,10 +32,15 @@ Dtype = Literal["bfloat16", "float16", "float32"]
 Quantization = Literal["none", "nf4", "int8"]
 Sharding = Literal["none", "ddp", "zero2", "zero3", "fsdp"]
 VllmMode = Literal["colocate", "server"]
+# How an update reaches bf16 trained weights: "stochastic" steps an fp32 copy and rounds it back
+# stochastically (grpo_lite.precision.rounding; lands in expectation); "nearest" is PyTorch's own
+# rounding, which drops steps below half a bf16 spacing (most steps at lr 1e-6).
+UpdateRounding = Literal["stochastic", "nearest"]
 
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "method": get_args(Method), "device": get_args(Device), "dtype": get_args(Dtype),
     "quantization": get_args(Quantization), "sharding": get_args(Sharding), "vllm_mode": get_args(VllmMode),
+    "update_rounding": get_args(UpdateRounding),
 }
 
 
@@ -78,6 +85,7 @@ class StepSettings:
     sharding: Sharding | None = None  # Default: "ddp" when num_processes > 1, else "none"
     ds3_gather_for_generation: bool = True
     shared_prefix: bool = False  # each group's prompt forwarded once, its completions packed after it
+    update_rounding: UpdateRounding | None = None  # Default: "stochastic" when the trained weights are bf16
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -113,6 +121,8 @@ class StepSettings:
             "sharding": s.sharding or ("ddp" if nproc > 1 else "none"),
         }
         s = replace(s, **fill)
+        if s.update_rounding is None:
+            s = replace(s, update_rounding="stochastic" if s.trains_bf16 else "nearest")
         s._validate()
         return s
 
@@ -121,6 +131,19 @@ class StepSettings:
     def optimizer(self) -> OptimizerSpec:
         """The optimizer's row in the registry."""
         return get_optimizer(self.optim)
+
+    @property
+    def trains_bf16(self) -> bool:
+        """The optimizer writes into bf16 tensors: full/GaLore weights loaded in bf16 (no fp32 master copy
+        as DeepSpeed ZeRO keeps), or QLoRA adapters under bf16 (TRL casts them)."""
+        if self.method == "qlora":
+            return bool(self.bf16)
+        return not self.is_peft and self.dtype == "bfloat16" and self.sharding not in ("zero2", "zero3")
+
+    @property
+    def rounds_stochastically(self) -> bool:
+        """The step runs on an fp32 copy of each bf16 parameter and rounds the result back stochastically."""
+        return self.update_rounding == "stochastic" and self.trains_bf16
 
     @property
     def is_peft(self) -> bool:

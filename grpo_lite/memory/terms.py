@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from grpo_lite.memory.optimizers import parse_galore_args, state_bytes
+from grpo_lite.memory.optimizers import MONITOR_ELEMENTS, MONITOR_TENSORS, SR_CHUNK, parse_galore_args, state_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
@@ -125,7 +125,9 @@ def optimizer_state(arch: Architecture, s: StepSettings) -> Term:
     opt = s.optimizer
     n, _, pb = trainable(arch, s)
     deepspeed = s.sharding in ("zero2", "zero3")
-    state_pb = 4 if deepspeed else pb  # DeepSpeed keeps fp32 master weights and builds states on them
+    # DeepSpeed keeps fp32 master weights and builds states on them; stochastic rounding steps an fp32
+    # copy of each bf16 parameter, so states sized from the parameter are created in fp32 too
+    state_pb = 4 if deepspeed or s.rounds_stochastically else pb
     small = 0 if s.is_peft else arch.layers * 2 * arch.hidden + arch.hidden  # RMSNorm weights (h each)
     small_state = (2 * arch.layers + 1) * state_bytes(opt, arch.hidden, state_pb) if small else 0.0
     if s.is_peft:
@@ -138,7 +140,7 @@ def optimizer_state(arch: Architecture, s: StepSettings) -> Term:
         b, projected = 0.0, 0
         for _, out, inp in arch.linear_shapes():
             r = min(g.rank, out, inp)
-            b += arch.layers * (state_bytes(opt, r * max(out, inp), state_pb) + r * min(out, inp) * pb)
+            b += arch.layers * (state_bytes(opt, r * max(out, inp), state_pb) + r * min(out, inp) * state_pb)
             projected += arch.layers * out * inp
         rest = n - projected - small
         b += state_bytes(opt, rest, state_pb) + small_state
@@ -149,12 +151,37 @@ def optimizer_state(arch: Architecture, s: StepSettings) -> Term:
     if deepspeed:
         b += 4 * n
         detail += " + fp32 master weights"
+    elif s.rounds_stochastically and opt.state == "param":
+        detail += " (fp32: the step runs on an fp32 copy, rounded back stochastically)"
     if s.shards_grads:
         b /= s.num_processes
         detail += f", sharded / {s.num_processes}"
     if opt.paged:
         detail += " (paged: can spill to CPU)"
-    return Term(b, detail)
+    return Term(b + monitor_state(arch, s), detail + " + the update monitor's shadow state")
+
+
+def update_monitor(arch: Architecture, s: StepSettings) -> Term:
+    """The update monitor's sampled elements (grpo_lite.precision.monitor): fp32 shadows, window sums,
+    indices and each step's snapshot. Its shadow optimizer's state is in :func:`monitor_state`."""
+    k = MONITOR_TENSORS * MONITOR_ELEMENTS
+    per_element = 4 + 4 + 4 + 8 + 4  # shadow, applied, intended, index (int64), before
+    if s.optimizer.galore and not s.is_peft:  # GaLore mixes a tensor's elements: whole smallest linears
+        _, out, inp = min(arch.linear_shapes(), key=lambda t: t[1] * t[2])
+        return Term(k * (per_element - 4) + MONITOR_TENSORS * out * inp * 4,
+                    f"{MONITOR_TENSORS} whole {out}x{inp} fp32 shadows + {k:,} sampled elements")
+    return Term(k * per_element, f"{MONITOR_TENSORS} x {MONITOR_ELEMENTS:,} sampled elements x {per_element} B")
+
+
+def monitor_state(arch: Architecture, s: StepSettings) -> float:
+    """Bytes of the update monitor's shadow optimizer state (fp32 shadows, the run's optimizer)."""
+    opt = s.optimizer
+    if opt.galore and not s.is_peft:
+        g = parse_galore_args(s.optim_args)
+        _, out, inp = min(arch.linear_shapes(), key=lambda t: t[1] * t[2])
+        r = min(g.rank, out, inp)
+        return MONITOR_TENSORS * (state_bytes(opt, r * max(out, inp), 4) + r * min(out, inp) * 4)
+    return MONITOR_TENSORS * state_bytes(opt, MONITOR_ELEMENTS, 4)
 
 
 def _state_label(state: str, param_bytes: float) -> str:
@@ -164,9 +191,20 @@ def _state_label(state: str, param_bytes: float) -> str:
 
 
 def optimizer_step(arch: Architecture, s: StepSettings) -> Term:
-    """Temporaries of the step: foreach AdamW's sqrt buffer, GaLore's SVD of the largest matrix."""
-    opt = s.optimizer
+    """Temporaries of the step: foreach AdamW's sqrt buffer, GaLore's SVD of the largest matrix; under
+    stochastic rounding the step runs one parameter at a time on fp32 copies of it and its gradient."""
     n, largest, pb = trainable(arch, s)
+    if s.rounds_stochastically:
+        inner = _step_temporaries(arch, s, largest, largest, 4)
+        noise = 6 * min(SR_CHUNK, largest)  # int32 noise + bf16 result of one chunk, after the inner step's
+        return Term(8 * largest + max(inner.bytes, noise),
+                    f"stochastic rounding: fp32 copy of the largest tensor and its gradient ({largest:,} x 8 B), "
+                    f"then the larger of: {inner.detail}; rounding noise of one chunk")
+    return _step_temporaries(arch, s, n, largest, pb)
+
+
+def _step_temporaries(arch: Architecture, s: StepSettings, n: int, largest: int, pb: float) -> Term:
+    opt = s.optimizer
     if opt.galore and not s.is_peft:
         _, out, inp = max(arch.linear_shapes(), key=lambda t: t[1] * t[2])
         k = min(out, inp)

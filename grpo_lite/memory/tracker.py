@@ -35,7 +35,7 @@ __all__ = ["CATEGORIES", "MEASURED_PHASES", "Backend", "CudaAllocator", "PhaseCl
 MEASURED_PHASES: tuple[str, ...] = (
     "generation", "scoring", "forward", "backward_head", "backward_layers", "optimizer_step", "other",
 )
-PERSISTENT: tuple[str, ...] = ("param", "reference", "buffer", "gradient", "optimizer_state")
+PERSISTENT: tuple[str, ...] = ("param", "reference", "buffer", "gradient", "optimizer_state", "monitor")
 CATEGORIES: tuple[str, ...] = PERSISTENT + ("activation", "kv_cache", "lm_head", "optimizer_temp", "temporary")
 _TRANSIENT = frozenset(CATEGORIES) - frozenset(PERSISTENT)
 

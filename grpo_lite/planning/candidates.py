@@ -41,7 +41,7 @@ BATCH_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "ste
               "generation_batch_size", "num_generations")
 LORA_KEYS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
 MODEL_KEYS = ("dtype",)  # how the weights load (from_pretrained), not GRPOConfig fields
-TRAINER_KEYS = ("shared_prefix",)  # grpo-lite's own trainer options, not GRPOConfig fields
+TRAINER_KEYS = ("shared_prefix", "update_rounding")  # grpo-lite's own trainer options, not GRPOConfig fields
 VLLM_MAX_SHARE = 0.9
 
 
@@ -187,6 +187,7 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
         "sharding": sharding, "budget_gib": usable_gib, "beta": fixed.get("beta", 0.0),
         "lora_r": fixed.get("lora_r", preset.lora_r), "lora_dropout": fixed.get("lora_dropout", 0.0),
         "shared_prefix": bool(fixed.get("shared_prefix", False)),
+        "update_rounding": fixed.get("update_rounding"),  # None: stochastic when the trained weights are bf16
     }
     if fixed.get("fp16") and device == "cuda":
         base["dtype"] = "float16"

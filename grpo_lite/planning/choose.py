@@ -6,8 +6,8 @@ first that fits with headroom. What the user fixed is kept verbatim. No torch / 
 path: ``grpo-lite plan`` stays fast.
 
 >>> p = plan("Llama-3.2-1B-Instruct", budget_gb=16)
->>> p.preset.name, p.fits, p.settings["optim"]
-('full', True, 'adamw_torch_fused')
+>>> p.preset.name, p.fits, p.settings["optim"], p.precision["update"]
+('full-8bit', True, 'adamw_8bit', 'stochastic rounding')
 """
 
 from __future__ import annotations

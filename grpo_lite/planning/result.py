@@ -54,6 +54,24 @@ class Plan:
     budget_gb: float | None = None
     required_headroom_gib: float = field(default=0.0)
 
+    @property
+    def precision(self) -> dict[str, str]:
+        """How the trained weights are held and updated, for tables and run.json.
+
+        ``{"weights": "bfloat16" | "float32" | ..., "update": "stochastic rounding" | "round to nearest" |
+        "fp32 master weights" | "fp32"}``.
+        """
+        s = self.estimate.settings
+        trained = ("bfloat16" if s.bf16 else "float32") if s.method == "qlora" else (
+            "float32" if s.method == "lora" and s.sharding != "zero3" else str(s.dtype))
+        if trained == "float32":
+            update = "fp32"
+        elif s.sharding in ("zero2", "zero3") and not s.is_peft:
+            update = "fp32 master weights"
+        else:
+            update = "stochastic rounding" if s.rounds_stochastically else "round to nearest"
+        return {"weights": trained, "update": update}
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able summary: preset, fits, estimate_gib, budget_gib, components, settings, ..."""
         return {
@@ -72,6 +90,7 @@ class Plan:
             "components": {k: round(v, 3) for k, v in self.estimate.component_gib().items()},
             "phases": {k: round(v, 3) for k, v in self.estimate.phase_gib().items()},
             "settings": dict(self.settings),
+            "precision": self.precision,
             "model_kwargs": dict(self.model_kwargs),
             "lora": None if self.lora is None else dict(self.lora),
             "max_prompt_length": self.max_prompt_length,

@@ -84,11 +84,15 @@ def plan_table(plan: Plan) -> Group:
         settings.add_row("lora", repr(plan.lora))
     if plan.sharding != "none":
         settings.add_row("sharding", f"{plan.sharding} over {plan.num_processes} processes")
+    settings.add_row("precision", "{weights} weights, updates: {update}".format(**plan.precision))
     return Group(head, estimate_table(plan.estimate), Text(budget), reasons, settings)
 
 
 def _weights_label(preset: Preset) -> str:
-    return "NF4 + LoRA" if preset.quantization == "nf4" else ("bf16 + LoRA" if preset.method == "lora" else "bf16")
+    """The weights on CUDA and how their updates land (docs/presets.md, "Updates that land")."""
+    if preset.quantization == "nf4":
+        return "NF4 + LoRA (SR)"
+    return "bf16 + LoRA" if preset.method == "lora" else "bf16 (SR)"
 
 
 def ladder_rows() -> list[tuple[str, ...]]:

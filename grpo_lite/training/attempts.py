@@ -70,6 +70,7 @@ class Attempts:
     interrupt_cb: Any = None
     own_callbacks: list[Any] = field(default_factory=list)
     shared_prefix_record: dict[str, Any] | None = None  # what the last trainer's log-prob forwards did
+    monitor_record: dict[str, Any] = field(default_factory=dict)  # the update monitor's settings, for run.json
 
     @classmethod
     def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, *, max_steps: int | None, seed: int,
@@ -107,6 +108,9 @@ class Attempts:
                                       self.inputs.tokenizer, self.inputs.reward_funcs,
                                       [*self.own_callbacks, *self.callbacks], **self.trainer_options)
         self.shared_prefix_record = trainer.shared_prefix_record  # updated in place as the run goes
+        monitor = trainer.update_monitor
+        self.monitor_record = {"monitor": None if monitor is None else {
+            "tensors": monitor.n_tensors, "elements_per_tensor": monitor.n_elements, "warn_below": monitor.warn_below}}
         line = ProgressLine(self.run.console, self.inputs.reward_funcs, step_offset=self.done, total_steps=self.max_steps)
         replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
         return trainer
@@ -151,6 +155,7 @@ class Attempts:
                 "prompt_style": asdict(self.inputs.style),
                 "measured_prompt_tokens": self.inputs.prompt_tokens,
                 "shared_prefix": self.shared_prefix_record,
+                "precision": {**plan.precision, **self.monitor_record},
                 "stop_strings": list(self.trainer_options.get("stop_strings", ())),
                 "steps": self.done,
                 "max_steps": self.max_steps,

@@ -126,6 +126,7 @@ def build_trainer(
     return LiteGRPOTrainer(
         shared_prefix=shared_prefix,
         stop_strings=stop_strings,
+        update_rounding=plan.estimate.settings.update_rounding or "nearest",
         model=policy,
         reward_funcs=list(reward_funcs),
         args=args,

@@ -1,4 +1,4 @@
-"""TRL's GRPOTrainer with two additions, each through one of TRL's own methods (no fork):
+"""TRL's GRPOTrainer with three additions, each through one of TRL's own methods (no fork):
 
 - **Shared prefix** (``_get_per_token_logps_and_entropies``): the log-prob forwards of the loss and
   of the old / reference scoring put each prompt through the model once for all its completions
@@ -7,6 +7,9 @@
 - **Stop strings** (``_generate_single_turn``): sampling stops a completion once it writes one of
   ``stop_strings`` (``</answer>`` for the GSM8K format), and the completion ends with the EOS token
   as if the model had closed its turn, so no token is sampled only to be thrown away by the rewards.
+- **Updates that land** (``create_optimizer`` and a callback): with ``update_rounding="stochastic"``
+  bf16 parameters are stepped in fp32 and rounded back stochastically; the update monitor logs
+  ``update/realized`` and warns once when the weights receive less than half of their updates.
 
 :attr:`LiteGRPOTrainer.shared_prefix_record` says what ran, for run.json.
 """
@@ -21,6 +24,9 @@ from typing import Any
 from torch import Tensor, nn
 from trl import GRPOTrainer
 
+from grpo_lite.memory.settings import UpdateRounding
+from grpo_lite.precision.monitor import UpdateMonitor
+from grpo_lite.precision.rounding import install_update_rounding
 from grpo_lite.training.shared_prefix import self_check, shared_prefix_logps_and_entropies, unsupported_reason
 
 __all__ = ["LiteGRPOTrainer"]
@@ -38,12 +44,23 @@ class LiteGRPOTrainer(GRPOTrainer):
         shared_prefix_atol: tolerance of that check (Default: 1e-3 in fp32, 1.0 in bf16/fp16, on the
             largest per-token log-prob difference; see :class:`~grpo_lite.training.shared_prefix.SelfCheck`).
         stop_strings: end a sampled completion at the first of these strings. Default: none.
+        update_rounding: ``"stochastic"`` steps each bf16 parameter on an fp32 copy and rounds it back
+            stochastically, so small updates land; ``"nearest"`` leaves the optimizer as built. Default:
+            ``"nearest"`` (train() passes the plan's choice).
+        update_monitor: log ``update/realized`` (:class:`~grpo_lite.precision.monitor.UpdateMonitor`),
+            the share of the intended update the weights received. Default: True.
         *args, **kwargs: ``GRPOTrainer``'s own.
     """
 
     def __init__(self, *args: Any, shared_prefix: bool = True, verify_shared_prefix: bool = True,
-                 shared_prefix_atol: float | None = None, stop_strings: Sequence[str] = (), **kwargs: Any) -> None:
+                 shared_prefix_atol: float | None = None, stop_strings: Sequence[str] = (),
+                 update_rounding: UpdateRounding = "nearest", update_monitor: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.update_rounding: UpdateRounding = update_rounding
+        self.update_monitor: UpdateMonitor | None = None
+        if update_monitor:
+            self.update_monitor = UpdateMonitor(sink=self._log_update_metrics, seed=self.args.seed)
+            self.add_callback(self.update_monitor)
         zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         self.shared_prefix_record: dict[str, Any] = {"requested": shared_prefix, "calls": {"shared": 0, "trl": 0}}
         if shared_prefix and (self.is_fsdp_enabled or zero3):
@@ -55,6 +72,21 @@ class LiteGRPOTrainer(GRPOTrainer):
         self.stop_strings = tuple(stop_strings)
         if self.stop_strings and not (self.use_vllm or self.use_transformers_continuous_batching):
             self.generation_config.stop_strings = list(self.stop_strings)
+
+    # ---- updates that land on bf16 weights -----------------------------------------------------
+    def create_optimizer(self, model: nn.Module | None = None) -> Any:
+        """transformers' optimizer; with ``update_rounding="stochastic"`` each bf16 parameter is stepped on
+        an fp32 copy and rounded back stochastically (:mod:`grpo_lite.precision.rounding`)."""
+        optimizer = super().create_optimizer(model) if model is not None else super().create_optimizer()
+        if self.update_rounding == "stochastic":
+            install_update_rounding(optimizer, "sr")
+        return optimizer
+
+    def _log_update_metrics(self, metrics: dict[str, float]) -> None:
+        """The monitor's window goes out with the step's other metrics (TRL averages ``_metrics``)."""
+        for key, value in metrics.items():
+            if value == value:  # NaN: nothing sampled stepped in this window
+                self._metrics["train"][key].append(value)
 
     def _shared_off(self, reason: str) -> None:
         logger.warning("grpo-lite: shared-prefix forward off (%s); using TRL's forward", reason)

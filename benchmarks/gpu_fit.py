@@ -121,9 +121,11 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
     import torch
     from datasets import Dataset
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     from grpo_lite.memory.measure import measure_training
+    from grpo_lite.precision.rounding import state_nbytes
+    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
 
     the_plan = case_plan(name, budget_gb, device=device, tiny=tiny, prompt_tokens=prompt_tokens)
     arch = the_plan.model.arch
@@ -165,9 +167,11 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
                 from peft import LoraConfig
 
                 peft_config = LoraConfig(**the_plan.lora)
-            trainer = GRPOTrainer(model=model, reward_funcs=random_reward, args=GRPOConfig(**settings),
-                                  train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tokenizer,
-                                  peft_config=peft_config, callbacks=[Peaks()])
+            planned = the_plan.estimate.settings  # the trainer train() builds: rounding and monitor as planned
+            trainer = LiteGRPOTrainer(model=model, reward_funcs=random_reward, args=GRPOConfig(**settings),
+                                      train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tokenizer,
+                                      peft_config=peft_config, callbacks=[Peaks()],
+                                      shared_prefix=planned.shared_prefix, update_rounding=planned.update_rounding)
             backend = "cuda" if device == "cuda" else "tensor"
             report = measure_training(trainer, (backend,), pad_one=True)  # per phase, padding like real batches
             row["phases"] = phase_rows(the_plan, report.last().phases[backend], backend)
@@ -178,6 +182,10 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
     if not row.get("oom"):  # what was really applied, and whether lengths were worst case
         inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
         lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
+        realized = [h["update/realized"] for h in trainer.state.log_history if "update/realized" in h]
+        row.update(update_rounding=planned.update_rounding, update_realized=[round(r, 3) for r in realized],
+                   optimizer_state_gib=round(state_nbytes(trainer.optimizer) / GIB, 3),
+                   monitor_mib=round(trainer.update_monitor.nbytes() / 2**20, 2) if trainer.update_monitor else None)
         row.update(optimizer=f"{type(inner).__module__}.{type(inner).__name__}",
                    model_class=type(trainer.model).__name__,
                    loaded_in_4bit=bool(getattr(model, "is_loaded_in_4bit", False)),
@@ -240,7 +248,10 @@ def _print_table(rows: list[dict]) -> None:
             continue
         measured = r.get("measured_total_gib")
         ratio = f"{measured / r['planned_gib']:.2f}" if measured else "-"
-        note = "OOM: " + r["error"] if r.get("oom") else f"{r.get('optimizer')} in {r.get('seconds')} s"
+        note = "OOM: " + r["error"] if r.get("oom") else (
+            f"{r.get('optimizer')} in {r.get('seconds')} s; update {r.get('update_rounding')}, realized "
+            f"{r.get('update_realized')}, optimizer state {r.get('optimizer_state_gib')} GiB "
+            f"(planned {r['planned_components'].get('optimizer_state')}), monitor {r.get('monitor_mib')} MiB")
         print(f"{r['case']:14} {r['budget_gb']:>4g} {r['preset']:15} {r['planned_gib']:>8.2f} "
               f"{measured if measured is not None else '-':>9} {r.get('measured_allocated_gib', '-'):>7} {ratio:>6}  "
               f"{note}")

@@ -41,15 +41,14 @@ class DemoConfig:
         learning_rate: LoRA learning rate. Default: 2e-4.
         lora_r: LoRA rank. Default: 16.
         levels: synthetic difficulty levels. Default: (1,), one-step problems (docs/demo.md: accuracy moved more than on levels 1-2).
-        temperature: sampling temperature in training. Default: 0.7 (at 1.0 this model rambles: almost
-            no sampled answer is right, so the correctness reward never varies within a group).
+        temperature: sampling temperature in training. Default: 0.7 (the first demo sampled at 1.0 and
+            no sampled answer of its 16 steps was right: the correctness reward never varied in a group).
         prompt_style: a name in :data:`grpo_lite.data.prompts.PROMPT_STYLES`. Default: ``"one_step"``
-            (two one-step examples, an addition and a subtraction, matched to level-1 problems: sampled
-            answers close ``</answer>`` and are right far more often than with ``"guided"``).
+            (two one-step examples, an addition and a subtraction, matched to level-1 problems; docs/demo.md
+            compares it with ``"guided"``).
         shared_prefix: forward each prompt once for all its completions (docs/shared_prefix.md).
             Default: True.
-        eval_batch_size: prompts decoded at once in the evaluations. Default: 50 (100 problems took
-            49 s at 50, 54 s at 25 on 2 cores).
+        eval_batch_size: prompts decoded at once in the evaluations. Default: 50.
         seed: seed of sampling, data order and adapter init. Default: 0.
         output_dir: run folder. Default: ``runs/demo``.
         model: None for the embedded SmolLM2 GGUF; any model name/path otherwise (e.g. the tiny test model).

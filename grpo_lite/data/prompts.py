@@ -8,13 +8,11 @@ So the default :class:`PromptStyle` uses all three; :meth:`PromptStyle.plain` is
 
 The ``one_step`` style (:meth:`PromptStyle.one_step`, the demo's) is made for one-step problems: a
 shorter system prompt and two short one-step examples, an addition and a subtraction, each solved by
-one equation (``12 + 5 = 17 pens.``). Sampled (no training) on 32 level-1 problems x 8, at
-temperature 0.7 and 64 tokens, SmolLM2-135M-Instruct closed ``</answer>`` in 79% of samples and was
-right in 15% (47% of the groups of 8 held both right and wrong answers: a correctness signal for
-GRPO), against 29%, 2% and 9% with the guided style. A single one-step example did worse (52%, 8%,
-31%): the model copied its operation, subtracting on addition problems or the reverse. Its prompt is
-~20 tokens longer than the guided one (~210 against ~190 with SmolLM2's template), its completions
-are ~20 tokens shorter (~39 against ~60 at 64 tokens).
+one equation (``12 + 5 = 17 pens.``). With the guided style's two-step example, SmolLM2-135M-Instruct
+copied the second step onto one-step problems and no sampled answer of the demo's 16 steps was right;
+with ``one_step`` right answers appear within the first steps and GRPO has a correctness signal
+(docs/demo.md has the runs). Its prompt is about as long as the guided one's (~210 tokens with
+SmolLM2's template) and its completions are shorter.
 
 The system prompt describes the two sections in words rather than with a literal ``...``: with
 ``...`` in the format spec a model learned to copy ``<reasoning>\\n...\\n</reasoning>`` and guess.

@@ -69,6 +69,14 @@ def test_each_full_parameter_rung_realizes_its_update(rung, base, grads) -> None
     assert lost.share < 0.1, lost  # the same optimizer rounding to nearest: the test can fail
 
 
+def test_qlora_adapters_are_bf16_on_every_device_and_rounded() -> None:
+    # TRL casts QLoRA adapters to bf16 whatever the device: without rounding they lose small updates
+    for device in ("cpu", "cuda"):
+        s = StepSettings.resolve(method="qlora", device=device, optim="paged_adamw_8bit")  # type: ignore[arg-type]
+        assert s.adapter_bytes == 2 and s.trains_bf16 and s.update_rounding == "stochastic"
+    assert StepSettings.resolve(method="lora", device="cpu").update_rounding == "nearest"  # PEFT keeps fp32 adapters
+
+
 def test_pure_bf16_adamw_loses_the_update(base, grads) -> None:  # noqa: ANN001
     lost = realized_share(lambda m: torch.optim.AdamW(m.parameters(), lr=LR, weight_decay=0.0),
                           *bf16_and_fp32_copies(base), grads, 20, lambda m: fp32_adamw(m, LR))

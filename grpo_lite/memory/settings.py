@@ -135,9 +135,9 @@ class StepSettings:
     @property
     def trains_bf16(self) -> bool:
         """The optimizer writes into bf16 tensors: full/GaLore weights loaded in bf16 (no fp32 master copy
-        as DeepSpeed ZeRO keeps), or QLoRA adapters under bf16 (TRL casts them)."""
+        as DeepSpeed ZeRO keeps), or QLoRA adapters (TRL casts them to bf16 on any device)."""
         if self.method == "qlora":
-            return bool(self.bf16)
+            return True
         return not self.is_peft and self.dtype == "bfloat16" and self.sharding not in ("zero2", "zero3")
 
     @property
@@ -162,9 +162,9 @@ class StepSettings:
 
     @property
     def adapter_bytes(self) -> int:
-        """LoRA adapter dtype: TRL casts QLoRA adapters to bf16; PEFT upcasts LoRA adapters to fp32."""
+        """LoRA adapter dtype: TRL casts QLoRA adapters to bf16 (on CPU too); PEFT upcasts LoRA adapters to fp32."""
         if self.method == "qlora":
-            return self.act_bytes
+            return 2
         return self.weight_bytes if self.sharding == "zero3" else 4
 
     @property

@@ -62,7 +62,7 @@ class Plan:
         "fp32 master weights" | "fp32"}``.
         """
         s = self.estimate.settings
-        trained = ("bfloat16" if s.bf16 else "float32") if s.method == "qlora" else (
+        trained = "bfloat16" if s.method == "qlora" else (
             "float32" if s.method == "lora" and s.sharding != "zero3" else str(s.dtype))
         if trained == "float32":
             update = "fp32"

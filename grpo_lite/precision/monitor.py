@@ -32,6 +32,7 @@ sharded by FSDP / DeepSpeed ZeRO-3 (the monitor sees local shards only).
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from collections import OrderedDict, defaultdict
@@ -368,4 +369,8 @@ def _clone(inner: torch.optim.Optimizer, p: Tensor, shadow: Tensor) -> torch.opt
         manager = object.__new__(GlobalOptimManager)
         manager.initialize()
         clone.mng, clone.initialized = manager, False
+        args = getattr(inner, "args", None)
+        if args is not None and p.numel() < getattr(args, "min_8bit_size", 0):  # the live tensor keeps 32-bit
+            clone.args = copy.copy(args)  # state: so does its shadow, whatever its sampled size
+            clone.args.min_8bit_size = shadow.numel() + 1
     return clone

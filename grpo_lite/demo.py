@@ -118,7 +118,8 @@ class DemoResult:
     """Before/after evaluations and the training result of one demo run.
 
     ``phase_seconds`` holds the wall seconds of each phase: ``eval_before`` (model load included),
-    ``train`` and ``eval_after``.
+    ``train`` and ``eval_after``. ``train.model`` is the trained model with its LoRA adapter merged
+    (the adapter itself is saved in ``train.model_dir``).
     """
 
     before: Any
@@ -195,7 +196,10 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False) -> DemoRe
         **cfg.train_settings(),
     )
     phases["train"], mark = time.perf_counter() - mark, time.perf_counter()
-    after = evaluate(result.model, eval_set, tokenizer=result.tokenizer, **eval_kwargs)
+    model = result.model
+    if hasattr(model, "merge_and_unload"):  # the adapter is saved: fold it into the weights to decode faster
+        model = result.model = model.merge_and_unload()
+    after = evaluate(model, eval_set, tokenizer=result.tokenizer, **eval_kwargs)
     phases["eval_after"] = time.perf_counter() - mark
     console.print(f"after: {after.summary()}")
     return DemoResult(before=before, after=after, train=result, wall_seconds=time.perf_counter() - start, config=cfg,

@@ -121,6 +121,7 @@ def evaluate(
     prompt_style: PromptStyle | None = None,
     rewards: Sequence[str | Callable[..., list[float]]] | None = None,
     seed: int = 0,
+    stop_strings: Sequence[str] | None = None,
 ) -> EvalResult:
     """Greedy-decode ``dataset[split]`` and score accuracy, format rate and mean reward.
 
@@ -136,6 +137,8 @@ def evaluate(
         prompt_style: must match the style used in training. Default: ``PromptStyle()``.
         rewards: rewards summed into ``mean_reward``. Default: the five GSM8K rewards.
         seed: seed of the synthetic set (ignored for other datasets).
+        stop_strings: end a completion at the first of these, as training does. Default: ``("</answer>",)``
+            (:data:`grpo_lite.training.trainer.DEFAULT_STOP_STRINGS`); ``()`` decodes to ``max_new_tokens``.
     """
     import torch
 
@@ -151,6 +154,9 @@ def evaluate(
         model, tokenizer = load_for_eval(model)
     elif tokenizer is None:
         raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
+    from grpo_lite.training.trainer import DEFAULT_STOP_STRINGS
+
+    stops = list(DEFAULT_STOP_STRINGS if stop_strings is None else stop_strings)
     style = prompt_style or prompt_lib.PromptStyle()
     data = load_dataset(dataset, split=split, style=style, limit=limit, seed=seed)
     data = prompt_lib.apply_prompt_style(data, tokenizer, style)
@@ -168,7 +174,8 @@ def evaluate(
             enc = _encode(tokenizer, batch["prompt"]).to(model.device)
             with torch.inference_mode():
                 out = model.generate(
-                    **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+                    **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id,
+                    **({"stop_strings": stops, "tokenizer": tokenizer} if stops else {}),
                 )
             texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
             kwargs = {"answer": batch["answer"]}

@@ -91,3 +91,29 @@ def test_demo_runs_twice_into_the_same_folder(tiny_model_dir, tmp_path):
     second = run_demo(cfg, quiet=True)  # the demo's folder is scratch: a second run replaces the first
     assert first.train.steps == second.train.steps == 1
     assert second.line().startswith("demo: reward ") and second.line().endswith("(n=2)")
+
+
+def test_demo_cli_options_reach_the_config(monkeypatch, capsys):
+    import argparse
+
+    from grpo_lite.cli import demo as demo_cli
+
+    seen = {}
+
+    def fake_run_demo(cfg, quiet=False):  # noqa: ANN001, ANN202 - records the config the command built
+        from types import SimpleNamespace
+
+        seen["cfg"] = cfg
+        return SimpleNamespace(wall_seconds=1.0, phase_seconds={"train": 1.0}, line=lambda: "demo: ...")
+
+    monkeypatch.setattr("grpo_lite.demo.run_demo", fake_run_demo)
+    parser = argparse.ArgumentParser()
+    demo_cli.add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["demo", "--prompt-style", "guided", "--temperature", "1.0", "--no-shared-prefix"])
+    assert demo_cli.run(args) == 0
+    cfg = seen["cfg"]
+    assert (cfg.prompt_style, cfg.temperature, cfg.shared_prefix) == ("guided", 1.0, False)
+    assert cfg.train_settings()["temperature"] == 1.0
+    assert "train 1 s" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        parser.parse_args(["demo", "--prompt-style", "fancy"])

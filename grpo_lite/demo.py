@@ -48,7 +48,8 @@ class DemoConfig:
             compares it with ``"guided"``).
         shared_prefix: forward each prompt once for all its completions (docs/shared_prefix.md).
             Default: True.
-        eval_batch_size: prompts decoded at once in the evaluations. Default: 50.
+        eval_batch_size: prompts decoded at once in the evaluations. Default: 50 (the prompts' shared
+            system prompt and examples are forwarded once per batch; 100 at once peaked 0.3 GiB higher).
         seed: seed of sampling, data order and adapter init. Default: 0.
         output_dir: run folder. Default: ``runs/demo``.
         model: None for the embedded SmolLM2 GGUF; any model name/path otherwise (e.g. the tiny test model).

@@ -102,11 +102,51 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     return load_model(spec.model_id, **place), load_tokenizer(spec.model_id)
 
 
-def _encode(tokenizer: Any, prompts: list[Any]) -> dict[str, Any]:
+def _token_lists(tokenizer: Any, prompts: list[Any]) -> list[list[int]]:
     if isinstance(prompts[0], str):
-        return tokenizer(prompts, return_tensors="pt", padding=True)
+        return tokenizer(prompts)["input_ids"]
     texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
-    return tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+MIN_SHARED_PREFIX = 16  # tokens: below this, forwarding the common prefix once saves too little
+
+
+def _shared_prefix_inputs(model: Any, lists: list[list[int]], pad_id: int) -> dict[str, Any]:
+    """``generate`` inputs for a batch of prompts.
+
+    Prompts rendered from one style share their system prompt and worked examples. That common token
+    prefix is forwarded once and its KV cache repeated for every row; each row is then the prefix, its
+    padding, and its own suffix (positions follow the attention mask, so a row's suffix continues the
+    prefix's positions as in its unpadded prompt). Without a prefix worth sharing: left padding.
+    """
+    import torch
+
+    common = 0
+    for column in zip(*lists):
+        if any(t != column[0] for t in column):
+            break
+        common += 1
+    common = min(common, min(len(ids) for ids in lists) - 1)  # every row keeps a token to process
+    width = max(len(ids) for ids in lists)
+    device = model.device
+    if len(lists) < 2 or common < MIN_SHARED_PREFIX:
+        rows = [[pad_id] * (width - len(ids)) + ids for ids in lists]
+        mask = [[0] * (width - len(ids)) + [1] * len(ids) for ids in lists]
+        return {"input_ids": torch.tensor(rows, device=device), "attention_mask": torch.tensor(mask, device=device)}
+    from transformers import DynamicCache
+
+    import inspect
+
+    cache = DynamicCache()
+    # transformers 5.x renames past_key_values to cache (the old name goes in 5.40 for forward, 6.0 for generate)
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    model(input_ids=torch.tensor([lists[0][:common]], device=device), use_cache=True, **{name: cache})
+    cache.batch_repeat_interleave(len(lists))
+    rows = [ids[:common] + [pad_id] * (width - len(ids)) + ids[common:] for ids in lists]
+    mask = [[1] * common + [0] * (width - len(ids)) + [1] * (len(ids) - common) for ids in lists]
+    return {"input_ids": torch.tensor(rows, device=device), "attention_mask": torch.tensor(mask, device=device),
+            name: cache}
 
 
 def evaluate(
@@ -124,6 +164,9 @@ def evaluate(
     stop_strings: Sequence[str] | None = None,
 ) -> EvalResult:
     """Greedy-decode ``dataset[split]`` and score accuracy, format rate and mean reward.
+
+    The prompts' common prefix (system prompt, worked examples) is forwarded once per batch and its
+    KV cache shared by the batch's rows.
 
     Args:
         model: a model name/path (as for :func:`grpo_lite.train`, or a saved adapter folder), or a loaded
@@ -171,8 +214,8 @@ def evaluate(
     try:
         for start in range(0, len(data), batch_size):
             batch = data[start : start + batch_size]  # a dict of plain lists
-            enc = _encode(tokenizer, batch["prompt"]).to(model.device)
             with torch.inference_mode():
+                enc = _shared_prefix_inputs(model, _token_lists(tokenizer, batch["prompt"]), tokenizer.pad_token_id)
                 out = model.generate(
                     **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id,
                     **({"stop_strings": stops, "tokenizer": tokenizer} if stops else {}),

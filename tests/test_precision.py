@@ -125,15 +125,26 @@ def test_monitor_sees_lost_updates_and_warns_once(base, grads) -> None:  # noqa:
     assert metrics["update/realized"] < 0.1
 
 
-def _train_bf16(tmp_path: Path, tiny_model_dir: Path, **kwargs) -> dict:  # noqa: ANN003
+def _train_bf16(tmp_path: Path, tiny_model_dir: Path, preset: str = "full", **kwargs) -> dict:  # noqa: ANN003
     from grpo_lite import train
 
     from tiny_run import TINY_RUN
 
     run = {**TINY_RUN, "learning_rate": LR, "logging_steps": 2}
-    train(str(tiny_model_dir), output_dir=str(tmp_path), method="full", max_steps=4, dtype="bfloat16",
+    train(str(tiny_model_dir), output_dir=str(tmp_path), preset=preset, max_steps=4, dtype="bfloat16",
           **{**run, **kwargs})
     return json.loads((tmp_path / "run.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["full-8bit", "galore"])
+def test_each_full_parameter_rung_lands_its_updates_in_a_grpo_run(tmp_path: Path, tiny_model_dir: Path,
+                                                                 preset: str) -> None:
+    record = _train_bf16(tmp_path, tiny_model_dir, preset=preset)
+    assert record["plan"]["preset"] == preset
+    assert record["precision"]["weights"] == "bfloat16" and record["precision"]["update"] == "stochastic rounding"
+    realized = [row["update/realized"] for row in record["history"] if "update/realized" in row]
+    assert realized and min(realized) >= 0.9, realized
 
 
 @pytest.mark.slow

@@ -32,10 +32,8 @@ sharded by FSDP / DeepSpeed ZeRO-3 (the monitor sees local shards only).
 
 from __future__ import annotations
 
-import copy
 import math
 import warnings
-from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,9 +43,18 @@ from torch import Tensor, nn
 from transformers import TrainerCallback
 
 from grpo_lite.memory.optimizers import MONITOR_ELEMENTS, MONITOR_TENSORS
-from grpo_lite.precision.rounding import inner_optimizers, state_nbytes
+from grpo_lite.precision.rounding import state_nbytes
+from grpo_lite.precision.shadow import (
+    clone_optimizer,
+    compensation,
+    hyperparameters,
+    is_elementwise,
+    owner,
+    sample,
+    unwrap,
+)
 
-__all__ = ["UpdateMonitor", "MetricsSink", "UpdatesLostWarning", "LOST_UPDATES_HINT"]
+__all__ = ["LOST_UPDATES_HINT", "MetricsSink", "UpdateMonitor", "UpdatesLostWarning"]
 
 
 class UpdatesLostWarning(UserWarning):
@@ -58,41 +65,6 @@ LOST_UPDATES_HINT = ("set update_rounding='stochastic' (train(..., update_roundi
                      "stochastic), load float32 weights (dtype='float32'), or raise the learning rate")
 
 MetricsSink = Callable[[dict[str, float]], None]
-KAHAN_KEYS = ("kahan_comp", "bf16_kahan_comp")  # optimi; precision.install_update_rounding(mode="kahan")
-_MIXING_MARKERS = ("rank",)  # param-group keys of GaLore / APOLLO: their update is not element-wise
-_MIXING_CLASSES = ("Adafactor", "Muon", "Shampoo", "SOAP")
-
-
-# --------------------------------------------------------------------------------------------- optimizer plumbing
-
-
-def _owner(optimizer: Any, p: Tensor) -> tuple[torch.optim.Optimizer, dict[str, Any]]:
-    for inner in inner_optimizers(optimizer):
-        for group in inner.param_groups:
-            if any(q is p for q in group["params"]):
-                return inner, group
-    raise LookupError("parameter not found in the optimizer")
-
-
-def _is_elementwise(inner: torch.optim.Optimizer, group: dict[str, Any]) -> bool:
-    name = type(inner).__name__
-    return not any(k in group for k in _MIXING_MARKERS) and not any(m in name for m in _MIXING_CLASSES)
-
-
-def _hyperparameters(group: dict[str, Any]) -> dict[str, Any]:
-    """The group minus its params, tensors cloned (torchao keeps lr as a tensor the scheduler fills in place)."""
-    return {k: (v.clone() if isinstance(v, Tensor) else v) for k, v in group.items() if k != "params"}
-
-
-def _compensation(inner: torch.optim.Optimizer, p: Tensor) -> Tensor | None:
-    state = inner.state.get(p, {})
-    for key in KAHAN_KEYS:
-        comp = state.get(key)
-        if isinstance(comp, Tensor) and comp.shape == p.shape:
-            return comp
-    return None
-
-
 # --------------------------------------------------------------------------------------------- one sampled tensor
 
 
@@ -127,7 +99,7 @@ class _Probe:
         the sampled elements (no copy of the whole tensor)."""
         pick = (lambda t: t.detach().reshape(-1)[self.index]) if sampled else (lambda t: t.detach())
         value = pick(self.param).float()
-        comp = _compensation(self.owner, self.param)
+        comp = compensation(self.owner, self.param)
         return value if comp is None else value + pick(comp).float()
 
     def take(self, full: Tensor) -> Tensor:
@@ -168,13 +140,13 @@ class UpdateMonitor(TrainerCallback):
     def setup(self, model: nn.Module, optimizer: Any) -> None:
         """Pick the tensors and build their shadows (called by ``on_train_begin``; callable directly)."""
         self.close()
-        self._layerwise = _unwrap(optimizer) is not None and hasattr(_unwrap(optimizer), "optimizer_dict")
+        self._layerwise = unwrap(optimizer) is not None and hasattr(unwrap(optimizer), "optimizer_dict")
         gen = torch.Generator().manual_seed(self.seed)
         for name, p in self._choose(model, optimizer):
-            inner, group = _owner(optimizer, p)
-            index = _sample(p.numel(), self.n_elements, gen).to(p.device)
-            probe = _Probe(name, p, inner, group, index, _is_elementwise(inner, group))
-            probe.optimizer = _clone(inner, p, probe.shadow)
+            inner, group = owner(optimizer, p)
+            index = sample(p.numel(), self.n_elements, gen).to(p.device)
+            probe = _Probe(name, p, inner, group, index, is_elementwise(inner, group))
+            probe.optimizer = clone_optimizer(inner, p, probe.shadow)
             self.probes.append(probe)
             if self._layerwise:  # the step runs inside backward; catch the gradient on its way in
                 self._hooks.append(p.register_hook(self._grad_hook(probe)))
@@ -186,7 +158,7 @@ class UpdateMonitor(TrainerCallback):
                     if p.requires_grad and p.ndim == 2 and id(p) not in embeddings]
         if not eligible:
             return []
-        mixing = [(n, p) for n, p in eligible if not _is_elementwise(*_owner(optimizer, p))]
+        mixing = [(n, p) for n, p in eligible if not is_elementwise(*owner(optimizer, p))]
         if mixing:  # whole-tensor shadows: take the smallest targets, spread over depth
             smallest = min(p.numel() for _, p in mixing)
             eligible = [(n, p) for n, p in mixing if p.numel() == smallest] or mixing
@@ -196,7 +168,7 @@ class UpdateMonitor(TrainerCallback):
     @staticmethod
     def _grad_hook(probe: _Probe) -> Callable[[Tensor], None]:
         def hook(grad: Tensor) -> None:
-            probe.capture(grad, _hyperparameters(probe.group))
+            probe.capture(grad, hyperparameters(probe.group))
 
         return hook
 
@@ -250,7 +222,7 @@ class UpdateMonitor(TrainerCallback):
         for probe in self.probes:
             if probe.param.grad is not None:
                 probe.grad = None
-                probe.capture(probe.param.grad, _hyperparameters(probe.group))
+                probe.capture(probe.param.grad, hyperparameters(probe.group))
 
     def end_step(self) -> None:
         """After the step: replay it on the shadows and add both displacements to the window."""
@@ -325,52 +297,3 @@ def _window_metrics(probes: list[_Probe]) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------------------------- helpers
-
-
-def _unwrap(optimizer: Any) -> Any:
-    while not hasattr(optimizer, "optimizer_dict") and hasattr(optimizer, "optimizer"):
-        optimizer = optimizer.optimizer
-    return optimizer
-
-
-def _sample(numel: int, n: int, gen: torch.Generator) -> Tensor:
-    """Exactly ``n`` flat indices (so the monitor's memory is known in advance): every element, repeated
-    when the tensor is smaller; distinct ones up to 2**24 elements; uniform draws above (no numel-sized
-    permutation)."""
-    if numel <= n:
-        return torch.arange(n) % numel
-    if numel <= 1 << 24:
-        return torch.randperm(numel, generator=gen)[:n].sort().values
-    return torch.randint(0, numel, (n,), generator=gen).sort().values
-
-
-def _clone(inner: torch.optim.Optimizer, p: Tensor, shadow: Tensor) -> torch.optim.Optimizer:
-    """Same class and attributes as ``inner``, over ``shadow`` only, with fresh state.
-
-    ``__init__`` is bypassed (constructor signatures differ); instance-level ``step`` patches (LR-scheduler counters,
-    rounding wrappers) and step hooks stay with the real optimizer. Python scalars in the live state (APOLLO's
-    projection seed) are copied so random projections match; tensors are not (the shadow starts from zero moments).
-    """
-    _, group = _owner(inner, p)
-    clone = object.__new__(type(inner))
-    clone.__dict__.update(inner.__dict__)
-    clone.__dict__.pop("step", None)
-    for key, value in inner.__dict__.items():
-        if key.startswith("_optimizer_") and isinstance(value, OrderedDict):
-            setattr(clone, key, OrderedDict())
-    clone.state = defaultdict(dict)
-    clone.param_groups = [{**_hyperparameters(group), "params": [shadow]}]
-    scalars = {k: v for k, v in inner.state.get(p, {}).items() if k != "step" and isinstance(v, (int, float, str))}
-    if scalars:
-        clone.state[shadow].update(scalars)
-    if hasattr(clone, "mng"):  # bitsandbytes: a private override manager (the global one is keyed by index)
-        from bitsandbytes.optim import GlobalOptimManager
-
-        manager = object.__new__(GlobalOptimManager)
-        manager.initialize()
-        clone.mng, clone.initialized = manager, False
-        args = getattr(inner, "args", None)
-        if args is not None and p.numel() < getattr(args, "min_8bit_size", 0):  # the live tensor keeps 32-bit
-            clone.args = copy.copy(args)  # state: so does its shadow, whatever its sampled size
-            clone.args.min_8bit_size = shadow.numel() + 1
-    return clone

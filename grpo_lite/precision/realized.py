@@ -23,8 +23,16 @@ from torch import Tensor, nn
 
 from grpo_lite.precision.rounding import install_update_rounding
 
-__all__ = ["Realized", "tiny_llama", "lm_gradients", "planned_optimizer", "step", "realized_share", "fp32_adamw",
-           "bf16_and_fp32_copies"]
+__all__ = [
+    "Realized",
+    "bf16_and_fp32_copies",
+    "fp32_adamw",
+    "lm_gradients",
+    "planned_optimizer",
+    "realized_share",
+    "step",
+    "tiny_llama",
+]
 
 Grads = dict[str, Tensor]
 OptimizerFactory = Callable[[nn.Module], Any]

@@ -37,10 +37,18 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from grpo_lite.memory.optimizers import SR_CHUNK  # elements rounded at once (the memory model counts them)
+from grpo_lite.memory.optimizers import (
+    SR_CHUNK,  # elements rounded at once (the memory model counts them)
+)
 
-__all__ = ["RoundingMode", "fp32_to_bf16_sr", "install_update_rounding", "inner_optimizers", "state_nbytes",
-           "SR_CHUNK"]
+__all__ = [
+    "SR_CHUNK",
+    "RoundingMode",
+    "fp32_to_bf16_sr",
+    "inner_optimizers",
+    "install_update_rounding",
+    "state_nbytes",
+]
 
 RoundingMode = Literal["sr", "kahan"]
 

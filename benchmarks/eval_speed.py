@@ -23,6 +23,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import grpo_lite.evaluation as ev
+    import grpo_lite.training.prefix_cache as pc
     from grpo_lite import DemoConfig
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.training.loading import demo_model_path
@@ -35,8 +36,8 @@ def main() -> None:
               "batch_size": args.batch_size}
     ev.evaluate(model, data.select(range(4)), **kwargs)  # warm-up
     results = {}
-    for label, min_prefix in (("left padding", 10**9), ("shared prefix", ev.MIN_SHARED_PREFIX)):
-        ev.MIN_SHARED_PREFIX = min_prefix
+    for label, min_prefix in (("left padding", 10**9), ("shared prefix", pc.MIN_SHARED_PREFIX)):
+        pc.MIN_SHARED_PREFIX = min_prefix
         start = time.perf_counter()
         results[label] = (ev.evaluate(model, data, **kwargs), time.perf_counter() - start)
         print(f"{label}: {results[label][1]:.1f} s, {results[label][0].summary()}", flush=True)

@@ -109,46 +109,6 @@ def _token_lists(tokenizer: Any, prompts: list[Any]) -> list[list[int]]:
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
-MIN_SHARED_PREFIX = 16  # tokens: below this, forwarding the common prefix once saves too little
-
-
-def _shared_prefix_inputs(model: Any, lists: list[list[int]], pad_id: int) -> dict[str, Any]:
-    """``generate`` inputs for a batch of prompts.
-
-    Prompts rendered from one style share their system prompt and worked examples. That common token
-    prefix is forwarded once and its KV cache repeated for every row; each row is then the prefix, its
-    padding, and its own suffix (positions follow the attention mask, so a row's suffix continues the
-    prefix's positions as in its unpadded prompt). Without a prefix worth sharing: left padding.
-    """
-    import torch
-
-    common = 0
-    for column in zip(*lists):
-        if any(t != column[0] for t in column):
-            break
-        common += 1
-    common = min(common, min(len(ids) for ids in lists) - 1)  # every row keeps a token to process
-    width = max(len(ids) for ids in lists)
-    device = model.device
-    if len(lists) < 2 or common < MIN_SHARED_PREFIX:
-        rows = [[pad_id] * (width - len(ids)) + ids for ids in lists]
-        mask = [[0] * (width - len(ids)) + [1] * len(ids) for ids in lists]
-        return {"input_ids": torch.tensor(rows, device=device), "attention_mask": torch.tensor(mask, device=device)}
-    from transformers import DynamicCache
-
-    import inspect
-
-    cache = DynamicCache()
-    # transformers 5.x renames past_key_values to cache (the old name goes in 5.40 for forward, 6.0 for generate)
-    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-    model(input_ids=torch.tensor([lists[0][:common]], device=device), use_cache=True, **{name: cache})
-    cache.batch_repeat_interleave(len(lists))
-    rows = [ids[:common] + [pad_id] * (width - len(ids)) + ids[common:] for ids in lists]
-    mask = [[1] * common + [0] * (width - len(ids)) + [1] * (len(ids) - common) for ids in lists]
-    return {"input_ids": torch.tensor(rows, device=device), "attention_mask": torch.tensor(mask, device=device),
-            name: cache}
-
-
 def evaluate(
     model: str | os.PathLike | Any,
     dataset: str | os.PathLike | Dataset = "gsm8k",
@@ -197,6 +157,7 @@ def evaluate(
         model, tokenizer = load_for_eval(model)
     elif tokenizer is None:
         raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
+    from grpo_lite.training.prefix_cache import prefix_cache_inputs
     from grpo_lite.training.trainer import DEFAULT_STOP_STRINGS
 
     stops = list(DEFAULT_STOP_STRINGS if stop_strings is None else stop_strings)
@@ -215,7 +176,7 @@ def evaluate(
         for start in range(0, len(data), batch_size):
             batch = data[start : start + batch_size]  # a dict of plain lists
             with torch.inference_mode():
-                enc = _shared_prefix_inputs(model, _token_lists(tokenizer, batch["prompt"]), tokenizer.pad_token_id)
+                enc = prefix_cache_inputs(model, _token_lists(tokenizer, batch["prompt"]), tokenizer.pad_token_id)
                 out = model.generate(
                     **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id,
                     **({"stop_strings": stops, "tokenizer": tokenizer} if stops else {}),

@@ -121,19 +121,20 @@ def test_demo_cli_options_reach_the_config(monkeypatch, capsys):
 
 def test_evaluation_forwards_the_common_prefix_once_and_decodes_the_same(tiny_model_dir, monkeypatch):
     import grpo_lite.evaluation as ev
+    import grpo_lite.training.prefix_cache as pc
 
     calls = []
-    real = ev._shared_prefix_inputs
+    real = pc.prefix_cache_inputs
 
     def spy(model, lists, pad_id):  # noqa: ANN001, ANN202
         out = real(model, lists, pad_id)
         calls.append("cache" in out or "past_key_values" in out)
         return out
 
-    monkeypatch.setattr(ev, "_shared_prefix_inputs", spy)
+    monkeypatch.setattr(pc, "prefix_cache_inputs", spy)
     shared = ev.evaluate(str(tiny_model_dir), "synthetic", limit=6, batch_size=3, max_new_tokens=12)
     assert calls == [True, True]  # the style's system prompt and example are one prefix per batch
-    monkeypatch.setattr(ev, "MIN_SHARED_PREFIX", 10**6)  # left padding only
+    monkeypatch.setattr(pc, "MIN_SHARED_PREFIX", 10**6)  # left padding only
     plain = ev.evaluate(str(tiny_model_dir), "synthetic", limit=6, batch_size=3, max_new_tokens=12)
     assert calls[2:] == [False, False]
     assert [s["completion"] for s in shared.samples] == [s["completion"] for s in plain.samples]

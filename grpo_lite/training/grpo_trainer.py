@@ -27,6 +27,7 @@ from trl import GRPOTrainer
 from grpo_lite.memory.settings import UpdateRounding
 from grpo_lite.precision.monitor import UpdateMonitor
 from grpo_lite.precision.rounding import install_update_rounding
+from grpo_lite.training.prefix_cache import prefix_cache_inputs
 from grpo_lite.training.shared_prefix import self_check, shared_prefix_logps_and_entropies, unsupported_reason
 
 __all__ = ["LiteGRPOTrainer"]
@@ -123,21 +124,38 @@ class LiteGRPOTrainer(GRPOTrainer):
     # ---- stop strings --------------------------------------------------------------------------
     def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
                               has_tool_images: bool = False) -> tuple[list[list[int]], Any]:
-        if not getattr(getattr(self, "generation_config", None), "stop_strings", None):  # vLLM: no stop strings
+        stops = bool(getattr(getattr(self, "generation_config", None), "stop_strings", None))
+        share = self.shared_prefix and not (self.use_vllm or self.use_transformers_continuous_batching) and \
+            images is None and not multimodal_fields
+        if not (stops or share):  # vLLM: neither
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
-        with _generate_with_tokenizer(self.accelerator.unwrap_model(self.model), self.processing_class):
+        with _patched_generate(self.accelerator.unwrap_model(self.model), self.processing_class, stops=stops,
+                               share=share, pad_token_id=self._tokenizer.pad_token_id):
             completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
                                                                      num_generations, has_tool_images)
+        if not stops:
+            return completion_ids, logprobs
         pad, eos = self._tokenizer.pad_token_id, self.eos_token_ids
         return [end_at_stop(ids, pad, eos) for ids in completion_ids], logprobs
 
 
 @contextmanager
-def _generate_with_tokenizer(model: nn.Module, tokenizer: Any) -> Iterator[None]:
-    """transformers' ``generate`` needs the tokenizer to match stop strings; TRL does not pass it."""
+def _patched_generate(model: nn.Module, tokenizer: Any, *, stops: bool, share: bool,
+                      pad_token_id: int) -> Iterator[None]:
+    """TRL's call to ``generate``, with the tokenizer that stop strings need (TRL does not pass it) and,
+    with ``share``, the group's common prompt prefix forwarded once (:mod:`~grpo_lite.training.prefix_cache`)."""
     bound = model.generate
-    model.generate = lambda *a, **k: bound(*a, tokenizer=getattr(tokenizer, "tokenizer", tokenizer), **k)
+
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        if stops:
+            kwargs["tokenizer"] = getattr(tokenizer, "tokenizer", tokenizer)
+        if share and not args and set(kwargs) <= {"input_ids", "attention_mask", "generation_config", "tokenizer"}:
+            ids, mask = kwargs["input_ids"], kwargs["attention_mask"].bool()
+            kwargs.update(prefix_cache_inputs(model, [row[m].tolist() for row, m in zip(ids, mask)], pad_token_id))
+        return bound(*args, **kwargs)
+
+    model.generate = generate
     try:
         yield
     finally:

@@ -1,0 +1,63 @@
+"""Decode a batch of prompts with their common prefix forwarded once.
+
+The prompts of one batch share a long token prefix: a GRPO group is one prompt repeated for each of
+its completions, and every prompt of a style starts with the same system prompt and worked examples.
+:func:`prefix_cache_inputs` forwards that prefix once, repeats its KV cache for every row and lays
+each row out as the prefix, its padding, then its own suffix; positions follow the attention mask,
+so a row's suffix continues the prefix's positions as in its unpadded prompt, and greedy decoding
+gives the same tokens as with left padding. The width is the longest prompt's, as with left padding,
+so whatever cuts the completions off at the prompt's width still can.
+
+Used by sampling in :class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer` (with the shared
+prefix on) and by :func:`grpo_lite.evaluation.evaluate`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+__all__ = ["MIN_SHARED_PREFIX", "common_prefix_length", "prefix_cache_inputs"]
+
+MIN_SHARED_PREFIX = 16  # tokens: below this, forwarding the common prefix once saves too little
+
+
+def common_prefix_length(lists: list[list[int]]) -> int:
+    """Tokens all ``lists`` start with, leaving every list at least one token of its own.
+
+    >>> common_prefix_length([[1, 2, 3, 4], [1, 2, 3, 5], [1, 2, 3]])
+    2
+    """
+    common = 0
+    for column in zip(*lists):
+        if any(t != column[0] for t in column):
+            break
+        common += 1
+    return max(0, min(common, min(len(ids) for ids in lists) - 1))
+
+
+def _cache_keyword(model: Any) -> str:
+    """transformers 5 renames ``past_key_values`` to ``cache`` (the old name goes in 5.40 / 6.0)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def prefix_cache_inputs(model: Any, lists: list[list[int]], pad_id: int) -> dict[str, Any]:
+    """``generate`` inputs for the token ``lists``: the common prefix's cache plus the rows, or left
+    padding when fewer than two rows share :data:`MIN_SHARED_PREFIX` tokens. Call it under no_grad."""
+    import torch
+
+    common, width, device = common_prefix_length(lists), max(len(ids) for ids in lists), model.device
+    if len(lists) < 2 or common < MIN_SHARED_PREFIX:
+        rows = [[pad_id] * (width - len(ids)) + ids for ids in lists]
+        mask = [[0] * (width - len(ids)) + [1] * len(ids) for ids in lists]
+        return {"input_ids": torch.tensor(rows, device=device), "attention_mask": torch.tensor(mask, device=device)}
+    from transformers import DynamicCache
+
+    name, cache = _cache_keyword(model), DynamicCache()
+    model(input_ids=torch.tensor([lists[0][:common]], device=device), use_cache=True, **{name: cache})
+    cache.batch_repeat_interleave(len(lists))
+    rows = [ids[:common] + [pad_id] * (width - len(ids)) + ids[common:] for ids in lists]
+    mask = [[1] * common + [0] * (width - len(ids)) + [1] * (len(ids) - common) for ids in lists]
+    return {"input_ids": torch.tensor(rows, device=device), "attention_mask": torch.tensor(mask, device=device),
+            name: cache}

@@ -29,11 +29,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve()
+sys.path.insert(0, str(HERE.parent))
+from shared_prefix import step_timer  # noqa: E402  (the same step clock as the shared-prefix benchmark)
 ARMS = ("trl", "+stop", "+stop+shared", "guided prompt")
 
 
@@ -52,26 +53,15 @@ def _raw_trl_trainer() -> type:
 
 
 def _child(arm: str, steps: int, out: Path, seed: int) -> None:
-    from transformers import TrainerCallback
-
     import grpo_lite.training.grpo_trainer as grpo_trainer
     from grpo_lite import DemoConfig, train
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.training.loading import demo_model_path
 
-    class StepTimer(TrainerCallback):
-        times: list[float] = []
-
-        def on_step_begin(self, args, state, control, **kwargs):  # noqa: ANN001
-            self._t = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
-            self.times.append(time.perf_counter() - self._t)
-
     if arm == "trl":
         grpo_trainer.LiteGRPOTrainer = _raw_trl_trainer()  # build_trainer imports it from the module
-    cfg, timer = DemoConfig(seed=seed), StepTimer()
+    cfg, timer = DemoConfig(seed=seed), step_timer()
     style = PromptStyle() if arm == "guided prompt" else cfg.style()
     data = load_dataset("synthetic", split="train", style=style, limit=steps * 4, seed=seed, levels=cfg.levels)
     result = train(str(demo_model_path()), dataset=data, output_dir=out / "run", overwrite=True, max_steps=steps,

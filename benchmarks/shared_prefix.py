@@ -28,22 +28,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve()
 DEFAULT_GSM8K = HERE.parents[2] / "shared" / "data" / "gsm8k"
 
 
-def _child(arm: str, setting: str, steps: int, out: Path, gsm8k: Path, seed: int) -> None:
-    """One arm in this process: train, then write step times, peak RSS and the self-check."""
+def step_timer() -> Any:
+    """A Trainer callback whose ``times`` holds each optimizer step's wall seconds (step begin -> end)."""
     from transformers import TrainerCallback
 
-    from grpo_lite import DemoConfig, train
-    from grpo_lite.data.loaders import load_dataset
-    from grpo_lite.data.prompts import PromptStyle
-    from grpo_lite.training.loading import demo_model_path
-
     class StepTimer(TrainerCallback):
-        times: list[float] = []
+        def __init__(self) -> None:
+            self.times: list[float] = []
 
         def on_step_begin(self, args, state, control, **kwargs):  # noqa: ANN001
             self._t = time.perf_counter()
@@ -51,7 +48,17 @@ def _child(arm: str, setting: str, steps: int, out: Path, gsm8k: Path, seed: int
         def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
             self.times.append(time.perf_counter() - self._t)
 
-    cfg, timer = DemoConfig(seed=seed), StepTimer()
+    return StepTimer()
+
+
+def _child(arm: str, setting: str, steps: int, out: Path, gsm8k: Path, seed: int) -> None:
+    """One arm in this process: train, then write step times, peak RSS and the self-check."""
+    from grpo_lite import DemoConfig, train
+    from grpo_lite.data.loaders import load_dataset
+    from grpo_lite.data.prompts import PromptStyle
+    from grpo_lite.training.loading import demo_model_path
+
+    cfg, timer = DemoConfig(seed=seed), step_timer()
     style = cfg.style() if setting == "demo" else PromptStyle()  # the demo's prompts; GSM8K: the guided one-shot
     if setting == "demo":
         data = load_dataset("synthetic", split="train", style=style, limit=steps * 4, seed=seed, levels=cfg.levels)

@@ -43,7 +43,7 @@ from torch import Tensor, nn
 from transformers import TrainerCallback
 
 from grpo_lite.memory.optimizers import MONITOR_ELEMENTS, MONITOR_TENSORS
-from grpo_lite.precision.rounding import state_nbytes
+from grpo_lite.precision.rounding import state_nbytes, unwrap
 from grpo_lite.precision.shadow import (
     clone_optimizer,
     compensation,
@@ -51,7 +51,6 @@ from grpo_lite.precision.shadow import (
     is_elementwise,
     owner,
     sample,
-    unwrap,
 )
 
 __all__ = ["LOST_UPDATES_HINT", "MetricsSink", "UpdateMonitor", "UpdatesLostWarning"]
@@ -140,7 +139,7 @@ class UpdateMonitor(TrainerCallback):
     def setup(self, model: nn.Module, optimizer: Any) -> None:
         """Pick the tensors and build their shadows (called by ``on_train_begin``; callable directly)."""
         self.close()
-        self._layerwise = unwrap(optimizer) is not None and hasattr(unwrap(optimizer), "optimizer_dict")
+        self._layerwise = hasattr(unwrap(optimizer), "optimizer_dict")
         gen = torch.Generator().manual_seed(self.seed)
         for name, p in self._choose(model, optimizer):
             inner, group = owner(optimizer, p)

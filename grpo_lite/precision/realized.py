@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from grpo_lite.precision.rounding import install_update_rounding
+from grpo_lite.precision.rounding import install_update_rounding, unwrap
 
 __all__ = [
     "Realized",
@@ -112,10 +112,7 @@ def fp32_adamw(model: nn.Module, learning_rate: float) -> torch.optim.Optimizer:
 def step(optimizer: Any) -> None:
     """One optimizer step; layer-wise optimizers (``optimizer_dict``) step each parameter as their
     backward hooks would."""
-    inner = optimizer
-    while not hasattr(inner, "optimizer_dict") and hasattr(inner, "optimizer"):
-        inner = inner.optimizer
-    per_param = getattr(inner, "optimizer_dict", None)
+    per_param = getattr(unwrap(optimizer), "optimizer_dict", None)
     if per_param is None:
         optimizer.step()
         return

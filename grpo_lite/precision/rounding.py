@@ -48,6 +48,7 @@ __all__ = [
     "inner_optimizers",
     "install_update_rounding",
     "state_nbytes",
+    "unwrap",
 ]
 
 RoundingMode = Literal["sr", "kahan"]
@@ -72,11 +73,17 @@ def fp32_to_bf16_sr(x: Tensor, generator: torch.Generator | None = None) -> Tens
     return noise.add_(bits).bitwise_and_(_UPPER16).view(torch.float32).to(torch.bfloat16)
 
 
-def inner_optimizers(optimizer: Any) -> list[torch.optim.Optimizer]:
-    """The optimizers that actually step: unwraps accelerate's ``AcceleratedOptimizer`` and transformers'
+def unwrap(optimizer: Any) -> Any:
+    """Through accelerate's ``AcceleratedOptimizer`` down to the optimizer, or to transformers'
     ``LayerWiseDummyOptimizer`` (layer-wise GaLore/APOLLO keep one optimizer per parameter in ``optimizer_dict``)."""
     while not hasattr(optimizer, "optimizer_dict") and hasattr(optimizer, "optimizer"):
         optimizer = optimizer.optimizer
+    return optimizer
+
+
+def inner_optimizers(optimizer: Any) -> list[torch.optim.Optimizer]:
+    """The optimizers that actually step (:func:`unwrap`, then each per-parameter one when layer-wise)."""
+    optimizer = unwrap(optimizer)
     optimizer_dict = getattr(optimizer, "optimizer_dict", None)
     if optimizer_dict is not None:
         return list(dict.fromkeys(optimizer_dict.values()))

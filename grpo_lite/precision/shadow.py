@@ -24,7 +24,6 @@ __all__ = [
     "is_elementwise",
     "owner",
     "sample",
-    "unwrap",
 ]
 
 KAHAN_KEYS = ("kahan_comp", "bf16_kahan_comp")  # optimi; precision.install_update_rounding(mode="kahan")
@@ -61,13 +60,6 @@ def compensation(inner: torch.optim.Optimizer, p: Tensor) -> Tensor | None:
         if isinstance(comp, Tensor) and comp.shape == p.shape:
             return comp
     return None
-
-
-def unwrap(optimizer: Any) -> Any:
-    """Through accelerate's wrapper down to the optimizer (or transformers' layer-wise dummy)."""
-    while not hasattr(optimizer, "optimizer_dict") and hasattr(optimizer, "optimizer"):
-        optimizer = optimizer.optimizer
-    return optimizer
 
 
 def sample(numel: int, n: int, gen: torch.Generator) -> Tensor:

@@ -25,3 +25,12 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     """Keep the GGUF conversion cache inside the session's temp folder unless a test asks otherwise."""
     if "GRPO_LITE_CACHE" not in os.environ:
         monkeypatch.setenv("GRPO_LITE_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture(autouse=True)
+def _pinned_ram(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPU plans without a budget check the RAM available now: pin it so in-process plans do not
+    depend on the machine (tests/test_hardware.py keeps the real function for its own tests)."""
+    from grpo_lite.planning import hardware
+
+    monkeypatch.setattr(hardware, "detect_ram", lambda: (64.0, "64.0 GiB of RAM available now (pinned by the tests)"))

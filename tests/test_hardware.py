@@ -81,3 +81,31 @@ def test_installed_extras_are_probed_without_import() -> None:
     assert extras.bitsandbytes  # a hard dependency
     assert all(isinstance(v, bool) for v in vars(extras).values())
     assert "vllm" not in sys.modules or extras.vllm
+
+
+DETECT_RAM = hardware.__dict__["detect_ram"]  # conftest pins hardware.detect_ram; this is the real one
+
+
+def test_detect_ram_reads_memavailable(tmp_path) -> None:
+    (tmp_path / "meminfo").write_text("MemTotal:  16000000 kB\nMemFree:  1000000 kB\nMemAvailable:  8388608 kB\n")
+    gib, why = DETECT_RAM(tmp_path / "meminfo", tmp_path / "no-cgroup")
+    assert gib == 8.0 and why == "8.0 GiB of RAM available now (MemAvailable in /proc/meminfo)"
+
+
+def test_detect_ram_is_capped_by_a_container_limit(tmp_path) -> None:
+    (tmp_path / "meminfo").write_text("MemAvailable:  8388608 kB\n")
+    (tmp_path / "memory.max").write_text(f"{6 * 1024**3}\n")
+    (tmp_path / "memory.current").write_text(f"{2 * 1024**3}\n")
+    gib, why = DETECT_RAM(tmp_path / "meminfo", tmp_path)
+    assert gib == 4.0 and "container's memory limit" in why
+
+
+def test_detect_ram_ignores_an_unlimited_container(tmp_path) -> None:
+    (tmp_path / "meminfo").write_text("MemAvailable:  8388608 kB\n")
+    (tmp_path / "memory.max").write_text("max\n")
+    assert DETECT_RAM(tmp_path / "meminfo", tmp_path)[0] == 8.0
+
+
+def test_detect_ram_falls_back_to_sysconf(tmp_path) -> None:
+    gib, why = DETECT_RAM(tmp_path / "absent", tmp_path / "absent")
+    assert gib is not None and gib > 0 and "os.sysconf" in why

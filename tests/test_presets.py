@@ -144,6 +144,38 @@ def test_no_cuda_gives_a_cpu_plan() -> None:
     assert p.to_dict()["headroom_gib"] is None
 
 
+def test_cpu_plan_that_fits_the_ram_says_so() -> None:
+    p = plan("SmolLM2-135M-Instruct")
+    assert p.budget_gib is None and p.preset.method == "lora"
+    assert p.reasons[-1] == (f"64.0 GiB of RAM available now (pinned by the tests): the plan's peak of "
+                             f"{p.estimate.total_gib:.2f} GiB fits")
+
+
+def test_cpu_plan_is_planned_again_for_the_ram_available(monkeypatch: pytest.MonkeyPatch) -> None:
+    defaults = plan("SmolLM2-135M-Instruct", device="cpu")
+    monkeypatch.setattr(hardware, "detect_ram", lambda: (3.0, "3.0 GiB of RAM available now (test)"))
+    p = plan("SmolLM2-135M-Instruct", device="cpu")
+    assert defaults.estimate.total_gib > 3.0  # the CPU defaults would not fit...
+    assert p.device == "cpu" and p.budget_gib == 3.0 and p.fits  # ...so the ladder is walked for 3 GiB of RAM
+    assert p.estimate.total_gib + p.required_headroom_gib <= 3.0
+    assert any(r.startswith("3.0 GiB of RAM available now (test): the CPU defaults would peak at") for r in p.reasons)
+
+
+def test_cpu_plan_for_too_little_ram_names_what_is_needed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hardware, "detect_ram", lambda: (1.0, "1.0 GiB of RAM available now (test)"))
+    with pytest.raises(DoesNotFitError, match=r"smallest budget that fits is \d+ GB.*Planned for the RAM available "
+                       r"now \(1\.0 GiB of RAM available now \(test\)\); pass budget_gb with device='cpu'") as info:
+        plan("SmolLM2-135M-Instruct", device="cpu")
+    assert info.value.smallest_budget_gb is not None and info.value.smallest_budget_gb > 1
+
+
+def test_cpu_plan_when_ram_cannot_be_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    why = "free RAM could not be read: pass budget_gb with device='cpu' to plan for your RAM"
+    monkeypatch.setattr(hardware, "detect_ram", lambda: (None, why))
+    p = plan("SmolLM2-135M-Instruct", device="cpu")
+    assert p.budget_gib is None and p.reasons[-1] == why
+
+
 def test_detected_cuda_is_used_and_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hardware, "detect_vram", lambda: (23.65, "detected CUDA device 0: RTX 4090, 23.65 GiB total"))
     p = plan("Llama-3.2-1B-Instruct")

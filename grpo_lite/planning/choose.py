@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 from typing import Any, Literal, get_args
 
-from grpo_lite.errors import ConfigError
+from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.memory.models import ModelSpec, resolve_model
 from grpo_lite.memory.settings import Method, Sharding
 from grpo_lite.planning import hardware
+from grpo_lite.planning.candidates import fits
 from grpo_lite.planning.ladder import METHODS
 from grpo_lite.planning.result import Plan
 from grpo_lite.planning.search import search
@@ -35,7 +36,8 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
         model: name, path or ModelSpec.
         budget_gb: the card's nominal size in GB, per device (16 for a "16 GB" card, 15.73 GiB
             usable); with ``device="cpu"``, the RAM the run may use (GiB). None: detect the current
-            CUDA device; no CUDA gives a CPU plan for reference.
+            CUDA device; without one, a CPU plan at the CPU defaults, planned again for the RAM
+            available now (``MemAvailable``, a container's limit) when those defaults would not fit.
         method: restrict the ladder to one method.
         preset: use exactly this rung (only its settings are traded).
         device: "cuda" or "cpu"; Default: cuda when a budget is given, else what is detected.
@@ -91,6 +93,29 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
             nominal = round(hardware.usable_to_nominal_gb(gib), 1)
     else:
         reasons.append("no CUDA device in use (device='cpu'): CPU plan, memory estimate shown for reference")
-    return search(spec, device=device or "cpu", usable_gib=usable, nominal_gb=nominal, method=method,
-                  preset_name=preset, num_processes=num_processes, sharding=sharding,
-                  max_prompt_length=max_prompt_length, fixed=dict(fixed), reasons=reasons)
+    common: dict[str, Any] = {"method": method, "preset_name": preset, "num_processes": num_processes,
+                              "sharding": sharding, "max_prompt_length": max_prompt_length, "fixed": dict(fixed)}
+    if usable is None:
+        return _cpu_plan(spec, reasons, common)
+    return search(spec, device=device or "cpu", usable_gib=usable, nominal_gb=nominal, reasons=reasons, **common)
+
+
+def _cpu_plan(spec: ModelSpec, reasons: list[str], common: dict[str, Any]) -> Plan:
+    """A CPU plan without a budget: the CPU defaults, planned again for the RAM available now when they do not fit."""
+    reference = search(spec, device="cpu", usable_gib=None, nominal_gb=None, reasons=list(reasons), **common)
+    ram, why = hardware.detect_ram()
+    need = reference.estimate.total_gib
+    if ram is None:
+        reference.reasons.append(why)
+        return reference
+    if fits(reference.estimate, ram):
+        reference.reasons.append(f"{why}: the plan's peak of {need:.2f} GiB fits")
+        return reference
+    reasons.append(f"{why}: the CPU defaults would peak at {need:.2f} GiB, more than fits; planning for the "
+                   "available RAM (budget_gb with device='cpu' plans for another amount)")
+    try:
+        return search(spec, device="cpu", usable_gib=ram, nominal_gb=round(ram, 1), reasons=reasons, **common)
+    except DoesNotFitError as exc:
+        raise DoesNotFitError(f"{exc} Planned for the RAM available now ({why}); pass budget_gb with device='cpu' "
+                              "to plan for more (swap makes it slow, not impossible).",
+                              smallest_budget_gb=exc.smallest_budget_gb, preset=exc.preset) from None

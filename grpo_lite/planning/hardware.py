@@ -1,7 +1,7 @@
-"""What the machine has: GPU memory (nominal card size <-> usable GiB) and optional extras.
+"""What the machine has: GPU memory (nominal card size <-> usable GiB), free RAM, and optional extras.
 
-Detection runs inside functions, never at import; tests monkeypatch :func:`detect_vram` and
-:func:`installed_extras`. torch is imported only by :func:`detect_vram`.
+Detection runs inside functions, never at import; tests monkeypatch :func:`detect_vram`,
+:func:`detect_ram` and :func:`installed_extras`. torch is imported only by :func:`detect_vram`.
 
 >>> round(nominal_to_usable_gib(16), 2)
 15.73
@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from grpo_lite.errors import ConfigError
 
-__all__ = ["nominal_to_usable_gib", "usable_to_nominal_gb", "detect_vram", "Extras", "installed_extras",
+__all__ = ["nominal_to_usable_gib", "usable_to_nominal_gb", "detect_vram", "detect_ram", "Extras", "installed_extras",
            "validate_budget_gb", "DRIVER_RESERVE_GIB", "DRIVER_RESERVE_SHARE", "MAX_BUDGET_GB"]
 
 # A card sold as "N GB" carries N GiB of DRAM; the driver keeps part of it, and PyTorch reports the
@@ -101,6 +103,51 @@ def detect_vram() -> tuple[float | None, str]:
     if free_gib < 0.9 * total:
         reason += f"; only {free_gib:.2f} GiB free now: other processes hold memory"
     return total, reason
+
+
+def _meminfo_available(meminfo: Path) -> int | None:
+    """The kernel's estimate of memory available without swapping (``MemAvailable``), in bytes."""
+    try:
+        for line in meminfo.read_text(encoding="ascii").splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # reported in kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _cgroup_room(cgroup: Path) -> int | None:
+    """Bytes left under a cgroup v2 memory limit (a container's), or None without a limit."""
+    try:
+        limit = (cgroup / "memory.max").read_text(encoding="ascii").strip()
+        if limit == "max":
+            return None
+        return max(int(limit) - int((cgroup / "memory.current").read_text(encoding="ascii")), 0)
+    except (OSError, ValueError):
+        return None
+
+
+def detect_ram(meminfo: Path = Path("/proc/meminfo"), cgroup: Path = Path("/sys/fs/cgroup")) -> tuple[float | None, str]:
+    """RAM a CPU run may use now, in GiB, and a sentence saying where the figure came from.
+
+    The kernel's ``MemAvailable`` (free memory plus caches it can drop), capped by a container's
+    cgroup v2 limit; elsewhere the free pages ``os.sysconf`` reports.
+
+    Returns:
+        ``(gib, reason)``; ``gib`` is None when nothing could be read.
+    """
+    available, source = _meminfo_available(meminfo), "MemAvailable in /proc/meminfo"
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+            source = "free pages from os.sysconf"
+        except (ValueError, OSError, AttributeError):
+            return None, "free RAM could not be read: pass budget_gb with device='cpu' to plan for your RAM"
+    room = _cgroup_room(cgroup)
+    if room is not None and room < available:
+        available, source = room, "room left under the container's memory limit"
+    gib = available / 1024**3
+    return gib, f"{gib:.1f} GiB of RAM available now ({source})"
 
 
 @dataclass(frozen=True)

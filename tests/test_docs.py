@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import doctest
 import re
+from pathlib import Path
 
 import pytest
 from doc_sections import (

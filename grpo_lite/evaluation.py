@@ -109,6 +109,47 @@ def _token_lists(tokenizer: Any, prompts: list[Any]) -> list[list[int]]:
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
+def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int, stops: list[str]) -> list[str]:
+    """Greedy completions of one batch; the prompts' common prefix is forwarded once and its KV cache shared."""
+    import torch
+
+    from grpo_lite.training.prefix_cache import prefix_cache_inputs
+
+    with torch.inference_mode():
+        enc = prefix_cache_inputs(model, _token_lists(tokenizer, prompts), tokenizer.pad_token_id)
+        out = model.generate(
+            **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id,
+            **({"stop_strings": stops, "tokenizer": tokenizer} if stops else {}),
+        )
+    return tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+def _score_batch(batch: dict[str, list[Any]], texts: list[str], reward_funcs: Sequence[Callable[..., list[float]]],
+                 soft_format: Callable[..., list[float]]) -> list[dict[str, Any]]:
+    """One sample record per completion: the answer read from it, correctness, format and summed reward."""
+    from grpo_lite.data.answers import answers_match, extract_answer
+
+    kwargs = {"answer": batch["answer"]}
+    if "prefill" in batch:
+        kwargs["prefill"] = batch["prefill"]
+    per_func = [f(prompts=batch["prompt"], completions=texts, **kwargs) for f in reward_funcs]
+    formatted = soft_format(prompts=batch["prompt"], completions=texts, **kwargs)
+    prefills = kwargs.get("prefill", [""] * len(texts))
+    samples = []
+    for i, text in enumerate(texts):
+        predicted = extract_answer(prefills[i] + text)
+        samples.append({
+            "question": batch["question"][i],
+            "gold": batch["answer"][i],
+            "completion": prefills[i] + text,
+            "predicted": predicted,
+            "correct": answers_match(predicted, batch["answer"][i]),
+            "formatted": bool(formatted[i] and formatted[i] > 0),
+            "reward": float(sum(r[i] or 0.0 for r in per_func)),
+        })
+    return samples
+
+
 def evaluate(
     model: str | os.PathLike | Any,
     dataset: str | os.PathLike | Dataset = "gsm8k",
@@ -143,11 +184,8 @@ def evaluate(
         stop_strings: end a completion at the first of these, as training does. Default: ``("</answer>",)``
             (:data:`grpo_lite.training.trainer.DEFAULT_STOP_STRINGS`); ``()`` decodes to ``max_new_tokens``.
     """
-    import torch
-
     from grpo_lite.data import prompts as prompt_lib
     from grpo_lite import rewards as reward_lib
-    from grpo_lite.data.answers import answers_match, extract_answer
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.errors import ConfigError
 
@@ -157,7 +195,6 @@ def evaluate(
         model, tokenizer = load_for_eval(model)
     elif tokenizer is None:
         raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
-    from grpo_lite.training.prefix_cache import prefix_cache_inputs
     from grpo_lite.training.trainer import DEFAULT_STOP_STRINGS
 
     stops = list(DEFAULT_STOP_STRINGS if stop_strings is None else stop_strings)
@@ -175,32 +212,8 @@ def evaluate(
     try:
         for start in range(0, len(data), batch_size):
             batch = data[start : start + batch_size]  # a dict of plain lists
-            with torch.inference_mode():
-                enc = prefix_cache_inputs(model, _token_lists(tokenizer, batch["prompt"]), tokenizer.pad_token_id)
-                out = model.generate(
-                    **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id,
-                    **({"stop_strings": stops, "tokenizer": tokenizer} if stops else {}),
-                )
-            texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
-            kwargs = {"answer": batch["answer"]}
-            if "prefill" in batch:
-                kwargs["prefill"] = batch["prefill"]
-            per_func = [f(prompts=batch["prompt"], completions=texts, **kwargs) for f in reward_funcs]
-            formatted = soft_format(prompts=batch["prompt"], completions=texts, **kwargs)
-            prefills = kwargs.get("prefill", [""] * len(texts))
-            for i, text in enumerate(texts):
-                predicted = extract_answer(prefills[i] + text)
-                samples.append(
-                    {
-                        "question": batch["question"][i],
-                        "gold": batch["answer"][i],
-                        "completion": prefills[i] + text,
-                        "predicted": predicted,
-                        "correct": answers_match(predicted, batch["answer"][i]),
-                        "formatted": bool(formatted[i] and formatted[i] > 0),
-                        "reward": float(sum(r[i] or 0.0 for r in per_func)),
-                    }
-                )
+            texts = _greedy_batch(model, tokenizer, batch["prompt"], max_new_tokens, stops)
+            samples.extend(_score_batch(batch, texts, reward_funcs, soft_format))
     finally:
         tokenizer.padding_side = padding_side
         model.train(was_training)

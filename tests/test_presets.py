@@ -161,6 +161,15 @@ def test_cpu_plan_is_planned_again_for_the_ram_available(monkeypatch: pytest.Mon
     assert any(r.startswith("3.0 GiB of RAM available now (test): the CPU defaults would peak at") for r in p.reasons)
 
 
+def test_cpu_plan_with_several_processes_is_not_planned_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rank reads the RAM at its own moment; settings that differ by rank would hang the job."""
+    defaults = plan("SmolLM2-135M-Instruct", device="cpu", num_processes=2)
+    monkeypatch.setattr(hardware, "detect_ram", lambda: (3.0, "3.0 GiB of RAM available now (test)"))
+    p = plan("SmolLM2-135M-Instruct", device="cpu", num_processes=2)
+    assert p.settings == defaults.settings and p.budget_gib is None
+    assert "plan all processes for the same RAM" in p.reasons[-1]
+
+
 def test_cpu_plan_for_too_little_ram_names_what_is_needed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hardware, "detect_ram", lambda: (1.0, "1.0 GiB of RAM available now (test)"))
     with pytest.raises(DoesNotFitError, match=r"smallest budget that fits is \d+ GB.*Planned for the RAM available "

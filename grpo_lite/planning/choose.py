@@ -111,6 +111,10 @@ def _cpu_plan(spec: ModelSpec, reasons: list[str], common: dict[str, Any]) -> Pl
     if fits(reference.estimate, ram):
         reference.reasons.append(f"{why}: the plan's peak of {need:.2f} GiB fits")
         return reference
+    if common["num_processes"] > 1:  # each rank reads the RAM at its own moment: planning again could differ by rank
+        reference.reasons.append(f"{why}: the CPU defaults peak at {need:.2f} GiB per process and may not fit; "
+                                 "pass budget_gb with device='cpu' to plan all processes for the same RAM")
+        return reference
     reasons.append(f"{why}: the CPU defaults would peak at {need:.2f} GiB, more than fits; planning for the "
                    "available RAM (budget_gb with device='cpu' plans for another amount)")
     try:

@@ -69,7 +69,7 @@ def _optimi_stable_adamw(m: nn.Module) -> Any:
 def _with_sr(factory: Factory) -> Factory:
     def make(m: nn.Module) -> Any:
         optimizer = factory(m)
-        install_update_rounding(optimizer, "sr")
+        install_update_rounding(optimizer)
         return optimizer
 
     return make

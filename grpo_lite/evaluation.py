@@ -204,8 +204,6 @@ def evaluate(
     reward_funcs = reward_lib.resolve_rewards(rewards)
     soft_format = reward_lib.get_reward("soft_format")
 
-    padding_side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
     was_training = model.training
     model.eval()
     samples: list[dict[str, Any]] = []
@@ -215,7 +213,6 @@ def evaluate(
             texts = _greedy_batch(model, tokenizer, batch["prompt"], max_new_tokens, stops)
             samples.extend(_score_batch(batch, texts, reward_funcs, soft_format))
     finally:
-        tokenizer.padding_side = padding_side
         model.train(was_training)
     n = len(samples)
     among, n_formatted = formatted_accuracy(samples)

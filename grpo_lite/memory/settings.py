@@ -133,12 +133,22 @@ class StepSettings:
         return get_optimizer(self.optim)
 
     @property
+    def trained_dtype(self) -> Dtype:
+        """The dtype of the tensors the optimizer steps: QLoRA adapters bf16 (TRL casts them, on CPU too),
+        LoRA adapters fp32 (PEFT upcasts them; ZeRO-3 keeps the load dtype), full/GaLore the load dtype."""
+        if self.method == "qlora":
+            return "bfloat16"
+        if self.is_peft and self.sharding != "zero3":
+            return "float32"
+        return self.dtype  # type: ignore[return-value]  # filled by resolve()
+
+    @property
     def trains_bf16(self) -> bool:
-        """The optimizer writes into bf16 tensors: full/GaLore weights loaded in bf16 (no fp32 master copy
-        as DeepSpeed ZeRO keeps), or QLoRA adapters (TRL casts them to bf16 on any device)."""
+        """The optimizer writes into bf16 tensors with no fp32 master copy (DeepSpeed ZeRO keeps one for
+        full fine-tuning and LoRA): full/GaLore weights loaded in bf16, or QLoRA adapters."""
         if self.method == "qlora":
             return True
-        return not self.is_peft and self.dtype == "bfloat16" and self.sharding not in ("zero2", "zero3")
+        return not self.is_peft and self.trained_dtype == "bfloat16" and self.sharding not in ("zero2", "zero3")
 
     @property
     def rounds_stochastically(self) -> bool:
@@ -162,10 +172,8 @@ class StepSettings:
 
     @property
     def adapter_bytes(self) -> int:
-        """LoRA adapter dtype: TRL casts QLoRA adapters to bf16 (on CPU too); PEFT upcasts LoRA adapters to fp32."""
-        if self.method == "qlora":
-            return 2
-        return self.weight_bytes if self.sharding == "zero3" else 4
+        """Bytes per LoRA adapter weight (:attr:`trained_dtype`)."""
+        return 4 if self.trained_dtype == "float32" else 2
 
     @property
     def spg(self) -> int:

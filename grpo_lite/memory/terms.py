@@ -167,10 +167,16 @@ def update_monitor(arch: Architecture, s: StepSettings) -> Term:
     k = MONITOR_TENSORS * MONITOR_ELEMENTS
     per_element = 4 + 4 + 4 + 8 + 4  # shadow, applied, intended, index (int64), before
     if s.optimizer.galore and not s.is_peft:  # GaLore mixes a tensor's elements: whole smallest linears
-        _, out, inp = min(arch.linear_shapes(), key=lambda t: t[1] * t[2])
+        out, inp = _smallest_linear(arch)
         return Term(k * (per_element - 4) + MONITOR_TENSORS * out * inp * 4,
                     f"{MONITOR_TENSORS} whole {out}x{inp} fp32 shadows + {k:,} sampled elements")
     return Term(k * per_element, f"{MONITOR_TENSORS} x {MONITOR_ELEMENTS:,} sampled elements x {per_element} B")
+
+
+def _smallest_linear(arch: Architecture) -> tuple[int, int]:
+    """(out, in) of the smallest linear weight: the tensors the monitor shadows whole under GaLore."""
+    _, out, inp = min(arch.linear_shapes(), key=lambda t: t[1] * t[2])
+    return out, inp
 
 
 def monitor_state(arch: Architecture, s: StepSettings) -> float:
@@ -178,7 +184,7 @@ def monitor_state(arch: Architecture, s: StepSettings) -> float:
     opt = s.optimizer
     if opt.galore and not s.is_peft:
         g = parse_galore_args(s.optim_args)
-        _, out, inp = min(arch.linear_shapes(), key=lambda t: t[1] * t[2])
+        out, inp = _smallest_linear(arch)
         r = min(g.rank, out, inp)
         return MONITOR_TENSORS * (state_bytes(opt, r * max(out, inp), 4) + r * min(out, inp) * 4)
     return MONITOR_TENSORS * state_bytes(opt, MONITOR_ELEMENTS, 4)

@@ -62,8 +62,7 @@ class Plan:
         "fp32 master weights" | "fp32"}``.
         """
         s = self.estimate.settings
-        trained = "bfloat16" if s.method == "qlora" else (
-            "float32" if s.method == "lora" and s.sharding != "zero3" else str(s.dtype))
+        trained = s.trained_dtype
         if trained == "float32":
             update = "fp32"
         elif s.sharding in ("zero2", "zero3") and not s.is_peft:

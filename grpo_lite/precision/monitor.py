@@ -260,7 +260,6 @@ class UpdateMonitor(TrainerCallback):
             probe.step_ratio_sum, probe.steps = 0.0, 0
         return metrics
 
-
     def _maybe_warn(self, metrics: dict[str, float]) -> None:
         share, stderr = metrics["update/realized"], metrics["update/realized_stderr"]
         if self.warned or not share < self.warn_below or not stderr < (self.warn_below - share) / 2:
@@ -293,6 +292,3 @@ def _window_metrics(probes: list[_Probe]) -> dict[str, float]:
         "update/realized_stderr": stderr,
         "update/relative_step": sum(p.step_ratio_sum for p in probes) / steps,
     }
-
-
-# --------------------------------------------------------------------------------------------- helpers

@@ -100,7 +100,7 @@ def planned_optimizer(model: nn.Module, optim: str, *, learning_rate: float, upd
     params = kwargs.pop("optimizer_dict", None) or [p for p in model.parameters() if p.requires_grad]
     optimizer = cls(params, **kwargs)
     if update_rounding == "stochastic":
-        install_update_rounding(optimizer, "sr")
+        install_update_rounding(optimizer)
     return optimizer
 
 

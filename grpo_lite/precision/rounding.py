@@ -32,7 +32,7 @@ wrapper covers every optimizer on the ladder, GaLore included).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -43,7 +43,6 @@ from grpo_lite.memory.optimizers import (
 
 __all__ = [
     "SR_CHUNK",
-    "RoundingMode",
     "fp32_to_bf16_sr",
     "inner_optimizers",
     "install_update_rounding",
@@ -51,9 +50,6 @@ __all__ = [
     "unwrap",
 ]
 
-RoundingMode = Literal["sr", "kahan"]
-
-_KAHAN_KEY = "bf16_kahan_comp"
 _UPPER16 = -65536  # 0xFFFF0000 as int32
 
 
@@ -97,31 +93,20 @@ def _bf16_params_with_grad(optimizer: torch.optim.Optimizer) -> Iterator[Tensor]
                 yield p
 
 
-def _write_back(optimizer: torch.optim.Optimizer, p: Tensor, bf16: Tensor, mode: RoundingMode) -> None:
-    """``p.data`` holds the fp32 result of the step; store it into ``bf16`` (p's own storage)."""
-    exact = p.data
-    if mode == "sr":
-        flat_out, flat_in = bf16.view(-1), exact.reshape(-1)
-        for start in range(0, flat_in.numel(), SR_CHUNK):  # chunks: the int32 noise stays small
-            flat_out[start:start + SR_CHUNK].copy_(fp32_to_bf16_sr(flat_in[start:start + SR_CHUNK]))
-    else:
-        bf16.copy_(exact)  # round to nearest
-        optimizer.state[p][_KAHAN_KEY] = (exact - bf16.float()).to(torch.bfloat16)
+def _write_back(exact: Tensor, bf16: Tensor) -> None:
+    """Store the fp32 result of the step into ``bf16`` (the parameter's own storage), stochastically rounded."""
+    flat_out, flat_in = bf16.view(-1), exact.reshape(-1)
+    for start in range(0, flat_in.numel(), SR_CHUNK):  # chunks: the int32 noise stays small
+        flat_out[start:start + SR_CHUNK].copy_(fp32_to_bf16_sr(flat_in[start:start + SR_CHUNK]))
 
 
-def _step_one_in_fp32(
-    optimizer: torch.optim.Optimizer, p: Tensor, step: Callable[..., Any], mode: RoundingMode
-) -> Any:
+def _step_one_in_fp32(p: Tensor, step: Callable[..., Any]) -> Any:
     """Run ``step`` with only ``p`` visible (as fp32 data and fp32 grad), then round back into p's storage."""
     bf16, grad = p.data, p.grad
-    exact = bf16.float()
-    comp = optimizer.state[p].get(_KAHAN_KEY) if mode == "kahan" else None
-    if comp is not None:
-        exact.add_(comp)
-    _swap(p, exact, grad.float())
+    _swap(p, bf16.float(), grad.float())
     try:
         result = step()
-        _write_back(optimizer, p, bf16, mode)
+        _write_back(p.data, bf16)
     finally:
         working = p.data
         _swap(p, bf16, grad)
@@ -143,7 +128,7 @@ def _swap(p: Tensor, data: Tensor, grad: Tensor | None) -> None:
     p.grad = grad
 
 
-def _rounding_step(optimizer: torch.optim.Optimizer, mode: RoundingMode) -> Callable[..., Any]:
+def _rounding_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
     step = optimizer.step  # bound (possibly already patched, e.g. by an LR scheduler)
 
     def wrapped(closure: Callable[[], Any] | None = None) -> Any:
@@ -168,19 +153,19 @@ def _rounding_step(optimizer: torch.optim.Optimizer, mode: RoundingMode) -> Call
                     p.grad = None
             for p in targets:
                 p.grad = grads[p]
-                result = _step_one_in_fp32(optimizer, p, step, mode)
+                result = _step_one_in_fp32(p, step)
                 p.grad = None
         finally:
             for p, g in grads.items():
                 p.grad = g
         return result
 
-    wrapped.__wrapped_rounding__ = mode  # type: ignore[attr-defined]
+    wrapped.__wrapped_rounding__ = True  # type: ignore[attr-defined]
     return wrapped
 
 
-def install_update_rounding(optimizer: Any, mode: RoundingMode = "sr") -> list[torch.optim.Optimizer]:
-    """Patch ``step`` of every inner optimizer so bf16 parameters receive their update (SR or Kahan).
+def install_update_rounding(optimizer: Any) -> list[torch.optim.Optimizer]:
+    """Patch ``step`` of every inner optimizer so bf16 parameters receive their update (stochastic rounding).
 
     Call it on the optimizer the Trainer built (e.g. in an overridden ``create_optimizer``, before the LR scheduler
     and accelerate wrap it). Layer-wise optimizers are patched in ``optimizer_dict``, which transformers' backward
@@ -191,8 +176,8 @@ def install_update_rounding(optimizer: Any, mode: RoundingMode = "sr") -> list[t
     """
     patched = []
     for inner in inner_optimizers(optimizer):
-        if getattr(inner.step, "__wrapped_rounding__", None) is None:
-            inner.step = _rounding_step(inner, mode)  # type: ignore[method-assign]
+        if not getattr(inner.step, "__wrapped_rounding__", False):
+            inner.step = _rounding_step(inner)  # type: ignore[method-assign]
             patched.append(inner)
     return patched
 

@@ -26,7 +26,7 @@ __all__ = [
     "sample",
 ]
 
-KAHAN_KEYS = ("kahan_comp", "bf16_kahan_comp")  # optimi; precision.install_update_rounding(mode="kahan")
+KAHAN_KEYS = ("kahan_comp",)  # torch-optimi's Kahan summation buffer
 _MIXING_MARKERS = ("rank",)  # param-group keys of GaLore / APOLLO: their update is not element-wise
 _MIXING_CLASSES = ("Adafactor", "Muon", "Shampoo", "SOAP")
 

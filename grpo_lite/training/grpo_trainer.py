@@ -80,7 +80,7 @@ class LiteGRPOTrainer(GRPOTrainer):
         an fp32 copy and rounded back stochastically (:mod:`grpo_lite.precision.rounding`)."""
         optimizer = super().create_optimizer(model) if model is not None else super().create_optimizer()
         if self.update_rounding == "stochastic":
-            install_update_rounding(optimizer, "sr")
+            install_update_rounding(optimizer)
         return optimizer
 
     def _log_update_metrics(self, metrics: dict[str, float]) -> None:

@@ -152,7 +152,8 @@ def _patched_generate(model: nn.Module, tokenizer: Any, *, stops: bool, share: b
             kwargs["tokenizer"] = getattr(tokenizer, "tokenizer", tokenizer)
         if share and not args and set(kwargs) <= {"input_ids", "attention_mask", "generation_config", "tokenizer"}:
             ids, mask = kwargs["input_ids"], kwargs["attention_mask"].bool()
-            kwargs.update(prefix_cache_inputs(model, [row[m].tolist() for row, m in zip(ids, mask)], pad_token_id))
+            lists = [row[m].tolist() for row, m in zip(ids, mask)]  # TRL slices the output at ids' own width
+            kwargs.update(prefix_cache_inputs(model, lists, pad_token_id, width=ids.size(1)))
         return bound(*args, **kwargs)
 
     model.generate = generate

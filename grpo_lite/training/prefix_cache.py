@@ -5,8 +5,9 @@ its completions, and every prompt of a style starts with the same system prompt 
 :func:`prefix_cache_inputs` forwards that prefix once, repeats its KV cache for every row and lays
 each row out as the prefix, its padding, then its own suffix; positions follow the attention mask,
 so a row's suffix continues the prefix's positions as in its unpadded prompt, and greedy decoding
-gives the same tokens as with left padding. The width is the longest prompt's, as with left padding,
-so whatever cuts the completions off at the prompt's width still can.
+gives the same tokens as with left padding. The rows are exactly as wide as the caller's own (TRL pads
+its prompts to ``pad_to_multiple_of``), or the longest prompt's by default, so whatever cuts the
+completions off at the prompt's width cuts at the same column: not one completion token is lost.
 
 Used by sampling in :class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer` (with the shared
 prefix on) and by :func:`grpo_lite.evaluation.evaluate`.
@@ -42,12 +43,21 @@ def _cache_keyword(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
-def prefix_cache_inputs(model: Any, lists: list[list[int]], pad_id: int) -> dict[str, Any]:
+def prefix_cache_inputs(model: Any, lists: list[list[int]], pad_id: int, width: int | None = None) -> dict[str, Any]:
     """``generate`` inputs for the token ``lists``: the common prefix's cache plus the rows, or left
-    padding when fewer than two rows share :data:`MIN_SHARED_PREFIX` tokens. Call it under no_grad."""
+    padding when fewer than two rows share :data:`MIN_SHARED_PREFIX` tokens. Call it under no_grad.
+
+    ``width``: the rows' width, that of the caller's padded prompts (Default: the longest list's).
+    The completions start at that column of ``generate``'s output, as they do after the caller's own padding.
+    """
     import torch
 
-    common, width, device = common_prefix_length(lists), max(len(ids) for ids in lists), model.device
+    longest = max(len(ids) for ids in lists)
+    if width is None:
+        width = longest
+    if width < longest:
+        raise ValueError(f"width {width} is narrower than the longest prompt ({longest} tokens)")
+    common, device = common_prefix_length(lists), model.device
     if len(lists) < 2 or common < MIN_SHARED_PREFIX:
         rows = [[pad_id] * (width - len(ids)) + ids for ids in lists]
         mask = [[0] * (width - len(ids)) + [1] * len(ids) for ids in lists]

@@ -88,8 +88,11 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
 
     import torch
 
-    # bf16 on the first GPU when there is one (greedy decoding of a 1B model on CPU takes hours), else fp32 on CPU
-    place = {"dtype": "bfloat16", "device_map": {"": 0}} if torch.cuda.is_available() else {"dtype": "float32"}
+    from grpo_lite.memory.settings import load_dtype
+
+    # the first GPU when there is one (greedy decoding of a 1B model on CPU takes hours), else the CPU
+    cuda = torch.cuda.is_available()
+    place: dict[str, Any] = {"dtype": load_dtype("cuda" if cuda else "cpu"), **({"device_map": {"": 0}} if cuda else {})}
     path = Path(model)
     adapter = path / "adapter_config.json"
     if adapter.is_file():
@@ -102,21 +105,15 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     return load_model(spec.model_id, **place), load_tokenizer(spec.model_id)
 
 
-def _token_lists(tokenizer: Any, prompts: list[Any]) -> list[list[int]]:
-    if isinstance(prompts[0], str):
-        return tokenizer(prompts)["input_ids"]
-    texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
-    return tokenizer(texts, add_special_tokens=False)["input_ids"]
-
-
 def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int, stops: list[str]) -> list[str]:
     """Greedy completions of one batch; the prompts' common prefix is forwarded once and its KV cache shared."""
     import torch
 
+    from grpo_lite.data.prompts import prompt_token_ids
     from grpo_lite.training.prefix_cache import prefix_cache_inputs
 
     with torch.inference_mode():
-        enc = prefix_cache_inputs(model, _token_lists(tokenizer, prompts), tokenizer.pad_token_id)
+        enc = prefix_cache_inputs(model, prompt_token_ids(tokenizer, prompts), tokenizer.pad_token_id)
         out = model.generate(
             **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id,
             **({"stop_strings": stops, "tokenizer": tokenizer} if stops else {}),
@@ -182,7 +179,7 @@ def evaluate(
         rewards: rewards summed into ``mean_reward``. Default: the five GSM8K rewards.
         seed: seed of the synthetic set (ignored for other datasets).
         stop_strings: end a completion at the first of these, as training does. Default: ``("</answer>",)``
-            (:data:`grpo_lite.training.trainer.DEFAULT_STOP_STRINGS`); ``()`` decodes to ``max_new_tokens``.
+            (:data:`grpo_lite.data.prompts.DEFAULT_STOP_STRINGS`); ``()`` decodes to ``max_new_tokens``.
     """
     from grpo_lite.data import prompts as prompt_lib
     from grpo_lite import rewards as reward_lib
@@ -195,7 +192,7 @@ def evaluate(
         model, tokenizer = load_for_eval(model)
     elif tokenizer is None:
         raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
-    from grpo_lite.training.trainer import DEFAULT_STOP_STRINGS
+    from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS
 
     stops = list(DEFAULT_STOP_STRINGS if stop_strings is None else stop_strings)
     style = prompt_style or prompt_lib.PromptStyle()

@@ -9,12 +9,10 @@ from __future__ import annotations
 import argparse
 import ast
 import math
-from typing import Any, Iterable, get_args
+from typing import Any, Iterable
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.settings import Method
-
-METHODS: tuple[str, ...] = get_args(Method)
+from grpo_lite.memory.settings import METHODS
 
 __all__ = ["SHARED", "add_options", "parse_budget", "parse_set"]
 

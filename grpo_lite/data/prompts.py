@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
 __all__ = [
+    "DEFAULT_STOP_STRINGS",
     "SYSTEM_PROMPT",
     "COMPACT_SYSTEM_PROMPT",
     "ONE_SHOT_QUESTION",
@@ -46,6 +47,7 @@ __all__ = [
     "build_messages",
     "render_prompt",
     "apply_prompt_style",
+    "prompt_token_ids",
 ]
 
 SYSTEM_PROMPT = (
@@ -57,6 +59,9 @@ SYSTEM_PROMPT = (
     "the final answer, a number only\n"
     "</answer>"
 )
+
+# Sampling and greedy decoding stop at the format's end: nothing after it earns a reward.
+DEFAULT_STOP_STRINGS: tuple[str, ...] = ("</answer>",)
 
 # An original grade-school problem written for this project (not from GSM8K).
 ONE_SHOT_QUESTION = (
@@ -340,3 +345,24 @@ def apply_prompt_style(dataset: Dataset, tokenizer: Any, style: PromptStyle | No
     out = dataset.remove_columns([c for c in ("prompt", "prefill") if c in dataset.column_names])
     out = out.add_column("prompt", texts).add_column("prefill", [style.prefill] * len(texts))
     return out.select_columns(order)
+
+
+def prompt_token_ids(tokenizer: Any, prompts: list[Any]) -> list[list[int]]:
+    """The token ids of a batch of prompts, as TRL's GRPOTrainer tokenizes them: the one rule.
+
+    Text prompts go through ``tokenizer(text)`` (its special tokens included, BOS for most); a batch
+    of conversations through the chat template with the generation prompt, and no special tokens
+    added on top (the template writes its own). As in TRL, the first prompt decides for the batch.
+    train() measures the prompt length with it and evaluate() feeds the model with it.
+
+    Args:
+        tokenizer: the model's tokenizer.
+        prompts: text prompts, or lists of ``{"role", "content"}`` messages.
+
+    Returns:
+        One list of token ids per prompt, unpadded.
+    """
+    if isinstance(prompts[0], str):
+        return tokenizer(list(prompts))["input_ids"]
+    texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]

@@ -24,9 +24,11 @@ from typing import Any, Literal, get_args
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
 
-__all__ = ["StepSettings", "Method", "Device", "Dtype", "Quantization", "Sharding", "VllmMode", "UpdateRounding"]
+__all__ = ["StepSettings", "Method", "METHODS", "Device", "Dtype", "Quantization", "Sharding", "VllmMode",
+           "UpdateRounding", "default_update_rounding", "load_dtype"]
 
 Method = Literal["full", "galore", "lora", "qlora"]
+METHODS: tuple[Method, ...] = get_args(Method)  # the one list of method names (CLI choices, plan() checks)
 Device = Literal["cuda", "cpu"]
 Dtype = Literal["bfloat16", "float16", "float32"]
 Quantization = Literal["none", "nf4", "int8"]
@@ -37,8 +39,35 @@ VllmMode = Literal["colocate", "server"]
 # rounding, which drops steps below half a bf16 spacing (most steps at lr 1e-6).
 UpdateRounding = Literal["stochastic", "nearest"]
 
+
+
+def load_dtype(device: Device, *, fp16: bool | None = None) -> Dtype:
+    """The dtype the weights load in when none is given: the one rule (plans, train(), evaluate()).
+
+    bfloat16 on CUDA (float16 under fp16 mixed precision), float32 on CPU (bf16 matmuls there are slow).
+
+    >>> load_dtype("cuda"), load_dtype("cuda", fp16=True), load_dtype("cpu")
+    ('bfloat16', 'float16', 'float32')
+    """
+    if device != "cuda":
+        return "float32"
+    return "float16" if fp16 else "bfloat16"
+
+
+def default_update_rounding(trains_bf16: bool) -> UpdateRounding:
+    """How updates reach the trained weights when nobody said: the one rule (plans and LiteGRPOTrainer).
+
+    Stochastic rounding when the optimizer writes into bf16 tensors (otherwise steps below half a bf16
+    spacing are lost), round to nearest (nothing to round) for fp32 ones.
+
+    >>> default_update_rounding(True), default_update_rounding(False)
+    ('stochastic', 'nearest')
+    """
+    return "stochastic" if trains_bf16 else "nearest"
+
+
 _CHOICES: dict[str, tuple[Any, ...]] = {
-    "method": get_args(Method), "device": get_args(Device), "dtype": get_args(Dtype),
+    "method": METHODS, "device": get_args(Device), "dtype": get_args(Dtype),
     "quantization": get_args(Quantization), "sharding": get_args(Sharding), "vllm_mode": get_args(VllmMode),
     "update_rounding": get_args(UpdateRounding),
 }
@@ -115,14 +144,14 @@ class StepSettings:
         device = s.device
         nproc = _positive("num_processes", s.num_processes)
         fill: dict[str, Any] = {
-            "dtype": s.dtype or ("bfloat16" if device == "cuda" else "float32"),
+            "dtype": s.dtype or load_dtype(device, fp16=s.fp16),
             "quantization": s.quantization or ("nf4" if s.method == "qlora" else "none"),
             "bf16": s.bf16 if s.bf16 is not None else (device == "cuda" and not s.fp16),
             "sharding": s.sharding or ("ddp" if nproc > 1 else "none"),
         }
         s = replace(s, **fill)
         if s.update_rounding is None:
-            s = replace(s, update_rounding="stochastic" if s.trains_bf16 else "nearest")
+            s = replace(s, update_rounding=default_update_rounding(s.trains_bf16))
         s._validate()
         return s
 

@@ -189,9 +189,7 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
         "shared_prefix": bool(fixed.get("shared_prefix", False)),
         "update_rounding": fixed.get("update_rounding"),  # None: stochastic when the trained weights are bf16
     }
-    if fixed.get("fp16") and device == "cuda":
-        base["dtype"] = "float16"
-    if fixed.get("dtype") is not None:
+    if fixed.get("dtype") is not None:  # otherwise StepSettings.resolve picks it (memory.settings.load_dtype)
         base["dtype"] = fixed["dtype"]  # validated by StepSettings (bfloat16, float16, float32)
     if preset.method == "galore":
         base["optim_args"] = fixed.get("optim_args") or preset.galore_args

@@ -12,15 +12,12 @@ and a lookup; no torch / trl import, so ``grpo-lite plan`` and ``grpo-lite prese
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import get_args
 
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import GaloreArgs
-from grpo_lite.memory.settings import Method, Quantization
+from grpo_lite.memory.settings import METHODS, Method, Quantization
 
 __all__ = ["Method", "METHODS", "Preset", "LADDER", "get_preset"]
-
-METHODS: tuple[str, ...] = get_args(Method)
 
 
 @dataclass(frozen=True)

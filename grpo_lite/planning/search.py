@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.models import ModelSpec
     from grpo_lite.planning.ladder import Preset
     from grpo_lite.planning.result import Plan
-    from grpo_lite.memory.settings import Device, Method, Sharding
+    from grpo_lite.memory.settings import Device, Method, Sharding, StepSettings
 
 __all__ = ["search"]
 
@@ -178,7 +178,7 @@ def _build(spec: ModelSpec, cand: Candidate, device: Device, usable: float | Non
         model=spec, preset=rung, device=device, budget_gib=usable,
         headroom_gib=(usable - est.total_gib) if usable is not None else 0.0,
         fits=True, estimate=est, settings=_settings(spec, cand, device, fixed),
-        model_kwargs=_model_kwargs(rung, device, fixed),
+        model_kwargs=_model_kwargs(rung, est.settings),
         lora=_lora(spec, rung, fixed), reasons=reasons, fixed=fixed, max_prompt_length=max_prompt_length,
         num_processes=k["num_processes"], sharding=cand.sharding, budget_gb=nominal, required_headroom_gib=head,
     )
@@ -195,7 +195,7 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
         "optim": k["optim"],
         "optim_target_modules": (list(spec.arch.linear_names) or "all-linear") if galore else None,
         "optim_args": k.get("optim_args") if galore else None,
-        "bf16": device == "cuda",
+        "bf16": cand.estimate.settings.bf16,  # type: ignore[union-attr]  # StepSettings.resolve decides it
         "use_cpu": device == "cpu",
         "beta": k["beta"],
         "learning_rate": cand.preset.learning_rate,
@@ -206,13 +206,11 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
         settings["vllm_mode"] = k.get("vllm_mode", "colocate")
         settings["vllm_gpu_memory_utilization"] = k["vllm_gpu_memory_utilization"]
     settings.update({key: value for key, value in fixed.items() if key not in LORA_KEYS + MODEL_KEYS + TRAINER_KEYS})
-    if fixed.get("fp16") and "bf16" not in fixed:
-        settings["bf16"] = False  # fp16 mixed precision replaces bf16
     return settings
 
 
-def _model_kwargs(rung: Preset, device: Device, fixed: dict[str, Any]) -> dict[str, Any]:
-    dtype = fixed.get("dtype") or (("float16" if fixed.get("fp16") else "bfloat16") if device == "cuda" else "float32")
+def _model_kwargs(rung: Preset, step: StepSettings) -> dict[str, Any]:
+    dtype = step.dtype  # StepSettings.resolve decides it (memory.settings.load_dtype)
     kwargs: dict[str, Any] = {"dtype": dtype}
     if rung.quantization == "nf4":
         kwargs["quantization"] = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4",

@@ -86,7 +86,7 @@ def lm_gradients(model: nn.Module, batches: int = 1, seed: int = 0, tokens: int 
     return out
 
 
-def planned_optimizer(model: nn.Module, optim: str, *, learning_rate: float, update_rounding: str = "nearest",
+def planned_optimizer(model: nn.Module, optim: str, *, learning_rate: float, update_rounding: str,
                       optim_args: str | None = None, target_modules: Sequence[str] | None = None) -> Any:
     """The optimizer transformers builds for ``optim`` (``TrainingArguments.optim``), with stochastic rounding
     installed when ``update_rounding == "stochastic"``, as in training. Weight decay 0."""

@@ -21,10 +21,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 from trl import GRPOTrainer
 
-from grpo_lite.memory.settings import UpdateRounding
+from grpo_lite.memory.settings import UpdateRounding, default_update_rounding
 from grpo_lite.precision.monitor import UpdateMonitor
 from grpo_lite.precision.rounding import install_update_rounding
 from grpo_lite.training.prefix_cache import prefix_cache_inputs
@@ -47,7 +48,8 @@ class LiteGRPOTrainer(GRPOTrainer):
         stop_strings: end a sampled completion at the first of these strings. Default: none.
         update_rounding: ``"stochastic"`` steps each bf16 parameter on an fp32 copy and rounds it back
             stochastically, so small updates land; ``"nearest"`` leaves the optimizer as built. Default:
-            ``"nearest"`` (train() passes the plan's choice).
+            None, the planner's rule (:func:`~grpo_lite.memory.settings.default_update_rounding`) applied to
+            the trainable parameters: stochastic when one is bf16 (train() passes the recipe's choice).
         update_monitor: log ``update/realized`` (:class:`~grpo_lite.precision.monitor.UpdateMonitor`),
             the share of the intended update the weights received. Default: True.
         *args, **kwargs: ``GRPOTrainer``'s own.
@@ -55,8 +57,11 @@ class LiteGRPOTrainer(GRPOTrainer):
 
     def __init__(self, *args: Any, shared_prefix: bool = True, verify_shared_prefix: bool = True,
                  shared_prefix_atol: float | None = None, stop_strings: Sequence[str] = (),
-                 update_rounding: UpdateRounding = "nearest", update_monitor: bool = True, **kwargs: Any) -> None:
+                 update_rounding: UpdateRounding | None = None, update_monitor: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if update_rounding is None:
+            trains_bf16 = any(p.requires_grad and p.dtype == torch.bfloat16 for p in self.model.parameters())
+            update_rounding = default_update_rounding(trains_bf16)
         self.update_rounding: UpdateRounding = update_rounding
         self.update_monitor: UpdateMonitor | None = None
         if update_monitor:

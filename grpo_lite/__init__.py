@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "estimate": "grpo_lite.memory.estimate",
     "MemoryEstimate": "grpo_lite.memory.estimate",
     "plan_table": "grpo_lite.planning.tables",
+    "Recipe": "grpo_lite.recipe.recipe",
     "detect_vram": "grpo_lite.planning.hardware",
     "demo_model_path": "grpo_lite.training.loading",
     "DemoConfig": "grpo_lite.demo",
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite.planning.hardware import detect_vram
     from grpo_lite.training.loading import demo_model_path
     from grpo_lite.planning.tables import plan_table
+    from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.errors import ConfigError, DataError, DoesNotFitError, GrpoLiteError, ModelError
     from grpo_lite.evaluation import EvalResult, evaluate
     from grpo_lite.memory.estimate import MemoryEstimate, estimate

@@ -3,7 +3,7 @@
 The run is the worst case the memory model plans for: prompts of exactly ``max_prompt_length``
 tokens, completions of exactly ``max_completion_length`` tokens (``min_new_tokens``), and one
 completion per generation ending a token early so every micro-batch carries padding (as real ones
-do). The model loads as the plan says (:func:`grpo_lite.training.build.build_trainer`), so it must
+do). The model loads as the plan's recipe says (:func:`grpo_lite.training.build.build_trainer`), so it must
 be on this machine: a local folder, a ``.gguf`` file, or a hub id in the local cache. On CPU the
 glibc mmap threshold is set first, as ``train()`` does. The shared-prefix forward runs when the plan
 says ``shared_prefix`` (``--set shared_prefix=true``). Two steps run; the second (optimizer state
@@ -32,10 +32,11 @@ def exact_prompts(tokenizer: Any, tokens: int, n: int) -> list[str]:
     Raises:
         ConfigError: no filler word reaches the exact count (an unusual tokenizer, or ``tokens`` too small).
     """
+    from grpo_lite.data.prompts import prompt_token_ids
     from grpo_lite.errors import ConfigError
 
     def count(text: str) -> int:
-        return len(tokenizer(text)["input_ids"])
+        return len(prompt_token_ids(tokenizer, [text])[0])
 
     prompts = []
     for i in range(n):
@@ -95,6 +96,7 @@ def measure_plan(the_plan: Plan, *, steps: int = 2, seed: int = 0, source: str |
     from grpo_lite.memory.calibration import make_row
     from grpo_lite.memory.heap import set_mmap_threshold
     from grpo_lite.memory.measure import measure_training
+    from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.training.build import build_trainer, grpo_settings
     from grpo_lite.training.loading import load_tokenizer
 
@@ -106,11 +108,12 @@ def measure_plan(the_plan: Plan, *, steps: int = 2, seed: int = 0, source: str |
     completion = the_plan.settings["max_completion_length"]
     prompts = exact_prompts(tokenizer, the_plan.max_prompt_length, n=64)
     with tempfile.TemporaryDirectory() as out:
-        settings = grpo_settings(the_plan, output_dir=os.path.join(out, "run"), seed=seed, max_steps=steps)
+        recipe = Recipe.from_plan(the_plan, seed=seed, stop_strings=())  # the worst case runs to the last token
+        settings = grpo_settings(recipe, output_dir=os.path.join(out, "run"), seed=seed, max_steps=steps)
         settings.update(save_strategy="no", logging_steps=1, report_to="none", disable_tqdm=True,
                         generation_kwargs={"min_new_tokens": completion})
-        trainer = build_trainer(source, the_plan, settings, Dataset.from_dict({"prompt": prompts}), tokenizer,
-                                [_length_reward], [], shared_prefix=the_plan.estimate.settings.shared_prefix)
+        trainer = build_trainer(source, recipe, settings, Dataset.from_dict({"prompt": prompts}), tokenizer,
+                                [_length_reward], [])
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
         for quiet in (PrinterCallback, ProgressCallback):  # stdout stays for the plan (--json)

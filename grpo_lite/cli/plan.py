@@ -46,6 +46,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    "print planned vs measured per phase; needs the model on this machine (a local folder, a "
                    ".gguf file or a cached hub model) and takes minutes on CPU")
     add_options(p, "set")
+    p.add_argument("--write", metavar="FILE", default=None,
+                   help="also write the plan as a recipe (YAML, each setting with its memory cost) that "
+                   "grpo-lite train --config FILE runs as written; planned with the shared prefix on, as train() runs")
     return p
 
 
@@ -76,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"got {len(args.models)} models: pass one MODEL, or add --compare to see several")
     from grpo_lite.planning.choose import plan
 
+    if args.write:
+        fixed.setdefault("shared_prefix", True)  # the recipe is what train() runs: its shared prefix is on by default
     if args.plot:
         from grpo_lite.planning.tables import plot_components
 
@@ -83,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     the_plan = plan(args.models[0], args.budget_gb, method=args.method, preset=args.preset, device=args.device,
                     num_processes=args.num_processes, sharding=args.sharding,
                     max_prompt_length=args.max_prompt_length, **fixed)
+    if args.write:
+        _write_recipe(the_plan, args.write)
     row = None
     if args.measure:
         from grpo_lite.cli.measure import measure_plan
@@ -102,6 +109,16 @@ def run(args: argparse.Namespace) -> int:
     if row is not None:
         Console().print(measured_table(row))
     return 0
+
+
+def _write_recipe(the_plan: Any, path: str) -> None:
+    """Write the plan as a recipe file; say where on stderr (stdout stays the plan, --json included)."""
+    import sys
+
+    from grpo_lite.recipe.recipe import Recipe
+
+    out = Recipe.from_plan(the_plan).write(path)
+    print(f"recipe written to {out}: grpo-lite train --config {out}", file=sys.stderr)
 
 
 def _measured_json(row: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.planning.result import Plan
+    from grpo_lite.recipe.recipe import Recipe
 
 __all__ = ["Attempts", "OnOOM", "RunFolder", "RunInputs", "run_attempts"]
 
@@ -60,7 +61,7 @@ class Attempts:
     max_steps: int | None
     seed: int
     callbacks: Sequence[Any]
-    trainer_options: dict[str, Any] = field(default_factory=dict)  # LiteGRPOTrainer's: shared_prefix, stop_strings
+    trainer_options: dict[str, Any] = field(default_factory=dict)  # LiteGRPOTrainer's other keyword arguments
     done: int = 0
     wall: float = 0.0
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -71,16 +72,23 @@ class Attempts:
     own_callbacks: list[Any] = field(default_factory=list)
     shared_prefix_record: dict[str, Any] | None = None  # what the last trainer's log-prob forwards did
     monitor_record: dict[str, Any] = field(default_factory=dict)  # the update monitor's settings, for run.json
+    recipe: Recipe | None = None  # the plan as the trainer takes it (grpo_lite.recipe); follows every step down
 
     @classmethod
     def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, *, max_steps: int | None, seed: int,
-              callbacks: Sequence[Any], trainer_options: dict[str, Any] | None = None) -> Attempts:
+              callbacks: Sequence[Any], trainer_options: dict[str, Any] | None = None,
+              recipe: Recipe | None = None) -> Attempts:
         """The first attempt's state; a resumed run takes over the earlier run's steps, events and history."""
         from grpo_lite.training.ranks import RankRecordCallback
         from grpo_lite.training.callbacks import HistoryCallback, MemoryCallback
         from grpo_lite.training.resilience import InterruptCallback, SaveAtEndCallback
 
         loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, seed, callbacks, dict(trainer_options or {}))
+        if recipe is None:
+            from grpo_lite.recipe.recipe import Recipe
+
+            recipe = Recipe.from_plan(plan, prompt_style=inputs.style, seed=seed, max_steps=max_steps)
+        loop.recipe = recipe
         loop.memory_cb, loop.history_cb, loop.interrupt_cb = MemoryCallback(), HistoryCallback(), InterruptCallback()
         loop.own_callbacks = [loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),
                               RankRecordCallback(run.out)]  # one record per rank: proves data parallelism
@@ -100,11 +108,12 @@ class Attempts:
 
         steps_left = None if self.max_steps is None else self.max_steps - self.done
         step_downs = sum(e["event"] == "out_of_memory" for e in self.events)  # a new seed after each step down
-        self.settings = build.grpo_settings(self.plan, output_dir=self.run.out, seed=self.seed + step_downs,
+        assert self.recipe is not None
+        self.settings = build.grpo_settings(self.recipe, output_dir=self.run.out, seed=self.seed + step_downs,
                                             max_steps=steps_left)
         self.write_record(status="running")
         self.history_cb.step_offset = self.done
-        trainer = build.build_trainer(self.source, self.plan, self.settings, self.inputs.train_set,
+        trainer = build.build_trainer(self.source, self.recipe, self.settings, self.inputs.train_set,
                                       self.inputs.tokenizer, self.inputs.reward_funcs,
                                       [*self.own_callbacks, *self.callbacks], **self.trainer_options)
         self.shared_prefix_record = trainer.shared_prefix_record  # updated in place as the run goes
@@ -134,6 +143,7 @@ class Attempts:
             f"to {lower.preset.name!r} and going on from the weights reached (saved in {carried})[/yellow]"
         )
         self.plan, self.source, self.done, self.run.checkpoint = lower, str(carried), reached, None
+        self.recipe = self.recipe.replanned(lower) if self.recipe is not None else None
 
     def write_record(self, *, status: str, model_dir: Path | None = None) -> None:
         """Write run.json atomically (main process only)."""
@@ -156,7 +166,8 @@ class Attempts:
                 "measured_prompt_tokens": self.inputs.prompt_tokens,
                 "shared_prefix": self.shared_prefix_record,
                 "precision": {**plan.precision, **self.monitor_record},
-                "stop_strings": list(self.trainer_options.get("stop_strings", ())),
+                "stop_strings": [] if self.recipe is None else list(self.recipe.stop_strings),
+                "recipe": None if self.recipe is None else self.recipe.to_dict(),
                 "steps": self.done,
                 "max_steps": self.max_steps,
                 "wall_seconds": None if running else round(self.wall, 2),

@@ -131,19 +131,11 @@ def load_model(
         quantization: ``BitsAndBytesConfig`` keyword arguments (QLoRA, 8-bit), or None.
         device_map: passed to ``from_pretrained`` (quantized models need one on CUDA).
     """
+    from grpo_lite.recipe.recipe import from_pretrained_kwargs  # the one builder of these (plain TRL users get it)
+
     if dtype not in _DTYPES:
         raise ModelError(f"unknown dtype {dtype!r}: use one of {', '.join(_DTYPES)}")
-    kwargs: dict[str, Any] = {"dtype": _DTYPES[dtype]}
-    if quantization:
-        from transformers import BitsAndBytesConfig
-
-        q = dict(quantization)
-        for key in ("bnb_4bit_compute_dtype",):
-            if isinstance(q.get(key), str):
-                q[key] = _DTYPES[q[key]]
-        kwargs["quantization_config"] = BitsAndBytesConfig(**q)
-    if device_map is not None:
-        kwargs["device_map"] = device_map
+    kwargs = from_pretrained_kwargs(dtype, quantization, device_map=device_map)
     source = _local_source(model_id)
     try:
         return AutoModelForCausalLM.from_pretrained(source, **kwargs)

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS  # the XML format's end: nothing after it earns a reward
 from grpo_lite.errors import ConfigError
 from grpo_lite.training.attempts import OnOOM, RunFolder, RunInputs
 
@@ -27,10 +28,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from grpo_lite.planning.result import Plan
     from grpo_lite.data.prompts import PromptStyle
+    from grpo_lite.recipe.recipe import Recipe
 
 __all__ = ["DEFAULT_STOP_STRINGS", "TrainResult", "default_output_dir", "train"]
 
-DEFAULT_STOP_STRINGS: tuple[str, ...] = ("</answer>",)  # the XML format's end: nothing after it earns a reward
 
 # plan() inputs that train() decides itself: passing them as overrides is an error that says why.
 _PLAN_OWNED: dict[str, str] = {
@@ -84,9 +85,10 @@ def default_output_dir(model: str) -> Path:
 
 
 def train(
-    model: str | os.PathLike,
+    model: str | os.PathLike | None = None,
     budget_gb: float | None = None,
     *,
+    config: str | os.PathLike | Recipe | None = None,
     dataset: str | os.PathLike | Dataset = "gsm8k",
     rewards: Sequence[str | Callable[..., list[float]]] | None = None,
     output_dir: str | os.PathLike | None = None,
@@ -111,6 +113,11 @@ def train(
         model: a hub id, a short name such as ``"Llama-3.2-1B-Instruct"``, a local folder, or a ``.gguf`` file.
         budget_gb: the GPU's nominal size in GB (16 for a 16 GB card), per device. None detects the
             current CUDA device; without CUDA the run uses a CPU plan.
+        config: a recipe to run as written: a YAML file (``grpo-lite plan MODEL --write recipe.yaml``) or a
+            :class:`~grpo_lite.recipe.recipe.Recipe`. Its preset and every setting in it are fixed (the
+            planner trades nothing, and raises DoesNotFitError when the whole does not fit your prompts);
+            the other arguments you pass override its values (an argument left at its default keeps the
+            recipe's), as flags override ``--config`` in TRL's CLI.
         dataset: ``"gsm8k"``, ``"synthetic"``, a path to a jsonl/json/parquet/csv file or folder, or a
             ``datasets.Dataset`` with a question (or prompt) column and an answer column.
         rewards: reward names from ``grpo_lite.rewards.REWARDS`` and/or callables with TRL's signature.
@@ -140,6 +147,14 @@ def train(
     """
     from grpo_lite.training.attempts import Attempts, run_attempts
 
+    recipe = None
+    if config is not None:  # the recipe's values, then the arguments given here
+        recipe, arguments = _recipe_arguments(config, dict(locals()))
+        model, budget_gb, dataset, rewards, preset, prompt_style, seed, max_steps, shared_prefix, stop_strings = (
+            arguments.pop(key) for key in _RECIPE_ARGUMENTS)
+        overrides = arguments
+    elif model is None:
+        raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
     _check_arguments(max_steps, on_oom, overrides)
     from grpo_lite.memory.heap import use_mmap_threshold_on_cpu
 
@@ -150,8 +165,10 @@ def train(
     inputs = _load_inputs(model, dataset, rewards, prompt_style, seed, run.console)
     plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
     the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run, quiet)
+    the_recipe = _planned_recipe(the_plan, recipe, dataset=dataset, rewards=rewards, prompt_style=inputs.style,
+                                 seed=seed, max_steps=max_steps, stop_strings=stop_strings)
     loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks,
-                          trainer_options={"shared_prefix": shared_prefix, "stop_strings": tuple(stop_strings)})
+                          recipe=the_recipe)
     trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
     return _finish(loop, trainer, inputs, run)
 
@@ -166,6 +183,64 @@ def process_state() -> Any:
     from accelerate import PartialState
 
     return PartialState(cpu=not torch.cuda.is_available())
+
+
+# train()'s arguments a recipe holds, in the order train() unpacks them; the rest of a recipe are overrides
+_RECIPE_ARGUMENTS = ("model", "budget_gb", "dataset", "rewards", "preset", "prompt_style", "seed", "max_steps",
+                     "shared_prefix", "stop_strings")
+
+
+def _recipe_arguments(config: Any, given: dict[str, Any]) -> tuple[Recipe, dict[str, Any]]:
+    """The recipe with the arguments given to train() applied, and train()'s arguments that run it.
+
+    ``given`` is train()'s locals at entry; an argument equal to its default is not applied (the recipe's
+    value stays), except that ``**overrides`` always are.
+    """
+    import inspect
+
+    from grpo_lite.recipe.recipe import Recipe
+
+    recipe = config if isinstance(config, Recipe) else Recipe.read(config)
+    changes: dict[str, Any] = dict(given.get("overrides") or {})
+    for name, param in inspect.signature(train).parameters.items():
+        if name not in _RECIPE_ARGUMENTS or given[name] is param.default:
+            continue
+        try:
+            same = bool(given[name] == param.default)
+        except Exception:  # noqa: BLE001 - a Dataset or an array compares element-wise or not at all
+            same = False
+        if not same:
+            changes[name] = given[name]
+    recipe = recipe.with_overrides(**changes) if changes else recipe
+    _check_recipe_launch(recipe)
+    return recipe, recipe.train_arguments()
+
+
+def _check_recipe_launch(recipe: Recipe) -> None:
+    """A recipe planned for a GPU, or for N processes, runs only there (checked before anything is loaded)."""
+    import torch
+
+    here = "cuda" if torch.cuda.is_available() else "cpu"
+    if recipe.device is not None and recipe.device != here:
+        raise ConfigError(f"the recipe was planned for device {recipe.device!r} but this run is on {here!r}: write it "
+                          f"again for this device (grpo-lite plan {recipe.model} --device {here} --write FILE)")
+    processes = process_state().num_processes
+    if recipe.num_processes != processes:
+        raise ConfigError(f"the recipe was planned for {recipe.num_processes} process(es) but this run has {processes}: "
+                          "start it with grpo-lite train --config FILE (it launches the recipe's processes) or set "
+                          "num_processes in the file")
+
+
+def _planned_recipe(the_plan: Plan, recipe: Recipe | None, **run: Any) -> Recipe:
+    """The plan as the recipe the trainer is built from; a recipe given to train() must come back as written."""
+    from grpo_lite.recipe.recipe import Recipe
+
+    planned = Recipe.from_plan(the_plan, **run)
+    if recipe is not None:
+        problems = recipe.differences(planned)
+        if problems:
+            raise ConfigError("the recipe cannot run as written: " + "; ".join(problems))
+    return planned
 
 
 def _check_arguments(max_steps: int | None, on_oom: str, overrides: dict[str, Any]) -> None:

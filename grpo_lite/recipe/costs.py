@@ -1,0 +1,219 @@
+"""What each setting of a recipe costs in memory and what it trades: the plan estimated with and without it.
+
+A note compares the plan's estimate with one alternative, everything else as planned: the knob turned the
+other way (gradient checkpointing, shared prefix, rounding, beta), the next value down the planner's own
+list (8 -> 6 generations, 512 -> 384 completion tokens), half the micro-batch with twice the accumulation,
+the other optimizer family (8-bit <-> 32-bit states), the other load dtype. The figures come from
+:func:`grpo_lite.memory.estimate.estimate`, never from a table; the alternative is spelled out in
+``estimate()``'s own names so that anyone can check it::
+
+    gradient_checkpointing: true  # saves 6.10 GiB at the peak (activations) vs gradient_checkpointing=false; ...
+
+>>> from grpo_lite.planning.choose import plan
+>>> notes = setting_notes(plan("Llama-3.2-1B-Instruct", budget_gb=16))
+>>> notes["trl.optim"].text().split(";")[0]
+'optimizer_state 2.34 GiB'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, get_args
+
+from grpo_lite.errors import ConfigError
+from grpo_lite.memory.estimate import GIB, MemoryEstimate, StepSettings, estimate
+from grpo_lite.memory.optimizers import get_optimizer
+from grpo_lite.memory.settings import UpdateRounding
+from grpo_lite.planning.candidates import COMPLETION_LENGTHS, GENERATIONS, batch_shapes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.planning.result import Plan
+
+__all__ = ["SettingNote", "KNOBS", "setting_notes", "estimate_settings", "show_value"]
+
+
+def show_value(value: Any) -> str:
+    """A value as YAML writes it in one line (``true``, ``null``, ``adamw_8bit``, ``[q_proj, v_proj]``)."""
+    import yaml
+
+    return yaml.safe_dump([value], default_flow_style=True, width=10**6).strip()[1:-1]
+
+
+@dataclass(frozen=True)
+class SettingNote:
+    """The comment beside one setting of a recipe.
+
+    Attributes:
+        key: where the setting sits in the recipe (``"dtype"``, ``"lora.r"``, ``"trl.optim"``).
+        tradeoff: what the setting trades, in one line.
+        component: a component of the plan's peak the setting sizes (``"weights"``), quoted with its size.
+        size_gib: that component's size at the plan's peak.
+        alternative: the ``estimate()`` settings changed for the comparison, or None.
+        delta_gib: the alternative's peak minus the plan's (> 0: the setting as planned saves memory).
+        changed: the component whose size changes most between the two.
+    """
+
+    key: str
+    tradeoff: str
+    component: str | None = None
+    size_gib: float | None = None
+    alternative: dict[str, Any] | None = None
+    delta_gib: float | None = None
+    changed: str | None = None
+
+    def text(self) -> str:
+        """``[component X GiB; ]saves|costs Y GiB at the peak (component) vs k=v, ...; trade-off``."""
+        parts = []
+        if self.component is not None and self.size_gib is not None:
+            parts.append(f"{self.component} {self.size_gib:.2f} GiB")
+        if self.alternative is not None and self.delta_gib is not None:
+            alt = ", ".join(f"{k}={show_value(v)}" for k, v in self.alternative.items())
+            if round(abs(self.delta_gib), 2) == 0:
+                parts.append(f"same peak vs {alt}")
+            else:
+                verb = "saves" if self.delta_gib > 0 else "costs"
+                parts.append(f"{verb} {abs(self.delta_gib):.2f} GiB at the peak ({self.changed}) vs {alt}")
+        parts.append(self.tradeoff)
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One commented setting: where it sits, its alternative, the component it sizes, its trade-off."""
+
+    key: str
+    tradeoff: str
+    alternative: Callable[[StepSettings], dict[str, Any] | None] = lambda s: None
+    component: str | None = None
+    applies: Callable[[StepSettings], bool] = lambda s: True
+
+
+def _smaller_micro_batch(s: StepSettings) -> dict[str, Any] | None:
+    """Half the micro-batch, twice the accumulation: the same sequences per optimizer step."""
+    if s.per_device_train_batch_size % 2 or s.steps_per_generation is not None or s.generation_batch_size is not None:
+        return None
+    return {"per_device_train_batch_size": s.per_device_train_batch_size // 2,
+            "gradient_accumulation_steps": s.gradient_accumulation_steps * 2}
+
+
+def _fewer_generations(s: StepSettings) -> dict[str, Any] | None:
+    """The planner's next group size down, with the first batch shape it would try for it."""
+    lower = [g for g in GENERATIONS if g < s.num_generations]
+    if not lower:
+        return None
+    shapes = batch_shapes(lower[0], num_processes=s.num_processes, fixed={}, layerwise=s.optimizer.layerwise,
+                          shared_prefix=s.shared_prefix)
+    shape = next((x for x in shapes if x["per_device_train_batch_size"] <= s.per_device_train_batch_size), None)
+    return None if shape is None else {"num_generations": lower[0], **shape}
+
+
+def _shorter_completions(s: StepSettings) -> dict[str, Any] | None:
+    """The planner's next completion length down; half the length below its list."""
+    lower = [n for n in COMPLETION_LENGTHS if n < s.max_completion_length]
+    if lower:
+        return {"max_completion_length": lower[0]}
+    return {"max_completion_length": s.max_completion_length // 2} if s.max_completion_length >= 32 else None
+
+
+_OTHER_STATES = {"adamw_8bit": "adamw_torch", "adamw_bnb_8bit": "adamw_torch", "paged_adamw_8bit": "paged_adamw_32bit",
+                 "paged_adamw_32bit": "paged_adamw_8bit", "adamw_torch": "adamw_8bit", "adamw_torch_fused": "adamw_8bit"}
+
+
+def _other_optimizer(s: StepSettings) -> dict[str, Any] | None:
+    """8-bit states against 32-bit ones (or the weights' dtype), the same optimizer otherwise."""
+    other = _OTHER_STATES.get(s.optim)
+    return None if other is None else {"optim": other}
+
+
+# The commented settings, in the order they appear in a recipe.
+KNOBS: tuple[Knob, ...] = (
+    Knob("dtype", "how the weights load: bfloat16 is half of float32; bf16 weights need update_rounding: "
+         "stochastic for small updates to land", lambda s: {"dtype": "float32" if s.dtype != "float32" else "bfloat16"},
+         component="weights"),
+    Knob("quantization", "NF4 base with double quantization (~0.52 bytes per linear weight), dequantized in each "
+         "forward: slower", lambda s: {"method": "lora", "quantization": "none"}, component="weights",
+         applies=lambda s: s.quantization == "nf4"),
+    Knob("lora.r", "adapter rank: more capacity per update, more adapter state", lambda s: {"lora_r": 2 * s.lora_r},
+         component="optimizer_state", applies=lambda s: s.is_peft),
+    Knob("update_rounding", "stochastic: each step runs on an fp32 copy and rounds back at random, so updates below "
+         "half a bf16 spacing land; nearest drops them",
+         lambda s: {"update_rounding": next(r for r in get_args(UpdateRounding) if r != s.update_rounding)},
+         applies=lambda s: s.trains_bf16),
+    Knob("shared_prefix", "each prompt forwarded once for its group's completions (same log-probs, checked on the "
+         "first step)", lambda s: {"shared_prefix": not s.shared_prefix}),
+    Knob("trl.per_device_train_batch_size", "sequences per forward and backward; a smaller micro-batch takes more "
+         "micro-steps (slower) for the same generation batch", _smaller_micro_batch),
+    Knob("trl.gradient_accumulation_steps", "micro-batches per optimizer step: per_device_train_batch_size x this = "
+         "sequences sampled per step and device"),
+    Knob("trl.num_generations", "completions sampled per prompt: fewer give a noisier group baseline (the planner's "
+         "floor is 4)", _fewer_generations),
+    Knob("trl.max_completion_length", "longer answers are cut and miss the format reward (the planner's floor is 256)",
+         _shorter_completions),
+    Knob("trl.gradient_checkpointing", "true keeps one tensor per block and recomputes the rest in backward: "
+         "~20-30% slower", lambda s: {"gradient_checkpointing": not s.gradient_checkpointing}),
+    Knob("trl.optim", "", _other_optimizer, component="optimizer_state"),  # trade-off: the optimizer's own summary
+    Knob("trl.beta", "KL penalty to a frozen reference: a reference copy (LoRA: the base with adapters off) and a "
+         "scoring pass", lambda s: {"beta": 0.04 if s.beta == 0 else 0.0}),
+    Knob("trl.use_liger_kernel", "Liger's fused RMSNorm/SwiGLU/RoPE kernels (CUDA; pip install liger-kernel)",
+         lambda s: {"use_liger_kernel": not s.use_liger_kernel}, applies=lambda s: s.device == "cuda"),
+    Knob("trl.use_vllm", "vLLM samples faster; colocated, it takes vllm_gpu_memory_utilization of the card",
+         applies=lambda s: s.device == "cuda"),
+    Knob("trl.bf16", "bf16 autocast: 2-byte activations (fast on recent GPUs, slow on most CPUs)",
+         lambda s: {"bf16": not s.bf16, **({"fp16": False} if s.fp16 and not s.bf16 else {})}),
+)
+
+
+def estimate_settings(step: StepSettings) -> dict[str, Any]:
+    """The ``estimate()`` keyword arguments that reproduce a resolved step (every field)."""
+    return {f.name: getattr(step, f.name) for f in fields(StepSettings)}
+
+
+def _changed_most(a: MemoryEstimate, b: MemoryEstimate) -> str:
+    ca, cb = a.component_gib(), b.component_gib()
+    return max(sorted(set(ca) | set(cb)), key=lambda k: abs(cb.get(k, 0.0) - ca.get(k, 0.0)))
+
+
+def setting_notes(plan: Plan) -> dict[str, SettingNote]:
+    """The note of every commented setting of ``plan``'s recipe, keyed like :attr:`SettingNote.key`."""
+    est = plan.estimate
+    step = est.settings
+    base = estimate_settings(step)
+    components = est.component_gib()
+    notes: dict[str, SettingNote] = {}
+    for knob in KNOBS:
+        if not knob.applies(step):
+            continue
+        tradeoff = knob.tradeoff or get_optimizer(step.optim).summary
+        change = knob.alternative(step)
+        alt = None
+        if change is not None:
+            try:
+                alt = estimate(est.arch, **{**base, **change})
+            except ConfigError:  # the alternative breaks a rule (batch divisibility, a GPU-only option): no figure
+                change = None
+        size = components.get(knob.component) if knob.component else None
+        notes[knob.key] = SettingNote(
+            key=knob.key, tradeoff=tradeoff, component=knob.component if size is not None else None, size_gib=size,
+            alternative=change if alt is not None else None,
+            delta_gib=None if alt is None else (alt.total_bytes - est.total_bytes) / GIB,
+            changed=None if alt is None else _changed_most(est, alt),
+        )
+    return notes
+
+
+def peak_line(plan: Plan) -> str:
+    """``planned peak 12.30 GiB (backward_head) of 15.73 GiB usable: headroom 3.43 GiB (0.79 required)``."""
+    est = plan.estimate
+    if plan.budget_gib is None:
+        return f"planned peak {est.total_gib:.2f} GiB ({est.peak_phase}), not checked against a budget"
+    where = "RAM" if plan.device == "cpu" else "usable per device"
+    return (f"planned peak {est.total_gib:.2f} GiB ({est.peak_phase}) of {plan.budget_gib:.2f} GiB {where}: "
+            f"headroom {plan.headroom_gib:.2f} GiB ({plan.required_headroom_gib:.2f} required)")
+
+
+def components_line(plan: Plan) -> str:
+    """The peak's components, largest first: ``weights 2.30, optimizer_state 2.30, ... (GiB)``."""
+    parts = sorted(plan.estimate.component_gib().items(), key=lambda kv: -abs(kv[1]))
+    return ", ".join(f"{name} {gib:.2f}" for name, gib in parts if not math.isclose(gib, 0.0, abs_tol=0.005)) + " (GiB)"

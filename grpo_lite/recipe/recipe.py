@@ -1,0 +1,487 @@
+"""The recipe: a plan written out one setting per line, that trains as written and hands itself to plain TRL.
+
+A :class:`Recipe` is the one object between the planner and the trainer. :meth:`Recipe.from_plan` turns a
+:class:`~grpo_lite.planning.result.Plan` into it; ``train()`` builds TRL's ``GRPOConfig``, the model and
+PEFT's ``LoraConfig`` from it and nothing else. On disk it is a YAML file (``grpo-lite plan ... --write
+recipe.yaml``) with the memory cost and trade-off of each setting beside it
+(:mod:`grpo_lite.recipe.costs`); ``grpo-lite train --config recipe.yaml`` and ``train(config=...)`` run it
+with every value fixed, so the planner trades nothing inside it. Users who keep their own TRL script take
+:meth:`Recipe.grpo_config`, :meth:`Recipe.lora_config` and :meth:`Recipe.from_pretrained_kwargs`.
+
+PyYAML is imported inside the functions that read and write; TRL, PEFT and torch inside the ones that
+build their objects.
+
+>>> from grpo_lite.planning.choose import plan
+>>> r = Recipe.from_plan(plan("Llama-3.2-1B-Instruct", budget_gb=16))
+>>> r.preset, r.dtype, r.update_rounding, r.trl["optim"], r.lora
+('full-8bit', 'bfloat16', 'stochastic', 'adamw_8bit', None)
+>>> Recipe.from_yaml(r.to_yaml()) == r
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, get_args
+
+from grpo_lite._version import __version__
+from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example, PromptStyle
+from grpo_lite.errors import ConfigError
+from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.planning.result import Plan
+
+__all__ = ["RUN_DEFAULTS", "LORA_KEYS", "Recipe", "from_pretrained_kwargs", "make_grpo_config"]
+
+# Defaults that are not about memory (the plan owns memory); every one can be overridden.
+RUN_DEFAULTS: dict[str, Any] = {
+    "num_train_epochs": 1,  # GRPOConfig's default is 3; max_steps=None means one epoch here
+    "logging_steps": 1,
+    "save_strategy": "steps",
+    "save_steps": 50,
+    "save_total_limit": 2,
+    "report_to": "none",
+    "warmup_steps": 0.1,  # a float below 1 is a ratio of the total steps
+    "lr_scheduler_type": "cosine",
+    "max_grad_norm": 0.1,
+    "adam_beta2": 0.99,
+    "weight_decay": 0.1,
+}
+# peft.LoraConfig's names -> the names train() and plan() take
+LORA_KEYS: dict[str, str] = {"r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout",
+                             "target_modules": "lora_target_modules"}
+_DTYPES = ("float32", "bfloat16", "float16")
+# what a recipe must agree on with the run it drives, and what to do when it does not
+_RUN_HINTS = {
+    "device": "write the recipe again on this machine (grpo-lite plan MODEL --device cpu|cuda --write FILE)",
+    "num_processes": "launch it with grpo-lite train --config FILE (it starts the recipe's processes) or set "
+                     "num_processes in the file",
+    "sharding": "launch it with grpo-lite train --config FILE, or set sharding in the file",
+    "quantization": "it follows the preset and the dtype: choose another preset (qlora loads NF4) or drop the section",
+}
+
+
+@dataclass
+class Recipe:
+    """A whole run, one setting per line: what the planner chose (or you wrote), ready for ``train()`` or TRL.
+
+    Attributes:
+        model: hub id, local folder or ``.gguf`` file.
+        preset: the rung of the ladder (``grpo-lite presets``).
+        device: ``"cuda"`` or ``"cpu"``, the device it was planned for.
+        budget_gb: the card's nominal GB per device (RAM on CPU); None: a CPU plan without a budget.
+        num_processes, sharding: the launch it was planned for.
+
+    A setting that is None (or missing from a file) is the planner's to choose, as in ``train()``:
+    ``device``, ``sharding``, ``dtype``, ``quantization``, ``lora``, ``update_rounding`` and any
+    ``trl`` key; every setting present is kept as written.
+        dataset: ``"gsm8k"``, ``"synthetic"`` or a path (a ``datasets.Dataset`` in memory only).
+        rewards: reward names (callables in memory only). Default: the five GSM8K rewards.
+        prompt_style: a name in ``PROMPT_STYLES`` or a :class:`~grpo_lite.data.prompts.PromptStyle`.
+        seed, max_steps: the run's seed, and its optimizer steps (None: one epoch).
+        dtype: the dtype the weights load in.
+        quantization: ``BitsAndBytesConfig`` keyword arguments, or None.
+        lora: ``peft.LoraConfig`` keyword arguments, or None (every weight trains).
+        update_rounding: how updates reach bf16 weights (``"stochastic"`` or ``"nearest"``).
+        shared_prefix: forward each prompt once for its group (grpo-lite's trainer).
+        stop_strings: sampling stops at these (grpo-lite's trainer).
+        trl: ``GRPOConfig`` keyword arguments, verbatim (``output_dir``, ``seed`` and ``max_steps`` aside).
+        plan: the plan it was written from (its estimate gives the comments), or None.
+    """
+
+    model: str
+    preset: str
+    device: Device | None = None
+    budget_gb: float | None = None
+    num_processes: int = 1
+    sharding: Sharding | None = None
+    dataset: Any = "gsm8k"
+    rewards: list[Any] | None = None
+    prompt_style: Any = "guided"
+    seed: int = 0
+    max_steps: int | None = None
+    dtype: Dtype | None = None
+    quantization: dict[str, Any] | None = None
+    lora: dict[str, Any] | None = None
+    update_rounding: UpdateRounding | None = None
+    shared_prefix: bool = True
+    stop_strings: list[str] = field(default_factory=lambda: list(DEFAULT_STOP_STRINGS))
+    trl: dict[str, Any] = field(default_factory=dict)
+    plan: Plan | None = field(default=None, compare=False, repr=False)
+
+    # ---- from a plan, to train() ------------------------------------------------------------------
+    @classmethod
+    def from_plan(cls, plan: Plan, *, dataset: Any = "gsm8k", rewards: list[Any] | None = None,
+                  prompt_style: Any = None, seed: int = 0, max_steps: int | None = None,
+                  stop_strings: Any = DEFAULT_STOP_STRINGS) -> Recipe:
+        """The plan as a recipe: its settings after :data:`RUN_DEFAULTS`, its load, LoRA and rounding.
+
+        Args:
+            plan: what :func:`grpo_lite.plan` returned.
+            dataset, rewards, prompt_style, seed, max_steps, stop_strings: the run's own (train()'s arguments).
+        """
+        from grpo_lite.rewards.registry import DEFAULT_REWARDS
+
+        step = plan.estimate.settings
+        trl = {**plan.settings, **{k: v for k, v in RUN_DEFAULTS.items() if k not in plan.settings}}
+        return cls(
+            model=plan.model.model_id, preset=plan.preset.name, device=plan.device, budget_gb=plan.budget_gb,
+            num_processes=plan.num_processes, sharding=plan.sharding, dataset=dataset,
+            rewards=list(DEFAULT_REWARDS) if rewards is None else list(rewards),
+            prompt_style=_style_name(prompt_style), seed=seed, max_steps=max_steps,
+            dtype=plan.model_kwargs["dtype"], quantization=_copy(plan.model_kwargs.get("quantization")),
+            lora=_copy(plan.lora), update_rounding=step.update_rounding,
+            shared_prefix=step.shared_prefix, stop_strings=list(stop_strings), trl=_copy(trl), plan=plan,
+        )  # fmt: skip
+
+    def replanned(self, plan: Plan) -> Recipe:
+        """The same run on another plan (after an out-of-memory step down)."""
+        return Recipe.from_plan(plan, dataset=self.dataset, rewards=self.rewards, prompt_style=self.prompt_style,
+                                seed=self.seed, max_steps=self.max_steps, stop_strings=self.stop_strings)
+
+    def with_overrides(self, **overrides: Any) -> Recipe:
+        """A copy with ``overrides`` applied: recipe fields by name, ``lora_r``/``lora_alpha``/``lora_dropout``/
+        ``lora_target_modules`` into :attr:`lora`, anything else into :attr:`trl` (a GRPOConfig field).
+
+        >>> r = Recipe("m", "lora", lora={"r": 16}).with_overrides(lora_r=8, learning_rate=1e-5, seed=3)
+        >>> r.lora["r"], r.trl["learning_rate"], r.seed
+        (8, 1e-05, 3)
+        """
+        names = {f.name for f in dataclasses.fields(self)} - {"plan", "trl"}
+        loras = {v: k for k, v in LORA_KEYS.items()}
+        changes: dict[str, Any] = {"trl": dict(self.trl), "lora": None if self.lora is None else dict(self.lora)}
+        for key, value in overrides.items():
+            if key == "trl":
+                changes["trl"].update(value)
+            elif key in names:
+                changes[key] = value
+            elif key in loras:
+                changes["lora"] = {**(changes["lora"] or {}), loras[key]: value}
+            else:
+                changes["trl"][key] = value
+        return dataclasses.replace(self, plan=None, **changes)
+
+    def train_arguments(self) -> dict[str, Any]:
+        """``train()``'s keyword arguments that run this recipe with every setting fixed as written."""
+        arguments: dict[str, Any] = {
+            "model": self.model, "budget_gb": self.budget_gb, "dataset": self.dataset, "rewards": self.rewards,
+            "preset": self.preset, "prompt_style": _style_object(self.prompt_style), "seed": self.seed,
+            "max_steps": self.max_steps, "shared_prefix": self.shared_prefix, "stop_strings": tuple(self.stop_strings),
+            **self.trl,
+        }  # fmt: skip
+        for key in ("dtype", "update_rounding"):  # None: the planner's
+            if getattr(self, key) is not None:
+                arguments[key] = getattr(self, key)
+        for key, value in (self.lora or {}).items():
+            if key in LORA_KEYS:
+                arguments[LORA_KEYS[key]] = value
+        return arguments
+
+    def differences(self, planned: Recipe) -> list[str]:
+        """What ``planned`` (this recipe after planning) does not run as written: one line per setting.
+
+        Settings missing from this recipe are the planner's to fill; every one present must come back equal.
+        """
+        out = []
+        mine, theirs = self.to_dict(), planned.to_dict()
+        for key in ("preset", "device", "num_processes", "sharding", "dtype", "quantization", "lora",
+                    "update_rounding", "shared_prefix"):
+            a, b = mine[key], theirs[key]
+            if a is None:  # the planner's to choose
+                continue
+            if isinstance(a, dict) and isinstance(b, dict):  # the keys written must agree; the rest is filled
+                a, b = a, {k: b.get(k) for k in a}
+            if a != b:
+                hint = _RUN_HINTS.get(key, "")
+                out.append(f"{key}: the recipe says {mine[key]!r}, the run would use {theirs[key]!r}"
+                           + (f" ({hint})" if hint else ""))
+        for key, value in mine["trl"].items():
+            if theirs["trl"].get(key, value) != value:
+                out.append(f"trl.{key}: the recipe says {value!r}, the run would use {theirs['trl'][key]!r}")
+        return out
+
+    # ---- YAML ------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, in file order (what the YAML file holds, without the comments)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name == "plan":
+                continue
+            value = getattr(self, f.name)
+            if f.name == "dataset" and not isinstance(value, (str, os.PathLike)):
+                value = f"<{type(value).__name__}: {len(value)} rows>" if hasattr(value, "__len__") else repr(value)
+            elif f.name == "rewards" and value is not None:
+                value = [r if isinstance(r, str) else getattr(r, "__name__", repr(r)) for r in value]
+            elif f.name == "prompt_style":
+                value = _style_value(value)
+            elif f.name == "stop_strings":
+                value = list(value)
+            out[f.name] = str(value) if isinstance(value, os.PathLike) else _copy(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "the recipe") -> Recipe:
+        """Check a recipe's keys and values and build it.
+
+        Raises:
+            ConfigError: not a mapping, an unknown key (with the closest valid one), a missing ``model`` or
+                ``preset``, or a value outside its choices.
+        """
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source} must be a YAML mapping of settings (model: ..., preset: ...), "
+                              f"got {type(data).__name__}")
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "plan"]
+        unknown = [k for k in data if k not in names]
+        if unknown:
+            hints = [f"{k!r}" + (f" (did you mean {c[0]!r}?)" if (c := difflib.get_close_matches(str(k), names, n=1))
+                                 else "") for k in unknown]
+            raise ConfigError(f"{source}: unknown key(s) {', '.join(hints)}; GRPOConfig fields go under trl:, "
+                              f"LoRA settings under lora:; valid top-level keys: {', '.join(names)}")
+        missing = [k for k in ("model", "preset") if data.get(k) in (None, "")]
+        if missing:
+            raise ConfigError(f"{source} has no {' or '.join(missing)}: every recipe names its model and its preset "
+                              "(grpo-lite plan MODEL --budget-gb N --write FILE writes one)")
+        choices = {"device": get_args(Device), "sharding": get_args(Sharding), "dtype": _DTYPES,
+                   "update_rounding": get_args(UpdateRounding)}
+        for key, valid in choices.items():
+            if key in data and data[key] not in valid:
+                raise ConfigError(f"{source}: {key}={data[key]!r} is not valid; choose one of {', '.join(valid)}")
+        for key in ("trl", "lora", "quantization"):
+            if data.get(key) is not None and not isinstance(data[key], dict):
+                raise ConfigError(f"{source}: {key} must be a mapping (one setting per line) or null, "
+                                  f"got {data[key]!r:.60}")
+        if data.get("prompt_style") is not None:
+            _style_object(data["prompt_style"])  # an unknown style name fails here, naming the valid ones
+        values = dict(data)
+        values["trl"] = dict(values.get("trl") or {})
+        values["stop_strings"] = list(values.get("stop_strings") or [])
+        return cls(**values)
+
+    def to_yaml(self, path: str | os.PathLike | None = None) -> str:
+        """The recipe as YAML: a header with the plan's peak, the budget and the commands that run it, then one
+        setting per line with its memory cost and trade-off beside it (when the recipe has its plan)."""
+        from grpo_lite.recipe import costs
+
+        notes = {k: n.text() for k, n in costs.setting_notes(self.plan).items()} if self.plan is not None else {}
+        if self.plan is not None:
+            notes["preset"] = self.plan.preset.summary
+        notes.setdefault("max_steps", "optimizer steps; null trains one epoch")
+        notes.setdefault("budget_gb", "the card's nominal GB per device (RAM on CPU); null: not checked")
+        data = self.to_dict()
+        lines = _header(self, str(path) if path is not None else "recipe.yaml")
+        for key in ("model", "preset", "device", "budget_gb", "num_processes", "sharding", "dataset", "rewards",
+                    "prompt_style", "seed", "max_steps"):
+            lines.append(_line(key, data[key], notes.get(key)))
+        lines += ["", "# how the weights load (from_pretrained)", _line("dtype", data["dtype"], notes.get("dtype"))]
+        lines += _block("quantization", data["quantization"], notes, first_note="quantization")
+        lines += ["", "# LoRA (peft.LoraConfig); null: every weight trains"]
+        lines += _block("lora", data["lora"], notes, note_prefix="lora.")
+        lines += ["", "# grpo-lite's trainer on top of TRL's (plain TRL has neither)"]
+        for key in ("update_rounding", "shared_prefix", "stop_strings"):
+            lines.append(_line(key, data[key], notes.get(key)))
+        lines += ["", "# GRPOConfig, verbatim (output_dir, seed and max_steps come from the run)", "trl:"]
+        shown = False
+        for key, value in data["trl"].items():
+            if key in RUN_DEFAULTS and not shown:
+                lines.append("  # not about memory: grpo-lite's run defaults, change them freely")
+                shown = True
+            lines.append(_line(key, value, notes.get(f"trl.{key}"), indent=1))
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_yaml(cls, text: str, *, source: str = "the recipe") -> Recipe:
+        """Parse the YAML text of a recipe (see :meth:`from_dict` for the errors)."""
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source} is not valid YAML: {exc}") from None
+        return cls.from_dict(data, source=source)
+
+    def write(self, path: str | os.PathLike) -> Path:
+        """Write :meth:`to_yaml` to ``path`` (atomically) and return it."""
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(self.to_yaml(out), encoding="utf-8")
+        os.replace(tmp, out)
+        return out
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> Recipe:
+        """Read a recipe file.
+
+        Raises:
+            ConfigError: the file is missing, is not YAML, or holds an invalid recipe.
+        """
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"recipe file {p} does not exist; write one with "
+                              f"grpo-lite plan MODEL --budget-gb N --write {p}")
+        return cls.from_yaml(p.read_text(encoding="utf-8"), source=str(p))
+
+    # ---- plain TRL ---------------------------------------------------------------------------------
+    def grpo_settings(self, output_dir: str | os.PathLike = "runs/recipe", **overrides: Any) -> dict[str, Any]:
+        """``GRPOConfig`` keyword arguments: :attr:`trl`, the output folder, the seed and max_steps, then ``overrides``."""
+        return {**self.trl, "output_dir": str(output_dir), "seed": self.seed,
+                "max_steps": -1 if self.max_steps is None else self.max_steps, **overrides}
+
+    def grpo_config(self, output_dir: str | os.PathLike = "runs/recipe", **overrides: Any) -> Any:
+        """TRL's ``GRPOConfig`` with every setting of the recipe (``overrides`` win).
+
+        Raises:
+            ConfigError: TRL rejects the settings (its message included).
+        """
+        return make_grpo_config(self.grpo_settings(output_dir, **overrides))
+
+    def lora_config(self) -> Any:
+        """PEFT's ``LoraConfig`` of the recipe, or None when every weight trains."""
+        if self.lora is None:
+            return None
+        from peft import LoraConfig
+
+        return LoraConfig(**self.lora)
+
+    def from_pretrained_kwargs(self, device_map: Any = None) -> dict[str, Any]:
+        """``AutoModelForCausalLM.from_pretrained`` keyword arguments: the dtype and a ``BitsAndBytesConfig``."""
+        return from_pretrained_kwargs(self.dtype, self.quantization, device_map=device_map)
+
+
+def from_pretrained_kwargs(dtype: str, quantization: dict[str, Any] | None = None, *,
+                           device_map: Any = None) -> dict[str, Any]:
+    """``from_pretrained`` keyword arguments for a load dtype name and ``BitsAndBytesConfig`` arguments.
+
+    Raises:
+        ConfigError: an unknown dtype.
+    """
+    import torch
+
+    if dtype not in _DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}: use one of {', '.join(_DTYPES)}")
+    kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}
+    if quantization:
+        from transformers import BitsAndBytesConfig
+
+        q = dict(quantization)
+        if isinstance(q.get("bnb_4bit_compute_dtype"), str):
+            q["bnb_4bit_compute_dtype"] = getattr(torch, q["bnb_4bit_compute_dtype"])
+        kwargs["quantization_config"] = BitsAndBytesConfig(**q)
+    if device_map is not None:
+        kwargs["device_map"] = device_map
+    return kwargs
+
+
+def make_grpo_config(settings: dict[str, Any]) -> Any:
+    """``trl.GRPOConfig(**settings)``, TRL's refusal turned into a ConfigError that quotes it."""
+    from trl import GRPOConfig
+
+    try:
+        with warnings.catch_warnings():  # TRL still declares gradient_checkpointing; transformers 5 renamed it
+            warnings.filterwarnings("ignore", message=".*gradient_checkpointing.*deprecated", category=FutureWarning)
+            return GRPOConfig(**settings)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"TRL rejected the settings: {exc}") from exc
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+def _copy(value: Any) -> Any:
+    """A deep copy of plain data (dicts, lists, tuples as lists)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _style_name(style: Any) -> Any:
+    """A PromptStyle as its registered name when it has one (None: the default style's name)."""
+    if style is None:
+        return "guided"
+    if isinstance(style, PromptStyle):
+        return next((name for name, (known, _) in PROMPT_STYLES.items() if known == style), style)
+    return style
+
+
+def _style_value(style: Any) -> Any:
+    """What the file holds for a style: its name, or its fields."""
+    style = _style_name(style)
+    if isinstance(style, PromptStyle):
+        return {"system_prompt": style.system_prompt, "one_shot": style.one_shot, "prefill": style.prefill,
+                "examples": [dataclasses.asdict(e) for e in style.examples]}
+    return style
+
+
+def _style_object(value: Any) -> PromptStyle:
+    """The PromptStyle a recipe's ``prompt_style`` names or spells out."""
+    if isinstance(value, PromptStyle):
+        return value
+    if value is None:
+        return PromptStyle()
+    if isinstance(value, str):
+        return PromptStyle.named(value)
+    if isinstance(value, dict):
+        fields = dict(value)
+        if "examples" in fields:
+            fields["examples"] = tuple(Example(**e) for e in fields["examples"])
+        try:
+            return PromptStyle(**fields)
+        except TypeError as exc:
+            raise ConfigError(f"prompt_style: {exc}; give a name ({', '.join(PROMPT_STYLES)}) or the fields "
+                              "system_prompt, one_shot, prefill, examples") from None
+    raise ConfigError(f"prompt_style must be a name ({', '.join(PROMPT_STYLES)}) or a mapping, got {value!r:.60}")
+
+
+def _line(key: str, value: Any, note: str | None = None, indent: int = 0) -> str:
+    from grpo_lite.recipe.costs import show_value
+
+    text = f"{'  ' * indent}{key}: {show_value(value)}"
+    return f"{text}  # {note}" if note else text
+
+
+def _block(name: str, value: dict[str, Any] | None, notes: dict[str, str], *, note_prefix: str = "",
+           first_note: str | None = None) -> list[str]:
+    """A mapping one key per line (or ``name: null``); the first line carries ``first_note``'s note."""
+    if not value:
+        return [_line(name, value)]
+    lines = [f"{name}:"]
+    for i, (key, item) in enumerate(value.items()):
+        note = notes.get(first_note) if (first_note and i == 0) else notes.get(f"{note_prefix}{key}")
+        lines.append(_line(key, item, note, indent=1))
+    return lines
+
+
+def _header(recipe: Recipe, path: str) -> list[str]:
+    """The comment lines on top: what it is, the plan's peak and budget, and the commands that run it."""
+    from grpo_lite.recipe import costs
+
+    plan = recipe.plan
+    name = plan.model.name if plan is not None else recipe.model
+    lines = [f"# grpo-lite recipe: {name}, preset {recipe.preset} (grpo-lite {__version__})"]
+    if plan is not None:
+        card = ("no budget (CPU)" if plan.budget_gb is None else
+                f"{plan.budget_gb:g} GB of RAM" if plan.device == "cpu" else
+                f"{'%d x ' % plan.num_processes if plan.num_processes > 1 else ''}{plan.budget_gb:g} GB card")
+        lines += [f"# budget: {card}; {costs.peak_line(plan)}",
+                  f"#   for prompts of {plan.max_prompt_length} tokens (train() measures yours and checks again)",
+                  f"# peak components: {costs.components_line(plan)}"]
+    lines += ["#", "# Run it (flags and --set override the file, as in TRL's CLI):",
+              f"#   grpo-lite train --config {path}"]
+    if recipe.num_processes > 1:
+        from grpo_lite.scale.distributed import launch_command
+
+        launch = launch_command(["train", "--config", path], recipe.num_processes, recipe.sharding,
+                                cuda=recipe.device == "cuda")
+        lines.append(f"#   ({recipe.num_processes} processes, {recipe.sharding}: it runs {' '.join(launch)})")
+    lines += [f"#   grpo-lite train --config {path} --max-steps 200 --set learning_rate=2e-6",
+              f"#   python -c 'import grpo_lite; grpo_lite.train(config=\"{path}\")'",
+              "# Your own TRL script: grpo_lite.Recipe.read(FILE).grpo_config(), .lora_config(),",
+              "#   .from_pretrained_kwargs() (docs/recipes.md). Each note: the memory the setting costs or saves",
+              "#   against the alternative named after 'vs' (grpo_lite.memory.estimate), then its trade-off.", ""]
+    return lines

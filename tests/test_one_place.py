@@ -1,0 +1,179 @@
+"""One place per decision: each finder below reads the package's syntax trees and fails when a second
+definition of a decision appears (each finder is also shown to find one in a made-up module).
+
+- the dtype the weights load in: ``memory/settings.py: load_dtype``;
+- the bf16 autocast flag: ``StepSettings.resolve``;
+- the update-rounding default: ``memory/settings.py: default_update_rounding``;
+- the method names: the ``Method`` literal and ``METHODS`` beside it;
+- the prompt tokenisation rule: ``data/prompts.py: prompt_token_ids``;
+- TRL's objects (GRPOConfig, BitsAndBytesConfig) built from a recipe: ``recipe/recipe.py``, and the trainer
+  built from a recipe, never from a plan.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "grpo_lite"
+DTYPES = {"bfloat16", "float16", "float32"}
+ROUNDINGS = {"stochastic", "nearest"}
+METHOD_NAMES = {"full", "galore", "lora", "qlora"}
+
+Site = tuple[str, str]  # (file relative to the root, enclosing function or class)
+
+
+def _walk(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """Every node with the name of the function or class it sits in ("" at module level)."""
+    def visit(node: ast.AST, scope: str) -> Iterator[tuple[ast.AST, str]]:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else scope
+            yield child, inner
+            yield from visit(child, inner)
+    yield from visit(tree, "")
+
+
+def _constants(node: ast.AST) -> set[str]:
+    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def _mentions_cuda(node: ast.AST) -> bool:
+    """A device test: the string "cuda" or torch.cuda.is_available()."""
+    return "cuda" in _constants(node) or any(isinstance(n, ast.Attribute) and n.attr == "is_available"
+                                              for n in ast.walk(node))
+
+
+def dtype_choices(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A dtype name chosen by device: ``"bfloat16" if device == "cuda" else ...``, an ``if`` on the device that
+    names a dtype, or a mapping from "cuda" to a dtype."""
+    for node, scope in _walk(tree):
+        if isinstance(node, (ast.IfExp, ast.If)) and _mentions_cuda(node.test):
+            branches = [node.body, node.orelse] if isinstance(node, ast.IfExp) else [*node.body, *node.orelse]
+            if any(_constants(b) & DTYPES for b in branches):
+                yield node, scope
+        elif isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value == "cuda" for k in node.keys):
+            if any(_constants(v) & DTYPES for v in node.values):
+                yield node, scope
+
+
+def bf16_choices(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A value given to ``bf16`` (a dict key, a keyword, an assignment) that depends on the device."""
+    for node, scope in _walk(tree):
+        values = []
+        if isinstance(node, ast.Dict):
+            values = [v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == "bf16"]
+        elif isinstance(node, ast.keyword) and node.arg == "bf16":
+            values = [node.value]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(getattr(t, "id", getattr(t, "attr", None)) == "bf16" for t in targets) and node.value is not None:
+                values = [node.value]
+        if any(_mentions_cuda(v) for v in values):
+            yield node, scope
+
+
+def rounding_defaults(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A rounding mode chosen or defaulted: in a conditional or an ``or`` fallback, or as the default value of a
+    parameter or a field named ``update_rounding``."""
+    for node, scope in _walk(tree):
+        if isinstance(node, ast.IfExp) and _constants(node) & ROUNDINGS or \
+                isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and _constants(node) & ROUNDINGS:
+            yield node, scope
+        elif isinstance(node, ast.arguments):
+            named = [*node.posonlyargs, *node.args][-len(node.defaults):] if node.defaults else []
+            pairs = list(zip(named, node.defaults)) + list(zip(node.kwonlyargs, node.kw_defaults))
+            if any(a.arg == "update_rounding" and d is not None and _constants(d) & ROUNDINGS for a, d in pairs):
+                yield node, scope
+        elif isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "update_rounding" \
+                and node.value is not None and _constants(node.value) & ROUNDINGS:
+            yield node, scope
+
+
+def method_lists(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """Every spelling-out of the method names: a tuple/list/set of all of them (the Literal included), and
+    every ``get_args(Method)``."""
+    for node, scope in _walk(tree):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and all(isinstance(e, ast.Constant) for e in node.elts) \
+                and _constants(node) >= METHOD_NAMES:
+            yield node, scope
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "get_args" and \
+                any(getattr(a, "id", None) == "Method" for a in node.args):
+            yield node, scope
+
+
+def prompt_tokenisations(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A prompt turned into token ids: a chat template applied, special tokens switched, or
+    ``tokenizer(...)["input_ids"]``."""
+    for node, scope in _walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "apply_chat_template":
+            yield node, scope
+        elif isinstance(node, ast.keyword) and node.arg == "add_special_tokens":
+            yield node, scope
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) and \
+                "tokenizer" in ast.unparse(node.value.func).lower() and _constants(node.slice) == {"input_ids"}:
+            yield node, scope
+
+
+def trl_object_builds(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """``GRPOConfig(...)`` or ``BitsAndBytesConfig(...)`` built."""
+    for node, scope in _walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("GRPOConfig", "BitsAndBytesConfig"):
+            yield node, scope
+
+
+def sites(finder: Callable[[ast.AST], Iterator[tuple[ast.AST, str]]]) -> set[Site]:
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for _, scope in finder(ast.parse(path.read_text(encoding="utf-8"))):
+            found.add((str(path.relative_to(ROOT)), scope))
+    return found
+
+
+DECISIONS = {
+    "load dtype": (dtype_choices, {("grpo_lite/memory/settings.py", "load_dtype")}),
+    "bf16 flag": (bf16_choices, {("grpo_lite/memory/settings.py", "resolve")}),
+    "rounding default": (rounding_defaults, {("grpo_lite/memory/settings.py", "default_update_rounding")}),
+    "method names": (method_lists, {("grpo_lite/memory/settings.py", "")}),
+    "prompt tokenisation": (prompt_tokenisations, {("grpo_lite/data/prompts.py", "prompt_token_ids"),
+                                                   ("grpo_lite/data/prompts.py", "_adds_bos"),
+                                                   ("grpo_lite/data/prompts.py", "_render")}),
+    "TRL objects from a recipe": (trl_object_builds, {("grpo_lite/recipe/recipe.py", "from_pretrained_kwargs"),
+                                                      ("grpo_lite/recipe/recipe.py", "make_grpo_config")}),
+}
+
+
+@pytest.mark.parametrize("decision", DECISIONS)
+def test_each_decision_has_one_definition(decision):
+    finder, expected = DECISIONS[decision]
+    assert sites(finder) == expected, f"{decision}: defined at {sorted(sites(finder))}, expected only {sorted(expected)}"
+
+
+SECOND_DEFINITIONS = {  # a made-up module with a second definition of each decision
+    "load dtype": 'def load(device):\n    return {"dtype": "bfloat16"} if torch.cuda.is_available() else {}\n',
+    "bf16 flag": 'settings = {"bf16": device == "cuda", "optim": "adamw_torch"}\n',
+    "rounding default": 'class T:\n    def __init__(self, update_rounding="nearest"):\n        pass\n',
+    "method names": 'CHOICES = ("full", "galore", "lora", "qlora")\n',
+    "prompt tokenisation": 'def n(tokenizer, text):\n    return len(tokenizer(text)["input_ids"])\n',
+    "TRL objects from a recipe": 'args = GRPOConfig(output_dir="x", **settings)\n',
+}
+
+
+@pytest.mark.parametrize("decision", DECISIONS)
+def test_the_finder_finds_a_second_definition(decision):
+    finder, _ = DECISIONS[decision]
+    assert list(finder(ast.parse(SECOND_DEFINITIONS[decision])))
+
+
+def test_the_trainer_is_built_from_a_recipe_not_a_plan():
+    from grpo_lite.training import build
+
+    for func in (build.build_trainer, build.grpo_settings):
+        assert list(inspect.signature(func).parameters)[:2] in (["source", "recipe"], ["recipe", "output_dir"])
+    tree = ast.parse(inspect.getsource(build))
+    reads = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and getattr(n.value, "id", "") == "plan"}
+    assert not reads, f"training/build.py reads the plan directly: {sorted(reads)}"

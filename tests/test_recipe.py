@@ -1,0 +1,225 @@
+"""The recipe: written by the planner with each setting's memory cost, trained as written, handed to plain TRL."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpo_lite import ConfigError, plan
+from grpo_lite.cli import main
+from grpo_lite.memory.estimate import GIB, StepSettings, estimate
+from grpo_lite.recipe.recipe import RUN_DEFAULTS, Recipe
+
+# plans whose recipes cover every commented setting: full 8-bit on a card, QLoRA, LoRA on CPU, GaLore
+PLANS = {
+    "llama-1b-16gb": lambda: plan("Llama-3.2-1B-Instruct", budget_gb=16, shared_prefix=True),
+    "llama-8b-16gb-qlora": lambda: plan("Llama-3.1-8B-Instruct", budget_gb=16, shared_prefix=True),
+    "qwen-0.5b-cpu-lora": lambda: plan("Qwen2.5-0.5B", device="cpu", preset="lora", shared_prefix=True),
+    "llama-1b-8gb-galore": lambda: plan("Llama-3.2-1B-Instruct", 8, method="galore"),
+}
+NOTE = re.compile(r"^\s*(?P<key>\w+): (?P<value>.*?)  # (?P<note>.*)$")
+SIZE = re.compile(r"^(?P<component>\w+) (?P<gib>\d+\.\d\d) GiB$")
+DELTA = re.compile(r"^(?P<verb>saves|costs) (?P<gib>\d+\.\d\d) GiB at the peak \((?P<component>\w+)\) vs (?P<alt>.+)$")
+SAME = re.compile(r"^same peak vs (?P<alt>.+)$")
+
+
+def _alternative(text: str) -> dict:
+    """``k=v, k2=v2`` as estimate() settings (values read as YAML)."""
+    return {k: yaml.safe_load(v) for k, v in (part.split("=", 1) for part in text.split(", "))}
+
+
+@pytest.mark.parametrize("name", PLANS)
+def test_every_gib_figure_in_the_comments_is_what_the_memory_model_says(name):
+    """Each figure beside a setting is the plan's component, or the peak with the named alternative minus the
+    plan's peak, recomputed here from estimate()."""
+    p = PLANS[name]()
+    step = p.estimate.settings
+    base = {f.name: getattr(step, f.name) for f in dataclasses.fields(StepSettings)}
+    assert estimate(p.estimate.arch, **base).total_bytes == p.estimate.total_bytes  # the plan, reproduced
+    components = p.estimate.component_gib()
+    checked = sizes = 0
+    for line in Recipe.from_plan(p).to_yaml().splitlines():
+        m = NOTE.match(line)
+        if not m or "GiB" not in m["note"]:
+            continue
+        for part in m["note"].split("; "):
+            if size := SIZE.match(part):
+                assert float(size["gib"]) == pytest.approx(components[size["component"]], abs=0.005), line
+                sizes += 1
+            elif delta := DELTA.match(part) or SAME.match(part):
+                alt = estimate(p.estimate.arch, **{**base, **_alternative(delta["alt"])})
+                diff = (alt.total_bytes - p.estimate.total_bytes) / GIB
+                if "verb" not in delta.groupdict():
+                    assert round(abs(diff), 2) == 0, line
+                else:
+                    assert delta["verb"] == ("saves" if diff > 0 else "costs"), line
+                    assert float(delta["gib"]) == pytest.approx(abs(diff), abs=0.005), line
+                    before, after = components, alt.component_gib()
+                    moved = {k: abs(after.get(k, 0) - before.get(k, 0)) for k in set(before) | set(after)}
+                    assert moved[delta["component"]] == max(moved.values()), line
+                checked += 1
+    assert checked >= 6 and sizes >= 2, f"only {checked} comparisons and {sizes} sizes found"
+
+
+def test_the_gradient_checkpointing_note_reads_as_a_trade_off():
+    text = Recipe.from_plan(PLANS["llama-8b-16gb-qlora"]()).to_yaml()
+    line = next(x for x in text.splitlines() if x.strip().startswith("gradient_checkpointing:"))
+    assert re.search(r"gradient_checkpointing: true  # saves \d+\.\d\d GiB at the peak \(activations\) vs "
+                     r"gradient_checkpointing=false; .*~20-30% slower", line), line
+
+
+def test_the_header_has_the_peak_the_budget_and_the_commands():
+    p = PLANS["llama-1b-16gb"]()
+    text = Recipe.from_plan(p).to_yaml("r.yaml")
+    head = text.split("\nmodel:", 1)[0]
+    assert f"planned peak {p.estimate.total_gib:.2f} GiB" in head and "16 GB card" in head
+    assert f"{p.budget_gib:.2f} GiB usable" in head
+    assert "grpo-lite train --config r.yaml" in head and 'train(config="r.yaml")' in head
+
+
+@pytest.mark.parametrize("name", PLANS)
+def test_yaml_round_trip(name):
+    recipe = Recipe.from_plan(PLANS[name]())
+    again = Recipe.from_yaml(recipe.to_yaml())
+    assert again == recipe and again.to_dict() == recipe.to_dict()
+    assert list(again.trl)[: len(recipe.plan.settings)] == list(recipe.plan.settings)  # the plan's settings first
+    assert set(RUN_DEFAULTS) <= set(again.trl)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"model": "m", "preset": "lora", "learning_rate": 1e-5},
+     "unknown key(s) 'learning_rate'; GRPOConfig fields go under trl:"),
+    ({"model": "m", "preset": "lora", "presets": "x"}, "'presets' (did you mean 'preset'?)"),
+    ({"preset": "lora"}, "has no model: every recipe names its model and its preset"),
+    ({"model": "m", "preset": "lora", "device": "tpu"}, "device='tpu' is not valid; choose one of cuda, cpu"),
+    ({"model": "m", "preset": "lora", "trl": [1]}, "trl must be a mapping"),
+    ({"model": "m", "preset": "lora", "prompt_style": "chatty"}, "unknown prompt style 'chatty'"),
+    (["model"], "must be a YAML mapping"),
+])
+def test_bad_recipes_say_what_to_change(data, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        Recipe.from_dict(data)
+
+
+def test_missing_file_says_how_to_write_one(tmp_path):
+    with pytest.raises(ConfigError, match="grpo-lite plan MODEL --budget-gb N --write"):
+        Recipe.read(tmp_path / "none.yaml")
+
+
+def test_differences_name_what_cannot_run_as_written():
+    planned = Recipe.from_plan(PLANS["llama-1b-16gb"]())
+    edited = planned.with_overrides(lora={"r": 8})  # LoRA settings under a full fine-tuning preset
+    assert edited.differences(planned) == ["lora: the recipe says {'r': 8}, the run would use None"]
+    assert dataclasses.replace(planned, lora=None, dtype=None).differences(planned) == []  # None: the planner's
+
+
+def test_flags_override_the_file_as_in_trls_cli(tmp_path):
+    """TRL's rule: the file's values are the flags' defaults; a flag given wins, even at the flag's own default."""
+    from doc_sections import subparsers
+
+    path = Recipe.from_plan(PLANS["qwen-0.5b-cpu-lora"](), seed=5, max_steps=7).write(tmp_path / "r.yaml")
+    train_parser = subparsers()["train"]
+    from_file = train_parser.parse_args(["--config", str(path)])
+    assert (from_file.model, from_file.seed, from_file.max_steps, from_file.preset) == ("Qwen/Qwen2.5-0.5B", 5, 7, "lora")
+    flags = subparsers()["train"].parse_args(["--config", str(path), "--seed", "0", "--max-steps", "2", "my-model"])
+    assert (flags.model, flags.seed, flags.max_steps) == ("my-model", 0, 2)
+
+
+def test_plan_write_writes_what_plan_prints(tmp_path, capsys):
+    out = tmp_path / "r.yaml"
+    assert main(["plan", "Llama-3.2-1B-Instruct", "--budget-gb", "16", "--json", "--write", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    written = yaml.safe_load(out.read_text())
+    assert written["preset"] == printed["preset"] and written["budget_gb"] == 16
+    assert {k: written["trl"][k] for k in printed["settings"]} == printed["settings"]
+    assert written["shared_prefix"] is True  # planned as train() runs
+
+
+def test_train_refuses_a_recipe_planned_for_a_gpu_before_loading_anything(tmp_path):
+    path = Recipe.from_plan(PLANS["llama-1b-16gb"]()).write(tmp_path / "r.yaml")
+    with pytest.raises(ConfigError, match="planned for device 'cuda' but this run is on 'cpu'"):
+        from grpo_lite import train
+
+        train(config=path, output_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+# ---- a recipe trains as written: write it, edit it, train it, read run.json -------------------------------
+@pytest.fixture(scope="module")
+def recipe_run(tiny_model_dir, tmp_path_factory):
+    """``grpo-lite plan --write``, edited as a user would (tiny data, a dense reward, tensorboard), then
+    ``grpo-lite train --config``."""
+    folder = tmp_path_factory.mktemp("recipe")
+    path = folder / "recipe.yaml"
+    assert main(["plan", str(tiny_model_dir), "--device", "cpu", "--preset", "lora", "--write", str(path),
+                 "--set", "num_generations=4", "--set", "per_device_train_batch_size=4",
+                 "--set", "max_completion_length=16", "--json"]) == 0
+    text = path.read_text()
+    for old, new in (("dataset: gsm8k", "dataset: synthetic"), ("max_steps: null", "max_steps: 2"),
+                     ("learning_rate: 1.0e-05", "learning_rate: 0.01"), ("report_to: none", "report_to: tensorboard"),
+                     ("save_strategy: steps", "save_strategy: 'no'")):
+        assert old in text, old
+        text = text.replace(old, new)
+    text = re.sub(r"rewards: \[.*\]", "rewards: [length]", text)
+    path.write_text(text)
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert main(["train", "--config", str(path), "--output-dir", str(folder / "run")]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    return yaml.safe_load(path.read_text()), json.loads((folder / "run" / "run.json").read_text()), folder / "run"
+
+
+def test_run_json_settings_equal_the_files(recipe_run):
+    written, run, _ = recipe_run
+    assert run["steps"] == 2
+    assert run["settings"] == {**written["trl"], "output_dir": run["settings"]["output_dir"], "seed": written["seed"],
+                               "max_steps": written["max_steps"]}
+    recorded = run["recipe"]
+    assert {k: v for k, v in recorded.items() if k in written} == written  # every line of the file, as it ran
+    assert run["plan"]["preset"] == written["preset"] and run["plan"]["lora"] == written["lora"]
+    assert run["plan"]["model_kwargs"] == {"dtype": written["dtype"]}
+
+
+def test_tensorboard_event_files_carry_the_reward(recipe_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, run, out = recipe_run
+    events = sorted(out.rglob("events.out.tfevents.*"))
+    assert events, f"no event files under {out}"
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    rewards = [e.value for e in acc.Scalars("train/reward")]
+    assert len(rewards) == 2 and rewards == pytest.approx([row["reward"] for row in run["history"]])
+
+
+# ---- plain TRL: GRPOTrainer from what the plan hands over --------------------------------------------------
+def test_plain_trl_trains_two_steps_from_the_recipe(tiny_model_dir, tmp_path):
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOTrainer
+
+    from grpo_lite.rewards import length_reward
+
+    recipe = Recipe.from_plan(plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4,
+                                   per_device_train_batch_size=4, max_completion_length=8, learning_rate=1e-2))
+    model = AutoModelForCausalLM.from_pretrained(recipe.model, **recipe.from_pretrained_kwargs())
+    args = recipe.grpo_config(tmp_path / "trl", max_steps=2, save_strategy="no")
+    assert type(args).__module__.startswith("trl") and args.optim == recipe.trl["optim"]
+    trainer = GRPOTrainer(model=model, reward_funcs=[length_reward], args=args, peft_config=recipe.lora_config(),
+                          train_dataset=Dataset.from_dict({"prompt": [f"Count to {i}:" for i in range(8)]}))
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+    torch.set_num_threads(1)
+    trainer.train()
+    assert trainer.state.global_step == 2
+    moved = [n for n, p in trainer.model.named_parameters() if p.requires_grad and not torch.equal(before[n], p)]
+    assert moved and all("lora_" in n for n in moved)

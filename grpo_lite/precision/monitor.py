@@ -32,8 +32,10 @@ sharded by FSDP / DeepSpeed ZeRO-3 (the monitor sees local shards only).
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,15 +45,7 @@ from torch import Tensor, nn
 from transformers import TrainerCallback
 
 from grpo_lite.memory.optimizers import MONITOR_ELEMENTS, MONITOR_TENSORS
-from grpo_lite.precision.rounding import state_nbytes, unwrap
-from grpo_lite.precision.shadow import (
-    clone_optimizer,
-    compensation,
-    hyperparameters,
-    is_elementwise,
-    owner,
-    sample,
-)
+from grpo_lite.precision.rounding import inner_optimizers, state_nbytes, unwrap
 
 __all__ = ["LOST_UPDATES_HINT", "MetricsSink", "UpdateMonitor", "UpdatesLostWarning"]
 
@@ -292,3 +286,85 @@ def _window_metrics(probes: list[_Probe]) -> dict[str, float]:
         "update/realized_stderr": stderr,
         "update/relative_step": sum(p.step_ratio_sum for p in probes) / steps,
     }
+
+
+# ---- the replay's plumbing: who owns a parameter, whether its update is element-wise, a clone of its optimizer over
+# an fp32 shadow, and which elements to sample
+KAHAN_KEYS = ("kahan_comp",)  # torch-optimi's Kahan summation buffer
+_MIXING_MARKERS = ("rank",)  # param-group keys of GaLore / APOLLO: their update is not element-wise
+_MIXING_CLASSES = ("Adafactor", "Muon", "Shampoo", "SOAP")
+
+
+
+def owner(optimizer: Any, p: Tensor) -> tuple[torch.optim.Optimizer, dict[str, Any]]:
+    """The optimizer that steps ``p`` (the per-parameter one when layer-wise) and its param group."""
+    for inner in inner_optimizers(optimizer):
+        for group in inner.param_groups:
+            if any(q is p for q in group["params"]):
+                return inner, group
+    raise LookupError("parameter not found in the optimizer")
+
+
+def is_elementwise(inner: torch.optim.Optimizer, group: dict[str, Any]) -> bool:
+    """Whether each element's update depends on that element only (not GaLore/APOLLO projections, not
+    factored or orthogonalizing optimizers): then a sample of elements can be replayed."""
+    name = type(inner).__name__
+    return not any(k in group for k in _MIXING_MARKERS) and not any(m in name for m in _MIXING_CLASSES)
+
+
+def hyperparameters(group: dict[str, Any]) -> dict[str, Any]:
+    """The group minus its params, tensors cloned (torchao keeps lr as a tensor the scheduler fills in place)."""
+    return {k: (v.clone() if isinstance(v, Tensor) else v) for k, v in group.items() if k != "params"}
+
+
+def compensation(inner: torch.optim.Optimizer, p: Tensor) -> Tensor | None:
+    """The Kahan compensation buffer the optimizer keeps for ``p``, if any."""
+    state = inner.state.get(p, {})
+    for key in KAHAN_KEYS:
+        comp = state.get(key)
+        if isinstance(comp, Tensor) and comp.shape == p.shape:
+            return comp
+    return None
+
+
+def sample(numel: int, n: int, gen: torch.Generator) -> Tensor:
+    """Exactly ``n`` flat indices (so the monitor's memory is known in advance): every element, repeated
+    when the tensor is smaller; distinct ones up to 2**24 elements; uniform draws above (no numel-sized
+    permutation)."""
+    if numel <= n:
+        return torch.arange(n) % numel
+    if numel <= 1 << 24:
+        return torch.randperm(numel, generator=gen)[:n].sort().values
+    return torch.randint(0, numel, (n,), generator=gen).sort().values
+
+
+def clone_optimizer(inner: torch.optim.Optimizer, p: Tensor, shadow: Tensor) -> torch.optim.Optimizer:
+    """Same class and attributes as ``inner``, over ``shadow`` only, with fresh state.
+
+    ``__init__`` is bypassed (constructor signatures differ); instance-level ``step`` patches (LR-scheduler counters,
+    rounding wrappers) and step hooks stay with the real optimizer. Python scalars in the live state (APOLLO's
+    projection seed) are copied so random projections match; tensors are not (the shadow starts from zero moments).
+    """
+    _, group = owner(inner, p)
+    clone = object.__new__(type(inner))
+    clone.__dict__.update(inner.__dict__)
+    clone.__dict__.pop("step", None)
+    for key, value in inner.__dict__.items():
+        if key.startswith("_optimizer_") and isinstance(value, OrderedDict):
+            setattr(clone, key, OrderedDict())
+    clone.state = defaultdict(dict)
+    clone.param_groups = [{**hyperparameters(group), "params": [shadow]}]
+    scalars = {k: v for k, v in inner.state.get(p, {}).items() if k != "step" and isinstance(v, (int, float, str))}
+    if scalars:
+        clone.state[shadow].update(scalars)
+    if hasattr(clone, "mng"):  # bitsandbytes: a private override manager (the global one is keyed by index)
+        from bitsandbytes.optim import GlobalOptimManager
+
+        manager = object.__new__(GlobalOptimManager)
+        manager.initialize()
+        clone.mng, clone.initialized = manager, False
+        args = getattr(inner, "args", None)
+        if args is not None and p.numel() < getattr(args, "min_8bit_size", 0):  # the live tensor keeps 32-bit
+            clone.args = copy.copy(args)  # state: so does its shadow, whatever its sampled size
+            clone.args.min_8bit_size = shadow.numel() + 1
+    return clone

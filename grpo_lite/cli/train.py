@@ -9,6 +9,7 @@ then the command line is parsed, so a flag given wins over the file, and ``--set
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, Callable
 
 from grpo_lite.cli.options import SHARED, add_options, parse_set
@@ -36,7 +37,7 @@ def _reading_config(parser: argparse.ArgumentParser, parse: Callable[..., Any]) 
 
     def parse_known_args(args: list[str] | None = None, namespace: Any = None) -> Any:
         path = _config_value(list(args or []))
-        if path is not None:
+        if path is not None and Path(path).is_file():  # a missing file is reported by run(), as one error line
             from grpo_lite.recipe.recipe import Recipe
 
             values = Recipe.read(path).to_dict()

@@ -129,8 +129,8 @@ def _other_optimizer(s: StepSettings) -> dict[str, Any] | None:
 
 # The commented settings, in the order they appear in a recipe.
 KNOBS: tuple[Knob, ...] = (
-    Knob("dtype", "how the weights load: bfloat16 is half of float32; bf16 weights need update_rounding: "
-         "stochastic for small updates to land", lambda s: {"dtype": "float32" if s.dtype != "float32" else "bfloat16"},
+    Knob("dtype", "bfloat16 is half of float32; bf16 weights need update_rounding: stochastic for small "
+         "updates to land", lambda s: {"dtype": "float32" if s.dtype != "float32" else "bfloat16"},
          component="weights"),
     Knob("quantization", "NF4 base with double quantization (~0.52 bytes per linear weight), dequantized in each "
          "forward: slower", lambda s: {"method": "lora", "quantization": "none"}, component="weights",

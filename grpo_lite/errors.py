@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["GrpoLiteError", "ConfigError", "DataError", "ModelError", "DoesNotFitError"]
+__all__ = ["GrpoLiteError", "ConfigError", "DataError", "ModelError", "DoesNotFitError", "OutputDirError", "RewardError"]
 
 
 class GrpoLiteError(Exception):
@@ -33,3 +33,12 @@ class DoesNotFitError(GrpoLiteError):
         super().__init__(message)
         self.smallest_budget_gb = smallest_budget_gb
         self.preset = preset
+
+
+class OutputDirError(GrpoLiteError, OSError):
+    """The output folder cannot take the run: a file is in the way, it is read-only or full, another
+    run holds it, or its checkpoints or run record cannot be read back."""
+
+
+class RewardError(GrpoLiteError, ValueError):
+    """A reward function returned something that is not one number (or None) per completion."""

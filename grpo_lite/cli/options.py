@@ -96,6 +96,9 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
                                              "help": "forward each prompt once for all its completions (same "
                                                      "log-probs, checked on the first step; default on)"}),
     "json": (("--json",), {"action": "store_true", "help": "print one JSON object instead of tables"}),
+    "skip_invalid": (("--skip-invalid",), {"action": "store_true",
+                                           "help": "skip dataset rows without a usable question or answer (one "
+                                                   "warning gives the count) instead of stopping at the first"}),
     "set": (("--set",), {"dest": "set", "action": "append", "metavar": "KEY=VALUE",
                          "help": "fix a GRPOConfig/TrainingArguments field or LoRA setting (repeatable), "
                                  "e.g. --set learning_rate=1e-5"}),

@@ -17,7 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Pick the memory preset that fits --budget-gb (or the detected GPU), then train with TRL's "
         "GRPOTrainer on GSM8K (or --dataset) with the XML-format and correctness rewards.",
     )
-    add_options(p, "model", "budget_gb", "dataset")
+    add_options(p, "model", "budget_gb", "dataset", "skip_invalid")
     p.add_argument("--reward", action="append", dest="rewards", metavar="NAME", help="reward name (repeatable; default: the GSM8K set)")
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default: one epoch)")
     add_options(p, "output_dir", "method", "preset", "seed", "shared_prefix")
@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         on_oom=args.on_oom,
         shared_prefix=args.shared_prefix,
+        skip_invalid=args.skip_invalid,
         **parse_set(args.set, own_options=vars(args)),
     )
     if result.interrupted:

@@ -132,7 +132,8 @@ def _to_dataset(
             out.append({"prompt": built, "question": question, "answer": answer, **extras})
             continue
         if not skip_invalid:
-            raise DataError(f"{row.where}: {problem}; fix or remove the row, or pass skip_invalid=True to skip it")
+            raise DataError(f"{row.where}: {problem}; fix or remove the row, or pass skip_invalid=True "
+                            "(--skip-invalid) to skip it")
         skipped.append(f"{row.where}: {problem}")
     if skipped:
         message = f"{source}: skipped {len(skipped)} row(s) without a usable question or answer (first: {skipped[0]})"

@@ -40,11 +40,11 @@ RUN_DEFAULTS: dict[str, Any] = {
 }
 
 
-def check_config_keys(settings: dict[str, Any]) -> None:
-    """Raise ConfigError for keys that are not GRPOConfig fields, with the closest valid name."""
+def check_config_keys(settings: dict[str, Any], also: Sequence[str] = ()) -> None:
+    """Raise ConfigError for keys that are not GRPOConfig fields (or in ``also``), with the closest valid name."""
     from trl import GRPOConfig
 
-    valid = {f.name for f in dataclasses.fields(GRPOConfig)}
+    valid = {f.name for f in dataclasses.fields(GRPOConfig)} | set(also)
     unknown = sorted(set(settings) - valid)
     if unknown:
         hints = []

@@ -22,14 +22,16 @@ __all__ = ["SHARED", "add_options", "parse_budget", "parse_set"]
 def _value(text: str) -> Any:
     """A typed value from the command line: numbers, booleans, None, lists; anything else stays a string.
 
-    >>> _value("1e-5"), _value("true"), _value("[1, 2]"), _value("adamw_8bit")
-    (1e-05, True, [1, 2], 'adamw_8bit')
+    >>> _value("1e-5"), _value("true"), _value("[1, 2]"), _value("adamw_8bit"), _value("nan")
+    (1e-05, True, [1, 2], 'adamw_8bit', nan)
     """
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"
     if lowered in ("none", "null"):
         return None
+    if lowered.lstrip("+-") in ("nan", "inf", "infinity"):  # numbers, so that the range check names them
+        return float(lowered)
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):

@@ -36,8 +36,7 @@ class DoesNotFitError(GrpoLiteError):
 
 
 class OutputDirError(GrpoLiteError, OSError):
-    """The output folder cannot take the run: a file is in the way, it is read-only or full, another
-    run holds it, or its checkpoints or run record cannot be read back."""
+    """The output folder cannot take the run: a file in the way, read-only, full, or held by another run."""
 
 
 class RewardError(GrpoLiteError, ValueError):

@@ -21,7 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--reward", action="append", dest="rewards", metavar="NAME", help="reward name (repeatable; default: the GSM8K set)")
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default: one epoch)")
     add_options(p, "output_dir", "method", "preset", "seed", "shared_prefix")
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output-dir")
+    p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in --output-dir")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
     p.add_argument("--on-oom", choices=("step_down", "raise"), default="step_down",
                    help="on CUDA out-of-memory: step down the preset ladder and go on (default), or stop")

@@ -237,3 +237,20 @@ def test_wrapped_rewards_keep_what_trl_reads():
     assert get_callable_name(wrapped_sync) == "length_reward" and wrapped_sync.value == length_reward.value
     assert is_async_callable(wrapped_async) and not is_async_callable(wrapped_sync)
     assert get_callable_name(wrapped_async) == "later"
+
+
+def test_several_processes_are_not_launched_for_a_bad_setting_or_folder(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    """The launcher checks first: a rank's error would come back inside torchrun's traceback."""
+    from grpo_lite.cli import relaunch
+
+    def no_launch(*args, **kwargs):
+        raise AssertionError("ranks were launched")
+
+    monkeypatch.setattr(relaunch.subprocess, "Popen", no_launch)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    for extra, fragment in ((["--output-dir", str(a_file)], "is a file, not a folder"),
+                            (["--output-dir", str(tmp_path / "run"), "--set", "learning_rate=-1"], "learning_rate=-1 must be > 0")):
+        assert main(["train", str(tiny_model_dir), *FAST, "--num-processes", "2", *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and fragment in err[0], err

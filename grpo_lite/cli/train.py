@@ -32,7 +32,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     from grpo_lite.cli.relaunch import maybe_relaunch
+    from grpo_lite.scale.distributed import in_launched_process
 
+    overrides = parse_set(args.set, own_options=vars(args))
+    if args.num_processes > 1 and not in_launched_process():  # settle what it can before the ranks start
+        from grpo_lite.rewards import resolve_rewards
+        from grpo_lite.training.checks import check_before_launch
+
+        check_before_launch(args.output_dir, overrides, n_rewards=len(resolve_rewards(args.rewards)))
     code = maybe_relaunch(args)  # reruns this command under N processes when asked
     if code is not None:
         return code
@@ -53,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         on_oom=args.on_oom,
         shared_prefix=args.shared_prefix,
         skip_invalid=args.skip_invalid,
-        **parse_set(args.set, own_options=vars(args)),
+        **overrides,
     )
     if result.interrupted:
         return 130

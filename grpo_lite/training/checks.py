@@ -29,7 +29,7 @@ from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["RANGES", "check_free_space", "check_output_dir", "check_overrides", "format_bytes"]
+__all__ = ["RANGES", "check_before_launch", "check_free_space", "check_output_dir", "check_overrides", "format_bytes"]
 
 _R = tuple[Callable[[Any], bool], str, Any]  # (accepts, what it must be, a value that works)
 RANGES: dict[str, _R] = {
@@ -214,6 +214,18 @@ def check_output_dir(out: Path) -> None:
             probe.unlink(missing_ok=True)
     except OSError as exc:
         raise OutputDirError(f"cannot write in the output folder {out}: {exc.strerror}; {hint}") from None
+
+
+def check_before_launch(output_dir: str | os.PathLike | None, overrides: dict[str, Any], *, n_rewards: int) -> None:
+    """What can be checked before ``grpo-lite train --num-processes N`` starts its ranks: the settings,
+    the folder, and whether a live run holds it (a rank's error would come back inside the launcher's
+    traceback). Each rank checks again, and takes the lock."""
+    from grpo_lite.training.runlock import RunLock
+
+    check_overrides(overrides, n_rewards=n_rewards)
+    if output_dir is not None:
+        check_output_dir(Path(output_dir))
+        RunLock.acquire(Path(output_dir)).release()  # raises when a live run holds the folder
 
 
 def format_bytes(n: float) -> str:

@@ -12,7 +12,8 @@ and checks that ``run.json`` holds every completed step once. Stated outcomes:
 | SIGKILL: transformers done, completion marker not written | checkpoint-3 is whole (its state file is written last): resume from it |
 | second Ctrl-C during the save (CLI) | exit 130, one line; status ``aborted``; resume from checkpoint-2 |
 | full disk during the save (CLI, simulated ENOSPC) | exit 2, one line that says the disk ran out; status ``failed``; resume from checkpoint-2 |
-| full disk, a real 8 MiB tmpfs (slow; needs user namespaces) | the same, from torch's errno-less write error |
+| full disk, a real 24 MiB tmpfs filled after checkpoint-2 (slow; needs user namespaces) | the same, from the real write error |
+| a read-only folder, a real read-only tmpfs (same test) | exit 2, one line, before anything loads |
 | a second run into a live run's folder | ``OutputDirError`` / exit 2, one line naming the first run's PID |
 | truncated run.json on resume | kept as run.json.corrupt, the record rebuilt from the checkpoint's marker and history.jsonl |
 | deleted trainer_state.json on resume | that checkpoint set aside, resume from the one before; none left: exit 2, one line |
@@ -279,16 +280,21 @@ sys.exit(main(sys.argv[1:]))
 @pytest.mark.slow
 @pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs Linux user namespaces to mount a small tmpfs")
 def test_full_disk_on_a_real_tmpfs_then_resume(tiny_model_dir, tmp_path):
-    """A real full disk: torch's zip writer fails without an errno; the free space left tells."""
+    """A real full disk (a write error with or without an errno: the free space left tells), and a real
+    read-only folder."""
     mount = tmp_path / "disk"
     mount.mkdir()
     keep = tmp_path / "kept"
     script = tmp_path / "fill.py"
     script.write_text(FILLER)
     train_cmd = f"{sys.executable} {script} train {tiny_model_dir} {' '.join(CLI_RUN)} --output-dir {mount}/run"
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
     shell = (f"mount -t tmpfs -o size=24m none {mount} && {{ {train_cmd} > {tmp_path}/first.log 2>&1; "
              f"echo $? > {tmp_path}/first.rc; rm -f {mount}/filler; {train_cmd} --resume > {tmp_path}/second.log 2>&1; "
-             f"echo $? > {tmp_path}/second.rc; cp -r {mount}/run {keep}; }}")
+             f"echo $? > {tmp_path}/second.rc; cp -r {mount}/run {keep}; }} && "
+             f"mount -t tmpfs -o size=1m,ro none {read_only} && {{ {sys.executable} -m grpo_lite train {tiny_model_dir} "
+             f"{' '.join(CLI_RUN)} --output-dir {read_only}/run > {tmp_path}/ro.log 2>&1; echo $? > {tmp_path}/ro.rc; }}")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     subprocess.run(["unshare", "-Urm", "sh", "-c", shell], env=env, timeout=300, check=True)
     first = (tmp_path / "first.log").read_text()
@@ -298,6 +304,9 @@ def test_full_disk_on_a_real_tmpfs_then_resume(tiny_model_dir, tmp_path):
     record = json.loads((keep / "run.json").read_text())
     assert [r["step"] for r in record["history"]] == [1, 2, 3, 4] and record["status"] == "finished"
     assert [e["event"] for e in record["events"]] == ["failed", "resume"]
+    ro = (tmp_path / "ro.log").read_text().strip().splitlines()  # a real read-only folder, too
+    assert (tmp_path / "ro.rc").read_text().strip() == "2" and ro[-1].startswith("error: cannot create the output "
+                                                                              "folder") and "Read-only" in ro[-1], ro[-5:]
 
 
 def test_a_second_run_into_a_live_runs_folder_is_refused(tiny_model_dir, tmp_path, capsys):
@@ -391,3 +400,22 @@ def test_a_failed_resume_logs_no_resume_event(tiny_model_dir, finished_run, tmp_
     record = _record(out)
     assert [e["event"] for e in record["events"]] == ["failed"] and record["status"] == "failed"
     assert not (out / ".grpo-lite.lock").exists()
+
+
+def test_a_write_error_without_errno_on_a_full_disk_is_recognised(tmp_path, monkeypatch):
+    """torch's zip writer reports a full disk as a RuntimeError with no errno: the free space left decides."""
+    import shutil as shutil_module
+
+    from grpo_lite.training import resilience
+
+    usage = shutil_module._ntuple_diskusage
+    torch_error = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 101312 vs 101204")
+    monkeypatch.setattr(resilience.shutil, "disk_usage", lambda path: usage(2**30, 2**30 - 4096, 4096))
+    error = resilience.disk_full_error(torch_error, tmp_path, 2**20, tmp_path / "checkpoint-2")
+    assert isinstance(error, OutputDirError) and "ran out of space (0.0 MiB free now)" in str(error)
+    assert "checkpoint-2 is complete; free at least 1.0 MiB" in str(error)
+    assert resilience.disk_full_error(KeyboardInterrupt(), tmp_path, 2**20, None) is None
+    monkeypatch.setattr(resilience.shutil, "disk_usage", lambda path: usage(2**40, 2**30, 2**40 - 2**30))
+    assert resilience.disk_full_error(torch_error, tmp_path, 2**20, None) is None  # plenty of room: another failure
+    enospc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert "no checkpoint is complete yet" in str(resilience.disk_full_error(enospc, tmp_path, 2**20, None))

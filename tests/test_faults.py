@@ -38,7 +38,7 @@ import pytest
 import torch
 from tiny_run import TINY_RUN
 
-from grpo_lite import ConfigError, OutputDirError, train
+from grpo_lite import OutputDirError, train
 from grpo_lite.cli import main
 
 RUN = dict(TINY_RUN, method="lora", max_steps=4, save_steps=1)

@@ -419,3 +419,17 @@ def test_a_write_error_without_errno_on_a_full_disk_is_recognised(tmp_path, monk
     assert resilience.disk_full_error(torch_error, tmp_path, 2**20, None) is None  # plenty of room: another failure
     enospc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     assert "no checkpoint is complete yet" in str(resilience.disk_full_error(enospc, tmp_path, 2**20, None))
+
+
+def test_lock_check_leaves_a_stale_lock_for_the_run_to_report(tmp_path):
+    from grpo_lite.training.runlock import LOCK_NAME, RunLock
+
+    (tmp_path / LOCK_NAME).write_text('{"pid": 999999999, "host": "here", "started": 0}')
+    RunLock.check(tmp_path)  # nobody holds it: no error, and the record stays for the run to report
+    lock = RunLock.acquire(tmp_path)
+    assert lock.stale["pid"] == 999999999 and "PID 999999999" in lock.stale_note()
+    with pytest.raises(OutputDirError, match=rf"PID {os.getpid()}\b"):
+        RunLock.check(tmp_path)
+    lock.release()
+    assert not (tmp_path / LOCK_NAME).exists()
+    RunLock.check(tmp_path)

@@ -225,7 +225,7 @@ def check_before_launch(output_dir: str | os.PathLike | None, overrides: dict[st
     check_overrides(overrides, n_rewards=n_rewards)
     if output_dir is not None:
         check_output_dir(Path(output_dir))
-        RunLock.acquire(Path(output_dir)).release()  # raises when a live run holds the folder
+        RunLock.check(Path(output_dir))  # raises when a live run holds the folder
 
 
 def format_bytes(n: float) -> str:

@@ -116,6 +116,19 @@ class RunLock:
         stale = previous if previous and previous.get("pid") != os.getpid() else None
         return cls(path, fd, stale)
 
+    @classmethod
+    def check(cls, output_dir: Path) -> None:
+        """Raise :class:`OutputDirError` when a live run holds ``output_dir``; change nothing on disk."""
+        path = Path(output_dir) / LOCK_NAME
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            cls._lock(fd, path)
+        finally:
+            os.close(fd)  # closing drops the lock again
+
     @staticmethod
     def _lock(fd: int, path: Path) -> bool:
         """Lock ``fd``; False when the file was replaced meanwhile. Raises OutputDirError when held."""

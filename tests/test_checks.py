@@ -254,3 +254,10 @@ def test_several_processes_are_not_launched_for_a_bad_setting_or_folder(tiny_mod
         assert main(["train", str(tiny_model_dir), *FAST, "--num-processes", "2", *extra]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and fragment in err[0], err
+
+
+def test_a_run_that_fails_before_training_leaves_no_folder_it_made(tiny_model_dir, tmp_path):
+    out = tmp_path / "new"
+    with pytest.raises(Exception, match="missing.jsonl"):
+        train(str(tiny_model_dir), output_dir=out, **{**TINY_RUN, "dataset": str(tmp_path / "missing.jsonl")})
+    assert not out.exists()

@@ -40,11 +40,18 @@ class RunFolder:
     checkpoint: Path | None
     earlier: Any  # resume.EarlierRun | None
     lock: Any = None  # runlock.RunLock on the main process, held for the run's life
+    created: bool = False  # the run made the folder: an early failure leaves no empty folder behind
 
     def release(self) -> None:
-        """Give the folder back (the main process removes its lock)."""
+        """Give the folder back (the main process removes its lock, and the folder if it made it and it is empty)."""
         if self.lock is not None:
             self.lock.release()
+            self.lock = None
+            if self.created:
+                try:
+                    self.out.rmdir()  # only when empty
+                except OSError:
+                    pass
 
 
 @dataclass

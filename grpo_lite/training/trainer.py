@@ -235,6 +235,7 @@ def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *,
     error: GrpoLiteError | None = None
     if state.is_main_process:  # one process checks (and, with overwrite, clears) the folder; the rest wait
         try:
+            run.created = not out.exists()
             checks.check_output_dir(out)
             run.lock = RunLock.acquire(out)
             stale = run.lock.stale_note()

@@ -47,6 +47,9 @@ CLI_RUN = ["--dataset", "synthetic", "--reward", "length", "--method", "lora", "
            "--set", "gradient_accumulation_steps=1", "--set", "learning_rate=0.01", "--set", "save_steps=1"]
 
 
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="the faults are injected in a forked child (POSIX)")
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     """One torch thread: a forked child cannot use the parent's OpenMP pool, and the tiny model gains nothing."""
@@ -191,6 +194,7 @@ def _umask() -> int:
     return mask
 
 
+@needs_fork
 @pytest.mark.parametrize(("where", "resumes_from"), [("empty", 2), ("state", 2), ("marker", 3)])
 def test_sigkill_during_a_save_then_resume(tiny_model_dir, tmp_path, where, resumes_from):
     out = tmp_path / "run"
@@ -214,6 +218,7 @@ def test_sigkill_during_a_save_then_resume(tiny_model_dir, tmp_path, where, resu
         assert not (out / "incomplete").exists()
 
 
+@needs_fork
 def test_second_ctrl_c_during_a_save_then_resume(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
 
@@ -233,6 +238,7 @@ def test_second_ctrl_c_during_a_save_then_resume(tiny_model_dir, tmp_path):
     _resume_and_check(tiny_model_dir, out, from_step=2)
 
 
+@needs_fork
 def test_full_disk_during_a_save_is_one_line_then_resume(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
 
@@ -309,6 +315,7 @@ def test_full_disk_on_a_real_tmpfs_then_resume(tiny_model_dir, tmp_path):
                                                                               "folder") and "Read-only" in ro[-1], ro[-5:]
 
 
+@needs_fork
 def test_a_second_run_into_a_live_runs_folder_is_refused(tiny_model_dir, tmp_path, capsys):
     from transformers import TrainerCallback
 

@@ -45,6 +45,8 @@ _EXPORTS: dict[str, str] = {
     "DataError": "grpo_lite.errors",
     "ModelError": "grpo_lite.errors",
     "DoesNotFitError": "grpo_lite.errors",
+    "OutputDirError": "grpo_lite.errors",
+    "RewardError": "grpo_lite.errors",
 }
 _SUBMODULES = ("rewards",)
 
@@ -58,7 +60,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite.training.loading import demo_model_path
     from grpo_lite.planning.tables import plan_table
     from grpo_lite.recipe.recipe import Recipe
-    from grpo_lite.errors import ConfigError, DataError, DoesNotFitError, GrpoLiteError, ModelError
+    from grpo_lite.errors import (ConfigError, DataError, DoesNotFitError, GrpoLiteError, ModelError, OutputDirError,
+                                  RewardError)
     from grpo_lite.evaluation import EvalResult, evaluate
     from grpo_lite.memory.estimate import MemoryEstimate, estimate
     from grpo_lite.memory.models import ModelSpec, resolve_model

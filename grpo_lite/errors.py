@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["GrpoLiteError", "ConfigError", "DataError", "ModelError", "DoesNotFitError"]
+__all__ = ["GrpoLiteError", "ConfigError", "DataError", "ModelError", "DoesNotFitError", "OutputDirError", "RewardError"]
 
 
 class GrpoLiteError(Exception):
@@ -33,3 +33,11 @@ class DoesNotFitError(GrpoLiteError):
         super().__init__(message)
         self.smallest_budget_gb = smallest_budget_gb
         self.preset = preset
+
+
+class OutputDirError(GrpoLiteError, OSError):
+    """The output folder cannot take the run: a file in the way, read-only, full, or held by another run."""
+
+
+class RewardError(GrpoLiteError, ValueError):
+    """A reward function returned something that is not one number (or None) per completion."""

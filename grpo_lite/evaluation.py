@@ -160,6 +160,7 @@ def evaluate(
     rewards: Sequence[str | Callable[..., list[float]]] | None = None,
     seed: int = 0,
     stop_strings: Sequence[str] | None = None,
+    skip_invalid: bool = False,
 ) -> EvalResult:
     """Greedy-decode ``dataset[split]`` and score accuracy, format rate and mean reward.
 
@@ -180,6 +181,7 @@ def evaluate(
         seed: seed of the synthetic set (ignored for other datasets).
         stop_strings: end a completion at the first of these, as training does. Default: ``("</answer>",)``
             (:data:`grpo_lite.data.prompts.DEFAULT_STOP_STRINGS`); ``()`` decodes to ``max_new_tokens``.
+        skip_invalid: skip dataset rows without a usable question or answer (with a warning) instead of raising.
     """
     from grpo_lite.data import prompts as prompt_lib
     from grpo_lite import rewards as reward_lib
@@ -196,7 +198,7 @@ def evaluate(
 
     stops = list(DEFAULT_STOP_STRINGS if stop_strings is None else stop_strings)
     style = prompt_style or prompt_lib.PromptStyle()
-    data = load_dataset(dataset, split=split, style=style, limit=limit, seed=seed)
+    data = load_dataset(dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid)
     data = prompt_lib.apply_prompt_style(data, tokenizer, style)
     reward_funcs = reward_lib.resolve_rewards(rewards)
     soft_format = reward_lib.get_reward("soft_format")

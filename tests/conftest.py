@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# trackio reads its folder once, when first imported (by whichever test or library comes first): keep
+# its database out of the home folder
+os.environ.setdefault("TRACKIO_DIR", tempfile.mkdtemp(prefix="grpo-lite-tests-trackio-"))
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +38,16 @@ def _pinned_ram(monkeypatch: pytest.MonkeyPatch) -> None:
     from grpo_lite.planning import hardware
 
     monkeypatch.setattr(hardware, "detect_ram", lambda: (64.0, "64.0 GiB of RAM available now (pinned by the tests)"))
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch_threads():
+    """A test that sets torch's thread count (tiny runs go faster on one) leaves it as it found it."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else None
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and before is not None and torch.get_num_threads() != before:
+        torch.set_num_threads(before)

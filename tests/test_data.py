@@ -183,7 +183,7 @@ def test_bad_arguments(tmp_path: Path, kwargs: dict, message: str) -> None:
 
 
 def test_hub_unreachable_says_what_to_do(no_hub: None) -> None:
-    with pytest.raises(DataError, match=r"cannot load openai/gsm8k \(test\).*pass source= a local folder.*'synthetic'"):
+    with pytest.raises(DataError, match=r"cannot load openai/gsm8k \(test\).*pass a local folder.*--dataset PATH.*'synthetic'"):
         load_gsm8k("test")
 
 
@@ -265,7 +265,7 @@ def test_user_csv_with_other_column_names(tmp_path: Path) -> None:
     ds = load_dataset(path, prompt_column="problem", answer_column="solution")
     assert list(ds["question"]) == ["Add 2, 3", "Double 4"]
     assert list(ds["answer"]) == ["5", "8"]
-    with pytest.raises(DataError, match=r"no 'question' column \(columns: problem, solution\); name the question"):
+    with pytest.raises(DataError, match=r"no 'question' column \(columns: problem, solution\); rename those columns to 'question' and 'answer'"):
         load_dataset(path)
 
 

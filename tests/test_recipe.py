@@ -225,21 +225,24 @@ def test_plain_trl_trains_two_steps_from_the_recipe(tiny_model_dir, tmp_path):
     assert moved and all("lora_" in n for n in moved)
 
 
-def test_trackio_logs_the_reward_to_a_local_database(tiny_model_dir, tmp_path, monkeypatch):
+def test_trackio_logs_the_reward_to_a_local_database(tiny_model_dir, tmp_path):
     """report_to="trackio": no account, no network; the reward lands in trackio's SQLite file."""
     import sqlite3
 
-    monkeypatch.setenv("TRACKIO_DIR", str(tmp_path / "trackio"))  # trackio reads it when imported
     pytest.importorskip("trackio", reason="trackio is in the dev extra: pip install trackio")
+    import uuid
+
     import torch
+    from trackio.sqlite_storage import SQLiteStorage
 
     from grpo_lite import train
 
     torch.set_num_threads(1)
+    project = f"recipe-test-{uuid.uuid4().hex[:8]}"
     result = train(str(tiny_model_dir), dataset="synthetic", rewards=["length"], output_dir=tmp_path / "run",
                    max_steps=2, num_generations=2, per_device_train_batch_size=2, max_completion_length=8,
-                   save_strategy="no", report_to="trackio", project="recipe-test", quiet=True)
-    rows = [json.loads(r[0]) for r in sqlite3.connect(tmp_path / "trackio" / "recipe-test.db").execute(
-        "select metrics from metrics")]
+                   save_strategy="no", report_to="trackio", project=project, quiet=True)
+    database = SQLiteStorage.get_project_db_path(project)  # under $TRACKIO_DIR (tests/conftest.py sets it)
+    rows = [json.loads(r[0]) for r in sqlite3.connect(database).execute("select metrics from metrics")]
     logged = [r["train/reward"] for r in rows if "train/reward" in r]
     assert logged == pytest.approx([row["reward"] for row in result.history])

@@ -174,6 +174,29 @@ def test_resume_after_a_step_down_goes_on_from_the_carried_weights(tiny_model_di
     assert resumed.steps == 5 and resumed.plan.preset.name == first.plan.preset.name
     assert [r["step"] for r in resumed.history] == [1, 2, 3, 4, 5]
     assert [e["event"] for e in resumed.events] == ["out_of_memory", "resume"]
+    rates = [r["learning_rate"] for r in resumed.history]  # one schedule over the whole run: no second warmup
+    assert rates[0] == 0.0 and all(a > b > 0 for a, b in zip(rates[1:], rates[2:])), rates
+
+
+def test_learning_rate_schedule_continues_across_a_step_down(tiny_model_dir, tmp_path):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _check_schedule_across_a_step_down(tiny_model_dir, tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _check_schedule_across_a_step_down(tiny_model_dir, tmp_path):
+    kw = dict(max_steps=4, preset="full", save_strategy="no", **FAST)
+    straight = train(str(tiny_model_dir), output_dir=tmp_path / "straight", **kw)
+    stepped = train(str(tiny_model_dir), output_dir=tmp_path / "stepped", callbacks=[_oom_at(3)], **kw)
+    rates = [r["learning_rate"] for r in stepped.history]
+    assert rates == pytest.approx([r["learning_rate"] for r in straight.history], rel=1e-6)
+    assert rates[2] > 0  # before the fix the next rung warmed up again: 0.0 at step 3
+    oom = [e for e in stepped.events if e["event"] == "out_of_memory"]
+    assert oom[0]["lr_schedule"] == "continues at step 2 of 4"
+    assert json.loads((tmp_path / "stepped" / "run.json").read_text())["events"][0]["lr_schedule"] == oom[0]["lr_schedule"]
 
 
 def test_step_down_skips_rungs_whose_package_is_missing(monkeypatch):

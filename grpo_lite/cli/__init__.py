@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
+              "same command plus --resume", file=sys.stderr)
         return 130
 
 

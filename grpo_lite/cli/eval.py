@@ -16,7 +16,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Batched greedy decoding; accuracy by the correctness rule, format rate by the soft format rule.",
     )
     p.add_argument("model", help="hub id, short name, local folder, .gguf file, or a run's final/ folder")
-    add_options(p, "dataset")
+    add_options(p, "dataset", "skip_invalid")
     p.add_argument("--split", choices=("train", "test"), default="test", help="split (default test)")
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems")
     p.add_argument("--batch-size", type=int, default=16, help="prompts decoded at once (default 16)")
@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         limit=args.limit,
         batch_size=args.batch_size,
         max_new_tokens=args.max_new_tokens,
+        skip_invalid=args.skip_invalid,
     )
     if args.json:
         print(json.dumps({"accuracy": result.accuracy, "format_rate": result.format_rate, "mean_reward": result.mean_reward, "n": result.n}))

@@ -20,14 +20,16 @@ __all__ = ["SHARED", "add_options", "parse_budget", "parse_set"]
 def _value(text: str) -> Any:
     """A typed value from the command line: numbers, booleans, None, lists; anything else stays a string.
 
-    >>> _value("1e-5"), _value("true"), _value("[1, 2]"), _value("adamw_8bit")
-    (1e-05, True, [1, 2], 'adamw_8bit')
+    >>> _value("1e-5"), _value("true"), _value("[1, 2]"), _value("adamw_8bit"), _value("nan")
+    (1e-05, True, [1, 2], 'adamw_8bit', nan)
     """
     lowered = text.strip().lower()
     if lowered in ("true", "false"):
         return lowered == "true"
     if lowered in ("none", "null"):
         return None
+    if lowered.lstrip("+-") in ("nan", "inf", "infinity"):  # numbers, so that the range check names them
+        return float(lowered)
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -94,6 +96,9 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
                                              "help": "forward each prompt once for all its completions (same "
                                                      "log-probs, checked on the first step; default on)"}),
     "json": (("--json",), {"action": "store_true", "help": "print one JSON object instead of tables"}),
+    "skip_invalid": (("--skip-invalid",), {"action": "store_true",
+                                           "help": "skip dataset rows without a usable question or answer (one "
+                                                   "warning gives the count) instead of stopping at the first"}),
     "set": (("--set",), {"dest": "set", "action": "append", "metavar": "KEY=VALUE",
                          "help": "fix a GRPOConfig/TrainingArguments field or LoRA setting (repeatable), "
                                  "e.g. --set learning_rate=1e-5"}),

@@ -57,14 +57,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "GRPOTrainer on GSM8K (or --dataset) with the XML-format and correctness rewards.",
     )
     p.add_argument("model", nargs="?", default=None, help=SHARED["model"][1]["help"] + " (or the recipe's, with --config)")
-    add_options(p, "budget_gb", "dataset")
+    add_options(p, "budget_gb", "dataset", "skip_invalid")
     p.add_argument("--config", metavar="FILE", default=None,
                    help="train a recipe (grpo-lite plan MODEL --write FILE) with every setting as written; flags and "
                    "--set override its values")
     p.add_argument("--reward", action="append", dest="rewards", metavar="NAME", help="reward name (repeatable; default: the GSM8K set)")
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default: one epoch)")
     add_options(p, "output_dir", "method", "preset", "seed", "shared_prefix")
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output-dir")
+    p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in --output-dir")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
     p.add_argument("--on-oom", choices=("step_down", "raise"), default="step_down",
                    help="on CUDA out-of-memory: step down the preset ladder and go on (default), or stop")
@@ -76,6 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     from grpo_lite.cli.relaunch import maybe_relaunch
+    from grpo_lite.scale.distributed import in_launched_process
 
     if args.config is None and args.model is None:
         from grpo_lite.errors import ConfigError
@@ -83,17 +84,23 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("grpo-lite train needs a MODEL, or --config FILE (a recipe: grpo-lite plan MODEL --write FILE)")
     if args.config is not None and args.sharding == "none" and args.num_processes > 1:
         args.sharding = None  # a one-process recipe launched on more: the planner (or --sharding) splits the state
+    overrides = parse_set(args.set, own_options=vars(args))
+    if args.num_processes > 1 and not in_launched_process():  # settle what it can before the ranks start
+        from grpo_lite.rewards import resolve_rewards
+        from grpo_lite.training.checks import check_before_launch
+
+        check_before_launch(args.output_dir, overrides, n_rewards=len(resolve_rewards(args.rewards)))
     code = maybe_relaunch(args)  # reruns this command under N processes when asked
     if code is not None:
         return code
-    result = _train_recipe(args) if args.config is not None else _train_model(args)
+    result = _train_recipe(args, overrides) if args.config is not None else _train_model(args, overrides)
     if result.interrupted:
         return 130
     print(f"trained {result.steps} steps in {result.wall_seconds:.0f} s; model in {result.model_dir}")
     return 0
 
 
-def _train_recipe(args: argparse.Namespace) -> Any:
+def _train_recipe(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
     """The recipe with the command line's values (the flags' defaults were the recipe's) and --set applied."""
     from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.training.trainer import train
@@ -101,12 +108,12 @@ def _train_recipe(args: argparse.Namespace) -> Any:
     values = {key: getattr(args, key) for key in RECIPE_FLAGS}
     if args.rewards:
         values["rewards"] = args.rewards
-    recipe = Recipe.read(args.config).with_overrides(**values, **parse_set(args.set, own_options=vars(args)))
+    recipe = Recipe.read(args.config).with_overrides(**values, **overrides)
     return train(config=recipe, output_dir=args.output_dir, method=args.method, resume=args.resume,
-                 overwrite=args.overwrite, on_oom=args.on_oom)
+                 overwrite=args.overwrite, on_oom=args.on_oom, skip_invalid=args.skip_invalid)
 
 
-def _train_model(args: argparse.Namespace) -> Any:
+def _train_model(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
     from grpo_lite.training.trainer import train
 
     return train(
@@ -123,5 +130,6 @@ def _train_model(args: argparse.Namespace) -> Any:
         overwrite=args.overwrite,
         on_oom=args.on_oom,
         shared_prefix=args.shared_prefix,
-        **parse_set(args.set, own_options=vars(args)),
+        skip_invalid=args.skip_invalid,
+        **overrides,
     )

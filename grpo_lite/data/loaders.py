@@ -56,8 +56,9 @@ def _hub_gsm8k(split: DataSplit) -> list[Row]:
     except Exception as exc:  # offline, not cached, hub errors: all mean "not available here"
         raise DataError(
             f"cannot load {GSM8K_HUB_ID} ({split}) from the Hugging Face hub or its local cache "
-            f"({type(exc).__name__}: {str(exc)[:200]}); pass source= a local folder or file with GSM8K rows "
-            f"(train.jsonl/test.jsonl), set {GSM8K_DIR_ENV}, or use the offline 'synthetic' dataset"
+            f"({type(exc).__name__}: {str(exc)[:200]}); pass a local folder or file with GSM8K rows "
+            f"(train.jsonl/test.jsonl) as the dataset (--dataset PATH; Python: dataset=PATH, or load_gsm8k(source=PATH)), "
+            f"set {GSM8K_DIR_ENV}, or use the offline 'synthetic' dataset"
         ) from exc
     return [Row(f"{GSM8K_HUB_ID} {split}, row {i}", r) for i, r in enumerate(hub, 1)]
 
@@ -132,7 +133,8 @@ def _to_dataset(
             out.append({"prompt": built, "question": question, "answer": answer, **extras})
             continue
         if not skip_invalid:
-            raise DataError(f"{row.where}: {problem}; fix or remove the row, or pass skip_invalid=True to skip it")
+            raise DataError(f"{row.where}: {problem}; fix or remove the row, or pass skip_invalid=True "
+                            "(--skip-invalid) to skip it")
         skipped.append(f"{row.where}: {problem}")
     if skipped:
         message = f"{source}: skipped {len(skipped)} row(s) without a usable question or answer (first: {skipped[0]})"
@@ -260,7 +262,8 @@ def load_dataset(
     kwargs: dict[str, Any] = {
         "question_column": prompt_column, "answer_column": answer_column, "gold": _user_gold, "style": style,
         "skip_invalid": skip_invalid, "limit": limit, "keep_columns": True,
-        "column_hint": "name the question and answer columns with prompt_column= and answer_column=",
+        "column_hint": "rename those columns to 'question' and 'answer' in the file, or in Python load it with "
+                       "load_dataset(path, prompt_column=..., answer_column=...) and pass the Dataset to train()",
     }  # fmt: skip
     if isinstance(spec, Dataset):
         rows = [Row(f"dataset row {i}", r) for i, r in enumerate(spec.to_list(), 1)]

@@ -2,6 +2,8 @@
 
 - :mod:`~grpo_lite.rewards.functions`: the reward functions, with TRL's signature.
 - :mod:`~grpo_lite.rewards.registry`: the one registry of names, its defaults and its docs table.
+- :mod:`~grpo_lite.rewards.checked`: every reward's output checked at the boundary to TRL (one number
+  or None per completion; a bad value is a RewardError naming the function).
 
 Answers are parsed by :mod:`grpo_lite.data.answers`. This package is public (``from grpo_lite import rewards``): it exports the reward objects and the
 registry. Only the standard library is imported.
@@ -12,6 +14,7 @@ registry. Only the standard library is imported.
 [2.0, 0.5, 0.5, 0.5, 0.5]
 """
 
+from grpo_lite.rewards.checked import NoRewardWarning, check_rewards
 from grpo_lite.rewards.functions import (
     MIN_REASONING_CHARS,
     CorrectnessReward,
@@ -45,5 +48,5 @@ __all__ = [
     "CorrectnessReward", "IntegerReward", "StrictFormatReward", "SoftFormatReward", "XmlCountReward",
     "LengthReward", "correctness_reward", "integer_reward", "strict_format_reward",
     "soft_format_reward", "xml_count_reward", "length_reward", "completion_text", "has_real_reasoning",
-    "get_reward", "resolve_rewards", "rewards_table_markdown",
+    "get_reward", "resolve_rewards", "rewards_table_markdown", "check_rewards", "NoRewardWarning",
 ]

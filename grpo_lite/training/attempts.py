@@ -3,8 +3,13 @@
 An attempt builds the trainer from the current plan and trains until the run ends. A CUDA
 out-of-memory error within the first ``oom_window_steps`` steps ends the attempt instead: the weights
 reached are carried (LoRA merged), the next cheaper rung that fits is planned
-(:func:`grpo_lite.training.resilience.next_plan`) and a new attempt goes on with the steps left.
-``run.json`` is rewritten at the start of every attempt and at the end, so it always says what ran.
+(:func:`grpo_lite.training.resilience.next_plan`) and a new attempt goes on with the steps left, its
+learning-rate schedule continuing where the run was (:func:`~grpo_lite.training.resilience.continue_schedule`).
+
+What is on disk at any instant: ``history.jsonl`` gets every logged step as it happens; ``run.json``
+is rewritten at the start of every attempt, after every checkpoint and at the end, with its
+``status``: ``running``, ``finished``, ``interrupted`` (Ctrl-C, checkpoint saved), ``aborted`` (a second
+Ctrl-C), ``failed`` (an error, a full disk), or ``crashed`` (seen by a later resume: the process died).
 """
 
 from __future__ import annotations
@@ -34,7 +39,20 @@ class RunFolder:
     state: Any  # accelerate.PartialState
     console: Any  # rich.console.Console
     checkpoint: Path | None
-    earlier: Any  # resilience.EarlierRun | None
+    earlier: Any  # resume.EarlierRun | None
+    lock: Any = None  # runlock.RunLock on the main process, held for the run's life
+    created: bool = False  # the run made the folder: an early failure leaves no empty folder behind
+
+    def release(self) -> None:
+        """Give the folder back (the main process removes its lock, and the folder if it made it and it is empty)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+            if self.created:
+                try:
+                    self.out.rmdir()  # only when empty
+                except OSError:
+                    pass
 
 
 @dataclass
@@ -70,6 +88,7 @@ class Attempts:
     history_cb: Any = None
     interrupt_cb: Any = None
     own_callbacks: list[Any] = field(default_factory=list)
+    resumed: dict[str, Any] | None = None  # the resume event, logged once training has really resumed
     shared_prefix_record: dict[str, Any] | None = None  # what the last trainer's log-prob forwards did
     monitor_record: dict[str, Any] = field(default_factory=dict)  # the update monitor's settings, for run.json
     recipe: Recipe | None = None  # the plan as the trainer takes it (grpo_lite.recipe); follows every step down
@@ -79,9 +98,11 @@ class Attempts:
               callbacks: Sequence[Any], trainer_options: dict[str, Any] | None = None,
               recipe: Recipe | None = None) -> Attempts:
         """The first attempt's state; a resumed run takes over the earlier run's steps, events and history."""
-        from grpo_lite.training.ranks import RankRecordCallback
         from grpo_lite.training.callbacks import HistoryCallback, MemoryCallback
+        from grpo_lite.training.checkpoints import CompletionCallback
+        from grpo_lite.training.ranks import RankRecordCallback
         from grpo_lite.training.resilience import InterruptCallback, SaveAtEndCallback
+        from grpo_lite.training.resume import HISTORY_FILE
 
         loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, seed, callbacks, dict(trainer_options or {}))
         if recipe is None:
@@ -89,21 +110,29 @@ class Attempts:
 
             recipe = Recipe.from_plan(plan, prompt_style=inputs.style, seed=seed, max_steps=max_steps)
         loop.recipe = recipe
-        loop.memory_cb, loop.history_cb, loop.interrupt_cb = MemoryCallback(), HistoryCallback(), InterruptCallback()
+        history_file = run.out / HISTORY_FILE if run.state.is_main_process else None
+        loop.memory_cb, loop.history_cb, loop.interrupt_cb = MemoryCallback(), HistoryCallback(history_file), InterruptCallback()
         loop.own_callbacks = [loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),
-                              RankRecordCallback(run.out)]  # one record per rank: proves data parallelism
+                              CompletionCallback(loop.checkpoint_record, lambda step: loop.write_record(status="running")),
+                              _resumed_callback(loop), RankRecordCallback(run.out)]  # one record per rank: proves data parallelism
         earlier = run.earlier
+        rows: list[dict[str, Any]] = []
         if earlier is not None:  # go on where the checkpoint's attempt started: its weights, steps, records
-            loop.events, loop.history_cb.rows = earlier.events, earlier.history
+            loop.events, rows = earlier.events, earlier.history
             loop.source, loop.done = earlier.source or loop.source, earlier.done
             loop.max_steps = max_steps if max_steps is not None else earlier.max_steps
-            loop.events.append({"event": "resume", "checkpoint": str(run.checkpoint),
-                                "step": loop.done + earlier.checkpoint_step})
+            loop.resumed = {"event": "resume", "checkpoint": str(run.checkpoint),
+                            "step": loop.done + earlier.checkpoint_step, **({"notes": earlier.notes} if earlier.notes else {})}
+        if run.state.is_main_process:
+            loop.history_cb.start_file(rows)  # a resumed run's file holds exactly the steps it takes over
+        else:
+            loop.history_cb.rows = list(rows)
         return loop
 
     def build(self) -> Any:
         """GRPOConfig settings for the steps left, run.json marked running, and the trainer."""
-        from grpo_lite.training import build
+        from grpo_lite.rewards.checked import check_rewards
+        from grpo_lite.training import build, resilience
         from grpo_lite.training.progress import ProgressLine, replace_printer
 
         steps_left = None if self.max_steps is None else self.max_steps - self.done
@@ -114,8 +143,13 @@ class Attempts:
         self.write_record(status="running")
         self.history_cb.step_offset = self.done
         trainer = build.build_trainer(self.source, self.recipe, self.settings, self.inputs.train_set,
-                                      self.inputs.tokenizer, self.inputs.reward_funcs,
+                                      self.inputs.tokenizer, check_rewards(self.inputs.reward_funcs),
                                       [*self.own_callbacks, *self.callbacks], **self.trainer_options)
+        if self.done > 0 and self.max_steps is not None:  # after a step down: the run's schedule goes on
+            note = resilience.continue_schedule(trainer, offset=self.done, total_steps=self.max_steps)
+            downs = [e for e in self.events if e["event"] == "out_of_memory"]
+            if downs and "lr_schedule" not in downs[-1]:
+                downs[-1]["lr_schedule"] = note
         self.shared_prefix_record = trainer.shared_prefix_record  # updated in place as the run goes
         monitor = trainer.update_monitor
         self.monitor_record = {"monitor": None if monitor is None else {
@@ -123,6 +157,24 @@ class Attempts:
         line = ProgressLine(self.run.console, self.inputs.reward_funcs, step_offset=self.done, total_steps=self.max_steps)
         replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
         return trainer
+
+    def checkpoint_record(self) -> dict[str, Any]:
+        """What a checkpoint's completion marker keeps of the run: enough to resume without run.json."""
+        return {"preset": self.plan.preset.name, "source": None if self.source == self.inputs.spec.model_id else self.source,
+                "done": self.done, "max_steps": self.max_steps, "events": self.events}
+
+    def record_failure(self, exc: BaseException) -> None:
+        """Mark run.json ``aborted`` (a second Ctrl-C) or ``failed``; a full disk may refuse even that."""
+        status = "aborted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        last = self.history_cb.rows[-1]["step"] if self.history_cb and self.history_cb.rows else self.done
+        event = {"event": status, "after_step": last}
+        if status == "failed":
+            event["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+        self.events.append(event)
+        try:
+            self.write_record(status=status)
+        except OSError:
+            pass
 
     def step_down(self, trainer: Any, reached: int, error: str, plan_kwargs: dict[str, Any]) -> None:
         """Carry the weights reached to the next cheaper rung that fits (DoesNotFitError at the bottom)."""
@@ -181,6 +233,21 @@ class Attempts:
                 "model_dir": None if model_dir is None else str(model_dir),
             },
         )
+
+
+def _resumed_callback(loop: Attempts) -> Any:
+    """Logs the resume event once the trainer has loaded the checkpoint (weights, state, optimizer):
+    a resume that fails before that leaves no ``resume`` event behind."""
+    from transformers import TrainerCallback
+
+    class Resumed(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001 - transformers' signature
+            if loop.resumed is not None:
+                loop.events.append(loop.resumed)
+                loop.resumed = None
+                loop.write_record(status="running")
+
+    return Resumed()
 
 
 def run_attempts(loop: Attempts, plan_kwargs: dict[str, Any], *, on_oom: OnOOM, oom_window_steps: int) -> Any:

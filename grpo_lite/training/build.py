@@ -25,11 +25,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["RUN_DEFAULTS", "build_trainer", "carry_weights", "grpo_settings", "measure_prompt_tokens", "save_final"]
 
 
-def check_config_keys(settings: dict[str, Any]) -> None:
-    """Raise ConfigError for keys that are not GRPOConfig fields, with the closest valid name."""
+def check_config_keys(settings: dict[str, Any], also: Sequence[str] = ()) -> None:
+    """Raise ConfigError for keys that are not GRPOConfig fields (or in ``also``), with the closest valid name."""
     from trl import GRPOConfig
 
-    valid = {f.name for f in dataclasses.fields(GRPOConfig)}
+    valid = {f.name for f in dataclasses.fields(GRPOConfig)} | set(also)
     unknown = sorted(set(settings) - valid)
     if unknown:
         hints = []

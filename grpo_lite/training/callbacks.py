@@ -5,7 +5,10 @@ Imported only inside train(): it imports transformers at the top.
 
 from __future__ import annotations
 
+import json
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,12 +20,26 @@ _GIB = 1024**3
 
 
 class HistoryCallback(TrainerCallback):
-    """Keeps every training log row (reward, each reward's mean, loss, lengths...) with its step."""
+    """Keeps every training log row (reward, each reward's mean, loss, lengths...) with its step.
 
-    def __init__(self) -> None:
+    With ``path`` (the main process's), each row is also appended to that JSON-lines file and flushed
+    to disk at once, so a crash loses at most the step in flight.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
         self.rows: list[dict[str, Any]] = []
         self.step_offset = 0  # steps done by earlier attempts (after an out-of-memory step down)
+        self.path = path
         self._t0 = time.perf_counter()
+
+    def start_file(self, rows: list[dict[str, Any]]) -> None:
+        """Begin the file with ``rows`` (a resumed run's history up to its checkpoint), replacing what was there."""
+        self.rows = list(rows)
+        if self.path is None:
+            return
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text("".join(json.dumps(row, default=str) + "\n" for row in rows))
+        os.replace(tmp, self.path)
 
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
         if not logs or "train_runtime" in logs:  # the final summary row is not a step
@@ -30,6 +47,11 @@ class HistoryCallback(TrainerCallback):
         row = {"step": self.step_offset + state.global_step, "elapsed_s": round(time.perf_counter() - self._t0, 2)}
         row.update({k: v for k, v in logs.items() if isinstance(v, (int, float)) or v is None})
         self.rows.append(row)
+        if self.path is not None:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(row, default=str) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
 
 
 class MemoryCallback(TrainerCallback):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -68,17 +68,21 @@ def summary_table(
 
 
 def write_json_atomic(path: str | os.PathLike, data: dict[str, Any]) -> Path:
-    """Write JSON to a temporary file beside ``path`` and rename it: never a half-written file."""
+    """Write JSON to a temporary file beside ``path``, flush it to disk and rename it: never a
+    half-written file. The file gets the mode of any new file (0644 under the usual umask)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    text = json.dumps(data, indent=2, default=str) + "\n"
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for open()
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, default=str)
-            f.write("\n")
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 

@@ -1,100 +1,50 @@
-"""Nothing a user did must cost them finished work: output-dir guard, resume, Ctrl-C, OOM step-down.
+"""Nothing a user did must cost them finished work: output-dir guard, Ctrl-C, OOM step-down, failures.
 
 - :func:`guard_output_dir` refuses a folder that holds another run unless resume or overwrite is asked.
 - :class:`InterruptCallback` with :func:`sigint_saves`: the first Ctrl-C finishes the current step,
-  saves a loadable checkpoint and stops; a second Ctrl-C aborts at once.
+  saves a loadable checkpoint and stops; a second Ctrl-C aborts at once (a save it cuts off is
+  incomplete, and a resume skips it: :mod:`grpo_lite.training.checkpoints`).
 - :class:`SaveAtEndCallback`: the last step always leaves a checkpoint, so every run can be resumed.
 - :func:`next_plan`: the next cheaper rung of the ladder that fits, for stepping down after a CUDA
-  out-of-memory error (``train(on_oom="step_down")``).
+  out-of-memory error (``train(on_oom="step_down")``); :func:`continue_schedule` makes the next
+  rung's learning-rate schedule go on at the step reached instead of warming up again.
+- :func:`disk_full_error`: a failure caused by a full disk, as one line that says so.
 
 Imported only inside train(): it imports transformers at the top.
 """
 
 from __future__ import annotations
 
-import json
+import errno
 import shutil
 import signal
 import sys
+import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from transformers import TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
 
-from grpo_lite.errors import ConfigError, DoesNotFitError
+from grpo_lite.errors import ConfigError, DoesNotFitError, OutputDirError
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
 __all__ = [
-    "EarlierRun",
     "InterruptCallback",
     "SaveAtEndCallback",
+    "continue_schedule",
+    "disk_full_error",
     "drop_checkpoints",
-    "earlier_run",
     "guard_output_dir",
-    "latest_checkpoint",
     "next_plan",
     "sigint_saves",
+    "train_advice",
 ]
 
-_RUN_MARKERS = ("run.json", "final")
-
-
-def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    """The newest ``checkpoint-N`` folder in ``output_dir``, or None."""
-    path = Path(output_dir)
-    if not path.is_dir():
-        return None
-    found = get_last_checkpoint(str(path))
-    return Path(found) if found else None
-
-
-@dataclass
-class EarlierRun:
-    """What a resumed run takes over from the run.json of the run it continues.
-
-    Attributes:
-        preset: the rung the checkpoint was trained on (after any out-of-memory step down).
-        source: the weights that attempt started from (a ``stepdown-N`` folder), or None for the model itself.
-        done: steps completed before that attempt started (by attempts before a step down).
-        checkpoint_step: the checkpoint's own step count (counted from that attempt's start).
-        max_steps: the run's total steps, or None.
-        history: logged rows up to the checkpoint.
-        events: earlier events (step downs, interrupts, resumes).
-    """
-
-    preset: str | None
-    source: str | None
-    done: int
-    checkpoint_step: int
-    max_steps: int | None
-    history: list[dict[str, Any]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-
-
-def earlier_run(output_dir: Path, checkpoint: Path) -> EarlierRun:
-    """Read the run.json beside ``checkpoint`` so a resume goes on where that run's last attempt was."""
-    step = int(checkpoint.name.rsplit("-", 1)[-1])
-    path = output_dir / "run.json"
-    if not path.is_file():  # a checkpoint without our record (e.g. written by plain TRL): take it as it is
-        return EarlierRun(preset=None, source=None, done=0, checkpoint_step=step, max_steps=None)
-    record = json.loads(path.read_text())
-    events = list(record.get("events", []))
-    step_downs = [e for e in events if e.get("event") == "out_of_memory"]
-    done = step_downs[-1]["step"] if step_downs else 0
-    return EarlierRun(
-        preset=record.get("plan", {}).get("preset"),
-        source=step_downs[-1]["weights"] if step_downs else None,
-        done=done,
-        checkpoint_step=step,
-        max_steps=record.get("max_steps"),
-        history=[row for row in record.get("history", []) if row.get("step", 0) <= done + step],
-        events=events,
-    )
+_RUN_MARKERS = ("run.json", "final", "history.jsonl")
+_RUN_LEFTOVERS = ("reward_curve.png", "run.json.corrupt", "incomplete")  # also cleared by overwrite
 
 
 def drop_checkpoints(output_dir: Path) -> None:
@@ -104,36 +54,70 @@ def drop_checkpoints(output_dir: Path) -> None:
             shutil.rmtree(child)
 
 
-def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> Path | None:
-    """Check ``output_dir`` before a run; return the checkpoint to resume from (or None).
+def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    """Check ``output_dir`` before a run (the resume point is :func:`grpo_lite.training.resume.resume_point`).
 
     Raises:
-        ConfigError: the folder holds another run and neither resume nor overwrite was asked,
-            or both were asked, or resume was asked but there is no checkpoint.
+        ConfigError: the folder holds another run and neither resume nor overwrite was asked, or both were asked.
     """
     if resume and overwrite:
         raise ConfigError("resume=True and overwrite=True contradict each other: choose one")
-    holds_run = output_dir.is_dir() and (
-        any((output_dir / m).exists() for m in _RUN_MARKERS) or latest_checkpoint(output_dir) is not None
+    if resume or not output_dir.is_dir():
+        return
+    holds_run = any((output_dir / m).exists() for m in _RUN_MARKERS) or any(
+        p.is_dir() for p in output_dir.glob("checkpoint-*"))
+    if not holds_run:
+        return
+    if not overwrite:
+        raise ConfigError(
+            f"{output_dir} already holds a run (run.json or checkpoints); pass resume=True "
+            "(--resume) to continue it, overwrite=True (--overwrite) to replace it, or another output_dir"
+        )
+    for child in output_dir.iterdir():
+        if child.name.startswith(("checkpoint-", "stepdown-")) or child.name in _RUN_MARKERS + _RUN_LEFTOVERS:
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
+_DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+def disk_full_error(exc: BaseException, out: Path, need_bytes: float, checkpoint: Path | None) -> OutputDirError | None:
+    """The error to show when ``exc`` came from a full disk, else None.
+
+    A full disk shows up as ``OSError(ENOSPC)`` from Python's own writes, but torch's zip writer
+    reports it as a ``RuntimeError`` without an errno: then the free space left decides (less than
+    one checkpoint needs).
+    """
+    from grpo_lite.training.checks import format_bytes
+
+    chain, seen = [], exc
+    while seen is not None and len(chain) < 10:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    by_errno = any(isinstance(e, OSError) and e.errno in _DISK_FULL for e in chain)
+    by_text = any("No space left on device" in str(e) or "Disk quota exceeded" in str(e) for e in chain)
+    try:
+        free = shutil.disk_usage(out).free
+    except OSError:
+        free = None
+    if not (by_errno or by_text or (free is not None and free < need_bytes and not isinstance(exc, KeyboardInterrupt))):
+        return None
+    have = "" if free is None else f" ({format_bytes(free)} free now)"
+    kept = f"{checkpoint.name} is complete" if checkpoint is not None else "no checkpoint is complete yet"
+    return OutputDirError(
+        f"the disk holding {out} ran out of space{have}: {str(exc).splitlines()[0][:160] or type(exc).__name__}. "
+        f"{kept}; free at least {format_bytes(need_bytes)} and resume with the same command plus --resume (Python: "
+        f"resume=True); a cut-off checkpoint is then moved to {out / 'incomplete'}"
     )
-    if resume:
-        ckpt = latest_checkpoint(output_dir)
-        if ckpt is None:
-            raise ConfigError(
-                f"resume asked but {output_dir} holds no checkpoint-N folder; "
-                "drop resume to start a new run, or point output_dir at the run to continue"
-            )
-        return ckpt
-    if holds_run:
-        if not overwrite:
-            raise ConfigError(
-                f"{output_dir} already holds a run (run.json or checkpoints); pass resume=True "
-                "(--resume) to continue it, overwrite=True (--overwrite) to replace it, or another output_dir"
-            )
-        for child in output_dir.iterdir():
-            if child.name.startswith("checkpoint-") or child.name in _RUN_MARKERS or child.name == "reward_curve.png":
-                shutil.rmtree(child) if child.is_dir() else child.unlink()
-    return None
+
+
+def train_advice(message: str, prompt_tokens: int) -> str:
+    """A planner message with advice train() can take: it measures prompts, so max_prompt_length is not a setting."""
+    tail = (f"Or lower max_completion_length or num_generations (floor 4) (--set key=value; Python: key=value), "
+            f"shorten the prompts (train() plans for the longest, {prompt_tokens} tokens: drop the longest rows "
+            "from the dataset), or spread over more GPUs (--num-processes N with --sharding).")
+    cut = message.find(" Or shorten max_prompt_length")
+    return (message[:cut] + " " + tail) if cut >= 0 else f"{message} ({tail[3:]})"
 
 
 class SaveAtEndCallback(TrainerCallback):
@@ -219,11 +203,65 @@ def next_plan(current: Plan, **plan_kwargs: Any) -> Plan:
             last_error = exc
         except ConfigError:  # a setting the user fixed rules this rung out (e.g. an optimizer): try the next
             continue
-    need = f"; {last_error}" if last_error else ""
+    need = f"; {train_advice(str(last_error), plan_kwargs.get('max_prompt_length', 0))}" if last_error else ""
     raise DoesNotFitError(
         f"out of GPU memory on preset {current.preset.name!r} and no cheaper rung is left to step down to{need}. "
-        "Use a larger GPU, fix a smaller num_generations / max_completion_length / per_device_train_batch_size, "
-        "or shorten the prompts",
+        "Use a larger GPU, or set a smaller num_generations, max_completion_length or per_device_train_batch_size "
+        "(--set key=value; Python: key=value)",
         smallest_budget_gb=getattr(last_error, "smallest_budget_gb", None),
         preset=getattr(last_error, "preset", None),
     )
+
+
+def continue_schedule(trainer: Any, *, offset: int, total_steps: int) -> str:
+    """Make ``trainer``'s learning-rate schedule the whole run's, started at step ``offset``.
+
+    After a step down the next rung's trainer counts its steps from 0; left alone it would warm up
+    and decay again over the steps left. Instead its scheduler is the run's own (warmup and decay
+    over ``total_steps``) read ``offset`` steps ahead. A resumed attempt loads the scheduler's step
+    from its checkpoint on top of that. Transformers documents ``create_scheduler`` as the method to
+    override; the override is this trainer's only (an instance attribute).
+
+    Returns:
+        What the run record says about the schedule (``"continues at step 2 of 6"``, or why it restarts).
+    """
+    import inspect
+
+    from torch.optim.lr_scheduler import LambdaLR
+    from transformers import Trainer
+    from transformers.optimization import get_scheduler
+
+    args = trainer.args
+    if list(inspect.signature(Trainer.create_scheduler).parameters)[:3] != ["self", "num_training_steps", "optimizer"]:
+        note = "restarts: transformers' Trainer.create_scheduler is not the one grpo-lite knows"
+        warnings.warn(f"the learning-rate schedule {note}", stacklevel=2)
+        return note
+    kind = str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
+    if kind == "reduce_lr_on_plateau" or "layerwise" in str(getattr(args.optim, "value", args.optim)):
+        return f"restarts: a {kind} schedule (or a layer-wise optimizer's) cannot start at a later step"
+
+    def create_scheduler(num_training_steps: int, optimizer: Any = None) -> Any:
+        if trainer.lr_scheduler is None:
+            optimizer = optimizer if optimizer is not None else trainer.optimizer
+            whole = get_scheduler(args.lr_scheduler_type, optimizer=optimizer,
+                                  num_warmup_steps=args.get_warmup_steps(total_steps), num_training_steps=total_steps,
+                                  scheduler_specific_kwargs=args.lr_scheduler_kwargs)
+            if type(whole) is LambdaLR:
+                trainer.lr_scheduler = LambdaLR(optimizer, [_shifted(f, offset) for f in whole.lr_lambdas])
+            else:  # pragma: no cover - a transformers release whose schedulers are not LambdaLR
+                warnings.warn(f"the {kind} learning-rate schedule is not a LambdaLR: it starts at step 0 of the whole "
+                              f"run's schedule instead of step {offset}", stacklevel=2)
+                trainer.lr_scheduler = whole
+        return trainer.lr_scheduler
+
+    trainer.create_scheduler = create_scheduler
+    return f"continues at step {offset} of {total_steps}"
+
+
+def _shifted(schedule: Callable[[int], float], offset: int) -> Callable[[int], float]:
+    """``schedule`` read ``offset`` steps ahead (a plain function: LambdaLR does not save it in its state)."""
+
+    def shifted(step: int) -> float:
+        return schedule(step + offset)
+
+    return shifted

@@ -3,9 +3,11 @@
 The flow, in order: resolve the model, load its tokenizer and the dataset (prompt lengths are
 measured, not assumed), plan the memory preset for the budget, load the model as the plan says,
 build TRL's ``GRPOTrainer``, train, save the model or adapter and ``run.json`` atomically, and print
-a summary. Around the loop: a guard against overwriting another run, resume from the latest
-checkpoint, Ctrl-C that saves before it exits, and a step down the preset ladder on CUDA
-out-of-memory (see :mod:`grpo_lite.training.resilience`). TRL, PEFT and bitsandbytes are imported inside the
+a summary. Before anything loads, every setting and the output folder are checked
+(:mod:`grpo_lite.training.checks`). Around the loop: one run per folder (a lock), a guard against
+overwriting another run, resume from the newest complete checkpoint, Ctrl-C that saves before it
+exits, a step down the preset ladder on CUDA out-of-memory (see :mod:`grpo_lite.training.resilience`),
+and a full disk reported as such. TRL, PEFT and bitsandbytes are imported inside the
 function, never at ``import grpo_lite``.
 """
 
@@ -105,6 +107,7 @@ def train(
     quiet: bool = False,
     shared_prefix: bool = True,
     stop_strings: Sequence[str] = DEFAULT_STOP_STRINGS,
+    skip_invalid: bool = False,
     **overrides: Any,
 ) -> TrainResult:
     """Fine-tune ``model`` with GRPO on ``dataset`` under a memory plan for ``budget_gb``.
@@ -128,8 +131,9 @@ def train(
         preset: fix a whole preset by name (see ``grpo-lite presets``).
         prompt_style: system prompt, one-shot example and assistant prefill. Default: ``PromptStyle()``.
         seed: seed for data order, sampling and adapter initialisation. Default: 0.
-        resume: continue from the latest ``checkpoint-N`` in ``output_dir`` (step count and RNG state
-            continue). Default: False.
+        resume: continue from the newest complete ``checkpoint-N`` in ``output_dir`` (step count,
+            optimizer, scheduler and RNG state continue; incomplete checkpoints are moved to
+            ``output_dir/incomplete``). Default: False.
         overwrite: replace a run already in ``output_dir``. Default: False (such a folder is refused).
         on_oom: "step_down" frees memory after a CUDA out-of-memory error, moves to the next cheaper
             rung of the ladder and goes on from the weights reached; "raise" re-raises. Default: "step_down".
@@ -141,9 +145,18 @@ def train(
             where unsupported, see docs/shared_prefix.md). Default: True.
         stop_strings: end a sampled completion at the first of these. Default: ``("</answer>",)``,
             the end of the XML answer format; ``()`` samples up to ``max_completion_length``.
+        skip_invalid: skip dataset rows without a usable question or answer (one warning gives the
+            count) instead of raising. Default: False.
         **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
             ``num_generations=4``) or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``,
             ``lora_target_modules``), applied verbatim: the planner only chooses what is not fixed here.
+            Each is checked against GRPOConfig's type and range before anything loads.
+
+    Raises:
+        ConfigError: a bad argument or setting (before anything loads). DataError, ModelError: the
+            dataset or model. DoesNotFitError: no preset fits. OutputDirError: the output folder is a
+            file, read-only, full or held by another run, or the disk filled up during the run.
+        RewardError: a reward function returned something other than one number (or None) per completion.
     """
     from grpo_lite.training.attempts import Attempts, run_attempts
 
@@ -155,22 +168,36 @@ def train(
         overrides = arguments
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
-    _check_arguments(max_steps, on_oom, overrides)
+    reward_funcs = _check_arguments(max_steps, on_oom, rewards, overrides)
     from grpo_lite.memory.heap import use_mmap_threshold_on_cpu
 
     use_mmap_threshold_on_cpu()  # CPU: freed tiles go back to the system (docs/memory.md plans for it)
     run = _open_run(model, output_dir, resume=resume, overwrite=overwrite, quiet=quiet)
-    if run.earlier is not None and preset is None and method is None:
-        preset = run.earlier.preset  # the rung the checkpoint was trained on (after any step down)
-    inputs = _load_inputs(model, dataset, rewards, prompt_style, seed, run.console)
-    plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
-    the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run, quiet)
-    the_recipe = _planned_recipe(the_plan, recipe, dataset=dataset, rewards=rewards, prompt_style=inputs.style,
-                                 seed=seed, max_steps=max_steps, stop_strings=stop_strings)
-    loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks,
-                          recipe=the_recipe)
-    trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
-    return _finish(loop, trainer, inputs, run)
+    loop = None
+    try:
+        if run.earlier is not None and preset is None and method is None:
+            preset = run.earlier.preset  # the rung the checkpoint was trained on (after any step down)
+        inputs = _load_inputs(model, dataset, reward_funcs, prompt_style, seed, skip_invalid, run.console)
+        plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
+        the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run, quiet)
+        the_recipe = _planned_recipe(the_plan, recipe, dataset=dataset, rewards=rewards, prompt_style=inputs.style,
+                                     seed=seed, max_steps=max_steps, stop_strings=stop_strings)
+        _check_disk(run, the_plan)
+        loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks,
+                              recipe=the_recipe)
+        trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
+        return _finish(loop, trainer, inputs, run)
+    except BaseException as exc:
+        from grpo_lite.errors import GrpoLiteError
+
+        if loop is not None:
+            loop.record_failure(exc)
+            full = None if isinstance(exc, GrpoLiteError) else _disk_full(exc, run, loop.plan)
+            if full is not None:
+                raise full from exc
+        raise
+    finally:
+        run.release()
 
 
 def process_state() -> Any:
@@ -243,8 +270,11 @@ def _planned_recipe(the_plan: Plan, recipe: Recipe | None, **run: Any) -> Recipe
     return planned
 
 
-def _check_arguments(max_steps: int | None, on_oom: str, overrides: dict[str, Any]) -> None:
-    """Reject bad arguments before anything is loaded."""
+def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides: dict[str, Any]) -> list[Any]:
+    """Reject bad arguments and settings before anything is loaded; return the reward callables."""
+    from grpo_lite import rewards as reward_lib
+    from grpo_lite.training.checks import check_overrides
+
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
     if on_oom not in ("step_down", "raise"):
@@ -252,14 +282,22 @@ def _check_arguments(max_steps: int | None, on_oom: str, overrides: dict[str, An
     taken = sorted(set(overrides) & set(_PLAN_OWNED))
     if taken:
         raise ConfigError("; ".join(f"{key} cannot be set here: {_PLAN_OWNED[key]}" for key in taken))
+    reward_funcs = reward_lib.resolve_rewards(rewards)
+    check_overrides(overrides, n_rewards=len(reward_funcs))
+    return reward_funcs
 
 
 def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *, resume: bool, overwrite: bool,
               quiet: bool) -> RunFolder:
-    """Choose and guard the output folder (one for all ranks); find the checkpoint to resume from."""
+    """Choose, check, lock and guard the output folder (one for all ranks); find the checkpoint to resume from.
+
+    The main process does the checks and takes the lock; its error, if any, is raised on every rank.
+    """
     from rich.console import Console
 
-    from grpo_lite.training import resilience
+    from grpo_lite.errors import GrpoLiteError
+    from grpo_lite.training import checks, resilience, resume as resuming
+    from grpo_lite.training.runlock import RunLock
 
     state = process_state()
     console = Console(quiet=quiet or not state.is_main_process)
@@ -268,18 +306,66 @@ def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *,
         from accelerate.utils import broadcast_object_list
 
         out = Path(broadcast_object_list([str(out)], from_process=0)[0])
+    run = RunFolder(out, state, console, None, None)
+    error: GrpoLiteError | None = None
     if state.is_main_process:  # one process checks (and, with overwrite, clears) the folder; the rest wait
-        resilience.guard_output_dir(out, resume=resume, overwrite=overwrite)
+        try:
+            run.created = not out.exists()
+            checks.check_output_dir(out)
+            run.lock = RunLock.acquire(out)
+            stale = run.lock.stale_note()
+            if stale and not resume:
+                console.print(f"[yellow]{stale}[/yellow]")
+            resilience.guard_output_dir(out, resume=resume, overwrite=overwrite)
+            if resume:
+                run.checkpoint, notes = resuming.resume_point(out, move=True)
+                run.earlier = resuming.earlier_run(out, run.checkpoint, main=True)
+                run.earlier.notes[:0] = ([stale] if stale else []) + notes
+                for note in run.earlier.notes:
+                    console.print(f"[yellow]{note}[/yellow]")
+                _record_crash(out, run.earlier)
+        except GrpoLiteError as exc:
+            run.release()
+            error = exc
+    error = _shared_error(state, error)
+    if error is not None:
+        raise error
+    if resume and not state.is_main_process:
+        run.checkpoint, _ = resuming.resume_point(out, move=False)
+        run.earlier = resuming.earlier_run(out, run.checkpoint, main=False)
+    return run
+
+
+def _shared_error(state: Any, error: Exception | None) -> Exception | None:
+    """The main process's error on every rank (the others would otherwise wait for it forever)."""
+    if state.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        kind, text = broadcast_object_list([type(error).__name__ if error else None, str(error) if error else None],
+                                           from_process=0)
+        if error is None and kind is not None:
+            from grpo_lite import errors
+
+            error = getattr(errors, kind, errors.GrpoLiteError)(text)
     state.wait_for_everyone()
-    checkpoint = resilience.latest_checkpoint(out) if resume else None
-    earlier = resilience.earlier_run(out, checkpoint) if checkpoint is not None else None
-    return RunFolder(out, state, console, checkpoint, earlier)
+    return error
 
 
-def _load_inputs(model: str | os.PathLike, dataset: Any, rewards: Any, prompt_style: PromptStyle | None, seed: int,
-                 console: Any) -> RunInputs:
+def _record_crash(out: Path, earlier: Any) -> None:
+    """A run whose record said ``running`` when nobody held its lock crashed: say so in run.json now."""
+    from grpo_lite.training.report import write_json_atomic
+    from grpo_lite.training.resume import read_record
+
+    if not any(e.get("event") == "crashed" for e in earlier.events[-1:]):
+        return
+    record, _ = read_record(out, move=False)
+    if record is not None:
+        write_json_atomic(out / "run.json", {**record, "status": "crashed", "events": earlier.events})
+
+
+def _load_inputs(model: str | os.PathLike, dataset: Any, reward_funcs: list[Any], prompt_style: PromptStyle | None,
+                 seed: int, skip_invalid: bool, console: Any) -> RunInputs:
     """Resolve the model, load its tokenizer and the dataset, and measure every prompt."""
-    from grpo_lite import rewards as reward_lib
     from grpo_lite.data import prompts
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.memory.models import resolve_model
@@ -289,10 +375,10 @@ def _load_inputs(model: str | os.PathLike, dataset: Any, rewards: Any, prompt_st
     spec = resolve_model(model)
     if spec.note:
         console.print(f"[dim]{spec.note}[/dim]")
-    reward_funcs = reward_lib.resolve_rewards(rewards)
     style = prompt_style or prompts.PromptStyle()
     tokenizer = load_tokenizer(spec.model_id)
-    train_set = prompts.apply_prompt_style(load_dataset(dataset, split="train", style=style, seed=seed), tokenizer, style)
+    rows = load_dataset(dataset, split="train", style=style, seed=seed, skip_invalid=skip_invalid)
+    train_set = prompts.apply_prompt_style(rows, tokenizer, style)
     prompt_tokens = measure_prompt_tokens(train_set, tokenizer)  # every row: TRL does not truncate
     return RunInputs(spec, tokenizer, train_set, reward_funcs, style, prompt_tokens)
 
@@ -317,9 +403,14 @@ def _plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
 def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | None, preset: str | None,
                overrides: dict[str, Any], run: RunFolder, quiet: bool) -> Plan:
     """plan() for this run, printed as a table on the main process."""
+    from grpo_lite.errors import DoesNotFitError
     from grpo_lite.planning.choose import plan
+    from grpo_lite.training.resilience import train_advice
 
-    the_plan = plan(inputs.spec, method=method, preset=preset, **plan_kwargs, **overrides)
+    try:
+        the_plan = plan(inputs.spec, method=method, preset=preset, **plan_kwargs, **overrides)
+    except DoesNotFitError as exc:  # the planner's advice names max_prompt_length, which train() measures itself
+        raise DoesNotFitError(train_advice(str(exc), inputs.prompt_tokens), exc.smallest_budget_gb, exc.preset) from None
     if not quiet and run.state.is_main_process:
         from grpo_lite.planning.tables import plan_table
 
@@ -327,16 +418,37 @@ def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | 
     return the_plan
 
 
+def _check_disk(run: RunFolder, the_plan: Plan) -> None:
+    """Before the model loads: room on the disk for one checkpoint (a warning when the whole run may not fit)."""
+    from grpo_lite.training.build import RUN_DEFAULTS
+    from grpo_lite.training.checks import check_free_space
+
+    if the_plan.settings.get("save_strategy", RUN_DEFAULTS["save_strategy"]) == "no":
+        return
+    keep = the_plan.settings.get("save_total_limit", RUN_DEFAULTS["save_total_limit"])
+    note = check_free_space(run.out, the_plan, keep=keep)
+    if note:
+        run.console.print(f"[yellow]{note}[/yellow]")
+
+
+def _disk_full(exc: BaseException, run: RunFolder, the_plan: Plan) -> Exception | None:
+    """A failure caused by a full disk, as an OutputDirError that says so (None for any other failure)."""
+    from grpo_lite.training import checkpoints
+    from grpo_lite.training.resilience import disk_full_error
+
+    return disk_full_error(exc, run.out, checkpoints.checkpoint_bytes(the_plan), checkpoints.scan(run.out).newest)
+
+
 def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder) -> TrainResult:
     """Save the final model (unless interrupted), write run.json, print the summary."""
-    from grpo_lite.training import build, resilience
+    from grpo_lite.training import build, checkpoints
 
     out = run.out
     interrupted = loop.interrupt_cb.requested
     model_dir = None if interrupted else build.save_final(trainer, inputs.tokenizer, out)
+    saved = checkpoints.scan(out).newest
     if interrupted:
-        loop.events.append({"event": "interrupted", "step": loop.done,
-                            "checkpoint": str(resilience.latest_checkpoint(out))})
+        loop.events.append({"event": "interrupted", "step": loop.done, "checkpoint": str(saved)})
     result = TrainResult(
         output_dir=out, model_dir=model_dir, plan=loop.plan, steps=loop.done, history=loop.history_cb.rows,
         peak_memory=loop.memory_cb.peak(), wall_seconds=loop.wall, interrupted=interrupted, events=loop.events,
@@ -349,7 +461,7 @@ def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder) -> Train
         finish_report(result, run.console)
         if interrupted:
             run.console.print(
-                f"[bold]interrupted at step {loop.done}[/bold]: checkpoint saved in {resilience.latest_checkpoint(out)}. "
+                f"[bold]interrupted at step {loop.done}[/bold]: checkpoint saved in {saved}. "
                 f"Resume with the same command plus --resume (Python: train(..., output_dir={str(out)!r}, resume=True))"
             )
     return result

@@ -1,0 +1,201 @@
+"""Reward values checked where they leave the reward function: one number (or None) per completion.
+
+TRL turns each reward function's output into a float tensor. A string then fails deep inside TRL
+without the function's name, a scalar fails as "not iterable", and ``inf`` or NaN pass silently
+(``reward_std`` inf, no update). :func:`check_rewards` wraps each callable so that every call is
+checked by :func:`check_values` and a bad value raises :class:`~grpo_lite.errors.RewardError` naming
+the function with a sample. When every reward returns None for every completion of a step, nothing
+can be learned from it: one :class:`NoRewardWarning` says so, once per run.
+
+The wrappers keep what TRL reads: ``__name__`` (its log key), ``async`` (an async reward stays
+awaitable), and the wrapped object's attributes (``value``, ``name`` of the built-in rewards).
+Reward models (``torch.nn.Module``) are passed through: TRL scores them itself.
+
+>>> def bad(prompts, completions, **kwargs): return ["1.0"] * len(completions)
+>>> checked = check_rewards([bad])[0]
+>>> checked.__name__
+'bad'
+>>> checked(prompts=["q"], completions=["a"])
+Traceback (most recent call last):
+...
+grpo_lite.errors.RewardError: reward function 'bad' returned a str at index 0, not a number: ['1.0']; return one float per completion (None for a completion it does not apply to)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from grpo_lite.errors import RewardError
+
+__all__ = ["NoRewardWarning", "check_rewards", "check_values"]
+
+_ADVICE = "return one float per completion (None for a completion it does not apply to)"
+
+
+class NoRewardWarning(UserWarning):
+    """Every reward function returned None for every completion of a step: that step learns nothing."""
+
+
+def _sample(values: Sequence[Any], width: int = 100) -> str:
+    text = repr(list(values[:4]))
+    if len(values) > 4:
+        text = text[:-1] + ", ...]"
+    return text if len(text) <= width else text[: width - 4] + " ...]"
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float when it is a real number (bool, int, float, NumPy or 0-d tensor), else None."""
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a 0-d tensor or array
+        item = value.item()
+        return float(item) if isinstance(item, numbers.Real) else None
+    return None
+
+
+def check_values(name: str, values: Any, n: int) -> bool:
+    """Check one call's output of reward ``name`` for a batch of ``n`` completions.
+
+    Returns True when every value is None (the reward applies to none of the completions).
+
+    Raises:
+        RewardError: not a list or tuple, a length other than ``n``, a value that is neither a number
+            nor None, or a non-finite number; the message names the function and shows a sample.
+
+    >>> check_values("f", [1, 0.5, None], 3), check_values("f", [None, None], 2)
+    (False, True)
+    >>> check_values("f", 1.0, 4)
+    Traceback (most recent call last):
+    ...
+    grpo_lite.errors.RewardError: reward function 'f' returned a float (1.0), not a list of 4 values; return one float per completion (None for a completion it does not apply to)
+    >>> check_values("f", [0.0, float("inf")], 2)
+    Traceback (most recent call last):
+    ...
+    grpo_lite.errors.RewardError: reward function 'f' returned inf at index 1: [0.0, inf]; return a finite number (None for a completion it does not apply to)
+    """
+    if not isinstance(values, (list, tuple)):
+        raise RewardError(f"reward function {name!r} returned a {type(values).__name__} ({values!r:.60}), "
+                          f"not a list of {n} values; {_ADVICE}")
+    if len(values) != n:
+        raise RewardError(f"reward function {name!r} returned {len(values)} values for {n} completions: "
+                          f"{_sample(values)}; {_ADVICE}")
+    all_none = True
+    for i, value in enumerate(values):
+        if value is None:
+            continue
+        all_none = False
+        number = _number(value)
+        if number is None:
+            raise RewardError(f"reward function {name!r} returned a {type(value).__name__} at index {i}, not a "
+                              f"number: {_sample(values)}; {_ADVICE}")
+        if not math.isfinite(number):
+            raise RewardError(f"reward function {name!r} returned {number} at index {i}: {_sample(values)}; "
+                              "return a finite number (None for a completion it does not apply to)")
+    return all_none
+
+
+class _Steps:
+    """Collects, per batch, whether each reward returned only None; warns once when all of them did."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = set(names)
+        self.seen: dict[str, bool] = {}
+        self.warned = False
+
+    def report(self, name: str, all_none: bool) -> None:
+        if name in self.seen:  # a new batch (the last one ended early, e.g. a reward raised)
+            self.seen.clear()
+        self.seen[name] = all_none
+        if self.seen.keys() != self.names:
+            return
+        if all(self.seen.values()) and not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"every reward function ({', '.join(sorted(self.names))}) returned None for every completion of a "
+                "step: the step has no reward to learn from and the weights do not change. Return a number for the "
+                "completions each reward applies to", NoRewardWarning, stacklevel=2)
+        self.seen.clear()
+
+
+def _batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+    completions = kwargs.get("completions", args[1] if len(args) > 1 else None)
+    return None if completions is None else len(completions)
+
+
+class _CheckedReward:
+    """A reward callable whose every output is checked (see the module docstring)."""
+
+    def __init__(self, func: Callable[..., Any], name: str, steps: _Steps) -> None:
+        self.func, self.__name__, self._steps = func, name, steps
+        self.__wrapped__ = func
+
+    def _check(self, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        n = _batch_size(args, kwargs)
+        all_none = check_values(self.__name__, out, len(out) if n is None and isinstance(out, (list, tuple)) else n)
+        self._steps.report(self.__name__, all_none)
+        return out
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._check(self.func(*args, **kwargs), args, kwargs)
+
+    def __getattr__(self, attr: str) -> Any:  # value, name, ... of the wrapped reward
+        if attr == "func":  # not set yet (unpickling): no recursion
+            raise AttributeError(attr)
+        return getattr(self.func, attr)
+
+    def __repr__(self) -> str:
+        return f"checked({self.func!r})"
+
+
+class _AsyncCheckedReward(_CheckedReward):
+    """The same for an ``async`` reward: stays awaitable, so TRL runs it with the other async rewards."""
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return self._check(await self.func(*args, **kwargs), args, kwargs)
+
+
+def _is_async(func: Any) -> bool:
+    import functools
+    import inspect
+
+    while isinstance(func, functools.partial):
+        func = func.func
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None))
+
+
+def _is_module(func: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(func, torch.nn.Module)
+
+
+def check_rewards(funcs: Sequence[Callable[..., Any]]) -> list[Callable[..., Any]]:
+    """Wrap each reward callable so that every call's output is checked; reward models pass through.
+
+    Args:
+        funcs: reward callables with TRL's signature ``f(prompts, completions, **kwargs)``.
+
+    >>> def one(prompts, completions, **kwargs): return [1.0] * len(completions)
+    >>> check_rewards([one])[0](prompts=["q", "q"], completions=["a", "b"])
+    [1.0, 1.0]
+    """
+    import functools
+
+    def name_of(f: Any) -> str:
+        while isinstance(f, functools.partial):
+            f = f.func
+        return getattr(f, "__name__", type(f).__name__)
+
+    names = [name_of(f) for f in funcs if not _is_module(f)]
+    steps = _Steps(names)
+    out: list[Callable[..., Any]] = []
+    for f in funcs:
+        if _is_module(f) or isinstance(f, _CheckedReward):
+            out.append(f)
+        else:
+            out.append((_AsyncCheckedReward if _is_async(f) else _CheckedReward)(f, name_of(f), steps))
+    return out

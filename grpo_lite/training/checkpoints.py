@@ -1,0 +1,187 @@
+"""Checkpoints a crash cannot corrupt: a ``checkpoint-N`` counts only when it is complete.
+
+transformers' Trainer writes ``checkpoint-N`` file by file (weights, optimizer, scheduler, RNG state,
+``trainer_state.json`` last) and then deletes the oldest ones beyond ``save_total_limit``. A SIGKILL,
+a second Ctrl-C or a full disk in between leaves a folder that ``get_last_checkpoint`` still picks and
+that cannot be resumed. Here:
+
+- :class:`CompletionCallback` runs after each save (``on_save``, once every rank is done): it flushes
+  the files to disk and writes :data:`MARKER` last, listing every file with its size and the run's
+  record at that step (so a resume does not depend on ``run.json``).
+- :func:`why_incomplete` says why a folder is not a complete checkpoint (None when it is): a marker
+  whose files are all there at their size; without a marker (TRL itself, an older grpo-lite, or a
+  save cut off between transformers' last file and the marker), a whole ``trainer_state.json``.
+- :func:`scan` finds the newest complete checkpoint and the incomplete ones; :func:`set_aside` moves
+  the incomplete ones to ``<output_dir>/incomplete/`` so that neither transformers' rotation nor
+  ``get_last_checkpoint`` picks them again (nothing is deleted: they can be inspected, then removed).
+- :func:`checkpoint_bytes`: the size of one checkpoint from the memory model (trainable weights and
+  optimizer state), for the free-space check before a run.
+
+Imported only inside train(): it imports transformers at the top.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from transformers import TrainerCallback
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.planning.result import Plan
+
+__all__ = ["MARKER", "INCOMPLETE_DIR", "CompletionCallback", "Scan", "checkpoint_bytes", "checkpoint_step",
+           "scan", "set_aside", "why_incomplete"]
+
+MARKER = "grpo_lite_checkpoint.json"  # written last: the checkpoint is complete
+INCOMPLETE_DIR = "incomplete"  # where cut-off checkpoints are moved on resume
+_NAME = re.compile(r"^checkpoint-(\d+)$")  # transformers' own pattern (trainer_utils._re_checkpoint)
+_EXTRA_BYTES = 16 * 2**20  # tokenizer, trainer state, RNG and scheduler state, config: under this
+
+
+def checkpoint_step(path: Path) -> int | None:
+    """``checkpoint-12`` -> 12; None for other names.
+
+    >>> checkpoint_step(Path("out/checkpoint-12")), checkpoint_step(Path("out/final"))
+    (12, None)
+    """
+    match = _NAME.match(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def _files(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_size for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != MARKER}
+
+
+def read_marker(folder: Path) -> dict[str, Any] | None:
+    """The marker's record, or None when there is none or it cannot be read."""
+    try:
+        record = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("files"), dict) else None
+
+
+def why_incomplete(folder: Path) -> str | None:
+    """Why ``folder`` is not a complete checkpoint, or None when it is one."""
+    if (folder / MARKER).exists():
+        record = read_marker(folder)
+        if record is None:
+            return f"its completion marker {MARKER} cannot be read"
+        for name, size in record["files"].items():
+            path = folder / name
+            if not path.is_file():
+                return f"{name} is missing"
+            if path.stat().st_size != size:
+                return f"{name} has {path.stat().st_size} bytes, {size} when it was saved"
+        return None
+    state = folder / "trainer_state.json"  # transformers writes it last
+    if not state.is_file():
+        return "trainer_state.json is missing: the save was cut off"
+    try:
+        json.loads(state.read_text())
+    except (OSError, ValueError):
+        return "trainer_state.json is cut off"
+    return None
+
+
+@dataclass
+class Scan:
+    """What a run folder holds: the newest complete checkpoint and the incomplete ones (newest first)."""
+
+    newest: Path | None
+    incomplete: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def scan(output_dir: Path) -> Scan:
+    """The newest complete ``checkpoint-N`` in ``output_dir`` and every incomplete one, with why."""
+    found = [(checkpoint_step(p), p) for p in Path(output_dir).glob("checkpoint-*") if p.is_dir()]
+    result = Scan(None)
+    for _, path in sorted(((s, p) for s, p in found if s is not None), reverse=True):
+        why = why_incomplete(path)
+        if why is not None:
+            result.incomplete.append((path, why))
+        elif result.newest is None:
+            result.newest = path
+    return result
+
+
+def set_aside(output_dir: Path, incomplete: list[tuple[Path, str]]) -> list[Path]:
+    """Move incomplete checkpoints to ``<output_dir>/incomplete/`` (an older copy of the same name is replaced)."""
+    moved = []
+    for path, _ in incomplete:
+        target = Path(output_dir) / INCOMPLETE_DIR / path.name
+        target.parent.mkdir(exist_ok=True)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(path, target)
+        moved.append(target)
+    return moved
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - a filesystem without fsync on folders
+        pass
+    finally:
+        os.close(fd)
+
+
+def mark_complete(folder: Path, run: dict[str, Any]) -> Path:
+    """Flush every file of ``folder`` to disk, then write :data:`MARKER` atomically (last)."""
+    from grpo_lite.training.report import write_json_atomic
+
+    files = _files(folder)
+    for name in files:
+        _fsync(folder / name)
+    step = checkpoint_step(folder)
+    marker = write_json_atomic(folder / MARKER, {"step": step, "files": files, "run": run})
+    _fsync(folder)
+    return marker
+
+
+class CompletionCallback(TrainerCallback):
+    """After each save: wait for every rank, then the main process marks the checkpoint complete.
+
+    Args:
+        record: returns the run's record at this step (preset, weights source, steps done before this
+            attempt, events), stored in the marker.
+        saved: called on the main process once the checkpoint is marked (run.json is rewritten there).
+    """
+
+    def __init__(self, record: Callable[[], dict[str, Any]], saved: Callable[[int], None] | None = None) -> None:
+        self.record = record
+        self.saved = saved
+
+    def on_save(self, args, state, control, **kwargs):  # noqa: ANN001 - transformers' signature
+        from accelerate import PartialState
+
+        PartialState().wait_for_everyone()  # every rank's files (RNG states, shards) are written
+        if state.is_world_process_zero:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if folder.is_dir():
+                mark_complete(folder, self.record())
+            if self.saved is not None:
+                self.saved(state.global_step)
+
+
+def checkpoint_bytes(plan: Plan) -> float:
+    """Bytes one checkpoint of ``plan`` takes on disk: trainable weights (the adapter for LoRA/QLoRA,
+    every weight otherwise) and optimizer state over all processes, plus tokenizer and trainer state."""
+    from grpo_lite.memory import terms
+
+    arch, s = plan.estimate.arch, plan.estimate.settings
+    n, _, per = terms.trainable(arch, s)
+    weights = n * per if s.is_peft else arch.n_params * s.weight_bytes
+    state = terms.optimizer_state(arch, s).bytes - terms.monitor_state(arch, s)
+    if s.shards_grads:
+        state *= s.num_processes
+    return weights + state + _EXTRA_BYTES

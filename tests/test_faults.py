@@ -1,0 +1,442 @@
+"""Fault injection: a crash at any instant of a save leaves a run that resumes, and no traceback reaches the user.
+
+Each scenario trains the tiny model in a forked child (4 steps, a checkpoint after each) and breaks
+the save of ``checkpoint-3`` at a chosen point by patching transformers in the child only: SIGKILL,
+a second SIGINT, a simulated full disk (``OSError(ENOSPC)``). The parent then resumes, in-process,
+and checks that ``run.json`` holds every completed step once. Stated outcomes:
+
+| fault | outcome |
+| --- | --- |
+| SIGKILL: checkpoint-3 folder made, nothing in it | resume from checkpoint-2; checkpoint-3 moved to incomplete/; ``crashed`` after step 3 |
+| SIGKILL: all but ``trainer_state.json`` | the same |
+| SIGKILL: transformers done, completion marker not written | checkpoint-3 is whole (its state file is written last): resume from it |
+| second Ctrl-C during the save (CLI) | exit 130, one line; status ``aborted``; resume from checkpoint-2 |
+| full disk during the save (CLI, simulated ENOSPC) | exit 2, one line that says the disk ran out; status ``failed``; resume from checkpoint-2 |
+| full disk, a real 24 MiB tmpfs filled after checkpoint-2 (slow; needs user namespaces) | the same, from the real write error |
+| a read-only folder, a real read-only tmpfs (same test) | exit 2, one line, before anything loads |
+| a second run into a live run's folder | ``OutputDirError`` / exit 2, one line naming the first run's PID |
+| truncated run.json on resume | kept as run.json.corrupt, the record rebuilt from the checkpoint's marker and history.jsonl |
+| deleted trainer_state.json on resume | that checkpoint set aside, resume from the one before; none left: exit 2, one line |
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_run import TINY_RUN
+
+from grpo_lite import OutputDirError, train
+from grpo_lite.cli import main
+
+RUN = dict(TINY_RUN, method="lora", max_steps=4, save_steps=1)
+CLI_RUN = ["--dataset", "synthetic", "--reward", "length", "--method", "lora", "--max-steps", "4",
+           "--set", "num_generations=4", "--set", "per_device_train_batch_size=4", "--set", "max_completion_length=16",
+           "--set", "gradient_accumulation_steps=1", "--set", "learning_rate=0.01", "--set", "save_steps=1"]
+
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="the faults are injected in a forked child (POSIX)")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One torch thread: a forked child cannot use the parent's OpenMP pool, and the tiny model gains nothing."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _spawn(body) -> tuple[int, object]:
+    """Start ``body()`` in a forked child; its output goes to a temporary file. Returns (pid, file)."""
+    out = tempfile.TemporaryFile()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 99
+        try:
+            stream = io.TextIOWrapper(os.fdopen(os.dup(out.fileno()), "wb"), line_buffering=True)
+            sys.stdout = sys.stderr = stream
+            os.dup2(out.fileno(), 1)
+            os.dup2(out.fileno(), 2)
+            code = int(body() or 0)
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        except BaseException:  # noqa: BLE001 - shown to the parent
+            traceback.print_exc()
+            code = 98
+        finally:
+            sys.stdout.flush()
+            os._exit(code)
+    return pid, out
+
+
+def _reap(pid: int, out, timeout: float = 120) -> tuple[int, str]:
+    """Wait for the child; return its exit code (minus the signal that killed it) and its output."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"the child ran past {timeout} s")
+        time.sleep(0.05)
+    out.seek(0)
+    return os.waitstatus_to_exitcode(status), out.read().decode(errors="replace")
+
+
+def _in_child(body, timeout: float = 120) -> tuple[int, str]:
+    """Run ``body()`` in a forked child and wait for it."""
+    return _reap(*_spawn(body), timeout=timeout)
+
+
+def _break_save(step: int, where: str, action: str) -> None:
+    """In this process only: make the save of ``checkpoint-<step>`` meet ``action`` at ``where``."""
+    from transformers import Trainer
+    from transformers.trainer_callback import TrainerState
+
+    from grpo_lite.training import checkpoints
+
+    def fault() -> None:
+        if action == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif action == "sigint":  # the second Ctrl-C: the first came during the step
+            os.kill(os.getpid(), signal.SIGINT)
+        elif action == "enospc":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def ours(path: str) -> bool:
+        return Path(path).name == f"checkpoint-{step}"
+
+    if where == "empty":
+        original_model = Trainer.save_model
+
+        def save_model(self, output_dir=None, _internal_call=False):
+            if output_dir and ours(output_dir):
+                os.makedirs(output_dir, exist_ok=True)
+                fault()
+            return original_model(self, output_dir, _internal_call)
+
+        Trainer.save_model = save_model
+    elif where == "optimizer":
+        original_opt = Trainer._save_optimizer_and_scheduler
+
+        def save_opt(self, output_dir):
+            if ours(output_dir):
+                fault()
+            return original_opt(self, output_dir)
+
+        Trainer._save_optimizer_and_scheduler = save_opt
+    elif where == "state":
+        original_state = TrainerState.save_to_json
+
+        def save_state(self, json_path):
+            if ours(os.path.dirname(json_path)):
+                fault()
+            return original_state(self, json_path)
+
+        TrainerState.save_to_json = save_state
+    elif where == "marker":
+        original_mark = checkpoints.mark_complete
+
+        def mark(folder, run):
+            if ours(str(folder)):
+                fault()
+            return original_mark(folder, run)
+
+        checkpoints.mark_complete = mark
+
+
+def _sigint_during_step(step: int):
+    """A callback that sends the first Ctrl-C while ``step`` runs."""
+    from transformers import TrainerCallback
+
+    class FirstCtrlC(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step + 1 == step:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    return FirstCtrlC()
+
+
+def _record(out: Path) -> dict:
+    return json.loads((out / "run.json").read_text())
+
+
+def _resume_and_check(tiny_model_dir, out: Path, *, from_step: int) -> dict:
+    """Resume to 4 steps; every completed step is in run.json exactly once."""
+    result = train(str(tiny_model_dir), output_dir=out, resume=True, **RUN)
+    record = _record(out)
+    assert result.steps == 4 and record["status"] == "finished"
+    assert [r["step"] for r in record["history"]] == [1, 2, 3, 4]
+    resumes = [e for e in record["events"] if e["event"] == "resume"]
+    assert resumes[-1]["checkpoint"].endswith(f"checkpoint-{from_step}") and resumes[-1]["step"] == from_step
+    assert (out / "final").is_dir() and oct((out / "run.json").stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    return record
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@needs_fork
+@pytest.mark.parametrize(("where", "resumes_from"), [("empty", 2), ("state", 2), ("marker", 3)])
+def test_sigkill_during_a_save_then_resume(tiny_model_dir, tmp_path, where, resumes_from):
+    out = tmp_path / "run"
+
+    def body():
+        _break_save(3, where, "kill")
+        train(str(tiny_model_dir), output_dir=out, **RUN)
+
+    code, output = _in_child(body)
+    assert code == -signal.SIGKILL, output[-2000:]
+    assert [json.loads(line)["step"] for line in (out / "history.jsonl").read_text().splitlines()] == [1, 2, 3]
+    assert _record(out)["status"] == "running"  # what a killed process leaves; the resume says "crashed"
+    record = _resume_and_check(tiny_model_dir, out, from_step=resumes_from)
+    crashed = [e for e in record["events"] if e["event"] == "crashed"]
+    assert crashed == [{"event": "crashed", "after_step": 3}]
+    notes = " ".join(record["events"][-1].get("notes", []))
+    assert "lock of an earlier run" in notes and "process is gone" in notes
+    if resumes_from == 2:
+        assert (out / "incomplete" / "checkpoint-3").is_dir() and "checkpoint-3 is incomplete" in notes
+    else:
+        assert not (out / "incomplete").exists()
+
+
+@needs_fork
+def test_second_ctrl_c_during_a_save_then_resume(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+
+    def body():
+        _break_save(3, "optimizer", "sigint")
+        from grpo_lite.training import trainer
+
+        original = trainer.train  # the CLI calls train(); add the first Ctrl-C during step 3
+        trainer.train = lambda *a, **k: original(*a, **k, callbacks=[_sigint_during_step(3)])
+        return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
+
+    code, output = _in_child(body)
+    assert code == 130, output[-2000:]
+    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith("interrupted: stopped without saving")
+    record = _record(out)
+    assert record["status"] == "aborted" and record["events"][-1] == {"event": "aborted", "after_step": 3}
+    _resume_and_check(tiny_model_dir, out, from_step=2)
+
+
+@needs_fork
+def test_full_disk_during_a_save_is_one_line_then_resume(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+
+    def body():
+        _break_save(3, "optimizer", "enospc")  # a simulated ENOSPC: the weights are written, the optimizer is not
+        return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
+
+    code, output = _in_child(body)
+    assert code == 2, output[-2000:]
+    last = output.strip().splitlines()[-1]
+    assert "Traceback" not in output and last.startswith(f"error: the disk holding {out} ran out of space"), last
+    assert "checkpoint-2 is complete" in last and "--resume" in last
+    record = _record(out)
+    assert record["status"] == "failed" and "No space left on device" in record["events"][-1]["error"]
+    _resume_and_check(tiny_model_dir, out, from_step=2)
+
+
+def _can_mount_tmpfs() -> bool:
+    if not sys.platform.startswith("linux") or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=1m none /tmp"],
+                           capture_output=True, timeout=30)
+    return probe.returncode == 0
+
+
+FILLER = """
+import os, sys
+from transformers import TrainerCallback
+from grpo_lite.training import trainer
+
+class Fill(TrainerCallback):  # after step 2's checkpoint, leave the disk almost full
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == 2:
+            free = os.statvfs(args.output_dir).f_bavail * os.statvfs(args.output_dir).f_frsize
+            with open(os.path.join(os.path.dirname(args.output_dir), "filler"), "wb") as f:
+                f.write(b"x" * max(0, free - 100_000))
+
+original = trainer.train
+trainer.train = lambda *a, **k: original(*a, **k, callbacks=[Fill()])
+from grpo_lite.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _can_mount_tmpfs(), reason="needs Linux user namespaces to mount a small tmpfs")
+def test_full_disk_on_a_real_tmpfs_then_resume(tiny_model_dir, tmp_path):
+    """A real full disk (a write error with or without an errno: the free space left tells), and a real
+    read-only folder."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    keep = tmp_path / "kept"
+    script = tmp_path / "fill.py"
+    script.write_text(FILLER)
+    train_cmd = f"{sys.executable} {script} train {tiny_model_dir} {' '.join(CLI_RUN)} --output-dir {mount}/run"
+    read_only = tmp_path / "ro"
+    read_only.mkdir()
+    shell = (f"mount -t tmpfs -o size=24m none {mount} && {{ {train_cmd} > {tmp_path}/first.log 2>&1; "
+             f"echo $? > {tmp_path}/first.rc; rm -f {mount}/filler; {train_cmd} --resume > {tmp_path}/second.log 2>&1; "
+             f"echo $? > {tmp_path}/second.rc; cp -r {mount}/run {keep}; }} && "
+             f"mount -t tmpfs -o size=1m,ro none {read_only} && {{ {sys.executable} -m grpo_lite train {tiny_model_dir} "
+             f"{' '.join(CLI_RUN)} --output-dir {read_only}/run > {tmp_path}/ro.log 2>&1; echo $? > {tmp_path}/ro.rc; }}")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run(["unshare", "-Urm", "sh", "-c", shell], env=env, timeout=300, check=True)
+    first = (tmp_path / "first.log").read_text()
+    assert (tmp_path / "first.rc").read_text().strip() == "2", first[-3000:]
+    assert "Traceback" not in first and "ran out of space" in first.strip().splitlines()[-1]
+    assert (tmp_path / "second.rc").read_text().strip() == "0", (tmp_path / "second.log").read_text()[-3000:]
+    record = json.loads((keep / "run.json").read_text())
+    assert [r["step"] for r in record["history"]] == [1, 2, 3, 4] and record["status"] == "finished"
+    assert [e["event"] for e in record["events"]] == ["failed", "resume"]
+    ro = (tmp_path / "ro.log").read_text().strip().splitlines()  # a real read-only folder, too
+    assert (tmp_path / "ro.rc").read_text().strip() == "2" and ro[-1].startswith("error: cannot create the output "
+                                                                              "folder") and "Read-only" in ro[-1], ro[-5:]
+
+
+@needs_fork
+def test_a_second_run_into_a_live_runs_folder_is_refused(tiny_model_dir, tmp_path, capsys):
+    from transformers import TrainerCallback
+
+    out, ready, go = tmp_path / "run", tmp_path / "ready", tmp_path / "go"
+
+    class Hold(TrainerCallback):  # the first run waits, lock held, until the parent has tried its own
+        def on_train_begin(self, args, state, control, **kwargs):
+            ready.touch()
+            deadline = time.monotonic() + 60
+            while not go.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+    def body():
+        return 0 if train(str(tiny_model_dir), output_dir=out, callbacks=[Hold()], **{**RUN, "max_steps": 2}).steps == 2 else 3
+
+    child, output_file = _spawn(body)
+    deadline = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ready.exists(), "the first run did not start"
+    holder = json.loads((out / ".grpo-lite.lock").read_text())["pid"]
+    assert holder == child
+    with pytest.raises(OutputDirError, match=rf"another grpo-lite run \(PID {holder}\b.*pass another output_dir"):
+        train(str(tiny_model_dir), output_dir=out, **RUN)
+    capsys.readouterr()
+    assert main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"PID {holder}" in err[0], err
+    go.touch()
+    code, output = _reap(child, output_file)
+    assert code == 0, output[-2000:]
+    assert _record(out)["status"] == "finished" and not (out / ".grpo-lite.lock").exists()
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_model_dir, tmp_path_factory) -> Path:
+    """A finished 3-step run (checkpoints 2 and 3): each test below works on its own copy."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(str(tiny_model_dir), output_dir=out, **{**RUN, "max_steps": 3})
+    finally:
+        torch.set_num_threads(before)
+    return out
+
+
+def _copy(run: Path, to: Path) -> Path:
+    shutil.copytree(run, to)
+    return to
+
+
+def test_truncated_run_json_on_resume_is_rebuilt(tiny_model_dir, finished_run, tmp_path):
+    out = _copy(finished_run, tmp_path / "run")
+    text = (out / "run.json").read_text()
+    (out / "run.json").write_text(text[: len(text) // 3])
+    record = _resume_and_check(tiny_model_dir, out, from_step=3)
+    assert (out / "run.json.corrupt").read_text() == text[: len(text) // 3]
+    assert "run.json could not be read" in " ".join(record["events"][-1]["notes"])
+
+
+def test_deleted_trainer_state_on_resume_falls_back_or_says_so(tiny_model_dir, finished_run, tmp_path, capsys):
+    alone = _copy(finished_run, tmp_path / "alone")  # the only checkpoint: nothing to fall back to
+    shutil.rmtree(alone / "checkpoint-2")
+    (alone / "checkpoint-3" / "trainer_state.json").unlink()
+    capsys.readouterr()
+    assert main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(alone), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds no complete checkpoint (checkpoint-3: trainer_state.json is missing" in err[0], err
+    assert "--overwrite" in err[0]
+
+    out = _copy(finished_run, tmp_path / "run")
+    (out / "checkpoint-3" / "trainer_state.json").unlink()
+    record = _resume_and_check(tiny_model_dir, out, from_step=2)
+    assert "checkpoint-3 is incomplete (trainer_state.json is missing)" in " ".join(record["events"][-1]["notes"])
+
+
+def test_a_failed_resume_logs_no_resume_event(tiny_model_dir, finished_run, tmp_path, monkeypatch):
+    from transformers import Trainer
+
+    out = _copy(finished_run, tmp_path / "run")
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("cannot read the checkpoint (injected)")
+
+    monkeypatch.setattr(Trainer, "_load_from_checkpoint", broken)
+    with pytest.raises(RuntimeError, match="injected"):
+        train(str(tiny_model_dir), output_dir=out, resume=True, **RUN)
+    record = _record(out)
+    assert [e["event"] for e in record["events"]] == ["failed"] and record["status"] == "failed"
+    assert not (out / ".grpo-lite.lock").exists()
+
+
+def test_a_write_error_without_errno_on_a_full_disk_is_recognised(tmp_path, monkeypatch):
+    """torch's zip writer reports a full disk as a RuntimeError with no errno: the free space left decides."""
+    import shutil as shutil_module
+
+    from grpo_lite.training import resilience
+
+    usage = shutil_module._ntuple_diskusage
+    torch_error = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 101312 vs 101204")
+    monkeypatch.setattr(resilience.shutil, "disk_usage", lambda path: usage(2**30, 2**30 - 4096, 4096))
+    error = resilience.disk_full_error(torch_error, tmp_path, 2**20, tmp_path / "checkpoint-2")
+    assert isinstance(error, OutputDirError) and "ran out of space (0.0 MiB free now)" in str(error)
+    assert "checkpoint-2 is complete; free at least 1.0 MiB" in str(error)
+    assert resilience.disk_full_error(KeyboardInterrupt(), tmp_path, 2**20, None) is None
+    monkeypatch.setattr(resilience.shutil, "disk_usage", lambda path: usage(2**40, 2**30, 2**40 - 2**30))
+    assert resilience.disk_full_error(torch_error, tmp_path, 2**20, None) is None  # plenty of room: another failure
+    enospc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert "no checkpoint is complete yet" in str(resilience.disk_full_error(enospc, tmp_path, 2**20, None))
+
+
+def test_lock_check_leaves_a_stale_lock_for_the_run_to_report(tmp_path):
+    from grpo_lite.training.runlock import LOCK_NAME, RunLock
+
+    (tmp_path / LOCK_NAME).write_text('{"pid": 999999999, "host": "here", "started": 0}')
+    RunLock.check(tmp_path)  # nobody holds it: no error, and the record stays for the run to report
+    lock = RunLock.acquire(tmp_path)
+    assert lock.stale["pid"] == 999999999 and "PID 999999999" in lock.stale_note()
+    with pytest.raises(OutputDirError, match=rf"PID {os.getpid()}\b"):
+        RunLock.check(tmp_path)
+    lock.release()
+    assert not (tmp_path / LOCK_NAME).exists()
+    RunLock.check(tmp_path)

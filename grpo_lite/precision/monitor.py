@@ -84,7 +84,7 @@ class _Probe:
     hparams: dict[str, Any] | None = None
     applied: Tensor = field(init=False)
     intended: Tensor = field(init=False)
-    step_ratio_sum: float = 0.0
+    step_ratio_sum: float | Tensor = 0.0
     steps: int = 0
 
     def __post_init__(self) -> None:
@@ -233,7 +233,8 @@ class UpdateMonitor(TrainerCallback):
             intended = (shadow if probe.elementwise else probe.take(shadow)) - probe.before
             probe.applied += applied
             probe.intended += intended
-            probe.step_ratio_sum += float(intended.norm() / probe.before.norm().clamp_min(1e-30))
+            # a tensor until the window is logged: no device sync per step (and a step on meta tensors runs)
+            probe.step_ratio_sum = probe.step_ratio_sum + intended.norm() / probe.before.norm().clamp_min(1e-30)
             probe.steps += 1
             probe.before, probe.grad = None, None
 
@@ -290,5 +291,5 @@ def _window_metrics(probes: list[_Probe]) -> dict[str, float]:
     return {
         "update/realized": share,
         "update/realized_stderr": stderr,
-        "update/relative_step": sum(p.step_ratio_sum for p in probes) / steps,
+        "update/relative_step": sum(float(p.step_ratio_sum) for p in probes) / steps,
     }

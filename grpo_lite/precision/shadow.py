@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from grpo_lite.precision.rounding import inner_optimizers
+from grpo_lite.precision.rounding import inner_optimizers, is_elementwise
 
 __all__ = [
     "KAHAN_KEYS",
@@ -27,8 +27,6 @@ __all__ = [
 ]
 
 KAHAN_KEYS = ("kahan_comp",)  # torch-optimi's Kahan summation buffer
-_MIXING_MARKERS = ("rank",)  # param-group keys of GaLore / APOLLO: their update is not element-wise
-_MIXING_CLASSES = ("Adafactor", "Muon", "Shampoo", "SOAP")
 
 
 def owner(optimizer: Any, p: Tensor) -> tuple[torch.optim.Optimizer, dict[str, Any]]:
@@ -38,13 +36,6 @@ def owner(optimizer: Any, p: Tensor) -> tuple[torch.optim.Optimizer, dict[str, A
             if any(q is p for q in group["params"]):
                 return inner, group
     raise LookupError("parameter not found in the optimizer")
-
-
-def is_elementwise(inner: torch.optim.Optimizer, group: dict[str, Any]) -> bool:
-    """Whether each element's update depends on that element only (not GaLore/APOLLO projections, not
-    factored or orthogonalizing optimizers): then a sample of elements can be replayed."""
-    name = type(inner).__name__
-    return not any(k in group for k in _MIXING_MARKERS) and not any(m in name for m in _MIXING_CLASSES)
 
 
 def hyperparameters(group: dict[str, Any]) -> dict[str, Any]:

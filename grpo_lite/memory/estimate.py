@@ -165,13 +165,17 @@ def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.T
     """
     acts = K.activations(arch, s, recompute=True)
     working = K.backward_working_set(arch, s)
-    extra = {**extra, "work_buffers": T.Term(extra["work_buffers"].bytes + working.bytes,
-                                             f"{working.detail}; {extra['work_buffers'].detail}")}
+    extra = {**extra, "work_buffers": working}
     grads = with_grads["gradients"]
-    if s.grads_before_backward or s.optimizer.layerwise:
+    head = K.head_weight_grad(arch, s)
+    if s.optimizer.layerwise:
+        return _layerwise_peak(arch, s, with_grads, extra, acts)
+    if s.grads_before_backward:
+        if arch.tied and head:  # autograd sums the tied weight's two gradients before accumulating them
+            extra = {**extra, "logits": T.Term(head, "the tied LM head's weight gradient, pending until the "
+                                                     "embedding's")}
         return {**with_grads, **extra, "activations": acts}
     saved = K.saved_activations(arch, s).saved
-    head = K.head_weight_grad(arch, s)
     if saved >= grads.bytes - head:
         if arch.tied and head:  # the head's weight gradient waits for the embedding's before it accumulates
             return {**with_grads, **extra, "activations": acts, "gradients": T.Term(0.0, "none yet"),
@@ -180,6 +184,35 @@ def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.T
                 "gradients": T.Term(head, "the LM head's weight gradient" if head else "none yet")}
     return {**with_grads, **extra, "activations": T.Term(acts.bytes - saved, "the last block's"),
             "gradients": T.Term(grads.bytes, f"{grads.detail}, all there by the end of backward")}
+
+
+def _layerwise_peak(arch: Architecture, s: StepSettings, with_grads: dict[str, T.Term], extra: dict[str, T.Term],
+                    acts: T.Term) -> dict[str, T.Term]:
+    """A layer-wise optimizer steps each tensor inside backward as its gradient arrives. The larger of two moments:
+    a block's backward (recomputed block, working set, its largest matrix's gradient and step) and a
+    vocabulary-sized gradient with its step when no block is being recomputed (the untied head's at the start;
+    the tied one's at the end: the head's part, the embedding's and their sum)."""
+    pb, head = s.weight_bytes, K.head_weight_grad(arch, s)
+    out, inp = T.largest_projected(arch)
+    block_step = T.projected_step(arch, s) if s.optimizer.galore else T.elementwise_step(arch, s, out * inp)
+    block = {**with_grads, **extra, "activations": acts,
+             "gradients": T.Term(out * inp * pb, f"the {out}x{inp} matrix's gradient, stepped as it arrives"),
+             "optimizer_step": block_step}
+    if arch.tied and head:
+        block["logits"] = T.Term(head, "the tied LM head's weight gradient, pending until the embedding's")
+    copies = 3 if arch.tied else 1
+    vocab = {**with_grads, **extra, "work_buffers": T.Term(0.0, "none"),
+             "activations": T.Term(0.0, "none left") if arch.tied else
+             T.Term(K.saved_activations(arch, s).saved, "every block's, before the first block's backward"),
+             "gradients": T.Term(copies * arch.embedding_params * pb,
+                                 "the tied embedding's gradient: the head's part, its own and their sum" if arch.tied
+                                 else "the LM head's gradient, stepped as it arrives"),
+             "optimizer_step": T.elementwise_step(arch, s, arch.embedding_params)}
+    return block if _sum(block) >= _sum(vocab) else vocab
+
+
+def _sum(terms: dict[str, T.Term]) -> float:
+    return math.fsum(t.bytes for t in terms.values())
 
 
 def _sampling_peak(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
@@ -223,9 +256,8 @@ def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
     phases.append(_phase("backward_head", {
         **before, "gathered_weights": blocks, "activations": K.activations(arch, s, recompute=False),
         "logits": K.logits(arch, s)}, arch, s))
-    extra = {"gathered_weights": blocks, "work_buffers": T.work_buffers(arch, s, tokens=0, seq=0)}
-    if s.optimizer.layerwise:
-        extra["optimizer_step"] = T.optimizer_step(arch, s)
+    # a dequantized 4-bit weight lives inside its matmul's backward, beside one I-sized gradient: below the peak
+    extra = {"gathered_weights": blocks, "work_buffers": T.Term(0.0, "none")}
     phases.append(_phase("backward_layers", _layers_phase(arch, s, with_grads, extra), arch, s))
     if not s.optimizer.layerwise:
         phases.append(_phase("optimizer_step", {**with_grads, "optimizer_step": T.optimizer_step(arch, s)}, arch, s))

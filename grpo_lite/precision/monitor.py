@@ -105,8 +105,7 @@ class _Probe:
         return full.reshape(-1)[self.index]
 
     def capture(self, grad: Tensor, hparams: dict[str, Any]) -> None:
-        g = grad.detach().float()
-        g = self.take(g) if self.elementwise else g
+        g = (self.take(grad.detach()) if self.elementwise else grad.detach()).float()  # sample, then cast
         self.grad = g.clone() if self.grad is None else self.grad + g
         self.hparams = hparams
 

@@ -63,7 +63,7 @@ _UPPER16 = -65536  # 0xFFFF0000 as int32
 _MIXING_MARKERS = ("rank",)  # param-group keys of GaLore / APOLLO: their update is not element-wise
 _MIXING_CLASSES = ("Adafactor", "Muon", "Shampoo", "SOAP")
 BNB_BLOCK = 256  # bitsandbytes' blockwise optimizer state: one fp32 scale per 256 elements
-_SHARED_STATE = ("step", "qmap1", "qmap2")  # per tensor, not per element: the counter, bitsandbytes' quantization maps
+_SHARED_STATE = ("step", "qmap1", "qmap2", "unorm_vec")  # per tensor: the counter, bitsandbytes' quantization maps and update norm
 
 
 def fp32_to_bf16_sr(x: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -116,13 +116,25 @@ def _write_back(exact: Tensor, bf16: Tensor) -> None:
 
 def is_elementwise(inner: torch.optim.Optimizer, group: dict[str, Any]) -> bool:
     """Whether each element's update depends on that element only (not GaLore/APOLLO projections, not
-    factored or orthogonalizing optimizers, not bitsandbytes' update-norm clipping)."""
+    factored or orthogonalizing optimizers)."""
     name = type(inner).__name__
-    clipped = getattr(getattr(inner, "args", None), "max_unorm", 0.0) or 0.0
-    return not any(k in group for k in _MIXING_MARKERS) and not any(m in name for m in _MIXING_CLASSES) and not clipped
+    return not any(k in group for k in _MIXING_MARKERS) and not any(m in name for m in _MIXING_CLASSES)
 
 
-def _step_one_in_fp32(p: Tensor, step: Callable[..., Any]) -> Any:
+def _norm_clipped(inner: Any, p: Tensor) -> bool:
+    """bitsandbytes' update-norm clipping (``max_unorm``) scales a 32-bit-state tensor's update by whole-tensor
+    norms; its blockwise 8-bit update ignores it. (galore_torch's 8-bit AdamW passes its ``percentile_clipping=100``
+    where bitsandbytes 0.50 takes ``max_unorm``.)"""
+    args = getattr(inner, "args", None)
+    if args is None or not getattr(args, "max_unorm", 0.0):
+        return False
+    state = inner.state.get(p, {})
+    if "state1" in state:
+        return state["state1"].dtype != torch.uint8
+    return args.optim_bits == 32 or p.numel() < args.min_8bit_size
+
+
+def _step_one_in_fp32(inner: Any, p: Tensor, step: Callable[..., Any]) -> Any:
     """Run ``step`` with only ``p`` visible (as fp32 data and fp32 grad), then round back into p's storage."""
     bf16, grad = p.data, p.grad
     _swap(p, bf16.float(), grad.float())
@@ -133,6 +145,7 @@ def _step_one_in_fp32(p: Tensor, step: Callable[..., Any]) -> Any:
         working = p.data
         _swap(p, bf16, grad)
         _drop_references(p, working, bf16)
+        _compact_state(inner.state.get(p, {}))
     return result
 
 
@@ -144,7 +157,8 @@ def sliceable(inner: torch.optim.Optimizer, group: dict[str, Any], p: Tensor) ->
     """Whether ``p`` is stepped in slices: larger than a chunk, contiguous, an element-wise update, and every
     state tensor either per element, per block of :data:`BNB_BLOCK`, or shared (the step, a quantization map)."""
     n = p.numel()
-    if n <= SR_CHUNK or SR_CHUNK % BNB_BLOCK or not p.is_contiguous() or not is_elementwise(inner, group):
+    if n <= SR_CHUNK or SR_CHUNK % BNB_BLOCK or not p.is_contiguous() or not is_elementwise(inner, group) or \
+            _norm_clipped(inner, p):
         return False
     for key, value in inner.state.get(p, {}).items():
         if isinstance(value, Tensor) and key not in _SHARED_STATE and \
@@ -231,6 +245,17 @@ def _step_in_slices(inner: Any, p: Tensor, step: Callable[..., Any]) -> Any:
     return result
 
 
+def _compact_state(state: dict[str, Any]) -> None:
+    """Keep no view of a larger buffer in the state. GaLore's projector slices its SVD factor (``Vh[:rank]``) and
+    keeps the slice; from an fp32 gradient (the copy this wrapper steps) that slice is a view, which pins the
+    whole ``min(m, n)``-row factor: 5 GiB for a 3B model's projectors instead of 0.2."""
+    for value in state.values():
+        holder = vars(value) if hasattr(value, "__dict__") and not isinstance(value, (type, Tensor)) else None
+        for key, t in (holder or {}).items():
+            if isinstance(t, Tensor) and t.untyped_storage().nbytes() > t.numel() * t.element_size():
+                holder[key] = t.clone()
+
+
 def _drop_references(p: Tensor, working: Tensor, bf16: Tensor) -> None:
     """GaLoreAdamW8bit parks the data on the parameter (``p.saved_data``); don't let it pin the fp32 copy."""
     for key, value in list(vars(p).items()):
@@ -274,7 +299,7 @@ def _rounding_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
                 if sliceable(optimizer, group_of[id(p)], p):
                     result = _step_in_slices(optimizer, p, step)
                 else:
-                    result = _step_one_in_fp32(p, step)
+                    result = _step_one_in_fp32(optimizer, p, step)
                 p.grad = None
         finally:
             for p, g in grads.items():

@@ -59,6 +59,7 @@ COMPONENTS: dict[str, str] = {
     "kv_cache": "generation KV cache",
     "work_buffers": "forward working set, dequantized weights",
     "optimizer_step": "optimizer step temporaries",
+    "kernel_scratch": "scratch inside fused kernels (attention backward), outside any tensor",
     "allocator_reserve": "allocator fragmentation (reserved, unallocated)",
     "heap_slack": "glibc heap pages kept after frees, minus buffer pages never touched (CPU)",
 }
@@ -258,7 +259,10 @@ def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
         "logits": K.logits(arch, s)}, arch, s))
     # a dequantized 4-bit weight lives inside its matmul's backward, beside one I-sized gradient: below the peak
     extra = {"gathered_weights": blocks, "work_buffers": T.Term(0.0, "none")}
-    phases.append(_phase("backward_layers", _layers_phase(arch, s, with_grads, extra), arch, s))
+    layers = _layers_phase(arch, s, with_grads, extra)
+    if s.device == "cuda":
+        layers["kernel_scratch"] = K.kernel_scratch(arch, s)
+    phases.append(_phase("backward_layers", layers, arch, s))
     if not s.optimizer.layerwise:
         phases.append(_phase("optimizer_step", {**with_grads, "optimizer_step": T.optimizer_step(arch, s)}, arch, s))
     return tuple(phases)

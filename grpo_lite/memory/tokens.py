@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["HEAD_BWD_TILES", "HEAD_FWD_TILES", "Packing", "activations", "head_tokens", "logits", "packing",
            "per_layer_token_bytes", "saved_activations", "scoring_head", "head_weight_grad", "SavedActivations",
-           "backward_working_set", "consumed_first", "untouched_buffer"]
+           "backward_working_set", "consumed_first", "kernel_scratch", "untouched_buffer"]
 
 HEAD_FWD_TILES = 3  # fp32 tiles alive at the torch fold's forward high point (z, exp(z - max), e * z)
 HEAD_BWD_TILES = 7  # fp32 tiles alive in its backward (y, z, log_p, p, grad, is_target.float(), difference)
@@ -268,3 +268,14 @@ def untouched_buffer(arch: Architecture, s: StepSettings) -> float:
     touched = min(row, math.ceil(arch.vocab * ec / PAGE) * PAGE)
     return float(min(head_tokens(s), TOKEN_TILE) * (row - touched))
 
+
+
+def kernel_scratch(arch: Architecture, s: StepSettings) -> Term:
+    """CUDA: what the attention backward allocates inside its kernel, beyond its inputs and outputs, for one layer
+    at a time: an fp32 accumulator of the queries' gradient, ``4 x tokens x q`` (FlashAttention-2's ``dq_accum``,
+    the memory-efficient kernel's gradQ workspace). No tensor-level simulation sees it: a named constant."""
+    if s.device != "cuda":
+        return Term(0.0, "CPU: no fused attention kernel")
+    tokens = packing(s).tokens
+    return Term(4.0 * tokens * arch.q_dim, f"attention backward's fp32 query-gradient accumulator: {tokens:,} tokens "
+                                           f"x {arch.q_dim} x 4 B, one layer at a time (FlashAttention-2 dq_accum)")

@@ -142,6 +142,12 @@ def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
     """``LiteGRPOTrainer.create_optimizer`` on a trainer shell holding only what it reads."""
     from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
 
+    try:  # bitsandbytes' override registry is process-wide: start from a fresh process's (empty) one
+        from bitsandbytes.optim import GlobalOptimManager
+
+        GlobalOptimManager.get_instance().initialize()
+    except ImportError:  # pragma: no cover - bitsandbytes is a dependency
+        pass
     shell = object.__new__(LiteGRPOTrainer)
     shell.model, shell.args, shell.optimizer, shell.optimizer_cls_and_kwargs = model, args, None, None
     shell.update_rounding = plan.estimate.settings.update_rounding or "nearest"

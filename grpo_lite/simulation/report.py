@@ -25,6 +25,7 @@ def simulation_tables(sim: Simulation) -> Group:
     """``plan --simulate``: each phase planned (tensors) against simulated, every phase's components, what a GPU
     would choose, and the non-tensor components the plan adds on top."""
     from rich.console import Group
+    from rich.markup import escape
     from rich.table import Table
     from rich.text import Text
 
@@ -60,16 +61,17 @@ def simulation_tables(sim: Simulation) -> Group:
     choices.add_column("simulated as")
     choices.add_row("attention", ", ".join(f"{k} x {v}" for k, v in sorted(gpu.attention.items())) +
                     (" (batches padded: a mask)" if gpu.padded else " (no padding: no mask)"))
-    choices.add_row("optimizer", gpu.optimizer)
-    choices.add_row("LM head", gpu.lm_head)
-    choices.add_row("autocast", gpu.autocast)
+    choices.add_row("optimizer", escape(gpu.optimizer))
+    choices.add_row("LM head", escape(gpu.lm_head))
+    choices.add_row("autocast", escape(gpu.autocast))
     for note in gpu.notes:
-        choices.add_row("note", note)
+        choices.add_row("note", escape(note))
     constants = Table(title="not tensors: named components the plan adds (not simulated)", title_justify="left")
     for col in ("component", "GiB", "how"):
         constants.add_column(col, justify="right" if col == "GiB" else "left")
     for name, (b, detail) in sim.non_tensor().items():
-        constants.add_row(name, _g(b), detail)
+        if b:
+            constants.add_row(name, _g(b), escape(detail))
     verdict = "agrees" if sim.agrees() else "DISAGREES"
     line = Text(f"{verdict}: the largest phase error is {sim.worst_error():.1%} (tolerance {sim.tolerance:.0%}); "
                 f"simulated peak {_g(sim.peak.peak_bytes)} GiB ({sim.peak.name}) + the constants above; "

@@ -73,7 +73,7 @@ def compare(est: MemoryEstimate, phases: tuple[SimulatedPhase, ...]) -> list[Pha
 
 @dataclass
 class Simulation:
-    """One GRPO step of a plan simulated at full size on the meta device (:func:`grpo_lite.simulation.simulate`).
+    """One GRPO step of a plan simulated at full size on the meta device (:func:`grpo_lite.simulate`).
 
     Attributes:
         model: the model's name.

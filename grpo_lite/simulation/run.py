@@ -47,6 +47,11 @@ def describe_optimizer(optimizer: Any, rounding: bool) -> str:
     inner = inner_optimizers(optimizer)
     first = inner[0]
     name = f"{type(first).__module__.split('.')[0]}.{type(first).__name__}"
+    args = getattr(first, "args", None)
+    if args is not None:  # bitsandbytes
+        name += f" ({args.optim_bits}-bit state{', paged' if getattr(first, 'is_paged', False) else ''}"
+        name += f", update-norm clipping at {args.max_unorm:g}" if args.max_unorm else ""
+        name += ")"
     if "foreach" in first.defaults or "fused" in first.defaults:
         group = first.param_groups[0]
         if group.get("fused"):
@@ -120,6 +125,9 @@ def simulate(model: str | os.PathLike[str] | ModelSpec | Plan, budget_gb: float 
     if s.shared_prefix:
         choices.notes.append("sampling is simulated without the shared prompt prefix (forwarded once, its cache "
                              "repeated): that only shrinks the prefill; the last decoding step is the same")
+    if s.beta != 0 and s.needs_scoring:
+        choices.notes.append("the reference log-probs are scored with the adapter on (TRL disables it): an upper "
+                             "bound by the LoRA branch's intermediates")
     if s.gradient_accumulation_steps > 2:
         choices.notes.append(f"{s.gradient_accumulation_steps} micro-batches per step: two simulated (the second "
                              "holds the first's gradients, as every later one does)")

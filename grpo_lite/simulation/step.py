@@ -17,6 +17,8 @@ shadows. With gradient accumulation two micro-batches run (the second holds the 
 every later one). Under GaLore the measured step recomputes its projections (an SVD per matrix, every
 ``update_proj_gap`` steps), its worst step.
 
+TRL always passes a 2-D attention mask; whether transformers turns it into a 4-D one (the batch is
+padded) is the simulation's input (:func:`~grpo_lite.simulation.cuda.cuda_semantics`).
 What TRL computes data-dependently is taken at the worst case: every completion token is scored
 (``hidden[mask]`` becomes the completion positions), every prompt group packs to the plan's worst-case
 length (:func:`grpo_lite.memory.tokens.packing`).
@@ -129,7 +131,7 @@ class _Step:
         if self.s.shared_prefix:
             return self._shared_logps(rows, prompt, completion)
         lm, width = self.built.lm, prompt + completion
-        mask = _ids(rows, width) if self.choices.padded else None
+        mask = _ids(rows, width)
         with self._autocast():
             out = lm.base_model(input_ids=_ids(rows, width), attention_mask=mask, use_cache=False)
             hidden = out.last_hidden_state[:, :-1]
@@ -184,7 +186,7 @@ class _Step:
         with self.clock.in_phase("generation"), torch.no_grad(), self._autocast(wrapped), \
                 disable_gradient_checkpointing(self.built.model, self.built.args.gradient_checkpointing_kwargs):
             cache = DynamicCache(config=lm.config)
-            mask = _ids(n, prompt) if self.choices.padded else None
+            mask = _ids(n, prompt)
             inputs = lm.prepare_inputs_for_generation(_ids(n, prompt), cache=cache, attention_mask=mask,
                                                       use_cache=True, is_first_iteration=True, logits_to_keep=1)
             self._sample(lm(**inputs, return_dict=True), wrapped)
@@ -196,7 +198,7 @@ class _Step:
                                                        layer.values.shape[-1]))
             self.clock.leave_region()
             ids = _ids(n, prompt + completion - 1)
-            mask = _ids(n, prompt + completion - 1) if self.choices.padded else None
+            mask = _ids(n, prompt + completion - 1)
             inputs = lm.prepare_inputs_for_generation(ids, next_sequence_length=1, cache=cache, attention_mask=mask,
                                                       use_cache=True, logits_to_keep=1)
             self._sample(lm(**inputs, return_dict=True), wrapped)

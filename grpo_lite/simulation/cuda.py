@@ -50,7 +50,7 @@ class GpuChoices:
     Attributes:
         arch: the GPU's compute capability (``sm86``: RTX 30xx...).
         padded: whether the batches carry padding (a mask is passed to attention).
-        attention: kernel -> calls (``"flash"``, ``"efficient"``, ``"efficient (no grad)"``...).
+        attention: kernel -> calls in the measured step (``"flash"``, ``"efficient"``, ``"efficient (no grad)"``).
         optimizer: the implementation the optimizer step ran.
         lm_head: the path TRL's chunked log-prob head took.
         autocast: the mixed precision the forward ran under.

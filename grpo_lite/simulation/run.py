@@ -40,6 +40,7 @@ def _check(plan: Plan) -> None:
 
 def describe_optimizer(optimizer: Any, rounding: bool) -> str:
     """The implementation the step ran: class, torch's foreach / fused choice for CUDA tensors, wrappers."""
+    import torch
     from torch.optim.optimizer import _default_to_fused_or_foreach
 
     from grpo_lite.precision.rounding import inner_optimizers, unwrap
@@ -51,6 +52,10 @@ def describe_optimizer(optimizer: Any, rounding: bool) -> str:
     if args is not None:  # bitsandbytes
         name += f" ({args.optim_bits}-bit state{', paged' if getattr(first, 'is_paged', False) else ''}"
         name += f", update-norm clipping at {args.max_unorm:g}" if args.max_unorm else ""
+        wide = [p for o in inner for p, st in o.state.items() if p.numel() >= args.min_8bit_size
+                and getattr(st.get("state1"), "dtype", None) == torch.float32]
+        if args.optim_bits == 8 and wide:
+            name += f"; {len(wide)} large tensor(s) in 32-bit state: transformers' override for embeddings"
         name += ")"
     if "foreach" in first.defaults or "fused" in first.defaults:
         group = first.param_groups[0]

@@ -339,6 +339,7 @@ def run_step(built: Built, s: StepSettings, choices: GpuChoices) -> tuple[PhaseC
             clock.set_step(1)
             driver.step(shapes_of(s), measured=False)
             _bump_galore_projections(built.optimizer)
+            choices.attention.clear()  # count the measured step's kernel calls only
             clock.set_step(2)
             driver.step(shapes_of(s), measured=True)
             clock.set_step(-1)

@@ -139,7 +139,8 @@ def test_the_docs_table_is_rendered_from_the_stored_rows() -> None:
         from gpu_sim import replan
     finally:
         sys.path.pop(0)
-    assert table == simulation_markdown([replan(r) for r in STORED]), "stale: python benchmarks/gpu_sim.py --show --write"
+    fresh = simulation_markdown([replan(r) for r in STORED])
+    assert table == fresh, "stale: python benchmarks/gpu_sim.py --show --write"
 
 
 # ---- the GPU's choices ------------------------------------------------------------------------------------------
@@ -152,7 +153,8 @@ def test_the_docs_table_is_rendered_from_the_stored_rows() -> None:
     ("sm80", torch.bfloat16, 200, False, True, "flash"),
     ("sm86", torch.bfloat16, 60, True, False, "math"),        # not aligned to 8
 ])
-def test_the_attention_kernel_follows_torchs_cuda_dispatch(arch, dtype, head_dim, masked, grad, kernel) -> None:  # noqa: ANN001
+def test_the_attention_kernel_follows_torchs_cuda_dispatch(arch, dtype, head_dim, masked, grad,  # noqa: ANN001
+                                                           kernel) -> None:
     assert choose_kernel(arch, dtype, head_dim=head_dim, masked=masked, requires_grad=grad) == kernel
 
 
@@ -176,7 +178,8 @@ def test_cuda_semantics_puts_everything_back() -> None:
 
     from grpo_lite.simulation.cuda import cuda_semantics
 
-    before = (F.scaled_dot_product_attention, chunked._use_triton, torch.is_autocast_enabled, hasattr(chunked, "triton"))
+    before = (F.scaled_dot_product_attention, chunked._use_triton, torch.is_autocast_enabled,
+              hasattr(chunked, "triton"))
     with cuda_semantics("sm86") as choices:
         assert F.scaled_dot_product_attention is not before[0] and chunked._use_triton(torch.device("meta"))
     assert (F.scaled_dot_product_attention, chunked._use_triton, torch.is_autocast_enabled,

@@ -145,8 +145,9 @@ def _phase(name: PhaseName, terms: dict[str, T.Term], arch: Architecture, s: Ste
     """Order the components; add the allocator's share of the transient bytes (CUDA) or the heap's (CPU)."""
     transient = math.fsum(t.bytes for key, t in terms.items() if key not in _PERSISTENT)
     if s.device == "cuda":
-        terms = {**terms, "allocator_reserve": T.Term(T.FRAGMENTATION * transient,
-                                                      f"{T.FRAGMENTATION:.0%} of {transient / GIB:.2f} GiB transient")}
+        reserve = f"{T.FRAGMENTATION:.0%} of {transient / GIB:.2f} GiB transient: the caching allocator's " \
+                  "reserved-but-unallocated share"
+        terms = {**terms, "allocator_reserve": T.Term(T.FRAGMENTATION * transient, reserve)}
     else:
         head = name in ("backward_head", "scoring") and "logits" in terms
         untouched = K.untouched_buffer(arch, s) if head else 0.0
@@ -232,7 +233,8 @@ def _sampling_peak(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
 def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
     """Assemble every phase of a step from the component formulas."""
     if s.device == "cuda":
-        base = {"cuda_context": T.Term(T.CUDA_CONTEXT_BYTES, "per process, outside the allocator")}
+        base = {"cuda_context": T.Term(T.CUDA_CONTEXT_BYTES, "per process: the CUDA context, outside the "
+                                                             "allocator, and the cuBLAS workspaces")}
     else:
         base = {"process_baseline": T.process_baseline(s)}
     persistent = {**base, "weights": T.weights(arch, s), "reference_model": T.reference_model(arch, s),

@@ -63,7 +63,8 @@ _UPPER16 = -65536  # 0xFFFF0000 as int32
 _MIXING_MARKERS = ("rank",)  # param-group keys of GaLore / APOLLO: their update is not element-wise
 _MIXING_CLASSES = ("Adafactor", "Muon", "Shampoo", "SOAP")
 BNB_BLOCK = 256  # bitsandbytes' blockwise optimizer state: one fp32 scale per 256 elements
-_SHARED_STATE = ("step", "qmap1", "qmap2", "unorm_vec")  # per tensor: the counter, bitsandbytes' quantization maps and update norm
+# per tensor, not per element: the step counter, bitsandbytes' quantization maps and update norm
+_SHARED_STATE = ("step", "qmap1", "qmap2", "unorm_vec")
 
 
 def fp32_to_bf16_sr(x: Tensor, generator: torch.Generator | None = None) -> Tensor:

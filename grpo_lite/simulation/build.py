@@ -155,7 +155,7 @@ def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
 
 
 def build(plan: Plan) -> Built:
-    """The plan's model, optimizer and monitor on meta (call it under :func:`~grpo_lite.simulation.cuda.cuda_semantics`)."""
+    """The plan's model, optimizer and monitor on meta (under :func:`~grpo_lite.simulation.cuda.cuda_semantics`)."""
     from transformers import AutoModelForCausalLM
 
     from grpo_lite.precision.monitor import UpdateMonitor

@@ -229,8 +229,11 @@ def _subprocess(index: int, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, __file__, "--case", str(index), "--device", args.device, "--steps", str(args.steps),
            "--prompt-tokens", str(args.prompt_tokens)] + (["--tiny"] if args.tiny else [])
     name, budget = CASES[index]
+    # torch prefers cuDNN attention on compute capability 9.0 / 10.x (H100, H200, B200); consumer cards, and the
+    # simulation (benchmarks/gpu_sim.py), run flash / memory-efficient: ask for those so the figures compare
+    env = {**os.environ, "TORCH_CUDNN_SDPA_DEPRIORITIZED": "1"}
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"case": name, "budget_gb": budget, "error": f"timed out after {args.timeout} s"}
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]

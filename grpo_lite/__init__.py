@@ -34,6 +34,8 @@ _EXPORTS: dict[str, str] = {
     "ModelSpec": "grpo_lite.memory.models",
     "estimate": "grpo_lite.memory.estimate",
     "MemoryEstimate": "grpo_lite.memory.estimate",
+    "simulate": "grpo_lite.simulation.run",
+    "Simulation": "grpo_lite.simulation.result",
     "plan_table": "grpo_lite.planning.tables",
     "Recipe": "grpo_lite.recipe.recipe",
     "detect_vram": "grpo_lite.planning.hardware",
@@ -68,6 +70,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite.planning.choose import plan
     from grpo_lite.planning.ladder import LADDER, Preset, get_preset
     from grpo_lite.planning.result import Plan
+    from grpo_lite.simulation.result import Simulation
+    from grpo_lite.simulation.run import simulate
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.data.synthetic import synthetic_problems
     from grpo_lite.training.trainer import TrainResult, train

@@ -46,8 +46,9 @@ def test_every_component_by_hand_full_adamw() -> None:
     assert head["activations"] == activations
     assert head["logits"] == logits
     assert head["allocator_reserve"] == pytest.approx(0.15 * (activations + logits))
-    layers = phase(est, "backward_layers")
-    assert layers["activations"] == saved
+    layers = phase(est, "backward_layers")  # the final norm's and the head's inputs are gone; the block under
+    assert layers["activations"] == 2 * per_layer * tokens - 2 * 128 * tokens  # backward consumed its MLP product
+    assert layers["logits"] == 1000 * 64 * 2  # the tied head's weight gradient waits for the embedding's
     assert layers["work_buffers"] == (3 * 2 * 128 + 4 * 64 + 4 * 64) * tokens
     step = phase(est, "optimizer_step")
     assert step["optimizer_step"] == TOY_PARAMS * 2  # foreach AdamW's sqrt(v) buffer
@@ -101,23 +102,30 @@ def test_double_quant_saves_about_037_bits_per_weight() -> None:
     assert saved_bits == pytest.approx(0.373, abs=0.002)
 
 
+# bitsandbytes 8-bit AdamW: 2 x 1 B + absmax per parameter, but 8 B for the embedding (transformers registers every
+# nn.Embedding for 32-bit state): Llama-3.2-1B's tied 262,668,288-parameter embedding is a fifth of the model
+EMBEDDING_1B = 128256 * 2048
+BNB_1B = (2.03125 * (1_235_814_400 - EMBEDDING_1B) + 8 * EMBEDDING_1B) / 1_235_814_400
+
+
 @pytest.mark.parametrize("optim,rounding,bytes_per_param", [
     ("adamw_torch_fused", "nearest", 4.0), ("adamw_torch", "nearest", 4.0),
     ("adamw_torch_fused", "stochastic", 8.0),  # the step runs on an fp32 copy: states are created in fp32
-    ("paged_adamw_32bit", "stochastic", 8.0), ("adamw_8bit", "stochastic", 2.03), ("adamw_8bit", "nearest", 2.03)])
+    ("paged_adamw_32bit", "stochastic", 8.0), ("adamw_8bit", "stochastic", BNB_1B), ("adamw_8bit", "nearest", BNB_1B)])
 def test_optimizer_state_per_param(optim: str, rounding: str, bytes_per_param: float) -> None:
     arch = find_architecture("Llama-3.2-1B")
     est = estimate(arch, optim=optim, update_rounding=rounding, **SMALL)  # type: ignore[arg-type]
     assert phase(est, "generation")["optimizer_state"] / arch.n_params == pytest.approx(bytes_per_param, rel=0.01)
 
 
-def test_stochastic_rounding_steps_one_fp32_copy_at_a_time() -> None:
+def test_stochastic_rounding_steps_one_fp32_slice_at_a_time() -> None:
     arch = find_architecture("Llama-3.2-1B")
     nearest = estimate(arch, optim="adamw_8bit", update_rounding="nearest", **SMALL)  # type: ignore[arg-type]
     sr = estimate(arch, optim="adamw_8bit", update_rounding="stochastic", **SMALL)  # type: ignore[arg-type]
-    largest = arch.embedding_params  # 128256 x 2048: the largest trainable tensor
     extra = phase(sr, "optimizer_step")["optimizer_step"] - phase(nearest, "optimizer_step")["optimizer_step"]
-    assert extra == 8 * largest + 6 * (1 << 22)  # fp32 copy + fp32 gradient, then noise and result of one chunk
+    # fp32 copies of one 4M-element slice and its gradient, then the noise and result of one chunk: not the
+    # 262,668,288-element embedding whole (2 GiB)
+    assert extra == 8 * (1 << 22) + 6 * (1 << 22)
     assert sr.settings.update_rounding == "stochastic" and sr.settings.rounds_stochastically
     fp32 = estimate(arch, optim="adamw_8bit", dtype="float32", **SMALL)  # type: ignore[arg-type]
     assert fp32.settings.update_rounding == "nearest"  # fp32 weights take small steps as they are
@@ -129,7 +137,8 @@ def test_galore_state_is_far_below_adamw() -> None:
     galore = estimate("Qwen2.5-7B", method="galore", optim="galore_adamw_8bit_layerwise", **batch)
     ratio = phase(galore, "generation")["optimizer_state"] / phase(adam, "generation")["optimizer_state"]
     assert 0.1 < ratio < 0.25  # embeddings/lm_head keep full states; projected matrices keep rank 128
-    assert phase(galore, "backward_layers")["gradients"] == 152064 * 3584 * 2  # layerwise: one tensor at a time
+    # layer-wise: one tensor's gradient at a time, the largest matrix's (stepped whole) or the LM head's (in slices)
+    assert phase(galore, "backward_layers")["gradients"] in (18944 * 3584 * 2, 152064 * 3584 * 2)
 
 
 @pytest.mark.parametrize("method,beta,has_reference", [

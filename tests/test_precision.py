@@ -139,7 +139,10 @@ def _train_bf16(tmp_path: Path, tiny_model_dir: Path, preset: str = "full", **kw
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", ["full-8bit", "galore", "qlora"])
 def test_each_full_parameter_rung_lands_its_updates_in_a_grpo_run(tmp_path: Path, tiny_model_dir: Path,
-                                                                 preset: str) -> None:
+                                                                 preset: str, monkeypatch) -> None:  # noqa: ANN001
+    import grpo_lite.precision.rounding as rounding
+
+    monkeypatch.setattr(rounding, "SR_CHUNK", 4096)  # the tiny model's embedding, MLP and head step in slices
     record = _train_bf16(tmp_path, tiny_model_dir, preset=preset)
     assert record["plan"]["preset"] == preset  # qlora: its bf16 adapters (TRL casts them)
     assert record["precision"]["weights"] == "bfloat16" and record["precision"]["update"] == "stochastic rounding"
@@ -160,3 +163,46 @@ def test_a_bf16_grpo_run_reports_updates_that_land(tmp_path: Path, tiny_model_di
     realized = [row["update/realized"] for row in record["history"] if "update/realized" in row]
     assert realized and max(realized) < 0.5
     assert any(issubclass(w.category, UpdatesLostWarning) for w in caught)
+
+
+@pytest.mark.parametrize("optim, args", [("adamw_torch", None), ("adamw_8bit", None),
+                                         ("galore_adamw_layerwise", "rank=8,update_proj_gap=2")])
+def test_a_tensor_stepped_in_slices_gets_exactly_the_whole_step(optim, args, base, grads, monkeypatch) -> None:  # noqa: ANN001
+    import grpo_lite.precision.rounding as rounding
+
+    def run(sliced: bool) -> tuple[torch.nn.Module, object]:
+        monkeypatch.setattr(rounding, "SR_CHUNK", 4096)  # the rounding noise comes in the same chunks either way
+        if not sliced:
+            monkeypatch.setattr(rounding, "sliceable", lambda *a: False)
+        torch.manual_seed(0)
+        model, _ = bf16_and_fp32_copies(base)
+        optimizer = _make(optim, "stochastic", args)(model)
+        for _ in range(3):
+            for n, p in model.named_parameters():
+                p.grad = grads[0][n].bfloat16()
+            step(optimizer)
+        monkeypatch.undo()
+        return model, optimizer
+
+    whole, whole_opt = run(sliced=False)
+    sliced, sliced_opt = run(sliced=True)
+    big = [n for n, p in sliced.named_parameters() if p.numel() > 4096]
+    assert "model.embed_tokens.weight" in big  # the embedding (and the MLP weights) were sliced
+    for (n, a), b in zip(whole.named_parameters(), sliced.parameters()):
+        assert a.dtype == b.dtype == torch.bfloat16 and torch.equal(a, b), n
+    inner = rounding.inner_optimizers(sliced_opt)
+    p = dict(sliced.named_parameters())["model.embed_tokens.weight"]
+    state = next(o.state[p] for o in inner if p in o.state)
+    tensors = [v for k, v in state.items() if isinstance(v, torch.Tensor) and v.numel() > 256]
+    assert tensors and all(t.numel() in (p.numel(), -(-p.numel() // 256)) for t in tensors)  # full-size state
+
+
+def test_a_galore_bf16_grpo_step_in_slices_lands_its_updates(base, grads, monkeypatch) -> None:  # noqa: ANN001
+    import grpo_lite.precision.rounding as rounding
+
+    monkeypatch.setattr(rounding, "SR_CHUNK", 4096)  # the tiny model's embedding and MLP weights go in slices
+    rung = next(p for p in LADDER if p.method == "galore")
+    reference = _make(rung.cpu_optim, "nearest", rung.galore_args)
+    got = realized_share(_make(rung.cpu_optim, "stochastic", rung.galore_args), *bf16_and_fp32_copies(base), grads,
+                         20, reference)
+    assert got.share >= 0.9, got

@@ -210,11 +210,12 @@ def test_gpu_only_savers_enter_when_installed(monkeypatch: pytest.MonkeyPatch) -
     assert cpu.settings["use_liger_kernel"] is False and cpu.settings["use_vllm"] is False
 
 
-def test_stochastic_rounding_costs_the_fp32_copy_of_the_largest_tensor() -> None:
-    # Qwen2.5-7B's untied 152k x 3584 embedding: 8 B/element stepped in fp32 (4.1 GiB) push GaLore past 24 GB;
-    # round-to-nearest fits there and loses most updates at lr 1e-6 (docs/presets.md)
-    with pytest.raises(DoesNotFitError, match=r"smallest budget that fits is \d+ GB \(preset galore\)"):
-        plan("Qwen/Qwen2.5-7B-Instruct", 24, method="galore")
+def test_galore_fits_a_7b_model_in_24_gb_with_updates_that_land() -> None:
+    # the GaLore paper's headline: Qwen2.5-7B full-parameter in 24 GB. Stochastic rounding steps the untied
+    # 152k x 3584 embedding in 4M-element fp32 slices, never whole (8 B x 545M = 4.1 GiB did not fit)
+    p = plan("Qwen/Qwen2.5-7B-Instruct", 24, method="galore")
+    assert p.fits and p.precision == {"weights": "bfloat16", "update": "stochastic rounding"}
+    assert p.estimate.total_gib + p.required_headroom_gib <= p.budget_gib  # type: ignore[operator]
     nearest = plan("Qwen/Qwen2.5-7B-Instruct", 24, method="galore", update_rounding="nearest")
     assert nearest.fits and nearest.precision == {"weights": "bfloat16", "update": "round to nearest"}
 

@@ -3,7 +3,8 @@
 Runs offline in well under 2 s for known architectures: no torch, trl, peft, bitsandbytes or
 datasets import on this path (torch only to detect a GPU when --budget-gb is omitted, or to count
 an unknown config's parameters on the meta device). ``--measure`` is the exception: it trains two
-real steps (:mod:`grpo_lite.cli.measure`).
+real steps (:mod:`grpo_lite.cli.measure`); so is ``--simulate``, which runs one step of the plan at
+full size on the meta device (:mod:`grpo_lite.simulation`, offline, seconds, no GPU).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, get_args
 from grpo_lite.cli.options import add_options, parse_set
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Sharding
+from grpo_lite.simulation.gpus import DEFAULT_GPU, GPU_ARCHES
 
 __all__ = ["add_parser", "run"]
 
@@ -45,6 +47,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="also run two real GRPO steps here with the planned settings (worst-case lengths) and "
                    "print planned vs measured per phase; needs the model on this machine (a local folder, a "
                    ".gguf file or a cached hub model) and takes minutes on CPU")
+    p.add_argument("--simulate", action="store_true",
+                   help="also simulate one GRPO step of the plan at full size on the meta device (no GPU, offline "
+                   "for known architectures, seconds) and print planned vs simulated per phase and component")
+    p.add_argument("--gpu", choices=tuple(GPU_ARCHES), default=DEFAULT_GPU,
+                   help="the GPU architecture --simulate takes its attention kernel from: sm86 (RTX 30xx, default), "
+                   "sm89 (RTX 40xx), sm80 (A100)")
+    p.add_argument("--padding", action=argparse.BooleanOptionalAction, default=True,
+                   help="whether --simulate's batches carry padding (real ones do; default on): padded batches "
+                   "pass a mask and run the memory-efficient attention kernel, unpadded ones flash")
     add_options(p, "set")
     p.add_argument("--write", metavar="FILE", default=None,
                    help="also write the plan as a recipe (YAML, each setting with its memory cost) that "
@@ -90,15 +101,21 @@ def run(args: argparse.Namespace) -> int:
                     max_prompt_length=args.max_prompt_length, **fixed)
     if args.write:
         _write_recipe(the_plan, args.write)
-    row = None
+    row = sim = None
     if args.measure:
         from grpo_lite.cli.measure import measure_plan
 
         row = measure_plan(the_plan)
+    if args.simulate:
+        from grpo_lite.simulation.run import simulate
+
+        sim = simulate(the_plan, gpu=args.gpu, padded=args.padding)
     if args.json:
         data = the_plan.to_dict()
         if row is not None:
             data["measured"] = _measured_json(row)
+        if sim is not None:
+            data["simulated"] = sim.to_dict()
         print(json.dumps(data, indent=2, default=str))
         return 0
     from rich.console import Console
@@ -108,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
     Console().print(plan_table(the_plan))
     if row is not None:
         Console().print(measured_table(row))
+    if sim is not None:
+        from grpo_lite.simulation.report import simulation_tables
+
+        Console().print(simulation_tables(sim))
     return 0
 
 

@@ -36,7 +36,7 @@ CATEGORY_COMPONENT: dict[str, str] = {
     "optimizer_temp": "optimizer_step", "temporary": "work_buffers", "monitor": "update_monitor",
 }
 # components outside the tensors: the process (CPU) or the device (CUDA); not in tensor-level phases
-PROCESS_COMPONENTS = ("cuda_context", "allocator_reserve", "process_baseline", "heap_slack")
+PROCESS_COMPONENTS = ("cuda_context", "allocator_reserve", "kernel_scratch", "process_baseline", "heap_slack")
 COMPARED_PHASES = ("generation", "scoring", "backward_head", "backward_layers", "optimizer_step")
 
 

@@ -59,6 +59,7 @@ COMPONENTS: dict[str, str] = {
     "kv_cache": "generation KV cache",
     "work_buffers": "forward working set, dequantized weights",
     "optimizer_step": "optimizer step temporaries",
+    "kernel_scratch": "scratch inside fused kernels (attention backward), outside any tensor",
     "allocator_reserve": "allocator fragmentation (reserved, unallocated)",
     "heap_slack": "glibc heap pages kept after frees, minus buffer pages never touched (CPU)",
 }
@@ -144,8 +145,9 @@ def _phase(name: PhaseName, terms: dict[str, T.Term], arch: Architecture, s: Ste
     """Order the components; add the allocator's share of the transient bytes (CUDA) or the heap's (CPU)."""
     transient = math.fsum(t.bytes for key, t in terms.items() if key not in _PERSISTENT)
     if s.device == "cuda":
-        terms = {**terms, "allocator_reserve": T.Term(T.FRAGMENTATION * transient,
-                                                      f"{T.FRAGMENTATION:.0%} of {transient / GIB:.2f} GiB transient")}
+        reserve = f"{T.FRAGMENTATION:.0%} of {transient / GIB:.2f} GiB transient: the caching allocator's " \
+                  "reserved-but-unallocated share"
+        terms = {**terms, "allocator_reserve": T.Term(T.FRAGMENTATION * transient, reserve)}
     else:
         head = name in ("backward_head", "scoring") and "logits" in terms
         untouched = K.untouched_buffer(arch, s) if head else 0.0
@@ -165,13 +167,17 @@ def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.T
     """
     acts = K.activations(arch, s, recompute=True)
     working = K.backward_working_set(arch, s)
-    extra = {**extra, "work_buffers": T.Term(extra["work_buffers"].bytes + working.bytes,
-                                             f"{working.detail}; {extra['work_buffers'].detail}")}
+    extra = {**extra, "work_buffers": working}
     grads = with_grads["gradients"]
-    if s.grads_before_backward or s.optimizer.layerwise:
+    head = K.head_weight_grad(arch, s)
+    if s.optimizer.layerwise:
+        return _layerwise_peak(arch, s, with_grads, extra, acts)
+    if s.grads_before_backward:
+        if arch.tied and head:  # autograd sums the tied weight's two gradients before accumulating them
+            extra = {**extra, "logits": T.Term(head, "the tied LM head's weight gradient, pending until the "
+                                                     "embedding's")}
         return {**with_grads, **extra, "activations": acts}
     saved = K.saved_activations(arch, s).saved
-    head = K.head_weight_grad(arch, s)
     if saved >= grads.bytes - head:
         if arch.tied and head:  # the head's weight gradient waits for the embedding's before it accumulates
             return {**with_grads, **extra, "activations": acts, "gradients": T.Term(0.0, "none yet"),
@@ -180,6 +186,35 @@ def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.T
                 "gradients": T.Term(head, "the LM head's weight gradient" if head else "none yet")}
     return {**with_grads, **extra, "activations": T.Term(acts.bytes - saved, "the last block's"),
             "gradients": T.Term(grads.bytes, f"{grads.detail}, all there by the end of backward")}
+
+
+def _layerwise_peak(arch: Architecture, s: StepSettings, with_grads: dict[str, T.Term], extra: dict[str, T.Term],
+                    acts: T.Term) -> dict[str, T.Term]:
+    """A layer-wise optimizer steps each tensor inside backward as its gradient arrives. The larger of two moments:
+    a block's backward (recomputed block, working set, its largest matrix's gradient and step) and a
+    vocabulary-sized gradient with its step when no block is being recomputed (the untied head's at the start;
+    the tied one's at the end: the head's part, the embedding's and their sum)."""
+    pb, head = s.weight_bytes, K.head_weight_grad(arch, s)
+    out, inp = T.largest_projected(arch)
+    block_step = T.projected_step(arch, s) if s.optimizer.galore else T.elementwise_step(arch, s, out * inp)
+    block = {**with_grads, **extra, "activations": acts,
+             "gradients": T.Term(out * inp * pb, f"the {out}x{inp} matrix's gradient, stepped as it arrives"),
+             "optimizer_step": block_step}
+    if arch.tied and head:
+        block["logits"] = T.Term(head, "the tied LM head's weight gradient, pending until the embedding's")
+    copies = 3 if arch.tied else 1
+    vocab = {**with_grads, **extra, "work_buffers": T.Term(0.0, "none"),
+             "activations": T.Term(0.0, "none left") if arch.tied else
+             T.Term(K.saved_activations(arch, s).saved, "every block's, before the first block's backward"),
+             "gradients": T.Term(copies * arch.embedding_params * pb,
+                                 "the tied embedding's gradient: the head's part, its own and their sum" if arch.tied
+                                 else "the LM head's gradient, stepped as it arrives"),
+             "optimizer_step": T.elementwise_step(arch, s, arch.embedding_params)}
+    return block if _sum(block) >= _sum(vocab) else vocab
+
+
+def _sum(terms: dict[str, T.Term]) -> float:
+    return math.fsum(t.bytes for t in terms.values())
 
 
 def _sampling_peak(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
@@ -198,7 +233,8 @@ def _sampling_peak(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
 def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
     """Assemble every phase of a step from the component formulas."""
     if s.device == "cuda":
-        base = {"cuda_context": T.Term(T.CUDA_CONTEXT_BYTES, "per process, outside the allocator")}
+        base = {"cuda_context": T.Term(T.CUDA_CONTEXT_BYTES, "per process: the CUDA context, outside the "
+                                                             "allocator, and the cuBLAS workspaces")}
     else:
         base = {"process_baseline": T.process_baseline(s)}
     persistent = {**base, "weights": T.weights(arch, s), "reference_model": T.reference_model(arch, s),
@@ -223,10 +259,12 @@ def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
     phases.append(_phase("backward_head", {
         **before, "gathered_weights": blocks, "activations": K.activations(arch, s, recompute=False),
         "logits": K.logits(arch, s)}, arch, s))
-    extra = {"gathered_weights": blocks, "work_buffers": T.work_buffers(arch, s, tokens=0, seq=0)}
-    if s.optimizer.layerwise:
-        extra["optimizer_step"] = T.optimizer_step(arch, s)
-    phases.append(_phase("backward_layers", _layers_phase(arch, s, with_grads, extra), arch, s))
+    # a dequantized 4-bit weight lives inside its matmul's backward, beside one I-sized gradient: below the peak
+    extra = {"gathered_weights": blocks, "work_buffers": T.Term(0.0, "none")}
+    layers = _layers_phase(arch, s, with_grads, extra)
+    if s.device == "cuda":
+        layers["kernel_scratch"] = K.kernel_scratch(arch, s)
+    phases.append(_phase("backward_layers", layers, arch, s))
     if not s.optimizer.layerwise:
         phases.append(_phase("optimizer_step", {**with_grads, "optimizer_step": T.optimizer_step(arch, s)}, arch, s))
     return tuple(phases)
@@ -237,6 +275,10 @@ def _notes(s: StepSettings) -> tuple[str, ...]:
     if s.device == "cpu":
         notes.append("CPU: float32 unless told otherwise; the estimate is the process's peak resident memory "
                      "(interpreter and libraries included); train() sets glibc's mmap threshold to 64 KiB")
+    if s.device == "cuda" and s.dtype == "float32" and (s.bf16 or s.fp16):
+        notes.append("float32 weights under 16-bit autocast: activations and the KV cache are planned at 2 bytes, "
+                     "but the residual stream stays float32 (and a PEFT model samples outside autocast): expect up "
+                     "to ~20% more (simulated at SmolLM2-360M LoRA); load bfloat16 weights, or check with --simulate")
     if s.use_liger_kernel:
         notes.append("use_liger_kernel in TRL 1.16 patches RMSNorm/SwiGLU/RoPE only: the log-prob head is "
                      "already chunked by TRL, so liger saves activation memory, not logits")

@@ -44,6 +44,8 @@ class OptimizerSpec:
             gradient_accumulation_steps=1 and no DDP).
         step_temp: the step allocates one parameter-sized temporary (PyTorch foreach AdamW's sqrt).
         cuda_only: fails without CUDA.
+        embedding_32bit: a bitsandbytes optimizer: transformers' ``create_optimizer`` registers every
+            ``nn.Embedding`` weight for 32-bit state (8 bytes per parameter), whatever ``optim_bits``.
         summary: one-line trade-off.
     """
 
@@ -54,6 +56,7 @@ class OptimizerSpec:
     layerwise: bool = False
     step_temp: bool = False
     cuda_only: bool = False
+    embedding_32bit: bool = False
     summary: str = ""
 
 
@@ -61,11 +64,13 @@ OPTIMIZERS: tuple[OptimizerSpec, ...] = (
     OptimizerSpec("adamw_torch_fused", "param", summary="PyTorch fused AdamW, states in the weights' dtype"),
     OptimizerSpec("adamw_torch", "param", step_temp=True,
                   summary="PyTorch foreach AdamW: states in the weights' dtype, one weight-sized temporary per step"),
-    OptimizerSpec("adamw_8bit", "int8", summary="bitsandbytes blockwise 8-bit AdamW: 2 bytes/param of state"),
-    OptimizerSpec("adamw_bnb_8bit", "int8", summary="alias of adamw_8bit"),
-    OptimizerSpec("paged_adamw_8bit", "int8", paged=True,
+    OptimizerSpec("adamw_8bit", "int8", embedding_32bit=True,
+                  summary="bitsandbytes blockwise 8-bit AdamW: 2 bytes/param of state (embeddings 8)"),
+    OptimizerSpec("adamw_bnb_8bit", "int8", embedding_32bit=True, summary="alias of adamw_8bit"),
+    OptimizerSpec("paged_adamw_8bit", "int8", paged=True, embedding_32bit=True,
                   summary="8-bit AdamW in paged (unified) memory: spills to CPU instead of failing"),
-    OptimizerSpec("paged_adamw_32bit", "fp32", paged=True, summary="fp32 AdamW states in paged memory"),
+    OptimizerSpec("paged_adamw_32bit", "fp32", paged=True, embedding_32bit=True,
+                  summary="fp32 AdamW states in paged memory"),
     OptimizerSpec("galore_adamw", "param", galore=True, summary="GaLore AdamW: rank-r states for target matrices"),
     OptimizerSpec("galore_adamw_layerwise", "param", galore=True, layerwise=True,
                   summary="GaLore AdamW updated per layer inside backward: no gradient buffer"),

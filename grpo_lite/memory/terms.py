@@ -145,6 +145,11 @@ def optimizer_state(arch: Architecture, s: StepSettings) -> Term:
         rest = n - projected - small
         b += state_bytes(opt, rest, state_pb) + small_state
         detail = f"{opt.name}: rank-{g.rank} states for {projected:,} params, full states for {rest + small:,}"
+    elif opt.embedding_32bit and opt.state == "int8":
+        emb = arch.embedding_params  # transformers keeps nn.Embedding in 32-bit state (tied: the head too)
+        b = state_bytes(opt, n - small - emb, state_pb) + small_state + 8.0 * emb
+        detail = (f"{opt.name}: {n - emb:,} params x {_state_label(opt.state, state_pb)}; the {emb:,}-parameter "
+                  "embedding in 32-bit state (8 B: transformers' override for bitsandbytes)")
     else:
         b = state_bytes(opt, n - small, state_pb) + small_state
         detail = f"{opt.name}: {n:,} params x {_state_label(opt.state, state_pb)}"
@@ -198,24 +203,78 @@ def _state_label(state: str, param_bytes: float) -> str:
 
 def optimizer_step(arch: Architecture, s: StepSettings) -> Term:
     """Temporaries of the step: foreach AdamW's sqrt buffer, GaLore's SVD of the largest matrix; under
-    stochastic rounding the step runs one parameter at a time on fp32 copies of it and its gradient."""
+    stochastic rounding the step runs one tensor (or slice) at a time on fp32 copies of it and its gradient."""
     n, largest, pb = trainable(arch, s)
-    if s.rounds_stochastically:
-        inner = _step_temporaries(arch, s, largest, largest, 4)
-        noise = 6 * min(SR_CHUNK, largest)  # int32 noise + bf16 result of one chunk, after the inner step's
-        return Term(8 * largest + max(inner.bytes, noise),
-                    f"stochastic rounding: fp32 copy of the largest tensor and its gradient ({largest:,} x 8 B), "
-                    f"then the larger of: {inner.detail}; rounding noise of one chunk")
-    return _step_temporaries(arch, s, n, largest, pb)
+    if not s.rounds_stochastically:
+        return _step_temporaries(arch, s, n, largest, pb)
+    sliced = elementwise_step(arch, s, _largest_elementwise(arch, s, largest))
+    if not (s.optimizer.galore and not s.is_peft):
+        return sliced
+    projected = projected_step(arch, s)  # GaLore's projected matrices are stepped whole
+    return projected if projected.bytes > sliced.bytes else sliced
+
+
+def _largest_elementwise(arch: Architecture, s: StepSettings, largest: int) -> int:
+    """The largest tensor whose update is element-wise: under GaLore the embedding (its matrices are projected)."""
+    return arch.embedding_params if s.optimizer.galore and not s.is_peft else largest
+
+
+def elementwise_step(arch: Architecture, s: StepSettings, numel: int) -> Term:
+    """The step of one tensor of ``numel`` elements whose update is element-wise; under stochastic rounding
+    one slice of at most SR_CHUNK elements at a time, on fp32 copies (grpo_lite.precision.rounding)."""
+    if not s.rounds_stochastically:
+        return _elementwise_temporaries(s, numel, s.weight_bytes)
+    size = min(SR_CHUNK, numel)
+    inner = _elementwise_temporaries(s, size, 4)
+    return Term(8 * size + max(inner.bytes, 6 * size),  # fp32 slice and its gradient; then the step, or the noise
+                f"stochastic rounding: fp32 copies of one slice and its gradient ({size:,} x 8 B, tensors over "
+                f"{SR_CHUNK:,} elements go in slices), then the larger of: {inner.detail}; the rounding noise")
+
+
+def _elementwise_temporaries(s: StepSettings, size: int, pb: float) -> Term:
+    """Temporaries of an element-wise step of ``size`` elements (one tensor visible to the optimizer)."""
+    opt = s.optimizer
+    if opt.galore and opt.state == "param":  # galore_torch's AdamW: sqrt(v) + eps, then m / that
+        return Term(2.0 * pb * size, f"GaLore's AdamW: 2 temporaries of {size:,} x {pb:g} B")
+    if opt.step_temp and s.device == "cpu":
+        return Term(2.0 * pb * size, f"single-tensor AdamW: sqrt(v) and the update, {size:,} x {pb:g} B each")
+    if opt.step_temp:
+        return Term(pb * size, f"foreach AdamW's sqrt(v) of one tensor: {size:,} x {pb:g} B")
+    return Term(0.0, f"{opt.name}: in place")
+
+
+def largest_projected(arch: Architecture) -> tuple[int, int]:
+    """``(out, in)`` of the largest decoder matrix: the largest one GaLore projects."""
+    _, out, inp = max(arch.linear_shapes(), key=lambda t: t[1] * t[2])
+    return out, inp
+
+
+def projected_step(arch: Architecture, s: StepSettings) -> Term:
+    """GaLore's step of its largest projected matrix (``L`` elements, ``k = min(out, in)``), stepped whole.
+
+    Its SVD (every ``update_proj_gap`` steps) makes U ``[out, k]`` and Vh ``[k, in]`` in fp32; the projector keeps
+    one of them (what it slices: Vh when ``out >= in``), the update is projected back to full size. Under
+    stochastic rounding the matrix and its gradient are fp32 copies (8 B per element), and galore_torch's 8-bit
+    AdamW clones the weight first (``saved_data``, 4 B).
+    """
+    out, inp = largest_projected(arch)
+    big, k = out * inp, min(out, inp)
+    kept = 4 * k * (inp if out >= inp else out)
+    svd = 4 * (out * k + k * inp)
+    if not s.rounds_stochastically:
+        pb = s.weight_bytes
+        b = 4 * big + svd + pb * big
+        return Term(b, f"GaLore SVD of a {out}x{inp} gradient in fp32 (copy, U, Vh) + full-size update")
+    b = max(12 * big + kept, 8 * big + svd)
+    how = "the weight's saved_data clone" if s.optimizer.state == "int8" else "the projected-back update"
+    return Term(b, f"GaLore, stochastic rounding: the {out}x{inp} matrix stepped whole: fp32 copies of it and its "
+                   f"gradient (8 B), {how} (4 B) and the kept SVD factor, or both factors during the SVD")
 
 
 def _step_temporaries(arch: Architecture, s: StepSettings, n: int, largest: int, pb: float) -> Term:
     opt = s.optimizer
     if opt.galore and not s.is_peft:
-        _, out, inp = max(arch.linear_shapes(), key=lambda t: t[1] * t[2])
-        k = min(out, inp)
-        svd = 4 * (out * inp + out * k + k * inp) + pb * out * inp
-        return Term(svd, f"GaLore SVD of a {out}x{inp} gradient in fp32 (copy, U, Vh) + full-size update")
+        return projected_step(arch, s)
     if opt.step_temp and s.device == "cpu":  # foreach is PyTorch's default only when every tensor is on CUDA
         return Term(2 * largest * pb, f"single-tensor AdamW: sqrt(v) and the update of the largest tensor "
                                       f"({largest:,} x {pb} B) x 2")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["HEAD_BWD_TILES", "HEAD_FWD_TILES", "Packing", "activations", "head_tokens", "logits", "packing",
            "per_layer_token_bytes", "saved_activations", "scoring_head", "head_weight_grad", "SavedActivations",
-           "backward_working_set", "untouched_buffer"]
+           "backward_working_set", "consumed_first", "kernel_scratch", "untouched_buffer"]
 
 HEAD_FWD_TILES = 3  # fp32 tiles alive at the torch fold's forward high point (z, exp(z - max), e * z)
 HEAD_BWD_TILES = 7  # fp32 tiles alive in its backward (y, z, log_p, p, grad, is_target.float(), difference)
@@ -121,6 +121,17 @@ def per_layer_token_bytes(arch: Architecture, s: StepSettings, seq: int) -> tupl
     return total, f"{total:,.0f} B/token/layer"
 
 
+def consumed_first(arch: Architecture, s: StepSettings) -> float:
+    """Bytes per token of the MLP product a block keeps for ``down_proj`` (or the copy its ``lora_A`` keeps): the
+    first saved tensor a block's backward frees, before the I-sized gradients of the working set exist."""
+    separate = s.is_peft and (lora_copy_bytes(s) > 0 or s.lora_dropout > 0)
+    if not separate:
+        return float(s.act_bytes * arch.intermediate)
+    down = [inp for name, _, inp in lora_targets(arch, s) if name == "down_proj"]
+    copy = lora_copy_bytes(s) or s.act_bytes
+    return float(copy * down[0]) if down else 0.0
+
+
 def _final_norm(arch: Architecture, s: StepSettings) -> float:
     """Per token: the final norm's fp32 input copy (+ ``x * rsqrt`` when its weight trains)."""
     e, h = s.act_bytes, arch.hidden
@@ -134,15 +145,19 @@ class SavedActivations:
     """The activation bytes of one micro-batch, by role (worst-case lengths).
 
     Attributes:
-        saved: what the blocks and the final norm keep for backward (checkpoints only, when checkpointing).
+        saved: what the blocks keep for backward (checkpoints only, when checkpointing).
+        final_norm: what the final norm keeps (freed by its backward, before the blocks').
         recomputed: one block's saved tensors, recomputed in backward (checkpointing), else 0.
+        consumed: the block's MLP product, freed first in the block's backward (:func:`consumed_first`).
         working: the backward working set of one block, ``3 e I + 4 h`` per token (``+ 4 h`` when ``e`` is 2).
         head_input: the LM head's saved input, ``e x N x h`` (freed once the head's backward ran).
         detail: how ``saved`` was computed.
     """
 
     saved: float
+    final_norm: float
     recomputed: float
+    consumed: float
     working: float
     head_input: float
     detail: str
@@ -154,7 +169,7 @@ def saved_activations(arch: Architecture, s: StepSettings) -> SavedActivations:
     tokens, e, h = pack.tokens, s.act_bytes, arch.hidden
     per_layer, per_detail = per_layer_token_bytes(arch, s, pack.seq)
     where = f"{pack.groups} packed rows x {pack.seq} = {tokens:,} tokens" if s.shared_prefix else f"{tokens:,} tokens"
-    saved = _final_norm(arch, s) * tokens
+    saved = 0.0
     recomputed = 0.0
     if s.gradient_checkpointing:
         saved += arch.layers * e * h * tokens
@@ -169,21 +184,25 @@ def saved_activations(arch: Architecture, s: StepSettings) -> SavedActivations:
     n = head_tokens(s)
     # one block's backward: three I-sized gradients, the residual's gradient in fp32 (+ its 16-bit twin)
     working = (3 * e * arch.intermediate + 4 * h + (4 * h if e != 4 else 0)) * tokens
-    return SavedActivations(saved, recomputed, working, e * n * h, detail)
+    return SavedActivations(saved, _final_norm(arch, s) * tokens, recomputed, consumed_first(arch, s) * tokens,
+                            working, e * n * h, detail)
 
 
 def activations(arch: Architecture, s: StepSettings, *, recompute: bool) -> Term:
     """Saved activations of one micro-batch (worst-case lengths).
 
     Args:
-        recompute: at the backward through the blocks (True: the head's saved input is gone; add the
-            recomputed block) or at the LM head (False). The backward working set is
-            :func:`backward_working_set`.
+        recompute: at a block's backward (True: the head's input and the final norm's are gone; the block is
+            recomputed when checkpointing; its MLP product is consumed first) or at the LM head (False). The
+            backward working set is :func:`backward_working_set`.
     """
     a = saved_activations(arch, s)
     if not recompute:
-        return Term(a.saved + a.head_input, a.detail + f" + the head's input ({head_tokens(s):,} x {arch.hidden})")
-    return Term(a.saved + a.recomputed, a.detail + (" + one recomputed layer" if a.recomputed else ""))
+        return Term(a.saved + a.final_norm + a.head_input,
+                    a.detail + f" + the final norm + the head's input ({head_tokens(s):,} x {arch.hidden})")
+    block = " + one recomputed layer" if a.recomputed else ""
+    return Term(a.saved + a.recomputed - a.consumed,
+                a.detail + block + ", less the block's MLP product (consumed first by its backward)")
 
 
 def backward_working_set(arch: Architecture, s: StepSettings) -> Term:
@@ -212,7 +231,7 @@ def logits(arch: Architecture, s: StepSettings) -> Term:
     detail = f"{n:,} scored tokens: {min(n, TOKEN_TILE)}x{VOCAB_TILE} buffer, fp32 grad of hidden"
     if not s.is_peft:
         b += 4 * arch.vocab * h
-        w = 0 if s.optimizer.layerwise else s.weight_bytes
+        w = s.weight_bytes  # TRL returns grad_weight.to(weight.dtype), layer-wise optimizers or not
         casts += (w if w != 4 else 0) * arch.vocab * h
         detail += f" + fp32 grad of lm_head ({arch.vocab:,}x{h})"
     if s.device == "cuda":
@@ -249,3 +268,14 @@ def untouched_buffer(arch: Architecture, s: StepSettings) -> float:
     touched = min(row, math.ceil(arch.vocab * ec / PAGE) * PAGE)
     return float(min(head_tokens(s), TOKEN_TILE) * (row - touched))
 
+
+
+def kernel_scratch(arch: Architecture, s: StepSettings) -> Term:
+    """CUDA: what the attention backward allocates inside its kernel, beyond its inputs and outputs, for one layer
+    at a time: an fp32 accumulator of the queries' gradient, ``4 x tokens x q`` (FlashAttention-2's ``dq_accum``,
+    the memory-efficient kernel's gradQ workspace). No tensor-level simulation sees it: a named constant."""
+    if s.device != "cuda":
+        return Term(0.0, "CPU: no fused attention kernel")
+    tokens = packing(s).tokens
+    return Term(4.0 * tokens * arch.q_dim, f"attention backward's fp32 query-gradient accumulator: {tokens:,} tokens "
+                                           f"x {arch.q_dim} x 4 B, one layer at a time (FlashAttention-2 dq_accum)")

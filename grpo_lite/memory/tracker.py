@@ -238,12 +238,24 @@ class TensorTracker(TorchDispatchMode):
         if p.grad is not None:
             self.register(p.grad, "gradient")
 
-    def track_optimizer(self, optimizer: Any) -> None:
-        """Register (or retag) every optimizer state tensor."""
-        for state in optimizer.state.values():
+    def track_optimizer(self, optimizer: Any, *, stepped_only: bool = False) -> None:
+        """Register (or retag) every optimizer state tensor, and the tensors of state objects (GaLore's
+        projector). ``stepped_only``: only the state of parameters that have a gradient now (the ones a
+        step just updated: one at a time under stochastic rounding or a layer-wise optimizer)."""
+        if stepped_only:
+            states = [optimizer.state[p] for g in optimizer.param_groups for p in g["params"]
+                      if p.grad is not None and p in optimizer.state]
+        else:
+            states = list(optimizer.state.values())
+        for state in states:
             for value in state.values():
                 if isinstance(value, torch.Tensor):
                     self.register(value, "optimizer_state")
+                elif hasattr(value, "__dict__") and not isinstance(value, type):
+                    for inner in vars(value).values():
+                        for t in inner if isinstance(inner, (list, tuple)) else (inner,):
+                            if isinstance(t, torch.Tensor):
+                                self.register(t, "optimizer_state")
 
     # ---- segments -------------------------------------------------------------------------------
     def _check_peak(self) -> None:
@@ -271,7 +283,8 @@ class TensorTracker(TorchDispatchMode):
         self._saved_hooks.__enter__()
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        self._hooks.append(register_optimizer_step_post_hook(lambda opt, _a, _k: self.track_optimizer(opt)))
+        self._hooks.append(register_optimizer_step_post_hook(
+            lambda opt, _a, _k: self.track_optimizer(opt, stepped_only=True)))
         self._seg_start = self._seg_peak = self.live
         self._seg_cats = dict(self.by_category)
         self._seg_cat_max = dict(self.by_category)

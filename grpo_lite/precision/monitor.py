@@ -45,7 +45,7 @@ from torch import Tensor, nn
 from transformers import TrainerCallback
 
 from grpo_lite.memory.optimizers import MONITOR_ELEMENTS, MONITOR_TENSORS
-from grpo_lite.precision.rounding import inner_optimizers, state_nbytes, unwrap
+from grpo_lite.precision.rounding import inner_optimizers, is_elementwise, state_nbytes, unwrap
 
 __all__ = ["LOST_UPDATES_HINT", "MetricsSink", "UpdateMonitor", "UpdatesLostWarning"]
 
@@ -78,7 +78,7 @@ class _Probe:
     hparams: dict[str, Any] | None = None
     applied: Tensor = field(init=False)
     intended: Tensor = field(init=False)
-    step_ratio_sum: float = 0.0
+    step_ratio_sum: float | Tensor = 0.0
     steps: int = 0
 
     def __post_init__(self) -> None:
@@ -99,8 +99,7 @@ class _Probe:
         return full.reshape(-1)[self.index]
 
     def capture(self, grad: Tensor, hparams: dict[str, Any]) -> None:
-        g = grad.detach().float()
-        g = self.take(g) if self.elementwise else g
+        g = (self.take(grad.detach()) if self.elementwise else grad.detach()).float()  # sample, then cast
         self.grad = g.clone() if self.grad is None else self.grad + g
         self.hparams = hparams
 
@@ -227,7 +226,8 @@ class UpdateMonitor(TrainerCallback):
             intended = (shadow if probe.elementwise else probe.take(shadow)) - probe.before
             probe.applied += applied
             probe.intended += intended
-            probe.step_ratio_sum += float(intended.norm() / probe.before.norm().clamp_min(1e-30))
+            # a tensor until the window is logged: no device sync per step (and a step on meta tensors runs)
+            probe.step_ratio_sum = probe.step_ratio_sum + intended.norm() / probe.before.norm().clamp_min(1e-30)
             probe.steps += 1
             probe.before, probe.grad = None, None
 
@@ -284,16 +284,13 @@ def _window_metrics(probes: list[_Probe]) -> dict[str, float]:
     return {
         "update/realized": share,
         "update/realized_stderr": stderr,
-        "update/relative_step": sum(p.step_ratio_sum for p in probes) / steps,
+        "update/relative_step": sum(float(p.step_ratio_sum) for p in probes) / steps,
     }
 
 
 # ---- the replay's plumbing: who owns a parameter, whether its update is element-wise, a clone of its optimizer over
 # an fp32 shadow, and which elements to sample
 KAHAN_KEYS = ("kahan_comp",)  # torch-optimi's Kahan summation buffer
-_MIXING_MARKERS = ("rank",)  # param-group keys of GaLore / APOLLO: their update is not element-wise
-_MIXING_CLASSES = ("Adafactor", "Muon", "Shampoo", "SOAP")
-
 
 
 def owner(optimizer: Any, p: Tensor) -> tuple[torch.optim.Optimizer, dict[str, Any]]:
@@ -303,13 +300,6 @@ def owner(optimizer: Any, p: Tensor) -> tuple[torch.optim.Optimizer, dict[str, A
             if any(q is p for q in group["params"]):
                 return inner, group
     raise LookupError("parameter not found in the optimizer")
-
-
-def is_elementwise(inner: torch.optim.Optimizer, group: dict[str, Any]) -> bool:
-    """Whether each element's update depends on that element only (not GaLore/APOLLO projections, not
-    factored or orthogonalizing optimizers): then a sample of elements can be replayed."""
-    name = type(inner).__name__
-    return not any(k in group for k in _MIXING_MARKERS) and not any(m in name for m in _MIXING_CLASSES)
 
 
 def hyperparameters(group: dict[str, Any]) -> dict[str, Any]:

@@ -13,12 +13,20 @@ bitsandbytes 8-bit, GaLore, layer-wise optimizers): for each bf16 parameter it r
 ``step`` on a transient fp32 copy of that one parameter (and its gradient), then writes the result
 back into the bf16 storage with SR, in chunks. The optimizer's maths is unchanged.
 
+Tensors larger than :data:`SR_CHUNK` elements whose update is element-wise (AdamW, bitsandbytes'
+blockwise 8-bit and 32-bit Adam, GaLore's plain AdamW for the tensors it does not project) are stepped
+in slices of :data:`SR_CHUNK` elements: the optimizer sees one flat slice of the parameter, of its
+gradient and of each of its state tensors (views; blockwise scales by whole blocks) at a time. Each
+element's update depends on that element and its own state only, so slicing changes no arithmetic;
+no fp32 copy of a whole embedding is ever held (Qwen2.5-7B's 545M-element embedding would need 4 GiB).
+Tensors whose update mixes elements (GaLore projections) are stepped whole.
+
 Costs, counted by the memory model (:mod:`grpo_lite.memory.terms`):
 
 - state the optimizer sizes from the parameter's dtype is created in fp32 (torch AdamW, GaLore AdamW:
   8 bytes per parameter instead of 4); 8-bit and fp32 states are unchanged;
-- transient: an fp32 copy of the parameter and of its gradient, one parameter at a time (8 bytes per
-  element of the largest trainable tensor), plus the rounding noise of one chunk.
+- transient: an fp32 copy of the parameter (or slice) and of its gradient, one at a time (8 bytes per
+  element of the largest slice or of the largest tensor stepped whole), plus the rounding noise of one chunk.
 
 Why not torchao's low-bit AdamW with ``bf16_stochastic_round=True``, or torch-optimi's Kahan
 summation: docs/presets.md (they cover one optimizer each and torchao needs ``torch.compile``; this
@@ -38,7 +46,7 @@ import torch
 from torch import Tensor
 
 from grpo_lite.memory.optimizers import (
-    SR_CHUNK,  # elements rounded at once (the memory model counts them)
+    SR_CHUNK,  # elements rounded at once, and the slice of a large element-wise tensor (the memory model counts them)
 )
 
 __all__ = [
@@ -46,11 +54,17 @@ __all__ = [
     "fp32_to_bf16_sr",
     "inner_optimizers",
     "install_update_rounding",
+    "is_elementwise",
     "state_nbytes",
     "unwrap",
 ]
 
 _UPPER16 = -65536  # 0xFFFF0000 as int32
+_MIXING_MARKERS = ("rank",)  # param-group keys of GaLore / APOLLO: their update is not element-wise
+_MIXING_CLASSES = ("Adafactor", "Muon", "Shampoo", "SOAP")
+BNB_BLOCK = 256  # bitsandbytes' blockwise optimizer state: one fp32 scale per 256 elements
+# per tensor, not per element: the step counter, bitsandbytes' quantization maps and update norm
+_SHARED_STATE = ("step", "qmap1", "qmap2", "unorm_vec")
 
 
 def fp32_to_bf16_sr(x: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -94,13 +108,34 @@ def _bf16_params_with_grad(optimizer: torch.optim.Optimizer) -> Iterator[Tensor]
 
 
 def _write_back(exact: Tensor, bf16: Tensor) -> None:
-    """Store the fp32 result of the step into ``bf16`` (the parameter's own storage), stochastically rounded."""
+    """Store the fp32 result of the step into ``bf16`` (the parameter's own storage, or a flat slice of it),
+    stochastically rounded."""
     flat_out, flat_in = bf16.view(-1), exact.reshape(-1)
     for start in range(0, flat_in.numel(), SR_CHUNK):  # chunks: the int32 noise stays small
         flat_out[start:start + SR_CHUNK].copy_(fp32_to_bf16_sr(flat_in[start:start + SR_CHUNK]))
 
 
-def _step_one_in_fp32(p: Tensor, step: Callable[..., Any]) -> Any:
+def is_elementwise(inner: torch.optim.Optimizer, group: dict[str, Any]) -> bool:
+    """Whether each element's update depends on that element only (not GaLore/APOLLO projections, not
+    factored or orthogonalizing optimizers)."""
+    name = type(inner).__name__
+    return not any(k in group for k in _MIXING_MARKERS) and not any(m in name for m in _MIXING_CLASSES)
+
+
+def _norm_clipped(inner: Any, p: Tensor) -> bool:
+    """bitsandbytes' update-norm clipping (``max_unorm``) scales a 32-bit-state tensor's update by whole-tensor
+    norms; its blockwise 8-bit update ignores it. (galore_torch's 8-bit AdamW passes its ``percentile_clipping=100``
+    where bitsandbytes 0.50 takes ``max_unorm``.)"""
+    args = getattr(inner, "args", None)
+    if args is None or not getattr(args, "max_unorm", 0.0):
+        return False
+    state = inner.state.get(p, {})
+    if "state1" in state:
+        return state["state1"].dtype != torch.uint8
+    return args.optim_bits == 32 or p.numel() < args.min_8bit_size
+
+
+def _step_one_in_fp32(inner: Any, p: Tensor, step: Callable[..., Any]) -> Any:
     """Run ``step`` with only ``p`` visible (as fp32 data and fp32 grad), then round back into p's storage."""
     bf16, grad = p.data, p.grad
     _swap(p, bf16.float(), grad.float())
@@ -111,7 +146,115 @@ def _step_one_in_fp32(p: Tensor, step: Callable[..., Any]) -> Any:
         working = p.data
         _swap(p, bf16, grad)
         _drop_references(p, working, bf16)
+        _compact_state(inner.state.get(p, {}))
     return result
+
+
+def _blocks(n: int) -> int:
+    return -(-n // BNB_BLOCK)
+
+
+def sliceable(inner: torch.optim.Optimizer, group: dict[str, Any], p: Tensor) -> bool:
+    """Whether ``p`` is stepped in slices: larger than a chunk, contiguous, an element-wise update, and every
+    state tensor either per element, per block of :data:`BNB_BLOCK`, or shared (the step, a quantization map)."""
+    n = p.numel()
+    if n <= SR_CHUNK or SR_CHUNK % BNB_BLOCK or not p.is_contiguous() or not is_elementwise(inner, group) or \
+            _norm_clipped(inner, p):
+        return False
+    for key, value in inner.state.get(p, {}).items():
+        if isinstance(value, Tensor) and key not in _SHARED_STATE and \
+                (value.numel() not in (n, _blocks(n)) or not value.is_contiguous()):
+            return False
+    return True
+
+
+def _role(key: str, value: Any, n: int) -> str:
+    """How a state entry of a flat tensor of ``n`` elements divides: ``element``, ``block`` or ``shared``."""
+    if not isinstance(value, Tensor) or key in _SHARED_STATE:
+        return "shared"
+    return "element" if value.numel() == n else "block" if value.numel() == _blocks(n) else "shared"
+
+
+def _slice_state(state: dict[str, Any], n: int, start: int, stop: int, step: Any) -> dict[str, Any]:
+    """The state of elements ``[start, stop)`` of a flat tensor of ``n``: views of the per-element and per-block
+    tensors, the shared ones as they are, and a fresh copy of the step counter (each slice steps it once)."""
+    out: dict[str, Any] = {}
+    for key, value in state.items():
+        role = _role(key, value, n)
+        if key == "step":
+            out[key] = step.clone() if isinstance(step, Tensor) else step
+        elif role == "element":
+            out[key] = value.view(-1)[start:stop]
+        elif role == "block":
+            out[key] = value[start // BNB_BLOCK:_blocks(stop)]
+        else:
+            out[key] = value
+    return out
+
+
+def _grow_state(inner: Any, like: Tensor, first: dict[str, Any], n_first: int) -> dict[str, Any]:
+    """Full-size state from the state the optimizer created for the first slice: the other slices start at
+    zero (torch's and bitsandbytes' own initial state), allocated as the optimizer allocates its buffers."""
+    full = {}
+    for key, value in first.items():
+        role = _role(key, value, n_first)
+        if role == "element":
+            make = getattr(inner, "get_state_buffer", None)  # bitsandbytes: paged when the optimizer pages
+            grown = make(like, dtype=value.dtype) if make is not None else \
+                torch.zeros(like.shape, dtype=value.dtype, device=value.device)
+            grown.view(-1)[:n_first].copy_(value.view(-1))
+        elif role == "block":
+            grown = torch.zeros(_blocks(like.numel()), dtype=value.dtype, device=value.device)
+            grown[:value.numel()].copy_(value)
+        else:
+            grown = value
+        full[key] = grown
+    return full
+
+
+def _step_in_slices(inner: Any, p: Tensor, step: Callable[..., Any]) -> Any:
+    """:func:`_step_one_in_fp32` for one :data:`SR_CHUNK`-element slice of ``p`` at a time (see the module notes).
+
+    The optimizer's state for ``p`` is swapped for a view of each slice's share while that slice steps; on the
+    first step the state the optimizer creates for the first slice is grown to full size.
+    """
+    bf16, grad = p.data, p.grad
+    flat, flat_grad, n = bf16.view(-1), grad.reshape(-1), bf16.numel()
+    state = inner.state[p]
+    fresh = len(state) == 0
+    before = state.get("step")
+    after, result = before, None
+    try:
+        for start in range(0, n, SR_CHUNK):
+            stop = min(start + SR_CHUNK, n)
+            share = {} if fresh and start == 0 else _slice_state(state, n, start, stop, before)
+            inner.state[p] = share
+            _swap(p, flat[start:stop].float(), flat_grad[start:stop].float())
+            try:
+                result = step()
+                _write_back(p.data, flat[start:stop])
+            finally:
+                _swap(p, bf16, grad)
+            after = share.get("step", after)
+            if fresh and start == 0:  # the other slices start where the first did: its counter before this step
+                state = _grow_state(inner, bf16, share, stop - start)
+                before = None if after is None else after - 1
+    finally:
+        if "step" in state:
+            state["step"] = after
+        inner.state[p] = state
+    return result
+
+
+def _compact_state(state: dict[str, Any]) -> None:
+    """Keep no view of a larger buffer in the state. GaLore's projector slices its SVD factor (``Vh[:rank]``) and
+    keeps the slice; from an fp32 gradient (the copy this wrapper steps) that slice is a view, which pins the
+    whole ``min(m, n)``-row factor: 5 GiB for a 3B model's projectors instead of 0.2."""
+    for value in state.values():
+        holder = vars(value) if hasattr(value, "__dict__") and not isinstance(value, (type, Tensor)) else None
+        for key, t in (holder or {}).items():
+            if isinstance(t, Tensor) and t.untyped_storage().nbytes() > t.numel() * t.element_size():
+                holder[key] = t.clone()
 
 
 def _drop_references(p: Tensor, working: Tensor, bf16: Tensor) -> None:
@@ -151,9 +294,13 @@ def _rounding_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
                 result = step()
                 for p in others:
                     p.grad = None
+            group_of = {id(p): g for g in optimizer.param_groups for p in g["params"]}
             for p in targets:
                 p.grad = grads[p]
-                result = _step_one_in_fp32(p, step)
+                if sliceable(optimizer, group_of[id(p)], p):
+                    result = _step_in_slices(optimizer, p, step)
+                else:
+                    result = _step_one_in_fp32(optimizer, p, step)
                 p.grad = None
         finally:
             for p, g in grads.items():

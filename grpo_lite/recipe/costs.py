@@ -12,7 +12,7 @@ the other optimizer family (8-bit <-> 32-bit states), the other load dtype. The 
 >>> from grpo_lite.planning.choose import plan
 >>> notes = setting_notes(plan("Llama-3.2-1B-Instruct", budget_gb=16))
 >>> notes["trl.optim"].text().split(";")[0]
-'optimizer_state 2.34 GiB'
+'optimizer_state 3.80 GiB'
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def setting_notes(plan: Plan) -> dict[str, SettingNote]:
 
 
 def peak_line(plan: Plan) -> str:
-    """``planned peak 12.30 GiB (backward_head) of 15.73 GiB usable: headroom 3.43 GiB (0.79 required)``."""
+    """``planned peak 13.76 GiB (backward_head) of 15.73 GiB usable per device: headroom 1.97 GiB (0.79 required)``."""
     est = plan.estimate
     if plan.budget_gib is None:
         return f"planned peak {est.total_gib:.2f} GiB ({est.peak_phase}), not checked against a budget"

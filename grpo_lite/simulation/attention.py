@@ -1,0 +1,110 @@
+"""The attention kernel a CUDA GPU runs for ``scaled_dot_product_attention``, called explicitly on meta tensors.
+
+On meta (as on CPU) ``scaled_dot_product_attention`` takes the math kernel, which keeps the ``B x H x S x S``
+scores for backward. A GPU picks a fused kernel at run time (torch's ``select_sdp_backend``,
+``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``), in this order:
+
+- **flash**: no mask, fp16/bf16, head size <= 256, compute capability 8.0 or newer (on 8.6 / 8.9, training
+  refuses head sizes in (192, 224]); keys and values may have fewer heads (native grouped-query attention).
+  Saves the output and an fp32 log-sum-exp per query.
+- **efficient** (memory-efficient, CUTLASS): any mask, head size aligned to 8 (fp16/bf16) or 4 (fp32).
+  A boolean mask first becomes an additive bias in the query's dtype (``where(mask, 0, -inf)``), padded
+  to a multiple of 8 columns, which the kernel saves for backward: ``e x S`` bytes per query token.
+- **math**: everything else: the scores themselves.
+
+transformers passes a mask only when the batch is padded (or a custom 4-D mask, as the shared-prefix
+forward does), and expands keys and values to every head whenever it passes a mask. So *whether the batch
+is padded* decides the kernel; it is an input of the simulation (:class:`~grpo_lite.simulation.cuda.GpuChoices`).
+:func:`cuda_sdpa` reproduces that choice and calls the aten op the GPU would
+(``_scaled_dot_product_flash_attention`` / ``_scaled_dot_product_efficient_attention``), both of which have
+meta kernels and autograd formulas. Not seen: the kernels' own scratch (flash attention's fp32 ``dq``
+accumulator in backward), named ``kernel_scratch`` in the memory model.
+
+cuDNN attention (preferred by recent torch builds on compute capability 9.0 / 10.x) is not modelled:
+the architectures offered are the ones consumer and workstation cards have.
+
+>>> choose_kernel("sm86", torch.bfloat16, head_dim=64, masked=False, requires_grad=True)
+'flash'
+>>> choose_kernel("sm86", torch.bfloat16, head_dim=64, masked=True, requires_grad=True)
+'efficient'
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from grpo_lite.simulation.gpus import GPU_ARCHES, GpuArch
+
+__all__ = ["Kernel", "choose_kernel", "cuda_sdpa"]
+
+Kernel = Literal["flash", "efficient", "math"]
+_MASK_ALIGNMENT = 8  # the efficient kernel's bias columns (preprocess_mask in attention.cpp)
+
+
+def choose_kernel(arch: GpuArch, dtype: torch.dtype, *, head_dim: int, masked: bool, requires_grad: bool,
+                  dropout_p: float = 0.0, square_causal: bool = True) -> Kernel:
+    """The kernel torch's CUDA dispatcher picks (flash, then efficient, then math), for dense inputs."""
+    if arch not in GPU_ARCHES:
+        raise ValueError(f"unknown GPU architecture {arch!r}; choose one of {', '.join(GPU_ARCHES)}")
+    low = dtype in (torch.float16, torch.bfloat16)
+    sm8x = arch in ("sm86", "sm89")
+    refused = sm8x and requires_grad and (192 < head_dim <= 224 or (head_dim > 224 and dropout_p > 0))
+    if not masked and low and head_dim <= 256 and not refused and square_causal:
+        return "flash"
+    if head_dim % (8 if low else 4) == 0:
+        return "efficient"
+    return "math"
+
+
+def _bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A boolean mask as the additive bias the fused kernels take (torch's ``convert_boolean_attn_mask``)."""
+    if mask.dtype != torch.bool:
+        return mask
+    return torch.where(mask, torch.zeros((), dtype=dtype, device=mask.device),
+                       torch.full((), float("-inf"), dtype=dtype, device=mask.device))
+
+
+def _aligned(bias: Tensor) -> Tensor:
+    """torch's ``preprocess_mask``: pad the bias to a multiple of 8 columns when its strides are not aligned."""
+    strides_ok = all(s % _MASK_ALIGNMENT == 0 for s in bias.stride()[:-1]) and bias.stride(-1) == 1
+    if strides_ok:
+        return bias
+    cols = bias.size(-1)
+    return F.pad(bias, (0, _MASK_ALIGNMENT - cols % _MASK_ALIGNMENT))[..., :cols]
+
+
+def cuda_sdpa(arch: GpuArch, calls: Counter[str], dtype: torch.dtype | None = None):  # noqa: ANN201
+    """A drop-in ``scaled_dot_product_attention`` that runs the kernel a GPU of ``arch`` would, counting each
+    choice in ``calls`` (``"flash"``, ``"efficient (no grad)"``...). ``dtype``: cast q, k, v to it first
+    (autocast puts ``scaled_dot_product_attention`` on its lower-precision list); None: leave them."""
+
+    def sdpa(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+             is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Tensor:
+        if dtype is not None and query.dtype != dtype and query.is_floating_point():
+            query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
+        grad = query.requires_grad or key.requires_grad or value.requires_grad
+        square = not is_causal or query.size(-2) == key.size(-2)
+        kernel = choose_kernel(arch, query.dtype, head_dim=query.size(-1), masked=attn_mask is not None,
+                               requires_grad=grad, dropout_p=dropout_p, square_causal=square)
+        calls[kernel if grad else f"{kernel} (no grad)"] += 1
+        if kernel == "flash":
+            return torch.ops.aten._scaled_dot_product_flash_attention(
+                query, key, value, dropout_p, is_causal, False, scale=scale)[0]
+        if enable_gqa and key.size(-3) != query.size(-3):  # not reached by transformers' calls (mask => repeat_kv)
+            repeat = query.size(-3) // key.size(-3)
+            key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
+        bias = None if attn_mask is None else _bias(attn_mask, query.dtype)
+        if kernel == "efficient":
+            if bias is not None:
+                bias = _aligned(bias).expand(query.size(0), query.size(1), query.size(2), key.size(2))
+            return torch.ops.aten._scaled_dot_product_efficient_attention(
+                query, key, value, bias, grad, dropout_p, is_causal, scale=scale)[0]
+        return torch.ops.aten._scaled_dot_product_attention_math(
+            query, key, value, bias, dropout_p, is_causal, None, scale=scale)[0]
+
+    return sdpa

@@ -1,0 +1,251 @@
+"""Run the code a CUDA GPU would run, on meta tensors, and record every choice that makes.
+
+On meta (as on CPU) several libraries silently take another path than on a GPU. :func:`cuda_semantics`
+puts the GPU's path back for the duration of a simulation, and :class:`GpuChoices` records what ran:
+
+| choice | on meta, left alone | what the simulation runs (as on CUDA) |
+| --- | --- | --- |
+| attention kernel | math (keeps the scores) | flash or memory-efficient by the GPU's architecture and the mask (:mod:`~grpo_lite.simulation.attention`) |
+| padding | transformers cannot read a meta mask | the batch is padded or not, as told: a mask is built exactly when it is |
+| optimizer implementation | torch's for-loop AdamW | torch's own default for CUDA tensors: foreach (``adamw_torch``), fused when asked (``adamw_torch_fused``) |
+| TRL's LM head | the torch fold of its CPU path (extra fp32 tiles) | the Triton path: the tile buffer folded in place, fp32 gradients accumulated by ``addmm(out_dtype=float32)`` |
+| autocast | none (no meta autocast) | CUDA autocast's op lists (:mod:`~grpo_lite.simulation.autocast`) |
+| ``torch.cuda.synchronize`` | fails without CUDA (GaLore 8-bit calls it) | nothing |
+| paged optimizer state | bitsandbytes asks CUDA for managed memory | ordinary device memory of the same size (paging to CPU under pressure is not simulated) |
+
+TRL's kernel code is patched only when it is the code this module was written against (a hash of its
+source); otherwise the simulation warns and runs TRL's own torch fold, and says so in ``GpuChoices``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import sys
+import types
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from grpo_lite.simulation import autocast as amp
+from grpo_lite.simulation.attention import cuda_sdpa
+from grpo_lite.simulation.gpus import DEFAULT_GPU, GPU_ARCHES, GpuArch
+
+__all__ = ["GpuChoices", "TRL_HEAD_SOURCE", "cuda_semantics", "trl_head_source_hash"]
+
+# sha256 (first 16 hex digits) of the TRL 1.16 code the Triton-path patch relies on: ChunkedLogProbFunction,
+# _addmm_fp32, _use_triton (trl/kernels/chunked_logprob.py)
+TRL_HEAD_SOURCE = "5458eeedfdcdb1a7"
+
+
+@dataclass
+class GpuChoices:
+    """What a GPU would choose and the simulation did in its place.
+
+    Attributes:
+        arch: the GPU's compute capability (``sm86``: RTX 30xx...).
+        padded: whether the batches carry padding (a mask is passed to attention).
+        attention: kernel -> calls in the measured step (``"flash"``, ``"efficient"``, ``"efficient (no grad)"``).
+        optimizer: the implementation the optimizer step ran.
+        lm_head: the path TRL's chunked log-prob head took.
+        autocast: the mixed precision the forward ran under.
+        notes: everything else the simulation decided (or could not see).
+    """
+
+    arch: GpuArch
+    padded: bool
+    attention: Counter[str] = field(default_factory=Counter)
+    optimizer: str = ""
+    lm_head: str = ""
+    autocast: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able."""
+        return {"arch": self.arch, "gpu": GPU_ARCHES[self.arch], "padded": self.padded,
+                "attention": dict(self.attention), "optimizer": self.optimizer, "lm_head": self.lm_head,
+                "autocast": self.autocast, "notes": list(self.notes)}
+
+
+_MISSING = object()
+
+
+class _Patches:
+    """Attribute replacements (or additions) undone in reverse order."""
+
+    def __init__(self) -> None:
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def set(self, obj: Any, name: str, value: Any) -> None:
+        self._undo.append((obj, name, getattr(obj, name, _MISSING)))
+        setattr(obj, name, value)
+
+    def undo(self) -> None:
+        while self._undo:
+            obj, name, value = self._undo.pop()
+            if value is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, value)
+
+
+def trl_head_source_hash() -> str:
+    """The hash :data:`TRL_HEAD_SOURCE` is checked against."""
+    import trl.kernels.chunked_logprob as chunked
+
+    parts = (chunked.ChunkedLogProbFunction, chunked._addmm_fp32, chunked._use_triton)
+    return hashlib.sha256("".join(inspect.getsource(o) for o in parts).encode()).hexdigest()[:16]
+
+
+class _InPlaceKernel:
+    """``kernel[grid](...)`` that does what TRL's Triton kernels do to memory: write in place, allocate nothing."""
+
+    def __getitem__(self, grid: Any) -> Any:
+        return lambda *args, **kwargs: None
+
+
+def _addmm_fp32(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """TRL's CUDA branch: ``acc += a @ b`` accumulated in fp32 without an fp32 copy of the 16-bit inputs."""
+    torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)
+
+
+def _patch_trl_head(patches: _Patches, choices: GpuChoices) -> None:
+    import trl.kernels.chunked_logprob as chunked
+
+    if trl_head_source_hash() != TRL_HEAD_SOURCE:
+        message = ("trl's chunked log-prob head is not the code the simulation was written against: simulating "
+                   "TRL's own torch fold (its CPU path, with extra fp32 tiles) instead of the CUDA kernel")
+        warnings.warn(message, stacklevel=3)
+        choices.lm_head = "TRL's torch fold (CPU path): " + message
+        return
+    patches.set(chunked, "_use_triton", lambda device: True)
+    patches.set(chunked, "_forward_kernel", _InPlaceKernel())
+    patches.set(chunked, "_backward_kernel", _InPlaceKernel())
+    patches.set(chunked, "_addmm_fp32", _addmm_fp32)
+    if not hasattr(chunked, "triton"):  # the backward sizes its Triton grid with triton.cdiv
+        patches.set(chunked, "triton", types.SimpleNamespace(cdiv=lambda a, b: -(-a // b)))
+    choices.lm_head = (f"TRL's chunked log-prob, Triton path: [min(N, {chunked.TOKEN_CHUNK_SIZE}) x 32768] tile "
+                       "buffer folded in place, fp32 gradients by addmm(out_dtype=float32)")
+
+
+def _patch_padding(patches: _Patches, padded: bool) -> None:
+    """transformers decides from the mask's values whether to build a 4-D mask; on meta, from ``padded``."""
+    import transformers.masking_utils as masking
+
+    original = masking._ignore_causal_mask_sdpa
+
+    def ignore_causal_mask(padding_mask: Any, *args: Any, **kwargs: Any) -> bool:
+        if padding_mask is not None and padding_mask.device.type == "meta":
+            return False if padded else original(None, *args, **kwargs)
+        return original(padding_mask, *args, **kwargs)
+
+    patches.set(masking, "_ignore_causal_mask_sdpa", ignore_causal_mask)
+
+
+def _patch_autocast(patches: _Patches) -> None:
+    """``torch.is_autocast_enabled("meta")`` and transformers' ``maybe_autocast`` answer for the emulation."""
+    is_enabled, get_dtype = torch.is_autocast_enabled, torch.get_autocast_dtype
+
+    def _meta(device_type: Any) -> bool:
+        return device_type == "meta" or getattr(device_type, "type", None) == "meta"
+
+    def is_autocast_enabled(*args: Any) -> bool:
+        if args and _meta(args[0]):
+            return amp.active() is not None
+        return is_enabled(*args)
+
+    def get_autocast_dtype(device_type: Any) -> torch.dtype:
+        mode = amp.active()
+        return mode.dtype if _meta(device_type) and mode is not None else get_dtype(device_type)
+
+    patches.set(torch, "is_autocast_enabled", is_autocast_enabled)
+    patches.set(torch, "get_autocast_dtype", get_autocast_dtype)
+    from transformers.utils import generic
+
+    original = generic.maybe_autocast
+
+    def maybe_autocast(device_type: str, dtype: torch.dtype | None = None, enabled: bool = True,
+                       cache_enabled: bool | None = None) -> Any:
+        if device_type == "meta":
+            return amp.suspended(enabled, dtype) if amp.active() is not None or enabled else contextlib.nullcontext()
+        return original(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    for module in list(sys.modules.values()):  # the modeling files import it by name
+        if getattr(module, "__name__", "").startswith("transformers") and \
+                getattr(module, "maybe_autocast", None) is original:
+            patches.set(module, "maybe_autocast", maybe_autocast)
+
+
+def _patch_optimizer_defaults(patches: _Patches) -> None:
+    """torch chooses foreach / fused by the parameters' device: meta counts as CUDA."""
+    import torch.optim.optimizer as optimizer
+    import torch.utils._foreach_utils as foreach
+
+    def plus_meta(original: Any) -> Any:
+        return lambda: [*original(), "meta"]
+
+    patches.set(foreach, "_get_foreach_kernels_supported_devices",
+                plus_meta(foreach._get_foreach_kernels_supported_devices))
+    for name in ("_get_foreach_kernels_supported_devices", "_get_fused_kernels_supported_devices"):
+        patches.set(optimizer, name, plus_meta(getattr(optimizer, name)))
+    patches.set(torch.cuda, "synchronize", lambda device=None: None)
+    try:
+        from bitsandbytes.optim.optimizer import Optimizer8bit
+    except ImportError:  # pragma: no cover - bitsandbytes is a dependency
+        return
+    original = Optimizer8bit.get_state_buffer
+
+    def get_state_buffer(self: Any, p: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        if p.device.type == "meta":  # paged buffers are CUDA managed memory; the bytes are the same
+            return torch.zeros_like(p, dtype=dtype)
+        return original(self, p, dtype=dtype)
+
+    patches.set(Optimizer8bit, "get_state_buffer", get_state_buffer)
+    patches.set(torch.ops.bitsandbytes, "optimizer_update_32bit",
+                _WithoutMetaNorm(torch.ops.bitsandbytes.optimizer_update_32bit))
+
+
+class _WithoutMetaNorm:
+    """bitsandbytes' 32-bit update op, called with ``param_norm`` as a value: it is a tensor when ``max_unorm > 0``,
+    whose value CUDA reads and meta does not have. Everything else is the op's own."""
+
+    def __init__(self, packet: Any) -> None:
+        self._packet = packet
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._packet, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(0.0 if isinstance(a, torch.Tensor) and a.device.type == "meta" and a.dim() == 0 else a
+                     for a in args)
+        return self._packet(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def cuda_semantics(arch: GpuArch = DEFAULT_GPU, *, padded: bool = True) -> Iterator[GpuChoices]:
+    """Patch the libraries so meta tensors take a GPU's paths (module table); yield the record of choices.
+
+    Args:
+        arch: the GPU's compute capability (:data:`~grpo_lite.simulation.gpus.GPU_ARCHES`).
+        padded: whether batches carry padding (prompts of different lengths, completions that end early).
+    """
+    if arch not in GPU_ARCHES:
+        raise ValueError(f"unknown GPU architecture {arch!r}; choose one of {', '.join(GPU_ARCHES)}")
+    choices = GpuChoices(arch=arch, padded=padded)
+    patches = _Patches()
+    try:
+        import torch.nn.functional as F
+
+        patches.set(F, "scaled_dot_product_attention", cuda_sdpa(arch, choices.attention))
+        _patch_padding(patches, padded)
+        _patch_autocast(patches)
+        _patch_optimizer_defaults(patches)
+        _patch_trl_head(patches, choices)
+        yield choices
+    finally:
+        patches.undo()

@@ -1,0 +1,227 @@
+"""The GPU step simulated at full size on the meta device, and the planner held to it.
+
+Full-size simulations take seconds each (5-20 s on 2 busy cores, most of it building the model on meta; the
+first pays the imports). The stored rows of docs/memory_simulation.json are checked against the current
+planner without simulating (milliseconds), so a planner change that leaves the simulation is caught at once.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from grpo_lite.errors import ConfigError
+from grpo_lite.memory import terms, tokens
+from grpo_lite.memory.estimate import estimate
+from grpo_lite.planning import hardware
+from grpo_lite.planning.choose import plan
+from grpo_lite.planning.hardware import Extras
+from grpo_lite.simulation.attention import choose_kernel
+from grpo_lite.simulation.result import TOLERANCE, planned_tensor_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+STORED = json.loads((ROOT / "docs" / "memory_simulation.json").read_text(encoding="utf-8"))["rows"]
+PLAIN = Extras(liger_kernel=False, vllm=False, galore_torch=True, bitsandbytes=True, deepspeed=False)
+
+
+@pytest.fixture(autouse=True)
+def _plain_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plan as benchmarks/gpu_sim.py does: bitsandbytes and galore-torch, no liger-kernel, no vLLM."""
+    monkeypatch.setattr(hardware, "installed_extras", lambda: PLAIN)
+
+
+_CACHE: dict[str, object] = {}
+
+
+def _simulate(model: str, budget: float, **kwargs: object):  # noqa: ANN202
+    """One simulation per configuration for the whole module (they take seconds)."""
+    from grpo_lite.simulation.run import simulate
+
+    key = json.dumps([model, budget, kwargs], sort_keys=True)
+    if key not in _CACHE:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(hardware, "installed_extras", lambda: PLAIN)
+            _CACHE[key] = simulate(plan(model, budget, **kwargs))
+    return _CACHE[key]
+
+
+def _held(sim) -> None:  # noqa: ANN001
+    checks = sim.checks()
+    assert {c.phase for c in checks} >= {"generation", "backward_head", "backward_layers"}
+    for c in checks:
+        assert abs(c.ratio - 1) <= TOLERANCE, (c.phase, c.planned, c.measured)
+    forward = next(p for p in sim.phases if p.name == "forward")
+    assert forward.peak_bytes <= sim.estimate.peak.total_bytes  # the forward never outgrows the planned peak
+
+
+# ---- the planner held to full-size simulations ------------------------------------------------------------------
+
+def test_llama_8b_qlora_on_a_16_gb_card() -> None:
+    sim = _simulate("meta-llama/Llama-3.1-8B-Instruct", 16)
+    assert sim.preset == "qlora"
+    _held(sim)
+    assert sim.choices.attention["efficient"] > 0 and "flash" not in sim.choices.attention  # padded batches
+    assert "Triton path" in sim.choices.lm_head and "8-bit state, paged" in sim.choices.optimizer
+    import bitsandbytes as bnb  # a real 4-bit load later in this process must not find bitsandbytes' code map on meta
+
+    assert all(code.device.type == "cpu" for code in bnb.functional.name2qmap.values())
+
+
+def test_qwen_1_5b_lora_on_a_6_gb_card_with_the_shared_prefix() -> None:
+    _held(_simulate("Qwen/Qwen2.5-1.5B-Instruct", 6, method="lora", shared_prefix=True))
+
+
+def test_llama_1b_with_the_plan_train_makes_for_a_16_gb_card() -> None:
+    sim = _simulate("meta-llama/Llama-3.2-1B-Instruct", 16, shared_prefix=True)
+    assert sim.preset == "full-8bit"
+    _held(sim)
+    assert "foreach" not in sim.choices.optimizer and "slices" in sim.choices.optimizer
+
+
+def test_qwen_7b_galore_fits_24_gb_and_agrees() -> None:
+    sim = _simulate("Qwen/Qwen2.5-7B-Instruct", 24, method="galore")
+    assert sim.preset == "galore"
+    _held(sim)
+    assert "layer-wise" in sim.choices.optimizer
+
+
+def test_a_dropped_term_fails_the_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
+    sim = _simulate("meta-llama/Llama-3.1-8B-Instruct", 16)
+    settings = {k: getattr(sim.estimate.settings, k) for k in sim.estimate.settings.keys()}
+    assert sim.agrees(estimate(sim.estimate.arch, **settings))
+    with monkeypatch.context() as mp:  # the plan without its KV cache
+        mp.setattr(terms, "kv_cache", lambda arch, s, **kw: terms.Term(0.0, "dropped"))
+        no_kv = estimate(sim.estimate.arch, **settings)
+    assert not sim.agrees(no_kv)
+    assert next(c for c in sim.checks(no_kv) if c.phase == "generation").ratio > 1 + TOLERANCE
+    with monkeypatch.context() as mp:  # the plan without its activations
+        mp.setattr(tokens, "activations", lambda arch, s, **kw: terms.Term(0.0, "dropped"))
+        no_acts = estimate(sim.estimate.arch, **settings)
+    assert not sim.agrees(no_acts)
+    assert next(c for c in sim.checks(no_acts) if c.phase == "backward_head").ratio > 1 + TOLERANCE
+
+
+# ---- the stored table against the current planner -------------------------------------------------------------
+
+def test_the_stored_rows_cover_the_ladder_at_full_size() -> None:
+    assert len(STORED) >= 10
+    presets = {r["preset"] for r in STORED}
+    assert presets >= {"full-8bit", "galore", "lora", "qlora"}
+    models = " ".join(r["model"] for r in STORED)
+    for name in ("Llama-3.2-1B", "Llama-3.2-3B", "Llama-3.1-8B", "Qwen2.5-14B", "Qwen2.5-1.5B", "Qwen2.5-7B",
+                 "Qwen2.5-0.5B"):
+        assert name in models
+    assert {r["shared_prefix"] for r in STORED} == {True, False}
+    shapes = [r["shape"] for r in STORED]
+    assert any(s.startswith("4 x") for s in shapes) and any(s.startswith("16 x") for s in shapes)
+    assert any("+ 256," in s for s in shapes) and any("+ 1024," in s for s in shapes)
+
+
+@pytest.mark.parametrize("row", STORED, ids=lambda r: r["label"])
+def test_the_planner_still_agrees_with_each_stored_simulation(row: dict) -> None:
+    kwargs = dict(row["plan_kwargs"])
+    the_plan = plan(kwargs.pop("model"), kwargs.pop("budget"), **kwargs)
+    assert the_plan.preset.name == row["preset"]
+    for phase, (_, simulated) in row["phases"].items():
+        planned = sum(planned_tensor_bytes(the_plan.estimate, phase).values())
+        assert abs(simulated / planned - 1) <= TOLERANCE, (phase, planned, simulated)
+
+
+def test_the_docs_table_is_rendered_from_the_stored_rows() -> None:
+    from grpo_lite.simulation.report import DOC_END, DOC_START, simulation_markdown
+
+    page = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
+    table = page.split(DOC_START, 1)[1].split(DOC_END, 1)[0].strip()
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from gpu_sim import replan
+    finally:
+        sys.path.pop(0)
+    fresh = simulation_markdown([replan(r) for r in STORED])
+    assert table == fresh, "stale: python benchmarks/gpu_sim.py --show --write"
+
+
+# ---- the GPU's choices ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch,dtype,head_dim,masked,grad,kernel", [
+    ("sm86", torch.bfloat16, 64, False, True, "flash"),       # no padding: flash, native grouped-query attention
+    ("sm86", torch.bfloat16, 128, True, True, "efficient"),   # a padding mask: the memory-efficient kernel
+    ("sm80", torch.float32, 64, False, True, "efficient"),    # flash takes 16-bit inputs only
+    ("sm86", torch.bfloat16, 200, False, True, "efficient"),  # sm86/89 flash refuses head dims in (192, 224] to train
+    ("sm80", torch.bfloat16, 200, False, True, "flash"),
+    ("sm86", torch.bfloat16, 60, True, False, "math"),        # not aligned to 8
+])
+def test_the_attention_kernel_follows_torchs_cuda_dispatch(arch, dtype, head_dim, masked, grad,  # noqa: ANN001
+                                                           kernel) -> None:
+    assert choose_kernel(arch, dtype, head_dim=head_dim, masked=masked, requires_grad=grad) == kernel
+
+
+def test_autocast_emulation_casts_matmuls_caches_leaves_and_can_be_suspended() -> None:
+    from grpo_lite.simulation import autocast as amp
+
+    x = torch.empty(4, 8, device="meta", dtype=torch.bfloat16)
+    w = torch.nn.Parameter(torch.empty(16, 8, device="meta"))  # an fp32 LoRA-like weight
+    with amp.CudaAutocast(torch.bfloat16) as mode:
+        assert torch.nn.functional.linear(x, w).dtype == torch.bfloat16
+        assert len(mode._cache) == 1 and torch.nn.functional.linear(x, w) is not None and len(mode._cache) == 1
+        assert torch.softmax(x, -1).dtype == torch.float32 and x.exp().dtype == torch.float32
+        with amp.suspended():
+            assert torch.nn.functional.linear(x.float(), w).dtype == torch.float32
+    assert torch.nn.functional.linear(x.float(), w).dtype == torch.float32 and amp.active() is None
+
+
+def test_cuda_semantics_puts_everything_back() -> None:
+    import torch.nn.functional as F
+    import trl.kernels.chunked_logprob as chunked
+
+    from grpo_lite.simulation.cuda import cuda_semantics
+
+    before = (F.scaled_dot_product_attention, chunked._use_triton, torch.is_autocast_enabled,
+              hasattr(chunked, "triton"))
+    with cuda_semantics("sm86") as choices:
+        assert F.scaled_dot_product_attention is not before[0] and chunked._use_triton(torch.device("meta"))
+    assert (F.scaled_dot_product_attention, chunked._use_triton, torch.is_autocast_enabled,
+            hasattr(chunked, "triton")) == before
+    assert "Triton path" in choices.lm_head
+
+
+def test_trl_head_code_that_changed_is_not_patched(monkeypatch: pytest.MonkeyPatch) -> None:
+    import trl.kernels.chunked_logprob as chunked
+
+    from grpo_lite.simulation import cuda
+
+    monkeypatch.setattr(cuda, "TRL_HEAD_SOURCE", "0" * 16)
+    with warnings.catch_warnings(record=True) as caught, cuda.cuda_semantics("sm86") as choices:
+        warnings.simplefilter("always")
+        assert not chunked._use_triton(torch.device("meta"))  # TRL's own torch fold runs
+    assert "torch fold" in choices.lm_head and any("not the code" in str(w.message) for w in caught)
+
+
+def test_what_the_simulation_does_not_cover_is_refused() -> None:
+    from grpo_lite.simulation.run import simulate
+
+    with pytest.raises(ConfigError, match="CPU plan"):
+        simulate(plan("Qwen2.5-0.5B", 8, device="cpu"))
+    with pytest.raises(ConfigError, match="gpu='sm75' is not simulated"):
+        simulate(plan("Qwen2.5-0.5B", 8), gpu="sm75")  # type: ignore[arg-type]
+
+
+def test_plan_simulate_json_on_a_tiny_model(tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from grpo_lite.cli import plan as plan_cli
+
+    parser = argparse.ArgumentParser(prog="grpo-lite")
+    plan_cli.add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["plan", str(tiny_model_dir), "--budget-gb", "4", "--simulate", "--no-padding",
+                              "--set", "num_generations=4", "--set", "max_completion_length=16", "--json"])
+    assert plan_cli.run(args) == 0
+    data = json.loads(capsys.readouterr().out)["simulated"]
+    assert set(data["phases"]) >= {"generation", "forward", "backward_head", "backward_layers"}
+    assert all(p["simulated"] > 0 for p in data["phases"].values())
+    assert data["gpu"]["padded"] is False and "flash" in data["gpu"]["attention"]  # no mask: flash

@@ -120,3 +120,48 @@ def test_missing_attributes_turn_their_feature_off():
 
     fake.use_vllm = True  # vLLM samples: TRL has no generation_config, and neither feature changes anything
     assert set(seam_problems(fake)) == {"shared_scoring", "update_monitor"}
+
+
+# ---- measurements patch only while they measure ------------------------------------------------------
+def _installed(trainer) -> dict:
+    from torch.optim.optimizer import _global_optimizer_post_hooks
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    from transformers.cache_utils import DynamicLayer
+    from trl.kernels.chunked_logprob import ChunkedLogProbFunction
+
+    head = trainer.model.get_output_embeddings()
+    return {
+        "ChunkedLogProbFunction": [ChunkedLogProbFunction.__dict__[n] for n in ("forward", "backward")],
+        "DynamicLayer.update": DynamicLayer.__dict__["update"],
+        "trainer": {n: vars(trainer).get(n) for n in ("_get_per_token_logps_and_entropies", "compute_loss",
+                                                        "_clip_grad_norm")},
+        "model.generate": vars(trainer.model).get("generate"),
+        "accelerator.backward": vars(trainer.accelerator).get("backward"),
+        "callbacks": [type(c).__name__ for c in trainer.callback_handler.callbacks],
+        "optimizer hooks": dict(_global_optimizer_post_hooks),
+        "dispatch mode": _get_current_dispatch_mode(),
+        "head hooks": (dict(head._forward_pre_hooks), dict(head._forward_hooks)),
+        "grad hooks": sum(len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) for p in trainer.model.parameters()),
+    }
+
+
+def test_no_patch_of_a_measurement_stays_installed(tiny_model_dir, tmp_path, monkeypatch):
+    from grpo_lite.memory import measure
+
+    trainer = _build(tiny_model_dir, tmp_path, max_steps=1)
+    before = _installed(trainer)
+    report = measure.measure_training(trainer)
+    assert report.last().peaks("tensor") and _installed(trainer) == before
+
+    def crash():
+        raise RuntimeError("out of memory, say")
+
+    monkeypatch.setattr(trainer, "train", crash)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        measure.measure_training(trainer)
+    assert _installed(trainer) == before
+
+    monkeypatch.setattr(measure.GRPOPhaseHooks, "_callback", lambda self: 1 / 0)  # install fails half-way
+    with pytest.raises(ZeroDivisionError):
+        measure.measure_training(trainer)
+    assert _installed(trainer) == before

@@ -20,7 +20,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     add_options(p, "model", "budget_gb", "dataset")
     p.add_argument("--reward", action="append", dest="rewards", metavar="NAME", help="reward name (repeatable; default: the GSM8K set)")
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default: one epoch)")
-    add_options(p, "output_dir", "method", "preset", "seed", "shared_prefix")
+    add_options(p, "output_dir", "method", "preset", "seed", "shared_prefix", "show_plan")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output-dir")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
     p.add_argument("--on-oom", choices=("step_down", "raise"), default="step_down",
@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         on_oom=args.on_oom,
         shared_prefix=args.shared_prefix,
+        show_plan=args.show_plan,
         **parse_set(args.set, own_options=vars(args)),
     )
     if result.interrupted:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from grpo_lite.errors import ConfigError
 from grpo_lite.training.attempts import OnOOM, RunFolder, RunInputs
+from grpo_lite.training.quiet import quiet_libraries
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -83,6 +84,7 @@ def default_output_dir(model: str) -> Path:
     return Path("runs") / f"{slug}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
+@quiet_libraries()
 def train(
     model: str | os.PathLike,
     budget_gb: float | None = None,
@@ -101,6 +103,7 @@ def train(
     oom_window_steps: int = 20,
     callbacks: Sequence[Any] = (),
     quiet: bool = False,
+    show_plan: bool = False,
     shared_prefix: bool = True,
     stop_strings: Sequence[str] = DEFAULT_STOP_STRINGS,
     **overrides: Any,
@@ -129,6 +132,7 @@ def train(
         oom_window_steps: step down only for an OOM within this many steps (later ones re-raise). Default: 20.
         callbacks: extra ``transformers.TrainerCallback`` objects.
         quiet: do not print the plan, the progress lines and the summary table.
+        show_plan: print the whole plan (components, reasons, settings) instead of its two-line summary.
         shared_prefix: forward each group's prompt once for all its completions in the log-prob passes
             (same log-probs and gradients, checked against TRL's path on the first micro-batch; off
             where unsupported, see docs/shared_prefix.md). Default: True.
@@ -149,7 +153,8 @@ def train(
         preset = run.earlier.preset  # the rung the checkpoint was trained on (after any step down)
     inputs = _load_inputs(model, dataset, rewards, prompt_style, seed, run.console)
     plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
-    the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run, quiet)
+    the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run,
+                          quiet, show_plan)
     loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks,
                           trainer_options={"shared_prefix": shared_prefix, "stop_strings": tuple(stop_strings)})
     trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
@@ -240,15 +245,18 @@ def _plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
 
 
 def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | None, preset: str | None,
-               overrides: dict[str, Any], run: RunFolder, quiet: bool) -> Plan:
-    """plan() for this run, printed as a table on the main process."""
+               overrides: dict[str, Any], run: RunFolder, quiet: bool, show_plan: bool = False) -> Plan:
+    """plan() for this run, printed on the main process: its summary, or the whole table with ``show_plan``."""
     from grpo_lite.planning.choose import plan
 
     the_plan = plan(inputs.spec, method=method, preset=preset, **plan_kwargs, **overrides)
     if not quiet and run.state.is_main_process:
-        from grpo_lite.planning.tables import plan_table
+        from grpo_lite.planning.tables import plan_summary, plan_table
 
-        run.console.print(plan_table(the_plan))
+        if show_plan:
+            run.console.print(plan_table(the_plan))
+        else:
+            run.console.print(plan_summary(the_plan), highlight=False, markup=False, soft_wrap=True)
     return the_plan
 
 

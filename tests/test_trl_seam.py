@@ -43,6 +43,20 @@ def test_the_installed_trl_is_one_tested_and_its_seam_is_whole(tiny_model_dir, t
     assert trainer.shared_prefix and trainer.shared_sampling and trainer.update_monitor is not None
 
 
+def test_the_dependency_bound_admits_the_tested_releases_only():
+    import re
+    from pathlib import Path
+
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    bound = SpecifierSet(re.search(r'"trl(>=[^"]+)"', pyproject).group(1))
+    newest = max(map(Version, TESTED_TRL))
+    assert all(v in bound for v in TESTED_TRL)
+    assert f"{newest.major}.{newest.minor + 1}.0" not in bound  # the next minor release is not tested
+
+
 # TRL's releases changed these signatures: 1.14 scored through `(self, model, *args, batch_size=None,
 # compute_aux_loss=False, **kwargs)`; 1.13 and 1.14 sampled without `num_generations`. The fakes keep TRL's
 # own callers working (they delegate to the real method) while their signatures differ.

@@ -128,8 +128,8 @@ def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, 
 def seam_warning(problems: dict[Feature, str], version: str) -> str:
     """The one warning for a trainer whose TRL differs: the version, each feature turned off and why.
 
-    >>> seam_warning({"stop_strings": "x changed"}, "9.0.0")[:75]
-    "grpo-lite: TRL 9.0.0 differs from the code grpo-lite was tested with (TRL 1"
+    >>> print(seam_warning({"stop_strings": "x changed"}, "9.0.0").split(": ", 1)[1].split(". ")[0])
+    TRL 9.0.0 differs from the code grpo-lite was tested with (TRL 1.16.0): stop strings off (x changed)
     """
     off = "; ".join(f"{FEATURES[feature]} off ({why})" for feature, why in problems.items())
     return (f"grpo-lite: TRL {version} differs from the code grpo-lite was tested with (TRL "

@@ -24,6 +24,7 @@ from typing import Any
 
 from grpo_lite.data.prompts import PromptStyle, PromptStyleName
 from grpo_lite.errors import ConfigError
+from grpo_lite.training.quiet import quiet_libraries
 
 __all__ = ["DemoConfig", "DemoResult", "demo_line", "run_demo"]
 
@@ -157,8 +158,9 @@ def demo_line(before: Any, after: Any) -> str:
     )
 
 
-def run_demo(config: DemoConfig | None = None, *, quiet: bool = False) -> DemoResult:
-    """Evaluate, train with GRPO, evaluate again; return the measurements."""
+@quiet_libraries()
+def run_demo(config: DemoConfig | None = None, *, quiet: bool = False, show_plan: bool = False) -> DemoResult:
+    """Evaluate, train with GRPO, evaluate again; return the measurements (``show_plan``: train()'s)."""
     from rich.console import Console
 
     from grpo_lite.data.loaders import load_dataset
@@ -194,6 +196,7 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False) -> DemoRe
         shared_prefix=cfg.shared_prefix,
         seed=cfg.seed,
         quiet=quiet,
+        show_plan=show_plan,
         **cfg.train_settings(),
     )
     phases["train"], mark = time.perf_counter() - mark, time.perf_counter()

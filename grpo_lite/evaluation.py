@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from grpo_lite.training.quiet import quiet_libraries
+
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
@@ -81,6 +83,7 @@ def formatted_accuracy(samples: Sequence[dict[str, Any]]) -> tuple[float, int]:
     return sum(bool(s["correct"]) for s in formatted) / len(formatted), len(formatted)
 
 
+@quiet_libraries()
 def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     """Load a model and tokenizer from a hub id, folder, GGUF file, or a saved LoRA adapter folder."""
     from grpo_lite.training.loading import load_model, load_tokenizer
@@ -147,6 +150,7 @@ def _score_batch(batch: dict[str, list[Any]], texts: list[str], reward_funcs: Se
     return samples
 
 
+@quiet_libraries()
 def evaluate(
     model: str | os.PathLike | Any,
     dataset: str | os.PathLike | Dataset = "gsm8k",

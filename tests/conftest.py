@@ -1,4 +1,10 @@
-"""Shared fixtures: offline mode, a tiny random Llama with a local tokenizer, the GSM8K folder."""
+"""Shared fixtures: offline mode, no GPU, a tiny random Llama with a local tokenizer, the GSM8K folder.
+
+The suite describes a CPU machine (CPU plans checked against pinned RAM, gloo launches, the CPU memory
+calibration) and tests the CUDA paths with fakes (tests/test_hardware.py, tests/test_run_parts.py), so a
+machine with a GPU runs it the same way: CUDA is hidden from the tests and from the processes they start,
+before anything can initialise it.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+os.environ["CUDA_VISIBLE_DEVICES"] = ""  # no GPU, whatever the machine (see the module docstring)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

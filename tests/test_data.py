@@ -1,6 +1,6 @@
 """Tests for grpo_lite.data.loaders: GSM8K files, the user's own rows, the named-dataset registry.
 
-Every row here is invented for the tests; real GSM8K rows are only read from ../shared/data/gsm8k.
+Every row here is invented for the tests; real GSM8K rows are only read from a local folder ($GRPO_LITE_GSM8K_DIR).
 """
 
 from __future__ import annotations

@@ -177,3 +177,37 @@ def test_troubleshooting_lists_every_error_the_library_raises(site, fragment):
 def test_error_sites_are_found():
     sites = error_sites()
     assert len(sites) > 50 and any("hardware.py" in s for s, _ in sites)
+
+
+# ---- the docs speak of the project only ---------------------------------------------------------------
+# README, the doc pages, the changelog and every docstring and comment of the package, the benchmarks and
+# the examples: nothing a user of the repository does not have, no link that leaves it.
+OUTSIDE_FILES = re.compile(r"\.\./shared|shared/reference|/work/")
+SPOKEN = [*PAGES, ROOT / "CHANGELOG.md",
+          *(p for folder in ("grpo_lite", "benchmarks", "examples") for p in sorted((ROOT / folder).rglob("*.py")))]
+
+
+def _links_leaving(path: Path, text: str) -> list[str]:
+    """URLs anywhere, and Markdown links whose target resolves outside the repository."""
+    found = re.findall(r"\b[a-z][a-z0-9+.-]*://[^\s)\]>`'\"]+", text)
+    if path.suffix == ".md":
+        for target in LINK.findall(text):
+            local = target.partition("#")[0]
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or (
+                    local and not (path.parent / local).resolve().is_relative_to(ROOT)):
+                found.append(target)
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("path", SPOKEN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_speaks_of_the_project_only(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert not OUTSIDE_FILES.findall(text), f"{path.name} names files outside the repository"
+    assert not _links_leaving(path, text), f"{path.name} links outside the repository: {_links_leaving(path, text)}"
+
+
+def test_a_link_leaving_the_repository_is_caught(tmp_path: Path) -> None:
+    page = ROOT / "docs" / "page.md"  # not written: the text is checked as if it were this page
+    assert _links_leaving(page, "[a](https://example.org) [b](../../elsewhere.md) [c](index.md) [d](#x)") == [
+        "../../elsewhere.md", "https://example.org"]
+    assert OUTSIDE_FILES.findall("see ../shared/reference/cpu-facts.md")

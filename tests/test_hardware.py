@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -42,14 +43,31 @@ def test_valid_budget_is_a_float() -> None:
     assert hardware.validate_budget_gb(16) == 16.0
 
 
-def test_detect_vram_without_cuda_says_so() -> None:
+def test_the_suite_sees_no_gpu() -> None:
+    """tests/conftest.py hides CUDA so that the suite runs as on a CPU machine; if this fails, something
+    initialised CUDA before the conftest could (a pytest plugin, say)."""
+    import torch
+
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "" and not torch.cuda.is_available()
+
+
+def test_detect_vram_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(0, 0, available=False))
     gib, reason = hardware.detect_vram()
-    assert gib is None and "no CUDA device" in reason
+    assert gib is None and reason == "no CUDA device (torch.cuda.is_available() is False)"
 
 
-def _fake_torch(total_bytes: int, free_bytes: int) -> types.ModuleType:
+def test_detect_vram_with_a_broken_driver_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_torch(0, 0)
+    fake.cuda.current_device = lambda: 1 / 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    gib, reason = hardware.detect_vram()
+    assert gib is None and reason.startswith("CUDA is present but could not be queried (ZeroDivisionError")
+
+
+def _fake_torch(total_bytes: int, free_bytes: int, available: bool = True) -> types.ModuleType:
     cuda = types.SimpleNamespace(
-        is_available=lambda: True,
+        is_available=lambda: available,
         current_device=lambda: 0,
         get_device_properties=lambda i: types.SimpleNamespace(name="NVIDIA GeForce RTX 3080 Laptop GPU",
                                                               total_memory=total_bytes),

@@ -100,10 +100,10 @@ def test_demo_cli_options_reach_the_config(monkeypatch, capsys):
 
     seen = {}
 
-    def fake_run_demo(cfg, quiet=False):  # noqa: ANN001, ANN202 - records the config the command built
+    def fake_run_demo(cfg, quiet=False, show_plan=False):  # noqa: ANN001, ANN202 - records the config the command built
         from types import SimpleNamespace
 
-        seen["cfg"] = cfg
+        seen["cfg"], seen["show_plan"] = cfg, show_plan
         return SimpleNamespace(wall_seconds=1.0, phase_seconds={"train": 1.0}, line=lambda: "demo: ...")
 
     monkeypatch.setattr("grpo_lite.demo.run_demo", fake_run_demo)
@@ -112,7 +112,7 @@ def test_demo_cli_options_reach_the_config(monkeypatch, capsys):
     args = parser.parse_args(["demo", "--prompt-style", "guided", "--temperature", "1.0", "--no-shared-prefix"])
     assert demo_cli.run(args) == 0
     cfg = seen["cfg"]
-    assert (cfg.prompt_style, cfg.temperature, cfg.shared_prefix) == ("guided", 1.0, False)
+    assert (cfg.prompt_style, cfg.temperature, cfg.shared_prefix, seen["show_plan"]) == ("guided", 1.0, False, False)
     assert cfg.train_settings()["temperature"] == 1.0
     assert "train 1 s" in capsys.readouterr().out
     with pytest.raises(SystemExit):

@@ -238,8 +238,9 @@ def run(
         emb = model.get_output_embeddings().weight
         emb[tokenizer.eos_token_id] = emb[tokenizer.eos_token_id] * 8
     words = ["apples", "books", "coins", "pencils", "cookies", "friends", "dollars", "store"]
-    data = Dataset.from_list(
-        [{"prompt": [{"role": "user", "content": " ".join(words[: 2 + i % 6]) + f" {i}?"}]} for i in range(16)]
+    system = {"role": "system", "content": "Count the things in the question and answer with one number."}
+    data = Dataset.from_list(  # the system prompt: a common prefix long enough for the shared sampling
+        [{"prompt": [system, {"role": "user", "content": " ".join(words[: 2 + i % 6]) + f" {i}?"}]} for i in range(16)]
     )
     args = GRPOConfig(
         output_dir=str(out),
@@ -287,7 +288,8 @@ def run(
                          ids=["full", "lora", "full-pad8"])
 def test_trainer_matches_trl(tiny_model_dir, tmp_path, lora: bool, multiple: int | None) -> None:
     """Same losses, lengths and metrics as TRL's own trainer; with ``pad_to_multiple_of=8`` the shared
-    sampling once cut the first tokens of every completion (mean length 16, 11, 9 against 16, 16, 16)."""
+    sampling once cut the first tokens of every completion (mean length 16, 11, 9 against 16, 16, 16),
+    which the first-call sampling check now also catches (tests/test_shared_sampling.py)."""
     from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
 
     path = str(tiny_model_dir)
@@ -295,6 +297,9 @@ def test_trainer_matches_trl(tiny_model_dir, tmp_path, lora: bool, multiple: int
     logs, _, trainer = run(LiteGRPOTrainer, path, tmp_path / "shared", lora=lora, pad_to_multiple_of=multiple)
     record = trainer.shared_prefix_record
     assert trainer.shared_prefix and record["calls"] == {"shared": 4, "trl": 0} and record["self_check"]["ok"]
+    sampling = record["sampling_check"]  # the first sampling call against TRL's, from the same RNG state
+    assert trainer.shared_sampling and sampling["ok"] and sampling["rows_parted"] == 0 and sampling["n_tokens"] > 0
+    assert sampling["shared_width"] == sampling["width"] and sampling["max_abs_diff"] <= 1e-5
     assert len(logs) == len(ref_logs) == 2 and ref_logs[0]["completions/min_length"] < 16  # right padding
     for ref, ours in zip(ref_logs, logs, strict=True):
         assert ref.keys() == ours.keys() >= {"loss", "grad_norm", "entropy", "kl"}

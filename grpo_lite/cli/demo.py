@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help=f"sampling temperature in training (default {d.temperature})")
     p.add_argument("--prompt-style", choices=list(PROMPT_STYLES), default=d.prompt_style,
                    help=f"how questions become prompts (default {d.prompt_style}; docs/datasets.md)")
-    add_options(p, "seed", "shared_prefix", seed=d.seed, shared_prefix=d.shared_prefix)
+    add_options(p, "seed", "shared_prefix", "show_plan", seed=d.seed, shared_prefix=d.shared_prefix)
     p.add_argument("--output-dir", default=d.output_dir, help=f"run folder (default {d.output_dir})")
     p.add_argument("--model", default=None, help="another model instead of the embedded one (name or path)")
     p.add_argument("--quiet", action="store_true", help="print only the final line")
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         model=args.model,
     )
-    result = run_demo(cfg, quiet=args.quiet)
+    result = run_demo(cfg, quiet=args.quiet, show_plan=args.show_plan)
     phases = ", ".join(f"{name.replace('_', ' ')} {sec:.0f} s" for name, sec in result.phase_seconds.items())
     print(f"demo took {result.wall_seconds:.0f} s ({cfg.steps} steps, n={cfg.eval_n}; {phases})")
     print(result.line())

@@ -95,6 +95,8 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "shared_prefix": (("--shared-prefix",), {"action": argparse.BooleanOptionalAction, "default": True,
                                              "help": "forward each prompt once for all its completions (same "
                                                      "log-probs, checked on the first step; default on)"}),
+    "show_plan": (("--show-plan",), {"action": "store_true",
+                                     "help": "print the whole plan (components, reasons, settings), not its summary"}),
     "json": (("--json",), {"action": "store_true", "help": "print one JSON object instead of tables"}),
     "skip_invalid": (("--skip-invalid",), {"action": "store_true",
                                            "help": "skip dataset rows without a usable question or answer (one "

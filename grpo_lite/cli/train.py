@@ -63,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    "--set override its values")
     p.add_argument("--reward", action="append", dest="rewards", metavar="NAME", help="reward name (repeatable; default: the GSM8K set)")
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default: one epoch)")
-    add_options(p, "output_dir", "method", "preset", "seed", "shared_prefix")
+    add_options(p, "output_dir", "method", "preset", "seed", "shared_prefix", "show_plan")
     p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in --output-dir")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
     p.add_argument("--on-oom", choices=("step_down", "raise"), default="step_down",
@@ -110,7 +110,8 @@ def _train_recipe(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
         values["rewards"] = args.rewards
     recipe = Recipe.read(args.config).with_overrides(**values, **overrides)
     return train(config=recipe, output_dir=args.output_dir, method=args.method, resume=args.resume,
-                 overwrite=args.overwrite, on_oom=args.on_oom, skip_invalid=args.skip_invalid)
+                 overwrite=args.overwrite, on_oom=args.on_oom, skip_invalid=args.skip_invalid,
+                 show_plan=args.show_plan)
 
 
 def _train_model(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
@@ -131,5 +132,6 @@ def _train_model(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
         on_oom=args.on_oom,
         shared_prefix=args.shared_prefix,
         skip_invalid=args.skip_invalid,
+        show_plan=args.show_plan,
         **overrides,
     )

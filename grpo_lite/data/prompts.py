@@ -1,10 +1,10 @@
 """Prompt formatting: the system prompt, a one-shot example, the assistant prefill, chat rendering.
 
-Measured on SmolLM2-135M-Instruct (see ``shared/reference/cpu-facts.md``): a system prompt alone
-asking for the XML format gave 0 tags in 64 samples, so every group had equal rewards and nothing was
-learned; prefilling the assistant turn with ``<reasoning>\\n`` gave tags in ~15% of samples; prefill
-plus a one-shot example gave 66% greedy format before training and 100% after ~20 GRPO steps.
-So the default :class:`PromptStyle` uses all three; :meth:`PromptStyle.plain` is the public recipe.
+A small instruct model asked for the XML format by a system prompt alone rarely writes the tags, so
+every group gets equal rewards and GRPO learns nothing; prefilling the assistant turn with
+``<reasoning>\\n`` and showing one worked example make the format appear from the first samples
+(docs/datasets.md, "Prompt style", has the SmolLM2-135M-Instruct figures). So the default
+:class:`PromptStyle` uses all three; :meth:`PromptStyle.plain` is the public recipe.
 
 The ``one_step`` style (:meth:`PromptStyle.one_step`, the demo's) is made for one-step problems: a
 shorter system prompt and two short one-step examples, an addition and a subtraction, each solved by

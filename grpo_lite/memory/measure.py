@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,10 @@ class MemoryReport:
 
 class GRPOPhaseHooks:
     """Marks the phases of TRL 1.16 GRPOTrainer steps on a :class:`PhaseClock` (see the module table).
+
+    A context manager: ``with GRPOPhaseHooks(trainer, clock):`` installs every wrapper and removes them all
+    when the block ends, on an error too. Two of them wrap classes (TRL's ``ChunkedLogProbFunction`` and
+    transformers' ``DynamicLayer.update``) and so reach every model of the process: only inside the block.
 
     Args:
         trainer: the GRPOTrainer.
@@ -203,8 +208,22 @@ class GRPOPhaseHooks:
             return out
         return wrapper
 
+    def __enter__(self) -> GRPOPhaseHooks:
+        self.install()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
     def install(self) -> None:
-        """Wrap the trainer's methods and add the phase callback."""
+        """Wrap the trainer's methods and add the phase callback; on an error, undo what was done and raise."""
+        try:
+            self._install()
+        except BaseException:
+            self.uninstall()
+            raise
+
+    def _install(self) -> None:
         from transformers.cache_utils import DynamicLayer
         from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
@@ -287,24 +306,20 @@ def measure_training(trainer: Any, backends: Sequence[str] = ("tensor",), *, pad
         if tracker is not None and trainer.optimizer is not None:
             tracker.track_optimizer(trainer.optimizer)
 
-    hooks = GRPOPhaseHooks(trainer, clock, on_train_begin, pad_one=pad_one)
-    hooks.install()
-    if tracker is not None:
-        tracker.track_module(trainer.model)
-        if getattr(trainer, "ref_model", None) is not None:
-            tracker.track_module(trainer.ref_model, "reference")
-    clock.backends = made
-    rss_start = current_rss_bytes()
-    t0 = time.perf_counter()
-    for b in made:
-        b.start()
-    try:
+    # every wrapper, backend and hook is removed when the block ends, on an error too
+    with GRPOPhaseHooks(trainer, clock, on_train_begin, pad_one=pad_one), ExitStack() as started:
+        if tracker is not None:
+            tracker.track_module(trainer.model)
+            if getattr(trainer, "ref_model", None) is not None:
+                tracker.track_module(trainer.ref_model, "reference")
+        clock.backends = made
+        rss_start = current_rss_bytes()
+        t0 = time.perf_counter()
+        for b in made:
+            b.start()
+            started.callback(b.stop)  # stopped in reverse order
+        started.callback(clock.set_step, -1)  # first: close the last segment
         trainer.train()
-    finally:
-        clock.set_step(-1)  # close the last segment
-        for b in reversed(made):
-            b.stop()
-        hooks.uninstall()
     steps = [s for s in _aggregate(clock, made) if s.step != -1]
     return MemoryReport(steps=steps, shapes=clock.shapes, rss_start_bytes=rss_start, peak_rss_bytes=peak_rss_bytes(),
                         wall_s=time.perf_counter() - t0, backends=tuple(backends))

@@ -110,8 +110,10 @@ def _cpu_plan(spec: ModelSpec, reasons: list[str], common: dict[str, Any]) -> Pl
         return reference
     if fits(reference.estimate, ram):
         reference.reasons.append(f"{why}: the plan's peak of {need:.2f} GiB fits")
+        reference.memory_check = f"fits the {ram:.1f} GiB of RAM available now"
         return reference
     if common["num_processes"] > 1:  # each rank reads the RAM at its own moment: planning again could differ by rank
+        reference.memory_check = f"may not fit the {ram:.1f} GiB of RAM available now"
         reference.reasons.append(f"{why}: the CPU defaults peak at {need:.2f} GiB per process and may not fit; "
                                  "pass budget_gb with device='cpu' to plan all processes for the same RAM")
         return reference

@@ -34,6 +34,8 @@ class Plan:
         num_processes: processes (GPUs); budget_gib is per device.
         sharding: how state is split across processes.
         budget_gb: nominal card size in GB, when known.
+        memory_check: a CPU plan without a budget: what its peak was checked against, in one phrase
+            (None: nothing could be read).
     """
 
     model: ModelSpec
@@ -53,6 +55,7 @@ class Plan:
     sharding: Sharding = "none"
     budget_gb: float | None = None
     required_headroom_gib: float = field(default=0.0)
+    memory_check: str | None = None
 
     @property
     def precision(self) -> dict[str, str]:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.ladder import Preset
     from grpo_lite.planning.result import Plan
 
-__all__ = ["plan_table", "estimate_table", "ladder_table", "ladder_markdown", "update_presets_doc",
+__all__ = ["plan_headline", "plan_summary", "plan_table", "estimate_table", "ladder_table", "ladder_markdown", "update_presets_doc",
            "plot_components", "DOC_START", "DOC_END", "reference_estimates", "compare_data", "compare_table",
            "measured_table"]
 
@@ -54,22 +54,36 @@ def estimate_table(est: MemoryEstimate, title: str | None = None) -> Table:
     return table
 
 
+def plan_headline(plan: Plan) -> str:
+    """The plan in one line: model, preset, and whether its peak fits the memory it was checked against."""
+    name, preset = plan.model.name, plan.preset.name
+    if plan.budget_gib is None:
+        check = plan.memory_check or "not checked (no budget given, and the RAM available could not be read)"
+        return f"{name}: preset {preset} on CPU, peak {plan.estimate.total_gib:.2f} GiB, {check}"
+    where = f"{plan.num_processes} x " if plan.num_processes > 1 else ""
+    nominal = f"{plan.budget_gb:g} GB, " if plan.budget_gb else ""
+    room = f"{plan.budget_gb:g} GB of RAM" if plan.device == "cpu" else f"{where}{nominal}{plan.budget_gib:.2f} GiB per device"
+    return f"{name}: preset {preset} fits {room}" if plan.fits else f"{name}: does NOT fit"
+
+
+def plan_summary(plan: Plan) -> str:
+    """Two lines for a run's start: the headline with the peak against the budget, then the preset's trade-off."""
+    line = plan_headline(plan)
+    if plan.budget_gib is not None:
+        line += f": peak {plan.estimate.total_gib:.2f} of {plan.budget_gib:.2f} GiB usable"
+    return f"plan: {line}\n  {plan.preset.name}: {plan.preset.summary} (--show-plan or show_plan=True: the whole plan)"
+
+
 def plan_table(plan: Plan) -> Group:
     """The whole plan: preset and why, components, headroom, settings."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    where = f"{plan.num_processes} x " if plan.num_processes > 1 else ""
+    head = Text(plan_headline(plan), style="bold")
     if plan.budget_gib is None:
-        head = Text(f"{plan.model.name}: preset {plan.preset.name} on CPU (memory not checked)", style="bold")
         budget = "no budget: estimate shown for reference"
     else:
-        nominal = f"{plan.budget_gb:g} GB, " if plan.budget_gb else ""
-        room = f"{plan.budget_gb:g} GB of RAM" if plan.device == "cpu" else \
-            f"{where}{nominal}{plan.budget_gib:.2f} GiB per device"
-        head = Text(f"{plan.model.name}: preset {plan.preset.name} fits {room}" if plan.fits
-                    else f"{plan.model.name}: does NOT fit", style="bold")
         budget = (f"estimate {plan.estimate.total_gib:.2f} GiB of {plan.budget_gib:.2f} GiB usable: headroom "
                   f"{plan.headroom_gib:.2f} GiB (at least {plan.required_headroom_gib:.2f} required)")
     reasons = Text("\n".join(f"- {r}" for r in plan.reasons))

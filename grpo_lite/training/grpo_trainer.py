@@ -1,9 +1,12 @@
 """TRL's GRPOTrainer with three additions, each through one of TRL's own methods (no fork):
 
-- **Shared prefix** (``_get_per_token_logps_and_entropies``): the log-prob forwards of the loss and
-  of the old / reference scoring put each prompt through the model once for all its completions
-  (:mod:`grpo_lite.training.shared_prefix`). The first shared call is checked against TRL's forward
-  on the same micro-batch; a mismatch turns sharing off for the run, with one warning.
+- **Shared prefix** (``_get_per_token_logps_and_entropies`` and ``_generate_single_turn``): the log-prob
+  forwards of the loss and of the old / reference scoring put each prompt through the model once for all
+  its completions (:mod:`grpo_lite.training.shared_prefix`), and sampling forwards the batch's common
+  prompt prefix once (:mod:`grpo_lite.training.prefix_cache`). The first call of each is checked against
+  TRL's own path (:func:`~grpo_lite.training.shared_prefix.self_check` on the same micro-batch;
+  :func:`~grpo_lite.training.sampling_check.checked_generate` from the same RNG state, tokens and
+  log-probs); a mismatch turns that one off for the run, with one warning.
 - **Stop strings** (``_generate_single_turn``): sampling stops a completion once it writes one of
   ``stop_strings`` (``</answer>`` for the GSM8K format), and the completion ends with the EOS token
   as if the model had closed its turn, so no token is sampled only to be thrown away by the rewards.
@@ -11,12 +14,15 @@
   bf16 parameters are stepped in fp32 and rounded back stochastically; the update monitor logs
   ``update/realized`` and warns once when the weights receive less than half of their updates.
 
+When the trainer is built, the TRL code each addition relies on is checked
+(:mod:`grpo_lite.training.trl_seam`); where it differs, that addition is off and TRL's own method runs.
 :attr:`LiteGRPOTrainer.shared_prefix_record` says what ran, for run.json.
 """
 
 from __future__ import annotations
 
 import logging
+import types
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -29,7 +35,14 @@ from grpo_lite.memory.settings import UpdateRounding, default_update_rounding
 from grpo_lite.precision.monitor import UpdateMonitor
 from grpo_lite.precision.rounding import install_update_rounding
 from grpo_lite.training.prefix_cache import prefix_cache_inputs
-from grpo_lite.training.shared_prefix import self_check, shared_prefix_logps_and_entropies, unsupported_reason
+from grpo_lite.training.sampling_check import SamplingCheck, checked_generate
+from grpo_lite.training.shared_prefix import (
+    default_tolerances,
+    self_check,
+    shared_prefix_logps_and_entropies,
+    unsupported_reason,
+)
+from grpo_lite.training.trl_seam import seam_problems, seam_warning
 
 __all__ = ["LiteGRPOTrainer"]
 
@@ -37,14 +50,17 @@ logger = logging.getLogger(__name__)
 
 
 class LiteGRPOTrainer(GRPOTrainer):
-    """``GRPOTrainer`` with a shared-prefix log-prob forward and stop strings.
+    """``GRPOTrainer`` with a shared-prefix log-prob forward and sampling, and stop strings.
 
     Args:
-        shared_prefix: forward each group's prompt once (Default: True). Off under FSDP and DeepSpeed
-            ZeRO-3, where each forward is a collective and ranks must run the same number of them.
-        verify_shared_prefix: check the first shared micro-batch against TRL's path. Default: True.
-        shared_prefix_atol: tolerance of that check (Default: 1e-3 in fp32, 1.0 in bf16/fp16, on the
-            largest per-token log-prob difference; see :class:`~grpo_lite.training.shared_prefix.SelfCheck`).
+        shared_prefix: forward each group's prompt once, in scoring and in sampling (Default: True).
+            Off under FSDP and DeepSpeed ZeRO-3, where each forward is a collective and ranks must run
+            the same number of them.
+        verify_shared_prefix: check the first shared scoring micro-batch and the first shared sampling
+            call against TRL's own path. Default: True.
+        shared_prefix_atol: tolerance of those checks on the largest per-token log-prob difference
+            (Default: 1e-3 in fp32, 1.0 in bf16/fp16; see :class:`~grpo_lite.training.shared_prefix.SelfCheck`
+            and :class:`~grpo_lite.training.sampling_check.SamplingCheck`).
         stop_strings: end a sampled completion at the first of these strings. Default: none.
         update_rounding: ``"stochastic"`` steps each bf16 parameter on an fp32 copy and rounds it back
             stochastically, so small updates land; ``"nearest"`` leaves the optimizer as built. Default:
@@ -62,22 +78,40 @@ class LiteGRPOTrainer(GRPOTrainer):
         if update_rounding is None:
             trains_bf16 = any(p.requires_grad and p.dtype == torch.bfloat16 for p in self.model.parameters())
             update_rounding = default_update_rounding(trains_bf16)
+        import trl
+
+        self.shared_prefix_record: dict[str, Any] = {"requested": shared_prefix, "calls": {"shared": 0, "trl": 0}}
+        seam = seam_problems(self)
+        if seam:
+            logger.warning(seam_warning(seam, trl.__version__))
+            self.shared_prefix_record["trl_seam"] = {"trl": trl.__version__, "off": dict(seam)}
         self.update_rounding: UpdateRounding = update_rounding
         self.update_monitor: UpdateMonitor | None = None
-        if update_monitor:
+        if update_monitor and "update_monitor" not in seam:
             self.update_monitor = UpdateMonitor(sink=self._log_update_metrics, seed=self.args.seed)
             self.add_callback(self.update_monitor)
         zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
-        self.shared_prefix_record: dict[str, Any] = {"requested": shared_prefix, "calls": {"shared": 0, "trl": 0}}
         if shared_prefix and (self.is_fsdp_enabled or zero3):
             self._shared_off("not supported with FSDP or DeepSpeed ZeRO-3")
             shared_prefix = False
-        self.shared_prefix = shared_prefix
+        if shared_prefix and "shared_scoring" in seam:
+            self.shared_prefix_record["off"] = f"TRL {trl.__version__}: {seam['shared_scoring']}"
+        self.shared_prefix = shared_prefix and "shared_scoring" not in seam
+        self.shared_sampling = shared_prefix and "shared_sampling" not in seam
+        if shared_prefix and "shared_sampling" in seam:
+            self.shared_prefix_record["sampling_off"] = f"TRL {trl.__version__}: {seam['shared_sampling']}"
         self._verify_pending = verify_shared_prefix
+        self._verify_sampling_pending = verify_shared_prefix
         self.shared_prefix_atol = shared_prefix_atol
-        self.stop_strings = tuple(stop_strings)
+        self.stop_strings = () if "stop_strings" in seam else tuple(stop_strings)
         if self.stop_strings and not (self.use_vllm or self.use_transformers_continuous_batching):
             self.generation_config.stop_strings = list(self.stop_strings)
+        # Where the seam differs, TRL's own method serves TRL's calls, whatever its signature now.
+        if "shared_scoring" in seam:
+            self._get_per_token_logps_and_entropies = types.MethodType(
+                GRPOTrainer._get_per_token_logps_and_entropies, self)
+        if not (self.shared_sampling or self.stop_strings):
+            self._generate_single_turn = types.MethodType(GRPOTrainer._generate_single_turn, self)
 
     # ---- updates that land on bf16 weights -----------------------------------------------------
     def create_optimizer(self, model: nn.Module | None = None) -> Any:
@@ -107,7 +141,7 @@ class LiteGRPOTrainer(GRPOTrainer):
         reason = "disabled" if not self.shared_prefix else unsupported_reason(*args, compute_aux_loss, extra)
         if reason is None and self._verify_pending:
             self._verify_pending = False
-            check = self_check(self, *args, atol=self.shared_prefix_atol)
+            check = self_check(self, super()._get_per_token_logps_and_entropies, *args, atol=self.shared_prefix_atol)
             self.shared_prefix_record["self_check"] = {
                 "max_abs_diff": check.max_abs_diff, "mean_abs_diff": check.mean_abs_diff,
                 "max_entropy_diff": check.max_entropy_diff, "atol": check.atol, "tokens": check.n_tokens,
@@ -126,17 +160,26 @@ class LiteGRPOTrainer(GRPOTrainer):
         )
         return logps, entropies, None
 
-    # ---- stop strings --------------------------------------------------------------------------
+    def _check_sampling(self, check: SamplingCheck) -> None:
+        """Record the first shared sampling call against TRL's; a mismatch turns shared sampling off."""
+        self.shared_prefix_record["sampling_check"] = check.to_dict()
+        if not check.ok:
+            logger.warning("grpo-lite: shared-prefix sampling off (%s); using TRL's sampling", check.reason())
+            self.shared_prefix_record["sampling_off"] = f"sampling check: {check.reason()}"
+            self.shared_sampling = False
+
+    # ---- sampling: stop strings and the shared prefix -------------------------------------------
     def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
                               has_tool_images: bool = False) -> tuple[list[list[int]], Any]:
         stops = bool(getattr(getattr(self, "generation_config", None), "stop_strings", None))
-        share = self.shared_prefix and not (self.use_vllm or self.use_transformers_continuous_batching) and \
+        share = self.shared_sampling and not (self.use_vllm or self.use_transformers_continuous_batching) and \
             images is None and not multimodal_fields
         if not (stops or share):  # vLLM: neither
             return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                  has_tool_images)
+        check = self._checked_generate if share and self._verify_sampling_pending else None
         with _patched_generate(self.accelerator.unwrap_model(self.model), self.processing_class, stops=stops,
-                               share=share, pad_token_id=self._tokenizer.pad_token_id):
+                               share=share, pad_token_id=self._tokenizer.pad_token_id, check=check):
             completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
                                                                      num_generations, has_tool_images)
         if not stops:
@@ -144,28 +187,51 @@ class LiteGRPOTrainer(GRPOTrainer):
         pad, eos = self._tokenizer.pad_token_id, self.eos_token_ids
         return [end_at_stop(ids, pad, eos) for ids in completion_ids], logprobs
 
+    def _checked_generate(self, generate: Any, plain: dict[str, Any], shared: dict[str, Any]) -> Any:
+        """The first shared sampling call, run both ways (:func:`~grpo_lite.training.sampling_check.checked_generate`):
+        TRL's output goes on, the check is recorded, a mismatch turns shared sampling off."""
+        self._verify_sampling_pending = False
+        low, atol, mean_atol = default_tolerances(self, self.accelerator.unwrap_model(self.model))
+        out, check = checked_generate(generate, plain, shared, self.eos_token_ids, exact=not low,
+                                      atol=atol if self.shared_prefix_atol is None else self.shared_prefix_atol,
+                                      mean_atol=mean_atol)
+        self._check_sampling(check)
+        return out
+
 
 @contextmanager
-def _patched_generate(model: nn.Module, tokenizer: Any, *, stops: bool, share: bool,
-                      pad_token_id: int) -> Iterator[None]:
+def _patched_generate(model: nn.Module, tokenizer: Any, *, stops: bool, share: bool, pad_token_id: int,
+                      check: Any = None) -> Iterator[None]:
     """TRL's call to ``generate``, with the tokenizer that stop strings need (TRL does not pass it) and,
-    with ``share``, the group's common prompt prefix forwarded once (:mod:`~grpo_lite.training.prefix_cache`)."""
+    with ``share``, the group's common prompt prefix forwarded once (:mod:`~grpo_lite.training.prefix_cache`).
+
+    ``check(generate, plain_kwargs, shared_kwargs)``, when given, serves the first call that shares a prefix.
+    """
     bound = model.generate
 
     def generate(*args: Any, **kwargs: Any) -> Any:
+        nonlocal check
         if stops:
             kwargs["tokenizer"] = getattr(tokenizer, "tokenizer", tokenizer)
         if share and not args and set(kwargs) <= {"input_ids", "attention_mask", "generation_config", "tokenizer"}:
             ids, mask = kwargs["input_ids"], kwargs["attention_mask"].bool()
             lists = [row[m].tolist() for row, m in zip(ids, mask)]  # TRL slices the output at ids' own width
-            kwargs.update(prefix_cache_inputs(model, lists, pad_token_id, width=ids.size(1)))
+            shared = {**kwargs, **prefix_cache_inputs(model, lists, pad_token_id, width=ids.size(1))}
+            if check is not None and len(shared) > len(kwargs):  # a prefix cache is in: compare with TRL's call
+                run, check = check, None
+                return run(bound, kwargs, shared)
+            kwargs = shared
         return bound(*args, **kwargs)
 
+    own = vars(model).get("generate")  # a wrapper already there (a memory measurement's) comes back after
     model.generate = generate
     try:
         yield
     finally:
-        del model.generate
+        if own is None:
+            del model.generate
+        else:
+            model.generate = own
 
 
 def end_at_stop(ids: list[int], pad_token_id: int | None, eos_token_ids: Sequence[int]) -> list[int]:

@@ -23,6 +23,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from grpo_lite.errors import ModelError
+from grpo_lite.training.quiet import quiet_gguf_conversion, quiet_libraries
 
 __all__ = ["DEMO_MODEL_FILE", "DEMO_PACKAGE", "demo_model_path", "gguf_cache_dir", "load_model", "load_tokenizer"]
 
@@ -63,8 +64,9 @@ def _convert_gguf(gguf_file: Path) -> Path:
         return target
     folder, name = str(gguf_file.parent), gguf_file.name
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+        with quiet_gguf_conversion():
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+            loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     except ImportError as exc:  # the gguf package is an extra
         raise ModelError(f"loading {gguf_file.name} needs the gguf package: pip install 'grpo-lite[gguf]' ({exc})") from exc
     # A GGUF-loaded model refuses save_pretrained: rebuild it from its config without the
@@ -99,6 +101,7 @@ def _local_source(model_id: str | os.PathLike) -> str:
     return str(model_id)
 
 
+@quiet_libraries()
 def load_tokenizer(model_id: str | os.PathLike) -> PreTrainedTokenizerBase:
     """Load the tokenizer, left-padded for batched generation, with a pad token set."""
     source = _local_source(model_id)
@@ -116,6 +119,7 @@ def load_tokenizer(model_id: str | os.PathLike) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
+@quiet_libraries()
 def load_model(
     model_id: str | os.PathLike,
     *,

@@ -31,11 +31,9 @@ from typing import Any
 import torch
 from accelerate.utils import extract_model_from_parallel, is_peft_model
 from torch import Tensor, nn
-from trl import GRPOTrainer
-
 __all__ = [
-    "SUPPORTED_ATTENTION", "PackedGroups", "SelfCheck", "group_prompts", "is_packable", "pack_groups", "self_check",
-    "shared_prefix_logps_and_entropies", "unsupported_reason",
+    "SUPPORTED_ATTENTION", "PackedGroups", "SelfCheck", "default_tolerances", "group_prompts", "is_packable",
+    "pack_groups", "self_check", "shared_prefix_logps_and_entropies", "unsupported_reason",
 ]  # fmt: skip
 
 # Attention implementations that take a custom 4-D mask as given (bool for sdpa, additive for eager).
@@ -265,11 +263,19 @@ class SelfCheck:
         return max(self.max_abs_diff, self.max_entropy_diff) <= self.atol and self.mean_abs_diff <= self.mean_atol
 
 
+def default_tolerances(trainer: Any, lm: nn.Module) -> tuple[bool, float, float]:
+    """``(low precision, atol, mean_atol)`` of the checks against TRL's path: bf16/fp16 training or weights
+    get 1.0 / 0.1, fp32 1e-3 / 1e-4 (see :class:`SelfCheck`)."""
+    low = bool(trainer.args.bf16 or trainer.args.fp16) or _patched_lm(lm).dtype != torch.float32
+    return (True, 1.0, 0.1) if low else (False, 1e-3, 1e-4)
+
+
 def self_check(
-    trainer: GRPOTrainer, model: nn.Module, input_ids: Tensor, attention_mask: Tensor, logits_to_keep: int,
-    atol: float | None = None, mean_atol: float | None = None,
+    trainer: Any, reference: Callable[..., tuple[Tensor, Tensor | None, Any]], model: nn.Module, input_ids: Tensor,
+    attention_mask: Tensor, logits_to_keep: int, atol: float | None = None, mean_atol: float | None = None,
 ) -> SelfCheck:  # fmt: skip
-    """Run TRL's path and the shared one on the same inputs, without gradient, and compare them.
+    """Run TRL's path (``reference``, the trainer's TRL ``_get_per_token_logps_and_entropies``) and the shared
+    one on the same inputs, without gradient, and compare them.
 
     The model is unwrapped from DDP first, so these two extra forwards hold no collective.
     """
@@ -278,18 +284,18 @@ def self_check(
     entropy = lm is _patched_lm(trainer.model)  # TRL's fused head computes entropies for the policy only
     args = (model, input_ids, attention_mask, logits_to_keep)
     with torch.no_grad():
-        ref, ref_entropy, _ = GRPOTrainer._get_per_token_logps_and_entropies(trainer, *args, compute_entropy=entropy)
+        ref, ref_entropy, _ = reference(*args, compute_entropy=entropy)
         shared, entropies = shared_prefix_logps_and_entropies(
             *args, compute_entropy=entropy, autocast=trainer.accelerator.autocast
         )
     mask = attention_mask[:, -logits_to_keep:].bool()
     diff = (ref - shared)[mask].abs()
-    low_precision = trainer.args.bf16 or trainer.args.fp16 or lm.dtype != torch.float32
+    _, default_atol, default_mean_atol = default_tolerances(trainer, lm)
     return SelfCheck(
         max_abs_diff=float(diff.max()),
         mean_abs_diff=float(diff.mean()),
         max_entropy_diff=0.0 if ref_entropy is None else float((ref_entropy - entropies)[mask].abs().max()),
-        atol=(1.0 if low_precision else 1e-3) if atol is None else atol,
-        mean_atol=(0.1 if low_precision else 1e-4) if mean_atol is None else mean_atol,
+        atol=default_atol if atol is None else atol,
+        mean_atol=default_mean_atol if mean_atol is None else mean_atol,
         n_tokens=int(mask.sum()),
     )

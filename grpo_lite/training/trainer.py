@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS  # the XML format's end: nothing after it earns a reward
 from grpo_lite.errors import ConfigError
 from grpo_lite.training.attempts import OnOOM, RunFolder, RunInputs
+from grpo_lite.training.quiet import quiet_libraries
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -86,6 +87,7 @@ def default_output_dir(model: str) -> Path:
     return Path("runs") / f"{slug}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
+@quiet_libraries()
 def train(
     model: str | os.PathLike | None = None,
     budget_gb: float | None = None,
@@ -105,6 +107,7 @@ def train(
     oom_window_steps: int = 20,
     callbacks: Sequence[Any] = (),
     quiet: bool = False,
+    show_plan: bool = False,
     shared_prefix: bool = True,
     stop_strings: Sequence[str] = DEFAULT_STOP_STRINGS,
     skip_invalid: bool = False,
@@ -140,6 +143,7 @@ def train(
         oom_window_steps: step down only for an OOM within this many steps (later ones re-raise). Default: 20.
         callbacks: extra ``transformers.TrainerCallback`` objects.
         quiet: do not print the plan, the progress lines and the summary table.
+        show_plan: print the whole plan (components, reasons, settings) instead of its two-line summary.
         shared_prefix: forward each group's prompt once for all its completions in the log-prob passes
             (same log-probs and gradients, checked against TRL's path on the first micro-batch; off
             where unsupported, see docs/shared_prefix.md). Default: True.
@@ -179,7 +183,8 @@ def train(
             preset = run.earlier.preset  # the rung the checkpoint was trained on (after any step down)
         inputs = _load_inputs(model, dataset, reward_funcs, prompt_style, seed, skip_invalid, run.console)
         plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
-        the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run, quiet)
+        the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run,
+                              quiet, show_plan)
         the_recipe = _planned_recipe(the_plan, recipe, dataset=dataset, rewards=rewards, prompt_style=inputs.style,
                                      seed=seed, max_steps=max_steps, stop_strings=stop_strings)
         _check_disk(run, the_plan)
@@ -412,9 +417,12 @@ def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | 
     except DoesNotFitError as exc:  # the planner's advice names max_prompt_length, which train() measures itself
         raise DoesNotFitError(train_advice(str(exc), inputs.prompt_tokens), exc.smallest_budget_gb, exc.preset) from None
     if not quiet and run.state.is_main_process:
-        from grpo_lite.planning.tables import plan_table
+        from grpo_lite.planning.tables import plan_summary, plan_table
 
-        run.console.print(plan_table(the_plan))
+        if show_plan:
+            run.console.print(plan_table(the_plan))
+        else:
+            run.console.print(plan_summary(the_plan), highlight=False, markup=False, soft_wrap=True)
     return the_plan
 
 

@@ -1,0 +1,94 @@
+"""The libraries' console noise, filtered around grpo-lite's own calls into them.
+
+A run prints grpo-lite's lines (the plan summary, one progress line per step, the results). The
+libraries it drives print lines that say nothing a grpo-lite user can act on; each is filtered where
+it comes from, only while grpo-lite's call runs (:func:`quiet_libraries`, a context manager and a
+decorator), and put back as it was afterwards:
+
+| noise | source | filtered by |
+| --- | --- | --- |
+| ``Loading weights``, ``Writing model shards`` bars | transformers' progress bars | transformers' own switch (the hub's download bars stay on) |
+| ``Converting and de-quantizing GGUF tensors...`` bar | transformers' GGUF loader (a bare tqdm) | :func:`quiet_gguf_conversion` around the one conversion |
+| ``Failed to load CPU gemm_4bit_forward from kernels-community`` | bitsandbytes' CPU backend, at import: it falls back to its own kernel | a filter on that logger, for that message |
+| ``is_gradient_checkpointing is deprecated`` FutureWarning | transformers, called by TRL and PEFT | a warnings filter for that message |
+
+Anything else the libraries log or warn still shows.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["DROPPED_LOG_LINES", "IGNORED_WARNINGS", "quiet_gguf_conversion", "quiet_libraries"]
+
+# logger name -> start of the messages dropped from it
+DROPPED_LOG_LINES: dict[str, tuple[str, ...]] = {
+    "bitsandbytes.backends.cpu.ops": ("Failed to load CPU gemm_4bit_forward from kernels-community",),
+}
+# (regex on the message, category) of the warnings ignored
+IGNORED_WARNINGS: tuple[tuple[str, type[Warning]], ...] = (
+    (r"`is_gradient_checkpointing` is deprecated", FutureWarning),
+)
+
+
+class _DropLines(logging.Filter):
+    def __init__(self, starts: tuple[str, ...]) -> None:
+        super().__init__()
+        self.starts = starts
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.starts)
+
+
+@contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """Filter the noise of the module's table while the block (or the decorated function) runs.
+
+    >>> import logging
+    >>> with quiet_libraries():
+    ...     logging.getLogger("bitsandbytes.backends.cpu.ops").warning("Failed to load CPU gemm_4bit_forward from kernels-community: x")
+    >>> logging.getLogger("bitsandbytes.backends.cpu.ops").filters
+    []
+    """
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    bars, hub_bars = hf_logging.is_progress_bar_enabled(), not hub_utils.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # transformers' bars; it turns the hub's off too: downloads keep theirs
+    if hub_bars:
+        hub_utils.enable_progress_bars()
+    filters = [(logging.getLogger(name), _DropLines(starts)) for name, starts in DROPPED_LOG_LINES.items()]
+    for logger, dropped in filters:
+        logger.addFilter(dropped)
+    try:
+        with warnings.catch_warnings():
+            for message, category in IGNORED_WARNINGS:
+                warnings.filterwarnings("ignore", message=message, category=category)
+            yield
+    finally:
+        for logger, dropped in filters:
+            logger.removeFilter(dropped)
+        if bars:
+            hf_logging.enable_progress_bar()
+        if not hub_bars:
+            hub_utils.disable_progress_bars()
+
+
+@contextmanager
+def quiet_gguf_conversion() -> Iterator[None]:
+    """transformers' GGUF loader without its progress bar (it calls tqdm itself); put back afterwards."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is None:  # another transformers: nothing to quiet
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar

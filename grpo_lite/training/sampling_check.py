@@ -1,0 +1,161 @@
+"""The first shared-prefix sampling call of a run, checked against TRL's own: same RNG state, same tokens.
+
+:class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer` samples with the group's common prompt prefix
+forwarded once (:mod:`~grpo_lite.training.prefix_cache`). On the first call, :func:`checked_generate`
+runs ``generate`` twice from one RNG state: on the shared layout, then on TRL's own left-padded inputs.
+It compares the completions after TRL's slice (at the padded prompt width) and the log-prob of each
+sampled token, and returns TRL's own output, so the run continues exactly as TRL's would.
+
+The rule (:attr:`SamplingCheck.ok`):
+
+- **Layout**: the shared rows are exactly as wide as TRL's padded prompts. A narrower row would lose
+  its first completion tokens to TRL's slice (a cut), whatever was sampled.
+- **Tokens**: in fp32 every completion token is the same. In bf16 or fp16 a row may part ways: a float
+  difference can flip one sampled token, and every later token follows from it. That is not a layout
+  error, so past a row's first differing token nothing is compared.
+- **Log-probs**: while a row's tokens agree, both paths see the same context, so the log-probs of the
+  tokens drawn must agree within ``atol`` (largest difference) and ``mean_atol`` (mean); the defaults are
+  :class:`~grpo_lite.training.shared_prefix.SelfCheck`'s (fp32 1e-3 / 1e-4, bf16 and fp16 1.0 / 0.1).
+  A shifted position or a wrong mask moves every row's distribution from the first token on.
+
+The log-probs are those of the model's logits after ``generate``'s logits processors (repetition
+penalty and the like) and before temperature, top-k and top-p.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["SamplingCheck", "checked_generate", "compare_samples"]
+
+
+@dataclass(frozen=True)
+class SamplingCheck:
+    """The shared-prefix sampling against TRL's on one ``generate`` call (see the module's rule)."""
+
+    width: int  # TRL's padded prompt width: where it slices the completions
+    shared_width: int  # the shared layout's width
+    rows: int
+    rows_parted: int  # rows whose sampled tokens differ somewhere
+    n_tokens: int  # completion tokens whose log-probs were compared
+    max_abs_diff: float
+    mean_abs_diff: float
+    exact: bool  # fp32: every token must be the same
+    atol: float
+    mean_atol: float
+
+    @property
+    def ok(self) -> bool:
+        return (self.shared_width == self.width and not (self.exact and self.rows_parted)
+                and self.max_abs_diff <= self.atol and self.mean_abs_diff <= self.mean_atol)
+
+    def reason(self) -> str:
+        """What failed, in a few words ("" when ok)."""
+        if self.shared_width != self.width:
+            return f"rows {self.shared_width} wide where TRL slices at {self.width}: completions would be cut"
+        if self.exact and self.rows_parted:
+            return f"{self.rows_parted} of {self.rows} rows sampled other tokens in fp32"
+        if not self.ok:
+            return f"log-probs differ from TRL's by up to {self.max_abs_diff:.2g} (mean {self.mean_abs_diff:.2g})"
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+class _SampledLogProbs:
+    """A logits processor that keeps the log-prob of each token ``generate`` samples (one step of logits held)."""
+
+    def __init__(self) -> None:
+        self.logps: list[Tensor] = []
+        self._pending: Tensor | None = None
+
+    def _take(self, tokens: Tensor) -> None:
+        if self._pending is not None:
+            self.logps.append(self._pending.gather(1, tokens[:, None].to(self._pending.device))[:, 0])
+            self._pending = None
+
+    def __call__(self, input_ids: Tensor, scores: Tensor) -> Tensor:
+        if self._pending is not None:
+            self._take(input_ids[:, -1])
+        self._pending = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, completions: Tensor) -> Tensor:
+        """[B, n] log-probs of the n tokens sampled (the last one read from the output)."""
+        if completions.size(1):
+            self._take(completions[:, -1])
+        if not self.logps:
+            return torch.zeros(completions.shape)
+        return torch.stack(self.logps, dim=1)[:, : completions.size(1)].cpu()
+
+
+def compare_samples(ref_ids: Tensor, ids: Tensor, ref_logps: Tensor, logps: Tensor, eos_token_ids: Sequence[int], *,
+                    width: int, shared_width: int, exact: bool, atol: float, mean_atol: float) -> SamplingCheck:
+    """Compare TRL's completions (``ref_``) with the shared layout's, as the module's rule says.
+
+    ``ref_ids``/``ids``: [B, n] completion tokens after TRL's slice; ``*logps``: their log-probs.
+    Only the tokens up to a row's first EOS count (TRL cuts there).
+
+    >>> ids, logps = torch.tensor([[5, 6, 2, 0]]), torch.tensor([[-1.0, -2.0, -0.5, -9.0]])
+    >>> check = compare_samples(ids, ids, logps, logps + 1e-6, [2], width=8, shared_width=8, exact=True,
+    ...                         atol=1e-3, mean_atol=1e-4)
+    >>> check.ok, check.n_tokens, check.rows_parted
+    (True, 3, 0)
+    >>> compare_samples(ids, ids, logps, logps, [2], width=8, shared_width=6, exact=True, atol=1e-3,
+    ...                 mean_atol=1e-4).reason()
+    'rows 6 wide where TRL slices at 8: completions would be cut'
+    """
+    rows, n = ref_ids.size(0), min(ref_ids.size(1), ids.size(1))
+    columns, none = torch.arange(n), torch.full((rows,), n)
+
+    def first(hit: Tensor) -> Tensor:  # each row's first True column, n where none
+        return torch.where(hit.any(1), hit.int().argmax(1), none) if n else none
+
+    differ = ref_ids[:, :n] != ids[:, :n]
+    parted = first(differ)
+    parted_rows = int((differ.any(1) | (ref_ids.size(1) != ids.size(1))).sum())
+    first_eos = first(torch.isin(ref_ids[:, :n], torch.tensor(list(eos_token_ids), dtype=ref_ids.dtype)))
+    mask = (columns[None, :] < parted[:, None]) & (columns[None, :] <= first_eos[:, None])
+    diff = (ref_logps[:, :n] - logps[:, :n]).abs()
+    mask &= torch.isfinite(ref_logps[:, :n]) & torch.isfinite(logps[:, :n])
+    compared = diff[mask]
+    return SamplingCheck(
+        width=width, shared_width=shared_width, rows=rows, rows_parted=parted_rows, n_tokens=int(mask.sum()),
+        max_abs_diff=float(compared.max()) if compared.numel() else 0.0,
+        mean_abs_diff=float(compared.mean()) if compared.numel() else 0.0,
+        exact=exact, atol=atol, mean_atol=mean_atol,
+    )  # fmt: skip
+
+
+def checked_generate(generate: Callable[..., Any], plain: dict[str, Any], shared: dict[str, Any],
+                     eos_token_ids: Sequence[int], *, exact: bool, atol: float,
+                     mean_atol: float) -> tuple[Any, SamplingCheck]:
+    """``generate(**shared)`` then ``generate(**plain)`` from one RNG state; TRL's (``plain``) output and the check.
+
+    Args:
+        generate: the model's ``generate``.
+        plain: TRL's own keyword arguments (left-padded ``input_ids`` and ``attention_mask``, ...).
+        shared: the same with the shared layout (:func:`~grpo_lite.training.prefix_cache.prefix_cache_inputs`).
+        eos_token_ids: where TRL cuts a completion.
+        exact, atol, mean_atol: see :class:`SamplingCheck`.
+    """
+    from transformers import LogitsProcessorList
+
+    device = plain["input_ids"].device
+    ours, ref = _SampledLogProbs(), _SampledLogProbs()
+    devices = [] if device.type == "cpu" else [device]
+    with torch.random.fork_rng(devices=devices, device_type="cuda" if device.type == "cpu" else device.type):
+        shared_out = generate(**shared, logits_processor=LogitsProcessorList([ours]))
+    plain_out = generate(**plain, logits_processor=LogitsProcessorList([ref]))
+    width, shared_width = plain["input_ids"].size(1), shared["input_ids"].size(1)
+    ref_ids = getattr(plain_out, "sequences", plain_out)[:, width:].cpu()
+    ids = getattr(shared_out, "sequences", shared_out)[:, width:].cpu()  # TRL's slice, whatever the layout
+    check = compare_samples(ref_ids, ids, ref.finish(ref_ids), ours.finish(ids), eos_token_ids, width=width,
+                            shared_width=shared_width, exact=exact, atol=atol, mean_atol=mean_atol)
+    return plain_out, check

@@ -1,0 +1,137 @@
+"""What :class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer` needs of TRL's private code, checked when it is built.
+
+LiteGRPOTrainer overrides two private methods of TRL's ``GRPOTrainer`` and reads a few of its private
+attributes. Each of its features depends on a part of that code, and each part is checked against the
+code grpo-lite was written for (TRL :data:`TESTED_TRL`):
+
+| feature | what it relies on in TRL |
+| --- | --- |
+| shared-prefix scoring | ``_get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, <fields>=None)``; the fused LM head's ``fused_lm_head=`` and ``shift_labels=`` |
+| shared-prefix sampling | ``_generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)``: left-padded prompts, ``unwrapped_model.generate(**generate_inputs, generation_config=...)``, the completions sliced at ``generate_inputs["input_ids"].size(1)``; ``_tokenizer``, ``use_vllm``, ``use_transformers_continuous_batching`` |
+| stop strings | the same method and ``generate`` call, the cut at the first of ``eos_token_ids``; ``generation_config``, ``_tokenizer`` |
+| update monitor | ``_metrics["train"]``, the lists TRL averages at each log |
+
+:func:`seam_problems` names what differs, per feature. The trainer turns such a feature off and runs
+TRL's own code in its place, with one warning naming the TRL version: a changed seam costs speed or a
+feature, never a log-prob computed differently in silence.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any, Literal
+
+__all__ = ["FEATURES", "TESTED_TRL", "Feature", "seam_problems", "seam_warning"]
+
+# The TRL releases the trainer, shared-prefix and stop-string tests passed with (pyproject.toml's bound).
+# 1.13.0 and 1.14.0 differ at the seam (the trainer warns and runs TRL's code); 1.15.0 has the same seam but its
+# fused LM head needs Triton, so no training step runs on a CPU-only torch and it was not tested further.
+TESTED_TRL = ("1.16.0",)
+Feature = Literal["shared_scoring", "shared_sampling", "stop_strings", "update_monitor"]
+FEATURES: dict[Feature, str] = {  # the words of the warning, in the order the trainer checks them
+    "shared_scoring": "shared-prefix scoring",
+    "shared_sampling": "shared-prefix sampling",
+    "stop_strings": "stop strings",
+    "update_monitor": "update monitor metrics",
+}
+
+_SCORING = ("self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
+            "compute_aux_loss")  # then only fields that default to None (multimodal inputs)
+_SAMPLING = ("self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images")
+# Lines of TRL's _generate_single_turn (whitespace and trailing commas ignored) that the layout and the stop
+# strings rely on: the left padding, the one generate call, the slice at the padded width, the first-EOS cut.
+_GENERATE_CALL = "unwrapped_model.generate(**generate_inputs, generation_config=self.generation_config)"
+_SLICE = ('prompt_length = generate_inputs["input_ids"].size(1)',
+          "completion_ids = prompt_completion_ids[:, prompt_length:]")
+_LEFT_PAD = 'padding_side="left"'
+_EOS_CUT = "torch.isin(completion_ids, torch.tensor(self.eos_token_ids"
+
+
+def _compact(text: str) -> str:
+    return "".join(text.split()).replace(",)", ")")
+
+
+def _signature_problem(cls: type, name: str, expected: tuple[str, ...], *, rest_none: bool) -> str | None:
+    """Why the parameters of ``cls.name`` are not ``expected`` (then, with ``rest_none``, fields defaulting to None)."""
+    method = getattr(cls, name)
+    try:
+        signature = inspect.signature(method)
+    except (TypeError, ValueError):
+        return f"{name}: signature unreadable"
+    params = list(signature.parameters.values())
+    extra = params[len(expected):]
+    if (tuple(p.name for p in params[:len(expected)]) != expected
+            or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+            or (extra and not rest_none) or any(p.default is not None for p in extra)):
+        return f"{name}{signature} is not {name}({', '.join(expected)}{', ...' if rest_none else ''})"
+    return None
+
+
+def _source_problem(cls: type, name: str, lines: tuple[str, ...]) -> str | None:
+    """Which of ``lines`` the source of ``cls.name`` lacks (whitespace and formatting ignored)."""
+    try:
+        source = _compact(inspect.getsource(getattr(cls, name)))
+    except (OSError, TypeError):
+        return f"{name}: source unreadable"
+    missing = [line for line in lines if _compact(line) not in source]
+    return f"{name} no longer has {'; '.join(missing)}" if missing else None
+
+
+def _attribute_problem(trainer: Any, checks: dict[str, Callable[[Any], bool]]) -> str | None:
+    wrong = [name for name, ok in checks.items() if not (hasattr(trainer, name) and ok(getattr(trainer, name)))]
+    return f"attributes {', '.join(wrong)} missing or of another type" if wrong else None
+
+
+def _fused_head_problem(trainer: Any) -> str | None:
+    from grpo_lite.training.shared_prefix import _patched_lm
+
+    try:
+        params = inspect.signature(_patched_lm(trainer.model).forward, follow_wrapped=False).parameters
+    except (AttributeError, TypeError, ValueError):
+        return "the model's forward is unreadable"
+    missing = [p for p in ("fused_lm_head", "shift_labels") if p not in params]
+    return f"the fused LM head takes no {', '.join(missing)}" if missing else None
+
+
+def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, str]:
+    """Feature -> what differs from the TRL code it relies on, for a ``GRPOTrainer`` built by TRL's ``__init__``.
+
+    Args:
+        trainer: the trainer (its attributes and model are read).
+        trl_class: the class whose private methods the overrides call. Default: ``trl.GRPOTrainer``.
+    """
+    if trl_class is None:
+        from trl import GRPOTrainer as trl_class
+    scoring, sampling = "_get_per_token_logps_and_entropies", "_generate_single_turn"
+    is_bool = lambda v: isinstance(v, bool)  # noqa: E731
+    switches = _attribute_problem(trainer, {"use_vllm": is_bool, "use_transformers_continuous_batching": is_bool})
+    # TRL calls the overrides whatever it samples with; what they change applies to transformers' generate only
+    local = switches is None and not (trainer.use_vllm or trainer.use_transformers_continuous_batching)
+    generate = _signature_problem(trl_class, sampling, _SAMPLING, rest_none=False) or switches or (
+        local and _source_problem(trl_class, sampling, (_LEFT_PAD, _GENERATE_CALL)))
+    tokenizer = {"_tokenizer": lambda t: hasattr(t, "pad_token_id")}
+    found: dict[Feature, str | None] = {
+        "shared_scoring": _signature_problem(trl_class, scoring, _SCORING, rest_none=True)
+        or _fused_head_problem(trainer),
+        "shared_sampling": generate or (local and (_source_problem(trl_class, sampling, _SLICE)
+                                                   or _attribute_problem(trainer, tokenizer))),
+        "stop_strings": generate or (local and (_source_problem(trl_class, sampling, (_EOS_CUT,)) or _attribute_problem(
+            trainer, {**tokenizer, "generation_config": lambda c: c is not None, "eos_token_ids": lambda ids: isinstance(
+                ids, (list, tuple)) and all(isinstance(i, int) for i in ids)}))),
+        "update_monitor": _attribute_problem(trainer, {
+            "_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")}),
+    }
+    return {feature: problem for feature, problem in found.items() if problem}
+
+
+def seam_warning(problems: dict[Feature, str], version: str) -> str:
+    """The one warning for a trainer whose TRL differs: the version, each feature turned off and why.
+
+    >>> print(seam_warning({"stop_strings": "x changed"}, "9.0.0").split(": ", 1)[1].split(". ")[0])
+    TRL 9.0.0 differs from the code grpo-lite was tested with (TRL 1.16.0): stop strings off (x changed)
+    """
+    off = "; ".join(f"{FEATURES[feature]} off ({why})" for feature, why in problems.items())
+    return (f"grpo-lite: TRL {version} differs from the code grpo-lite was tested with (TRL "
+            f"{', '.join(TESTED_TRL)}): {off}. TRL's own code runs instead; docs/troubleshooting.md says how "
+            "to check a TRL release")

@@ -52,9 +52,11 @@ def _restore_torch_threads():
     """A test that sets torch's thread count (tiny runs go faster on one) leaves it as it found it."""
     import sys
 
-    torch = sys.modules.get("torch")
-    before = torch.get_num_threads() if torch is not None else None
+    def threads() -> int | None:  # a test may put a fake torch in sys.modules: only the real one counts
+        torch = sys.modules.get("torch")
+        return torch.get_num_threads() if hasattr(torch, "get_num_threads") else None
+
+    before = threads()
     yield
-    torch = sys.modules.get("torch")
-    if torch is not None and before is not None and torch.get_num_threads() != before:
-        torch.set_num_threads(before)
+    if before is not None and threads() not in (None, before):
+        sys.modules["torch"].set_num_threads(before)

@@ -75,29 +75,23 @@ def _config(plan: Plan) -> Any:
 
 def grpo_args(plan: Plan) -> Any:
     """The ``GRPOConfig`` training builds for ``plan`` (see the module notes on ``use_cpu`` and ``bf16``)."""
-    from trl import GRPOConfig
-
-    from grpo_lite.recipe.recipe import Recipe
+    from grpo_lite.recipe.recipe import Recipe, make_grpo_config
     from grpo_lite.training.build import grpo_settings
 
     with tempfile.TemporaryDirectory() as out:
         settings = grpo_settings(Recipe.from_plan(plan), output_dir=Path(out), seed=0, max_steps=2)
         settings.update(bf16=False, fp16=False, use_cpu=True, report_to="none", save_strategy="no")
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            return GRPOConfig(**settings)
+        return make_grpo_config(settings)
 
 
 def _quantize_nf4(model: nn.Module, quantization: dict[str, Any]) -> list[torch.Tensor]:
     """Replace the decoder linears by ``Linear4bit`` and quantize each weight on meta; return the constants."""
     import bitsandbytes as bnb
-    from transformers import BitsAndBytesConfig
     from transformers.integrations.bitsandbytes import replace_with_bnb_linear
 
-    kwargs = {k: getattr(torch, v) if k.endswith("_dtype") else v for k, v in quantization.items()}
-    config = BitsAndBytesConfig(**kwargs)
+    from grpo_lite.recipe.recipe import from_pretrained_kwargs
+
+    config = from_pretrained_kwargs("bfloat16", quantization)["quantization_config"]  # the trainer's own config
     # bitsandbytes caches its blockwise code map on the device of the first tensor it quantizes: make that
     # the CPU, or a later real quantization in this process would copy out of a meta tensor
     qmaps = bnb.functional.name2qmap
@@ -108,7 +102,7 @@ def _quantize_nf4(model: nn.Module, quantization: dict[str, Any]) -> list[torch.
     for module in model.modules():
         if isinstance(module, bnb.nn.Linear4bit):
             shape = module.weight.shape
-            weight = bnb.nn.Params4bit(torch.empty(shape, device="meta", dtype=kwargs["bnb_4bit_compute_dtype"]),
+            weight = bnb.nn.Params4bit(torch.empty(shape, device="meta", dtype=config.bnb_4bit_compute_dtype),
                                        requires_grad=False, quant_type=config.bnb_4bit_quant_type,
                                        compress_statistics=config.bnb_4bit_use_double_quant, blocksize=64,
                                        quant_storage=torch.uint8, module=module)

@@ -406,8 +406,8 @@ def _plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
 
 
 def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | None, preset: str | None,
-               overrides: dict[str, Any], run: RunFolder, quiet: bool) -> Plan:
-    """plan() for this run, printed as a table on the main process."""
+               overrides: dict[str, Any], run: RunFolder, quiet: bool, show_plan: bool = False) -> Plan:
+    """plan() for this run, printed on the main process: its summary, or the whole table with ``show_plan``."""
     from grpo_lite.errors import DoesNotFitError
     from grpo_lite.planning.choose import plan
     from grpo_lite.training.resilience import train_advice

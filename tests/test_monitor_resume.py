@@ -29,7 +29,8 @@ def grads(base: torch.nn.Module) -> list:
 
 def _resumed(base, grads, make, monitor: UpdateMonitor, steps_before: int = 3) -> dict[str, float]:  # noqa: ANN001
     """``steps_before`` steps on the first batch's gradients with no monitor (the run before the resume),
-    then a monitor set up over the stepped optimizer and one step on the second batch's gradients."""
+    then a monitor set up over the stepped optimizer and one step on the second batch's gradients; also the
+    bytes the monitor held during that step (``held``)."""
     import copy
 
     model = copy.deepcopy(base)
@@ -44,8 +45,9 @@ def _resumed(base, grads, make, monitor: UpdateMonitor, steps_before: int = 3) -
         p.grad = grads[1][n].clone()
     monitor.capture_grads()
     step(optimizer)
+    held = monitor.nbytes()
     monitor.end_step()
-    return monitor.flush()
+    return {**monitor.flush(), "held": held}
 
 
 def _make(optim: str, optim_args: str | None = None):  # noqa: ANN202
@@ -55,11 +57,19 @@ def _make(optim: str, optim_args: str | None = None):  # noqa: ANN202
 
 @pytest.mark.parametrize("optim, args", [("adamw_torch", None), ("adamw_8bit", None),
                                          ("galore_adamw", "rank=8,update_proj_gap=2"),
-                                         ("galore_adamw_layerwise", "rank=8,update_proj_gap=2")])
+                                         ("galore_adamw_layerwise", "rank=8,update_proj_gap=3")])  # refreshes
 def test_a_monitor_set_up_over_a_stepped_optimizer_replays_its_step(optim, args, base, grads) -> None:  # noqa: ANN001
     # fp32 weights: every intended update lands, so the share is 1 when the replay is the live step
-    metrics = _resumed(base, grads, _make(optim, args), UpdateMonitor())
+    monitor = UpdateMonitor()
+    metrics = _resumed(base, grads, _make(optim, args), monitor)
     assert metrics["update/realized"] == pytest.approx(1.0, abs=1e-3), metrics
+    states = [probe.owner.state[probe.param] for probe in monitor.probes]
+    assert len(states) == 3 and all(s for s in states)  # the live optimizer had state before the monitor began
+    if optim == "adamw_8bit":  # blockwise 8-bit moments dequantized, and a small tensor's 32-bit ones
+        assert {s["state1"].dtype for s in states} == {torch.uint8, torch.float32}
+    if not optim.startswith("galore"):  # docs/presets.md's 0.44 MB: 24 B per element (the memory model's
+        # update_monitor term), 8 B of fp32 moments (its monitor_state) and the 4 B sampled gradient
+        assert metrics["held"] == 3 * 4096 * (24 + 8 + 4) == 442_368
 
 
 class _OddState(torch.optim.SGD):

@@ -118,8 +118,8 @@ def test_optimizer_state_per_param(optim: str, rounding: str, bytes_per_param: f
     assert phase(est, "generation")["optimizer_state"] / arch.n_params == pytest.approx(bytes_per_param, rel=0.01)
 
 
-@pytest.mark.parametrize("method, optim", [("full", "adamw_torch"), ("full", "adamw_8bit"), ("lora", "paged_adamw_8bit"),
-                                           ("galore", "galore_adamw_8bit")])
+@pytest.mark.parametrize("method, optim", [("full", "adamw_torch"), ("full", "adamw_8bit"),
+                                           ("lora", "paged_adamw_8bit"), ("galore", "galore_adamw_8bit")])
 def test_the_update_monitors_shadow_state_is_fp32_whatever_the_runs(method: str, optim: str) -> None:
     from grpo_lite.memory.terms import monitor_state
 

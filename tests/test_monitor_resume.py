@@ -3,6 +3,7 @@ after a resume (the checkpoint's moments and step count loaded before ``on_train
 
 from __future__ import annotations
 
+import copy
 import logging
 import warnings
 from pathlib import Path
@@ -31,8 +32,6 @@ def _resumed(base, grads, make, monitor: UpdateMonitor, steps_before: int = 3) -
     """``steps_before`` steps on the first batch's gradients with no monitor (the run before the resume),
     then a monitor set up over the stepped optimizer and one step on the second batch's gradients; also the
     bytes the monitor held during that step (``held``)."""
-    import copy
-
     model = copy.deepcopy(base)
     optimizer = make(model)
     for _ in range(steps_before):
@@ -57,7 +56,7 @@ def _make(optim: str, optim_args: str | None = None):  # noqa: ANN202
 
 @pytest.mark.parametrize("optim, args", [("adamw_torch", None), ("adamw_8bit", None),
                                          ("galore_adamw", "rank=8,update_proj_gap=2"),
-                                         ("galore_adamw_layerwise", "rank=8,update_proj_gap=3")])  # refreshes
+                                         ("galore_adamw_layerwise", "rank=8,update_proj_gap=3")])  # step 4 refreshes
 def test_a_monitor_set_up_over_a_stepped_optimizer_replays_its_step(optim, args, base, grads) -> None:  # noqa: ANN001
     # fp32 weights: every intended update lands, so the share is 1 when the replay is the live step
     monitor = UpdateMonitor()

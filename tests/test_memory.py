@@ -118,6 +118,17 @@ def test_optimizer_state_per_param(optim: str, rounding: str, bytes_per_param: f
     assert phase(est, "generation")["optimizer_state"] / arch.n_params == pytest.approx(bytes_per_param, rel=0.01)
 
 
+@pytest.mark.parametrize("method, optim", [("full", "adamw_torch"), ("full", "adamw_8bit"),
+                                           ("lora", "paged_adamw_8bit"), ("galore", "galore_adamw_8bit")])
+def test_the_update_monitors_shadow_state_is_fp32_whatever_the_runs(method: str, optim: str) -> None:
+    from grpo_lite.memory.terms import monitor_state
+
+    # the shadow replays each step from the live state, 8-bit moments dequantized into 32-bit ones
+    s = estimate(TOY, method=method, optim=optim, update_rounding="nearest", **SMALL).settings  # type: ignore[arg-type]
+    r = 32  # GaLore: the smallest linear (k_proj, 32 x 64) whole, rank min(128, 32, 64)
+    assert monitor_state(TOY, s) == (3 * (2 * 4 * r * 64 + r * 32 * 4) if method == "galore" else 3 * 4096 * 2 * 4)
+
+
 def test_stochastic_rounding_steps_one_fp32_slice_at_a_time() -> None:
     arch = find_architecture("Llama-3.2-1B")
     nearest = estimate(arch, optim="adamw_8bit", update_rounding="nearest", **SMALL)  # type: ignore[arg-type]

@@ -185,14 +185,16 @@ def _smallest_linear(arch: Architecture) -> tuple[int, int]:
 
 
 def monitor_state(arch: Architecture, s: StepSettings) -> float:
-    """Bytes of the update monitor's shadow optimizer state (fp32 shadows, the run's optimizer)."""
-    opt = s.optimizer
-    if opt.galore and not s.is_peft:
+    """Bytes of the update monitor's shadow optimizer state: two fp32 moments per shadow element whatever the
+    run's state dtype (the shadow replays each step from the live state, 8-bit states dequantized into 32-bit
+    ones); GaLore: rank-r fp32 states and an fp32 projector per shadowed linear."""
+    fp32_moments = 2 * 4
+    if s.optimizer.galore and not s.is_peft:
         g = parse_galore_args(s.optim_args)
         out, inp = _smallest_linear(arch)
         r = min(g.rank, out, inp)
-        return MONITOR_TENSORS * (state_bytes(opt, r * max(out, inp), 4) + r * min(out, inp) * 4)
-    return MONITOR_TENSORS * state_bytes(opt, MONITOR_ELEMENTS, 4)
+        return MONITOR_TENSORS * (fp32_moments * r * max(out, inp) + r * min(out, inp) * 4)
+    return MONITOR_TENSORS * fp32_moments * MONITOR_ELEMENTS
 
 
 def _state_label(state: str, param_bytes: float) -> str:

@@ -3,28 +3,46 @@
 Design (optimizer-agnostic "shadow replay"):
 
 * A few parameter tensors are sampled (3 by default). For each, a *shadow* fp32 copy is stepped by a clone of the
-  very optimizer that owns the parameter (same class, same param-group hyper-parameters, its own state), fed the
-  same gradient. Whatever the optimizer's maths (AdamW, 8-bit states, StableAdamW, GaLore / APOLLO projections), the
-  shadow's displacement is what that maths intends when nothing is rounded away.
-* Before every step the shadow is re-synced to the live weights (plus any Kahan compensation the optimizer keeps),
-  so intended updates never drift from the real trajectory.
-* Element-wise optimizers are shadowed on just the sampled elements (4096 per tensor: the smallest size that
-  bitsandbytes / torchao still quantize, so the shadow's state is like the real one); optimizers that mix a tensor's
-  elements (GaLore / APOLLO projections, Adafactor factoring) are shadowed on the whole tensor, so the sampled
-  tensors are then the smallest eligible ones.
+  very optimizer that owns the parameter (same class, same param-group hyper-parameters), fed the same gradient.
+  Whatever the optimizer's maths (AdamW, 8-bit states, StableAdamW, GaLore / APOLLO projections), the shadow's
+  displacement is what that maths intends when nothing is rounded away.
+* Before every step the shadow is re-synced to the live optimizer: its weights to the live weights (plus any Kahan
+  compensation the optimizer keeps), its optimizer state to the live state (moments, step count, projector). The
+  replay is then the step the live optimizer is about to take, from the live optimizer's own state: after a
+  ``--resume`` (transformers loads the checkpoint's optimizer state before ``on_train_begin``) as at the start of a
+  run. Why every step and not once at setup: for the reason the weights are re-synced, the live state is what the
+  live step starts from. A once-only copy would fix a resume but drift for 8-bit states, which the live optimizer
+  re-quantizes after every step and a 32-bit shadow would not; the per-step copy is exact for both, and costs a
+  gather of the sampled elements' state, copied into the shadow's state tensors in place.
+* Mapping the live state (:func:`shadow_state`): element-wise optimizers are shadowed on just the sampled elements
+  (4096 per tensor), so each state tensor shaped like the parameter is taken at the sampled indices; bitsandbytes'
+  blockwise 8-bit states (``state1``/``state2`` codes, one ``absmax`` per 256 elements, the ``qmap`` codebook) are
+  dequantized there, and the shadow keeps 32-bit state (the 8-bit step computes its update from the dequantized
+  moments in fp32, so the replay is the same step). Optimizers that mix a tensor's elements (GaLore / APOLLO
+  projections, Adafactor factoring) are shadowed on the whole tensor, so the sampled tensors are then the smallest
+  eligible ones; their state is copied whole, the projector included (its matrices into the shadow's own projector:
+  a refresh on the shadow never touches the live one), 8-bit states dequantized. The step count and other
+  per-tensor entries are copied; floating state goes to fp32.
+* A state the monitor cannot map (an object in an element-wise optimizer's state, a tensor neither per element nor
+  per tensor, an 8-bit layout other than bitsandbytes' blockwise one) is said once in the log. The shadow then keeps
+  its own state: right when both started empty (the first step of a run), otherwise not the live step's, and those
+  windows raise no :class:`UpdatesLostWarning`.
 * ``update/realized = <Σ applied, Σ intended> / |Σ intended|²`` over the sampled elements, summed since the last log:
   the window averages stochastic-rounding noise out; ``update/realized_stderr`` is its standard error (SR noise
   shrinks as 1/sqrt(window · elements · relative step)). Also logged: ``update/relative_step``, the intended step's
   norm over the weight's (bf16 keeps 8 significant bits: far below ~2**-9 round-to-nearest drops the update).
 
-Cost (``UpdateMonitor.nbytes``; docs/presets.md): element-wise optimizers hold 3 x 4096 fp32 shadow
-elements and their state (~0.3 MB); GaLore-like ones hold the smallest eligible tensors whole, in fp32
-with their shadow state. The replay is one optimizer step over those shadows.
+Cost (``UpdateMonitor.nbytes``; docs/presets.md): element-wise optimizers hold 3 x 4096 sampled elements at 24 B
+each (fp32 shadow, applied and intended sums, int64 index, snapshot: the memory model's ``update_monitor`` term),
+the shadow's two fp32 moments at 8 B each whatever the live state's dtype (its share of ``optimizer_state``:
+:func:`grpo_lite.memory.terms.monitor_state`) and, from the gradient capture to the replay, the sampled gradient
+(4 B): 0.44 MB at most. GaLore-like optimizers hold the smallest eligible tensors whole, in fp32, with their fp32
+shadow state. The replay is one optimizer step over those shadows.
 
 When a window's share falls below ``warn_below`` (0.5) with a tight enough standard error, one warning
 (:class:`UpdatesLostWarning`) says what to change.
 
-Hooks: ``on_step_begin`` (snapshot, before backward: layer-wise optimizers step inside backward),
+Hooks: ``on_step_begin`` (snapshot and state sync, before backward: layer-wise optimizers step inside backward),
 ``on_pre_optimizer_step`` (gradients after clipping; layer-wise: a tensor hook captured them), ``on_step_end``
 (replay, accumulate; when ``control.should_log`` hand the window's metrics to ``sink``). Not supported: parameters
 sharded by FSDP / DeepSpeed ZeRO-3 (the monitor sees local shards only).
@@ -33,6 +51,7 @@ sharded by FSDP / DeepSpeed ZeRO-3 (the monitor sees local shards only).
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import warnings
 from collections import OrderedDict, defaultdict
@@ -45,7 +64,9 @@ from torch import Tensor, nn
 from transformers import TrainerCallback
 
 from grpo_lite.memory.optimizers import MONITOR_ELEMENTS, MONITOR_TENSORS
-from grpo_lite.precision.rounding import inner_optimizers, is_elementwise, state_nbytes, unwrap
+from grpo_lite.precision.rounding import BNB_BLOCK, inner_optimizers, is_elementwise, state_nbytes, unwrap
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["LOST_UPDATES_HINT", "MetricsSink", "UpdateMonitor", "UpdatesLostWarning"]
 
@@ -80,6 +101,9 @@ class _Probe:
     intended: Tensor = field(init=False)
     step_ratio_sum: float | Tensor = 0.0
     steps: int = 0
+    synced: bool = False  # the shadow's optimizer state has been the live one's (copied, or both empty)
+    unmapped: str | None = None  # why the live state could not be copied while the shadow was not synced
+    layout_checked: dict[Any, bool] = field(default_factory=dict)  # 8-bit states: dequantizes as bitsandbytes does
 
     def __post_init__(self) -> None:
         shape = self.index.shape if self.elementwise else self.param.shape
@@ -121,6 +145,8 @@ class UpdateMonitor(TrainerCallback):
                  warn_below: float = 0.5):
         self.n_tensors, self.n_elements, self.seed, self.warn_below = n_tensors, n_elements, seed, warn_below
         self.warned = False
+        self._noted = False  # the log said once that a state could not be mapped
+        self._unreliable = False  # this window replayed a probe whose shadow state is not the live one's
         self.history: list[dict[str, float]] = []
         self.sink: MetricsSink = sink or self.history.append
         self.probes: list[_Probe] = []
@@ -132,6 +158,7 @@ class UpdateMonitor(TrainerCallback):
     def setup(self, model: nn.Module, optimizer: Any) -> None:
         """Pick the tensors and build their shadows (called by ``on_train_begin``; callable directly)."""
         self.close()
+        self._unreliable = False
         self._layerwise = hasattr(unwrap(optimizer), "optimizer_dict")
         gen = torch.Generator().manual_seed(self.seed)
         for name, p in self._choose(model, optimizer):
@@ -207,7 +234,31 @@ class UpdateMonitor(TrainerCallback):
         for probe in self.probes:
             probe.before = probe.exact(sampled=True)
             probe.shadow.copy_(probe.before if probe.elementwise else probe.exact())
+            self._sync_state(probe)
             probe.grad = None
+
+    def _sync_state(self, probe: _Probe) -> None:
+        """The shadow optimizer's state := the live optimizer's state for ``probe.param`` (before its step)."""
+        if probe.optimizer is None:
+            return
+        live = probe.owner.state.get(probe.param) or {}
+        try:
+            mapped = shadow_state(live, probe)
+        except UnmappableState as why:
+            if not probe.synced:  # the shadow's own state did not start from the live one's: not its step
+                probe.unmapped = str(why)
+                self._note(probe)
+            return  # synced before: the shadow's state followed the live one's from there
+        refill(probe.optimizer.state[probe.shadow], mapped)
+        probe.synced, probe.unmapped = True, None
+
+    def _note(self, probe: _Probe) -> None:
+        if self._noted:
+            return
+        self._noted = True
+        logger.warning("grpo-lite: the update monitor cannot replay %s from its state (%s); update/realized is "
+                       "not the live step's share for %s and raises no UpdatesLostWarning",
+                       type(probe.owner).__name__, probe.unmapped, probe.name)
 
     def capture_grads(self) -> None:
         """After clipping, before the step (non-layer-wise optimizers)."""
@@ -226,6 +277,7 @@ class UpdateMonitor(TrainerCallback):
             intended = (shadow if probe.elementwise else probe.take(shadow)) - probe.before
             probe.applied += applied
             probe.intended += intended
+            self._unreliable = self._unreliable or probe.unmapped is not None
             # a tensor until the window is logged: no device sync per step (and a step on meta tensors runs)
             probe.step_ratio_sum = probe.step_ratio_sum + intended.norm() / probe.before.norm().clamp_min(1e-30)
             probe.steps += 1
@@ -247,7 +299,9 @@ class UpdateMonitor(TrainerCallback):
     def flush(self) -> dict[str, float]:
         """The window's metrics; starts a new window."""
         metrics = _window_metrics(self.probes)
-        self._maybe_warn(metrics)
+        if not self._unreliable:
+            self._maybe_warn(metrics)
+        self._unreliable = False
         for probe in self.probes:
             probe.applied.zero_()
             probe.intended.zero_()
@@ -289,8 +343,13 @@ def _window_metrics(probes: list[_Probe]) -> dict[str, float]:
 
 
 # ---- the replay's plumbing: who owns a parameter, whether its update is element-wise, a clone of its optimizer over
-# an fp32 shadow, and which elements to sample
+# an fp32 shadow, the live state mapped onto it, and which elements to sample
 KAHAN_KEYS = ("kahan_comp",)  # torch-optimi's Kahan summation buffer
+CODEBOOK_KEYS = ("qmap", "absmax")  # bitsandbytes' 8-bit state: codebook and block scales (used to dequantize)
+
+
+class UnmappableState(Exception):
+    """The live optimizer's state holds an entry the monitor cannot copy onto the shadow."""
 
 
 def owner(optimizer: Any, p: Tensor) -> tuple[torch.optim.Optimizer, dict[str, Any]]:
@@ -329,11 +388,12 @@ def sample(numel: int, n: int, gen: torch.Generator) -> Tensor:
 
 
 def clone_optimizer(inner: torch.optim.Optimizer, p: Tensor, shadow: Tensor) -> torch.optim.Optimizer:
-    """Same class and attributes as ``inner``, over ``shadow`` only, with fresh state.
+    """Same class and attributes as ``inner``, over ``shadow`` only, with empty state (:func:`shadow_state` fills
+    it from the live state before every step).
 
     ``__init__`` is bypassed (constructor signatures differ); instance-level ``step`` patches (LR-scheduler counters,
-    rounding wrappers) and step hooks stay with the real optimizer. Python scalars in the live state (APOLLO's
-    projection seed) are copied so random projections match; tensors are not (the shadow starts from zero moments).
+    rounding wrappers) and step hooks stay with the real optimizer. A bitsandbytes clone keeps 32-bit state
+    whatever the live tensor's: its 8-bit state is dequantized into it.
     """
     _, group = owner(inner, p)
     clone = object.__new__(type(inner))
@@ -344,9 +404,6 @@ def clone_optimizer(inner: torch.optim.Optimizer, p: Tensor, shadow: Tensor) -> 
             setattr(clone, key, OrderedDict())
     clone.state = defaultdict(dict)
     clone.param_groups = [{**hyperparameters(group), "params": [shadow]}]
-    scalars = {k: v for k, v in inner.state.get(p, {}).items() if k != "step" and isinstance(v, (int, float, str))}
-    if scalars:
-        clone.state[shadow].update(scalars)
     if hasattr(clone, "mng"):  # bitsandbytes: a private override manager (the global one is keyed by index)
         from bitsandbytes.optim import GlobalOptimManager
 
@@ -354,7 +411,113 @@ def clone_optimizer(inner: torch.optim.Optimizer, p: Tensor, shadow: Tensor) -> 
         manager.initialize()
         clone.mng, clone.initialized = manager, False
         args = getattr(inner, "args", None)
-        if args is not None and p.numel() < getattr(args, "min_8bit_size", 0):  # the live tensor keeps 32-bit
-            clone.args = copy.copy(args)  # state: so does its shadow, whatever its sampled size
-            clone.args.min_8bit_size = shadow.numel() + 1
+        if args is not None:
+            live_8bit = getattr(args, "optim_bits", 32) == 8 and p.numel() >= getattr(args, "min_8bit_size", 0)
+            clone.args = copy.copy(args)
+            clone.args.optim_bits = 32
+            if live_8bit:  # bitsandbytes' blockwise 8-bit update ignores max_unorm: so does the 32-bit replay
+                clone.args.max_unorm = 0.0
     return clone
+
+
+def shadow_state(live: dict[str, Any], probe: _Probe) -> dict[str, Any]:
+    """The live optimizer's state for ``probe.param``, mapped onto its fp32 shadow (:func:`refill` copies it in).
+
+    Element-wise probes: tensors shaped like the parameter, gathered at the sampled elements; mixing ones: whole
+    tensors. bitsandbytes' blockwise 8-bit tensors dequantized; per-tensor entries (the step count, a norm buffer)
+    and plain values as they are; objects (GaLore's projector) as they are, for mixing optimizers only. Kahan
+    buffers are left out: the shadow's weight already includes them. Whole tensors and objects are the live ones:
+    only :func:`refill` may store them.
+
+    Raises:
+        UnmappableState: an entry that is none of these (said why).
+    """
+    n = probe.param.numel()
+    out: dict[str, Any] = {}
+    for key, value in live.items():
+        if isinstance(key, str) and (key in KAHAN_KEYS or key.startswith(CODEBOOK_KEYS)):
+            continue
+        if value is None or isinstance(value, (bool, int, float, str)):
+            out[key] = value
+        elif type(value) in (Tensor, nn.Parameter):
+            out[key] = _state_tensor(key, value.detach(), live, probe, n)
+        elif not probe.elementwise:
+            out[key] = value
+        else:
+            raise UnmappableState(f"{key!r} is a {type(value).__name__}")
+    return out
+
+
+def refill(state: dict[str, Any], mapped: dict[str, Any]) -> None:
+    """Make the shadow's ``state`` equal to ``mapped``, floating tensors in fp32: copied into the tensors it
+    already holds where they fit (no allocation per step; memory trackers keep seeing the same optimizer state),
+    new copies otherwise; objects refilled attribute by attribute, or deep-copied the first time."""
+    for key in [k for k in state if k not in mapped]:
+        del state[key]
+    for key, value in mapped.items():
+        old = state.get(key)
+        if isinstance(value, Tensor):
+            dtype = torch.float32 if value.is_floating_point() else value.dtype
+            if isinstance(old, Tensor) and (old.shape, old.dtype, old.device) == (value.shape, dtype, value.device):
+                old.copy_(value)
+            else:
+                state[key] = value.to(dtype, copy=True)
+        elif _is_object(value) and type(old) is type(value):
+            refill(vars(old), vars(value))
+        else:
+            state[key] = _fp32_copy(value)
+
+
+def _is_object(value: Any) -> bool:
+    return hasattr(value, "__dict__") and not isinstance(value, (type, Tensor))
+
+
+def _state_tensor(key: Any, value: Tensor, live: dict[str, Any], probe: _Probe, n: int) -> Tensor:
+    if value.dtype == torch.uint8:
+        return _dequantize(key, value, live, probe)
+    if not probe.elementwise or value.numel() == 1 and n > 1:  # whole, or per tensor (torch's step count)
+        return value
+    if value.numel() == n and value.is_floating_point():
+        return probe.take(value)  # an index gather: a copy
+    raise UnmappableState(f"{key!r} holds {value.numel()} {value.dtype} values for a {n}-element parameter")
+
+
+def _dequantize(key: Any, codes: Tensor, live: dict[str, Any], probe: _Probe) -> Tensor:
+    """A bitsandbytes blockwise 8-bit state (``state<k>``: codebook ``qmap<k>``, one ``absmax<k>`` per
+    :data:`BNB_BLOCK` elements) in fp32: whole, or at the sampled elements, ``qmap[code] * absmax[block]``
+    (checked once per state against ``bitsandbytes.functional.dequantize_blockwise``)."""
+    from bitsandbytes.functional import dequantize_blockwise
+
+    suffix = str(key).removeprefix("state")
+    qmap, absmax = live.get(f"qmap{suffix}"), live.get(f"absmax{suffix}")
+    m = codes.numel()
+    if not isinstance(qmap, Tensor) or not isinstance(absmax, Tensor) or absmax.numel() != -(-m // BNB_BLOCK) or \
+            (probe.elementwise and m != probe.param.numel()):
+        raise UnmappableState(f"{key!r} is 8-bit but not bitsandbytes' blockwise layout (codebook, one scale per "
+                              f"{BNB_BLOCK} elements)")
+    if not probe.elementwise:
+        return dequantize_blockwise(codes, absmax=absmax, code=qmap, blocksize=BNB_BLOCK)
+    flat, scales = codes.reshape(-1), absmax.reshape(-1)
+    if key not in probe.layout_checked and codes.device.type != "meta":  # one device sync, on the first step
+        head = flat[:BNB_BLOCK]
+        theirs = dequantize_blockwise(head, absmax=scales[:1], code=qmap, blocksize=BNB_BLOCK).float()
+        probe.layout_checked[key] = torch.allclose(qmap[head.long()] * scales[0], theirs, rtol=1e-6, atol=0.0)
+    if not probe.layout_checked.get(key, True):
+        raise UnmappableState(f"{key!r} does not dequantize as qmap[code] * absmax[block]")
+    return qmap[flat[probe.index].long()] * scales[probe.index // BNB_BLOCK]
+
+
+def _fp32_copy(value: Any) -> Any:
+    """A copy of a state value (GaLore's projector, a list of matrices) with its floating tensors in fp32."""
+    if isinstance(value, Tensor):
+        return value.to(torch.float32 if value.is_floating_point() else value.dtype, copy=True)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fp32_copy(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _fp32_copy(v) for k, v in value.items()}
+    if _is_object(value):
+        dup = copy.copy(value)
+        for name, attribute in vars(value).items():
+            setattr(dup, name, _fp32_copy(attribute))
+        return dup
+    return copy.deepcopy(value)

@@ -97,7 +97,9 @@ def planned_optimizer(model: nn.Module, optim: str, *, learning_rate: float, upd
                                  weight_decay=0.0, use_cpu=not torch.cuda.is_available(), report_to=[],
                                  optim_target_modules=list(target_modules) if target_modules else None)
         cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, model)
-    params = kwargs.pop("optimizer_dict", None) or [p for p in model.parameters() if p.requires_grad]
+    # layer-wise: one optimizer per parameter; GaLore: its own param groups (the projected targets); else all trainable
+    params = kwargs.pop("optimizer_dict", None) or kwargs.pop("params", None) or \
+        [p for p in model.parameters() if p.requires_grad]
     optimizer = cls(params, **kwargs)
     if update_rounding == "stochastic":
         install_update_rounding(optimizer)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["GrpoLiteError", "ConfigError", "DataError", "ModelError", "DoesNotFitError"]
+__all__ = ["GrpoLiteError", "ConfigError", "DataError", "ModelError", "DoesNotFitError", "ExportError"]
 
 
 class GrpoLiteError(Exception):
@@ -33,3 +33,7 @@ class DoesNotFitError(GrpoLiteError):
         super().__init__(message)
         self.smallest_budget_gb = smallest_budget_gb
         self.preset = preset
+
+
+class ExportError(GrpoLiteError, OSError):
+    """Writing an exported file failed (a full disk, a folder that cannot be written); nothing is left half-written."""

@@ -23,6 +23,7 @@ from grpo_lite.training.attempts import OnOOM, RunFolder, RunInputs
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
+    from grpo_lite.export.after_training import ExportFormat
     from grpo_lite.planning.ladder import Method
 
     from grpo_lite.planning.result import Plan
@@ -57,6 +58,8 @@ class TrainResult:
         events: what happened along the way (out-of-memory step downs, interrupts, resume).
         model: the trained model in memory (a PeftModel for LoRA/QLoRA), for evaluation right away.
         tokenizer: its tokenizer.
+        exported: with ``export="gguf"``, the files written (:class:`grpo_lite.export.runtimes.RuntimeFiles`:
+            ``gguf``, ``modelfile``, ``llama_cli``); else None.
     """
 
     output_dir: Path
@@ -70,6 +73,7 @@ class TrainResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     model: Any = field(default=None, repr=False)
     tokenizer: Any = field(default=None, repr=False)
+    exported: Any = None
 
     def reward_change(self, window: int = 3) -> tuple[float | None, float | None]:
         """Mean total reward over the first and the last ``window`` logged steps."""
@@ -103,6 +107,7 @@ def train(
     quiet: bool = False,
     shared_prefix: bool = True,
     stop_strings: Sequence[str] = DEFAULT_STOP_STRINGS,
+    export: ExportFormat | None = None,
     **overrides: Any,
 ) -> TrainResult:
     """Fine-tune ``model`` with GRPO on ``dataset`` under a memory plan for ``budget_gb``.
@@ -134,6 +139,8 @@ def train(
             where unsupported, see docs/shared_prefix.md). Default: True.
         stop_strings: end a sampled completion at the first of these. Default: ``("</answer>",)``,
             the end of the XML answer format; ``()`` samples up to ``max_completion_length``.
+        export: ``"gguf"`` also writes ``final.gguf`` (q8_0), an Ollama ``Modelfile`` and ``system_prompt.txt``
+            in the run folder at the end (docs/export.md); checked before training starts. Default: None.
         **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
             ``num_generations=4``) or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``,
             ``lora_target_modules``), applied verbatim: the planner only chooses what is not fixed here.
@@ -141,6 +148,9 @@ def train(
     from grpo_lite.training.attempts import Attempts, run_attempts
 
     _check_arguments(max_steps, on_oom, overrides)
+    from grpo_lite.export.after_training import check_export
+
+    check_export(export, model)  # before the output folder is touched
     from grpo_lite.memory.heap import use_mmap_threshold_on_cpu
 
     use_mmap_threshold_on_cpu()  # CPU: freed tiles go back to the system (docs/memory.md plans for it)
@@ -153,7 +163,7 @@ def train(
     loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks,
                           trainer_options={"shared_prefix": shared_prefix, "stop_strings": tuple(stop_strings)})
     trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
-    return _finish(loop, trainer, inputs, run)
+    return _finish(loop, trainer, inputs, run, export)
 
 
 def process_state() -> Any:
@@ -252,8 +262,8 @@ def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | 
     return the_plan
 
 
-def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder) -> TrainResult:
-    """Save the final model (unless interrupted), write run.json, print the summary."""
+def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder, export: ExportFormat | None = None) -> TrainResult:
+    """Save the final model (unless interrupted), write run.json, print the summary, export (main process)."""
     from grpo_lite.training import build, resilience
 
     out = run.out
@@ -277,4 +287,8 @@ def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder) -> Train
                 f"[bold]interrupted at step {loop.done}[/bold]: checkpoint saved in {resilience.latest_checkpoint(out)}. "
                 f"Resume with the same command plus --resume (Python: train(..., output_dir={str(out)!r}, resume=True))"
             )
+        elif export is not None:
+            from grpo_lite.export.after_training import export_after_training
+
+            result.exported = export_after_training(out, export, run.console)
     return result

@@ -192,7 +192,7 @@ def replace_sections(text: str, sections: dict[str, str]) -> str:
     return text
 
 
-ERRORS = ("ConfigError", "DataError", "ModelError", "DoesNotFitError", "GrpoLiteError")
+ERRORS = ("ConfigError", "DataError", "ModelError", "DoesNotFitError", "ExportError", "GrpoLiteError")
 
 
 def _constant_parts(node: ast.AST) -> list[str]:

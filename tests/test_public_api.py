@@ -126,6 +126,7 @@ def test_public_class_has_a_docstring(name):
         ("DataError", ValueError),
         ("ModelError", LookupError),
         ("DoesNotFitError", Exception),
+        ("ExportError", OSError),
     ],
 )
 def test_errors_share_one_base(name, base):

@@ -19,7 +19,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("run", metavar="RUN", help="a run folder of grpo-lite train (with run.json and final/), or a model folder")
     p.add_argument("--gguf", action="store_true", required=True, help="write a GGUF file (the one format for now)")
     p.add_argument("--quant", choices=list(QUANTIZATIONS), default="q8_0",
-                   help="; ".join(f"{k}: {v[2]}" for k, v in QUANTIZATIONS.items()) + " (default q8_0)")
+                   help="q8_0: 8-bit, close to f16 (default); f16: 16-bit floats; q4_0: 4-bit, smallest "
+                   "(docs/export.md compares them)")
     p.add_argument("--output", "-o", default=None, metavar="PATH",
                    help="the .gguf file to write (default: RUN/final.gguf, or FOLDER.gguf next to a model folder)")
     return p

@@ -60,7 +60,8 @@ def llama_completion(binary: Path, gguf: Path, prompt: str, n_predict: int, work
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         raise SystemExit(f"llama-completion failed ({done.returncode}): {done.stderr[-2000:]}")
-    return done.stdout, command
+    text = done.stdout.removesuffix("\n\n")  # llama-completion prints two newlines at the end
+    return text.removesuffix(" [end of text]\n"), command  # and this after an end-of-generation token
 
 
 def compare_with_convert(source: Path, run: Path, ours: Path, workdir: Path) -> None:

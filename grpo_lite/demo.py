@@ -6,7 +6,7 @@ evaluates greedily on held-out problems before and after training and reports on
 
     demo: reward A -> B, format C% -> D%, accuracy E% -> F%, among formatted G% -> H% (n=N)
 
-The trained model is also written as ``runs/demo/final.gguf`` (q8_0), with an Ollama ``Modelfile`` and
+The trained model is also written as ``runs/demo/final.gguf`` (q8_0), with an Ollama Modelfile (``final.Modelfile``) and
 the ``llama-cli`` line next to it (``train(..., export="gguf")``, docs/export.md).
 
 "Among formatted" is the accuracy over the well-formatted answers only: it rises only when formatted
@@ -198,7 +198,7 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False) -> DemoRe
         shared_prefix=cfg.shared_prefix,
         seed=cfg.seed,
         quiet=quiet,
-        export="gguf",  # runs/demo/final.gguf (q8_0), Modelfile, system_prompt.txt
+        export="gguf",  # runs/demo/final.gguf (q8_0), final.Modelfile, final.system_prompt.txt
         **cfg.train_settings(),
     )
     phases["train"], mark = time.perf_counter() - mark, time.perf_counter()

@@ -286,9 +286,9 @@ def test_cli_export_writes_the_file_and_the_modelfile(sharp_model_dir, tmp_path,
     assert main(["export", str(run), "--gguf", "--quant", "f16"]) == 0
     out = capsys.readouterr().out
     assert f"GGUF: {run / 'final.gguf'} (f16," in out and "llama-cli -m" in out and "ollama create run" in out
-    modelfile = (run / "Modelfile").read_text()
+    modelfile = (run / "final.Modelfile").read_text()
     assert 'FROM ./final.gguf\nSYSTEM """Answer."""\nPARAMETER temperature 0\nPARAMETER stop "</answer>"' in modelfile
-    assert (run / "system_prompt.txt").read_text() == "Answer."
+    assert (run / "final.system_prompt.txt").read_text() == "Answer."
     assert main(["export", str(tmp_path / "nope"), "--gguf"]) == 2
     assert "error: cannot export" in capsys.readouterr().err
 
@@ -300,3 +300,29 @@ def test_train_refuses_an_unknown_export_before_touching_the_folder(tiny_model_d
     with pytest.raises(ConfigError, match="export='onnx' is not valid"):
         train(str(tiny_model_dir), output_dir=tmp_path, overwrite=True, export="onnx")  # type: ignore[arg-type]
     assert (tmp_path / "keep.txt").read_text() == "an earlier run"
+
+
+@pytest.mark.slow
+def test_llama_cpp_decodes_the_tiny_export_like_transformers(sharp_model_dir, tmp_path):
+    """llama.cpp itself reads the file: the same 24 greedy tokens as transformers' reader of the same file.
+
+    Needs a llama.cpp build (``LLAMA_CPP_BUILD`` names its folder, with ``bin/llama-completion``;
+    docs/export.md says how to build one); skipped without it.
+    """
+    import subprocess
+
+    binary = Path(os.environ.get("LLAMA_CPP_BUILD", "/nonexistent")) / "bin" / "llama-completion"
+    if not binary.is_file():
+        pytest.skip("no llama.cpp build: set LLAMA_CPP_BUILD to a folder with bin/llama-completion")
+    path = export_gguf(sharp_model_dir, tmp_path / "tiny.gguf", "f16")
+    prompt = "<reasoning>\nAna sells 45 books and Tom has 12 apples"
+    model, tokenizer = _read_back(path)
+    ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+    out = model.generate(ids, max_new_tokens=24, min_new_tokens=24, do_sample=False, pad_token_id=0)
+    ours = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    (tmp_path / "prompt.txt").write_text(prompt + "\n")
+    done = subprocess.run([str(binary), "-m", str(path), "-f", str(tmp_path / "prompt.txt"), "-n", "24", "--temp", "0",
+                           "--ignore-eos", "-no-cnv", "--no-display-prompt", "--no-warmup", "--simple-io", "--no-escape",
+                           "-t", "1", "-c", "256"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == ours + "\n\n" and len(ours) > 10, (done.stdout, ours)  # llama-completion ends with 2 newlines

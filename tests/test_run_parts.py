@@ -92,7 +92,7 @@ def test_demo_runs_twice_into_the_same_folder(tiny_model_dir, tmp_path):
     assert first.train.steps == second.train.steps == 1
     assert second.line().startswith("demo: reward ") and second.line().endswith("(n=2)")
     assert second.train.exported.gguf == tmp_path / "demo" / "final.gguf" and second.train.exported.gguf.is_file()
-    assert (tmp_path / "demo" / "Modelfile").read_text().startswith("# Ollama Modelfile")
+    assert (tmp_path / "demo" / "final.Modelfile").read_text().startswith("# Ollama Modelfile")
 
 
 def test_demo_cli_options_reach_the_config(monkeypatch, capsys):

@@ -6,7 +6,7 @@
 - :mod:`~grpo_lite.export.hparams`: the supported architectures and their hyperparameter keys.
 - :mod:`~grpo_lite.export.tensors`: weights -> GGUF tensor names, llama.cpp's q/k layout, quantization.
 - :mod:`~grpo_lite.export.vocab`: tokenizer metadata, carried from the source GGUF or built from the HF tokenizer.
-- :mod:`~grpo_lite.export.runtimes`: what a runtime needs next to the file: an Ollama Modelfile, the llama-cli line.
+- :mod:`~grpo_lite.export.runtimes`: what a runtime needs next to the file: an Ollama Modelfile, the system prompt, the llama-cli line.
 
 ``train(..., export="gguf")`` calls this stage at the end of a run, so it sits before training in the
 pipeline and imports nothing from it. torch, transformers, PEFT and gguf are imported inside functions.

@@ -1,10 +1,13 @@
 """What a runtime needs next to an exported GGUF: an Ollama Modelfile, a system prompt file, the llama-cli line.
 
+Next to ``NAME.gguf`` they are ``NAME.Modelfile`` and ``NAME.system_prompt.txt``: named after the file, so an
+export never replaces another model's files in a shared folder.
+
 The model was trained on prompts of one :class:`~grpo_lite.data.prompts.PromptStyle` (read back from
 the run's ``run.json``): the Modelfile gives Ollama that style's system prompt and worked examples
 (``SYSTEM``, ``MESSAGE``), greedy decoding (``temperature 0``, as evaluation decodes) and the run's
 stop strings; Ollama takes the chat template from the GGUF file. ``llama-cli`` reads the chat
-template from the file too and the system prompt from ``system_prompt.txt``. Neither runtime can
+template from the file too and the system prompt from ``NAME.system_prompt.txt``. Neither runtime can
 open the assistant's turn with the style's prefill (``<reasoning>``), which training and evaluation do.
 """
 
@@ -34,7 +37,7 @@ class RuntimeFiles:
     Attributes:
         gguf: the exported file.
         modelfile: the Ollama Modelfile (``ollama create NAME -f <modelfile>``).
-        system_prompt: the system prompt, for ``llama-cli -sysf``; None when the style has none.
+        system_prompt: the system prompt file, for ``llama-cli -sysf``; None when the style has none.
         llama_cli: the llama-cli command line.
         quantization: the file's quantization.
         seconds: wall time of the export (model load, merge, quantization, write).
@@ -97,7 +100,7 @@ def modelfile_text(gguf_name: str, style: PromptStyle, stop_strings: tuple[str, 
     <BLANKLINE>
     """
     lines = [
-        "# Ollama Modelfile written by grpo-lite: ollama create NAME -f Modelfile, then ollama run NAME.",
+        "# Ollama Modelfile written by grpo-lite: ollama create NAME -f <this file>, then ollama run NAME.",
         "# SYSTEM and MESSAGE are the prompt style the model was trained with; the chat template is the GGUF file's.",
         f"FROM ./{gguf_name}",
     ]
@@ -117,22 +120,22 @@ def modelfile_text(gguf_name: str, style: PromptStyle, stop_strings: tuple[str, 
 def llama_cli_command(gguf: Path, system_prompt: Path | None) -> str:
     """The llama-cli line: chat with the file, greedy, with the trained system prompt.
 
-    >>> llama_cli_command(Path("runs/demo/final.gguf"), Path("runs/demo/system_prompt.txt"))
-    'llama-cli -m runs/demo/final.gguf --temp 0 -sysf runs/demo/system_prompt.txt'
+    >>> llama_cli_command(Path("runs/demo/final.gguf"), Path("runs/demo/final.system_prompt.txt"))
+    'llama-cli -m runs/demo/final.gguf --temp 0 -sysf runs/demo/final.system_prompt.txt'
     """
     line = f"llama-cli -m {shlex.quote(str(gguf))} --temp 0"
     return line + (f" -sysf {shlex.quote(str(system_prompt))}" if system_prompt is not None else "")
 
 
 def write_runtime_files(gguf: str | os.PathLike, record: dict[str, Any]) -> RuntimeFiles:
-    """Write ``Modelfile`` (and ``system_prompt.txt``) next to ``gguf``, from a run's ``run.json`` contents."""
+    """Write ``NAME.Modelfile`` (and ``NAME.system_prompt.txt``) next to ``NAME.gguf``, from a run's ``run.json``."""
     path = Path(gguf)
     style = style_of_run(record)
-    modelfile = path.parent / "Modelfile"
+    modelfile = path.with_suffix(".Modelfile")
     modelfile.write_text(modelfile_text(path.name, style, tuple(record.get("stop_strings", ()))), encoding="utf-8")
     system = None
     if style.system_prompt:
-        system = path.parent / "system_prompt.txt"
+        system = path.with_suffix(".system_prompt.txt")
         system.write_text(style.system_prompt, encoding="utf-8")
     return RuntimeFiles(gguf=path, modelfile=modelfile, system_prompt=system, llama_cli=llama_cli_command(path, system))
 

@@ -134,8 +134,11 @@ def rope_freqs(config: Any) -> Any:
     return torch.tensor(out, dtype=torch.float32)
 
 
-def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iterator[tuple[str, np.ndarray, Any]]:
-    """``(gguf name, data, GGML type)`` for every weight of ``model``, quantized, one tensor at a time.
+def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iterator[tuple[str, Any, Any]]:
+    """``(gguf name, data, GGML type)`` for every weight of ``model``.
+
+    The data are ``gguf.LazyNumpyTensor``: each weight is reordered, cast to float32 and quantized only
+    when the writer writes it, so an export holds one converted tensor at a time next to the model.
 
     Raises:
         ModelError: a weight the ``gguf`` package's name map does not know for this architecture.
@@ -150,7 +153,7 @@ def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iter
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.gguf_arch.upper()], int(text.num_hidden_layers))
     extra = rope_freqs(config)
     if extra is not None:
-        yield _quantized("rope_freqs.weight", extra, quantization, tied)
+        yield _lazy("rope_freqs.weight", extra, None, quantization, tied)
     for name, tensor in model.state_dict().items():
         if tied and name == "lm_head.weight":
             continue  # the embedding is the output matrix
@@ -158,17 +161,33 @@ def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iter
         if new is None:
             raise ModelError(f"cannot export {name!r} to GGUF: the gguf package has no {arch.gguf_arch} name "
                              f"for it; this export writes plain {arch.hf_class} weights only")
-        data = tensor.detach().float()
+        n_head = None
         if arch.permute_qk and name.endswith(("q_proj.weight", "q_proj.bias")):
-            data = permute_rows(data, heads)
+            n_head = heads
         elif arch.permute_qk and name.endswith(("k_proj.weight", "k_proj.bias")):
-            data = permute_rows(data, kv_heads)
-        yield _quantized(new, data, quantization, tied)
+            n_head = kv_heads
+        yield _lazy(new, tensor, n_head, quantization, tied)
 
 
-def _quantized(name: str, data: Any, quantization: Quantization, tied: bool) -> tuple[str, np.ndarray, Any]:
+def _lazy(name: str, tensor: Any, n_head: int | None, quantization: Quantization, tied: bool) -> tuple[str, Any, Any]:
+    """One tensor as the writer takes it: its final dtype and shape now, its bytes when written."""
     import gguf
+    import numpy as np
 
-    array = data.contiguous().numpy()
-    kind = gguf.GGMLQuantizationType[tensor_type(name, tuple(array.shape), quantization, tied=tied)]
-    return name, gguf.quants.quantize(array, kind), kind
+    shape = tuple(int(n) for n in tensor.shape)
+    kind = gguf.GGMLQuantizationType[tensor_type(name, shape, quantization, tied=tied)]
+
+    def convert() -> np.ndarray:
+        data = tensor.detach().float()
+        if n_head is not None:
+            data = permute_rows(data, n_head)
+        return gguf.quants.quantize(data.contiguous().numpy(), kind)
+
+    if kind == gguf.GGMLQuantizationType.F32:
+        dtype, stored = np.float32, shape
+    elif kind == gguf.GGMLQuantizationType.F16:
+        dtype, stored = np.float16, shape
+    else:
+        dtype, stored = np.uint8, gguf.quant_shape_to_byte_shape(shape, kind)
+    meta = gguf.LazyNumpyTensor.meta_with_dtype_and_shape(dtype, stored)
+    return name, gguf.LazyNumpyTensor(meta=meta, func=convert), kind

@@ -139,7 +139,7 @@ def train(
             where unsupported, see docs/shared_prefix.md). Default: True.
         stop_strings: end a sampled completion at the first of these. Default: ``("</answer>",)``,
             the end of the XML answer format; ``()`` samples up to ``max_completion_length``.
-        export: ``"gguf"`` also writes ``final.gguf`` (q8_0), an Ollama ``Modelfile`` and ``system_prompt.txt``
+        export: ``"gguf"`` also writes ``final.gguf`` (q8_0), ``final.Modelfile`` (Ollama) and ``final.system_prompt.txt``
             in the run folder at the end (docs/export.md); checked before training starts. Default: None.
         **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
             ``num_generations=4``) or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``,

@@ -326,3 +326,13 @@ def test_llama_cpp_decodes_the_tiny_export_like_transformers(sharp_model_dir, tm
                            "-t", "1", "-c", "256"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == ours + "\n\n" and len(ours) > 10, (done.stdout, ours)  # llama-completion ends with 2 newlines
+
+
+def test_export_docs_name_what_the_code_supports():
+    from grpo_lite.export.hparams import supported_text
+    from grpo_lite.export.tensors import QUANTIZATIONS
+    from grpo_lite.export.vocab import PRE_TOKENIZERS
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "export.md").read_text().split())
+    assert supported_text() in text
+    assert all(f"| `{q}`" in text for q in QUANTIZATIONS) and all(f"`{p}`" in text for p in PRE_TOKENIZERS.values())

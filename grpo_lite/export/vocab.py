@@ -11,7 +11,7 @@ lists the tokens, ``gguf.SpecialVocab`` adds the merges, the special token ids, 
 and the chat template. Two things come from the tokenizer itself, as in llama.cpp's converter: each
 added token's type (special ones are CONTROL, others USER_DEFINED, so runtimes keep them whole), and
 the name of the pre-tokenizer llama.cpp must split text with (``tokenizer.ggml.pre``), found from the
-token ids of one test text (:func:`pre_tokenizer_name`).
+token ids of one test text (:func:`pre_tokenizer_name`); and whether it adds BOS, when its files do not say.
 """
 
 from __future__ import annotations
@@ -144,4 +144,8 @@ def add_hf_tokenizer(writer: Any, tokenizer_dir: Path, vocab_size: int, what: st
     writer.add_tokenizer_pre(pre)
     writer.add_token_list(tokens)
     writer.add_token_types(types)
-    gguf.SpecialVocab(tokenizer_dir, load_merges=True, n_vocab=vocab_size).add_to_gguf(writer, quiet=True)
+    special = gguf.SpecialVocab(tokenizer_dir, load_merges=True, n_vocab=vocab_size)
+    if "bos" not in special.add_special_token:  # not stated in the tokenizer's files: write what it does
+        ids = tokenizer("a")["input_ids"]
+        special.add_special_token["bos"] = bool(ids) and ids[0] == tokenizer.bos_token_id
+    special.add_to_gguf(writer, quiet=True)

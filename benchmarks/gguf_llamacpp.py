@@ -9,8 +9,9 @@ in one process:
   run's ``final.gguf``; transformers' GGUF loader reads the same file and ``evaluate()`` decodes the same
   prompts; both texts are cut after the first ``</answer>`` (evaluation stops there) and compared;
 - with ``--convert LLAMA_CPP_SOURCE``, the run's model is also saved as a transformers folder (adapter
-  merged) and converted by llama.cpp's own ``convert_hf_to_gguf.py`` (``--outtype q8_0``); tensor names,
-  shapes and types and the metadata keys of both files are compared.
+  merged) and converted by llama.cpp's own ``convert_hf_to_gguf.py`` (``--outtype q8_0``; it needs its
+  own requirements, ``sentencepiece`` among them); tensor names, shapes, types and bytes and the
+  metadata keys of both files are compared.
 
 Build llama.cpp once, outside the repository (2 cores: about 15 minutes), e.g. from the source that the
 ``llama-cpp-python`` sdist ships in ``vendor/llama.cpp``::
@@ -84,10 +85,13 @@ def compare_with_convert(source: Path, run: Path, ours: Path, workdir: Path) -> 
     a, b = gguf.GGUFReader(ours), gguf.GGUFReader(theirs)
     ta = {t.name: (tuple(int(x) for x in t.shape), t.tensor_type.name) for t in a.tensors}
     tb = {t.name: (tuple(int(x) for x in t.shape), t.tensor_type.name) for t in b.tensors}
+    data_a, data_b = {t.name: t.data for t in a.tensors}, {t.name: t.data for t in b.tensors}
     print(f"tensors: ours {len(ta)}, convert_hf_to_gguf {len(tb)}; names only in ours {sorted(set(ta) - set(tb))}, "
           f"only in theirs {sorted(set(tb) - set(ta))}")
     print(f"same shape and type: {sum(ta[n] == tb[n] for n in set(ta) & set(tb))}/{len(set(ta) & set(tb))}; "
-          f"differing: {[(n, ta[n], tb[n]) for n in sorted(set(ta) & set(tb)) if ta[n] != tb[n]][:5]}")
+          f"differing: {[(n, ta[n], tb[n]) for n in sorted(set(ta) & set(tb)) if ta[n] != tb[n]][:5]}; "
+          f"identical bytes: {sum(bytes(data_a[n].tobytes()) == bytes(data_b[n].tobytes()) for n in set(ta) & set(tb))}"
+          f"/{len(set(ta) & set(tb))}")
     ka = {k for k in a.fields if not k.startswith("GGUF.")}
     kb = {k for k in b.fields if not k.startswith("GGUF.")}
     print(f"metadata keys: ours {len(ka)}, theirs {len(kb)}; only in ours {sorted(ka - kb)}; only in theirs {sorted(kb - ka)}")
@@ -100,6 +104,8 @@ def main() -> None:
     parser.add_argument("build", help="a llama.cpp build folder (with bin/llama-completion)")
     parser.add_argument("run", nargs="?", default="runs/demo", help="a finished, exported run (default runs/demo)")
     parser.add_argument("--prompts", type=int, default=20, help="held-out problems decoded (default 20)")
+    parser.add_argument("--gguf", metavar="FILE", help="decode this export of the run instead of RUN/final.gguf "
+                        "(e.g. an f16 one from grpo-lite export RUN --gguf --quant f16 -o FILE)")
     parser.add_argument("--convert", metavar="SOURCE", help="llama.cpp's source folder: also compare with convert_hf_to_gguf.py")
     args = parser.parse_args()
 
@@ -107,7 +113,7 @@ def main() -> None:
     from grpo_lite.data.prompts import apply_prompt_style
 
     run, binary = Path(args.run), Path(args.build) / "bin" / "llama-completion"
-    gguf_path = run / "final.gguf"
+    gguf_path = Path(args.gguf) if args.gguf else run / "final.gguf"
     if not binary.is_file() or not gguf_path.is_file():
         raise SystemExit(f"need {binary} and {gguf_path} (run grpo-lite demo, or grpo-lite export RUN --gguf)")
     data, kwargs = held_out(run, args.prompts)

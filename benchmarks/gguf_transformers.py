@@ -10,7 +10,8 @@ For a finished run (default: the demo's, ``runs/demo``), in one process:
 
 It prints, per file: its size, the accuracy against the trained model's, how many greedy completions
 are identical (the first ``--prompts`` problems, and all), whether the GGUF tokenizer gives the same
-prompt ids, and the largest difference of log-probs over the first 4 prompts' tokens.
+prompt ids, and the largest difference of log-probs over the first 4 prompts: of each prompt token
+given the ones before it, and over the whole vocabulary at every position.
 
     python benchmarks/gguf_transformers.py [RUN] [--quant f16 q8_0 q4_0] [--n 100] [--prompts 20]
 """
@@ -63,15 +64,23 @@ def read_gguf(path: Path):  # noqa: ANN201
 
 
 def prompt_logprobs(model, tokenizer, prompts: list[str]):  # noqa: ANN001, ANN201
-    """Log-probs of every prompt token position, prompts one at a time (no padding)."""
+    """Per prompt (one at a time, no padding): the log-probs over the vocabulary at every position, and
+    the ids of the tokens that follow each position."""
     import torch
 
     out = []
     with torch.inference_mode():
         for text in prompts:
             ids = tokenizer(text, return_tensors="pt")["input_ids"]
-            out.append(torch.log_softmax(model(ids).logits.float(), -1)[0])
+            out.append((torch.log_softmax(model(ids).logits.float(), -1)[0], ids[0, 1:]))
     return out
+
+
+def logprob_gaps(ref, got) -> tuple[float, float]:  # noqa: ANN001
+    """(max |d log p| of the prompts' own next tokens, max |d log p| over the whole vocabulary)."""
+    own = max((a[:-1].gather(1, n[:, None]) - b[:-1].gather(1, n[:, None])).abs().max().item()
+              for (a, n), (b, _) in zip(ref, got))
+    return own, max((a - b).abs().max().item() for (a, _), (b, _) in zip(ref, got))
 
 
 def main() -> None:
@@ -107,24 +116,25 @@ def main() -> None:
             back, back_tokenizer = read_gguf(path)
             same_ids = all(tokenizer(p)["input_ids"] == back_tokenizer(p)["input_ids"] for p in rendered)
             got_logprobs = prompt_logprobs(back, back_tokenizer, rendered[:4])
-            worst = max((a - b).abs().max().item() for a, b in zip(ref_logprobs, got_logprobs))
+            own, worst = logprob_gaps(ref_logprobs, got_logprobs)
             mark = time.perf_counter()
             result = evaluate(back, data, tokenizer=back_tokenizer, **kwargs)
             took = time.perf_counter() - mark
             completions = [s["completion"] for s in result.samples]
             same_first = sum(a == b for a, b in zip(first[: args.prompts], completions[: args.prompts]))
             same_all = sum(a == b for a, b in zip(first, completions))
-            rows.append((quant, path.stat().st_size, result, same_first, same_all, same_ids, worst))
+            rows.append((quant, path.stat().st_size, result, same_first, same_all, own, worst))
             print(f"{quant}: {path} {path.stat().st_size / 1e6:.1f} MB (export {exported:.0f} s), {result.summary()} "
                   f"({took:.0f} s); identical completions {same_first}/{min(args.prompts, len(first))} first, "
-                  f"{same_all}/{len(first)} all; same prompt ids: {same_ids}; max |d log-prob| {worst:.2e}", flush=True)
+                  f"{same_all}/{len(first)} all; same prompt ids: {same_ids}; max |d log-prob|: prompt tokens {own:.2e}, "
+                  f"whole vocabulary {worst:.2e}", flush=True)
             del back
-    print(f"\n| file | size (MB) | accuracy | vs trained ({ref.accuracy:.0%}) | identical first {args.prompts} "
-          f"| identical all {len(first)} | max abs d log-prob |")
+    print(f"\n| file | size (MB) | accuracy (trained {ref.accuracy:.0%}) | identical completions, first {args.prompts} "
+          f"| identical, all {len(first)} | max abs d log-prob, prompt tokens | whole vocabulary |")
     print("|---|---|---|---|---|---|---|")
-    for quant, size, result, same_first, same_all, same_ids, worst in rows:
-        print(f"| {quant} | {size / 1e6:.1f} | {result.accuracy:.0%} | {100 * (result.accuracy - ref.accuracy):+.0f} pt "
-              f"| {same_first} | {same_all} | {worst:.1e} |")
+    for quant, size, result, same_first, same_all, own, worst in rows:
+        print(f"| {quant} | {size / 1e6:.1f} | {result.accuracy:.0%} ({100 * (result.accuracy - ref.accuracy):+.0f} pt) "
+              f"| {same_first} | {same_all} | {own:.1e} | {worst:.1e} |")
 
 
 if __name__ == "__main__":

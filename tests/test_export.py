@@ -107,22 +107,64 @@ def test_tensor_names_types_and_tied_embedding(sharp_model_dir, tmp_path):
     assert types[:6] == [gguf.TokenType.CONTROL] * 6 and set(types[6:]) == {gguf.TokenType.NORMAL}  # the 6 specials
 
 
+def _tensors(path: Path) -> dict[str, bytes]:
+    import gguf
+
+    return {t.name: bytes(t.data.tobytes()) for t in gguf.GGUFReader(path).tensors}
+
+
 def test_a_lora_adapter_is_merged_first(sharp_model_dir, tmp_path):
+    """The adapter is merged weight by weight as the file is written: the same tensors as PEFT's own
+    merge_and_unload, and the GGUF's log-probs are the merged model's, not the base's."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_lite.export.source import lazily_mergeable
 
     base = AutoModelForCausalLM.from_pretrained(sharp_model_dir)
     peft = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
                                            init_lora_weights=False))  # random A and B: the adapter moves the output
     adapter = tmp_path / "adapter"
     peft.save_pretrained(adapter)
-    AutoTokenizer.from_pretrained(sharp_model_dir).save_pretrained(adapter)
     tokenizer = AutoTokenizer.from_pretrained(sharp_model_dir)
-    merged = _logprobs(peft.merge_and_unload().eval(), tokenizer)
-    back, _ = _read_back(export_gguf(adapter, tmp_path / "merged.gguf", "f16"))
-    got = _logprobs(back, tokenizer)
+    tokenizer.save_pretrained(adapter)
+    assert lazily_mergeable(peft)
+    lazy = export_gguf(adapter, tmp_path / "lazy.gguf", "f16")
+    merged_model = peft.merge_and_unload().eval()
+    merged_dir = tmp_path / "merged"
+    merged_model.save_pretrained(merged_dir)
+    tokenizer.save_pretrained(merged_dir)
+    assert _tensors(lazy) == _tensors(export_gguf(merged_dir, tmp_path / "merged.gguf", "f16"))
+    back, _ = _read_back(lazy)
+    got, merged = _logprobs(back, tokenizer), _logprobs(merged_model, tokenizer)
     plain = _logprobs(AutoModelForCausalLM.from_pretrained(sharp_model_dir).eval(), tokenizer)
     assert (merged - got).abs().max().item() <= 1e-2 < (plain - got).abs().max().item()
+    dora = get_peft_model(AutoModelForCausalLM.from_pretrained(sharp_model_dir),
+                          LoraConfig(r=4, target_modules=["q_proj"], use_dora=True))
+    assert not lazily_mergeable(dora)  # left to PEFT's own merge
+
+
+def test_train_exports_the_model_it_holds_without_changing_it(tiny_model_dir, tmp_path, monkeypatch):
+    """train(export="gguf") reads the LoRA model in memory (nothing is loaded again): the same tensors as
+    an export from disk, and the returned model is still the un-merged PeftModel, as saved."""
+    from grpo_lite import train
+    from grpo_lite.export.source import ExportSource
+
+    def from_disk(self):  # noqa: ANN001, ANN202
+        raise AssertionError("train() loaded the model again from disk")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ExportSource, "load_model", from_disk)
+        result = train(str(tiny_model_dir), dataset="synthetic", output_dir=tmp_path / "run", max_steps=1,
+                       method="lora", num_generations=2, per_device_train_batch_size=2, max_completion_length=8,
+                       save_strategy="no", quiet=True, export="gguf")
+    assert result.exported.gguf == tmp_path / "run" / "final.gguf" and hasattr(result.model, "peft_config")
+    assert _tensors(result.exported.gguf) == _tensors(export_gguf(tmp_path / "run", tmp_path / "disk.gguf"))
+    from grpo_lite.evaluation import load_for_eval
+
+    saved, _ = load_for_eval(tmp_path / "run" / "final")  # written before the export ran
+    mine, theirs = result.model.state_dict(), saved.state_dict()
+    assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
 
 
 def test_qwen2_round_trips_with_its_biases(tiny_model_dir, tmp_path):

@@ -46,21 +46,34 @@ def check_export(export: str | None, model: str | os.PathLike) -> None:
         )
 
 
-def export_after_training(out: Path, export: ExportFormat, console: Any) -> Any:
+def export_after_training(out: Path, export: ExportFormat, console: Any, model: Any = None,
+                          num_processes: int = 1) -> Any:
     """Export the finished run in ``out`` (its ``final/`` model) and print where the files are.
+
+    Args:
+        out: the run folder.
+        export: the format.
+        console: where to print.
+        model: the trained model in memory. Its weights are read as they are (no second copy) when it runs
+            in one process, is not quantized (QLoRA's 4-bit base is read again from disk, unquantized)
+            and its adapter merges lazily; otherwise ``final/`` is loaded from disk.
+        num_processes: processes of the run (a sharded model is read from disk).
 
     Returns:
         The :class:`~grpo_lite.export.runtimes.RuntimeFiles` written.
     """
     from grpo_lite.export.runtimes import export_for_runtimes
+    from grpo_lite.export.source import lazily_mergeable
 
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    quantized = getattr(base, "is_quantized", False) or getattr(base, "hf_quantizer", None) is not None
+    loaded = model if model is not None and num_processes == 1 and not quantized and lazily_mergeable(model) else None
     try:
-        files = export_for_runtimes(out, quantization=TRAIN_QUANTIZATION)
+        files = export_for_runtimes(out, quantization=TRAIN_QUANTIZATION, loaded=loaded)
     except GrpoLiteError as exc:
         kind = exc.__class__ if isinstance(exc, (ConfigError, ModelError, ExportError)) else ExportError
         raise kind(f"{exc} (the trained model is saved in {out / 'final'}; export it again with: "
                    f"grpo-lite export {out} --{export})") from exc
-    console.print(files.summary())
-    for line in files.lines():
-        console.print(f"  {line}", highlight=False)
+    for line in [files.summary(), *(f"  {line}" for line in files.lines())]:
+        console.print(line, highlight=False, soft_wrap=True)  # commands stay on one line, whatever the width
     return files

@@ -19,7 +19,7 @@ from typing import Any
 from grpo_lite.errors import ExportError, ModelError
 from grpo_lite.export.tensors import Quantization
 
-__all__ = ["GGUF_DEPENDENCY", "default_gguf_path", "export_gguf"]
+__all__ = ["GGUF_DEPENDENCY", "default_gguf_path", "export_gguf", "write_gguf"]
 
 GGUF_DEPENDENCY = "pip install 'grpo-lite[gguf]'"
 
@@ -57,6 +57,13 @@ def export_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None = N
         ConfigError: an unknown ``quantization``.
         ExportError: the file could not be written (a full disk...); no partial file is left.
     """
+    return write_gguf(model_dir, path, quantization)
+
+
+def write_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None, quantization: Quantization,
+               loaded: Any = None) -> Path:
+    """:func:`export_gguf`, reading the weights from ``loaded`` when given: the model ``model_dir`` holds,
+    already in memory (``train(export="gguf")`` passes its own; it is read, never changed)."""
     from grpo_lite.export.hparams import find_arch
     from grpo_lite.export.source import find_source
     from grpo_lite.export.tensors import check_quantization
@@ -75,7 +82,7 @@ def export_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None = N
         import gguf  # noqa: F401
     except ImportError:
         raise ModelError(f"GGUF export needs the gguf package: {GGUF_DEPENDENCY}") from None
-    model = source.load_model()
+    model = loaded if loaded is not None else source.load_model()
     writer = _writer(model, arch, quant, source)
     _write_atomically(writer, target)
     return target

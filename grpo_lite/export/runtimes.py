@@ -141,12 +141,13 @@ def write_runtime_files(gguf: str | os.PathLike, record: dict[str, Any]) -> Runt
 
 
 def export_for_runtimes(model_dir: str | os.PathLike, path: str | os.PathLike | None = None,
-                        quantization: Quantization = "q8_0") -> RuntimeFiles:
-    """:func:`~grpo_lite.export.gguf_file.export_gguf`, then the Modelfile and system prompt next to the file."""
-    from grpo_lite.export.gguf_file import export_gguf
+                        quantization: Quantization = "q8_0", loaded: Any = None) -> RuntimeFiles:
+    """:func:`~grpo_lite.export.gguf_file.export_gguf` (``loaded``: the model already in memory, see
+    :func:`~grpo_lite.export.gguf_file.write_gguf`), then the Modelfile and system prompt next to the file."""
+    from grpo_lite.export.gguf_file import write_gguf
     from grpo_lite.export.source import find_source
 
     start = time.perf_counter()
-    gguf = export_gguf(model_dir, path, quantization)
+    gguf = write_gguf(model_dir, path, quantization, loaded)
     files = write_runtime_files(gguf, find_source(model_dir).run_record)
     return replace(files, quantization=quantization, seconds=time.perf_counter() - start)

@@ -6,6 +6,11 @@ Accepted inputs, checked before anything heavy is loaded:
 - a ``final/`` folder, or any transformers model folder (``config.json`` and the weights);
 - a LoRA adapter folder (``adapter_config.json``): its base model is loaded and the adapter merged in.
 
+A plain LoRA adapter is merged one weight at a time as the file is written (:func:`named_weights`:
+``W + delta``, the sum PEFT's own merge computes), without changing the model: ``train(export="gguf")``
+exports the model it holds in memory this way, with no second copy. Other adapters (DoRA, several
+adapters, saved modules) are merged by PEFT's ``merge_and_unload`` after loading.
+
 When ``run.json`` (in the run folder, or next to the model folder) names a ``.gguf`` file as its
 model, that file is the origin whose metadata the export carries over. The model is loaded in its
 saved dtype; tensors are converted to float32 one at a time when written.
@@ -16,11 +21,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from grpo_lite.errors import ModelError
 
-__all__ = ["ExportSource", "find_source"]
+__all__ = ["ExportSource", "find_source", "lazily_mergeable", "named_weights"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,8 @@ class ExportSource:
             raise ModelError(f"cannot read the config of {where} to export {self.name}: {exc}") from exc
 
     def load_model(self) -> Any:
-        """The model in its saved dtype, a LoRA adapter merged into its base; in eval mode."""
+        """The model in its saved dtype, in eval mode; a LoRA adapter on its base (merged by PEFT unless
+        :func:`lazily_mergeable`)."""
         from transformers import AutoModelForCausalLM
 
         if self.adapter_base is None:
@@ -70,7 +76,50 @@ class ExportSource:
             base = AutoModelForCausalLM.from_pretrained(self.adapter_base, dtype="auto")
         else:  # the converted copy of the origin GGUF is gone from the cache: read the file itself
             base = AutoModelForCausalLM.from_pretrained(str(self.origin_gguf.parent), gguf_file=self.origin_gguf.name)
-        return PeftModel.from_pretrained(base, str(self.model_dir)).merge_and_unload().eval()
+        model = PeftModel.from_pretrained(base, str(self.model_dir)).eval()
+        return model if lazily_mergeable(model) else model.merge_and_unload().eval()
+
+
+def lazily_mergeable(model: Any) -> bool:
+    """True for a model without adapters, or a PEFT model with one plain LoRA adapter (no DoRA, no LoRA
+    bias, no saved modules), whose merged weights :func:`named_weights` computes without changing it."""
+    if not hasattr(model, "peft_config"):
+        return True
+    from peft.tuners.lora import LoraLayer
+
+    if len(model.peft_config) != 1 or str(next(iter(model.peft_config.values())).peft_type) != "PeftType.LORA":
+        return False
+    layers = [m for m in model.modules() if isinstance(m, LoraLayer)]
+    plain = all(not any(m.use_dora.values()) and not any(getattr(m, "lora_bias", {}).values()) for m in layers)
+    saved = any("modules_to_save" in name or "original_module" in name for name, _ in model.named_modules())
+    return plain and not saved and all(hasattr(m, "get_delta_weight") for m in layers)
+
+
+def named_weights(model: Any) -> Iterator[tuple[str, tuple[int, ...], Callable[[], Any]]]:
+    """``(transformers name, shape, read)`` for every weight; ``read()`` returns the tensor. A LoRA
+    adapter's weights are merged when read (``W + get_delta_weight()``, the sum PEFT's merge adds),
+    without changing the model.
+
+    Args:
+        model: a model for which :func:`lazily_mergeable` is True.
+    """
+    if not hasattr(model, "peft_config"):
+        for name, tensor in model.state_dict().items():
+            yield name, tuple(tensor.shape), (lambda t=tensor: t)
+        return
+    base, adapter = model.get_base_model(), model.active_adapter
+    for key, tensor in base.state_dict().items():
+        if ".lora_" in key:
+            continue
+        if ".base_layer." not in key:
+            yield key, tuple(tensor.shape), (lambda t=tensor: t)
+            continue
+        owner_name, _, leaf = key.partition(".base_layer.")
+        owner = base.get_submodule(owner_name)
+        if leaf == "weight":
+            yield f"{owner_name}.{leaf}", tuple(tensor.shape), (lambda t=tensor, m=owner: t + m.get_delta_weight(adapter))
+        else:
+            yield f"{owner_name}.{leaf}", tuple(tensor.shape), (lambda t=tensor: t)
 
 
 def find_source(path: str | Path) -> ExportSource:

@@ -20,7 +20,7 @@ it at 6 bits (Q6_K), which the ``gguf`` package cannot write.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
 from grpo_lite.errors import ConfigError, ModelError
 from grpo_lite.export.hparams import GgufArch, rope_settings
@@ -135,7 +135,8 @@ def rope_freqs(config: Any) -> Any:
 
 
 def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iterator[tuple[str, Any, Any]]:
-    """``(gguf name, data, GGML type)`` for every weight of ``model``.
+    """``(gguf name, data, GGML type)`` for every weight of ``model`` (a LoRA adapter's merged in,
+    :func:`grpo_lite.export.source.named_weights`).
 
     The data are ``gguf.LazyNumpyTensor``: each weight is reordered, cast to float32 and quantized only
     when the writer writes it, so an export holds one converted tensor at a time next to the model.
@@ -145,6 +146,8 @@ def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iter
     """
     import gguf
 
+    from grpo_lite.export.source import named_weights
+
     config = model.config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     heads = int(text.num_attention_heads)
@@ -153,8 +156,8 @@ def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iter
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH[arch.gguf_arch.upper()], int(text.num_hidden_layers))
     extra = rope_freqs(config)
     if extra is not None:
-        yield _lazy("rope_freqs.weight", extra, None, quantization, tied)
-    for name, tensor in model.state_dict().items():
+        yield _lazy("rope_freqs.weight", tuple(extra.shape), lambda: extra, None, quantization, tied)
+    for name, shape, read in named_weights(model):
         if tied and name == "lm_head.weight":
             continue  # the embedding is the output matrix
         new = names.get_name(name, try_suffixes=(".weight", ".bias"))
@@ -166,19 +169,22 @@ def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iter
             n_head = heads
         elif arch.permute_qk and name.endswith(("k_proj.weight", "k_proj.bias")):
             n_head = kv_heads
-        yield _lazy(new, tensor, n_head, quantization, tied)
+        yield _lazy(new, shape, read, n_head, quantization, tied)
 
 
-def _lazy(name: str, tensor: Any, n_head: int | None, quantization: Quantization, tied: bool) -> tuple[str, Any, Any]:
-    """One tensor as the writer takes it: its final dtype and shape now, its bytes when written."""
+def _lazy(name: str, shape: tuple[int, ...], read: Callable[[], Any], n_head: int | None, quantization: Quantization,
+          tied: bool) -> tuple[str, Any, Any]:
+    """One tensor as the writer takes it: its final dtype and shape now, its bytes (``read()``, reordered,
+    quantized) when written."""
     import gguf
     import numpy as np
 
-    shape = tuple(int(n) for n in tensor.shape)
     kind = gguf.GGMLQuantizationType[tensor_type(name, shape, quantization, tied=tied)]
 
     def convert() -> np.ndarray:
-        data = tensor.detach().float()
+        import torch
+
+        data = read().detach().to("cpu", torch.float32)
         if n_head is not None:
             data = permute_rows(data, n_head)
         return gguf.quants.quantize(data.contiguous().numpy(), kind)

@@ -290,5 +290,5 @@ def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder, export: 
         elif export is not None:
             from grpo_lite.export.after_training import export_after_training
 
-            result.exported = export_after_training(out, export, run.console)
+            result.exported = export_after_training(out, export, run.console, result.model, run.state.num_processes)
     return result

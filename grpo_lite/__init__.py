@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "TrainResult": "grpo_lite.training.trainer",
     "evaluate": "grpo_lite.evaluation",
     "EvalResult": "grpo_lite.evaluation",
+    "export_gguf": "grpo_lite.export.gguf_file",
     "load_gsm8k": "grpo_lite.data.loaders",
     "load_dataset": "grpo_lite.data.loaders",
     "synthetic_problems": "grpo_lite.data.synthetic",
@@ -49,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "DoesNotFitError": "grpo_lite.errors",
     "OutputDirError": "grpo_lite.errors",
     "RewardError": "grpo_lite.errors",
+    "ExportError": "grpo_lite.errors",
 }
 _SUBMODULES = ("rewards",)
 
@@ -62,9 +64,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite.training.loading import demo_model_path
     from grpo_lite.planning.tables import plan_table
     from grpo_lite.recipe.recipe import Recipe
-    from grpo_lite.errors import (ConfigError, DataError, DoesNotFitError, GrpoLiteError, ModelError, OutputDirError,
-                                  RewardError)
+    from grpo_lite.errors import (ConfigError, DataError, DoesNotFitError, ExportError, GrpoLiteError, ModelError,
+                                  OutputDirError, RewardError)
     from grpo_lite.evaluation import EvalResult, evaluate
+    from grpo_lite.export.gguf_file import export_gguf
     from grpo_lite.memory.estimate import MemoryEstimate, estimate
     from grpo_lite.memory.models import ModelSpec, resolve_model
     from grpo_lite.planning.choose import plan

@@ -6,6 +6,9 @@ evaluates greedily on held-out problems before and after training and reports on
 
     demo: reward A -> B, format C% -> D%, accuracy E% -> F%, among formatted G% -> H% (n=N)
 
+The trained model is also written as ``runs/demo/final.gguf`` (q8_0), with an Ollama Modelfile (``final.Modelfile``) and
+the ``llama-cli`` line next to it (``train(..., export="gguf")``, docs/export.md).
+
 "Among formatted" is the accuracy over the well-formatted answers only: it rises only when formatted
 answers get righter, not when the model merely learns the format.
 
@@ -120,8 +123,9 @@ class DemoResult:
     """Before/after evaluations and the training result of one demo run.
 
     ``phase_seconds`` holds the wall seconds of each phase: ``eval_before`` (model load included),
-    ``train`` and ``eval_after``. ``train.model`` is the trained model with its LoRA adapter merged
-    (the adapter itself is saved in ``train.model_dir``).
+    ``train``, ``export`` (the GGUF file) and ``eval_after``. ``train.exported`` lists the GGUF's files;
+    ``train.model`` is the trained model with its LoRA adapter merged (the adapter itself is saved in
+    ``train.model_dir``).
     """
 
     before: Any
@@ -197,9 +201,12 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False, show_plan
         seed=cfg.seed,
         quiet=quiet,
         show_plan=show_plan,
+        export="gguf",  # runs/demo/final.gguf (q8_0), final.Modelfile, final.system_prompt.txt
         **cfg.train_settings(),
     )
     phases["train"], mark = time.perf_counter() - mark, time.perf_counter()
+    if result.exported is not None:
+        phases["train"], phases["export"] = phases["train"] - result.exported.seconds, result.exported.seconds
     model = result.model
     if hasattr(model, "merge_and_unload"):  # the adapter is saved: fold it into the weights to decode faster
         model = result.model = model.merge_and_unload()

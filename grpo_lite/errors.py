@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["GrpoLiteError", "ConfigError", "DataError", "ModelError", "DoesNotFitError", "OutputDirError", "RewardError"]
+__all__ = ["GrpoLiteError", "ConfigError", "DataError", "ModelError", "DoesNotFitError", "OutputDirError", "RewardError",
+           "ExportError"]
 
 
 class GrpoLiteError(Exception):
@@ -41,3 +42,5 @@ class OutputDirError(GrpoLiteError, OSError):
 
 class RewardError(GrpoLiteError, ValueError):
     """A reward function returned something that is not one number (or None) per completion."""
+class ExportError(GrpoLiteError, OSError):
+    """Writing an exported file failed (a full disk, a folder that cannot be written); nothing is left half-written."""

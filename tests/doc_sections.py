@@ -192,7 +192,8 @@ def replace_sections(text: str, sections: dict[str, str]) -> str:
     return text
 
 
-ERRORS = ("ConfigError", "DataError", "ModelError", "DoesNotFitError", "GrpoLiteError", "OutputDirError", "RewardError")
+ERRORS = ("ConfigError", "DataError", "ModelError", "DoesNotFitError", "ExportError", "GrpoLiteError", "OutputDirError",
+          "RewardError")
 
 
 def _constant_parts(node: ast.AST) -> list[str]:

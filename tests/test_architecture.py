@@ -12,8 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "grpo_lite"
 # the stages in pipeline order; a module may import its own stage and the stages before it
-STAGES = ("errors", "data", "rewards", "memory", "planning", "scale", "precision", "recipe", "training", "simulation",
-          "evaluation", "demo", "cli")
+STAGES = ("errors", "data", "rewards", "memory", "planning", "scale", "precision", "recipe", "export", "training",
+          "simulation", "evaluation", "demo", "cli")
 BASE = {"grpo_lite", "grpo_lite._version", "grpo_lite.errors", "grpo_lite.tiny", "grpo_lite.__main__"}
 
 

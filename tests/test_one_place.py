@@ -140,7 +140,7 @@ DECISIONS = {
     "rounding default": (rounding_defaults, {("grpo_lite/memory/settings.py", "default_update_rounding")}),
     "method names": (method_lists, {("grpo_lite/memory/settings.py", "")}),
     "prompt tokenisation": (prompt_tokenisations, {("grpo_lite/data/prompts.py", "prompt_token_ids"),
-                                                   ("grpo_lite/data/prompts.py", "_adds_bos"),
+                                                   ("grpo_lite/data/prompts.py", "adds_bos_token"),
                                                    ("grpo_lite/data/prompts.py", "_render")}),
     "TRL objects from a recipe": (trl_object_builds, {("grpo_lite/recipe/recipe.py", "from_pretrained_kwargs"),
                                                       ("grpo_lite/recipe/recipe.py", "make_grpo_config")}),

@@ -128,6 +128,7 @@ def test_public_class_has_a_docstring(name):
         ("DoesNotFitError", Exception),
         ("OutputDirError", OSError),
         ("RewardError", ValueError),
+        ("ExportError", OSError),
     ],
 )
 def test_errors_share_one_base(name, base):

@@ -91,6 +91,8 @@ def test_demo_runs_twice_into_the_same_folder(tiny_model_dir, tmp_path):
     second = run_demo(cfg, quiet=True)  # the demo's folder is scratch: a second run replaces the first
     assert first.train.steps == second.train.steps == 1
     assert second.line().startswith("demo: reward ") and second.line().endswith("(n=2)")
+    assert second.train.exported.gguf == tmp_path / "demo" / "final.gguf" and second.train.exported.gguf.is_file()
+    assert (tmp_path / "demo" / "final.Modelfile").read_text().startswith("# Ollama Modelfile")
 
 
 def test_demo_cli_options_reach_the_config(monkeypatch, capsys):

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "demo": "grpo_lite.cli.demo",
     "train": "grpo_lite.cli.train",
     "eval": "grpo_lite.cli.eval",
+    "export": "grpo_lite.cli.export",
     "plan": "grpo_lite.cli.plan",
     "presets": "grpo_lite.cli.presets",
 }

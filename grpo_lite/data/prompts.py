@@ -48,6 +48,7 @@ __all__ = [
     "render_prompt",
     "apply_prompt_style",
     "prompt_token_ids",
+    "adds_bos_token",
 ]
 
 SYSTEM_PROMPT = (
@@ -256,7 +257,7 @@ def build_messages(question: str, style: PromptStyle | None = None) -> list[dict
     return messages
 
 
-def _adds_bos(tokenizer: Any) -> bool:
+def adds_bos_token(tokenizer: Any) -> bool:
     """Whether ``tokenizer(text)`` puts the BOS token in front by itself."""
     bos_id = getattr(tokenizer, "bos_token_id", None)
     if bos_id is None:
@@ -283,7 +284,7 @@ def render_prompt(messages: list[dict[str, str]], tokenizer: Any, prefill: str =
     Raises:
         ModelError: the tokenizer has no chat template.
     """
-    return _render(messages, tokenizer, prefill, _adds_bos(tokenizer))
+    return _render(messages, tokenizer, prefill, adds_bos_token(tokenizer))
 
 
 def _render(messages: list[dict[str, str]], tokenizer: Any, prefill: str, adds_bos: bool) -> str:
@@ -332,7 +333,7 @@ def apply_prompt_style(dataset: Dataset, tokenizer: Any, style: PromptStyle | No
         )
     if not style.prefill:
         return dataset
-    adds_bos = _adds_bos(tokenizer)
+    adds_bos = adds_bos_token(tokenizer)
     texts: list[str] = []
     for i, prompt in enumerate(dataset["prompt"]):
         if isinstance(prompt, str):

@@ -27,6 +27,7 @@ from grpo_lite.training.quiet import quiet_libraries
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
+    from grpo_lite.export.after_training import ExportFormat
     from grpo_lite.planning.ladder import Method
 
     from grpo_lite.planning.result import Plan
@@ -61,6 +62,8 @@ class TrainResult:
         events: what happened along the way (out-of-memory step downs, interrupts, resume).
         model: the trained model in memory (a PeftModel for LoRA/QLoRA), for evaluation right away.
         tokenizer: its tokenizer.
+        exported: with ``export="gguf"``, the files written (:class:`grpo_lite.export.runtimes.RuntimeFiles`:
+            ``gguf``, ``modelfile``, ``llama_cli``); else None.
     """
 
     output_dir: Path
@@ -74,6 +77,7 @@ class TrainResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     model: Any = field(default=None, repr=False)
     tokenizer: Any = field(default=None, repr=False)
+    exported: Any = None
 
     def reward_change(self, window: int = 3) -> tuple[float | None, float | None]:
         """Mean total reward over the first and the last ``window`` logged steps."""
@@ -111,6 +115,7 @@ def train(
     shared_prefix: bool = True,
     stop_strings: Sequence[str] = DEFAULT_STOP_STRINGS,
     skip_invalid: bool = False,
+    export: ExportFormat | None = None,
     **overrides: Any,
 ) -> TrainResult:
     """Fine-tune ``model`` with GRPO on ``dataset`` under a memory plan for ``budget_gb``.
@@ -151,6 +156,8 @@ def train(
             the end of the XML answer format; ``()`` samples up to ``max_completion_length``.
         skip_invalid: skip dataset rows without a usable question or answer (one warning gives the
             count) instead of raising. Default: False.
+        export: ``"gguf"`` also writes ``final.gguf`` (q8_0), ``final.Modelfile`` (Ollama) and ``final.system_prompt.txt``
+            in the run folder at the end (docs/export.md); checked before training starts. Default: None.
         **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
             ``num_generations=4``) or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``,
             ``lora_target_modules``), applied verbatim: the planner only chooses what is not fixed here.
@@ -173,6 +180,9 @@ def train(
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
     reward_funcs = _check_arguments(max_steps, on_oom, rewards, overrides)
+    from grpo_lite.export.after_training import check_export
+
+    check_export(export, model)  # before the output folder is touched
     from grpo_lite.memory.heap import use_mmap_threshold_on_cpu
 
     use_mmap_threshold_on_cpu()  # CPU: freed tiles go back to the system (docs/memory.md plans for it)
@@ -191,7 +201,7 @@ def train(
         loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks,
                               recipe=the_recipe)
         trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
-        return _finish(loop, trainer, inputs, run)
+        result = _finish(loop, trainer, inputs, run)
     except BaseException as exc:
         from grpo_lite.errors import GrpoLiteError
 
@@ -203,6 +213,12 @@ def train(
         raise
     finally:
         run.release()
+    if export is not None and not result.interrupted and run.state.is_main_process:
+        from grpo_lite.export.after_training import export_after_training
+
+        # after run.json says finished: a failed export keeps the trained model and says how to export it again
+        result.exported = export_after_training(run.out, export, run.console, result.model, run.state.num_processes)
+    return result
 
 
 def process_state() -> Any:

@@ -1,0 +1,157 @@
+"""What an export reads: a run folder or a model folder -> the model, its config, its tokenizer, its origin.
+
+Accepted inputs, checked before anything heavy is loaded:
+
+- a run folder of :func:`grpo_lite.train` (``run.json`` and ``final/``): its ``final/`` model;
+- a ``final/`` folder, or any transformers model folder (``config.json`` and the weights);
+- a LoRA adapter folder (``adapter_config.json``): its base model is loaded and the adapter merged in.
+
+A plain LoRA adapter is merged one weight at a time as the file is written (:func:`named_weights`:
+``W + delta``, the sum PEFT's own merge computes), without changing the model: ``train(export="gguf")``
+exports the model it holds in memory this way, with no second copy. Other adapters (DoRA, several
+adapters, saved modules) are merged by PEFT's ``merge_and_unload`` after loading.
+
+When ``run.json`` (in the run folder, or next to the model folder) names a ``.gguf`` file as its
+model, that file is the origin whose metadata the export carries over. The model is loaded in its
+saved dtype; tensors are converted to float32 one at a time when written.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from grpo_lite.errors import ModelError
+
+__all__ = ["ExportSource", "find_source", "lazily_mergeable", "named_weights"]
+
+
+@dataclass(frozen=True)
+class ExportSource:
+    """Where the pieces of one export come from.
+
+    Attributes:
+        model_dir: the folder with the weights (``config.json``) or the LoRA adapter (``adapter_config.json``).
+        run_dir: the run folder (with ``run.json``), or None for a model folder outside any run.
+        origin_gguf: the GGUF file the run started from, whose metadata is carried over; or None.
+        adapter_base: the base model of a LoRA adapter (a folder or hub id), or None for full weights.
+        run_record: the run's ``run.json`` contents ({} without a run).
+    """
+
+    model_dir: Path
+    run_dir: Path | None
+    origin_gguf: Path | None
+    adapter_base: str | None
+    run_record: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        """The run or model folder's name, for messages and the file's ``general.name``."""
+        return (self.run_dir or self.model_dir).resolve().name
+
+    def config(self) -> Any:
+        """The transformers config of the model (of the adapter's base for a LoRA run)."""
+        from transformers import AutoConfig
+
+        where = self.adapter_base or str(self.model_dir)
+        if self.origin_gguf is not None and self.adapter_base and not Path(self.adapter_base).is_dir():
+            return AutoConfig.from_pretrained(str(self.origin_gguf.parent), gguf_file=self.origin_gguf.name)
+        try:
+            return AutoConfig.from_pretrained(where)
+        except OSError as exc:
+            raise ModelError(f"cannot read the config of {where} to export {self.name}: {exc}") from exc
+
+    def load_model(self) -> Any:
+        """The model in its saved dtype, in eval mode; a LoRA adapter on its base (merged by PEFT unless
+        :func:`lazily_mergeable`)."""
+        from transformers import AutoModelForCausalLM
+
+        if self.adapter_base is None:
+            return AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype="auto").eval()
+        from peft import PeftModel
+
+        if Path(self.adapter_base).is_dir() or self.origin_gguf is None:
+            base = AutoModelForCausalLM.from_pretrained(self.adapter_base, dtype="auto")
+        else:  # the converted copy of the origin GGUF is gone from the cache: read the file itself
+            base = AutoModelForCausalLM.from_pretrained(str(self.origin_gguf.parent), gguf_file=self.origin_gguf.name)
+        model = PeftModel.from_pretrained(base, str(self.model_dir)).eval()
+        return model if lazily_mergeable(model) else model.merge_and_unload().eval()
+
+
+def lazily_mergeable(model: Any) -> bool:
+    """True for a model without adapters, or a PEFT model with one plain LoRA adapter (no DoRA, no LoRA
+    bias, no saved modules), whose merged weights :func:`named_weights` computes without changing it."""
+    if not hasattr(model, "peft_config"):
+        return True
+    from peft.tuners.lora import LoraLayer
+
+    if len(model.peft_config) != 1 or str(next(iter(model.peft_config.values())).peft_type) != "PeftType.LORA":
+        return False
+    layers = [m for m in model.modules() if isinstance(m, LoraLayer)]
+    plain = all(not any(m.use_dora.values()) and not any(getattr(m, "lora_bias", {}).values()) for m in layers)
+    saved = any("modules_to_save" in name or "original_module" in name for name, _ in model.named_modules())
+    return plain and not saved and all(hasattr(m, "get_delta_weight") for m in layers)
+
+
+def named_weights(model: Any) -> Iterator[tuple[str, tuple[int, ...], Callable[[], Any]]]:
+    """``(transformers name, shape, read)`` for every weight; ``read()`` returns the tensor. A LoRA
+    adapter's weights are merged when read (``W + get_delta_weight()``, the sum PEFT's merge adds),
+    without changing the model.
+
+    Args:
+        model: a model for which :func:`lazily_mergeable` is True.
+    """
+    if not hasattr(model, "peft_config"):
+        for name, tensor in model.state_dict().items():
+            yield name, tuple(tensor.shape), (lambda t=tensor: t)
+        return
+    base, adapter = model.get_base_model(), model.active_adapter
+    for key, tensor in base.state_dict().items():
+        if ".lora_" in key:
+            continue
+        if ".base_layer." not in key:
+            yield key, tuple(tensor.shape), (lambda t=tensor: t)
+            continue
+        owner_name, _, leaf = key.partition(".base_layer.")
+        owner = base.get_submodule(owner_name)
+        if leaf == "weight":
+            yield f"{owner_name}.{leaf}", tuple(tensor.shape), (lambda t=tensor, m=owner: t + m.get_delta_weight(adapter))
+        else:
+            yield f"{owner_name}.{leaf}", tuple(tensor.shape), (lambda t=tensor: t)
+
+
+def find_source(path: str | Path) -> ExportSource:
+    """Check ``path`` and say where the model, the run record and the origin GGUF are (nothing is loaded).
+
+    Raises:
+        ModelError: the path does not exist, is a run without a final model, or holds no model.
+    """
+    given = Path(path).expanduser()
+    if not given.exists():
+        raise ModelError(f"cannot export {str(path)!r}: no such folder; pass a run folder of grpo-lite train "
+                         "(it holds run.json and final/) or a model folder with config.json")
+    if given.is_file():
+        raise ModelError(f"cannot export {str(path)!r}: it is a file; pass a run folder or a model folder")
+    if (given / "run.json").is_file():
+        run_dir, model_dir = given, given / "final"
+        if not model_dir.is_dir():
+            raise ModelError(f"cannot export the run {str(path)!r}: it has no final model (final/); it was "
+                             "interrupted or is still training: resume it to the end, then export")
+    else:
+        model_dir = given
+        run_dir = given.parent if (given.parent / "run.json").is_file() else None
+    adapter = model_dir / "adapter_config.json"
+    if not adapter.is_file() and not (model_dir / "config.json").is_file():
+        raise ModelError(f"cannot export {str(path)!r}: {model_dir} has neither config.json (a model) nor "
+                         "adapter_config.json (a LoRA adapter)")
+    record = json.loads((run_dir / "run.json").read_text(encoding="utf-8")) if run_dir else {}
+    origin = Path(str(record.get("model", ""))) if str(record.get("model", "")).endswith(".gguf") else None
+    base = json.loads(adapter.read_text(encoding="utf-8"))["base_model_name_or_path"] if adapter.is_file() else None
+    if base is not None and not Path(base).is_dir() and (origin is None or not origin.is_file()) and \
+            (base.startswith(("/", ".", "~")) or base.endswith(".gguf")):
+        raise ModelError(f"cannot export the adapter in {model_dir}: its base model {base} is missing; "
+                         "restore it (or its cache folder) at that path")
+    return ExportSource(model_dir=model_dir, run_dir=run_dir, origin_gguf=origin if origin and origin.is_file() else None,
+                        adapter_base=base, run_record=record)

@@ -1,0 +1,380 @@
+"""GGUF export: round trips through transformers' own GGUF loader, the q/k layout, LoRA merge, carried
+metadata, and the errors that leave nothing half-written.
+
+The tiny model's q and k weights are scaled up (x8) so that attention is peaked: a wrong q/k layout then
+moves the log-probs by ~0.4 instead of hiding in near-uniform attention (the negative control checks it).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gguf")
+torch = pytest.importorskip("torch")
+
+from grpo_lite import ConfigError, ExportError, ModelError, export_gguf  # noqa: E402
+
+TEXTS = ["<reasoning>\nTom has 12 apples + 5 = 17\n</reasoning>", "how many books does Ana have left? 45 and 7 more"]
+
+
+@pytest.fixture(scope="module")
+def sharp_model_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Llama with its q and k projections scaled by 8 (peaked attention)."""
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path_factory.mktemp("sharp") / "model"
+    shutil.copytree(tiny_model_dir, out)
+    model = AutoModelForCausalLM.from_pretrained(out)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.q_proj.weight.mul_(8)
+            layer.self_attn.k_proj.weight.mul_(8)
+    model.save_pretrained(out)
+    return out
+
+
+def _logprobs(model, tokenizer):  # noqa: ANN001, ANN202
+    enc = tokenizer(TEXTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = torch.log_softmax(model(**enc).logits.float(), -1)
+    return out[enc["attention_mask"].bool()]
+
+
+def _read_back(path: Path):  # noqa: ANN202
+    """The exported file as transformers' own GGUF loader reads it (model and tokenizer)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32).eval()
+    return model, AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+def _compare(model_dir: Path, gguf_path: Path) -> tuple[float, float]:
+    """(max abs diff of log-probs, share of equal argmax tokens) between a folder and its GGUF."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    ref = _logprobs(AutoModelForCausalLM.from_pretrained(model_dir).eval(), tokenizer)
+    back, _ = _read_back(gguf_path)
+    got = _logprobs(back, tokenizer)
+    return (ref - got).abs().max().item(), (ref.argmax(-1) == got.argmax(-1)).float().mean().item()
+
+
+@pytest.mark.parametrize(("quantization", "tolerance"), [("f16", 1e-2), ("q8_0", 5e-2)])
+def test_tiny_model_round_trips_through_transformers_gguf_loader(sharp_model_dir, tmp_path, quantization, tolerance):
+    path = export_gguf(sharp_model_dir, tmp_path / f"tiny-{quantization}.gguf", quantization)
+    worst, same_argmax = _compare(sharp_model_dir, path)
+    assert worst <= tolerance and same_argmax == 1.0, (worst, same_argmax)
+    from transformers import AutoTokenizer
+
+    ours = AutoTokenizer.from_pretrained(sharp_model_dir)
+    _, theirs = _read_back(path)
+    assert [theirs(t)["input_ids"] for t in TEXTS] == [ours(t)["input_ids"] for t in TEXTS]
+    assert theirs.chat_template == ours.chat_template
+    assert (theirs.bos_token, theirs.eos_token, theirs.pad_token) == (ours.bos_token, ours.eos_token, ours.pad_token)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # no temporary file left behind
+
+
+def test_the_qk_layout_matters(sharp_model_dir, tmp_path, monkeypatch):
+    """Negative control: without llama.cpp's q/k row order the round trip is far off (0.4 against 5e-4)."""
+    from grpo_lite.export import tensors
+
+    monkeypatch.setattr(tensors, "permute_rows", lambda weight, n_head: weight)
+    worst, _ = _compare(sharp_model_dir, export_gguf(sharp_model_dir, tmp_path / "unpermuted.gguf", "f16"))
+    assert worst > 0.1
+
+
+def test_tensor_names_types_and_tied_embedding(sharp_model_dir, tmp_path):
+    import gguf
+
+    reader = gguf.GGUFReader(export_gguf(sharp_model_dir, tmp_path / "t.gguf", "q4_0"))
+    kinds = {t.name: t.tensor_type.name for t in reader.tensors}
+    assert "output.weight" not in kinds  # tied: llama.cpp reads token_embd for the output
+    assert kinds["token_embd.weight"] == "Q8_0" and kinds["blk.0.attn_q.weight"] == "Q4_0"
+    assert kinds["blk.1.ffn_norm.weight"] == "F32" and kinds["output_norm.weight"] == "F32"
+    assert len(kinds) == 1 + 2 * 9 + 1
+    fields = reader.fields
+    assert fields["general.architecture"].contents() == "llama" and fields["general.file_type"].contents() == 2
+    assert fields["llama.block_count"].contents() == 2 and fields["llama.attention.head_count_kv"].contents() == 2
+    assert fields["tokenizer.ggml.model"].contents() == "gpt2" and fields["tokenizer.ggml.pre"].contents() == "gpt-2"
+    types = fields["tokenizer.ggml.token_type"].contents()
+    assert fields["tokenizer.ggml.tokens"].contents()[2] == "<|eot|>"
+    assert types[:6] == [gguf.TokenType.CONTROL] * 6 and set(types[6:]) == {gguf.TokenType.NORMAL}  # the 6 specials
+
+
+def _tensors(path: Path) -> dict[str, bytes]:
+    import gguf
+
+    return {t.name: bytes(t.data.tobytes()) for t in gguf.GGUFReader(path).tensors}
+
+
+def test_a_lora_adapter_is_merged_first(sharp_model_dir, tmp_path):
+    """The adapter is merged weight by weight as the file is written: the same tensors as PEFT's own
+    merge_and_unload, and the GGUF's log-probs are the merged model's, not the base's."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_lite.export.source import lazily_mergeable
+
+    base = AutoModelForCausalLM.from_pretrained(sharp_model_dir)
+    peft = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
+                                           init_lora_weights=False))  # random A and B: the adapter moves the output
+    adapter = tmp_path / "adapter"
+    peft.save_pretrained(adapter)
+    tokenizer = AutoTokenizer.from_pretrained(sharp_model_dir)
+    tokenizer.save_pretrained(adapter)
+    assert lazily_mergeable(peft)
+    lazy = export_gguf(adapter, tmp_path / "lazy.gguf", "f16")
+    merged_model = peft.merge_and_unload().eval()
+    merged_dir = tmp_path / "merged"
+    merged_model.save_pretrained(merged_dir)
+    tokenizer.save_pretrained(merged_dir)
+    assert _tensors(lazy) == _tensors(export_gguf(merged_dir, tmp_path / "merged.gguf", "f16"))
+    back, _ = _read_back(lazy)
+    got, merged = _logprobs(back, tokenizer), _logprobs(merged_model, tokenizer)
+    plain = _logprobs(AutoModelForCausalLM.from_pretrained(sharp_model_dir).eval(), tokenizer)
+    assert (merged - got).abs().max().item() <= 1e-2 < (plain - got).abs().max().item()
+    dora = get_peft_model(AutoModelForCausalLM.from_pretrained(sharp_model_dir),
+                          LoraConfig(r=4, target_modules=["q_proj"], use_dora=True))
+    assert not lazily_mergeable(dora)  # left to PEFT's own merge
+
+
+def test_train_exports_the_model_it_holds_without_changing_it(tiny_model_dir, tmp_path, monkeypatch):
+    """train(export="gguf") reads the LoRA model in memory (nothing is loaded again): the same tensors as
+    an export from disk, and the returned model is still the un-merged PeftModel, as saved."""
+    from grpo_lite import train
+    from grpo_lite.export.source import ExportSource
+
+    def from_disk(self):  # noqa: ANN001, ANN202
+        raise AssertionError("train() loaded the model again from disk")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ExportSource, "load_model", from_disk)
+        result = train(str(tiny_model_dir), dataset="synthetic", output_dir=tmp_path / "run", max_steps=1,
+                       method="lora", num_generations=2, per_device_train_batch_size=2, max_completion_length=8,
+                       save_strategy="no", quiet=True, export="gguf")
+    assert result.exported.gguf == tmp_path / "run" / "final.gguf" and hasattr(result.model, "peft_config")
+    assert _tensors(result.exported.gguf) == _tensors(export_gguf(tmp_path / "run", tmp_path / "disk.gguf"))
+    from grpo_lite.evaluation import load_for_eval
+
+    saved, _ = load_for_eval(tmp_path / "run" / "final")  # written before the export ran
+    mine, theirs = result.model.state_dict(), saved.state_dict()
+    assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+
+
+def test_qwen2_round_trips_with_its_biases(tiny_model_dir, tmp_path):
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    model = Qwen2ForCausalLM(config)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.q_proj.weight.mul_(8)
+            layer.self_attn.q_proj.bias.normal_(0, 0.5)
+            layer.self_attn.k_proj.bias.normal_(0, 0.5)
+    folder = tmp_path / "qwen"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    path = export_gguf(folder, tmp_path / "qwen.gguf", "f16")
+    worst, same = _compare(folder, path)
+    assert worst <= 1e-2 and same == 1.0
+    import gguf
+
+    names = {t.name for t in gguf.GGUFReader(path).tensors}
+    assert {"output.weight", "blk.0.attn_q.bias", "blk.1.attn_k.bias"} <= names
+
+
+def test_llama3_rope_scaling_is_written_as_rope_freqs():
+    """llama.cpp divides each frequency by rope_freqs: that must give transformers' llama3 frequencies."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from grpo_lite.export.tensors import rope_freqs
+
+    config = LlamaConfig(hidden_size=256, num_attention_heads=2, rope_parameters={
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+    scaled, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    plain = 1.0 / (500000.0 ** (torch.arange(0, 128, 2, dtype=torch.float32) / 128))
+    assert torch.allclose(plain / rope_freqs(config), scaled, rtol=1e-5)
+    assert rope_freqs(LlamaConfig(hidden_size=256, num_attention_heads=2)) is None
+
+
+def _fake_run(tmp_path: Path, model_dir: Path, origin: Path | None) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copytree(model_dir, run / "final")
+    record = {"model": str(origin) if origin else str(model_dir), "stop_strings": ["</answer>"],
+              "prompt_style": {"system_prompt": "Answer.", "one_shot": False, "prefill": "", "examples": []}}
+    (run / "run.json").write_text(json.dumps(record))
+    return run
+
+
+def test_metadata_of_the_source_gguf_is_carried_over(sharp_model_dir, tmp_path):
+    """A run that started from a GGUF file: every key of that file is in the export, with its value."""
+    import gguf
+
+    origin = export_gguf(sharp_model_dir, tmp_path / "origin.gguf", "q4_0")
+    _add_key(origin, "tokenizer.ggml.custom_marker", "carried")
+    run = _fake_run(tmp_path, sharp_model_dir, origin)
+    out = export_gguf(run, quantization="q8_0")
+    assert out == run / "final.gguf"
+    source, exported = gguf.GGUFReader(origin).fields, gguf.GGUFReader(out).fields
+    for key in source:
+        if not key.startswith("GGUF.") and key != "general.file_type":
+            assert exported[key].contents() == source[key].contents(), key
+    assert exported["general.file_type"].contents() == 7 and exported["tokenizer.ggml.custom_marker"].contents() == "carried"
+
+
+def _add_key(path: Path, key: str, value: str) -> None:
+    """Rewrite a GGUF file with one more string key (the tensors copied as they are)."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    writer = gguf.GGUFWriter(path=None, arch=reader.fields["general.architecture"].contents())
+    for name, field in reader.fields.items():
+        if not name.startswith("GGUF.") and name != "general.architecture":
+            kind = field.types[0]
+            writer.add_key_value(name, field.contents(), kind,
+                                 sub_type=field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None)
+    writer.add_string(key, value)
+    for t in reader.tensors:
+        writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+    writer.write_header_to_file(path=path.with_suffix(".new"))
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    os.replace(path.with_suffix(".new"), path)
+
+
+def test_a_source_gguf_that_does_not_match_the_model_is_refused(sharp_model_dir, tmp_path):
+    from grpo_lite.tiny import build_tiny_model
+
+    other = build_tiny_model(tmp_path / "three_layers", num_layers=3)
+    origin = export_gguf(other, tmp_path / "other.gguf", "q8_0")
+    run = _fake_run(tmp_path, sharp_model_dir, origin)
+    with pytest.raises(ModelError, match="llama.block_count is 2 in the model's config and 3 in the file"):
+        export_gguf(run)
+    assert not (run / "final.gguf").exists()
+
+
+def test_unsupported_architecture_is_refused_before_anything_is_loaded(tmp_path):
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
+    with pytest.raises(ModelError, match=r"GPT2LMHeadModel is not supported; this export writes LlamaForCausalLM"):
+        export_gguf(folder, tmp_path / "out.gguf")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpt2"]
+
+
+def _interrupted_run(root: Path) -> Path:
+    (root / "run").mkdir()
+    (root / "run" / "run.json").write_text("{}")
+    return root / "run"
+
+
+def _empty_folder(root: Path) -> Path:
+    (root / "empty").mkdir()
+    return root / "empty"
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda root: root / "missing", "no such folder"),
+    (_interrupted_run, "has no final model"),
+    (_empty_folder, "neither config.json"),
+])
+def test_a_missing_run_or_model_gets_a_clear_error(tmp_path, make, message):
+    with pytest.raises(ModelError, match=message):
+        export_gguf(make(tmp_path), tmp_path / "out.gguf")
+    assert not (tmp_path / "out.gguf").exists()
+
+
+def test_unknown_quantization_is_a_config_error(sharp_model_dir, tmp_path):
+    with pytest.raises(ConfigError, match="choose one of f16, q8_0, q4_0"):
+        export_gguf(sharp_model_dir, tmp_path / "x.gguf", "q4_k_m")  # type: ignore[arg-type]
+
+
+def test_a_full_disk_leaves_no_partial_file_and_keeps_the_old_one(sharp_model_dir, tmp_path, monkeypatch):
+    import gguf
+
+    target = tmp_path / "model.gguf"
+    target.write_bytes(b"the previous export")
+
+    def full_disk(self, *, progress=False):  # noqa: ANN001, ANN202 - writes a little, then the disk is full
+        self.fout[0].write(b"\0" * 4096)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", full_disk)
+    with pytest.raises(ExportError, match="the disk is full; nothing was written there"):
+        export_gguf(sharp_model_dir, target, "q8_0")
+    assert target.read_bytes() == b"the previous export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.gguf"]
+
+
+def test_cli_export_writes_the_file_and_the_modelfile(sharp_model_dir, tmp_path, capsys):
+    from grpo_lite.cli import main
+
+    run = _fake_run(tmp_path, sharp_model_dir, None)
+    assert main(["export", str(run), "--gguf", "--quant", "f16"]) == 0
+    out = capsys.readouterr().out
+    assert f"GGUF: {run / 'final.gguf'} (f16," in out and "llama-cli -m" in out and "ollama create run" in out
+    modelfile = (run / "final.Modelfile").read_text()
+    assert 'FROM ./final.gguf\nSYSTEM """Answer."""\nPARAMETER temperature 0\nPARAMETER stop "</answer>"' in modelfile
+    assert (run / "final.system_prompt.txt").read_text() == "Answer."
+    assert main(["export", str(tmp_path / "nope"), "--gguf"]) == 2
+    assert "error: cannot export" in capsys.readouterr().err
+
+
+def test_train_refuses_an_unknown_export_before_touching_the_folder(tiny_model_dir, tmp_path):
+    from grpo_lite import train
+
+    (tmp_path / "keep.txt").write_text("an earlier run")
+    with pytest.raises(ConfigError, match="export='onnx' is not valid"):
+        train(str(tiny_model_dir), output_dir=tmp_path, overwrite=True, export="onnx")  # type: ignore[arg-type]
+    assert (tmp_path / "keep.txt").read_text() == "an earlier run"
+
+
+@pytest.mark.slow
+def test_llama_cpp_decodes_the_tiny_export_like_transformers(sharp_model_dir, tmp_path):
+    """llama.cpp itself reads the file: the same 24 greedy tokens as transformers' reader of the same file.
+
+    Needs a llama.cpp build (``LLAMA_CPP_BUILD`` names its folder, with ``bin/llama-completion``;
+    docs/export.md says how to build one); skipped without it.
+    """
+    import subprocess
+
+    binary = Path(os.environ.get("LLAMA_CPP_BUILD", "/nonexistent")) / "bin" / "llama-completion"
+    if not binary.is_file():
+        pytest.skip("no llama.cpp build: set LLAMA_CPP_BUILD to a folder with bin/llama-completion")
+    path = export_gguf(sharp_model_dir, tmp_path / "tiny.gguf", "f16")
+    prompt = "<reasoning>\nAna sells 45 books and Tom has 12 apples"
+    model, tokenizer = _read_back(path)
+    ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+    out = model.generate(ids, max_new_tokens=24, min_new_tokens=24, do_sample=False, pad_token_id=0)
+    ours = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    (tmp_path / "prompt.txt").write_text(prompt + "\n")
+    done = subprocess.run([str(binary), "-m", str(path), "-f", str(tmp_path / "prompt.txt"), "-n", "24", "--temp", "0",
+                           "--ignore-eos", "-no-cnv", "--no-display-prompt", "--no-warmup", "--simple-io", "--no-escape",
+                           "-t", "1", "-c", "256"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == ours + "\n\n" and len(ours) > 10, (done.stdout, ours)  # llama-completion ends with 2 newlines
+
+
+def test_export_docs_name_what_the_code_supports():
+    from grpo_lite.export.hparams import supported_text
+    from grpo_lite.export.tensors import QUANTIZATIONS
+    from grpo_lite.export.vocab import PRE_TOKENIZERS
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "export.md").read_text().split())
+    assert supported_text() in text
+    assert all(f"| `{q}`" in text for q in QUANTIZATIONS) and all(f"`{p}`" in text for p in PRE_TOKENIZERS.values())

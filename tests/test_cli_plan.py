@@ -182,7 +182,9 @@ def test_measure_runs_two_steps_and_compares_each_phase(tiny_model_dir: Path) ->
     assert {"generation", "backward_head", "backward_layers", "optimizer_step"} <= set(measured["phases"])
     for phase in measured["phases"].values():
         assert 0.85 <= phase["ratio"] <= 1.15 and phase["components"]["weights"][1] > 0
-    # the process's RSS also holds shared-library pages whose residency follows the machine's page cache: the
-    # same run measured 556 MB in a fresh session and 639 MB after a training run in the parent (docs/memory.md);
-    # on this tiny model the process is 97% baseline, so the band is wider than the tensors'
-    assert 0.85 <= measured["process"]["ratio"] <= 1.35, measured["process"]
+    # the process's RSS also holds shared-library pages whose residency follows the machine and its page cache:
+    # the same run measured 556 MB in a fresh session, 639 MB after a training run in the parent and 775 MB at
+    # the end of the whole suite on a CI machine (docs/memory.md). On this tiny model the process is 97%
+    # baseline, so its band is the baseline's spread in bytes, not the tensors' ratio
+    process = measured["process"]
+    assert abs(process["measured"] - process["planned"]) <= 0.25 * 2**30, process

@@ -206,3 +206,14 @@ def test_a_galore_bf16_grpo_step_in_slices_lands_its_updates(base, grads, monkey
     got = realized_share(_make(rung.cpu_optim, "stochastic", rung.galore_args), *bf16_and_fp32_copies(base), grads,
                          20, reference)
     assert got.share >= 0.9, got
+
+
+def test_relative_step_leaves_out_weights_still_at_zero() -> None:
+    # LoRA's B starts at zero: its step over its norm is no relative step (it read 1.5e29 before)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64, bias=False), torch.nn.Linear(64, 64, bias=False))
+    torch.nn.init.zeros_(model[1].weight)
+    grads = [{n: torch.randn_like(p) for n, p in model.named_parameters()}]
+    metrics = _drive(model, torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0), grads, steps=2)
+    # AdamW's first steps move each element by about lr: |step| ≈ 1e-3 · 64 against |W| ≈ 64 · 0.07
+    assert 1e-3 < metrics["update/relative_step"] < 0.1, metrics

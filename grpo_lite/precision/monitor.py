@@ -29,8 +29,9 @@ Design (optimizer-agnostic "shadow replay"):
   windows raise no :class:`UpdatesLostWarning`.
 * ``update/realized = <Σ applied, Σ intended> / |Σ intended|²`` over the sampled elements, summed since the last log:
   the window averages stochastic-rounding noise out; ``update/realized_stderr`` is its standard error (SR noise
-  shrinks as 1/sqrt(window · elements · relative step)). Also logged: ``update/relative_step``, the intended step's
-  norm over the weight's (bf16 keeps 8 significant bits: far below ~2**-9 round-to-nearest drops the update).
+  shrinks as 1/sqrt(window · elements · relative step)). Also logged: ``update/relative_step``, the intended steps'
+  norms over the weights' (sums over the window's steps and sampled tensors; a weight still at zero, as LoRA's B
+  starts, is left out); bf16 keeps 8 significant bits: far below ~2**-9 round-to-nearest drops the update.
 
 Cost (``UpdateMonitor.nbytes``; docs/presets.md): element-wise optimizers hold 3 x 4096 sampled elements at 24 B
 each (fp32 shadow, applied and intended sums, int64 index, snapshot: the memory model's ``update_monitor`` term),
@@ -99,7 +100,8 @@ class _Probe:
     hparams: dict[str, Any] | None = None
     applied: Tensor = field(init=False)
     intended: Tensor = field(init=False)
-    step_ratio_sum: float | Tensor = 0.0
+    step_norm_sum: float | Tensor = 0.0  # Σ |intended step| over the window's steps, weights of norm 0 left out
+    weight_norm_sum: float | Tensor = 0.0  # Σ |weight before the step| over the same steps
     steps: int = 0
     synced: bool = False  # the shadow's optimizer state has been the live one's (copied, or both empty)
     unmapped: str | None = None  # why the live state could not be copied while the shadow was not synced
@@ -279,7 +281,11 @@ class UpdateMonitor(TrainerCallback):
             probe.intended += intended
             self._unreliable = self._unreliable or probe.unmapped is not None
             # a tensor until the window is logged: no device sync per step (and a step on meta tensors runs)
-            probe.step_ratio_sum = probe.step_ratio_sum + intended.norm() / probe.before.norm().clamp_min(1e-30)
+            # a weight still at zero (LoRA's B at the start) has no relative step: it is left out of both sums
+            weight_norm = probe.before.norm()
+            step_norm = torch.where(weight_norm > 0, intended.norm(), torch.zeros_like(weight_norm))
+            probe.step_norm_sum = probe.step_norm_sum + step_norm
+            probe.weight_norm_sum = probe.weight_norm_sum + weight_norm
             probe.steps += 1
             probe.before, probe.grad = None, None
 
@@ -305,7 +311,7 @@ class UpdateMonitor(TrainerCallback):
         for probe in self.probes:
             probe.applied.zero_()
             probe.intended.zero_()
-            probe.step_ratio_sum, probe.steps = 0.0, 0
+            probe.step_norm_sum, probe.weight_norm_sum, probe.steps = 0.0, 0.0, 0
         return metrics
 
     def _maybe_warn(self, metrics: dict[str, float]) -> None:
@@ -335,10 +341,11 @@ def _window_metrics(probes: list[_Probe]) -> dict[str, float]:
     share = float((applied * intended).sum()) / denom if denom > 0 else nan
     residual = applied - share * intended
     stderr = float((intended.square() * residual.square()).sum().sqrt()) / denom if denom > 0 else nan
+    weight_norms = sum(float(p.weight_norm_sum) for p in probes)
     return {
         "update/realized": share,
         "update/realized_stderr": stderr,
-        "update/relative_step": sum(float(p.step_ratio_sum) for p in probes) / steps,
+        "update/relative_step": sum(float(p.step_norm_sum) for p in probes) / weight_norms if weight_norms > 0 else nan,
     }
 
 

@@ -31,17 +31,19 @@ STORED = ROOT / "docs" / "memory_simulation.json"
 MEMORY_DOC = ROOT / "docs" / "memory.md"
 GIB = 1024**3
 
-# label -> model, nominal budget (GB) and what plan() is given; train(model, budget_gb=N) plans with the shared
-# prefix on (its default), grpo-lite plan without
+# label -> model, nominal budget (GB) and what plan() is given; plan(), grpo-lite plan and train() plan with the shared
+# prefix on (their default), the rows without it say shared_prefix=False
 ROWS: dict[str, dict[str, Any]] = {
     "Llama-3.2-1B @ 16 GB, train()'s plan": dict(model="meta-llama/Llama-3.2-1B-Instruct", budget=16,
                                                  shared_prefix=True),
-    "Llama-3.2-1B @ 16 GB, no shared prefix": dict(model="meta-llama/Llama-3.2-1B-Instruct", budget=16),
+    "Llama-3.2-1B @ 16 GB, no shared prefix": dict(model="meta-llama/Llama-3.2-1B-Instruct", budget=16,
+                                                   shared_prefix=False),
     "Llama-3.2-1B @ 16 GB, 4 x 1024 tokens": dict(model="meta-llama/Llama-3.2-1B-Instruct", budget=16,
                                                   num_generations=4, max_completion_length=1024, shared_prefix=True),
     "Llama-3.2-3B @ 16 GB, train()'s plan": dict(model="meta-llama/Llama-3.2-3B-Instruct", budget=16,
                                                  shared_prefix=True),
-    "Llama-3.1-8B QLoRA @ 16 GB": dict(model="meta-llama/Llama-3.1-8B-Instruct", budget=16, method="qlora"),
+    "Llama-3.1-8B QLoRA @ 16 GB": dict(model="meta-llama/Llama-3.1-8B-Instruct", budget=16, method="qlora",
+                                       shared_prefix=False),
     "Llama-3.1-8B QLoRA @ 16 GB, shared prefix": dict(model="meta-llama/Llama-3.1-8B-Instruct", budget=16,
                                                       method="qlora", shared_prefix=True),
     "Qwen2.5-14B QLoRA @ 16 GB": dict(model="Qwen/Qwen2.5-14B-Instruct", budget=16, method="qlora",
@@ -49,11 +51,13 @@ ROWS: dict[str, dict[str, Any]] = {
     "Qwen2.5-1.5B LoRA @ 6 GB": dict(model="Qwen/Qwen2.5-1.5B-Instruct", budget=6, method="lora",
                                      shared_prefix=True),
     "Qwen2.5-1.5B LoRA @ 6 GB, 4 x 256 tokens": dict(model="Qwen/Qwen2.5-1.5B-Instruct", budget=6, method="lora",
-                                                     num_generations=4, max_completion_length=256),
+                                                     num_generations=4, max_completion_length=256, shared_prefix=False),
     "Qwen2.5-1.5B LoRA @ 6 GB, beta 0.04 (reference scoring)": dict(model="Qwen/Qwen2.5-1.5B-Instruct", budget=6,
-                                                                    method="lora", beta=0.04),
-    "Qwen2.5-7B GaLore @ 24 GB": dict(model="Qwen/Qwen2.5-7B-Instruct", budget=24, method="galore"),
-    "Qwen2.5-0.5B full @ 8 GB": dict(model="Qwen/Qwen2.5-0.5B-Instruct", budget=8, method="full"),
+                                                                    method="lora", beta=0.04, shared_prefix=False),
+    "Qwen2.5-7B GaLore @ 24 GB": dict(model="Qwen/Qwen2.5-7B-Instruct", budget=24, method="galore",
+                                      shared_prefix=False),
+    "Qwen2.5-0.5B full @ 8 GB": dict(model="Qwen/Qwen2.5-0.5B-Instruct", budget=8, method="full",
+                                     shared_prefix=False),
     "Qwen2.5-0.5B full @ 8 GB, 16 x 1024 tokens": dict(model="Qwen/Qwen2.5-0.5B-Instruct", budget=8, method="full",
                                                        num_generations=16, max_completion_length=1024,
                                                        shared_prefix=True),

@@ -88,7 +88,7 @@ def run_config(label: str, cache: Path) -> dict[str, Any]:
     config = dict(CONFIGS[label])
     kind, prompt, method = config.pop("model"), config.pop("prompt"), config.pop("method")
     source = model_source(kind, cache)
-    the_plan = plan(source, device="cpu", method=method, max_prompt_length=prompt, **config)
+    the_plan = plan(source, device="cpu", method=method, max_prompt_length=prompt, **{"shared_prefix": False, **config})
     row = measure_plan(the_plan)
     row["label"] = label
     if kind == "demo":

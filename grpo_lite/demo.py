@@ -27,6 +27,7 @@ from typing import Any
 
 from grpo_lite.data.prompts import PromptStyle, PromptStyleName
 from grpo_lite.errors import ConfigError
+from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
 from grpo_lite.training.quiet import quiet_libraries
 
 __all__ = ["DemoConfig", "DemoResult", "demo_line", "run_demo"]
@@ -69,7 +70,7 @@ class DemoConfig:
     temperature: float = 0.7
     prompt_style: PromptStyleName = "one_step"
     eval_batch_size: int = 50
-    shared_prefix: bool = True
+    shared_prefix: bool = SHARED_PREFIX_DEFAULT
     seed: int = 0
     output_dir: str = "runs/demo"
     model: str | None = None

@@ -305,7 +305,8 @@ def test_batch_shapes_prefer_whole_groups_with_a_shared_prefix() -> None:
     from grpo_lite.planning.candidates import batch_shapes
 
     fixed = {"generation_batch_size": 16}
-    plain = [s["per_device_train_batch_size"] for s in batch_shapes(8, num_processes=1, fixed=fixed)]
+    plain = [s["per_device_train_batch_size"] for s in batch_shapes(8, num_processes=1, fixed=fixed,
+                                                                      shared_prefix=False)]
     shared = [s["per_device_train_batch_size"] for s in batch_shapes(8, num_processes=1, fixed=fixed,
                                                                        shared_prefix=True)]
     assert plain == [8, 4, 2, 1] and shared[:2] == [16, 8]
@@ -317,8 +318,10 @@ def test_plan_takes_shared_prefix_but_does_not_pass_it_to_grpoconfig() -> None:
     p = plan("SmolLM2-135M-Instruct", device="cpu", shared_prefix=True)
     assert p.estimate.settings.shared_prefix is True and "shared_prefix" not in p.settings
     assert p.fixed == {"shared_prefix": True}
-    off = plan("SmolLM2-135M-Instruct", device="cpu")
+    off = plan("SmolLM2-135M-Instruct", device="cpu", shared_prefix=False)
     assert p.estimate.total_bytes < off.estimate.total_bytes
+    default = plan("SmolLM2-135M-Instruct", device="cpu")  # on by default, as train() runs: the plan shown is the one trained
+    assert default.fixed == {} and default.estimate.total_bytes == p.estimate.total_bytes
 
 
 def test_cpu_budget_picks_settings_that_fit_in_ram() -> None:

@@ -219,7 +219,8 @@ def test_plan_simulate_json_on_a_tiny_model(tiny_model_dir: Path, capsys: pytest
     parser = argparse.ArgumentParser(prog="grpo-lite")
     plan_cli.add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["plan", str(tiny_model_dir), "--budget-gb", "4", "--simulate", "--no-padding",
-                              "--set", "num_generations=4", "--set", "max_completion_length=16", "--json"])
+                              "--set", "num_generations=4", "--set", "max_completion_length=16", "--set", "shared_prefix=false",
+                              "--json"])
     assert plan_cli.run(args) == 0
     data = json.loads(capsys.readouterr().out)["simulated"]
     assert set(data["phases"]) >= {"generation", "forward", "backward_head", "backward_layers"}

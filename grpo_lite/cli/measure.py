@@ -6,8 +6,8 @@ completion per generation ending a token early so every micro-batch carries padd
 do). The model loads as the plan's recipe says (:func:`grpo_lite.training.build.build_trainer`), so it must
 be on this machine: a local folder, a ``.gguf`` file, or a hub id in the local cache. On CPU the
 glibc mmap threshold is set first, as ``train()`` does. The shared-prefix forward runs when the plan
-says ``shared_prefix`` (``--set shared_prefix=true``). Two steps run; the second (optimizer state
-allocated) is compared with the model at the measured prompt and completion lengths.
+says ``shared_prefix`` (on by default, as in ``train()``; ``--set shared_prefix=false`` turns it off).
+Two steps run; the second (optimizer state allocated) is compared with the model at the measured prompt and completion lengths.
 
 Used by ``benchmarks/memory_fit.py`` and the calibration tests too.
 """

@@ -12,7 +12,7 @@ import math
 from typing import Any, Iterable
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.settings import METHODS
+from grpo_lite.memory.settings import METHODS, SHARED_PREFIX_DEFAULT
 
 __all__ = ["SHARED", "add_options", "parse_budget", "parse_set"]
 
@@ -92,7 +92,7 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "dataset": (("--dataset",), {"default": "gsm8k", "help": "gsm8k, synthetic, or a path (default gsm8k)"}),
     "seed": (("--seed",), {"type": int, "default": 0, "help": "seed (default 0)"}),
     "output_dir": (("--output-dir",), {"default": None, "help": "run folder (default runs/<model>-<time>)"}),
-    "shared_prefix": (("--shared-prefix",), {"action": argparse.BooleanOptionalAction, "default": True,
+    "shared_prefix": (("--shared-prefix",), {"action": argparse.BooleanOptionalAction, "default": SHARED_PREFIX_DEFAULT,
                                              "help": "forward each prompt once for all its completions (same "
                                                      "log-probs, checked on the first step; default on)"}),
     "show_plan": (("--show-plan",), {"action": "store_true",

@@ -90,8 +90,6 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"got {len(args.models)} models: pass one MODEL, or add --compare to see several")
     from grpo_lite.planning.choose import plan
 
-    if args.write:
-        fixed.setdefault("shared_prefix", True)  # the recipe is what train() runs: its shared prefix is on by default
     if args.plot:
         from grpo_lite.planning.tables import plot_components
 

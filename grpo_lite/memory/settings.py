@@ -25,7 +25,9 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
 
 __all__ = ["StepSettings", "Method", "METHODS", "Device", "Dtype", "Quantization", "Sharding", "VllmMode",
-           "UpdateRounding", "default_update_rounding", "load_dtype"]
+           "UpdateRounding", "default_update_rounding", "load_dtype", "SHARED_PREFIX_DEFAULT"]
+
+SHARED_PREFIX_DEFAULT = True  # plan(), train(), the recipe, the demo and the CLI: each prompt forwarded once per group
 
 Method = Literal["full", "galore", "lora", "qlora"]
 METHODS: tuple[Method, ...] = get_args(Method)  # the one list of method names (CLI choices, plan() checks)

@@ -21,6 +21,7 @@ from grpo_lite.memory import terms as memory_terms
 from grpo_lite.errors import ConfigError
 from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
 from grpo_lite.memory.estimate import GIB, MemoryEstimate, estimate
+from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
@@ -109,7 +110,7 @@ def batch_shapes(num_generations: int, *, num_processes: int, fixed: dict[str, A
     >>> [s["per_device_train_batch_size"] for s in batch_shapes(4, num_processes=1, fixed=fixed)]
     [16, 8, 4, 2, 1]
     """
-    sharing = bool(fixed.get("shared_prefix")) if shared_prefix is None else shared_prefix
+    sharing = bool(fixed.get("shared_prefix", SHARED_PREFIX_DEFAULT)) if shared_prefix is None else shared_prefix
     shapes = []
     for pdbs in _batch_options(num_generations, fixed, sharing):
         shape: dict[str, Any] = {"per_device_train_batch_size": pdbs}
@@ -186,7 +187,7 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
         "use_liger_kernel": liger, "max_prompt_length": max_prompt_length, "num_processes": num_processes,
         "sharding": sharding, "budget_gib": usable_gib, "beta": fixed.get("beta", 0.0),
         "lora_r": fixed.get("lora_r", preset.lora_r), "lora_dropout": fixed.get("lora_dropout", 0.0),
-        "shared_prefix": bool(fixed.get("shared_prefix", False)),
+        "shared_prefix": bool(fixed.get("shared_prefix", SHARED_PREFIX_DEFAULT)),  # train()'s default: the plan it runs
         "update_rounding": fixed.get("update_rounding"),  # None: stochastic when the trained weights are bf16
     }
     if fixed.get("dtype") is not None:  # otherwise StepSettings.resolve picks it (memory.settings.load_dtype)

@@ -46,7 +46,8 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
             hold the model otherwise.
         max_prompt_length: prompt tokens to plan for (truncate prompts to this).
         **fixed: GRPOConfig fields (kept verbatim in ``settings``) and lora_r, lora_alpha,
-            lora_dropout, lora_target_modules (go to ``lora``).
+            lora_dropout, lora_target_modules (go to ``lora``); ``shared_prefix`` (Default: on, as ``train()``
+            runs: :data:`~grpo_lite.memory.settings.SHARED_PREFIX_DEFAULT`).
 
     Raises:
         ConfigError: invalid budget, method, preset, sharding or fixed values that break TRL's rules.

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from grpo_lite._version import __version__
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example, PromptStyle
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
+from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, Device, Dtype, Sharding, UpdateRounding
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -110,7 +110,7 @@ class Recipe:
     quantization: dict[str, Any] | None = None
     lora: dict[str, Any] | None = None
     update_rounding: UpdateRounding | None = None
-    shared_prefix: bool = True
+    shared_prefix: bool = SHARED_PREFIX_DEFAULT
     stop_strings: list[str] = field(default_factory=lambda: list(DEFAULT_STOP_STRINGS))
     trl: dict[str, Any] = field(default_factory=dict)
     plan: Plan | None = field(default=None, compare=False, repr=False)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS  # the XML format's end: nothing after it earns a reward
 from grpo_lite.errors import ConfigError
+from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
 from grpo_lite.training.attempts import OnOOM, RunFolder, RunInputs
 from grpo_lite.training.quiet import quiet_libraries
 
@@ -112,7 +113,7 @@ def train(
     callbacks: Sequence[Any] = (),
     quiet: bool = False,
     show_plan: bool = False,
-    shared_prefix: bool = True,
+    shared_prefix: bool = SHARED_PREFIX_DEFAULT,
     stop_strings: Sequence[str] = DEFAULT_STOP_STRINGS,
     skip_invalid: bool = False,
     export: ExportFormat | None = None,

@@ -157,21 +157,7 @@ class GRPOPhaseHooks:
         return make
 
     def _region(self, name: str, *, then: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        clock = self.clock
-
-        def make(fn: Callable[..., Any]) -> Callable[..., Any]:
-            @functools.wraps(fn)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                clock.enter_region(name)
-                try:
-                    out = fn(*args, **kwargs)
-                finally:
-                    clock.leave_region()
-                if then is not None and clock.phase == "backward_head":
-                    clock.replace(then)
-                return out
-            return wrapper
-        return make
+        return self.clock.tagging(name, then=then)
 
     def _scoring(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)

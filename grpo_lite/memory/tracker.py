@@ -138,6 +138,24 @@ class PhaseClock:
         """Undo the innermost :meth:`enter_region`."""
         self._regions.pop()
 
+    def tagging(self, category: str, *, then: str | None = None) -> Any:
+        """A decorator: the wrapped call's allocations are tagged ``category``; with ``then``, a call that
+        returns during ``backward_head`` switches the phase to ``then`` (the LM head's backward has ended)."""
+
+        def make(fn: Any) -> Any:
+            @functools.wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                self.enter_region(category)
+                try:
+                    out = fn(*args, **kwargs)
+                finally:
+                    self.leave_region()
+                if then is not None and self.phase == "backward_head":
+                    self.replace(then)
+                return out
+            return wrapper
+        return make
+
 
 @dataclass
 class _Entry:

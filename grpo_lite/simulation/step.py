@@ -27,7 +27,6 @@ length (:func:`grpo_lite.memory.tokens.packing`).
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -277,21 +276,7 @@ def _phase_hooks(clock: PhaseClock, lm: Any) -> Iterator[None]:
     from transformers.cache_utils import DynamicLayer
     from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
-    def region(name: str, then: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        def make(fn: Callable[..., Any]) -> Callable[..., Any]:
-            @functools.wraps(fn)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                clock.enter_region(name)
-                try:
-                    out = fn(*args, **kwargs)
-                finally:
-                    clock.leave_region()
-                if then is not None and clock.phase == "backward_head":
-                    clock.replace(then)
-                return out
-            return wrapper
-        return make
-
+    region = clock.tagging
     undo = [_wrap_static(ChunkedLogProbFunction, "forward", region("lm_head")),
             _wrap_static(ChunkedLogProbFunction, "backward", region("lm_head", then="backward_layers"))]
     original_update = DynamicLayer.update

@@ -124,14 +124,14 @@ def show(rows: list[dict[str, Any]]) -> None:
 
 def write(rows: list[dict[str, Any]]) -> None:
     """Rewrite docs/memory_simulation.json and the GPU table of docs/memory.md."""
+    from grpo_lite.planning.tables import splice_section
     from grpo_lite.simulation.report import DOC_END, DOC_START, simulation_markdown
 
     STORED.write_text(json.dumps({"about": "grpo-lite: planned vs simulated at full size on the meta device "
                                            "(benchmarks/gpu_sim.py)", "rows": rows}, indent=1) + "\n",
                       encoding="utf-8")
     page = MEMORY_DOC.read_text(encoding="utf-8")
-    start, end = page.index(DOC_START) + len(DOC_START), page.index(DOC_END)
-    MEMORY_DOC.write_text(page[:start] + "\n" + simulation_markdown(rows) + "\n" + page[end:], encoding="utf-8")
+    MEMORY_DOC.write_text(splice_section(page, DOC_START, DOC_END, simulation_markdown(rows)), encoding="utf-8")
     print(f"wrote {STORED.relative_to(ROOT)} and the table in {MEMORY_DOC.relative_to(ROOT)}")
 
 

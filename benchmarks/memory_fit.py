@@ -125,11 +125,11 @@ def show(rows: list[dict[str, Any]]) -> None:
 def write(rows: list[dict[str, Any]]) -> None:
     """Rewrite the calibration file and the table of docs/memory.md."""
     from grpo_lite.memory.calibration import DOC_END, DOC_START, calibration_markdown, save_rows
+    from grpo_lite.planning.tables import splice_section
 
     save_rows(CALIBRATION, rows)
     page = MEMORY_DOC.read_text(encoding="utf-8")
-    start, end = page.index(DOC_START) + len(DOC_START), page.index(DOC_END)
-    MEMORY_DOC.write_text(page[:start] + "\n" + calibration_markdown(rows) + "\n" + page[end:], encoding="utf-8")
+    MEMORY_DOC.write_text(splice_section(page, DOC_START, DOC_END, calibration_markdown(rows)), encoding="utf-8")
     print(f"wrote {CALIBRATION.relative_to(ROOT)} and the table in {MEMORY_DOC.relative_to(ROOT)}")
 
 

@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.ladder import Preset
     from grpo_lite.planning.result import Plan
 
-__all__ = ["plan_headline", "plan_summary", "plan_table", "estimate_table", "ladder_table", "ladder_markdown", "update_presets_doc",
-           "plot_components", "DOC_START", "DOC_END", "reference_estimates", "compare_data", "compare_table",
+__all__ = ["plan_headline", "plan_summary", "plan_table", "estimate_table", "ladder_table", "ladder_markdown",
+           "update_presets_doc", "splice_section", "plot_components", "DOC_START", "DOC_END", "reference_estimates", "compare_data", "compare_table",
            "measured_table"]
 
 DOC_START = "<!-- presets-table:start -->"
@@ -144,6 +144,16 @@ def ladder_markdown() -> str:
     return "\n".join(lines)
 
 
+def splice_section(page: str, start_marker: str, end_marker: str, body: str) -> str:
+    r"""``page`` with the text between the two markers replaced by ``body`` (the docs' rendered tables).
+
+    >>> splice_section("a\n<!-- s -->\nold\n<!-- e -->\nb", "<!-- s -->", "<!-- e -->", "new")
+    'a\n<!-- s -->\nnew\n<!-- e -->\nb'
+    """
+    start, end = page.index(start_marker) + len(start_marker), page.index(end_marker)
+    return page[:start] + "\n" + body + "\n" + page[end:]
+
+
 def update_presets_doc(path: str | Path, *, check: bool = False) -> bool:
     """Rewrite the table between DOC_START and DOC_END in ``path``.
 
@@ -155,8 +165,7 @@ def update_presets_doc(path: str | Path, *, check: bool = False) -> bool:
         True when the page was (or, with ``check``, is) up to date before the call.
     """
     page = Path(path).read_text(encoding="utf-8")
-    start, end = page.index(DOC_START) + len(DOC_START), page.index(DOC_END)
-    fresh = page[:start] + "\n" + ladder_markdown() + "\n" + page[end:]
+    fresh = splice_section(page, DOC_START, DOC_END, ladder_markdown())
     if fresh == page:
         return True
     if not check:

@@ -131,33 +131,20 @@ def _break_save(step: int, where: str, action: str) -> None:
             return original_model(self, output_dir, _internal_call)
 
         Trainer.save_model = save_model
-    elif where == "optimizer":
-        original_opt = Trainer._save_optimizer_and_scheduler
+    else:  # where -> what to wrap, and the checkpoint folder it writes, read from the call's arguments
+        owner, name, folder_of = {
+            "optimizer": (Trainer, "_save_optimizer_and_scheduler", lambda self, output_dir: output_dir),
+            "state": (TrainerState, "save_to_json", lambda self, json_path: os.path.dirname(json_path)),
+            "marker": (checkpoints, "mark_complete", lambda folder, run: folder),
+        }[where]
+        original = getattr(owner, name)
 
-        def save_opt(self, output_dir):
-            if ours(output_dir):
+        def wrapper(*args):
+            if ours(str(folder_of(*args))):
                 fault()
-            return original_opt(self, output_dir)
+            return original(*args)
 
-        Trainer._save_optimizer_and_scheduler = save_opt
-    elif where == "state":
-        original_state = TrainerState.save_to_json
-
-        def save_state(self, json_path):
-            if ours(os.path.dirname(json_path)):
-                fault()
-            return original_state(self, json_path)
-
-        TrainerState.save_to_json = save_state
-    elif where == "marker":
-        original_mark = checkpoints.mark_complete
-
-        def mark(folder, run):
-            if ours(str(folder)):
-                fault()
-            return original_mark(folder, run)
-
-        checkpoints.mark_complete = mark
+        setattr(owner, name, wrapper)
 
 
 def _sigint_during_step(step: int):

@@ -1,14 +1,12 @@
-"""One run per output folder: a lock held for the run's life.
+"""One run per output folder: a lock held for the run's life (``filelock``).
 
-``<output_dir>/.grpo-lite.lock`` holds the PID, host and start time of the run that owns the folder,
-and that process holds the kernel's advisory lock on it (``fcntl.flock``). A second run into the
-same folder fails at once with an :class:`~grpo_lite.errors.OutputDirError` that names the first
-one's PID. When the owner dies (SIGKILL, a crash, a reboot) the kernel drops its lock: the file is
-stale, and the next run takes it over and reports whose it was (``RunLock.stale``). A clean end
-removes the file. Where ``flock`` is missing (Windows, some network filesystems) the recorded PID
-is checked instead. With several processes only the main one (rank 0) takes the lock.
-
-Only the standard library is imported.
+``<output_dir>/.grpo-lite.lock`` is a :class:`filelock.FileLock` (the kernel's ``flock``); once it is
+taken, the owner writes its PID, host and start time into it. A second run into the same folder
+fails at once with an :class:`~grpo_lite.errors.OutputDirError` that names the first one's PID. When
+the owner dies (SIGKILL, a crash, a reboot) the kernel drops its lock: the file is stale, and the
+next run takes it over and reports whose it was (``RunLock.stale``). A clean end removes the file.
+filelock opens the file with ``O_NOFOLLOW``: a symbolic link at the lock path is refused, never
+followed. With several processes only the main one (rank 0) takes the lock.
 """
 
 from __future__ import annotations
@@ -24,34 +22,9 @@ from typing import Any
 
 from grpo_lite.errors import OutputDirError
 
-try:  # pragma: no cover - absent on Windows
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None  # type: ignore[assignment]
-
-__all__ = ["LOCK_NAME", "RunLock", "pid_alive"]
+__all__ = ["LOCK_NAME", "RunLock"]
 
 LOCK_NAME = ".grpo-lite.lock"
-_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS}
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this PID exists on this machine.
-
-    >>> pid_alive(os.getpid())
-    True
-    """
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    except OSError:  # pragma: no cover - e.g. Windows without the process
-        return False
-    return True
 
 
 def _read(fd: int) -> dict[str, Any] | None:
@@ -62,6 +35,18 @@ def _read(fd: int) -> dict[str, Any] | None:
     except (UnicodeDecodeError, ValueError):
         return {"pid": None, "raw": raw[:80].decode(errors="replace")}
     return record if isinstance(record, dict) else None
+
+
+def _holder(path: Path) -> dict[str, Any] | None:
+    """The record a live owner wrote in the lock file (None when unreadable)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        return _read(fd)
+    finally:
+        os.close(fd)
 
 
 def _describe(record: dict[str, Any] | None) -> str:
@@ -84,7 +69,7 @@ class RunLock:
     """
 
     path: Path
-    fd: int | None
+    lock: Any  # filelock.FileLock, held; None once released
     stale: dict[str, Any] | None = None
 
     @classmethod
@@ -92,68 +77,48 @@ class RunLock:
         """Take the lock of ``output_dir`` (created if needed).
 
         Raises:
-            OutputDirError: another live run holds it; the message names its PID.
+            OutputDirError: another live run holds it (the message names its PID), or the lock path is a symlink.
         """
         path = Path(output_dir) / LOCK_NAME
-        for _ in range(5):  # the holder may remove the file between our open and our lock: try again
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                held = cls._lock(fd, path)
-            except BaseException:
-                os.close(fd)
-                raise
-            if held:
-                break
-            os.close(fd)
-        else:  # pragma: no cover - five races in a row
-            raise OutputDirError(f"could not take the lock {path}: other runs keep starting in {output_dir}")
-        previous = _read(fd)
-        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, json.dumps(record).encode())
-        os.fsync(fd)
-        stale = previous if previous and previous.get("pid") != os.getpid() else None
-        return cls(path, fd, stale)
+        found: list[dict[str, Any] | None] = []
+
+        def own(fd: int) -> None:  # filelock calls this with the lock held: keep the last owner's record, write ours
+            found.append(_read(fd))
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode(), 0)
+            os.fsync(fd)
+
+        lock = cls._take(path, on_acquired=own)
+        previous = found[-1] if found else None
+        return cls(path, lock, previous if previous and previous.get("pid") != os.getpid() else None)
 
     @classmethod
     def check(cls, output_dir: Path) -> None:
         """Raise :class:`OutputDirError` when a live run holds ``output_dir``; change nothing on disk."""
         path = Path(output_dir) / LOCK_NAME
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        try:
-            cls._lock(fd, path)
-        finally:
-            os.close(fd)  # closing drops the lock again
+        if os.path.lexists(path):
+            cls._take(path, preserve_lock_file=True).release()
 
     @staticmethod
-    def _lock(fd: int, path: Path) -> bool:
-        """Lock ``fd``; False when the file was replaced meanwhile. Raises OutputDirError when held."""
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise OutputDirError(
-                    f"another grpo-lite run ({_describe(_read(fd))}) is writing to {path.parent}; wait for it to "
-                    "finish or stop it, or pass another output_dir (--output-dir)") from None
-            except OSError as exc:
-                if exc.errno not in _NO_FLOCK:
-                    raise
-            else:
-                try:
-                    return os.fstat(fd).st_ino == os.stat(path).st_ino
-                except FileNotFoundError:
-                    return False
-        record = _read(fd)  # no flock here: trust a live PID on this host
-        pid = record.get("pid") if record else None
-        if isinstance(pid, int) and pid != os.getpid() and record.get("host") in (None, socket.gethostname()) \
-                and pid_alive(pid):
-            raise OutputDirError(f"another grpo-lite run ({_describe(record)}) is writing to {path.parent}; wait "
-                                 "for it to finish or stop it, or pass another output_dir (--output-dir)")
-        return True
+    def _take(path: Path, **options: Any) -> Any:
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(path, timeout=0, thread_local=False, **options)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise OutputDirError(
+                f"another grpo-lite run ({_describe(_holder(path))}) is writing to {path.parent}; wait for it to "
+                "finish or stop it, or pass another output_dir (--output-dir)") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP or path.is_symlink():
+                raise OutputDirError(f"{path} is a symbolic link; a run's lock is never followed out of its folder: "
+                                     "remove the link, or pass another output_dir (--output-dir)") from None
+            if exc.errno == errno.ENOSYS:
+                raise OutputDirError(f"the filesystem holding {path.parent} has no file locks (flock); pass an "
+                                     "output_dir on a local disk (--output-dir)") from None
+            raise
+        return lock
 
     def stale_note(self) -> str | None:
         """One line about the stale lock taken over, or None."""
@@ -163,10 +128,10 @@ class RunLock:
 
     def release(self) -> None:
         """Remove the lock file and drop the lock (idempotent)."""
-        if self.fd is None:
+        if self.lock is None:
             return
         try:
-            self.path.unlink(missing_ok=True)
+            self.path.unlink(missing_ok=True)  # while held: a waiter that opened it sees it unlinked and retries
         finally:
-            os.close(self.fd)  # closing drops the flock
-            self.fd = None
+            self.lock.release()
+            self.lock = None

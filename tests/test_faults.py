@@ -115,6 +115,8 @@ def _break_save(step: int, where: str, action: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         elif action == "sigint":  # the second Ctrl-C: the first came during the step
             os.kill(os.getpid(), signal.SIGINT)
+        elif action == "sigterm":  # the second SIGTERM: the first came during the step
+            os.kill(os.getpid(), signal.SIGTERM)
         elif action == "enospc":
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 

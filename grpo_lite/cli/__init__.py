@@ -49,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     except GrpoLiteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # a second Ctrl-C or SIGTERM (training.resilience.Aborted carries which)
         print("interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
               "same command plus --resume", file=sys.stderr)
-        return 130
+        return 128 + getattr(exc, "signum", 2)
 
 
 if __name__ == "__main__":

@@ -94,8 +94,12 @@ def run(args: argparse.Namespace) -> int:
     if code is not None:
         return code
     result = _train_recipe(args, overrides) if args.config is not None else _train_model(args, overrides)
-    if result.interrupted:
-        return 130
+    if result.interrupted:  # 130 after Ctrl-C, 143 after SIGTERM: the shell's code for the signal
+        import signal
+
+        return 128 + signal.Signals[result.stop_signal or "SIGINT"].value
+    if result.already_finished:  # train() said so; nothing was trained
+        return 0
     print(f"trained {result.steps} steps in {result.wall_seconds:.0f} s; model in {result.model_dir}")
     return 0
 

@@ -8,8 +8,8 @@ learning-rate schedule continuing where the run was (:func:`~grpo_lite.training.
 
 What is on disk at any instant: ``history.jsonl`` gets every logged step as it happens; ``run.json``
 is rewritten at the start of every attempt, after every checkpoint and at the end, with its
-``status``: ``running``, ``finished``, ``interrupted`` (Ctrl-C, checkpoint saved), ``aborted`` (a second
-Ctrl-C), ``failed`` (an error, a full disk), or ``crashed`` (seen by a later resume: the process died).
+``status``: ``running``, ``finished``, ``interrupted`` (Ctrl-C or SIGTERM, checkpoint saved), ``aborted`` (a
+second one), ``failed`` (an error, a full disk), or ``crashed`` (seen by a later resume: the process died).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class RunFolder:
     earlier: Any  # resume.EarlierRun | None
     lock: Any = None  # runlock.RunLock on the main process, held for the run's life
     created: bool = False  # the run made the folder: an early failure leaves no empty folder behind
+    finished: bool = False  # resume found the run finished with no steps left: nothing is trained or written
 
     def release(self) -> None:
         """Give the folder back (the main process removes its lock, and the folder if it made it and it is empty)."""
@@ -92,6 +93,7 @@ class Attempts:
     shared_prefix_record: dict[str, Any] | None = None  # what the last trainer's log-prob forwards did
     monitor_record: dict[str, Any] = field(default_factory=dict)  # the update monitor's settings, for run.json
     recipe: Recipe | None = None  # the plan as the trainer takes it (grpo_lite.recipe); follows every step down
+    fingerprint: dict[str, str] | None = None  # resume.model_fingerprint of the base model
 
     @classmethod
     def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, *, max_steps: int | None, seed: int,
@@ -101,8 +103,8 @@ class Attempts:
         from grpo_lite.training.callbacks import HistoryCallback, MemoryCallback
         from grpo_lite.training.checkpoints import CompletionCallback
         from grpo_lite.training.ranks import RankRecordCallback
-        from grpo_lite.training.resilience import InterruptCallback, SaveAtEndCallback
-        from grpo_lite.training.resume import HISTORY_FILE
+        from grpo_lite.training.resilience import InterruptCallback, SaveAtEndCallback, StopWhenDone
+        from grpo_lite.training.resume import HISTORY_FILE, model_fingerprint
 
         loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, seed, callbacks, dict(trainer_options or {}))
         if recipe is None:
@@ -110,11 +112,13 @@ class Attempts:
 
             recipe = Recipe.from_plan(plan, prompt_style=inputs.style, seed=seed, max_steps=max_steps)
         loop.recipe = recipe
+        loop.fingerprint = model_fingerprint(inputs.spec.model_id)  # a resume checks it names the same model
         history_file = run.out / HISTORY_FILE if run.state.is_main_process else None
         loop.memory_cb, loop.history_cb, loop.interrupt_cb = MemoryCallback(), HistoryCallback(history_file), InterruptCallback()
         loop.own_callbacks = [loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),
                               CompletionCallback(loop.checkpoint_record, lambda step: loop.write_record(status="running")),
-                              _resumed_callback(loop), RankRecordCallback(run.out)]  # one record per rank: proves data parallelism
+                              _resumed_callback(loop), RankRecordCallback(run.out),  # one record per rank: proves data parallelism
+                              StopWhenDone()]  # last: the resume event is logged before it ends a finished attempt
         earlier = run.earlier
         rows: list[dict[str, Any]] = []
         if earlier is not None:  # go on where the checkpoint's attempt started: its weights, steps, records
@@ -161,10 +165,11 @@ class Attempts:
     def checkpoint_record(self) -> dict[str, Any]:
         """What a checkpoint's completion marker keeps of the run: enough to resume without run.json."""
         return {"preset": self.plan.preset.name, "source": None if self.source == self.inputs.spec.model_id else self.source,
-                "done": self.done, "max_steps": self.max_steps, "events": self.events}
+                "done": self.done, "max_steps": self.max_steps, "events": self.events,
+                "model": self.inputs.spec.model_id, "fingerprint": self.fingerprint}
 
     def record_failure(self, exc: BaseException) -> None:
-        """Mark run.json ``aborted`` (a second Ctrl-C) or ``failed``; a full disk may refuse even that."""
+        """Mark run.json ``aborted`` (a second Ctrl-C or SIGTERM) or ``failed``; a full disk may refuse even that."""
         status = "aborted" if isinstance(exc, KeyboardInterrupt) else "failed"
         last = self.history_cb.rows[-1]["step"] if self.history_cb and self.history_cb.rows else self.done
         event = {"event": status, "after_step": last}
@@ -211,6 +216,7 @@ class Attempts:
             {
                 "status": status,
                 "model": plan.model.model_id,
+                "model_fingerprint": self.fingerprint,
                 "plan": plan.to_dict(),
                 "settings": self.settings,
                 "rewards": [getattr(f, "__name__", repr(f)) for f in self.inputs.reward_funcs],
@@ -261,10 +267,13 @@ def run_attempts(loop: Attempts, plan_kwargs: dict[str, Any], *, on_oom: OnOOM, 
         checkpoint = loop.run.checkpoint
         start = time.perf_counter()
         try:
-            with resilience.sigint_saves(loop.interrupt_cb), warnings.catch_warnings():
+            with resilience.stop_signals_save(loop.interrupt_cb), warnings.catch_warnings():
                 # TRL calls transformers' renamed is_gradient_checkpointing on every step; the rename is not ours to fix
                 warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*deprecated", category=FutureWarning)
-                trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+                try:
+                    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+                except resilience.NothingLeft:  # the checkpoint, now loaded, holds every step: nothing to train
+                    pass
             loop.wall += time.perf_counter() - start
             break
         except torch.cuda.OutOfMemoryError as exc:

@@ -1,10 +1,13 @@
 """Nothing a user did must cost them finished work: output-dir guard, Ctrl-C, OOM step-down, failures.
 
 - :func:`guard_output_dir` refuses a folder that holds another run unless resume or overwrite is asked.
-- :class:`InterruptCallback` with :func:`sigint_saves`: the first Ctrl-C finishes the current step,
-  saves a loadable checkpoint and stops; a second Ctrl-C aborts at once (a save it cuts off is
-  incomplete, and a resume skips it: :mod:`grpo_lite.training.checkpoints`).
+- :class:`InterruptCallback` with :func:`stop_signals_save`: the first Ctrl-C or SIGTERM (Slurm, Kubernetes,
+  ``timeout``) finishes the current step, saves a loadable checkpoint and stops; a second one aborts at
+  once (:class:`Aborted`; a save it cuts off is incomplete, and a resume skips it:
+  :mod:`grpo_lite.training.checkpoints`), as does the scheduler's SIGKILL.
 - :class:`SaveAtEndCallback`: the last step always leaves a checkpoint, so every run can be resumed.
+- :class:`StopWhenDone`: a resumed checkpoint that holds every step trains none (transformers would
+  train one more: its loop looks for the end only after a step).
 - :func:`next_plan`: the next cheaper rung of the ladder that fits, for stepping down after a CUDA
   out-of-memory error (``train(on_oom="step_down")``); :func:`continue_schedule` makes the next
   rung's learning-rate schedule go on at the step reached instead of warming up again.
@@ -32,14 +35,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
 __all__ = [
+    "Aborted",
     "InterruptCallback",
+    "NothingLeft",
     "SaveAtEndCallback",
+    "StopWhenDone",
     "continue_schedule",
     "disk_full_error",
     "drop_checkpoints",
     "guard_output_dir",
     "next_plan",
-    "sigint_saves",
+    "stop_signals_save",
     "train_advice",
 ]
 
@@ -69,10 +75,12 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
     if not holds_run:
         return
     if not overwrite:
-        raise ConfigError(
-            f"{output_dir} already holds a run (run.json or checkpoints); pass resume=True "
-            "(--resume) to continue it, overwrite=True (--overwrite) to replace it, or another output_dir"
-        )
+        from grpo_lite.training.checkpoints import scan
+
+        way = ("pass resume=True (--resume) to continue it, " if scan(output_dir).newest is not None else
+               "it has no complete checkpoint to resume: pass ")
+        raise ConfigError(f"{output_dir} already holds a run (run.json or checkpoints); {way}overwrite=True "
+                          "(--overwrite) to replace it, or another output_dir")
     for child in output_dir.iterdir():
         if child.name.startswith(("checkpoint-", "stepdown-")) or child.name in _RUN_MARKERS + _RUN_LEFTOVERS:
             shutil.rmtree(child) if child.is_dir() else child.unlink()
@@ -128,11 +136,36 @@ class SaveAtEndCallback(TrainerCallback):
             control.should_save = True
 
 
+class NothingLeft(Exception):
+    """Raised by :class:`StopWhenDone`: the resumed checkpoint (now loaded) holds every step of the run."""
+
+
+class StopWhenDone(TrainerCallback):
+    """End ``train()`` before its first step when the resumed checkpoint already holds every step.
+
+    transformers loads the checkpoint (weights, optimizer, state) before ``on_train_begin``; its loop
+    checks for the end only after a step, so it would train one step past ``max_steps``.
+    """
+
+    def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001 - transformers' signature
+        if state.max_steps > 0 and state.global_step >= state.max_steps:
+            raise NothingLeft
+
+
+class Aborted(KeyboardInterrupt):
+    """A second stop signal: the run stops at once, without saving (``signum``: the signal)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 class InterruptCallback(TrainerCallback):
-    """Turns a requested stop (Ctrl-C) into: finish this step, save a checkpoint, stop training."""
+    """Turns a requested stop (Ctrl-C, SIGTERM) into: finish this step, save a checkpoint, stop training."""
 
     def __init__(self) -> None:
         self.requested = False
+        self.signal: str | None = None  # "SIGINT" or "SIGTERM": the signal that asked
         self.stopped_at: int | None = None
 
     def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
@@ -142,35 +175,44 @@ class InterruptCallback(TrainerCallback):
             self.stopped_at = state.global_step
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_SAID = {signal.SIGINT: ("Ctrl-C", "Ctrl-C again"), signal.SIGTERM: ("SIGTERM", "a second SIGTERM")}
+
+
 @contextmanager
-def sigint_saves(callback: InterruptCallback) -> Iterator[None]:
-    """While active, the first SIGINT asks ``callback`` to save and stop; the second aborts."""
+def stop_signals_save(callback: InterruptCallback) -> Iterator[None]:
+    """While active, the first SIGINT or SIGTERM asks ``callback`` to save and stop; a second one raises
+    :class:`Aborted` (a KeyboardInterrupt). Outside the main thread signals are left alone."""
     try:
-        previous = signal.getsignal(signal.SIGINT)
+        previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
     except ValueError:  # pragma: no cover - not the main thread: leave signals alone
         yield
         return
 
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
     def handler(signum: int, frame: Any) -> None:
         if callback.requested:
-            signal.signal(signal.SIGINT, previous)
-            raise KeyboardInterrupt
-        callback.requested = True
-        print(
-            "\nCtrl-C: finishing the current step and saving a checkpoint (Ctrl-C again to abort without saving)",
-            file=sys.stderr,
-            flush=True,
-        )
+            restore()
+            raise Aborted(signum)
+        callback.requested, callback.signal = True, signal.Signals(signum).name
+        name, again = _SAID[signum]
+        print(f"\n{name}: finishing the current step and saving a checkpoint ({again} to abort without saving)",
+              file=sys.stderr, flush=True)
 
     try:
-        signal.signal(signal.SIGINT, handler)
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, handler)
     except ValueError:  # pragma: no cover - not the main thread
+        restore()
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        restore()
 
 
 def next_plan(current: Plan, **plan_kwargs: Any) -> Plan:

@@ -9,12 +9,17 @@
   ``running`` crashed (the run lock shows no live owner): a ``crashed`` event says after which step.
 - :func:`read_record`: ``run.json``, or None when it is missing; an unreadable one (cut off, edited)
   is moved to ``run.json.corrupt`` and the run is rebuilt from the checkpoint and the history file.
+- :func:`check_same_run` and :func:`check_steps`, before anything is written: the resume names the
+  run's model (its config and weights, by :func:`model_fingerprint`) and a preset or method the run
+  trained on, and asks for no fewer steps than the checkpoint holds; a finished run asked for no more
+  steps is left as it is.
 
 Imported only inside train().
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -24,7 +29,8 @@ from typing import Any
 from grpo_lite.errors import ConfigError
 from grpo_lite.training import checkpoints
 
-__all__ = ["HISTORY_FILE", "EarlierRun", "earlier_run", "read_history", "read_record", "resume_point"]
+__all__ = ["HISTORY_FILE", "EarlierRun", "check_same_run", "check_steps", "earlier_run", "model_fingerprint",
+           "read_history", "read_record", "resume_point"]
 
 HISTORY_FILE = "history.jsonl"  # one logged step per line, appended as the run goes
 
@@ -42,6 +48,9 @@ class EarlierRun:
         history: logged rows up to the checkpoint.
         events: earlier events (step downs, interrupts, resumes, crashes).
         notes: what the resume had to repair, one line each (printed and kept in the resume event).
+        status: run.json's status (None when it is missing or unreadable).
+        model: the model the run trained (its ``model_id``), or None in a record older than this field.
+        fingerprint: that model's :func:`model_fingerprint` when the run started, or None.
     """
 
     preset: str | None
@@ -52,6 +61,116 @@ class EarlierRun:
     history: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    status: str | None = None
+    model: str | None = None
+    fingerprint: dict[str, str] | None = None
+
+    @property
+    def reached(self) -> int:
+        """Steps the checkpoint holds, over the whole run."""
+        return self.done + self.checkpoint_step
+
+    def presets(self) -> list[str]:
+        """The presets the run trained on: the first rung, then each step down's."""
+        downs = [e for e in self.events if e.get("event") == "out_of_memory"]
+        names = [downs[0]["from_preset"]] + [e["to_preset"] for e in downs] if downs else [self.preset]
+        return [n for n in names if n]
+
+
+_SAMPLES, _SAMPLE_BYTES = 16, 4096
+_MODEL_FILES = (".safetensors", ".bin", ".gguf", ".pt")
+
+
+def model_fingerprint(model_id: str) -> dict[str, str] | None:
+    """A cheap fingerprint of a model: ``{"config": ..., "weights": ...}``, or None when its files are not here.
+
+    ``config`` hashes ``config.json``; ``weights`` hashes each weights file's name, size and 16 samples
+    of 4 KiB spread over it (the first holds a safetensors header): two bases of the same shape differ.
+    A ``.gguf`` file is both. A hub id is read from the local cache (None when not downloaded yet).
+    """
+    path = Path(model_id).expanduser()
+    if not path.exists():
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model_id, "config.json")
+        if not isinstance(cached, str):
+            return None
+        path = Path(cached).parent
+    if path.is_file():
+        weights = [path]
+        config = [path]
+    else:
+        weights = sorted(p for p in path.iterdir() if p.suffix in _MODEL_FILES and p.is_file())
+        config = [path / "config.json"]
+    return {"config": _sampled(config), "weights": _sampled(weights)}
+
+
+def _sampled(files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        size = path.stat().st_size
+        digest.update(f"{path.name}:{size}".encode())
+        with open(path, "rb") as f:
+            for i in range(_SAMPLES):
+                f.seek(size * i // _SAMPLES)
+                digest.update(f.read(_SAMPLE_BYTES))
+    return digest.hexdigest()[:16]
+
+
+def check_same_run(output_dir: Path, earlier: EarlierRun, *, model_id: str, preset: str | None,
+                   method: str | None) -> None:
+    """Refuse a resume that names another model, or a preset or method the run did not train on.
+
+    Raises:
+        ConfigError: one line naming what differs and what to pass instead.
+    """
+    from grpo_lite.planning.ladder import get_preset
+
+    again = f"or --overwrite to start a new run in {output_dir} (Python: overwrite=True)"
+    theirs = earlier.model
+    if theirs is not None:
+        mine = model_fingerprint(model_id)
+        if earlier.fingerprint and mine:
+            differs = [part for part in ("config", "weights") if earlier.fingerprint.get(part) != mine[part]]
+        else:
+            differs = [] if theirs == model_id else ["name"]
+        if differs:
+            raise ConfigError(f"{output_dir} was trained from {theirs}; {model_id} is another model (its "
+                              f"{' and '.join(differs)} differ{'s' if len(differs) == 1 else ''}): pass {theirs} "
+                              f"to resume the run, {again}")
+    presets = earlier.presets()
+    if not presets:
+        return
+    if preset is not None and preset not in presets:
+        raise ConfigError(f"{output_dir} was trained with preset {presets[-1]!r}; --preset {preset} asks for another: "
+                          f"drop --preset (a resume keeps the run's preset; Python: preset=None), {again}")
+    methods = [get_preset(name).method for name in presets]
+    if method is not None and method not in methods:
+        raise ConfigError(f"{output_dir} was trained with method {methods[-1]!r} (preset {presets[-1]!r}); --method "
+                          f"{method} asks for another: drop --method (Python: method=None), {again}")
+
+
+def check_steps(output_dir: Path, earlier: EarlierRun, max_steps: int | None) -> tuple[bool, str | None]:
+    """Whether the run is already finished with nothing left to train, and a line that says what the resume does.
+
+    Finished means run.json says ``finished``, ``final/`` is there and ``max_steps`` (default: the run's)
+    asks for no more steps: then nothing is trained or written.
+
+    Raises:
+        ConfigError: ``max_steps`` is below the steps the checkpoint holds.
+    """
+    reached, wanted = earlier.reached, max_steps if max_steps is not None else earlier.max_steps
+    if wanted is not None and wanted < reached:
+        raise ConfigError(f"{output_dir} holds {reached} trained steps (checkpoint-{earlier.checkpoint_step}) and "
+                          f"max_steps={wanted} asks for fewer: pass --max-steps {reached} or more to go on from them "
+                          f"(Python: max_steps=...), or --overwrite to train {wanted} steps from the start")
+    if earlier.status != "finished" or not (output_dir / "final").is_dir():
+        return False, None
+    if wanted is None or wanted == reached:
+        return True, (f"finished: the run in {output_dir} already trained its {reached} steps (model in "
+                      f"{output_dir / 'final'}); nothing changed. To train on, pass --max-steps above {reached} with "
+                      "--resume (Python: max_steps=..., resume=True)")
+    return False, f"the run finished at step {reached}: training on to step {wanted}; final/ is replaced at the end"
 
 
 def resume_point(output_dir: Path, *, move: bool) -> tuple[Path, list[str]]:
@@ -65,9 +184,12 @@ def resume_point(output_dir: Path, *, move: bool) -> tuple[Path, list[str]]:
     """
     found = checkpoints.scan(output_dir)
     if found.newest is None:
-        if not found.incomplete:
+        if not found.incomplete and not (output_dir / "run.json").exists() and not (output_dir / HISTORY_FILE).exists():
             raise ConfigError(f"resume asked but {output_dir} holds no checkpoint-N folder; drop resume to start a "
                               "new run, or point output_dir at the run to continue")
+        if not found.incomplete:
+            raise ConfigError(f"resume asked but the run in {output_dir} stopped before its first checkpoint: nothing "
+                              "to resume; start it again with --overwrite (Python: overwrite=True) instead of --resume")
         whys = "; ".join(f"{p.name}: {why}" for p, why in found.incomplete)
         raise ConfigError(f"resume asked but {output_dir} holds no complete checkpoint ({whys}); start the run again "
                           "with overwrite=True (--overwrite), or restore the missing files")
@@ -140,7 +262,8 @@ def _from_record(record: dict[str, Any]) -> dict[str, Any]:
     """preset, source, done, max_steps from a run.json (the last step down's target and weights)."""
     downs = [e for e in record.get("events", []) if e.get("event") == "out_of_memory"]
     return {"preset": record.get("plan", {}).get("preset"), "source": downs[-1]["weights"] if downs else None,
-            "done": downs[-1]["step"] if downs else 0, "max_steps": record.get("max_steps")}
+            "done": downs[-1]["step"] if downs else 0, "max_steps": record.get("max_steps"),
+            "model": record.get("model"), "fingerprint": record.get("model_fingerprint")}
 
 
 def earlier_run(output_dir: Path, checkpoint: Path, *, main: bool) -> EarlierRun:
@@ -152,7 +275,7 @@ def earlier_run(output_dir: Path, checkpoint: Path, *, main: bool) -> EarlierRun
     step = checkpoints.checkpoint_step(checkpoint) or 0
     record, note = read_record(output_dir, move=main)
     snapshot = (checkpoints.read_marker(checkpoint) or {}).get("run") or {}
-    base = {"preset": None, "source": None, "done": 0, "max_steps": None}
+    base = {"preset": None, "source": None, "done": 0, "max_steps": None, "model": None, "fingerprint": None}
     base.update(_from_record(record) if record else {})
     base.update({k: snapshot[k] for k in base if k in snapshot})  # the checkpoint's own record wins
     events = list((record or {}).get("events") or snapshot.get("events") or [])
@@ -160,7 +283,8 @@ def earlier_run(output_dir: Path, checkpoint: Path, *, main: bool) -> EarlierRun
     last = base["done"] + step
     history = _merge(on_disk, (record or {}).get("history", []), _log_history(checkpoint, base["done"]), last=last)
     earlier = EarlierRun(preset=base["preset"], source=base["source"], done=base["done"], checkpoint_step=step,
-                         max_steps=base["max_steps"], history=history, events=events, notes=[note] if note else [])
+                         max_steps=base["max_steps"], history=history, events=events, notes=[note] if note else [],
+                         status=(record or {}).get("status"), model=base["model"], fingerprint=base["fingerprint"])
     if record is not None and record.get("status") == "running":  # nobody holds the lock: it did not end
         reached = max([r["step"] for r in on_disk + record.get("history", [])], default=None)
         earlier.events.append({"event": "crashed", "after_step": reached})

@@ -59,7 +59,10 @@ class TrainResult:
         history: one dict per logged step (reward, each reward's mean, loss, memory...).
         peak_memory: measured CUDA peaks in GiB (``max_allocated_gib``, ``max_reserved_gib``), None on CPU.
         wall_seconds: wall time of the training loop.
-        interrupted: True when Ctrl-C stopped the run (a checkpoint was saved; resume continues it).
+        interrupted: True when Ctrl-C or SIGTERM stopped the run (a checkpoint was saved; resume continues it).
+        stop_signal: the signal that stopped it (``"SIGINT"``, ``"SIGTERM"``), or None.
+        already_finished: True when ``resume`` found the run finished and ``max_steps`` asked for no more
+            steps: nothing was trained or written (``model`` is None; the model is in ``model_dir``).
         events: what happened along the way (out-of-memory step downs, interrupts, resume).
         model: the trained model in memory (a PeftModel for LoRA/QLoRA), for evaluation right away.
         tokenizer: its tokenizer.
@@ -75,6 +78,8 @@ class TrainResult:
     peak_memory: dict[str, float] | None
     wall_seconds: float
     interrupted: bool = False
+    stop_signal: str | None = None
+    already_finished: bool = False
     events: list[dict[str, Any]] = field(default_factory=list)
     model: Any = field(default=None, repr=False)
     tokenizer: Any = field(default=None, repr=False)
@@ -187,15 +192,18 @@ def train(
     from grpo_lite.memory.heap import use_mmap_threshold_on_cpu
 
     use_mmap_threshold_on_cpu()  # CPU: freed tiles go back to the system (docs/memory.md plans for it)
-    run = _open_run(model, output_dir, resume=resume, overwrite=overwrite, quiet=quiet)
+    run = _open_run(model, output_dir, resume=resume, overwrite=overwrite, quiet=quiet, max_steps=max_steps,
+                    preset=preset, method=method)
     loop = None
     try:
-        if run.earlier is not None and preset is None and method is None:
-            preset = run.earlier.preset  # the rung the checkpoint was trained on (after any step down)
+        if run.earlier is not None and run.earlier.preset is not None:  # checked against preset and method in _open_run
+            preset, method = run.earlier.preset, None  # the rung the checkpoint was trained on (after any step down)
         inputs = _load_inputs(model, dataset, reward_funcs, prompt_style, seed, skip_invalid, run.console)
         plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
         the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run,
-                              quiet, show_plan)
+                              quiet or run.finished, show_plan)
+        if run.finished:
+            return _already_finished(run, inputs, the_plan)
         the_recipe = _planned_recipe(the_plan, recipe, dataset=dataset, rewards=rewards, prompt_style=inputs.style,
                                      seed=seed, max_steps=max_steps, stop_strings=stop_strings)
         _check_disk(run, the_plan)
@@ -310,10 +318,12 @@ def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides
 
 
 def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *, resume: bool, overwrite: bool,
-              quiet: bool) -> RunFolder:
+              quiet: bool, max_steps: int | None = None, preset: str | None = None,
+              method: str | None = None) -> RunFolder:
     """Choose, check, lock and guard the output folder (one for all ranks); find the checkpoint to resume from.
 
-    The main process does the checks and takes the lock; its error, if any, is raised on every rank.
+    The main process does the checks and takes the lock; its error, if any, is raised on every rank. A resume
+    is checked (same model, preset and method; steps) before anything in the folder is written.
     """
     from rich.console import Console
 
@@ -340,6 +350,8 @@ def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *,
                 console.print(f"[yellow]{stale}[/yellow]")
             resilience.guard_output_dir(out, resume=resume, overwrite=overwrite)
             if resume:
+                run.finished = _check_resume(out, model, run.console, max_steps=max_steps, preset=preset, method=method)
+            if resume and not run.finished:
                 run.checkpoint, notes = resuming.resume_point(out, move=True)
                 run.earlier = resuming.earlier_run(out, run.checkpoint, main=True)
                 run.earlier.notes[:0] = ([stale] if stale else []) + notes
@@ -353,9 +365,39 @@ def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *,
     if error is not None:
         raise error
     if resume and not state.is_main_process:
+        run.finished = _check_resume(out, model, None, max_steps=max_steps, preset=preset, method=method)
+    if resume and (run.finished or not state.is_main_process):
         run.checkpoint, _ = resuming.resume_point(out, move=False)
         run.earlier = resuming.earlier_run(out, run.checkpoint, main=False)
     return run
+
+
+def _check_resume(out: Path, model: Any, console: Any, **asked: Any) -> bool:
+    """Check a resume before anything is written (same model, preset, method; steps); True when the run is
+    already finished and nothing is left to train. Prints what the resume will do (``console``)."""
+    from grpo_lite.memory.models import resolve_model
+    from grpo_lite.training import resume as resuming
+
+    checkpoint, _ = resuming.resume_point(out, move=False)
+    earlier = resuming.earlier_run(out, checkpoint, main=False)
+    resuming.check_same_run(out, earlier, model_id=resolve_model(model).model_id, preset=asked["preset"],
+                            method=asked["method"])
+    finished, line = resuming.check_steps(out, earlier, asked["max_steps"])
+    if line is not None and console is not None:
+        console.print(line if finished else f"[yellow]{line}[/yellow]", highlight=False, soft_wrap=True)
+    return finished
+
+
+def _already_finished(run: RunFolder, inputs: RunInputs, the_plan: Plan) -> TrainResult:
+    """The result of resuming a finished run: what run.json records; nothing trained or written."""
+    from grpo_lite.training.resume import read_record
+
+    record, _ = read_record(run.out, move=False)
+    record = record or {}
+    return TrainResult(output_dir=run.out, model_dir=run.out / "final", plan=the_plan, steps=run.earlier.reached,
+                       history=run.earlier.history, peak_memory=record.get("peak_memory"),
+                       wall_seconds=record.get("wall_seconds") or 0.0, events=run.earlier.events,
+                       tokenizer=inputs.tokenizer, already_finished=True)
 
 
 def _shared_error(state: Any, error: Exception | None) -> Exception | None:
@@ -469,14 +511,17 @@ def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder) -> Train
     from grpo_lite.training import build, checkpoints
 
     out = run.out
-    interrupted = loop.interrupt_cb.requested
+    # a stop asked during the last step leaves nothing to resume: the run is finished
+    interrupted = loop.interrupt_cb.requested and trainer.state.global_step < trainer.state.max_steps
     model_dir = None if interrupted else build.save_final(trainer, inputs.tokenizer, out)
     saved = checkpoints.scan(out).newest
     if interrupted:
-        loop.events.append({"event": "interrupted", "step": loop.done, "checkpoint": str(saved)})
+        loop.events.append({"event": "interrupted", "step": loop.done, "checkpoint": str(saved),
+                            "signal": loop.interrupt_cb.signal})
     result = TrainResult(
         output_dir=out, model_dir=model_dir, plan=loop.plan, steps=loop.done, history=loop.history_cb.rows,
         peak_memory=loop.memory_cb.peak(), wall_seconds=loop.wall, interrupted=interrupted, events=loop.events,
+        stop_signal=loop.interrupt_cb.signal if interrupted else None,
         model=trainer.model, tokenizer=inputs.tokenizer,
     )  # fmt: skip
     loop.write_record(status="interrupted" if interrupted else "finished", model_dir=model_dir)

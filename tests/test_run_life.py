@@ -1,0 +1,235 @@
+"""A run survives what schedulers and users do to it: resume of a finished run, SIGTERM, another model, the lock.
+
+| what happens | outcome |
+| --- | --- |
+| ``--resume`` of a finished run, same or no ``--max-steps`` | exit 0, "finished", nothing written (final/, run.json, checkpoints) |
+| ``--resume`` with ``--max-steps`` below the steps done | exit 2, one line naming the steps done; nothing written |
+| ``--resume`` of a finished run with more ``--max-steps`` | says so, trains the difference, history holds each step once |
+| a checkpoint at the last step, final/ never saved | no step trained: final/ is the checkpoint's weights |
+| ``--resume`` on another base of the same shape, or another shape | one line naming the run's model; nothing written |
+| ``--resume --preset full`` on a LoRA run | one line: drop --preset or --overwrite; nothing written |
+| SIGTERM at a random step (CLI, subprocess) | exit 143, ``interrupted``, lock released; resume == uninterrupted run |
+| a second SIGTERM during the save | exit 143, ``aborted``; resume from the last complete checkpoint |
+| a symlink at ``.grpo-lite.lock`` | refused in one line; its target untouched |
+| stopped before the first checkpoint | ``--resume`` names ``--overwrite``, which works as written |
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from test_faults import CLI_RUN, RUN, _break_save, _in_child, _one_thread  # noqa: F401 - _one_thread: autouse fixture
+
+from grpo_lite import ConfigError, OutputDirError, train
+from grpo_lite.cli import main
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` (the lock excepted) -> its sha256."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".grpo-lite.lock"}
+
+
+def _record(out: Path) -> dict:
+    return json.loads((out / "run.json").read_text())
+
+
+def _history_steps(out: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in (out / "history.jsonl").read_text().splitlines()]
+
+
+def _adapter(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "adapter_model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_model_dir, tmp_path_factory) -> Path:
+    """A finished 4-step LoRA run, a checkpoint after each step: each test works on its own copy."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train(str(tiny_model_dir), output_dir=out, **RUN)
+    finally:
+        torch.set_num_threads(before)
+    return out
+
+
+def _copy(run: Path, to: Path) -> Path:
+    shutil.copytree(run, to)
+    return to
+
+
+@pytest.mark.parametrize("max_steps", [["--max-steps", "4"], []])
+def test_resuming_a_finished_run_changes_nothing(tiny_model_dir, finished_run, tmp_path, capsys, max_steps):
+    out = _copy(finished_run, tmp_path / "run")
+    before = _files(out)
+    argv = [a for a in CLI_RUN if a not in ("--max-steps", "4")] + max_steps
+    assert main(["train", str(tiny_model_dir), *argv, "--output-dir", str(out), "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert "finished: the run in" in printed and "already trained its 4 steps" in printed, printed
+    assert "step 5" not in printed and _files(out) == before  # final/, run.json, checkpoints: byte for byte
+    assert not (out / ".grpo-lite.lock").exists()
+
+
+def test_resuming_with_fewer_steps_than_done_is_refused(tiny_model_dir, finished_run, tmp_path, capsys):
+    out = _copy(finished_run, tmp_path / "run")
+    (out / "final").rename(out / "kept-final")  # not finished: the checkpoint at step 4 is what counts
+    before = _files(out)
+    argv = [a if a != "4" else "2" for a in CLI_RUN]
+    assert main(["train", str(tiny_model_dir), *argv, "--output-dir", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds 4 trained steps (checkpoint-4) and max_steps=2 asks for fewer" in err[0], err
+    assert "--max-steps 4 or more" in err[0] and "--overwrite" in err[0]
+    assert _files(out) == before
+
+
+def test_resuming_a_finished_run_with_more_steps_trains_the_difference(tiny_model_dir, finished_run, tmp_path, capsys):
+    out = _copy(finished_run, tmp_path / "run")
+    result = train(str(tiny_model_dir), output_dir=out, resume=True, **{**RUN, "max_steps": 6, "quiet": False})
+    assert "the run finished at step 4: training on to step 6" in capsys.readouterr().out
+    assert result.steps == 6 and not result.already_finished
+    assert _history_steps(out) == [1, 2, 3, 4, 5, 6] and _record(out)["status"] == "finished"
+
+
+def test_a_checkpoint_that_holds_every_step_trains_none(tiny_model_dir, finished_run, tmp_path):
+    """Killed after the last checkpoint, before final/ was saved: the resume saves final/ from the checkpoint."""
+    out = _copy(finished_run, tmp_path / "run")
+    shutil.rmtree(out / "final")
+    (out / "run.json").write_text(json.dumps({**_record(out), "status": "running"}))
+    result = train(str(tiny_model_dir), output_dir=out, resume=True, **RUN)
+    assert result.steps == 4 and [r["step"] for r in result.history] == [1, 2, 3, 4]
+    assert _history_steps(out) == [1, 2, 3, 4] and not (out / "checkpoint-5").exists()
+    saved, checkpoint = _adapter(out / "final"), _adapter(out / "checkpoint-4")
+    assert saved.keys() == checkpoint.keys() and saved
+    for name in saved:
+        torch.testing.assert_close(saved[name], checkpoint[name], atol=0, rtol=0, msg=name)
+
+
+def test_resuming_on_another_model_is_refused_before_anything_is_written(tiny_model_dir, finished_run, tmp_path):
+    from grpo_lite.tiny import build_tiny_model
+
+    out = _copy(finished_run, tmp_path / "run")
+    before = _files(out)
+    same_shape = build_tiny_model(tmp_path / "other", seed=1)
+    assert (same_shape / "config.json").read_bytes() == (tiny_model_dir / "config.json").read_bytes()
+    with pytest.raises(ConfigError, match=rf"was trained from {tiny_model_dir}; {same_shape} is another model \(its "
+                                          rf"weights differ\): pass {tiny_model_dir} to resume the run, or --overwrite"):
+        train(str(same_shape), output_dir=out, resume=True, **RUN)
+    wider = build_tiny_model(tmp_path / "wider", hidden_size=128)
+    with pytest.raises(ConfigError, match=r"is another model \(its config and weights differ\)"):
+        train(str(wider), output_dir=out, resume=True, **RUN)
+    with pytest.raises(ConfigError, match=r"trained with preset 'lora'; --preset full asks for another: drop --preset"):
+        train(str(tiny_model_dir), output_dir=out, resume=True, **{**RUN, "method": None, "preset": "full"})
+    with pytest.raises(ConfigError, match=r"trained with method 'lora' .*--method full asks for another"):
+        train(str(tiny_model_dir), output_dir=out, resume=True, **{**RUN, "method": "full"})
+    assert _files(out) == before
+    assert _record(out)["model_fingerprint"].keys() == {"config", "weights"}
+
+
+def test_sigterm_stops_at_a_step_boundary_and_the_resume_matches_an_uninterrupted_run(
+        tiny_model_dir, finished_run, tmp_path):
+    out = tmp_path / "run"
+    stop_after = random.Random().choice([1, 2])  # the signal comes during step stop_after + 1
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    cmd = [sys.executable, "-m", "grpo_lite", "train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (out / "history.jsonl").is_file() and len((out / "history.jsonl").read_text().splitlines()) >= stop_after:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 143, f"SIGTERM after step {stop_after}: {output[-3000:]}"
+    assert "SIGTERM: finishing the current step and saving a checkpoint" in output and "Traceback" not in output
+    record = _record(out)
+    stopped = record["steps"]
+    assert record["status"] == "interrupted" and record["events"][-1]["signal"] == "SIGTERM", record["events"]
+    assert stop_after <= stopped < 4 and (out / f"checkpoint-{stopped}").is_dir()
+    assert not (out / ".grpo-lite.lock").exists() and not (out / "final").exists()
+
+    resumed = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, env=env, timeout=180)
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
+    assert _history_steps(out) == [1, 2, 3, 4] and _record(out)["status"] == "finished"
+    ours, straight = _adapter(out / "final"), _adapter(finished_run / "final")
+    assert ours.keys() == straight.keys() and ours
+    for name in ours:
+        torch.testing.assert_close(ours[name], straight[name], atol=1e-4, rtol=1e-3, msg=name)
+
+
+def _sigterm_during_step(step: int):
+    from transformers import TrainerCallback
+
+    class FirstSigterm(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step + 1 == step:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    return FirstSigterm()
+
+
+def test_a_second_sigterm_during_the_save_aborts_and_the_run_resumes(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+
+    def body():
+        _break_save(3, "optimizer", "sigterm")
+        from grpo_lite.training import trainer
+
+        original = trainer.train  # the CLI calls train(); the first SIGTERM comes during step 3
+        trainer.train = lambda *a, **k: original(*a, **k, callbacks=[_sigterm_during_step(3)])
+        return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
+
+    code, output = _in_child(body)
+    assert code == 143, output[-2000:]
+    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith("interrupted: stopped without saving")
+    assert _record(out)["status"] == "aborted" and not (out / ".grpo-lite.lock").exists()
+    result = train(str(tiny_model_dir), output_dir=out, resume=True, **RUN)
+    assert result.steps == 4 and _history_steps(out) == [1, 2, 3, 4]
+    assert [e for e in result.events if e["event"] == "resume"][-1]["checkpoint"].endswith("checkpoint-2")
+
+
+def test_a_symlink_at_the_lock_path_is_refused_and_its_target_kept(tiny_model_dir, tmp_path):
+    out, target = tmp_path / "run", tmp_path / "precious.txt"
+    out.mkdir()
+    target.write_text("not a lock")
+    (out / ".grpo-lite.lock").symlink_to(target)
+    with pytest.raises(OutputDirError, match=r"\.grpo-lite\.lock is a symbolic link.*remove the link"):
+        train(str(tiny_model_dir), output_dir=out, **RUN)
+    assert target.read_text() == "not a lock" and (out / ".grpo-lite.lock").is_symlink()
+
+
+def test_a_run_stopped_before_its_first_checkpoint_says_overwrite_which_works(tiny_model_dir, tmp_path, capsys):
+    from transformers import TrainerCallback
+
+    class CtrlCFirst(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            raise KeyboardInterrupt
+
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        train(str(tiny_model_dir), output_dir=out, callbacks=[CtrlCFirst()], **{**RUN, "max_steps": 1})
+    assert _record(out)["status"] == "aborted" and not list(out.glob("checkpoint-*"))
+    argv = ["train", str(tiny_model_dir), *[a if a != "4" else "1" for a in CLI_RUN], "--output-dir", str(out)]
+    capsys.readouterr()
+    for flags in (["--resume"], []):  # neither points back at the other
+        assert main([*argv, *flags]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--overwrite" in err[0] and "pass resume=True" not in err[0], err
+        assert "drop resume" not in err[0], err
+    assert main([*argv, "--overwrite"]) == 0
+    assert _record(out)["status"] == "finished" and _history_steps(out) == [1]

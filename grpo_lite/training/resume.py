@@ -132,12 +132,13 @@ def check_same_run(output_dir: Path, earlier: EarlierRun, *, model_id: str, pres
         mine = model_fingerprint(model_id)
         if earlier.fingerprint and mine:
             differs = [part for part in ("config", "weights") if earlier.fingerprint.get(part) != mine[part]]
-        else:
-            differs = [] if theirs == model_id else ["name"]
+            why = {("config",): "its config differs", ("weights",): "its weights differ"}.get(
+                tuple(differs), "its config and weights differ")
+        else:  # a model whose files are not here (a hub id not downloaded): its name decides
+            differs, why = ([] if theirs == model_id else ["name"]), "another name"
         if differs:
-            raise ConfigError(f"{output_dir} was trained from {theirs}; {model_id} is another model (its "
-                              f"{' and '.join(differs)} differ{'s' if len(differs) == 1 else ''}): pass {theirs} "
-                              f"to resume the run, {again}")
+            raise ConfigError(f"{output_dir} was trained from {theirs}; {model_id} is another model ({why}): pass "
+                              f"{theirs} to resume the run, {again}")
     presets = earlier.presets()
     if not presets:
         return

@@ -78,6 +78,7 @@ def test_output_dir_with_another_run_loses_nothing(tiny_model_dir, tmp_path, cap
     out.mkdir()
     (out / "run.json").write_text('{"status": "finished", "steps": 7}')
     (out / "checkpoint-7").mkdir()
+    (out / "checkpoint-7" / "trainer_state.json").write_text("{}")  # complete: --resume is the way on
     assert main(["train", str(tiny_model_dir), *FAST, "--output-dir", str(out)]) == 2
     assert "--resume" in capsys.readouterr().err
     assert json.loads((out / "run.json").read_text())["steps"] == 7 and (out / "checkpoint-7").is_dir()

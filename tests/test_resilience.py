@@ -49,6 +49,10 @@ def test_output_dir_with_another_run_is_refused_and_kept(tiny_model_dir, tmp_pat
     out = tmp_path / "run"
     out.mkdir()
     (out / "run.json").write_text('{"status": "finished"}')
+    with pytest.raises(ConfigError, match=r"already holds a run.*no complete checkpoint to resume: pass overwrite=True"):
+        train(str(tiny_model_dir), output_dir=out, max_steps=1, save_strategy="no", **FAST)
+    (out / "checkpoint-1").mkdir()
+    (out / "checkpoint-1" / "trainer_state.json").write_text("{}")  # a complete checkpoint: resume is the way on
     with pytest.raises(ConfigError, match=r"already holds a run.*resume=True.*overwrite=True"):
         train(str(tiny_model_dir), output_dir=out, max_steps=1, save_strategy="no", **FAST)
     assert json.loads((out / "run.json").read_text()) == {"status": "finished"}

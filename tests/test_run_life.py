@@ -233,3 +233,10 @@ def test_a_run_stopped_before_its_first_checkpoint_says_overwrite_which_works(ti
         assert "drop resume" not in err[0], err
     assert main([*argv, "--overwrite"]) == 0
     assert _record(out)["status"] == "finished" and _history_steps(out) == [1]
+
+
+def test_a_stop_asked_during_the_last_step_leaves_a_finished_run(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    result = train(str(tiny_model_dir), output_dir=out, callbacks=[_sigterm_during_step(2)], **{**RUN, "max_steps": 2})
+    assert not result.interrupted and result.stop_signal is None and result.steps == 2
+    assert _record(out)["status"] == "finished" and (out / "final" / "adapter_model.safetensors").is_file()

@@ -6,10 +6,11 @@
 - :mod:`~grpo_lite.training.loading`: model and tokenizer loading (GGUF converted once into a cache).
 - :mod:`~grpo_lite.training.callbacks`: history and memory callbacks.
 - :mod:`~grpo_lite.training.checks`: settings typed and range-checked, the output folder and free disk, before loading.
-- :mod:`~grpo_lite.training.runlock`: one run per output folder (a lock naming its PID; stale ones taken over).
-- :mod:`~grpo_lite.training.resilience`: output-folder guard, Ctrl-C checkpoint, the next rung down, a full disk.
+- :mod:`~grpo_lite.training.runlock`: one run per output folder (a filelock naming its PID; stale ones taken over).
+- :mod:`~grpo_lite.training.resilience`: output-folder guard, Ctrl-C and SIGTERM checkpoint, the next rung down, a full disk.
 - :mod:`~grpo_lite.training.checkpoints`: a checkpoint counts when complete (marker written last).
 - :mod:`~grpo_lite.training.resume`: what a resume takes over: checkpoint, record, every completed step, crashes.
+- :mod:`~grpo_lite.training.resume_checks`: whether a resume may go on: same model, preset, method; steps left.
 - :mod:`~grpo_lite.training.ranks`: every rank writes ``ranks/rank<R>.json``; the launching command checks them.
 - :mod:`~grpo_lite.training.report`: run.json writing, the summary table, the reward curve.
 

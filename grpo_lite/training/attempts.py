@@ -93,7 +93,7 @@ class Attempts:
     shared_prefix_record: dict[str, Any] | None = None  # what the last trainer's log-prob forwards did
     monitor_record: dict[str, Any] = field(default_factory=dict)  # the update monitor's settings, for run.json
     recipe: Recipe | None = None  # the plan as the trainer takes it (grpo_lite.recipe); follows every step down
-    fingerprint: dict[str, str] | None = None  # resume.model_fingerprint of the base model
+    fingerprint: dict[str, str] | None = None  # resume_checks.model_fingerprint of the base model
 
     @classmethod
     def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, *, max_steps: int | None, seed: int,
@@ -104,7 +104,8 @@ class Attempts:
         from grpo_lite.training.checkpoints import CompletionCallback
         from grpo_lite.training.ranks import RankRecordCallback
         from grpo_lite.training.resilience import InterruptCallback, SaveAtEndCallback, StopWhenDone
-        from grpo_lite.training.resume import HISTORY_FILE, model_fingerprint
+        from grpo_lite.training.resume import HISTORY_FILE
+        from grpo_lite.training.resume_checks import model_fingerprint
 
         loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, seed, callbacks, dict(trainer_options or {}))
         if recipe is None:

@@ -205,8 +205,7 @@ def stop_signals_save(callback: InterruptCallback) -> Iterator[None]:
     try:
         for signum in _STOP_SIGNALS:
             signal.signal(signum, handler)
-    except ValueError:  # pragma: no cover - not the main thread
-        restore()
+    except ValueError:  # pragma: no cover - not the main thread (the first call fails: nothing was set)
         yield
         return
     try:

@@ -9,17 +9,14 @@
   ``running`` crashed (the run lock shows no live owner): a ``crashed`` event says after which step.
 - :func:`read_record`: ``run.json``, or None when it is missing; an unreadable one (cut off, edited)
   is moved to ``run.json.corrupt`` and the run is rebuilt from the checkpoint and the history file.
-- :func:`check_same_run` and :func:`check_steps`, before anything is written: the resume names the
-  run's model (its config and weights, by :func:`model_fingerprint`) and a preset or method the run
-  trained on, and asks for no fewer steps than the checkpoint holds; a finished run asked for no more
-  steps is left as it is.
+- Whether a resume may go on at all (same model, preset, method; steps left) is
+  :mod:`grpo_lite.training.resume_checks`.
 
 Imported only inside train().
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -29,8 +26,7 @@ from typing import Any
 from grpo_lite.errors import ConfigError
 from grpo_lite.training import checkpoints
 
-__all__ = ["HISTORY_FILE", "EarlierRun", "check_same_run", "check_steps", "earlier_run", "model_fingerprint",
-           "read_history", "read_record", "resume_point"]
+__all__ = ["HISTORY_FILE", "EarlierRun", "earlier_run", "read_history", "read_record", "resume_point"]
 
 HISTORY_FILE = "history.jsonl"  # one logged step per line, appended as the run goes
 
@@ -75,103 +71,6 @@ class EarlierRun:
         downs = [e for e in self.events if e.get("event") == "out_of_memory"]
         names = [downs[0]["from_preset"]] + [e["to_preset"] for e in downs] if downs else [self.preset]
         return [n for n in names if n]
-
-
-_SAMPLES, _SAMPLE_BYTES = 16, 4096
-_MODEL_FILES = (".safetensors", ".bin", ".gguf", ".pt")
-
-
-def model_fingerprint(model_id: str) -> dict[str, str] | None:
-    """A cheap fingerprint of a model: ``{"config": ..., "weights": ...}``, or None when its files are not here.
-
-    ``config`` hashes ``config.json``; ``weights`` hashes each weights file's name, size and 16 samples
-    of 4 KiB spread over it (the first holds a safetensors header): two bases of the same shape differ.
-    A ``.gguf`` file is both. A hub id is read from the local cache (None when not downloaded yet).
-    """
-    path = Path(model_id).expanduser()
-    if not path.exists():
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(model_id, "config.json")
-        if not isinstance(cached, str):
-            return None
-        path = Path(cached).parent
-    if path.is_file():
-        weights = [path]
-        config = [path]
-    else:
-        weights = sorted(p for p in path.iterdir() if p.suffix in _MODEL_FILES and p.is_file())
-        config = [path / "config.json"]
-    return {"config": _sampled(config), "weights": _sampled(weights)}
-
-
-def _sampled(files: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in files:
-        size = path.stat().st_size
-        digest.update(f"{path.name}:{size}".encode())
-        with open(path, "rb") as f:
-            for i in range(_SAMPLES):
-                f.seek(size * i // _SAMPLES)
-                digest.update(f.read(_SAMPLE_BYTES))
-    return digest.hexdigest()[:16]
-
-
-def check_same_run(output_dir: Path, earlier: EarlierRun, *, model_id: str, preset: str | None,
-                   method: str | None) -> None:
-    """Refuse a resume that names another model, or a preset or method the run did not train on.
-
-    Raises:
-        ConfigError: one line naming what differs and what to pass instead.
-    """
-    from grpo_lite.planning.ladder import get_preset
-
-    again = f"or --overwrite to start a new run in {output_dir} (Python: overwrite=True)"
-    theirs = earlier.model
-    if theirs is not None:
-        mine = model_fingerprint(model_id)
-        if earlier.fingerprint and mine:
-            differs = [part for part in ("config", "weights") if earlier.fingerprint.get(part) != mine[part]]
-            why = {("config",): "its config differs", ("weights",): "its weights differ"}.get(
-                tuple(differs), "its config and weights differ")
-        else:  # a model whose files are not here (a hub id not downloaded): its name decides
-            differs, why = ([] if theirs == model_id else ["name"]), "another name"
-        if differs:
-            raise ConfigError(f"{output_dir} was trained from {theirs}; {model_id} is another model ({why}): pass "
-                              f"{theirs} to resume the run, {again}")
-    presets = earlier.presets()
-    if not presets:
-        return
-    if preset is not None and preset not in presets:
-        raise ConfigError(f"{output_dir} was trained with preset {presets[-1]!r}; --preset {preset} asks for another: "
-                          f"drop --preset (a resume keeps the run's preset; Python: preset=None), {again}")
-    methods = [get_preset(name).method for name in presets]
-    if method is not None and method not in methods:
-        raise ConfigError(f"{output_dir} was trained with method {methods[-1]!r} (preset {presets[-1]!r}); --method "
-                          f"{method} asks for another: drop --method (Python: method=None), {again}")
-
-
-def check_steps(output_dir: Path, earlier: EarlierRun, max_steps: int | None) -> tuple[bool, str | None]:
-    """Whether the run is already finished with nothing left to train, and a line that says what the resume does.
-
-    Finished means run.json says ``finished``, ``final/`` is there and ``max_steps`` (default: the run's)
-    asks for no more steps: then nothing is trained or written.
-
-    Raises:
-        ConfigError: ``max_steps`` is below the steps the checkpoint holds.
-    """
-    reached, wanted = earlier.reached, max_steps if max_steps is not None else earlier.max_steps
-    if wanted is not None and wanted < reached:
-        raise ConfigError(f"{output_dir} holds {reached} trained steps (checkpoint-{earlier.checkpoint_step}) and "
-                          f"max_steps={wanted} asks for fewer: pass --max-steps {reached} or more to go on from them "
-                          f"(Python: max_steps=...), or --overwrite to train {wanted} steps from the start")
-    if earlier.status != "finished" or not (output_dir / "final").is_dir():
-        return False, None
-    if wanted is None or wanted == reached:
-        return True, (f"finished: the run in {output_dir} already trained its {reached} steps (model in "
-                      f"{output_dir / 'final'}); nothing changed. To train on, pass --max-steps above {reached} with "
-                      "--resume (Python: max_steps=..., resume=True)")
-    return False, f"the run finished at step {reached}: training on to step {wanted}; final/ is replaced at the end"
 
 
 def resume_point(output_dir: Path, *, move: bool) -> tuple[Path, list[str]]:

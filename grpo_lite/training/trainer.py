@@ -328,7 +328,7 @@ def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *,
     from rich.console import Console
 
     from grpo_lite.errors import GrpoLiteError
-    from grpo_lite.training import checks, resilience, resume as resuming
+    from grpo_lite.training import checks, resilience, resume_checks, resume as resuming
     from grpo_lite.training.runlock import RunLock
 
     state = process_state()
@@ -349,8 +349,11 @@ def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *,
             if stale and not resume:
                 console.print(f"[yellow]{stale}[/yellow]")
             resilience.guard_output_dir(out, resume=resume, overwrite=overwrite)
-            if resume:
-                run.finished = _check_resume(out, model, run.console, max_steps=max_steps, preset=preset, method=method)
+            if resume:  # before anything is written: same model, preset, method; steps left
+                run.finished, line = resume_checks.check_resume(out, model, max_steps=max_steps, preset=preset,
+                                                                method=method)
+                if line is not None:
+                    console.print(line if run.finished else f"[yellow]{line}[/yellow]", highlight=False, soft_wrap=True)
             if resume and not run.finished:
                 run.checkpoint, notes = resuming.resume_point(out, move=True)
                 run.earlier = resuming.earlier_run(out, run.checkpoint, main=True)
@@ -365,27 +368,11 @@ def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *,
     if error is not None:
         raise error
     if resume and not state.is_main_process:
-        run.finished = _check_resume(out, model, None, max_steps=max_steps, preset=preset, method=method)
+        run.finished, _ = resume_checks.check_resume(out, model, max_steps=max_steps, preset=preset, method=method)
     if resume and (run.finished or not state.is_main_process):
         run.checkpoint, _ = resuming.resume_point(out, move=False)
         run.earlier = resuming.earlier_run(out, run.checkpoint, main=False)
     return run
-
-
-def _check_resume(out: Path, model: Any, console: Any, **asked: Any) -> bool:
-    """Check a resume before anything is written (same model, preset, method; steps); True when the run is
-    already finished and nothing is left to train. Prints what the resume will do (``console``)."""
-    from grpo_lite.memory.models import resolve_model
-    from grpo_lite.training import resume as resuming
-
-    checkpoint, _ = resuming.resume_point(out, move=False)
-    earlier = resuming.earlier_run(out, checkpoint, main=False)
-    resuming.check_same_run(out, earlier, model_id=resolve_model(model).model_id, preset=asked["preset"],
-                            method=asked["method"])
-    finished, line = resuming.check_steps(out, earlier, asked["max_steps"])
-    if line is not None and console is not None:
-        console.print(line if finished else f"[yellow]{line}[/yellow]", highlight=False, soft_wrap=True)
-    return finished
 
 
 def _already_finished(run: RunFolder, inputs: RunInputs, the_plan: Plan) -> TrainResult:

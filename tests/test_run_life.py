@@ -240,3 +240,19 @@ def test_a_stop_asked_during_the_last_step_leaves_a_finished_run(tiny_model_dir,
     result = train(str(tiny_model_dir), output_dir=out, callbacks=[_sigterm_during_step(2)], **{**RUN, "max_steps": 2})
     assert not result.interrupted and result.stop_signal is None and result.steps == 2
     assert _record(out)["status"] == "finished" and (out / "final" / "adapter_model.safetensors").is_file()
+
+
+def test_the_checks_accept_the_command_that_started_the_run(tmp_path):
+    """Without fingerprints (a record older than them, a hub model not downloaded) the name decides; a run that
+    stepped down accepts the preset and method it started with (the resume goes on with the lower rung)."""
+    from grpo_lite.training.resume import EarlierRun
+    from grpo_lite.training.resume_checks import check_same_run
+
+    earlier = EarlierRun(preset="lora", source=None, done=2, checkpoint_step=1, max_steps=4, model="org/base-a",
+                         events=[{"event": "out_of_memory", "from_preset": "full", "to_preset": "lora"}])
+    for preset, method in [("full", None), ("lora", None), (None, "full"), (None, "lora")]:
+        check_same_run(tmp_path, earlier, model_id="org/base-a", preset=preset, method=method)
+    with pytest.raises(ConfigError, match=r"trained from org/base-a; org/base-b is another model \(another name\)"):
+        check_same_run(tmp_path, earlier, model_id="org/base-b", preset=None, method=None)
+    with pytest.raises(ConfigError, match=r"trained with preset 'lora'; --preset qlora asks for another"):
+        check_same_run(tmp_path, earlier, model_id="org/base-a", preset="qlora", method=None)

@@ -78,7 +78,8 @@ def check_same_run(output_dir: Path, earlier: EarlierRun, *, model_id: str, pres
             why = {("config",): "its config differs", ("weights",): "its weights differ"}.get(
                 tuple(differs), "its config and weights differ")
         else:  # a model whose files are not here (a hub id not downloaded): its name decides
-            differs, why = ([] if theirs == model_id else ["name"]), "another name"
+            same = theirs == model_id or (Path(theirs).exists() and Path(theirs).resolve() == Path(model_id).resolve())
+            differs, why = ([] if same else ["name"]), "another name"
         if differs:
             raise ConfigError(f"{output_dir} was trained from {theirs}; {model_id} is another model ({why}): pass "
                               f"{theirs} to resume the run, {again}")

@@ -140,6 +140,7 @@ def test_resuming_on_another_model_is_refused_before_anything_is_written(tiny_mo
     assert _record(out)["model_fingerprint"].keys() == {"config", "weights"}
 
 
+@pytest.mark.slow  # two CLI processes (about 55 s on a 2-core machine)
 def test_sigterm_stops_at_a_step_boundary_and_the_resume_matches_an_uninterrupted_run(
         tiny_model_dir, finished_run, tmp_path):
     out = tmp_path / "run"

@@ -10,6 +10,8 @@
 | ``--resume --preset full`` on a LoRA run | one line: drop --preset or --overwrite; nothing written |
 | SIGTERM at a random step (CLI, subprocess) | exit 143, ``interrupted``, lock released; resume == uninterrupted run |
 | a second SIGTERM during the save | exit 143, ``aborted``; resume from the last complete checkpoint |
+| SIGTERM before training starts (loading) | exit 143, one line; the folder it made and its lock are gone |
+| a stop asked during the last step | the run is ``finished`` (final/ saved), not interrupted |
 | a symlink at ``.grpo-lite.lock`` | refused in one line; its target untouched |
 | stopped before the first checkpoint | ``--resume`` names ``--overwrite``, which works as written |
 """
@@ -237,8 +239,9 @@ def test_a_run_stopped_before_its_first_checkpoint_says_overwrite_which_works(ti
 
 
 def test_a_stop_asked_during_the_last_step_leaves_a_finished_run(tiny_model_dir, tmp_path):
-    out = tmp_path / "run"
+    out, before = tmp_path / "run", signal.getsignal(signal.SIGTERM)
     result = train(str(tiny_model_dir), output_dir=out, callbacks=[_sigterm_during_step(2)], **{**RUN, "max_steps": 2})
+    assert signal.getsignal(signal.SIGTERM) is before  # train() puts back the handler it found
     assert not result.interrupted and result.stop_signal is None and result.steps == 2
     assert _record(out)["status"] == "finished" and (out / "final" / "adapter_model.safetensors").is_file()
 
@@ -257,3 +260,25 @@ def test_the_checks_accept_the_command_that_started_the_run(tmp_path):
         check_same_run(tmp_path, earlier, model_id="org/base-b", preset=None, method=None)
     with pytest.raises(ConfigError, match=r"trained with preset 'lora'; --preset qlora asks for another"):
         check_same_run(tmp_path, earlier, model_id="org/base-a", preset="qlora", method=None)
+
+
+def test_sigterm_before_training_starts_stops_the_run_and_gives_the_folder_back(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+
+    def body():
+        from grpo_lite.training import trainer
+
+        original = trainer._load_inputs  # the signal comes while the dataset and tokenizer load
+
+        def load_inputs(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return original(*args, **kwargs)
+
+        trainer._load_inputs = load_inputs
+        return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
+
+    code, output = _in_child(body)
+    assert code == 143, output[-2000:]
+    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith("interrupted: stopped without saving")
+    assert not out.exists()  # the run made the folder and wrote nothing in it: gone with its lock
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # this process's handler is untouched

@@ -43,9 +43,13 @@ class RunFolder:
     lock: Any = None  # runlock.RunLock on the main process, held for the run's life
     created: bool = False  # the run made the folder: an early failure leaves no empty folder behind
     finished: bool = False  # resume found the run finished with no steps left: nothing is trained or written
+    restore_sigterm: Callable[[], Any] | None = None  # puts back the SIGTERM handler train() found
 
     def release(self) -> None:
         """Give the folder back (the main process removes its lock, and the folder if it made it and it is empty)."""
+        if self.restore_sigterm is not None:
+            self.restore_sigterm()
+            self.restore_sigterm = None
         if self.lock is not None:
             self.lock.release()
             self.lock = None

@@ -4,7 +4,8 @@
 - :class:`InterruptCallback` with :func:`stop_signals_save`: the first Ctrl-C or SIGTERM (Slurm, Kubernetes,
   ``timeout``) finishes the current step, saves a loadable checkpoint and stops; a second one aborts at
   once (:class:`Aborted`; a save it cuts off is incomplete, and a resume skips it:
-  :mod:`grpo_lite.training.checkpoints`), as does the scheduler's SIGKILL.
+  :mod:`grpo_lite.training.checkpoints`), as does the scheduler's SIGKILL. Before and after the
+  loop, :func:`sigterm_raises` makes SIGTERM stop a run as Ctrl-C does (an exception, the lock released).
 - :class:`SaveAtEndCallback`: the last step always leaves a checkpoint, so every run can be resumed.
 - :class:`StopWhenDone`: a resumed checkpoint that holds every step trains none (transformers would
   train one more: its loop looks for the end only after a step).
@@ -45,6 +46,7 @@ __all__ = [
     "drop_checkpoints",
     "guard_output_dir",
     "next_plan",
+    "sigterm_raises",
     "stop_signals_save",
     "train_advice",
 ]
@@ -177,6 +179,24 @@ class InterruptCallback(TrainerCallback):
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _SAID = {signal.SIGINT: ("Ctrl-C", "Ctrl-C again"), signal.SIGTERM: ("SIGTERM", "a second SIGTERM")}
+
+
+def sigterm_raises() -> Callable[[], None]:
+    """From now on SIGTERM raises :class:`Aborted`, as Ctrl-C raises KeyboardInterrupt (outside the training
+    loop there is no step to finish): the run records how it ended and gives its folder back.
+
+    Returns:
+        The function that puts the previous handler back (nothing to do outside the main thread).
+    """
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Aborted(signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # pragma: no cover - not the main thread: leave signals alone
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager

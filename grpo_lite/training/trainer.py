@@ -372,6 +372,7 @@ def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *,
     if resume and (run.finished or not state.is_main_process):
         run.checkpoint, _ = resuming.resume_point(out, move=False)
         run.earlier = resuming.earlier_run(out, run.checkpoint, main=False)
+    run.restore_sigterm = resilience.sigterm_raises()  # until run.release(): SIGTERM stops the run as Ctrl-C does
     return run
 
 

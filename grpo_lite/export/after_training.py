@@ -69,7 +69,7 @@ def export_after_training(out: Path, export: ExportFormat, console: Any, model: 
     quantized = getattr(base, "is_quantized", False) or getattr(base, "hf_quantizer", None) is not None
     loaded = model if model is not None and num_processes == 1 and not quantized and lazily_mergeable(model) else None
     try:
-        files = export_for_runtimes(out, quantization=TRAIN_QUANTIZATION, loaded=loaded)
+        files = export_for_runtimes(out, quantization=TRAIN_QUANTIZATION, loaded=loaded, lock=False)
     except GrpoLiteError as exc:
         kind = exc.__class__ if isinstance(exc, (ConfigError, ModelError, ExportError)) else ExportError
         raise kind(f"{exc} (the trained model is saved in {out / 'final'}; export it again with: "

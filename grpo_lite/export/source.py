@@ -19,13 +19,15 @@ saved dtype; tensors are converted to float32 one at a time when written.
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from grpo_lite.errors import ModelError
+from grpo_lite.errors import ExportError, ModelError, OutputDirError
 
-__all__ = ["ExportSource", "find_source", "lazily_mergeable", "named_weights"]
+__all__ = ["ExportSource", "find_source", "holding_run", "lazily_mergeable", "named_weights"]
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,7 @@ def find_source(path: str | Path) -> ExportSource:
     if not adapter.is_file() and not (model_dir / "config.json").is_file():
         raise ModelError(f"cannot export {str(path)!r}: {model_dir} has neither config.json (a model) nor "
                          "adapter_config.json (a LoRA adapter)")
-    record = json.loads((run_dir / "run.json").read_text(encoding="utf-8")) if run_dir else {}
+    record = _run_record(run_dir) if run_dir else {}
     origin = Path(str(record.get("model", ""))) if str(record.get("model", "")).endswith(".gguf") else None
     base = json.loads(adapter.read_text(encoding="utf-8"))["base_model_name_or_path"] if adapter.is_file() else None
     if base is not None and not Path(base).is_dir() and (origin is None or not origin.is_file()) and \
@@ -155,3 +157,51 @@ def find_source(path: str | Path) -> ExportSource:
                          "restore it (or its cache folder) at that path")
     return ExportSource(model_dir=model_dir, run_dir=run_dir, origin_gguf=origin if origin and origin.is_file() else None,
                         adapter_base=base, run_record=record)
+
+
+def _run_record(run_dir: Path) -> dict[str, Any]:
+    """The run's ``run.json``; a :class:`ModelError` when it is cut off or not a JSON object."""
+    path = run_dir / "run.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        record, why = None, str(exc).splitlines()[0][:120]
+    else:
+        why = "not a JSON object"
+    if not isinstance(record, dict):
+        raise ModelError(f"cannot export the run {run_dir}: its run.json is broken ({why}); restore it, or rebuild it "
+                         "from the last checkpoint by running the run's train command again with --resume")
+    return record
+
+
+@contextmanager
+def holding_run(path: str | os.PathLike) -> Iterator[None]:
+    """Hold the lock of the run ``path`` belongs to (:mod:`grpo_lite.training.runlock`) while it is exported.
+
+    A run still training there is refused (its ``final/`` is an earlier one, or half-saved), and no run
+    starts there until the export is done. A model folder outside any run is not locked, and a read-only
+    run folder is only checked (no run can be writing to it).
+
+    Raises:
+        ExportError: a live run holds the folder; the message names its PID.
+    """
+    from grpo_lite.training.runlock import RunLock
+
+    run_dir = find_source(path).run_dir
+    lock = None
+    try:
+        if run_dir is not None:
+            try:
+                lock = RunLock.acquire(run_dir)
+            except OutputDirError:
+                raise
+            except OSError:  # the lock file cannot be created: a read-only folder
+                RunLock.check(run_dir)
+    except OutputDirError as exc:
+        raise ExportError(f"cannot export {run_dir} now: {str(exc).split('; ')[0]}; wait for the run to finish (or "
+                          "stop it), then export again") from None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()

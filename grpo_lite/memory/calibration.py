@@ -121,7 +121,9 @@ def save_rows(path: str | Path, rows: list[dict[str, Any]]) -> None:
         out.append(row)
     text = json.dumps({"about": "grpo-lite memory calibration: planned vs measured (benchmarks/memory_fit.py)",
                        "rows": out}, indent=1, sort_keys=False)
-    Path(path).write_text(text + "\n", encoding="utf-8")
+    from grpo_lite.files import write_text
+
+    write_text(path, text + "\n")
 
 
 def _mib(b: float) -> str:

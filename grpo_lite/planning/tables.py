@@ -169,7 +169,9 @@ def update_presets_doc(path: str | Path, *, check: bool = False) -> bool:
     if fresh == page:
         return True
     if not check:
-        Path(path).write_text(fresh, encoding="utf-8")
+        from grpo_lite.files import write_text
+
+        write_text(path, fresh)
     return False
 
 

@@ -307,12 +307,11 @@ class Recipe:
 
     def write(self, path: str | os.PathLike) -> Path:
         """Write :meth:`to_yaml` to ``path`` (atomically) and return it."""
+        from grpo_lite.files import write_text
+
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(self.to_yaml(out), encoding="utf-8")
-        os.replace(tmp, out)
-        return out
+        return write_text(out, self.to_yaml(out))
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> Recipe:

@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"grpo-lite {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module in COMMANDS.items():
+    for module in COMMANDS.values():
         mod = importlib.import_module(module)
         sub_parser = mod.add_parser(sub)
         sub_parser.set_defaults(_run=mod.run, _interrupted=getattr(mod, "INTERRUPTED", INTERRUPTED))

@@ -107,24 +107,29 @@ def named_weights(model: Any) -> Iterator[tuple[str, tuple[int, ...], Callable[[
     """
     if not hasattr(model, "peft_config"):
         for name, tensor in model.state_dict().items():
-            yield name, tuple(tensor.shape), (lambda t=tensor: t)
+            yield name, tuple(tensor.shape), _reader(tensor)
         return
     base, adapter = model.get_base_model(), model.active_adapter
     for key, tensor in base.state_dict().items():
         if ".lora_" in key:
             continue
         if ".base_layer." not in key:
-            yield key, tuple(tensor.shape), (lambda t=tensor: t)
+            yield key, tuple(tensor.shape), _reader(tensor)
             continue
         owner_name, _, leaf = key.partition(".base_layer.")
         owner = base.get_submodule(owner_name)
         if leaf == "weight":
-            yield f"{owner_name}.{leaf}", tuple(tensor.shape), (lambda t=tensor, m=owner: t + m.get_delta_weight(adapter))
+            yield f"{owner_name}.{leaf}", tuple(tensor.shape), _reader(tensor, owner, adapter)
         else:
-            yield f"{owner_name}.{leaf}", tuple(tensor.shape), (lambda t=tensor: t)
+            yield f"{owner_name}.{leaf}", tuple(tensor.shape), _reader(tensor)
 
 
-def find_source(path: str | Path) -> ExportSource:
+def _reader(tensor: Any, owner: Any = None, adapter: str | None = None) -> Callable[[], Any]:
+    """``read()`` for :func:`named_weights`: the tensor, plus ``owner``'s LoRA delta when an owner is given."""
+    return (lambda: tensor) if owner is None else (lambda: tensor + owner.get_delta_weight(adapter))
+
+
+def find_source(path: str | os.PathLike) -> ExportSource:
     """Check ``path`` and say where the model, the run record and the origin GGUF are (nothing is loaded).
 
     Raises:
@@ -136,6 +141,7 @@ def find_source(path: str | Path) -> ExportSource:
                          "(it holds run.json and final/) or a model folder with config.json")
     if given.is_file():
         raise ModelError(f"cannot export {str(path)!r}: it is a file; pass a run folder or a model folder")
+    run_dir: Path | None
     if (given / "run.json").is_file():
         run_dir, model_dir = given, given / "final"
         if not model_dir.is_dir():

@@ -186,7 +186,7 @@ def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, Memor
     from grpo_lite.planning.ladder import LADDER
 
     arch = resolve_model(model).arch
-    rows = []
+    rows: list[tuple[Preset, MemoryEstimate | None, str]] = []
     for preset in LADDER:
         kwargs = {**REFERENCE_SETTINGS, "method": preset.method, "optim": preset.optim,
                   "gradient_checkpointing": preset.gradient_checkpointing, **settings}

@@ -353,7 +353,7 @@ class Recipe:
         return from_pretrained_kwargs(self.dtype, self.quantization, device_map=device_map)
 
 
-def from_pretrained_kwargs(dtype: str, quantization: dict[str, Any] | None = None, *,
+def from_pretrained_kwargs(dtype: str | None, quantization: dict[str, Any] | None = None, *,
                            device_map: Any = None) -> dict[str, Any]:
     """``from_pretrained`` keyword arguments for a load dtype name and ``BitsAndBytesConfig`` arguments.
 

@@ -5,7 +5,6 @@ Numbers are gathered by ``first_last()`` and formatted by ``summary_table()``: o
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path

@@ -213,3 +213,15 @@ def test_ctrl_c_says_what_to_run_again(command, target, expected, monkeypatch, c
     assert main(command) == 130
     err = capsys.readouterr().err
     assert f"interrupted: {expected}" in err and "--resume" not in err
+
+
+def test_atomic_write_keeps_the_old_file_whole_and_leaves_no_temporary_on_an_error(tmp_path):
+    from grpo_lite.files import atomic_write, write_json
+
+    target = write_json(tmp_path / "sub" / "run.json", {"status": "finished"})
+    with pytest.raises(RuntimeError, match="cut off"), atomic_write(target) as f:
+        f.write('{"status": "runn')
+        raise RuntimeError("cut off")
+    assert json.loads(target.read_text()) == {"status": "finished"} and os.listdir(target.parent) == ["run.json"]
+    with pytest.raises(ValueError, match="choose 'w' \\(text\\) or 'wb' \\(bytes\\)"), atomic_write(target, "a"):  # type: ignore[arg-type]
+        pass

@@ -70,6 +70,7 @@ def write_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None, qua
     ``loaded`` when given: the model ``model_dir`` holds, already in memory (``train(export="gguf")`` passes
     its own; it is read, never changed)."""
     from grpo_lite.export.hparams import find_arch
+    from grpo_lite.export.runtimes import export_file
     from grpo_lite.export.source import find_source
     from grpo_lite.export.tensors import check_quantization
 
@@ -89,7 +90,13 @@ def write_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None, qua
         raise ModelError(f"GGUF export needs the gguf package: {GGUF_DEPENDENCY}") from None
     model = loaded if loaded is not None else source.load_model()
     writer = _writer(model, arch, quant, source)
-    _write_file(writer, target)
+    with export_file(target, "wb") as handle:
+        try:  # the writer opens the temporary itself; atomic_write syncs and renames it once it is closed
+            writer.write_header_to_file(path=Path(handle.name))
+            writer.write_kv_data_to_file()
+            writer.write_tensors_to_file(progress=False)
+        finally:
+            writer.close()
     return target
 
 
@@ -123,16 +130,3 @@ def _writer(model: Any, arch: Any, quant: Quantization, source: Any) -> Any:
     for name, data, kind in gguf_tensors(model, arch, quant):
         writer.add_tensor(name, data, raw_dtype=kind)
     return writer
-
-
-def _write_file(writer: Any, target: Path) -> None:
-    """Write ``writer`` to ``target`` atomically (:func:`~grpo_lite.export.runtimes.export_file`)."""
-    from grpo_lite.export.runtimes import export_file
-
-    with export_file(target, "wb") as handle:
-        try:  # the writer opens the temporary itself; atomic_write syncs and renames it once it is closed
-            writer.write_header_to_file(path=Path(handle.name))
-            writer.write_kv_data_to_file()
-            writer.write_tensors_to_file(progress=False)
-        finally:
-            writer.close()

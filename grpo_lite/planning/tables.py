@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.files import write_text
 from grpo_lite.memory.estimate import COMPONENTS, PHASES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -169,8 +170,6 @@ def update_presets_doc(path: str | Path, *, check: bool = False) -> bool:
     if fresh == page:
         return True
     if not check:
-        from grpo_lite.files import write_text
-
         write_text(path, fresh)
     return False
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from grpo_lite._version import __version__
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example, PromptStyle
 from grpo_lite.errors import ConfigError
+from grpo_lite.files import write_text
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, Device, Dtype, Sharding, UpdateRounding
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -307,11 +308,7 @@ class Recipe:
 
     def write(self, path: str | os.PathLike) -> Path:
         """Write :meth:`to_yaml` to ``path`` (atomically) and return it."""
-        from grpo_lite.files import write_text
-
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        return write_text(out, self.to_yaml(out))
+        return write_text(path, self.to_yaml(Path(path)))
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> Recipe:

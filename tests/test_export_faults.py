@@ -169,8 +169,13 @@ def test_a_broken_run_json_is_one_line(run_dir, capsys, text, why):
     code, err = _export(run_dir, capsys)
     assert code == 2
     assert err.startswith(f"error: cannot export the run {run_dir}: its run.json is broken ({why}")
-    assert err.endswith("by running the run's train command again with --resume")
+    assert err.endswith(f"mv {run_dir / 'run.json'} {run_dir / 'run.json.corrupt'} && grpo-lite export "
+                        f"{run_dir / 'final'} --gguf")
     assert not (run_dir / "final.gguf").exists()
+    (run_dir / "run.json").rename(run_dir / "run.json.corrupt")  # the advice, as written
+    assert main(["export", str(run_dir / "final"), "--gguf", "--quant", "f16"]) == 0
+    assert (run_dir / "final.gguf").stat().st_size > 0 and "Respond in the following format" in \
+        (run_dir / "final.Modelfile").read_text()
 
 
 def test_a_temporary_left_by_a_killed_export_is_removed_by_the_next(run_dir, capsys):

@@ -175,8 +175,9 @@ def _run_record(run_dir: Path) -> dict[str, Any]:
     else:
         why = "not a JSON object"
     if not isinstance(record, dict):
-        raise ModelError(f"cannot export the run {run_dir}: its run.json is broken ({why}); restore it, or rebuild it "
-                         "from the last checkpoint by running the run's train command again with --resume")
+        raise ModelError(f"cannot export the run {run_dir}: its run.json is broken ({why}); restore it, or move it aside "
+                         f"and export the model alone (its Modelfile then has the default prompt style): mv {path} "
+                         f"{path}.corrupt && grpo-lite export {run_dir / 'final'} --gguf")
     return record
 
 

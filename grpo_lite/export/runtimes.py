@@ -33,8 +33,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["RuntimeFiles", "companions", "export_file", "export_for_runtimes", "llama_cli_command", "modelfile_text",
            "run_exports", "style_of_run", "write_runtime_files"]
 
-_WHY = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up", errno.EROFS: "the folder is "
-        "read-only", errno.EACCES: "the folder is not writable", errno.EPERM: "the folder is not writable"}
+_WHY = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+        errno.EROFS: "the folder is read-only", errno.EACCES: "the folder is not writable",
+        errno.EPERM: "the folder is not writable"}  # anything else: the system's own words
 
 
 @contextmanager

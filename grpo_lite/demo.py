@@ -180,7 +180,7 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False, show_plan
     style = cfg.style()
     eval_set = load_dataset("synthetic", split="test", style=style, limit=cfg.eval_n, seed=cfg.seed, levels=cfg.levels)
     train_set = load_dataset("synthetic", split="train", style=style, limit=cfg.steps * 4, seed=cfg.seed, levels=cfg.levels)
-    eval_kwargs = {"prompt_style": style, "max_new_tokens": cfg.max_completion_length, "batch_size": cfg.eval_batch_size}
+    eval_kwargs: dict[str, Any] = {"prompt_style": style, "max_new_tokens": cfg.max_completion_length, "batch_size": cfg.eval_batch_size}
 
     console.print(f"[bold]demo[/bold]: {Path(model_path).name}, {cfg.steps} GRPO steps, eval n={cfg.eval_n}")
     phases: dict[str, float] = {}

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
     from grpo_lite.data.prompts import PromptStyle
+    from grpo_lite.data.readers import DataSplit
 
 __all__ = ["EvalResult", "evaluate", "formatted_accuracy", "load_for_eval"]
 
@@ -154,7 +155,7 @@ def _score_batch(batch: dict[str, list[Any]], texts: list[str], reward_funcs: Se
 def evaluate(
     model: str | os.PathLike | Any,
     dataset: str | os.PathLike | Dataset = "gsm8k",
-    split: str = "test",
+    split: DataSplit = "test",
     limit: int | None = None,
     *,
     tokenizer: Any = None,

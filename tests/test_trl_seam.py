@@ -179,3 +179,19 @@ def test_no_patch_of_a_measurement_stays_installed(tiny_model_dir, tmp_path, mon
     with pytest.raises(ZeroDivisionError):
         measure.measure_training(trainer)
     assert _installed(trainer) == before
+
+
+def test_the_installed_trl_trains_with_its_seam_whole_or_warned_off(tiny_model_dir, tmp_path, caplog):
+    """Any TRL release, tested or not (.ci/run runs this on the newest): every feature whose TRL code differs
+    is off and named in one warning, the rest are on, and a step trains."""
+    with caplog.at_level(logging.WARNING):
+        trainer = _build(tiny_model_dir, tmp_path, stop_strings=("1",))
+    problems = seam_problems(trainer)
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "grpo-lite" in r.getMessage()]
+    if problems:
+        assert len(warned) == 1 and f"TRL {trl.__version__}" in warned[0], warned
+        assert set(trainer.shared_prefix_record["trl_seam"]["off"]) == set(problems)
+    else:
+        assert warned == [] and trainer.shared_prefix and trainer.shared_sampling and trainer.stop_strings == ("1",)
+    trainer.train()
+    assert trainer.state.global_step == 1

@@ -1,7 +1,9 @@
 """The ``grpo-lite`` command: one module per subcommand, each with ``add_parser`` and ``run``.
 
 A :class:`~grpo_lite.errors.GrpoLiteError` from a subcommand is printed as one line and exits with
-code 2 (no traceback): the message says what was wrong and what to change.
+code 2 (no traceback): the message says what was wrong and what to change. Ctrl-C prints the module's
+``INTERRUPTED`` line (what was kept, what to run next; :data:`INTERRUPTED` by default) and exits with
+128 + the signal number (130 after Ctrl-C, 143 after a second SIGTERM).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import sys
 from grpo_lite._version import __version__
 from grpo_lite.errors import GrpoLiteError
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "INTERRUPTED", "build_parser", "main"]
+
+INTERRUPTED = "interrupted: nothing was written; run the same command again"
 
 # subcommand name -> module; the order is the order of `grpo-lite --help`.
 COMMANDS: dict[str, str] = {
@@ -34,10 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"grpo-lite {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module in COMMANDS.items():
+    for module in COMMANDS.values():
         mod = importlib.import_module(module)
         sub_parser = mod.add_parser(sub)
-        sub_parser.set_defaults(_run=mod.run)
+        sub_parser.set_defaults(_run=mod.run, _interrupted=getattr(mod, "INTERRUPTED", INTERRUPTED))
     return parser
 
 
@@ -50,8 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # a second Ctrl-C or SIGTERM (training.resilience.Aborted carries which)
-        print("interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
-              "same command plus --resume", file=sys.stderr)
+        print(args._interrupted, file=sys.stderr)
         return 128 + getattr(exc, "signum", 2)
 
 

@@ -6,7 +6,10 @@ import argparse
 
 from grpo_lite.cli.options import add_options
 
-__all__ = ["add_parser", "run"]
+__all__ = ["INTERRUPTED", "add_parser", "run"]
+
+INTERRUPTED = ("interrupted: the demo stopped; run the same command again (a demo starts over, replacing its "
+               "output folder)")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

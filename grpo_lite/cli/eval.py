@@ -6,7 +6,9 @@ import argparse
 
 from grpo_lite.cli.options import add_options
 
-__all__ = ["add_parser", "run"]
+__all__ = ["INTERRUPTED", "add_parser", "run"]
+
+INTERRUPTED = "interrupted: the evaluation stopped before its result; run the same command again (it starts over)"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

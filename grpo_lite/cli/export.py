@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["add_parser", "run"]
+__all__ = ["INTERRUPTED", "add_parser", "run"]
+
+INTERRUPTED = ("interrupted: nothing was exported (an earlier export at the path is kept whole); run the same "
+               "command again to export")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -15,7 +15,10 @@ from typing import Any, Callable
 from grpo_lite.cli.options import SHARED, add_options, parse_set
 from grpo_lite.cli.relaunch import add_launch_arguments
 
-__all__ = ["add_parser", "run"]
+__all__ = ["INTERRUPTED", "add_parser", "run"]
+
+INTERRUPTED = ("interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
+               "same command plus --resume")
 
 # flags whose default a recipe sets (its keys carry the same names as the flags' dests)
 RECIPE_FLAGS = ("model", "budget_gb", "dataset", "preset", "seed", "max_steps", "shared_prefix", "num_processes",

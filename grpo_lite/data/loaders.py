@@ -276,7 +276,7 @@ def load_dataset(
             "(for a DatasetDict pick a split: ds['train'])"
         )
     if isinstance(spec, str) and spec in DATASETS:
-        return DATASETS[spec][1](_Request(split, style, limit, seed, skip_invalid, levels))  # type: ignore[index]
+        return DATASETS[spec][1](_Request(split, style, limit, seed, skip_invalid, levels))
     path = Path(spec).expanduser()
     looks_like_path = path.suffix.lower() in SUFFIXES or os.sep in str(spec) or str(spec).startswith((".", "~"))
     if not path.exists() and not looks_like_path:

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.errors import ConfigError, ExportError, GrpoLiteError, ModelError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.export.tensors import Quantization
 
 __all__ = ["EXPORT_FORMATS", "ExportFormat", "check_export", "export_after_training"]
 
 ExportFormat = Literal["gguf"]
 EXPORT_FORMATS: tuple[str, ...] = ("gguf",)
-TRAIN_QUANTIZATION = "q8_0"  # what train(export="gguf") writes; export_gguf() writes the others
+TRAIN_QUANTIZATION: Quantization = "q8_0"  # what train(export="gguf") writes; export_gguf() writes the others
 
 
 def check_export(export: str | None, model: str | os.PathLike) -> None:
@@ -69,7 +72,7 @@ def export_after_training(out: Path, export: ExportFormat, console: Any, model: 
     quantized = getattr(base, "is_quantized", False) or getattr(base, "hf_quantizer", None) is not None
     loaded = model if model is not None and num_processes == 1 and not quantized and lazily_mergeable(model) else None
     try:
-        files = export_for_runtimes(out, quantization=TRAIN_QUANTIZATION, loaded=loaded)
+        files = export_for_runtimes(out, quantization=TRAIN_QUANTIZATION, loaded=loaded, lock=False)
     except GrpoLiteError as exc:
         kind = exc.__class__ if isinstance(exc, (ConfigError, ModelError, ExportError)) else ExportError
         raise kind(f"{exc} (the trained model is saved in {out / 'final'}; export it again with: "

@@ -4,14 +4,13 @@ The steps, in order: find the model (:mod:`~grpo_lite.export.source`), check its
 (:mod:`~grpo_lite.export.hparams`; an unsupported one fails before anything is loaded), load it (a
 LoRA adapter merged), gather the metadata (carried from the origin GGUF or built from the HF
 tokenizer, :mod:`~grpo_lite.export.vocab`), quantize the tensors (:mod:`~grpo_lite.export.tensors`) and
-write with the ``gguf`` package's ``GGUFWriter``. The file is written as ``.<name>.tmp-<pid>`` in the
-target folder, synced, and renamed over ``path``: a crash or a full disk never leaves a partial
-``path``, and an older file at ``path`` stays whole until the new one is complete.
+write with the ``gguf`` package's ``GGUFWriter``, atomically (:func:`grpo_lite.files.atomic_write`): a
+crash or a full disk never leaves a partial ``path``, and an older file at ``path`` stays whole until the
+new one is complete. A run folder is exported under its run lock: a run still training there is refused.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from grpo_lite.export.tensors import Quantization
 __all__ = ["GGUF_DEPENDENCY", "default_gguf_path", "export_gguf", "write_gguf"]
 
 GGUF_DEPENDENCY = "pip install 'grpo-lite[gguf]'"
+RUN_GGUF = "final.gguf"  # a run's export, next to its final/ model
 
 
 def default_gguf_path(model_dir: str | os.PathLike) -> Path:
@@ -33,7 +33,7 @@ def default_gguf_path(model_dir: str | os.PathLike) -> Path:
     """
     path = Path(model_dir)
     if (path / "run.json").is_file():
-        return path / "final.gguf"
+        return path / RUN_GGUF
     return path.with_name(path.name.rstrip("/") + ".gguf")
 
 
@@ -53,18 +53,24 @@ def export_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None = N
         The path written.
 
     Raises:
-        ModelError: a missing or unsupported model (nothing is written).
+        ModelError: a missing or unsupported model, or a run whose run.json is broken (nothing is written).
         ConfigError: an unknown ``quantization``.
-        ExportError: the file could not be written (a full disk...); no partial file is left.
+        ExportError: the run is still training, or the file could not be written (a full disk, a read-only
+            folder); no partial file is left.
     """
-    return write_gguf(model_dir, path, quantization)
+    from grpo_lite.export.source import holding_run
+
+    with holding_run(model_dir):
+        return write_gguf(model_dir, path, quantization)
 
 
 def write_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None, quantization: Quantization,
                loaded: Any = None) -> Path:
-    """:func:`export_gguf`, reading the weights from ``loaded`` when given: the model ``model_dir`` holds,
-    already in memory (``train(export="gguf")`` passes its own; it is read, never changed)."""
+    """:func:`export_gguf` without taking the run's lock (the caller holds it), reading the weights from
+    ``loaded`` when given: the model ``model_dir`` holds, already in memory (``train(export="gguf")`` passes
+    its own; it is read, never changed)."""
     from grpo_lite.export.hparams import find_arch
+    from grpo_lite.export.runtimes import export_file
     from grpo_lite.export.source import find_source
     from grpo_lite.export.tensors import check_quantization
 
@@ -84,7 +90,13 @@ def write_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None, qua
         raise ModelError(f"GGUF export needs the gguf package: {GGUF_DEPENDENCY}") from None
     model = loaded if loaded is not None else source.load_model()
     writer = _writer(model, arch, quant, source)
-    _write_atomically(writer, target)
+    with export_file(target, "wb") as handle:
+        try:  # the writer opens the temporary itself; atomic_write syncs and renames it once it is closed
+            writer.write_header_to_file(path=Path(handle.name))
+            writer.write_kv_data_to_file()
+            writer.write_tensors_to_file(progress=False)
+        finally:
+            writer.close()
     return target
 
 
@@ -118,25 +130,3 @@ def _writer(model: Any, arch: Any, quant: Quantization, source: Any) -> Any:
     for name, data, kind in gguf_tensors(model, arch, quant):
         writer.add_tensor(name, data, raw_dtype=kind)
     return writer
-
-
-def _write_atomically(writer: Any, target: Path) -> None:
-    """Write ``writer`` to a temporary file next to ``target``, sync it, rename it over ``target``."""
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        writer.write_header_to_file(path=tmp)
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file(progress=False)
-        for handle in writer.fout or ():
-            handle.flush()
-            os.fsync(handle.fileno())
-        writer.close()
-        os.replace(tmp, target)
-    except BaseException as exc:
-        writer.close()
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            why = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
-            raise ExportError(f"cannot write {target}: {why}; nothing was written there. Free some space or "
-                              "pass another path (grpo-lite export ... --output PATH)") from exc
-        raise

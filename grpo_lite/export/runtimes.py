@@ -1,7 +1,8 @@
 """What a runtime needs next to an exported GGUF: an Ollama Modelfile, a system prompt file, the llama-cli line.
 
 Next to ``NAME.gguf`` they are ``NAME.Modelfile`` and ``NAME.system_prompt.txt``: named after the file, so an
-export never replaces another model's files in a shared folder.
+export never replaces another model's files in a shared folder. Every file is written atomically
+(:func:`export_file`), and an error writing one is one line that says why (a full disk, a read-only folder).
 
 The model was trained on prompts of one :class:`~grpo_lite.data.prompts.PromptStyle` (read back from
 the run's ``run.json``): the Modelfile gives Ollama that style's system prompt and worked examples
@@ -13,21 +14,62 @@ open the assistant's turn with the style's prefill (``<reasoning>``), which trai
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Iterator, Literal
 
 from grpo_lite.data.prompts import Example, PromptStyle
-from grpo_lite.errors import ConfigError
+from grpo_lite.errors import ConfigError, ExportError, GrpoLiteError
+from grpo_lite.files import atomic_write, remove_stale_temporaries
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.export.tensors import Quantization
 
-__all__ = ["RuntimeFiles", "export_for_runtimes", "llama_cli_command", "modelfile_text", "style_of_run",
-           "write_runtime_files"]
+__all__ = ["RuntimeFiles", "companions", "export_file", "export_for_runtimes", "llama_cli_command", "modelfile_text",
+           "run_exports", "style_of_run", "write_runtime_files"]
+
+_WHY = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+        errno.EROFS: "the folder is read-only", errno.EACCES: "the folder is not writable",
+        errno.EPERM: "the folder is not writable"}  # anything else: the system's own words
+
+
+@contextmanager
+def export_file(path: Path, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
+    """:func:`grpo_lite.files.atomic_write`, with an error of the filesystem as one :class:`ExportError` line;
+    the temporaries of ``path`` that an export killed outright left behind are removed first."""
+    try:
+        remove_stale_temporaries(path.parent, (path.name,))
+        with atomic_write(path, mode) as handle:
+            yield handle
+    except OSError as exc:
+        if isinstance(exc, GrpoLiteError):
+            raise
+        why = _WHY.get(exc.errno or 0, exc.strerror or str(exc))
+        fix = "free some space, or pass" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "pass"
+        raise ExportError(f"cannot write {path}: {why}; nothing was written there (an older file is kept whole); {fix} "
+                          "a path in another folder: grpo-lite export ... --output PATH") from exc
+
+
+def companions(gguf: Path) -> tuple[Path, Path]:
+    """The Modelfile and the system prompt file that go next to ``gguf``.
+
+    >>> [p.name for p in companions(Path("runs/demo/final.gguf"))]
+    ['final.Modelfile', 'final.system_prompt.txt']
+    """
+    return gguf.with_suffix(".Modelfile"), gguf.with_suffix(".system_prompt.txt")
+
+
+def run_exports(run_dir: Path) -> list[Path]:
+    """What an export wrote into a run folder by default, those that exist: what ``overwrite=True`` removes."""
+    from grpo_lite.export.gguf_file import RUN_GGUF
+
+    gguf = Path(run_dir) / RUN_GGUF
+    return [p for p in (gguf, *companions(gguf)) if p.is_file()]
 
 
 @dataclass(frozen=True)
@@ -131,23 +173,31 @@ def write_runtime_files(gguf: str | os.PathLike, record: dict[str, Any]) -> Runt
     """Write ``NAME.Modelfile`` (and ``NAME.system_prompt.txt``) next to ``NAME.gguf``, from a run's ``run.json``."""
     path = Path(gguf)
     style = style_of_run(record)
-    modelfile = path.with_suffix(".Modelfile")
-    modelfile.write_text(modelfile_text(path.name, style, tuple(record.get("stop_strings", ()))), encoding="utf-8")
-    system = None
-    if style.system_prompt:
-        system = path.with_suffix(".system_prompt.txt")
-        system.write_text(style.system_prompt, encoding="utf-8")
+    modelfile, system_file = companions(path)
+    with export_file(modelfile) as f:
+        f.write(modelfile_text(path.name, style, tuple(record.get("stop_strings", ()))))
+    system = system_file if style.system_prompt else None
+    if system is not None:
+        with export_file(system) as f:
+            f.write(style.system_prompt)
+    else:  # an earlier export's system prompt would not be this model's
+        system_file.unlink(missing_ok=True)
     return RuntimeFiles(gguf=path, modelfile=modelfile, system_prompt=system, llama_cli=llama_cli_command(path, system))
 
 
 def export_for_runtimes(model_dir: str | os.PathLike, path: str | os.PathLike | None = None,
-                        quantization: Quantization = "q8_0", loaded: Any = None) -> RuntimeFiles:
+                        quantization: Quantization = "q8_0", loaded: Any = None, *, lock: bool = True) -> RuntimeFiles:
     """:func:`~grpo_lite.export.gguf_file.export_gguf` (``loaded``: the model already in memory, see
-    :func:`~grpo_lite.export.gguf_file.write_gguf`), then the Modelfile and system prompt next to the file."""
+    :func:`~grpo_lite.export.gguf_file.write_gguf`), then the Modelfile and system prompt next to the file.
+
+    The run's lock is held throughout (``lock=False``: the caller holds it, as ``train(export=...)`` does).
+    """
     from grpo_lite.export.gguf_file import write_gguf
-    from grpo_lite.export.source import find_source
+    from grpo_lite.export.source import find_source, holding_run
 
     start = time.perf_counter()
-    gguf = write_gguf(model_dir, path, quantization, loaded)
-    files = write_runtime_files(gguf, find_source(model_dir).run_record)
+    with holding_run(model_dir) if lock else nullcontext():
+        source = find_source(model_dir)  # after the lock: the run's final model and record as they now are
+        gguf = write_gguf(model_dir, path, quantization, loaded)
+        files = write_runtime_files(gguf, source.run_record)
     return replace(files, quantization=quantization, seconds=time.perf_counter() - start)

@@ -19,13 +19,15 @@ saved dtype; tensors are converted to float32 one at a time when written.
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from grpo_lite.errors import ModelError
+from grpo_lite.errors import ExportError, ModelError, OutputDirError
 
-__all__ = ["ExportSource", "find_source", "lazily_mergeable", "named_weights"]
+__all__ = ["ExportSource", "find_source", "holding_run", "lazily_mergeable", "named_weights"]
 
 
 @dataclass(frozen=True)
@@ -105,24 +107,29 @@ def named_weights(model: Any) -> Iterator[tuple[str, tuple[int, ...], Callable[[
     """
     if not hasattr(model, "peft_config"):
         for name, tensor in model.state_dict().items():
-            yield name, tuple(tensor.shape), (lambda t=tensor: t)
+            yield name, tuple(tensor.shape), _reader(tensor)
         return
     base, adapter = model.get_base_model(), model.active_adapter
     for key, tensor in base.state_dict().items():
         if ".lora_" in key:
             continue
         if ".base_layer." not in key:
-            yield key, tuple(tensor.shape), (lambda t=tensor: t)
+            yield key, tuple(tensor.shape), _reader(tensor)
             continue
         owner_name, _, leaf = key.partition(".base_layer.")
         owner = base.get_submodule(owner_name)
         if leaf == "weight":
-            yield f"{owner_name}.{leaf}", tuple(tensor.shape), (lambda t=tensor, m=owner: t + m.get_delta_weight(adapter))
+            yield f"{owner_name}.{leaf}", tuple(tensor.shape), _reader(tensor, owner, adapter)
         else:
-            yield f"{owner_name}.{leaf}", tuple(tensor.shape), (lambda t=tensor: t)
+            yield f"{owner_name}.{leaf}", tuple(tensor.shape), _reader(tensor)
 
 
-def find_source(path: str | Path) -> ExportSource:
+def _reader(tensor: Any, owner: Any = None, adapter: str | None = None) -> Callable[[], Any]:
+    """``read()`` for :func:`named_weights`: the tensor, plus ``owner``'s LoRA delta when an owner is given."""
+    return (lambda: tensor) if owner is None else (lambda: tensor + owner.get_delta_weight(adapter))
+
+
+def find_source(path: str | os.PathLike) -> ExportSource:
     """Check ``path`` and say where the model, the run record and the origin GGUF are (nothing is loaded).
 
     Raises:
@@ -134,6 +141,7 @@ def find_source(path: str | Path) -> ExportSource:
                          "(it holds run.json and final/) or a model folder with config.json")
     if given.is_file():
         raise ModelError(f"cannot export {str(path)!r}: it is a file; pass a run folder or a model folder")
+    run_dir: Path | None
     if (given / "run.json").is_file():
         run_dir, model_dir = given, given / "final"
         if not model_dir.is_dir():
@@ -146,7 +154,7 @@ def find_source(path: str | Path) -> ExportSource:
     if not adapter.is_file() and not (model_dir / "config.json").is_file():
         raise ModelError(f"cannot export {str(path)!r}: {model_dir} has neither config.json (a model) nor "
                          "adapter_config.json (a LoRA adapter)")
-    record = json.loads((run_dir / "run.json").read_text(encoding="utf-8")) if run_dir else {}
+    record = _run_record(run_dir) if run_dir else {}
     origin = Path(str(record.get("model", ""))) if str(record.get("model", "")).endswith(".gguf") else None
     base = json.loads(adapter.read_text(encoding="utf-8"))["base_model_name_or_path"] if adapter.is_file() else None
     if base is not None and not Path(base).is_dir() and (origin is None or not origin.is_file()) and \
@@ -155,3 +163,52 @@ def find_source(path: str | Path) -> ExportSource:
                          "restore it (or its cache folder) at that path")
     return ExportSource(model_dir=model_dir, run_dir=run_dir, origin_gguf=origin if origin and origin.is_file() else None,
                         adapter_base=base, run_record=record)
+
+
+def _run_record(run_dir: Path) -> dict[str, Any]:
+    """The run's ``run.json``; a :class:`ModelError` when it is cut off or not a JSON object."""
+    path = run_dir / "run.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        record, why = None, str(exc).splitlines()[0][:120]
+    else:
+        why = "not a JSON object"
+    if not isinstance(record, dict):
+        raise ModelError(f"cannot export the run {run_dir}: its run.json is broken ({why}); restore it, or move it aside "
+                         f"and export the model alone (its Modelfile then has the default prompt style): mv {path} "
+                         f"{path}.corrupt && grpo-lite export {run_dir / 'final'} --gguf")
+    return record
+
+
+@contextmanager
+def holding_run(path: str | os.PathLike) -> Iterator[None]:
+    """Hold the lock of the run ``path`` belongs to (:mod:`grpo_lite.training.runlock`) while it is exported.
+
+    A run still training there is refused (its ``final/`` is an earlier one, or half-saved), and no run
+    starts there until the export is done. A model folder outside any run is not locked, and a read-only
+    run folder is only checked (no run can be writing to it).
+
+    Raises:
+        ExportError: a live run holds the folder; the message names its PID.
+    """
+    from grpo_lite.training.runlock import RunLock
+
+    run_dir = find_source(path).run_dir
+    lock = None
+    try:
+        if run_dir is not None:
+            try:
+                lock = RunLock.acquire(run_dir)
+            except OutputDirError:
+                raise
+            except OSError:  # the lock file cannot be created: a read-only folder
+                RunLock.check(run_dir)
+    except OutputDirError as exc:
+        raise ExportError(f"cannot export {run_dir} now: {str(exc).split('; ')[0]}; wait for the run to finish (or "
+                          "stop it), then export again") from None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()

@@ -189,6 +189,7 @@ def _lazy(name: str, shape: tuple[int, ...], read: Callable[[], Any], n_head: in
             data = permute_rows(data, n_head)
         return gguf.quants.quantize(data.contiguous().numpy(), kind)
 
+    dtype: type[np.generic]
     if kind == gguf.GGMLQuantizationType.F32:
         dtype, stored = np.float32, shape
     elif kind == gguf.GGMLQuantizationType.F16:
@@ -196,4 +197,4 @@ def _lazy(name: str, shape: tuple[int, ...], read: Callable[[], Any], n_head: in
     else:
         dtype, stored = np.uint8, gguf.quant_shape_to_byte_shape(shape, kind)
     meta = gguf.LazyNumpyTensor.meta_with_dtype_and_shape(dtype, stored)
-    return name, gguf.LazyNumpyTensor(meta=meta, func=convert), kind
+    return name, gguf.LazyNumpyTensor(meta=meta, func=convert), kind  # type: ignore[arg-type] # called as func(*args)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_lite.files import write_text
 from grpo_lite.memory.architectures import Architecture
 from grpo_lite.memory.estimate import MemoryEstimate, estimate
 
@@ -121,7 +122,7 @@ def save_rows(path: str | Path, rows: list[dict[str, Any]]) -> None:
         out.append(row)
     text = json.dumps({"about": "grpo-lite memory calibration: planned vs measured (benchmarks/memory_fit.py)",
                        "rows": out}, indent=1, sort_keys=False)
-    Path(path).write_text(text + "\n", encoding="utf-8")
+    write_text(path, text + "\n")
 
 
 def _mib(b: float) -> str:

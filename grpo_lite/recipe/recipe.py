@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from grpo_lite._version import __version__
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example, PromptStyle
 from grpo_lite.errors import ConfigError
+from grpo_lite.files import write_text
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, Device, Dtype, Sharding, UpdateRounding
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -307,12 +308,7 @@ class Recipe:
 
     def write(self, path: str | os.PathLike) -> Path:
         """Write :meth:`to_yaml` to ``path`` (atomically) and return it."""
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(self.to_yaml(out), encoding="utf-8")
-        os.replace(tmp, out)
-        return out
+        return write_text(path, self.to_yaml(Path(path)))
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> Recipe:
@@ -354,7 +350,7 @@ class Recipe:
         return from_pretrained_kwargs(self.dtype, self.quantization, device_map=device_map)
 
 
-def from_pretrained_kwargs(dtype: str, quantization: dict[str, Any] | None = None, *,
+def from_pretrained_kwargs(dtype: str | None, quantization: dict[str, Any] | None = None, *,
                            device_map: Any = None) -> dict[str, Any]:
     """``from_pretrained`` keyword arguments for a load dtype name and ``BitsAndBytesConfig`` arguments.
 

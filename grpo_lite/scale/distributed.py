@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Literal, Mapping, Sequence, get_args
 
 from grpo_lite.errors import ConfigError, GrpoLiteError
+from grpo_lite.files import write_text
 from grpo_lite.memory.settings import Sharding
 
 __all__ = ["ShardingMode", "SHARDINGS", "MixedPrecision", "config_path", "accelerate_config",
@@ -148,10 +149,7 @@ def write_accelerate_config(sharding: Sharding, num_processes: int, path: str | 
     config = accelerate_config(sharding, num_processes, mixed_precision=mixed_precision)
     shipped = config_path(sharding).read_text(encoding="utf-8").splitlines(keepends=True)
     header = "".join(line for line in shipped if line.startswith("#"))
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(header + yaml.safe_dump(config, sort_keys=True), encoding="utf-8")
-    return out
+    return write_text(path, header + yaml.safe_dump(config, sort_keys=True))
 
 
 def launch_command(argv: Sequence[str], num_processes: int, sharding: Sharding | None = None, cuda: bool = False,

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from grpo_lite.files import write_text
+
 __all__ = ["HistoryCallback", "MemoryCallback"]
 
 _GIB = 1024**3
@@ -37,9 +39,7 @@ class HistoryCallback(TrainerCallback):
         self.rows = list(rows)
         if self.path is None:
             return
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text("".join(json.dumps(row, default=str) + "\n" for row in rows))
-        os.replace(tmp, self.path)
+        write_text(self.path, "".join(json.dumps(row, default=str) + "\n" for row in rows))
 
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
         if not logs or "train_runtime" in logs:  # the final summary row is not a step

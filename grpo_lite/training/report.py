@@ -5,12 +5,12 @@ Numbers are gathered by ``first_last()`` and formatted by ``summary_table()``: o
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import secrets
 from pathlib import Path
 from typing import Any
+
+from grpo_lite.files import write_json as write_json_atomic  # the name its callers import
 
 __all__ = ["finish_report", "first_last", "plot_reward_curve", "summary_table", "versions", "write_json_atomic"]
 
@@ -65,26 +65,6 @@ def summary_table(
         table.add_row("peak allocated (GiB)", planned, f"{peak['max_allocated_gib']:.2f}", "")
         table.add_row("peak reserved (GiB)", "", f"{peak['max_reserved_gib']:.2f}", "")
     return table
-
-
-def write_json_atomic(path: str | os.PathLike, data: dict[str, Any]) -> Path:
-    """Write JSON to a temporary file beside ``path``, flush it to disk and rename it: never a
-    half-written file. The file gets the mode of any new file (0644 under the usual umask)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=2, default=str) + "\n"
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for open()
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
 
 
 def plot_reward_curve(history: list[dict[str, Any]], path: str | os.PathLike) -> Path | None:

@@ -83,9 +83,13 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
                "it has no complete checkpoint to resume: pass ")
         raise ConfigError(f"{output_dir} already holds a run (run.json or checkpoints); {way}overwrite=True "
                           "(--overwrite) to replace it, or another output_dir")
+    from grpo_lite.export.runtimes import run_exports
+
     for child in output_dir.iterdir():
         if child.name.startswith(("checkpoint-", "stepdown-")) or child.name in _RUN_MARKERS + _RUN_LEFTOVERS:
             shutil.rmtree(child) if child.is_dir() else child.unlink()
+    for path in run_exports(output_dir):  # the old run's final.gguf would pass for this run's
+        path.unlink()
 
 
 _DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))

@@ -28,6 +28,7 @@ from grpo_lite.training.quiet import quiet_libraries
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
+    from grpo_lite.errors import GrpoLiteError
     from grpo_lite.export.after_training import ExportFormat
     from grpo_lite.planning.ladder import Method
 
@@ -388,7 +389,7 @@ def _already_finished(run: RunFolder, inputs: RunInputs, the_plan: Plan) -> Trai
                        tokenizer=inputs.tokenizer, already_finished=True)
 
 
-def _shared_error(state: Any, error: Exception | None) -> Exception | None:
+def _shared_error(state: Any, error: GrpoLiteError | None) -> GrpoLiteError | None:
     """The main process's error on every rank (the others would otherwise wait for it forever)."""
     if state.num_processes > 1:
         from accelerate.utils import broadcast_object_list

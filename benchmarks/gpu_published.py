@@ -82,7 +82,7 @@ class Published:
 
     Attributes:
         label: the row's name.
-        url: where it was published.
+        cite: where it was published, as a GitHub reference (``owner/repo#number``, or ``owner/repo@commit:path``).
         quote: the figure as published, verbatim.
         measured_bytes: the figure in bytes.
         measures: what the figure is: ``max_allocated`` (``torch.cuda.max_memory_allocated``, tensors only)
@@ -95,7 +95,7 @@ class Published:
     """
 
     label: str
-    url: str
+    cite: str
     quote: str
     measured_bytes: int
     measures: Measures
@@ -125,8 +125,7 @@ _T3456_ASSUMED = {
 }
 
 
-_LIGER_CSV = ("https://github.com/linkedin/Liger-Kernel/blob/78125679ab211ce4e2174987189bc0e1675a2200/"
-              "benchmark/data/all_benchmark_data.csv")
+_LIGER_CSV = "linkedin/Liger-Kernel@78125679ab211ce4e2174987189bc0e1675a2200:benchmark/data/all_benchmark_data.csv"
 _LIGER_ASSUMED = {
     "source": "the CSV's rows were measured with Liger 0.6.1 plus the GSPO change (its commit); the GSPO change "
               "adds a sequence-level branch and leaves the token-level path this row runs as in 0.6.1's test",
@@ -138,7 +137,7 @@ _LIGER_ASSUMED = {
 def _liger_row(batch: int, mib: float) -> Published:
     return Published(
         label=f"Liger GRPO loss benchmark, torch provider, B={batch} x T=1024, H=4096, V=128256",
-        url=_LIGER_CSV,
+        cite=_LIGER_CSV,
         quote=f"fused_linear_grpo_loss_token,torch,full,memory,MB,B,B,{batch},{mib},...,NVIDIA A100-SXM4-80GB",
         measured_bytes=round(mib * MIB), measures="max_allocated", gpu="A100-SXM4-80GB", kind="lm_head_loss",
         trl=None,
@@ -152,7 +151,7 @@ def _liger_row(batch: int, mib: float) -> Published:
 ROWS: tuple[Published, ...] = (
     Published(
         label="log_softmax + gather, fp32 logits 16 x 1024 x 32768",
-        url="https://github.com/OpenRLHF/OpenRLHF/pull/718",
+        cite="OpenRLHF/OpenRLHF#718",
         quote="vram usage is reduced from 4295MB to 2282MB (2147MB of which is required to store the logits "
               "in the first place)",
         measured_bytes=4295 * MB, measures="max_allocated", gpu="not stated (CUDA)", kind="logprob", trl=None,
@@ -162,7 +161,7 @@ ROWS: tuple[Published, ...] = (
     ),
     Published(
         label="TRL selective_log_softmax, fp32 logits 16 x 1024 x 32768",
-        url="https://github.com/OpenRLHF/OpenRLHF/pull/718",
+        cite="OpenRLHF/OpenRLHF#718",
         quote="vram usage is reduced from 4295MB to 2282MB",
         measured_bytes=2282 * MB, measures="max_allocated", gpu="not stated (CUDA)", kind="logprob",
         trl="0.15.2",
@@ -173,14 +172,14 @@ ROWS: tuple[Published, ...] = (
     ),
     Published(
         label="TRL #3456: Qwen3-0.6B full GRPO, 4 x (2048 + 1024), A100 80 GB",
-        url="https://github.com/huggingface/trl/issues/3456",
+        cite="huggingface/trl#3456",
         quote="Qwen3 0.6B: 49273MiB /  81920MiB", measured_bytes=49273 * MIB, measures="nvidia_smi",
         gpu="A100 80 GB", kind="grpo_step", trl="0.17.0", config=dict(model="Qwen/Qwen3-0.6B", **_T3456),
         assumed=_T3456_ASSUMED,
     ),
     Published(
         label="TRL #3456: Qwen3-1.7B full GRPO, 4 x (2048 + 1024), A100 80 GB",
-        url="https://github.com/huggingface/trl/issues/3456",
+        cite="huggingface/trl#3456",
         quote="Qwen3 1.7B: 78147MiB /  81920MiB", measured_bytes=78147 * MIB, measures="nvidia_smi",
         gpu="A100 80 GB", kind="grpo_step", trl="0.17.0", config=dict(model="Qwen/Qwen3-1.7B", **_T3456),
         assumed=_T3456_ASSUMED,
@@ -479,7 +478,7 @@ def result_row(row: Published, sim: dict[str, Any]) -> dict[str, Any]:
     simulated = device_figure(row, sim)
     plan = planned(row)
     return {
-        "label": row.label, "url": row.url, "quote": row.quote, "measures": row.measures, "gpu": row.gpu,
+        "label": row.label, "cite": row.cite, "quote": row.quote, "measures": row.measures, "gpu": row.gpu,
         "kind": row.kind, "trl": row.trl, "config": row.config, "assumed": row.assumed,
         "measured_bytes": row.measured_bytes, "simulated_tensor_peak_bytes": sim["peak_bytes"],
         "simulated_bytes": simulated, "simulated_categories": sim["categories"], "planned_bytes": plan,
@@ -505,14 +504,14 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The docs' table of published against simulated and planned figures."""
-    lines = ["| published figure | what it counts | TRL | measured GiB | simulated GiB | error | "
+    lines = ["| published figure | source | GPU | TRL | what it counts | measured GiB | simulated GiB | error | "
              "planned GiB (TRL 1.16) | planned vs measured |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|"]
     for r in rows:
         what = {"max_allocated": "max allocated", "nvidia_smi": "nvidia-smi (context + reserved)"}[r["measures"]]
-        lines.append(f"| [{r['label']}]({r['url']}) | {what} | {r['trl'] or '-'} | {_gib(r['measured_bytes'])} | "
-                     f"{_gib(r['simulated_bytes'])} | {_pct(r['simulated_error'])} | {_gib(r['planned_bytes'])} | "
-                     f"{_pct(r['planned_error'])} |")
+        lines.append(f"| {r['label']} | `{r['cite']}` | {r['gpu']} | {r['trl'] or '-'} | {what} | "
+                     f"{_gib(r['measured_bytes'])} | {_gib(r['simulated_bytes'])} | {_pct(r['simulated_error'])} | "
+                     f"{_gib(r['planned_bytes'])} | {_pct(r['planned_error'])} |")
     s = summary(rows)
     lines.append("")
     lines.append(f"Simulated against measured, {len(rows)} rows: median error {s['median']:.1%}, "
@@ -522,7 +521,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def show(rows: list[dict[str, Any]]) -> None:
     for r in rows:
-        print(f"{r['label']}\n  {r['url']}\n  measured {_gib(r['measured_bytes'])} GiB ({r['measures']}), simulated "
+        print(f"{r['label']}\n  {r['cite']}\n  measured {_gib(r['measured_bytes'])} GiB ({r['measures']}), simulated "
               f"{_gib(r['simulated_bytes'])} GiB ({_pct(r['simulated_error'])}; tensors {_gib(r['simulated_tensor_peak_bytes'])}"
               f" GiB), planned {_gib(r['planned_bytes'])} GiB ({_pct(r['planned_error'])})")
     s = summary(rows)

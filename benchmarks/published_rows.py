@@ -2,7 +2,8 @@
 
 Pure data (no torch): every row cites where it was published (a GitHub reference), quotes the figure as
 published, says what it counts (``max_allocated``: ``torch.cuda.max_memory_allocated``; ``nvidia_smi``: the
-process's device memory) and states every configuration field its kind needs (:data:`REQUIRED`); fields the
+process's device memory; ``allocated_delta``: the allocator's peak minus what was allocated when the
+measured call began) and states every configuration field its kind needs (:data:`REQUIRED`); fields the
 source leaves out are in ``assumed``, each with where its value comes from.
 """
 
@@ -14,8 +15,9 @@ from typing import Any, Literal
 __all__ = ["ARCHS", "MB", "MIB", "REQUIRED", "ROWS", "ROWS_BY_LABEL", "Kind", "Measures", "Published"]
 
 MIB, MB = 1024**2, 1000**2
-Kind = Literal["logprob", "lm_head_loss", "grpo_step"]
-Measures = Literal["max_allocated", "nvidia_smi"]
+Kind = Literal["logprob", "lm_head_loss", "grpo_step", "cce_baseline", "lora_head_ce", "softmax_backward",
+               "hf_trainer_step"]
+Measures = Literal["max_allocated", "allocated_delta", "nvidia_smi"]
 
 # the configuration fields every row of a kind must state (published, or marked assumed with the reason)
 REQUIRED: dict[str, tuple[str, ...]] = {
@@ -24,6 +26,12 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "grpo_step": ("model", "method", "per_device_train_batch_size", "num_generations", "max_prompt_length",
                   "max_completion_length", "gradient_checkpointing", "dtype", "bf16", "beta", "optimizer",
                   "attention"),
+    "cce_baseline": ("source", "harness", "tokens", "hidden", "vocab", "dtype", "softcap", "phase"),
+    "lora_head_ce": ("source", "function", "batch", "seq_len", "hidden", "vocab", "rank", "scale", "dtype",
+                     "chunk_size", "held"),
+    "softmax_backward": ("shape", "dtype", "dim", "loss", "held"),
+    "hf_trainer_step": ("model", "head", "num_labels", "batch", "seq_len", "dtype", "attention", "optimizer",
+                        "weight_decay", "max_grad_norm", "zero_grad", "cuda_context_mib"),
 }
 
 # the architectures the rows name, from their config.json (no download)
@@ -34,6 +42,10 @@ ARCHS: dict[str, dict[str, Any]] = {
     "Qwen/Qwen3-1.7B": dict(model_type="qwen3", hidden_size=2048, num_hidden_layers=28, num_attention_heads=16,
                             num_key_value_heads=8, head_dim=128, intermediate_size=6144, vocab_size=151936,
                             tie_word_embeddings=True, rms_norm_eps=1e-6, max_position_embeddings=40960),
+    "google-bert/bert-large-uncased": dict(model_type="bert", hidden_size=1024, num_hidden_layers=24,
+                                           num_attention_heads=16, intermediate_size=4096, vocab_size=30522,
+                                           max_position_embeddings=512, type_vocab_size=2, hidden_dropout_prob=0.1,
+                                           attention_probs_dropout_prob=0.1),
 }
 
 
@@ -46,8 +58,9 @@ class Published:
         cite: where it was published, as a GitHub reference (``owner/repo#number``, or ``owner/repo@commit:path``).
         quote: the figure as published, verbatim.
         measured_bytes: the figure in bytes.
-        measures: what the figure is: ``max_allocated`` (``torch.cuda.max_memory_allocated``, tensors only)
-            or ``nvidia_smi`` (the process's device memory: the CUDA context + the allocator's reserved pool).
+        measures: what the figure is: ``max_allocated`` (``torch.cuda.max_memory_allocated``, tensors only),
+            ``allocated_delta`` (that peak minus the bytes allocated when the measured call began) or
+            ``nvidia_smi`` (the process's device memory: the CUDA context + the allocator's reserved pool).
         gpu: the card.
         kind: which code path is simulated.
         trl: the TRL version whose code runs (None: no TRL code involved).
@@ -109,6 +122,69 @@ def _liger_row(batch: int, mib: float) -> Published:
         assumed=_LIGER_ASSUMED,
     )
 
+_CCE = "apple/ml-cross-entropy@af5f96a78c0352b5c9ece87a4daae9bfb9e97a22:README.md"
+_CCE_ASSUMED = {
+    "tokens": "benchmark/data/models.py: generate_test_data_otf keeps the first M = 8 * 1024 valid (non-ignored) "
+              "tokens of alpaca-cleaned batches: exactly 8,192 rows",
+    "hidden": "google/gemma-2-2b-it config.json: hidden_size 2304, vocab_size 256000, final_logit_softcapping 30.0 "
+              "(the benchmark passes the config's softcapping to baseline())",
+    "measures": "benchmark/memory.py Stats.measure: allocated_bytes.all.peak after the measured call minus the same "
+                "counter after reset_peak_memory_stats before it, / 2**20 (MiB, printed as op_mem_mb)",
+}
+
+
+def _cce_row(phase: str, mib: float, line: str) -> Published:
+    return Published(
+        label=f"Cut Cross-Entropy benchmark, baseline {phase}, 8192 tokens x 256000 (Gemma 2 2B head)",
+        cite=_CCE, quote=line, measured_bytes=round(mib * MIB), measures="allocated_delta", gpu="A100 SXM4",
+        kind="cce_baseline", trl=None,
+        config=dict(source="ml-cross-entropy-af5f96a/benchmark/__main__.py:baseline",
+                    harness="ml-cross-entropy-af5f96a/benchmark/memory.py:Stats.measure", tokens=8192, hidden=2304,
+                    vocab=256000, dtype="bfloat16", softcap=30.0, phase=phase),
+        assumed=_CCE_ASSUMED,
+    )
+
+
+_CLL = "malaysia-ai/Chunk-loss-LoRA@e4cacc8134a20307a82e8baa6a86b7450a150d44:benchmark/ce.py"
+_CLL_HELD = ("the frozen head weight [V, D], the LoRA weights A [R, D] and B [V, R] and their gradients, x [B, T, D] "
+             "and its gradient (left by the warm-up calls), the int64 labels, and triton.testing.do_bench's L2-flush "
+             "buffer (256 MiB of int32, allocated after reset_peak_memory_stats)")
+_CLL_ASSUMED = {
+    "held": "the script does not name its Triton version; its date (March 2025) means Triton 3.x, whose do_bench "
+            "takes the buffer from driver.get_empty_cache_for_benchmark(): 256 * 1024 * 1024 bytes",
+    "measures": "the script prints torch.cuda.max_memory_allocated() / 1e9 after reset_peak_memory_stats and "
+                "do_bench(f): GB = 10^9 bytes",
+}
+
+
+def _cll_row(name: str, function: str, gb: float, chunk_size: int | None) -> Published:
+    return Published(
+        label=f"Chunk-loss-LoRA benchmark, {name}, LoRA head CE 4 x 1024, D=768, V=128256",
+        cite=_CLL, quote=f"{name}: ... Peak mem:  {gb}", measured_bytes=round(gb * 1e9), measures="max_allocated",
+        gpu="not stated (CUDA, Triton)", kind="lora_head_ce", trl=None,
+        config=dict(source=f"Chunk-loss-LoRA-e4cacc8/benchmark/ce.py:{function}", function=function, batch=4,
+                    seq_len=1024, hidden=768, vocab=128256, rank=64, scale=2.0, dtype="bfloat16",
+                    chunk_size=chunk_size, held=_CLL_HELD),
+        assumed=_CLL_ASSUMED,
+    )
+
+
+_HF_ANATOMY = ("huggingface/transformers@7d5e65fe8a39e4a2c272f194d753dcfca5782b22:"
+               "docs/source/en/model_memory_anatomy.md")
+_HF_ANATOMY_ASSUMED = {
+    "attention": "transformers of January 2022 (4.15) had only BERT's eager attention; the simulation runs "
+                 "transformers 5.24's eager BERT (same saved tensors: softmax output, dropout mask, dropout output)",
+    "optimizer": "Trainer's default then: transformers.optimization.AdamW (one parameter at a time), run from "
+                 "transformers 4.15.0's own source; weight_decay and max_grad_norm are TrainingArguments defaults",
+    "zero_grad": "Trainer 4.15 calls model.zero_grad(), which in PyTorch 1.10 zeroes the gradients in place "
+                 "(set_to_none=False): they stay allocated between steps",
+    "cuda_context_mib": "the page's own measurement of the CUDA context on that machine: 'GPU memory occupied: "
+                        "1343 MB' after torch.ones((1, 1)).to('cuda')",
+    "measures": "pynvml nvmlDeviceGetMemoryInfo(handle).used // 1024**2 after trainer.train(): the whole card's "
+                "used memory (context + the caching allocator's reserve), MiB",
+}
+
+
 ROWS: tuple[Published, ...] = (
     Published(
         label="log_softmax + gather, fp32 logits 16 x 1024 x 32768",
@@ -149,6 +225,31 @@ ROWS: tuple[Published, ...] = (
     _liger_row(4, 13138.3125),
     _liger_row(8, 21250.375),
     _liger_row(16, 37474.5),
+    _cce_row("loss-fw", 24000.0, "2       baseline     loss-fw        81.9    24000.0    gemma2"),
+    _cce_row("loss-bw", 16000.0, "5       baseline     loss-bw       122.4    16000.0    gemma2"),
+    _cce_row("loss-fw-bw", 28000.0, "8       baseline  loss-fw-bw       208.8    28000.0    gemma2"),
+    _cll_row("eager (non-chunked)", "f", 4.71505408, None),
+    _cll_row("eager (chunked)", "chunked_f", 0.600466944, 32),
+    Published(
+        label="softmax forward + backward of a bf16 [5120, 2, 384, 384] leaf, mean loss",
+        cite="pytorch/pytorch#72450",
+        quote="Max memory allocated: 15099495424", measured_bytes=15099495424, measures="max_allocated",
+        gpu="not stated (CUDA, PyTorch nightly of March 2022)", kind="softmax_backward", trl=None,
+        config=dict(shape=[5120, 2, 384, 384], dtype="bfloat16", dim=-1, loss="mean",
+                    held="the leaf (kept by the graph the loss still references) and the softmax output"),
+        assumed={"measures": "the issue prints torch.cuda.max_memory_allocated() in bytes; the leaf itself "
+                             "(3,019,898,880 bytes, printed after allocation) is counted"},
+    ),
+    Published(
+        label="Transformers docs: BERT-large classifier fp32 training, batch 4 x 512, V100 16 GB",
+        cite=_HF_ANATOMY, quote="GPU memory occupied: 14949 MB.", measured_bytes=14949 * MIB, measures="nvidia_smi",
+        gpu="V100-SXM2 16 GB", kind="hf_trainer_step", trl=None,
+        config=dict(model="google-bert/bert-large-uncased", head="sequence_classification", num_labels=2, batch=4,
+                    seq_len=512, dtype="float32", attention="eager",
+                    optimizer="transformers-4.15.0/transformers/optimization.py:AdamW", weight_decay=0.0,
+                    max_grad_norm=1.0, zero_grad="in_place", cuda_context_mib=1343),
+        assumed=_HF_ANATOMY_ASSUMED,
+    ),
 )
 
 ROWS_BY_LABEL = {r.label: r for r in ROWS}

@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 try:
     import gpu_published as gp
+    import published_sims as sims
+    from published_rows import ROWS_BY_LABEL
 finally:
     sys.path.pop(0)
 
@@ -71,8 +73,8 @@ def test_the_reason_given_for_the_trl_3456_gap_holds():
 
 
 def test_the_naive_log_prob_row_simulates_to_the_stored_and_the_published_peak():
-    row = gp.ROWS_BY_LABEL["log_softmax + gather, fp32 logits 16 x 1024 x 32768"]
-    sim = gp._simulate_logprob(row)
+    row = ROWS_BY_LABEL["log_softmax + gather, fp32 logits 16 x 1024 x 32768"]
+    sim = sims._simulate_logprob(row)
     # the logits and the log_softmax output over them (two fp32 [16, 1024, 32768] tensors), the int64 index,
     # the fp32 result
     assert sim["peak_bytes"] == 2 * 16 * 1024 * 32768 * 4 + 16 * 1024 * 8 + 16 * 1024 * 4
@@ -86,3 +88,72 @@ def test_an_nvidia_smi_figure_gets_the_context_and_the_reserve():
     sim = {"peak_bytes": 10 * gp.GIB, "categories": {"param": 4 * gp.GIB, "activation": 6 * gp.GIB}}
     # 10 GiB of tensors, 6 of them transient: + 15% of 6 GiB reserved, + 0.5 GiB of CUDA context
     assert gp.device_figure(row, sim) == round(10 * gp.GIB + 0.9 * gp.GIB + 0.5 * gp.GIB)
+
+
+def test_the_bert_row_counts_the_context_its_page_measured():
+    row = ROWS_BY_LABEL["Transformers docs: BERT-large classifier fp32 training, batch 4 x 512, V100 16 GB"]
+    sim = {"peak_bytes": 10 * gp.GIB, "categories": {"param": 4 * gp.GIB, "activation": 6 * gp.GIB}}
+    # the page measured its CUDA context: 1343 MiB, used instead of the model's 0.5 GiB
+    assert gp.device_figure(row, sim) == round(10 * gp.GIB + 0.9 * gp.GIB + 1343 * 2**20)
+
+
+def test_the_softmax_row_is_one_cuda_temporary_below_the_issue_as_the_page_says():
+    """Meta keeps four [5120, 2, 384, 384] bf16 tensors at the backward's peak; CUDA's softmax backward allocates a
+    fifth (``tmp = grad * output``), so the published peak is five."""
+    row = ROWS_BY_LABEL["softmax forward + backward of a bf16 [5120, 2, 384, 384] leaf, mean loss"]
+    one = 5120 * 2 * 384 * 384 * 2
+    sim = sims._simulate_softmax_backward(row)
+    assert 4 * one <= sim["peak_bytes"] < 4 * one + 4096
+    assert abs(row.measured_bytes - sim["peak_bytes"] - one) < 4096
+    assert "`tmp = grad * output`" in " ".join(PAGE.split())
+
+
+def _cce_sources(root: Path, harness: str = "s0 = torch.cuda.memory_stats()['allocated_bytes.all.peak']") -> Path:
+    bench = root / "ml-cross-entropy-af5f96a" / "benchmark"
+    bench.mkdir(parents=True)
+    (bench / "memory.py").write_text(harness + "\n")
+    (bench / "__main__.py").write_text(
+        "def baseline(e, c, targets, softcap=None, ignore_index=-100, reduction='mean'):\n"
+        "    logits = e @ c.T\n"
+        "    return F.cross_entropy(logits.float(), targets, ignore_index=ignore_index, reduction=reduction)\n")
+    return root
+
+
+def _tiny_cce(phase: str):
+    row = ROWS_BY_LABEL["Cut Cross-Entropy benchmark, baseline loss-fw, 8192 tokens x 256000 (Gemma 2 2B head)"]
+    return gp.Published(**{**row.__dict__, "config": {**row.config, "tokens": 64, "hidden": 32, "vocab": 1000,
+                                                      "softcap": None, "phase": phase}})
+
+
+def test_the_cut_cross_entropy_harness_measures_over_the_inputs_in_each_window(tmp_path):
+    sources = _cce_sources(tmp_path)
+    fw, bw, fw_bw = (sims._simulate_cce_baseline(_tiny_cce(p), sources)["peak_bytes"]
+                     for p in ("loss-fw", "loss-bw", "loss-fw-bw"))
+    bf16, fp32 = 64 * 1000 * 2, 64 * 1000 * 4
+    # forward: the bf16 logits, their fp32 copy and the saved fp32 log_softmax (the inputs are not counted)
+    assert bf16 + 2 * fp32 <= fw < bf16 + 2 * fp32 + 64
+    # backward, from what the forward left: the fp32 gradient of the log-probs and of the logits at least
+    assert bw >= 2 * fp32 and bw < fw_bw
+    assert fw_bw >= fw
+
+
+def test_the_cut_cross_entropy_harness_refuses_another_harness_or_phase(tmp_path):
+    with pytest.raises(RuntimeError, match="not the harness"):
+        sims._simulate_cce_baseline(_tiny_cce("loss-fw"), _cce_sources(tmp_path, harness="print('no delta')"))
+    with pytest.raises(ValueError, match="unknown phase 'loss-lse'"):
+        sims._simulate_cce_baseline(_tiny_cce("loss-lse"), _cce_sources(tmp_path / "b"))
+
+
+def test_a_lora_script_whose_sizes_differ_from_the_row_is_refused(tmp_path):
+    row = ROWS_BY_LABEL["Chunk-loss-LoRA benchmark, eager (non-chunked), LoRA head CE 4 x 1024, D=768, V=128256"]
+    script = tmp_path / "Chunk-loss-LoRA-e4cacc8" / "benchmark" / "ce.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("B, T, D, V, R = 4, 1024, 768, 128256, 32\nr = 2.0\nm.weight.requires_grad = False\n")
+    with pytest.raises(RuntimeError, match="differ from the row's"):
+        sims._simulate_lora_head_ce(row, tmp_path)
+
+
+def test_a_missing_published_source_says_how_to_fetch_it(tmp_path):
+    row = ROWS_BY_LABEL["Chunk-loss-LoRA benchmark, eager (chunked), LoRA head CE 4 x 1024, D=768, V=128256"]
+    with pytest.raises(RuntimeError, match="is missing: fetch the published sources"):
+        sims._simulate_lora_head_ce(row, tmp_path)

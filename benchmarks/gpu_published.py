@@ -18,8 +18,9 @@ with the code path that run took, counted by grpo-lite's tensor tracker (``grpo_
 - ``lora_head_ce`` rows: Chunk-loss-LoRA's head benchmark (``f``, or ``chunked_f`` with its ``ChunkedCE``), with
   the tensors the script holds and ``triton.testing.do_bench``'s L2-flush buffer;
 - ``softmax_backward`` rows: a leaf, ``softmax``, ``mean``, backward (the script of a PyTorch issue);
-- ``hf_trainer_step`` rows: one step of the Trainer loop of transformers 4.15 (forward with labels, backward,
-  clipping, that version's own ``AdamW``, ``zero_grad`` in place) on the model built from its config on meta.
+- ``hf_trainer_step`` rows: one optimizer step of the Trainer loop of transformers 4.16 (micro-batches of forward
+  with labels and backward, clipping, that version's own ``AdamW`` or ``Adafactor``, ``zero_grad`` in place) on
+  the model built from its config on meta.
 
 The published code comes from its own package or repository, kept in one folder (``--sources``, default
 ``~/.cache/grpo-lite``). Old TRL versions run in a subprocess with that version first on ``PYTHONPATH``; the
@@ -29,10 +30,11 @@ Triton, a GPU or the hub). Fetch them once (S=~/.cache/grpo-lite)::
     pip install --no-deps --target $S/trl-old-0.17.0 trl==0.17.0
     pip install --no-deps --target $S/trl-old-0.15.2 trl==0.15.2
     pip download --no-deps --no-binary :all: liger-kernel==0.6.1 -d /tmp && tar xzf /tmp/liger_kernel-0.6.1.tar.gz -C $S
-    pip download --no-deps transformers==4.15.0 -d /tmp && \
-        unzip -q /tmp/transformers-4.15.0-py3-none-any.whl -d $S/transformers-4.15.0
+    pip download --no-deps transformers==4.16.0 -d /tmp && \
+        unzip -q /tmp/transformers-4.16.0-py3-none-any.whl -d $S/transformers-4.16.0
     # with GitHub clones of apple/ml-cross-entropy in /tmp/cce and malaysia-ai/Chunk-loss-LoRA in /tmp/cll:
-    mkdir $S/ml-cross-entropy-af5f96a && git -C /tmp/cce archive af5f96a benchmark | tar x -C $S/ml-cross-entropy-af5f96a
+    mkdir $S/ml-cross-entropy-af5f96a && \
+        git -C /tmp/cce archive af5f96a benchmark | tar x -C $S/ml-cross-entropy-af5f96a
     mkdir $S/Chunk-loss-LoRA-e4cacc8 && \
         git -C /tmp/cll archive e4cacc8 benchmark chunk_loss_lora | tar x -C $S/Chunk-loss-LoRA-e4cacc8
 

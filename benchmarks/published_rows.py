@@ -30,8 +30,9 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "lora_head_ce": ("source", "function", "batch", "seq_len", "hidden", "vocab", "rank", "scale", "dtype",
                      "chunk_size", "held"),
     "softmax_backward": ("shape", "dtype", "dim", "loss", "held"),
-    "hf_trainer_step": ("model", "head", "num_labels", "batch", "seq_len", "dtype", "attention", "optimizer",
-                        "weight_decay", "max_grad_norm", "zero_grad", "cuda_context_mib"),
+    "hf_trainer_step": ("model", "head", "num_labels", "batch", "seq_len", "gradient_accumulation_steps",
+                        "gradient_checkpointing", "dtype", "attention", "optimizer", "weight_decay", "max_grad_norm",
+                        "zero_grad", "cuda_context_mib"),
 }
 
 # the architectures the rows name, from their config.json (no download)
@@ -171,18 +172,41 @@ def _cll_row(name: str, function: str, gb: float, chunk_size: int | None) -> Pub
 
 _HF_ANATOMY = ("huggingface/transformers@7d5e65fe8a39e4a2c272f194d753dcfca5782b22:"
                "docs/source/en/model_memory_anatomy.md")
-_HF_ANATOMY_ASSUMED = {
-    "attention": "transformers of January 2022 (4.15) had only BERT's eager attention; the simulation runs "
-                 "transformers 5.24's eager BERT (same saved tensors: softmax output, dropout mask, dropout output)",
-    "optimizer": "Trainer's default then: transformers.optimization.AdamW (one parameter at a time), run from "
-                 "transformers 4.15.0's own source; weight_decay and max_grad_norm are TrainingArguments defaults",
-    "zero_grad": "Trainer 4.15 calls model.zero_grad(), which in PyTorch 1.10 zeroes the gradients in place "
+# the same experiments, continued on the same V100 (the English page no longer shows the figures; its
+# translations at this commit still do)
+_HF_GPU_ONE = "huggingface/transformers@c0c397c2ef8d96efb688d01cf2bf3cec10bedc7d:docs/source/zh/perf_train_gpu_one.md"
+_HF_ASSUMED = {
+    "attention": "transformers of early 2022 had only BERT's eager attention; the simulation runs transformers "
+                 "5.24's eager BERT (same saved tensors: softmax output, dropout mask, dropout output)",
+    "optimizer": "Trainer.get_optimizer_cls_and_kwargs of transformers 4.16 (the first with optim=, which the "
+                 "Adafactor run uses): its own AdamW (adamw_hf, the default) or Adafactor(scale_parameter=False, "
+                 "relative_step=False), run from that wheel's source; lr, eps, weight_decay and max_grad_norm are "
+                 "TrainingArguments defaults",
+    "zero_grad": "Trainer 4.16 calls model.zero_grad(), which in PyTorch 1.10 zeroes the gradients in place "
                  "(set_to_none=False): they stay allocated between steps",
-    "cuda_context_mib": "the page's own measurement of the CUDA context on that machine: 'GPU memory occupied: "
-                        "1343 MB' after torch.ones((1, 1)).to('cuda')",
+    "gradient_checkpointing": "4.16's BERT wraps each layer in torch.utils.checkpoint.checkpoint, reentrant in "
+                              "PyTorch 1.10; the simulation asks transformers 5.24 for the reentrant one",
+    "cuda_context_mib": "the first page's own measurement of the CUDA context on that machine: 'GPU memory "
+                        "occupied: 1343 MB' after torch.ones((1, 1)).to('cuda')",
     "measures": "pynvml nvmlDeviceGetMemoryInfo(handle).used // 1024**2 after trainer.train(): the whole card's "
                 "used memory (context + the caching allocator's reserve), MiB",
 }
+_BERT = dict(model="google-bert/bert-large-uncased", head="sequence_classification", num_labels=2, seq_len=512,
+             dtype="float32", attention="eager", weight_decay=0.0, max_grad_norm=1.0, zero_grad="in_place",
+             cuda_context_mib=1343)
+
+
+def _bert_row(what: str, cite: str, mib: int, batch: int, accumulation: int, checkpointing: bool,
+              optimizer: str) -> Published:
+    return Published(
+        label=f"Transformers docs: BERT-large classifier fp32 training, {what}, V100 16 GB", cite=cite,
+        quote=f"GPU memory occupied: {mib} MB.", measured_bytes=mib * MIB, measures="nvidia_smi",
+        gpu="V100-SXM2 16 GB", kind="hf_trainer_step", trl=None,
+        config=dict(_BERT, batch=batch, gradient_accumulation_steps=accumulation,
+                    gradient_checkpointing=checkpointing,
+                    optimizer=f"transformers-4.16.0/transformers/optimization.py:{optimizer}"),
+        assumed=_HF_ASSUMED,
+    )
 
 
 ROWS: tuple[Published, ...] = (
@@ -240,16 +264,10 @@ ROWS: tuple[Published, ...] = (
         assumed={"measures": "the issue prints torch.cuda.max_memory_allocated() in bytes; the leaf itself "
                              "(3,019,898,880 bytes, printed after allocation) is counted"},
     ),
-    Published(
-        label="Transformers docs: BERT-large classifier fp32 training, batch 4 x 512, V100 16 GB",
-        cite=_HF_ANATOMY, quote="GPU memory occupied: 14949 MB.", measured_bytes=14949 * MIB, measures="nvidia_smi",
-        gpu="V100-SXM2 16 GB", kind="hf_trainer_step", trl=None,
-        config=dict(model="google-bert/bert-large-uncased", head="sequence_classification", num_labels=2, batch=4,
-                    seq_len=512, dtype="float32", attention="eager",
-                    optimizer="transformers-4.15.0/transformers/optimization.py:AdamW", weight_decay=0.0,
-                    max_grad_norm=1.0, zero_grad="in_place", cuda_context_mib=1343),
-        assumed=_HF_ANATOMY_ASSUMED,
-    ),
+    _bert_row("batch 4 x 512", _HF_ANATOMY, 14949, 4, 1, False, "AdamW"),
+    _bert_row("batch 1 x 512, 4 accumulated", _HF_GPU_ONE, 8681, 1, 4, False, "AdamW"),
+    _bert_row("batch 1 x 512, 4 accumulated, checkpointing", _HF_GPU_ONE, 6775, 1, 4, True, "AdamW"),
+    _bert_row("batch 4 x 512, Adafactor", _HF_GPU_ONE, 12295, 4, 1, False, "Adafactor"),
 )
 
 ROWS_BY_LABEL = {r.label: r for r in ROWS}

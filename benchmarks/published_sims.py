@@ -101,11 +101,13 @@ def _simulate_softmax_backward(row: Published) -> dict[str, Any]:
 
 
 def _simulate_hf_trainer_step(row: Published, sources: Path) -> dict[str, Any]:
-    """One step of the Trainer loop of January 2022 (transformers 4.15 on PyTorch 1.10): forward with the labels,
-    backward, gradient clipping, that version's own ``AdamW`` step, ``model.zero_grad()`` in place; AdamW's
-    state from a warm-up step."""
+    """One optimizer step of the Trainer loop of January 2022 (transformers 4.16 on PyTorch 1.10): per micro-batch
+    the forward with the labels and the backward (through ``torch.utils.checkpoint`` per layer when checkpointing),
+    then gradient clipping, that version's own optimizer step (AdamW or Adafactor, read from its source) and
+    ``model.zero_grad()`` in place; the optimizer's state from a warm-up step."""
     import math
     import typing
+    import warnings
 
     import torch
     from torch import nn
@@ -114,9 +116,16 @@ def _simulate_hf_trainer_step(row: Published, sources: Path) -> dict[str, Any]:
     c = row.config
     if (c["head"], c["attention"], c["zero_grad"]) != ("sequence_classification", "eager", "in_place"):
         raise ValueError(f"{row.label}: only an eager sequence classifier with in-place zero_grad is simulated here")
-    adamw = _definition_from_source(*_source(sources, c["optimizer"]), {
-        "torch": torch, "nn": nn, "math": math, "Optimizer": torch.optim.Optimizer, "Callable": typing.Callable,
-        "Iterable": typing.Iterable, "Tuple": typing.Tuple, "require_version": lambda *_a, **_k: None})
+    path, name = _source(sources, c["optimizer"])
+    optimizer_cls = _definition_from_source(path, name, {
+        "torch": torch, "nn": nn, "math": math, "warnings": warnings, "Optimizer": torch.optim.Optimizer,
+        **{n: getattr(typing, n) for n in ("Callable", "Iterable", "Optional", "Tuple", "Union")},
+        "require_version": lambda *_a, **_k: None})
+    # Trainer.get_optimizer_cls_and_kwargs of 4.16 with TrainingArguments' defaults (lr 5e-5, eps 1e-8)
+    kwargs = ({"lr": 5e-5, "scale_parameter": False, "relative_step": False} if name == "Adafactor" else
+              {"lr": 5e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": c["weight_decay"]})
+    if name == "AdamW":
+        kwargs["no_deprecation_warning"] = True
     spec = dict(ARCHS[c["model"]])
     config = AutoConfig.for_model(spec.pop("model_type"), num_labels=c["num_labels"], **spec)
     config._attn_implementation = c["attention"]
@@ -124,18 +133,22 @@ def _simulate_hf_trainer_step(row: Published, sources: Path) -> dict[str, Any]:
         model = AutoModelForSequenceClassification.from_config(config, dtype=getattr(torch, c["dtype"]))
         input_ids = torch.empty(c["batch"], c["seq_len"], dtype=torch.long)
         labels = torch.empty(c["batch"], dtype=torch.long)
+    if c["gradient_checkpointing"]:  # PyTorch 1.10's torch.utils.checkpoint is the reentrant one
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
     model.train()
-    optimizer = adamw(model.parameters(), lr=5e-5, weight_decay=c["weight_decay"])  # TrainingArguments' lr
+    optimizer = optimizer_cls(model.parameters(), **kwargs)
+    accumulation = c["gradient_accumulation_steps"]
 
     def one_step() -> None:
-        loss = model(input_ids=input_ids, labels=labels).loss
-        loss.backward()
-        del loss
+        for _ in range(accumulation):
+            loss = model(input_ids=input_ids, labels=labels).loss / accumulation
+            loss.backward()
+            del loss
         nn.utils.clip_grad_norm_(model.parameters(), c["max_grad_norm"], foreach=False)
         optimizer.step()
         model.zero_grad(set_to_none=False)
 
-    one_step()  # the steps before: AdamW's state and the zeroed gradients exist
+    one_step()  # the steps before: the optimizer's state and the zeroed gradients exist
 
     def register(tracker: Any) -> None:
         tracker.track_module(model)

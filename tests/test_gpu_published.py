@@ -157,3 +157,44 @@ def test_a_missing_published_source_says_how_to_fetch_it(tmp_path):
     row = ROWS_BY_LABEL["Chunk-loss-LoRA benchmark, eager (chunked), LoRA head CE 4 x 1024, D=768, V=128256"]
     with pytest.raises(RuntimeError, match="is missing: fetch the published sources"):
         sims._simulate_lora_head_ce(row, tmp_path)
+
+
+_STAND_IN_ADAMW = '''
+class AdamW(Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0, no_deprecation_warning=False):
+        super().__init__(params, dict(lr=lr))
+
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if not self.state[p]:
+                    self.state[p]["exp_avg"] = torch.zeros_like(p)
+                    self.state[p]["exp_avg_sq"] = torch.zeros_like(p)
+'''
+
+
+def _tiny_trainer_step(monkeypatch, tmp_path, **changes):
+    monkeypatch.setitem(sims.ARCHS, "tiny-bert", dict(
+        model_type="bert", hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+        vocab_size=100, max_position_embeddings=64, type_vocab_size=2))
+    source = tmp_path / "transformers-4.16.0" / "transformers" / "optimization.py"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text(_STAND_IN_ADAMW)
+    row = ROWS_BY_LABEL["Transformers docs: BERT-large classifier fp32 training, batch 4 x 512, V100 16 GB"]
+    config = {**row.config, "model": "tiny-bert", "seq_len": 64, **changes}
+    return sims._simulate_hf_trainer_step(gp.Published(**{**row.__dict__, "config": config}), tmp_path)
+
+
+def test_the_trainer_step_applies_accumulation_checkpointing_and_the_optimizer_state(monkeypatch, tmp_path):
+    plain = _tiny_trainer_step(monkeypatch, tmp_path)
+    accumulated = _tiny_trainer_step(monkeypatch, tmp_path, batch=1, gradient_accumulation_steps=4)
+    checkpointed = _tiny_trainer_step(monkeypatch, tmp_path, batch=1, gradient_accumulation_steps=4,
+                                      gradient_checkpointing=True)
+    cats = plain["categories"]
+    weights = cats["param"] - 4 * 64 * 8 - 4 * 8  # the int64 input ids and labels are held with the weights
+    assert cats["optimizer_state"] == 2 * weights  # the stand-in AdamW's two states, from the warm-up step
+    assert cats["gradient"] == weights  # zero_grad in place: the gradients stay allocated
+    assert accumulated["peak_bytes"] < plain["peak_bytes"]
+    assert checkpointed["categories"]["activation"] < accumulated["categories"]["activation"]
+    with pytest.raises(ValueError, match="only an eager sequence classifier"):
+        _tiny_trainer_step(monkeypatch, tmp_path, attention="sdpa")

@@ -185,6 +185,7 @@ def _tiny_trainer_step(monkeypatch, tmp_path, **changes):
     return sims._simulate_hf_trainer_step(gp.Published(**{**row.__dict__, "config": config}), tmp_path)
 
 
+@pytest.mark.slow
 def test_the_trainer_step_applies_accumulation_checkpointing_and_the_optimizer_state(monkeypatch, tmp_path):
     plain = _tiny_trainer_step(monkeypatch, tmp_path)
     accumulated = _tiny_trainer_step(monkeypatch, tmp_path, batch=1, gradient_accumulation_steps=4)

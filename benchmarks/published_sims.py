@@ -46,8 +46,13 @@ def _tracked(run: Any, register: Any = None, *, saved_hook: bool = True) -> dict
     if register is not None:
         register(tracker)
     tracker.start()
-    if not saved_hook and tracker._saved_hooks is not None:
-        tracker._saved_hooks.__exit__(None, None, None)
+    if not saved_hook:
+        hook = getattr(tracker, "_saved_hooks", None)
+        if hook is None:
+            tracker.stop()
+            raise RuntimeError("TensorTracker no longer keeps its saved-tensor hook in _saved_hooks: update _tracked "
+                               "(grpo_lite/memory/tracker.py) to turn it off for torch.func code")
+        hook.__exit__(None, None, None)
         tracker._saved_hooks = None
     try:
         clock.push("step")

@@ -84,7 +84,7 @@ def _read_only(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
 def test_a_run_still_training_is_refused_and_nothing_is_written(run_dir, capsys):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from pathlib import Path; from grpo_lite.training.runlock import "
-         "RunLock; RunLock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)", str(run_dir)],
+         "RunLock; lock = RunLock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)", str(run_dir)],
         stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         assert holder.stdout.readline().strip() == "held"

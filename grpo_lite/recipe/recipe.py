@@ -145,6 +145,21 @@ class Recipe:
         return Recipe.from_plan(plan, dataset=self.dataset, rewards=self.rewards, prompt_style=self.prompt_style,
                                 seed=self.seed, max_steps=self.max_steps, stop_strings=self.stop_strings)
 
+    @classmethod
+    def with_arguments(cls, config: str | os.PathLike | Recipe, passed: dict[str, Any]) -> Recipe:
+        """The one override rule, for ``train(config=...)`` and ``grpo-lite train --config`` alike: the recipe
+        (read when ``config`` is a file), then every argument the caller passed, as passed.
+
+        An argument counts when the caller wrote it, even at train()'s own default: ``train(config=FILE, seed=0)``
+        runs seed 0 over the file's 7. train() finds what was written by binding its call to its signature,
+        the command line by parsing its words again with every default suppressed; neither compares with a default.
+
+        Raises:
+            ConfigError: the file cannot be read, or it or a passed value is not a valid recipe.
+        """
+        recipe = config if isinstance(config, Recipe) else cls.read(config)
+        return recipe.with_overrides(**passed) if passed else recipe
+
     def with_overrides(self, **overrides: Any) -> Recipe:
         """A copy with ``overrides`` applied: recipe fields by name, ``lora_r``/``lora_alpha``/``lora_dropout``/
         ``lora_target_modules`` into :attr:`lora`, anything else into :attr:`trl` (a GRPOConfig field).

@@ -13,6 +13,8 @@ function, never at ``import grpo_lite``.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.recipe.recipe import Recipe
 
-__all__ = ["DEFAULT_STOP_STRINGS", "TrainResult", "default_output_dir", "train"]
+__all__ = ["DEFAULT_STOP_STRINGS", "RECIPE_ARGUMENTS", "TrainResult", "default_output_dir", "train"]
 
 
 # plan() inputs that train() decides itself: passing them as overrides is an error that says why.
@@ -92,7 +94,35 @@ def default_output_dir(model: str) -> Path:
     return Path("runs") / f"{slug}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
+# train()'s arguments a recipe holds, in the order train() unpacks them; the rest of a recipe are overrides
+RECIPE_ARGUMENTS = ("model", "budget_gb", "dataset", "rewards", "preset", "prompt_style", "seed", "max_steps",
+                    "shared_prefix", "stop_strings")
+
+
+def _recipe_with_passed_arguments(func: Callable[..., TrainResult]) -> Callable[..., TrainResult]:
+    """train() with ``config=``: the recipe, then the arguments the caller wrote (:meth:`Recipe.with_arguments`).
+
+    The call is bound to train()'s signature, so an argument written at its default still counts; train()
+    itself then runs the resulting Recipe with nothing else of the recipe's passed.
+    """
+    signature = inspect.signature(func)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> TrainResult:
+        passed = signature.bind(*args, **kwargs).arguments
+        if passed.get("config") is None:
+            return func(*args, **kwargs)
+        from grpo_lite.recipe.recipe import Recipe
+
+        written = {key: passed.pop(key) for key in RECIPE_ARGUMENTS if key in passed}
+        recipe = Recipe.with_arguments(passed.pop("config"), {**written, **passed.pop("overrides", {})})
+        return func(config=recipe, **passed)
+
+    return wrapper
+
+
 @quiet_libraries()
+@_recipe_with_passed_arguments
 def train(
     model: str | os.PathLike | None = None,
     budget_gb: float | None = None,
@@ -128,8 +158,9 @@ def train(
         config: a recipe to run as written: a YAML file (``grpo-lite plan MODEL --write recipe.yaml``) or a
             :class:`~grpo_lite.recipe.recipe.Recipe`. Its preset and every setting in it are fixed (the
             planner trades nothing, and raises DoesNotFitError when the whole does not fit your prompts);
-            the other arguments you pass override its values (an argument left at its default keeps the
-            recipe's), as flags override ``--config`` in TRL's CLI.
+            the arguments you pass override its values (an argument you write wins even at its default:
+            ``seed=0`` over the file's 7; one you leave out keeps the recipe's), as flags override ``--config``
+            in TRL's CLI.
         dataset: ``"gsm8k"``, ``"synthetic"``, a path to a jsonl/json/parquet/csv file or folder, or a
             ``datasets.Dataset`` with a question (or prompt) column and an answer column.
         rewards: reward names from ``grpo_lite.rewards.REWARDS`` and/or callables with TRL's signature.
@@ -173,10 +204,12 @@ def train(
     from grpo_lite.training.attempts import Attempts, run_attempts
 
     recipe = None
-    if config is not None:  # the recipe's values, then the arguments given here
-        recipe, arguments = _recipe_arguments(config, dict(locals()))
+    if config is not None:  # a Recipe, the arguments passed already applied (_recipe_with_passed_arguments)
+        recipe = config
+        _check_recipe_launch(recipe)
+        arguments = recipe.train_arguments()
         model, budget_gb, dataset, rewards, preset, prompt_style, seed, max_steps, shared_prefix, stop_strings = (
-            arguments.pop(key) for key in _RECIPE_ARGUMENTS)
+            arguments.pop(key) for key in RECIPE_ARGUMENTS)
         overrides = arguments
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
@@ -232,37 +265,6 @@ def process_state() -> Any:
     from accelerate import PartialState
 
     return PartialState(cpu=not torch.cuda.is_available())
-
-
-# train()'s arguments a recipe holds, in the order train() unpacks them; the rest of a recipe are overrides
-_RECIPE_ARGUMENTS = ("model", "budget_gb", "dataset", "rewards", "preset", "prompt_style", "seed", "max_steps",
-                     "shared_prefix", "stop_strings")
-
-
-def _recipe_arguments(config: Any, given: dict[str, Any]) -> tuple[Recipe, dict[str, Any]]:
-    """The recipe with the arguments given to train() applied, and train()'s arguments that run it.
-
-    ``given`` is train()'s locals at entry; an argument equal to its default is not applied (the recipe's
-    value stays), except that ``**overrides`` always are.
-    """
-    import inspect
-
-    from grpo_lite.recipe.recipe import Recipe
-
-    recipe = config if isinstance(config, Recipe) else Recipe.read(config)
-    changes: dict[str, Any] = dict(given.get("overrides") or {})
-    for name, param in inspect.signature(train).parameters.items():
-        if name not in _RECIPE_ARGUMENTS or given[name] is param.default:
-            continue
-        try:
-            same = bool(given[name] == param.default)
-        except Exception:  # noqa: BLE001 - a Dataset or an array compares element-wise or not at all
-            same = False
-        if not same:
-            changes[name] = given[name]
-    recipe = recipe.with_overrides(**changes) if changes else recipe
-    _check_recipe_launch(recipe)
-    return recipe, recipe.train_arguments()
 
 
 def _check_recipe_launch(recipe: Recipe) -> None:

@@ -96,7 +96,7 @@ def test_yaml_round_trip(name):
      "unknown key(s) 'learning_rate'; GRPOConfig fields go under trl:"),
     ({"model": "m", "preset": "lora", "presets": "x"}, "'presets' (did you mean 'preset'?)"),
     ({"preset": "lora"}, "has no model: every recipe names its model and its preset"),
-    ({"model": "m", "preset": "lora", "device": "tpu"}, "device='tpu' is not valid; choose one of cuda, cpu"),
+    ({"model": "m", "preset": "lora", "device": "tpu"}, "the recipe: device: tpu is not valid; choose one of cuda, cpu"),
     ({"model": "m", "preset": "lora", "trl": [1]}, "trl must be a mapping"),
     ({"model": "m", "preset": "lora", "prompt_style": "chatty"}, "unknown prompt style 'chatty'"),
     (["model"], "must be a YAML mapping"),

@@ -27,7 +27,7 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, Callable, get_args
 
 from grpo_lite._version import __version__
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example, PromptStyle
@@ -56,7 +56,6 @@ RUN_DEFAULTS: dict[str, Any] = {
 # peft.LoraConfig's names -> the names train() and plan() take
 LORA_KEYS: dict[str, str] = {"r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout",
                              "target_modules": "lora_target_modules"}
-_DTYPES = ("float32", "bfloat16", "float16")
 # what a recipe must agree on with the run it drives, and what to do when it does not
 _RUN_HINTS = {
     "device": "write the recipe again on this machine (grpo-lite plan MODEL --device cpu|cuda --write FILE)",
@@ -170,6 +169,7 @@ class Recipe:
         """
         names = {f.name for f in dataclasses.fields(self)} - {"plan", "trl"}
         loras = {v: k for k, v in LORA_KEYS.items()}
+        overrides = {key: value if key in ("trl", "lora") else _typed(key, value) for key, value in overrides.items()}
         changes: dict[str, Any] = {"trl": dict(self.trl), "lora": None if self.lora is None else dict(self.lora)}
         for key, value in overrides.items():
             if key == "trl":
@@ -262,20 +262,18 @@ class Recipe:
         if missing:
             raise ConfigError(f"{source} has no {' or '.join(missing)}: every recipe names its model and its preset "
                               "(grpo-lite plan MODEL --budget-gb N --write FILE writes one)")
-        choices = {"device": get_args(Device), "sharding": get_args(Sharding), "dtype": _DTYPES,
-                   "update_rounding": get_args(UpdateRounding)}
-        for key, valid in choices.items():
-            if key in data and data[key] not in valid:
-                raise ConfigError(f"{source}: {key}={data[key]!r} is not valid; choose one of {', '.join(valid)}")
         for key in ("trl", "lora", "quantization"):
             if data.get(key) is not None and not isinstance(data[key], dict):
                 raise ConfigError(f"{source}: {key} must be a mapping (one setting per line) or null, "
                                   f"got {data[key]!r:.60}")
+        if data.get("rewards") is not None and not isinstance(data["rewards"], list):
+            raise ConfigError(f"{source}: rewards must be a list of reward names (rewards: [correctness, xml_format]) "
+                              f"or null, got {data['rewards']!r:.60}")
         if data.get("prompt_style") is not None:
             _style_object(data["prompt_style"])  # an unknown style name fails here, naming the valid ones
-        values = dict(data)
+        values = _typed_fields(data, source)
         values["trl"] = dict(values.get("trl") or {})
-        values["stop_strings"] = list(values.get("stop_strings") or [])
+        values.setdefault("stop_strings", list(DEFAULT_STOP_STRINGS))
         return cls(**values)
 
     def to_yaml(self, path: str | os.PathLike | None = None) -> str:
@@ -334,13 +332,13 @@ class Recipe:
         """Read a recipe file.
 
         Raises:
-            ConfigError: the file is missing, is not YAML, or holds an invalid recipe.
+            ConfigError: the file is missing, not UTF-8 or not YAML (one line naming the file, the line and the key),
+                or holds an invalid recipe (naming the key).
         """
+        from grpo_lite.recipe.values import read_mapping
+
         p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"recipe file {p} does not exist; write one with "
-                              f"grpo-lite plan MODEL --budget-gb N --write {p}")
-        return cls.from_yaml(p.read_text(encoding="utf-8"), source=str(p))
+        return cls.from_dict(read_mapping(p), source=str(p))
 
     # ---- plain TRL ---------------------------------------------------------------------------------
     def grpo_settings(self, output_dir: str | os.PathLike = "runs/recipe", **overrides: Any) -> dict[str, Any]:
@@ -378,8 +376,8 @@ def from_pretrained_kwargs(dtype: str, quantization: dict[str, Any] | None = Non
     """
     import torch
 
-    if dtype not in _DTYPES:
-        raise ConfigError(f"unknown dtype {dtype!r}: use one of {', '.join(_DTYPES)}")
+    if dtype not in get_args(Dtype):
+        raise ConfigError(f"unknown dtype {dtype!r}: use one of {', '.join(get_args(Dtype))}")
     kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}
     if quantization:
         from transformers import BitsAndBytesConfig
@@ -406,6 +404,45 @@ def make_grpo_config(settings: dict[str, Any]) -> Any:
 
 
 # ---- helpers --------------------------------------------------------------------------------------
+def _typed(key: str, value: Any, written: str | None = None) -> Any:
+    """A recipe field or a GRPOConfig / LoRA setting, typed as TRL's parser types it (:mod:`grpo_lite.recipe.values`)."""
+    from grpo_lite.recipe.values import typed
+
+    if key in ("dataset", "rewards", "prompt_style", "quantization", "plan"):  # checked where they are used
+        return value
+    return typed(key, value, optional=key == "max_steps", written=written)
+
+
+def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A recipe mapping with each value typed; a message names the file, the key and the value as written."""
+    from grpo_lite.training.build import check_config_keys
+
+    def typed(path: str, key: str, value: Any) -> Any:
+        return _typed(key, value, f"{source}: {path}: {_shown(data, path)}")
+
+    values = {key: value if key in ("trl", "lora") else typed(key, key, value) for key, value in data.items()}
+    trl = dict(values.get("trl") or {})
+    try:
+        check_config_keys(trl)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: trl: {exc}") from None
+    values["trl"] = {k: typed(f"trl.{k}", k, v) for k, v in trl.items()}
+    if values.get("lora") is not None:
+        values["lora"] = {k: typed(f"lora.{k}", LORA_KEYS[k], v) if k in LORA_KEYS else v
+                          for k, v in values["lora"].items()}
+    return values
+
+
+def _shown(data: dict[str, Any], path: str) -> str:
+    """The value at ``path`` (``seed``, ``trl.learning_rate``) as the file shows it."""
+    from grpo_lite.recipe.costs import show_value
+
+    value: Any = data
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return show_value(value)
+
+
 def _copy(value: Any) -> Any:
     """A deep copy of plain data (dicts, lists, tuples as lists)."""
     if isinstance(value, dict):

@@ -213,7 +213,7 @@ def train(
         overrides = arguments
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
-    reward_funcs = _check_arguments(max_steps, on_oom, rewards, overrides)
+    reward_funcs, overrides = _check_arguments(max_steps, on_oom, rewards, overrides)
     from grpo_lite.export.after_training import check_export
 
     check_export(export, model)  # before the output folder is touched
@@ -294,8 +294,10 @@ def _planned_recipe(the_plan: Plan, recipe: Recipe | None, **run: Any) -> Recipe
     return planned
 
 
-def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides: dict[str, Any]) -> list[Any]:
-    """Reject bad arguments and settings before anything is loaded; return the reward callables."""
+def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any,
+                     overrides: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Reject bad arguments and settings before anything is loaded; return the reward callables and the
+    overrides typed as TRL's parser types them."""
     from grpo_lite import rewards as reward_lib
     from grpo_lite.training.checks import check_overrides
 
@@ -307,8 +309,7 @@ def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides
     if taken:
         raise ConfigError("; ".join(f"{key} cannot be set here: {_PLAN_OWNED[key]}" for key in taken))
     reward_funcs = reward_lib.resolve_rewards(rewards)
-    check_overrides(overrides, n_rewards=len(reward_funcs))
-    return reward_funcs
+    return reward_funcs, check_overrides(overrides, n_rewards=len(reward_funcs))
 
 
 def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *, resume: bool, overwrite: bool,

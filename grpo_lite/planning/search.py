@@ -205,7 +205,7 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
     if k["use_vllm"]:
         settings["vllm_mode"] = k.get("vllm_mode", "colocate")
         settings["vllm_gpu_memory_utilization"] = k["vllm_gpu_memory_utilization"]
-    settings.update({key: value for key, value in fixed.items() if key not in LORA_KEYS + MODEL_KEYS + TRAINER_KEYS})
+    settings.update({key: value for key, value in fixed.items() if key not in (*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS)})
     return settings
 
 

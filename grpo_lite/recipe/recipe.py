@@ -33,11 +33,12 @@ from grpo_lite._version import __version__
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example, PromptStyle
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, Device, Dtype, Sharding, UpdateRounding
+from grpo_lite.planning.candidates import LORA_KEYS
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["RUN_DEFAULTS", "LORA_KEYS", "Recipe", "from_pretrained_kwargs", "make_grpo_config"]
+__all__ = ["RUN_DEFAULTS", "Recipe", "from_pretrained_kwargs", "make_grpo_config"]
 
 # Defaults that are not about memory (the plan owns memory); every one can be overridden.
 RUN_DEFAULTS: dict[str, Any] = {
@@ -53,9 +54,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "adam_beta2": 0.99,
     "weight_decay": 0.1,
 }
-# peft.LoraConfig's names -> the names train() and plan() take
-LORA_KEYS: dict[str, str] = {"r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout",
-                             "target_modules": "lora_target_modules"}
+_LORA_ARGUMENTS = {peft: name for name, peft in LORA_KEYS.items()}  # peft.LoraConfig's names -> train()'s
 # what a recipe must agree on with the run it drives, and what to do when it does not
 _RUN_HINTS = {
     "device": "write the recipe again on this machine (grpo-lite plan MODEL --device cpu|cuda --write FILE)",
@@ -168,7 +167,6 @@ class Recipe:
         (8, 1e-05, 3)
         """
         names = {f.name for f in dataclasses.fields(self)} - {"plan", "trl"}
-        loras = {v: k for k, v in LORA_KEYS.items()}
         overrides = {key: value if key in ("trl", "lora") else _typed(key, value) for key, value in overrides.items()}
         changes: dict[str, Any] = {"trl": dict(self.trl), "lora": None if self.lora is None else dict(self.lora)}
         for key, value in overrides.items():
@@ -176,8 +174,8 @@ class Recipe:
                 changes["trl"].update(value)
             elif key in names:
                 changes[key] = value
-            elif key in loras:
-                changes["lora"] = {**(changes["lora"] or {}), loras[key]: value}
+            elif key in LORA_KEYS:
+                changes["lora"] = {**(changes["lora"] or {}), LORA_KEYS[key]: value}
             else:
                 changes["trl"][key] = value
         return dataclasses.replace(self, plan=None, **changes)
@@ -194,8 +192,8 @@ class Recipe:
             if getattr(self, key) is not None:
                 arguments[key] = getattr(self, key)
         for key, value in (self.lora or {}).items():
-            if key in LORA_KEYS:
-                arguments[LORA_KEYS[key]] = value
+            if key in _LORA_ARGUMENTS:
+                arguments[_LORA_ARGUMENTS[key]] = value
         return arguments
 
     def differences(self, planned: Recipe) -> list[str]:
@@ -310,13 +308,9 @@ class Recipe:
     @classmethod
     def from_yaml(cls, text: str, *, source: str = "the recipe") -> Recipe:
         """Parse the YAML text of a recipe (see :meth:`from_dict` for the errors)."""
-        import yaml
+        from grpo_lite.recipe.values import load_yaml
 
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source} is not valid YAML: {exc}") from None
-        return cls.from_dict(data, source=source)
+        return cls.from_dict(load_yaml(text, source), source=source)
 
     def write(self, path: str | os.PathLike) -> Path:
         """Write :meth:`to_yaml` to ``path`` (atomically) and return it."""
@@ -428,7 +422,7 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
         raise ConfigError(f"{source}: trl: {exc}") from None
     values["trl"] = {k: typed(f"trl.{k}", k, v) for k, v in trl.items()}
     if values.get("lora") is not None:
-        values["lora"] = {k: typed(f"lora.{k}", LORA_KEYS[k], v) if k in LORA_KEYS else v
+        values["lora"] = {k: typed(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
                           for k, v in values["lora"].items()}
     return values
 

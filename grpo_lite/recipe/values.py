@@ -28,7 +28,7 @@ from typing import Any, Optional
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 
-__all__ = ["OwnSettings", "read_mapping", "typed"]
+__all__ = ["OwnSettings", "load_yaml", "read_mapping", "typed"]
 
 
 @dataclass
@@ -152,14 +152,13 @@ def _raise(message: str) -> Any:
 
 
 def read_mapping(path: Path) -> Any:
-    """The YAML of a recipe file, read safely; every failure one line naming the file, the line and the key.
+    """The YAML of a recipe file, read safely (:func:`load_yaml`); every failure one line naming the file, the line
+    and the key.
 
     Raises:
         ConfigError: the file is missing or unreadable, not UTF-8, not YAML, or uses a tag (``!!python/...``)
             that only an unsafe loader would run.
     """
-    import yaml
-
     if not path.is_file():
         raise ConfigError(f"recipe file {path} does not exist; write one with "
                           f"grpo-lite plan MODEL --budget-gb N --write {path}")
@@ -174,6 +173,13 @@ def read_mapping(path: Path) -> Any:
         text = raw.decode("utf-8", errors="replace")
         raise ConfigError(f"{path}, line {line}{_key_at(text, line)}: byte {raw[exc.start]:#x} is not UTF-8; save the "
                           "file as UTF-8 (or remove the character)") from None
+    return load_yaml(text, str(path))
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """``yaml.safe_load(text)``; an error is one line naming ``source``, the line and the key."""
+    import yaml
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -182,7 +188,7 @@ def read_mapping(path: Path) -> Any:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         if isinstance(exc, yaml.constructor.ConstructorError):
             problem += " (recipes hold plain values: tags such as !!python/... are refused, never run)"
-        raise ConfigError(f"{path}, line {line}{_key_at(text, line)}: not valid YAML: {problem}") from None
+        raise ConfigError(f"{source}, line {line}{_key_at(text, line)}: not valid YAML: {problem}") from None
 
 
 def _key_at(text: str, line: int) -> str:

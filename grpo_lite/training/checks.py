@@ -77,7 +77,7 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
     from grpo_lite.recipe.values import typed
     from grpo_lite.training.build import check_config_keys
 
-    check_config_keys(overrides, also=LORA_KEYS + MODEL_KEYS + TRAINER_KEYS)
+    check_config_keys(overrides, also=(*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS))
     overrides = {key: typed(key, value) for key, value in overrides.items()}
     for key, value in overrides.items():
         if isinstance(value, float) and not math.isfinite(value):

@@ -114,3 +114,48 @@ def test_a_wrong_argument_from_python_is_named_as_written(tmp_path, resolved_rec
     with pytest.raises(ConfigError, match=r"stop_strings='</answer>': stop_strings takes a list of text"):
         resolved_recipe(config=path, stop_strings="</answer>")
     assert resolved_recipe(config=path, learning_rate="1e-5").trl["learning_rate"] == 1e-5
+
+
+# ---- dead ends of grpo-lite plan --write --------------------------------------------------------------------
+PLAN = ["plan", "Llama-3.2-1B-Instruct", "--budget-gb", "16"]
+
+
+def test_plan_write_into_a_folder_names_a_file_to_give(tmp_path, capsys):
+    error = _cli_error([*PLAN, "--write", str(tmp_path)], capsys)
+    assert f"{tmp_path} is a folder: give the recipe a file name, e.g. {tmp_path / 'recipe.yaml'}" in error
+
+
+def test_plan_write_where_it_cannot_write_is_one_line(tmp_path, capsys, monkeypatch):
+    (tmp_path / "file").write_text("x")
+    error = _cli_error([*PLAN, "--write", str(tmp_path / "file" / "r.yaml")], capsys)
+    assert f"cannot write the recipe to {tmp_path / 'file' / 'r.yaml'}" in error
+    import errno
+    from pathlib import Path
+
+    def read_only(self, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_text", read_only)
+    error = _cli_error([*PLAN, "--write", str(tmp_path / "r.yaml")], capsys)
+    assert f"cannot write the recipe to {tmp_path / 'r.yaml'}: Permission denied" in error
+    assert list(tmp_path.iterdir()) == [tmp_path / "file"]  # no temporary file left
+
+
+def test_compare_with_write_is_refused_not_ignored(tmp_path, capsys):
+    error = _cli_error([*PLAN, "--compare", "--write", str(tmp_path / "r.yaml")], capsys)
+    assert "--write saves one plan as a recipe; --compare shows every preset" in error
+    assert not (tmp_path / "r.yaml").exists()
+
+
+def test_prompts_and_completions_beyond_the_context_are_reported_before_training(tiny_model_dir, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """The tiny model has 1024 positions: 1100 completion tokens cannot fit, whatever the memory."""
+    from grpo_lite.training import attempts
+
+    monkeypatch.setattr(attempts.Attempts, "start", lambda *a, **k: pytest.fail("training started"))
+    error = _cli_error(["train", str(tiny_model_dir), "--dataset", "synthetic", "--reward", "length", "--set",
+                        "max_completion_length=1100", "--set", "num_generations=2", "--set",
+                        "per_device_train_batch_size=2", "--output-dir", str(tmp_path / "run")], capsys)
+    assert "has a context of 1024 tokens: set max_completion_length=" in error
+    room = int(error.split("set max_completion_length=")[1].split(" ")[0])
+    assert 0 < room < 1024 and f"--set max_completion_length={room}" in error

@@ -85,6 +85,9 @@ def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
 def run(args: argparse.Namespace) -> int:
     """Print the plan (or the comparison); GrpoLiteError propagates to main() as one error line."""
     fixed = parse_set(args.set, own_options=vars(args))
+    if args.compare and args.write:
+        raise ConfigError("--write saves one plan as a recipe; --compare shows every preset: drop one of them "
+                          "(grpo-lite plan MODEL --budget-gb N --write FILE)")
     if args.compare:
         return _compare(args, fixed)
     if len(args.models) > 1:

@@ -21,6 +21,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
@@ -313,12 +314,26 @@ class Recipe:
         return cls.from_dict(load_yaml(text, source), source=source)
 
     def write(self, path: str | os.PathLike) -> Path:
-        """Write :meth:`to_yaml` to ``path`` (atomically) and return it."""
+        """Write :meth:`to_yaml` to ``path`` (atomically) and return it.
+
+        Raises:
+            OutputDirError: ``path`` is a folder, or the file cannot be written there (read-only, a file in the way).
+        """
+        from grpo_lite.errors import OutputDirError
+
         out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.is_dir():
+            raise OutputDirError(f"{out} is a folder: give the recipe a file name, e.g. {out / 'recipe.yaml'}")
         tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(self.to_yaml(out), encoding="utf-8")
-        os.replace(tmp, out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(self.to_yaml(out), encoding="utf-8")
+            os.replace(tmp, out)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise OutputDirError(f"cannot write the recipe to {out}: {exc.strerror or exc}; pass a path in a folder "
+                                 "you can write to") from None
         return out
 
     @classmethod

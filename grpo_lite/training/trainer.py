@@ -229,6 +229,7 @@ def train(
         plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
         the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run,
                               quiet, show_plan)
+        _check_context(the_plan, inputs)
         the_recipe = _planned_recipe(the_plan, recipe, dataset=dataset, rewards=rewards, prompt_style=inputs.style,
                                      seed=seed, max_steps=max_steps, stop_strings=stop_strings)
         _check_disk(run, the_plan)
@@ -444,6 +445,36 @@ def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | 
         else:
             run.console.print(plan_summary(the_plan), highlight=False, markup=False, soft_wrap=True)
     return the_plan
+
+
+def _context_tokens(spec: Any, tokenizer: Any) -> int | None:
+    """The model's context in tokens: its config's ``max_position_embeddings``, else the tokenizer's
+    ``model_max_length`` (None when neither says, as for a tokenizer without a limit)."""
+    context = None
+    if spec.kind != "gguf":
+        from transformers import AutoConfig
+
+        try:
+            context = getattr(AutoConfig.from_pretrained(spec.model_id), "max_position_embeddings", None)
+        except (OSError, ValueError):  # not cached offline, or not a transformers config
+            context = None
+    if context is None:
+        context = getattr(tokenizer, "model_max_length", None)
+    return context if isinstance(context, int) and 0 < context < 10**7 else None
+
+
+def _check_context(the_plan: Plan, inputs: RunInputs) -> None:
+    """Before the model loads: the longest prompt and the planned completions fit the model's context."""
+    context = _context_tokens(inputs.spec, inputs.tokenizer)
+    completion = the_plan.settings["max_completion_length"]
+    if context is None or inputs.prompt_tokens + completion <= context:
+        return
+    room = context - inputs.prompt_tokens
+    fix = (f"set max_completion_length={room} or lower (--set max_completion_length={room}; in a recipe, "
+           f"max_completion_length: {room} under trl:; Python: max_completion_length={room}), or " if room >= 1 else "")
+    raise ConfigError(f"the longest prompt ({inputs.prompt_tokens} tokens) and max_completion_length ({completion}) "
+                      f"need {inputs.prompt_tokens + completion} positions; {inputs.spec.name} has a context of "
+                      f"{context} tokens: {fix}shorten the prompts (drop the longest rows from the dataset)")
 
 
 def _check_disk(run: RunFolder, the_plan: Plan) -> None:

@@ -159,3 +159,27 @@ def test_prompts_and_completions_beyond_the_context_are_reported_before_training
     assert "has a context of 1024 tokens: set max_completion_length=" in error
     room = int(error.split("set max_completion_length=")[1].split(" ")[0])
     assert 0 < room < 1024 and f"--set max_completion_length={room}" in error
+
+
+# ---- a TRL whose code turns the shared prefix off: the run is planned without it ---------------------------
+def test_a_trl_seam_that_turns_the_shared_prefix_off_replans_and_says_so(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    import json
+
+    import torch
+    from tiny_run import TINY_RUN
+    from trl import GRPOTrainer
+
+    original = GRPOTrainer._get_per_token_logps_and_entropies
+
+    def changed(self, model, *args, **kwargs):  # TRL 1.14's shape: the trainer runs TRL's code
+        return original(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", changed)
+    torch.set_num_threads(1)
+    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=1, save_strategy="no",
+                   **{**TINY_RUN, "quiet": False})
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "shared-prefix scoring off" in printed and "planned without the shared prefix" in printed
+    assert result.plan.estimate.settings.shared_prefix is False  # the plan trained
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["recipe"]["shared_prefix"] is False and record["shared_prefix"]["calls"]["shared"] == 0

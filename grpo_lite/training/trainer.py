@@ -225,6 +225,7 @@ def train(
     try:
         if run.earlier is not None and preset is None and method is None:
             preset = run.earlier.preset  # the rung the checkpoint was trained on (after any step down)
+        shared_prefix, recipe = _seam_replan(shared_prefix, recipe, run.console)
         inputs = _load_inputs(model, dataset, reward_funcs, prompt_style, seed, skip_invalid, run.console)
         plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
         the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run,
@@ -281,6 +282,20 @@ def _check_recipe_launch(recipe: Recipe) -> None:
         raise ConfigError(f"the recipe was planned for {recipe.num_processes} process(es) but this run has {processes}: "
                           "start it with grpo-lite train --config FILE (it launches the recipe's processes) or set "
                           "num_processes in the file")
+
+
+def _seam_replan(shared_prefix: bool, recipe: Recipe | None, console: Any) -> tuple[bool, Recipe | None]:
+    """Plan without the shared prefix when TRL's code turns it off (trl_seam.code_problems), and say so."""
+    from grpo_lite.training.trl_seam import code_problems, seam_warning
+
+    problems = code_problems() if shared_prefix else {}
+    if not problems:
+        return shared_prefix, recipe
+    import trl
+
+    console.print(f"[yellow]{seam_warning(problems, trl.__version__)}. The run is planned without the shared "
+                  "prefix: the plan below is the plan trained[/yellow]", highlight=False)
+    return False, recipe.with_overrides(shared_prefix=False) if recipe is not None else None
 
 
 def _planned_recipe(the_plan: Plan, recipe: Recipe | None, **run: Any) -> Recipe:

@@ -28,7 +28,7 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from grpo_lite._version import __version__
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example, PromptStyle
@@ -427,7 +427,9 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
     from grpo_lite.training.build import check_config_keys
 
     def typed(path: str, key: str, value: Any) -> Any:
-        return _typed(key, value, f"{source}: {path}: {_shown(data, path)}")
+        from grpo_lite.recipe.costs import show_value
+
+        return _typed(key, value, f"{source}: {path}: {show_value(value)}")
 
     values = {key: value if key in ("trl", "lora") else typed(key, key, value) for key, value in data.items()}
     trl = dict(values.get("trl") or {})
@@ -440,16 +442,6 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
         values["lora"] = {k: typed(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
                           for k, v in values["lora"].items()}
     return values
-
-
-def _shown(data: dict[str, Any], path: str) -> str:
-    """The value at ``path`` (``seed``, ``trl.learning_rate``) as the file shows it."""
-    from grpo_lite.recipe.costs import show_value
-
-    value: Any = data
-    for part in path.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return show_value(value)
 
 
 def _copy(value: Any) -> Any:

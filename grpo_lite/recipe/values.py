@@ -1,12 +1,9 @@
-"""Settings typed as TRL's own parser types them, and a recipe file read into one error line.
+"""Settings typed as TRL's own parser (``HfArgumentParser``) types them, and a recipe file read as one error line.
 
-:func:`typed` parses one setting the way TRL's CLI (``TrlParser``, i.e. transformers' ``HfArgumentParser``)
-parses it: the argparse action it builds from the dataclass field gives the type and the choices. Text goes
-through that type (``"1e-5"`` -> ``1e-05``, which PyYAML leaves a string), values already typed must be of
-it, a list field takes a list. The fields are ``GRPOConfig``'s and grpo-lite's own (:class:`OwnSettings`).
-:func:`read_mapping` reads a recipe file: UTF-8, ``yaml.safe_load`` (a ``!!python`` tag is refused, never
-run), every error one line naming the file, the line and the key. transformers and TRL are imported on
-the first call, never at import.
+:func:`typed`: the argparse action TRL's parser builds from a field (GRPOConfig's or :class:`OwnSettings`')
+gives the type and choices; text goes through the type (``"1e-5"``, which PyYAML leaves text, becomes a
+number), typed values must be of it, a list field takes a list. :func:`read_mapping`: UTF-8 and
+``yaml.safe_load`` (a ``!!python`` tag is refused, never run). transformers and TRL load on the first call.
 
 >>> typed("learning_rate", "1e-5"), typed("num_generations", 4), typed("stop_strings", ["</answer>"])
 (1e-05, 4, ['</answer>'])
@@ -20,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
@@ -33,22 +30,22 @@ __all__ = ["OwnSettings", "load_yaml", "read_mapping", "typed"]
 
 @dataclass
 class OwnSettings:
-    """grpo-lite's settings that are not GRPOConfig fields, typed for HfArgumentParser (recipe keys and
-    ``train()`` arguments of the same names; LoRA's under train()'s names)."""
+    """grpo-lite's settings that are not GRPOConfig fields, typed for HfArgumentParser: recipe keys and train()
+    arguments of the same names (LoRA's under train()'s names). Types only: the defaults live where they are used."""
 
-    model: str = field(metadata={"help": "hub id, local folder or .gguf file"})
-    preset: str = field(metadata={"help": "a rung of the ladder (grpo-lite presets)"})
+    model: str
+    preset: str
+    num_processes: int
+    shared_prefix: bool
+    stop_strings: list[str]
+    lora_r: int
+    lora_alpha: float
+    lora_dropout: float
     device: Optional[Device] = None
     budget_gb: Optional[float] = None
-    num_processes: int = 1
     sharding: Optional[Sharding] = None
     dtype: Optional[Dtype] = None
     update_rounding: Optional[UpdateRounding] = None
-    shared_prefix: bool = True
-    stop_strings: list[str] = field(default_factory=list)
-    lora_r: int = 16
-    lora_alpha: float = 32
-    lora_dropout: float = 0.0
     lora_target_modules: Optional[list[str]] = None
 
 
@@ -132,7 +129,7 @@ def typed(key: str, value: Any, *, optional: bool = False, written: str | None =
     else:
         kind = kind.replace(" or ", ", ") + " or None" if takes_none or optional else kind
         problem = f"{written or f'{key}={value!r}'}: {key} takes {kind}"
-    return _raise(problem + _example(key, action, value, many))
+    raise ConfigError(problem + _example(key, action, value, many))
 
 
 def _example(key: str, action: argparse.Action, value: Any, many: bool) -> str:
@@ -145,10 +142,6 @@ def _example(key: str, action: argparse.Action, value: Any, many: bool) -> str:
     if default is None or default is argparse.SUPPRESS or isinstance(default, (list, dict)):
         return ""
     return f"; e.g. {key}={default!r}"
-
-
-def _raise(message: str) -> Any:
-    raise ConfigError(message)
 
 
 def read_mapping(path: Path) -> Any:

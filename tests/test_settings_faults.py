@@ -183,3 +183,14 @@ def test_a_trl_seam_that_turns_the_shared_prefix_off_replans_and_says_so(tiny_mo
     assert result.plan.estimate.settings.shared_prefix is False  # the plan trained
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["recipe"]["shared_prefix"] is False and record["shared_prefix"]["calls"]["shared"] == 0
+
+
+def test_the_same_arguments_without_a_recipe_are_typed_alike(tmp_path, monkeypatch):
+    from grpo_lite.training import trainer
+
+    monkeypatch.setattr(trainer, "_open_run", lambda *a, **k: pytest.fail("the output folder was touched"))
+    for kwargs, message in (({"seed": None}, "seed=None: seed takes a whole number"),
+                            ({"stop_strings": "</answer>"}, "stop_strings='</answer>': stop_strings takes a list"),
+                            ({"shared_prefix": "no way"}, "shared_prefix='no way': shared_prefix takes True or False")):
+        with pytest.raises(ConfigError, match=message):
+            train("some-model", output_dir=tmp_path / "run", **kwargs)

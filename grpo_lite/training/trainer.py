@@ -213,6 +213,10 @@ def train(
         overrides = arguments
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
+    from grpo_lite.recipe.values import typed
+
+    seed, shared_prefix, stop_strings = (typed(key, value) for key, value in (
+        ("seed", seed), ("shared_prefix", shared_prefix), ("stop_strings", stop_strings)))  # as a recipe's are
     reward_funcs, overrides = _check_arguments(max_steps, on_oom, rewards, overrides)
     from grpo_lite.export.after_training import check_export
 

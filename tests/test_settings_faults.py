@@ -194,3 +194,11 @@ def test_the_same_arguments_without_a_recipe_are_typed_alike(tmp_path, monkeypat
                             ({"shared_prefix": "no way"}, "shared_prefix='no way': shared_prefix takes True or False")):
         with pytest.raises(ConfigError, match=message):
             train("some-model", output_dir=tmp_path / "run", **kwargs)
+
+
+def test_lora_target_modules_take_names_or_peft_s_pattern():
+    base = {"model": "m", "preset": "lora"}
+    assert Recipe.from_dict({**base, "lora": {"r": 8, "target_modules": "all-linear"}}).lora["target_modules"] == "all-linear"
+    assert Recipe.from_dict({**base, "lora": {"target_modules": ["q_proj"]}}).lora["target_modules"] == ["q_proj"]
+    with pytest.raises(ConfigError, match=r"the recipe: lora.target_modules: 5: lora_target_modules takes text"):
+        Recipe.from_dict({**base, "lora": {"target_modules": 5}})

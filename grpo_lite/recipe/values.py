@@ -20,7 +20,7 @@ import functools
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
@@ -46,7 +46,7 @@ class OwnSettings:
     sharding: Optional[Sharding] = None
     dtype: Optional[Dtype] = None
     update_rounding: Optional[UpdateRounding] = None
-    lora_target_modules: Optional[list[str]] = None
+    lora_target_modules: Union[None, str, list[str]] = None  # names, or a pattern ("all-linear"): typed as text
 
 
 # what a value must be for an action's type, when it is not text (text goes through the type itself); the parser

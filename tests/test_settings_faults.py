@@ -73,6 +73,7 @@ def test_a_bad_recipe_file_is_one_line_from_the_cli(text, fragment, tmp_path, ca
     ("budget_gb: lots\n", "budget_gb: lots: budget_gb takes a number or None"),
     ("trl:\n  learning_rat: 1.0e-5\n", "did you mean 'learning_rate'?"),
     ("trl:\n  num_generations: 2.5\n", "trl.num_generations: 2.5: num_generations takes a whole number"),
+    ("trl:\n  learning_rate: -1\n", "trl: learning_rate=-1 must be > 0"),
     ("dtype: bf16\n", "dtype: bf16 is not valid; choose one of bfloat16, float16, float32"),
     ("lora:\n  r: eight\n", "lora.r: eight: lora_r takes a whole number"),
 ])

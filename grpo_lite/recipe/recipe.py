@@ -424,7 +424,7 @@ def _typed(key: str, value: Any, written: str | None = None) -> Any:
 
 def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
     """A recipe mapping with each value typed; a message names the file, the key and the value as written."""
-    from grpo_lite.training.build import check_config_keys
+    from grpo_lite.training.checks import check_overrides
 
     def typed(path: str, key: str, value: Any) -> Any:
         from grpo_lite.recipe.costs import show_value
@@ -432,12 +432,11 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
         return _typed(key, value, f"{source}: {path}: {show_value(value)}")
 
     values = {key: value if key in ("trl", "lora") else typed(key, key, value) for key, value in data.items()}
-    trl = dict(values.get("trl") or {})
+    values["trl"] = {k: typed(f"trl.{k}", k, v) for k, v in (values.get("trl") or {}).items()}
     try:
-        check_config_keys(trl)
+        check_overrides(values["trl"])  # unknown names (with the closest valid one) and ranges
     except ConfigError as exc:
         raise ConfigError(f"{source}: trl: {exc}") from None
-    values["trl"] = {k: typed(f"trl.{k}", k, v) for k, v in trl.items()}
     if values.get("lora") is not None:
         values["lora"] = {k: typed(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
                           for k, v in values["lora"].items()}

@@ -246,7 +246,7 @@ def test_a_plans_lora_settings_come_back_through_a_recipe():
     from grpo_lite import plan
 
     p = plan("Qwen2.5-0.5B", device="cpu", preset="lora", lora_r=8, lora_dropout=0.05)
-    arguments = Recipe.from_plan(p).train_arguments()
+    arguments = Recipe.from_plan(p).plan_settings()
     assert (arguments["lora_r"], arguments["lora_alpha"], arguments["lora_dropout"]) == (8, 16, 0.05)
     assert arguments["lora_target_modules"] == p.lora["target_modules"]
     again = plan("Qwen2.5-0.5B", device="cpu", preset="lora", **{k: v for k, v in arguments.items() if k.startswith("lora")})

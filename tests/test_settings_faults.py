@@ -117,6 +117,73 @@ def test_a_wrong_argument_from_python_is_named_as_written(tmp_path, resolved_rec
     assert resolved_recipe(config=path, learning_rate="1e-5").trl["learning_rate"] == 1e-5
 
 
+# ---- train(config=...): the recipe as written is estimated, checked and run ----------------------------------
+class Started(Exception):
+    """Raised where the trainer would be built, with the plan and the recipe it would be built from."""
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """train(config=...) stops where the attempts start and hands over (plan, recipe)."""
+    from grpo_lite.training import attempts
+
+    def stop(cls, plan, inputs, run, recipe, **kwargs):
+        raise Started(plan, recipe)
+
+    monkeypatch.setattr(attempts.Attempts, "start", classmethod(stop))
+
+    def run(**kwargs):
+        with pytest.raises(Started) as caught:
+            train(**kwargs)
+        return caught.value.args
+
+    return run
+
+
+def _tiny_recipe(tiny_model_dir, **changes) -> Recipe:
+    from grpo_lite import plan
+
+    p = plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4, per_device_train_batch_size=4,
+             max_completion_length=16)
+    return Recipe.from_plan(p, dataset="synthetic", rewards=["length"], max_steps=1).with_overrides(**changes)
+
+
+def test_a_recipe_runs_as_written_and_only_its_gaps_are_planned(tiny_model_dir, tmp_path, started):
+    written = _tiny_recipe(tiny_model_dir, temperature=0.5, learning_rate=3e-3)
+    written.dtype = None  # left to the planner
+    del written.trl["optim"]
+    written.lora["lora_dropout"] = 0.1
+    the_plan, ran = started(config=written, output_dir=tmp_path / "run")
+    assert (ran.trl["temperature"], ran.trl["learning_rate"], ran.lora["lora_dropout"]) == (0.5, 3e-3, 0.1)
+    assert ran.dtype == the_plan.model_kwargs["dtype"] == "float32" and ran.trl["optim"] == the_plan.settings["optim"]
+    assert {k: v for k, v in ran.trl.items() if k != "optim"} == written.trl and ran.plan is the_plan
+    # the estimate is of the recipe's own settings, not of settings the planner traded
+    step = the_plan.estimate.settings
+    assert (step.num_generations, step.max_completion_length, step.per_device_train_batch_size) == (4, 16, 4)
+    assert the_plan.lora["lora_dropout"] == 0.1
+
+
+def test_a_recipe_that_does_not_fit_its_budget_is_refused_naming_its_keys(tiny_model_dir, tmp_path, started):
+    recipe = _tiny_recipe(tiny_model_dir, budget_gb=0.25, num_generations=64, per_device_train_batch_size=64,
+                          max_completion_length=4096)
+    from grpo_lite.errors import DoesNotFitError
+
+    with pytest.raises(DoesNotFitError) as caught:
+        train(config=recipe, output_dir=tmp_path / "run")
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1, message
+    assert message.startswith("the recipe does not fit as written: ") and "with preset lora" in message, message
+    assert f"budget_gb: {caught.value.smallest_budget_gb:g} or more" in message, message
+    assert "trl.max_completion_length" in message and "any preset" not in message, message
+    assert not (tmp_path / "run").exists()
+
+
+def test_lora_settings_under_a_full_preset_are_refused_naming_the_key(tiny_model_dir, tmp_path, started):
+    recipe = _tiny_recipe(tiny_model_dir, preset="full")
+    with pytest.raises(ConfigError, match=r"^the recipe cannot run as written: lora: the recipe says"):
+        started(config=recipe, output_dir=tmp_path / "run")
+
+
 # ---- dead ends of grpo-lite plan --write --------------------------------------------------------------------
 PLAN = ["plan", "Llama-3.2-1B-Instruct", "--budget-gb", "16"]
 

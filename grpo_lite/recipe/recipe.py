@@ -181,21 +181,44 @@ class Recipe:
                 changes["trl"][key] = value
         return dataclasses.replace(self, plan=None, **changes)
 
-    def train_arguments(self) -> dict[str, Any]:
-        """``train()``'s keyword arguments that run this recipe with every setting fixed as written."""
-        arguments: dict[str, Any] = {
-            "model": self.model, "budget_gb": self.budget_gb, "dataset": self.dataset, "rewards": self.rewards,
-            "preset": self.preset, "prompt_style": _style_object(self.prompt_style), "seed": self.seed,
-            "max_steps": self.max_steps, "shared_prefix": self.shared_prefix, "stop_strings": tuple(self.stop_strings),
-            **self.trl,
-        }  # fmt: skip
+    def plan_settings(self) -> dict[str, Any]:
+        """What :func:`grpo_lite.plan` keeps verbatim to estimate this recipe: its ``trl`` settings, its LoRA settings
+        (train()'s names), and ``dtype``, ``update_rounding``, ``shared_prefix``; a setting left None stays the planner's.
+
+        With every setting written (as ``grpo-lite plan --write`` writes them) the planner has one candidate: the
+        recipe itself, whose estimate is checked against the budget.
+        """
+        settings: dict[str, Any] = {**self.trl, "shared_prefix": self.shared_prefix}
         for key in ("dtype", "update_rounding"):  # None: the planner's
             if getattr(self, key) is not None:
-                arguments[key] = getattr(self, key)
+                settings[key] = getattr(self, key)
         for key, value in (self.lora or {}).items():
             if key in _LORA_ARGUMENTS:
-                arguments[_LORA_ARGUMENTS[key]] = value
-        return arguments
+                settings[_LORA_ARGUMENTS[key]] = value
+        return settings
+
+    def style(self) -> PromptStyle:
+        """The :class:`~grpo_lite.data.prompts.PromptStyle` that :attr:`prompt_style` names or spells out."""
+        return _style_object(self.prompt_style)
+
+    def filled(self, plan: Plan) -> Recipe:
+        """This recipe as it runs on ``plan``, the plan of its own settings (:meth:`plan_settings`): what it leaves
+        to the planner (None, a LoRA or ``trl`` key it does not write) taken from the plan, every setting written
+        kept as written.
+
+        Raises:
+            ConfigError: the plan's estimate is not of a setting as written (LoRA settings under a full fine-tuning
+                preset, a quantization the preset does not load, another sharding than the launch's): one
+                phrase per key, naming it and what to change.
+        """
+        planned = Recipe.from_plan(plan)
+        problems = self.differences(planned)
+        if problems:
+            raise ConfigError("the recipe cannot run as written: " + "; ".join(problems))
+        chosen = {key: getattr(planned, key) for key in ("device", "sharding", "dtype", "quantization", "update_rounding")
+                  if getattr(self, key) is None}
+        lora = planned.lora if self.lora is None else {**(planned.lora or {}), **self.lora}
+        return dataclasses.replace(self, **chosen, lora=_copy(lora), trl={**planned.trl, **_copy(self.trl)}, plan=plan)
 
     def differences(self, planned: Recipe) -> list[str]:
         """What ``planned`` (this recipe after planning) does not run as written: one line per setting.

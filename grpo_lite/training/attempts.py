@@ -94,22 +94,19 @@ class Attempts:
     recipe: Recipe | None = None  # the plan as the trainer takes it (grpo_lite.recipe); follows every step down
 
     @classmethod
-    def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, *, max_steps: int | None, seed: int,
-              callbacks: Sequence[Any], trainer_options: dict[str, Any] | None = None,
-              recipe: Recipe | None = None) -> Attempts:
-        """The first attempt's state; a resumed run takes over the earlier run's steps, events and history."""
+    def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, recipe: Recipe, *, callbacks: Sequence[Any],
+              trainer_options: dict[str, Any] | None = None) -> Attempts:
+        """The first attempt's state, the trainer built from ``recipe`` (its seed and max_steps are the run's);
+        a resumed run takes over the earlier run's steps, events and history."""
         from grpo_lite.training.callbacks import HistoryCallback, MemoryCallback
         from grpo_lite.training.checkpoints import CompletionCallback
         from grpo_lite.training.ranks import RankRecordCallback
         from grpo_lite.training.resilience import InterruptCallback, SaveAtEndCallback
         from grpo_lite.training.resume import HISTORY_FILE
 
-        loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, seed, callbacks, dict(trainer_options or {}))
-        if recipe is None:
-            from grpo_lite.recipe.recipe import Recipe
-
-            recipe = Recipe.from_plan(plan, prompt_style=inputs.style, seed=seed, max_steps=max_steps)
-        loop.recipe = recipe
+        max_steps = recipe.max_steps
+        loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, recipe.seed, callbacks, dict(trainer_options or {}),
+                   recipe=recipe)
         history_file = run.out / HISTORY_FILE if run.state.is_main_process else None
         loop.memory_cb, loop.history_cb, loop.interrupt_cb = MemoryCallback(), HistoryCallback(history_file), InterruptCallback()
         loop.own_callbacks = [loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),

@@ -94,7 +94,7 @@ def default_output_dir(model: str) -> Path:
     return Path("runs") / f"{slug}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
-# train()'s arguments a recipe holds, in the order train() unpacks them; the rest of a recipe are overrides
+# train()'s arguments a recipe holds (Recipe fields of the same name); the rest of a recipe are overrides
 RECIPE_ARGUMENTS = ("model", "budget_gb", "dataset", "rewards", "preset", "prompt_style", "seed", "max_steps",
                     "shared_prefix", "stop_strings")
 
@@ -203,20 +203,20 @@ def train(
     """
     from grpo_lite.training.attempts import Attempts, run_attempts
 
-    recipe = None
-    if config is not None:  # a Recipe, the arguments passed already applied (_recipe_with_passed_arguments)
-        recipe = config
+    recipe: Recipe | None = config  # a Recipe, the arguments passed already applied (_recipe_with_passed_arguments)
+    if recipe is not None:
         _check_recipe_launch(recipe)
-        arguments = recipe.train_arguments()
-        model, budget_gb, dataset, rewards, preset, prompt_style, seed, max_steps, shared_prefix, stop_strings = (
-            arguments.pop(key) for key in RECIPE_ARGUMENTS)
-        overrides = arguments
+        model, budget_gb, dataset, rewards, seed, max_steps = (recipe.model, recipe.budget_gb, recipe.dataset,
+                                                               recipe.rewards, recipe.seed, recipe.max_steps)
+        prompt_style, shared_prefix = recipe.style(), recipe.shared_prefix
+        overrides = recipe.plan_settings()  # checked below as train()'s own overrides are
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
-    from grpo_lite.recipe.values import typed
+    else:
+        from grpo_lite.recipe.values import typed
 
-    seed, shared_prefix, stop_strings = (typed(key, value) for key, value in (
-        ("seed", seed), ("shared_prefix", shared_prefix), ("stop_strings", stop_strings)))  # as a recipe's are
+        seed, shared_prefix, stop_strings = (typed(key, value) for key, value in (
+            ("seed", seed), ("shared_prefix", shared_prefix), ("stop_strings", stop_strings)))  # as a recipe's are
     reward_funcs, overrides = _check_arguments(max_steps, on_oom, rewards, overrides)
     from grpo_lite.export.after_training import check_export
 
@@ -227,19 +227,27 @@ def train(
     run = _open_run(model, output_dir, resume=resume, overwrite=overwrite, quiet=quiet)
     loop = None
     try:
-        if run.earlier is not None and preset is None and method is None:
+        if run.earlier is not None and preset is None and method is None and recipe is None:
             preset = run.earlier.preset  # the rung the checkpoint was trained on (after any step down)
-        shared_prefix, recipe = _seam_replan(shared_prefix, recipe, run.console)
+        shared_prefix = _seam_replan(shared_prefix, run.console)
+        if recipe is not None and shared_prefix != recipe.shared_prefix:
+            recipe = recipe.with_overrides(shared_prefix=shared_prefix)
         inputs = _load_inputs(model, dataset, reward_funcs, prompt_style, seed, skip_invalid, run.console)
         plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
-        the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run,
-                              quiet, show_plan)
+        if recipe is None:  # plan -> Recipe
+            from grpo_lite.recipe.recipe import Recipe
+
+            the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix},
+                                  run, quiet, show_plan)
+            the_recipe = Recipe.from_plan(the_plan, dataset=dataset, rewards=rewards, prompt_style=inputs.style,
+                                          seed=seed, max_steps=max_steps, stop_strings=stop_strings)
+        else:  # the recipe as written: the estimate of its settings against its budget, then the recipe runs
+            the_plan = _make_plan(inputs, plan_kwargs, method, recipe.preset, recipe.plan_settings(), run, quiet,
+                                  show_plan, recipe=recipe)
+            the_recipe = recipe.filled(the_plan)
         _check_context(the_plan, inputs)
-        the_recipe = _planned_recipe(the_plan, recipe, dataset=dataset, rewards=rewards, prompt_style=inputs.style,
-                                     seed=seed, max_steps=max_steps, stop_strings=stop_strings)
         _check_disk(run, the_plan)
-        loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks,
-                              recipe=the_recipe)
+        loop = Attempts.start(the_plan, inputs, run, the_recipe, callbacks=callbacks)
         trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
         result = _finish(loop, trainer, inputs, run)
     except BaseException as exc:
@@ -288,30 +296,19 @@ def _check_recipe_launch(recipe: Recipe) -> None:
                           "num_processes in the file")
 
 
-def _seam_replan(shared_prefix: bool, recipe: Recipe | None, console: Any) -> tuple[bool, Recipe | None]:
-    """Plan without the shared prefix when TRL's code turns it off (trl_seam.code_problems), and say so."""
+def _seam_replan(shared_prefix: bool, console: Any) -> bool:
+    """Whether the run shares prompts: not when TRL's code turns the shared prefix off
+    (trl_seam.code_problems), which is said before planning, so the plan printed is the plan trained."""
     from grpo_lite.training.trl_seam import code_problems, seam_warning
 
     problems = code_problems() if shared_prefix else {}
     if not problems:
-        return shared_prefix, recipe
+        return shared_prefix
     import trl
 
     console.print(f"[yellow]{seam_warning(problems, trl.__version__)}. The run is planned without the shared "
                   "prefix: the plan below is the plan trained[/yellow]", highlight=False)
-    return False, recipe.with_overrides(shared_prefix=False) if recipe is not None else None
-
-
-def _planned_recipe(the_plan: Plan, recipe: Recipe | None, **run: Any) -> Recipe:
-    """The plan as the recipe the trainer is built from; a recipe given to train() must come back as written."""
-    from grpo_lite.recipe.recipe import Recipe
-
-    planned = Recipe.from_plan(the_plan, **run)
-    if recipe is not None:
-        problems = recipe.differences(planned)
-        if problems:
-            raise ConfigError("the recipe cannot run as written: " + "; ".join(problems))
-    return planned
+    return False
 
 
 def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any,
@@ -446,8 +443,13 @@ def _plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
 
 
 def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | None, preset: str | None,
-               overrides: dict[str, Any], run: RunFolder, quiet: bool, show_plan: bool = False) -> Plan:
-    """plan() for this run, printed on the main process: its summary, or the whole table with ``show_plan``."""
+               overrides: dict[str, Any], run: RunFolder, quiet: bool, show_plan: bool = False,
+               recipe: Recipe | None = None) -> Plan:
+    """plan() for this run, printed on the main process: its summary, or the whole table with ``show_plan``.
+
+    With ``recipe``, ``overrides`` are its settings and ``preset`` its preset: the estimate of the recipe as
+    written, refused in one line naming the recipe's keys to change when it does not fit its budget.
+    """
     from grpo_lite.errors import DoesNotFitError
     from grpo_lite.planning.choose import plan
     from grpo_lite.training.resilience import train_advice
@@ -455,7 +457,9 @@ def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | 
     try:
         the_plan = plan(inputs.spec, method=method, preset=preset, **plan_kwargs, **overrides)
     except DoesNotFitError as exc:  # the planner's advice names max_prompt_length, which train() measures itself
-        raise DoesNotFitError(train_advice(str(exc), inputs.prompt_tokens), exc.smallest_budget_gb, exc.preset) from None
+        advice = (train_advice(str(exc), inputs.prompt_tokens) if recipe is None else
+                  _recipe_advice(str(exc), inputs.prompt_tokens, exc.smallest_budget_gb, recipe))
+        raise DoesNotFitError(advice, exc.smallest_budget_gb, exc.preset) from None
     if not quiet and run.state.is_main_process:
         from grpo_lite.planning.tables import plan_summary, plan_table
 
@@ -464,6 +468,18 @@ def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | 
         else:
             run.console.print(plan_summary(the_plan), highlight=False, markup=False, soft_wrap=True)
     return the_plan
+
+
+def _recipe_advice(message: str, prompt_tokens: int, smallest_gb: float | None, recipe: Recipe) -> str:
+    """The planner's refusal of a recipe, with the recipe keys that make it fit (one line)."""
+    cut = message.find(" Or shorten")
+    budget = "" if smallest_gb is None else f"budget_gb: {smallest_gb:g} or more (on a machine that has it), "
+    card = (f" --device {recipe.device}" if recipe.device is not None else "") + (
+        f" --budget-gb {recipe.budget_gb:g}" if recipe.budget_gb is not None else "")
+    return (f"the recipe does not fit as written: {message[:cut] if cut >= 0 else message} Change in the recipe: "
+            f"{budget}a lower trl.max_completion_length or trl.num_generations (floor 4), or a cheaper preset; or "
+            f"shorten the prompts (the longest is {prompt_tokens} tokens); or write a recipe that fits: "
+            f"grpo-lite plan {recipe.model}{card} --write FILE")
 
 
 def _context_tokens(spec: Any, tokenizer: Any) -> int | None:

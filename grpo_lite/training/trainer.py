@@ -1,8 +1,9 @@
-"""train(): plan -> GRPOConfig, PEFT and bitsandbytes settings -> TRL's GRPOTrainer -> run.json.
+"""train(): plan -> Recipe -> TRL's GRPOTrainer -> run.json, or, with ``config=``, Recipe -> fits? -> the same run.
 
 The flow, in order: resolve the model, load its tokenizer and the dataset (prompt lengths are
-measured, not assumed), plan the memory preset for the budget, load the model as the plan says,
-build TRL's ``GRPOTrainer``, train, save the model or adapter and ``run.json`` atomically, and print
+measured, not assumed), plan the memory preset for the budget and write it as a Recipe (or, with a
+recipe, estimate the recipe's own settings and refuse it when they do not fit its budget), load the
+model and build TRL's ``GRPOTrainer`` from the Recipe, train, save the model or adapter and ``run.json`` atomically, and print
 a summary. Before anything loads, every setting and the output folder are checked
 (:mod:`grpo_lite.training.checks`). Around the loop: one run per folder (a lock), a guard against
 overwriting another run, resume from the newest complete checkpoint, Ctrl-C that saves before it
@@ -156,9 +157,11 @@ def train(
         budget_gb: the GPU's nominal size in GB (16 for a 16 GB card), per device. None detects the
             current CUDA device; without CUDA the run uses a CPU plan.
         config: a recipe to run as written: a YAML file (``grpo-lite plan MODEL --write recipe.yaml``) or a
-            :class:`~grpo_lite.recipe.recipe.Recipe`. Its preset and every setting in it are fixed (the
-            planner trades nothing, and raises DoesNotFitError when the whole does not fit your prompts);
-            the arguments you pass override its values (an argument you write wins even at its default:
+            :class:`~grpo_lite.recipe.recipe.Recipe`. The trainer is built from the recipe itself; before
+            anything loads, the memory model's estimate of its settings (for your measured prompts) is checked
+            against its ``budget_gb`` (DoesNotFitError naming the recipe keys to change); only a setting it
+            leaves None is the planner's (:meth:`~grpo_lite.recipe.recipe.Recipe.filled`). The arguments you
+            pass override its values (an argument you write wins even at its default:
             ``seed=0`` over the file's 7; one you leave out keeps the recipe's), as flags override ``--config``
             in TRL's CLI.
         dataset: ``"gsm8k"``, ``"synthetic"``, a path to a jsonl/json/parquet/csv file or folder, or a

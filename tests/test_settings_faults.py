@@ -184,6 +184,36 @@ def test_lora_settings_under_a_full_preset_are_refused_naming_the_key(tiny_model
         started(config=recipe, output_dir=tmp_path / "run")
 
 
+def test_a_shared_prefix_turned_off_after_the_model_loads_is_planned_again(tiny_model_dir, tmp_path, monkeypatch):
+    """TRL's fused LM head found changed once the model is built: the plan in run.json is the plan trained."""
+    import json
+
+    from grpo_lite import plan
+    from grpo_lite.training import trl_seam
+    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+
+    monkeypatch.setattr(trl_seam, "_fused_head_problem", lambda trainer: "the fused LM head takes no shift_labels")
+
+    def stop(self, *args, **kwargs):
+        raise Started(self.shared_prefix)
+
+    monkeypatch.setattr(LiteGRPOTrainer, "train", stop)
+    recipe = _tiny_recipe(tiny_model_dir)
+    assert recipe.shared_prefix
+    with pytest.raises(Started) as caught:
+        train(config=recipe, output_dir=tmp_path / "run", quiet=True)
+    assert caught.value.args == (False,)  # the trainer runs TRL's scoring
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    replanned = [e for e in record["events"] if e["event"] == "replanned"]
+    assert len(replanned) == 1 and "shift_labels" in replanned[0]["reason"], record["events"]
+    without = plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4, per_device_train_batch_size=4,
+                   max_completion_length=16, max_prompt_length=record["measured_prompt_tokens"], shared_prefix=False)
+    assert record["planned_peak_gib"] == replanned[0]["to_peak_gib"] == round(without.estimate.total_gib, 3)
+    assert replanned[0]["from_peak_gib"] != replanned[0]["to_peak_gib"]
+    assert record["recipe"]["shared_prefix"] is False
+    assert {k: record["plan"]["settings"][k] for k in without.settings} == without.settings
+
+
 # ---- dead ends of grpo-lite plan --write --------------------------------------------------------------------
 PLAN = ["plan", "Llama-3.2-1B-Instruct", "--budget-gb", "16"]
 

@@ -155,6 +155,36 @@ class Attempts:
         replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
         return trainer
 
+    def plan_as_built(self, trainer: Any, plan_kwargs: dict[str, Any]) -> None:
+        """The plan of what the trainer runs: when it turned the shared prefix off once the model loaded (TRL's
+        fused LM head differs, FSDP or ZeRO-3), the recipe is estimated again without it (the same settings
+        otherwise) and the run says so, on the console and as a ``replanned`` event in run.json.
+
+        Raises:
+            DoesNotFitError: without the shared prefix the recipe no longer fits its budget.
+        """
+        assert self.recipe is not None
+        if not self.recipe.shared_prefix or trainer.shared_prefix:
+            return
+        from grpo_lite.errors import DoesNotFitError
+        from grpo_lite.planning.choose import plan
+
+        why = trainer.shared_prefix_record.get("off", "turned off by the trainer")
+        recipe = self.recipe.with_overrides(shared_prefix=False)
+        try:
+            lower = plan(self.plan.model, preset=self.plan.preset.name, **plan_kwargs, **recipe.plan_settings())
+        except DoesNotFitError as exc:
+            raise DoesNotFitError(f"the shared prefix is off once the model loaded ({why}), and without it the run "
+                                  f"does not fit: {exc}", exc.smallest_budget_gb, exc.preset) from None
+        event = {"event": "replanned", "reason": f"shared prefix off: {why}",
+                 "from_peak_gib": round(self.plan.estimate.total_gib, 3), "to_peak_gib": round(lower.estimate.total_gib, 3)}
+        self.plan, self.recipe = lower, recipe.filled(lower)
+        self.events.append(event)
+        self.run.console.print(f"[yellow]the shared prefix is off ({why}): the run is planned again without it, "
+                               f"peak {event['from_peak_gib']:.2f} -> {event['to_peak_gib']:.2f} GiB[/yellow]",
+                               highlight=False)
+        self.write_record(status="running")
+
     def checkpoint_record(self) -> dict[str, Any]:
         """What a checkpoint's completion marker keeps of the run: enough to resume without run.json."""
         return {"preset": self.plan.preset.name, "source": None if self.source == self.inputs.spec.model_id else self.source,
@@ -255,6 +285,7 @@ def run_attempts(loop: Attempts, plan_kwargs: dict[str, Any], *, on_oom: OnOOM, 
 
     while True:
         trainer = loop.build()
+        loop.plan_as_built(trainer, plan_kwargs)
         checkpoint = loop.run.checkpoint
         start = time.perf_counter()
         try:

@@ -129,7 +129,9 @@ def code_problems(trl_class: type | None = None) -> dict[Feature, str]:
     """What differs in TRL's code itself, known before a model loads: the shared-prefix scoring's signature.
 
     train() asks before it plans: a run whose TRL turns the shared prefix off is planned without it, so the
-    plan printed is the plan trained (the trainer's own check, :func:`seam_problems`, reads the rest).
+    plan printed is the plan trained. The trainer's own check, :func:`seam_problems`, reads the rest once the
+    model is built; a shared prefix it turns off then is planned again (``Attempts.plan_as_built``: a
+    ``replanned`` event in run.json).
     """
     if trl_class is None:
         from trl import GRPOTrainer as trl_class

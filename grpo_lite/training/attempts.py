@@ -171,8 +171,10 @@ class Attempts:
 
         why = trainer.shared_prefix_record.get("off", "turned off by the trainer")
         recipe = self.recipe.with_overrides(shared_prefix=False)
+        budget = {} if self.plan.budget_gb is None else {"budget_gb": self.plan.budget_gb}  # not the RAM left now
         try:
-            lower = plan(self.plan.model, preset=self.plan.preset.name, **plan_kwargs, **recipe.plan_settings())
+            lower = plan(self.plan.model, preset=self.plan.preset.name, **{**plan_kwargs, **budget},
+                         **recipe.plan_settings())
         except DoesNotFitError as exc:
             raise DoesNotFitError(f"the shared prefix is off once the model loaded ({why}), and without it the run "
                                   f"does not fit: {exc}", exc.smallest_budget_gb, exc.preset) from None

@@ -182,8 +182,9 @@ class Recipe:
         return dataclasses.replace(self, plan=None, **changes)
 
     def plan_settings(self) -> dict[str, Any]:
-        """What :func:`grpo_lite.plan` keeps verbatim to estimate this recipe: its ``trl`` settings, its LoRA settings
-        (train()'s names), and ``dtype``, ``update_rounding``, ``shared_prefix``; a setting left None stays the planner's.
+        """What :func:`grpo_lite.plan` keeps verbatim to estimate this recipe: its ``trl`` settings, its LoRA
+        settings (train()'s names), and ``dtype``, ``update_rounding``, ``shared_prefix``; a setting left None
+        stays the planner's.
 
         With every setting written (as ``grpo-lite plan --write`` writes them) the planner has one candidate: the
         recipe itself, whose estimate is checked against the budget.
@@ -215,8 +216,8 @@ class Recipe:
         problems = self.differences(planned)
         if problems:
             raise ConfigError("the recipe cannot run as written: " + "; ".join(problems))
-        chosen = {key: getattr(planned, key) for key in ("device", "sharding", "dtype", "quantization", "update_rounding")
-                  if getattr(self, key) is None}
+        chosen = {key: getattr(planned, key) for key in ("device", "sharding", "dtype", "quantization",
+                                                          "update_rounding") if getattr(self, key) is None}
         lora = planned.lora if self.lora is None else {**(planned.lora or {}), **self.lora}
         return dataclasses.replace(self, **chosen, lora=_copy(lora), trl={**planned.trl, **_copy(self.trl)}, plan=plan)
 

@@ -105,8 +105,8 @@ class Attempts:
         from grpo_lite.training.resume import HISTORY_FILE
 
         max_steps = recipe.max_steps
-        loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, recipe.seed, callbacks, dict(trainer_options or {}),
-                   recipe=recipe)
+        loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, recipe.seed, callbacks,
+                   dict(trainer_options or {}), recipe=recipe)
         history_file = run.out / HISTORY_FILE if run.state.is_main_process else None
         loop.memory_cb, loop.history_cb, loop.interrupt_cb = MemoryCallback(), HistoryCallback(history_file), InterruptCallback()
         loop.own_callbacks = [loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),
@@ -179,7 +179,8 @@ class Attempts:
             raise DoesNotFitError(f"the shared prefix is off once the model loaded ({why}), and without it the run "
                                   f"does not fit: {exc}", exc.smallest_budget_gb, exc.preset) from None
         event = {"event": "replanned", "reason": f"shared prefix off: {why}",
-                 "from_peak_gib": round(self.plan.estimate.total_gib, 3), "to_peak_gib": round(lower.estimate.total_gib, 3)}
+                 "from_peak_gib": round(self.plan.estimate.total_gib, 3),
+                 "to_peak_gib": round(lower.estimate.total_gib, 3)}
         self.plan, self.recipe = lower, recipe.filled(lower)
         self.events.append(event)
         self.run.console.print(f"[yellow]the shared prefix is off ({why}): the run is planned again without it, "

@@ -3,8 +3,8 @@
 The flow, in order: resolve the model, load its tokenizer and the dataset (prompt lengths are
 measured, not assumed), plan the memory preset for the budget and write it as a Recipe (or, with a
 recipe, estimate the recipe's own settings and refuse it when they do not fit its budget), load the
-model and build TRL's ``GRPOTrainer`` from the Recipe, train, save the model or adapter and ``run.json`` atomically, and print
-a summary. Before anything loads, every setting and the output folder are checked
+model and build TRL's ``GRPOTrainer`` from the Recipe, train, save the model or adapter and
+``run.json`` atomically, and print a summary. Before anything loads, every setting and the output folder are checked
 (:mod:`grpo_lite.training.checks`). Around the loop: one run per folder (a lock), a guard against
 overwriting another run, resume from the newest complete checkpoint, Ctrl-C that saves before it
 exits, a step down the preset ladder on CUDA out-of-memory (see :mod:`grpo_lite.training.resilience`),

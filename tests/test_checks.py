@@ -33,7 +33,7 @@ def nothing_loads(monkeypatch):
 
 # (--set value, the fragment the error line must contain): every bad value of the issue, and their kin
 BAD_SETTINGS = [
-    ("learning_rate=abc", "learning_rate='abc': learning_rate takes a number; e.g. learning_rate=1e-05"),
+    ("learning_rate=abc", "learning_rate='abc': learning_rate takes a number; e.g. learning_rate=1e-06"),
     ("learning_rate=-1", "learning_rate=-1 must be > 0; e.g. learning_rate=1e-05"),
     ("learning_rate=0", "learning_rate=0 must be > 0"),
     ("learning_rate=nan", "learning_rate=nan must be a finite number"),
@@ -46,7 +46,7 @@ BAD_SETTINGS = [
     ("top_p=1.5", "top_p=1.5 must be in (0, 1]"),
     ("save_steps=x", "save_steps='x': save_steps takes a number"),
     ("num_generations=2.5", "num_generations=2.5: num_generations takes a whole number or None"),
-    ("bf16=yes", "bf16='yes': bf16 takes True, False or None; e.g. bf16=True"),
+    ("bf16=maybe", "bf16='maybe': bf16 takes True, False or None"),
     ("lr_scheduler_type=cosin", "lr_scheduler_type='cosin' is not valid; choose one of linear, cosine"),
     ("lora_r=0", "lora_r=0 must be >= 1"),
     ("lora_dropout=1", "lora_dropout=1 must be in [0, 1)"),

@@ -27,9 +27,9 @@ def test_toy_param_count() -> None:
 
 
 def test_every_component_by_hand_full_adamw() -> None:
-    est = estimate(TOY, method="full", optim="adamw_torch", update_rounding="nearest", **SMALL)
+    est = estimate(TOY, method="full", optim="adamw_torch", update_rounding="nearest", shared_prefix=False, **SMALL)
     head = phase(est, "backward_head")
-    tokens = 2 * (8 + 16)
+    tokens = 2 * (8 + 16)  # every completion with its prompt again (shared_prefix=False)
     # per block and token: two norms (fp32 input, the linears' input, x * rsqrt for the trainable weight),
     # attention (q, repeated k and v, out; logsumexp; the mask's bias), MLP (gate, up, SiLU, product)
     per_layer = 2 * (4 * 64 + 2 * 64 + 2 * 64) + (2 * 64 * 4 + 4 * 4 + 2 * 24) + 4 * 2 * 128
@@ -278,7 +278,7 @@ def test_gradients_at_the_head_only_after_the_first_micro_batch(accum: int, aliv
 def test_shared_prefix_counts_packed_rows_and_completion_tokens_only() -> None:
     base = dict(per_device_train_batch_size=8, gradient_accumulation_steps=1, num_generations=4,
                 max_prompt_length=100, max_completion_length=50, device="cpu", optim="adamw_torch")
-    plain = estimate(TOY, **base)
+    plain = estimate(TOY, shared_prefix=False, **base)
     shared = estimate(TOY, shared_prefix=True, **base)
     from grpo_lite.memory import tokens as K
 

@@ -7,7 +7,12 @@ definition of a decision appears (each finder is also shown to find one in a mad
 - the method names: the ``Method`` literal and ``METHODS`` beside it;
 - the prompt tokenisation rule: ``data/prompts.py: prompt_token_ids``;
 - TRL's objects (GRPOConfig, BitsAndBytesConfig) built from a recipe: ``recipe/recipe.py``, and the trainer
-  built from a recipe, never from a plan.
+  built from a recipe, never from a plan;
+- the load dtype names: the ``Dtype`` literal; the LoRA keys: ``planning/candidates.py: LORA_KEYS``.
+
+The values are checked too: ``estimate()`` and ``plan()`` agree for the same settings, the planner's first
+choice of generations and lengths is ``estimate()``'s default, every dtype check accepts the same names,
+and a plan's LoRA settings come back through a recipe as written.
 """
 
 from __future__ import annotations
@@ -19,11 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from grpo_lite.recipe.recipe import Recipe
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "grpo_lite"
 DTYPES = {"bfloat16", "float16", "float32"}
 ROUNDINGS = {"stochastic", "nearest"}
 METHOD_NAMES = {"full", "galore", "lora", "qlora"}
+LORA_NAMES = {"lora_alpha", "lora_dropout"}  # with lora_r (train()'s name) or r (PEFT's)
 
 Site = tuple[str, str]  # (file relative to the root, enclosing function or class)
 
@@ -126,6 +134,20 @@ def trl_object_builds(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
             yield node, scope
 
 
+def name_lists(names: set[str]) -> Callable[[ast.AST], Iterator[tuple[ast.AST, str]]]:
+    """A list of names that spells out every one of ``names``: a tuple, list or set of strings, or a dict from
+    strings to strings or to the values of a name (settings built from values are not lists of names)."""
+    def finder(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+        for node, scope in _walk(tree):
+            if isinstance(node, ast.Dict):
+                items = node.keys if all(isinstance(v, (ast.Constant, ast.Attribute)) for v in node.values) else []
+            else:
+                items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else []
+            if {i.value for i in items if isinstance(i, ast.Constant)} >= names:
+                yield node, scope
+    return finder
+
+
 def sites(finder: Callable[[ast.AST], Iterator[tuple[ast.AST, str]]]) -> set[Site]:
     found = set()
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -142,6 +164,8 @@ DECISIONS = {
     "prompt tokenisation": (prompt_tokenisations, {("grpo_lite/data/prompts.py", "prompt_token_ids"),
                                                    ("grpo_lite/data/prompts.py", "adds_bos_token"),
                                                    ("grpo_lite/data/prompts.py", "_render")}),
+    "load dtype names": (name_lists(DTYPES), {("grpo_lite/memory/settings.py", "")}),
+    "LoRA keys": (name_lists(LORA_NAMES), {("grpo_lite/planning/candidates.py", "")}),
     "TRL objects from a recipe": (trl_object_builds, {("grpo_lite/recipe/recipe.py", "from_pretrained_kwargs"),
                                                       ("grpo_lite/recipe/recipe.py", "make_grpo_config")}),
 }
@@ -160,6 +184,8 @@ SECOND_DEFINITIONS = {  # a made-up module with a second definition of each deci
     "method names": 'CHOICES = ("full", "galore", "lora", "qlora")\n',
     "prompt tokenisation": 'def n(tokenizer, text):\n    return len(tokenizer(text)["input_ids"])\n',
     "TRL objects from a recipe": 'args = GRPOConfig(output_dir="x", **settings)\n',
+    "load dtype names": '_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}\n',
+    "LoRA keys": 'KEYS = {"r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout"}\n',
 }
 
 
@@ -177,3 +203,52 @@ def test_the_trainer_is_built_from_a_recipe_not_a_plan():
     tree = ast.parse(inspect.getsource(build))
     reads = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and getattr(n.value, "id", "") == "plan"}
     assert not reads, f"training/build.py reads the plan directly: {sorted(reads)}"
+
+
+# ---- the same decision gives the same value wherever it is read --------------------------------------------
+def test_estimate_gives_the_plans_figure_for_the_same_settings():
+    """Every setting of the plan but the shared prefix passed to the public estimate(): its default is the plan's."""
+    from grpo_lite import estimate, plan
+    from grpo_lite.recipe.costs import estimate_settings
+
+    for p in (plan("Llama-3.2-1B-Instruct", budget_gb=16), plan("Qwen2.5-0.5B", device="cpu", preset="lora")):
+        settings = {k: v for k, v in estimate_settings(p.estimate.settings).items() if k != "shared_prefix"}
+        assert estimate(p.estimate.arch, **settings).total_bytes == p.estimate.total_bytes
+
+
+def test_the_planners_first_choice_is_estimates_default():
+    from grpo_lite import estimate, plan
+
+    default = estimate("Qwen2.5-0.5B").settings
+    roomy = plan("Qwen2.5-0.5B", budget_gb=80)
+    assert roomy.settings["num_generations"] == default.num_generations == 8
+    assert roomy.settings["max_completion_length"] == default.max_completion_length == 512
+    assert roomy.max_prompt_length == default.max_prompt_length == 256
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16", "float32", "bf16", "fp32"])
+def test_every_dtype_check_accepts_the_same_names(name):
+    from grpo_lite.errors import ConfigError
+    from grpo_lite.recipe.recipe import from_pretrained_kwargs
+    from grpo_lite.recipe.values import typed
+
+    valid = name in DTYPES
+    for check in (lambda: from_pretrained_kwargs(name), lambda: typed("dtype", name),
+                  lambda: Recipe.from_dict({"model": "m", "preset": "lora", "dtype": name})):
+        if valid:
+            check()
+        else:
+            with pytest.raises(ConfigError, match="bfloat16, float16, float32"):
+                check()
+
+
+def test_a_plans_lora_settings_come_back_through_a_recipe():
+    from grpo_lite import plan
+
+    p = plan("Qwen2.5-0.5B", device="cpu", preset="lora", lora_r=8, lora_dropout=0.05)
+    arguments = Recipe.from_plan(p).plan_settings()
+    assert (arguments["lora_r"], arguments["lora_alpha"], arguments["lora_dropout"]) == (8, 16, 0.05)
+    assert arguments["lora_target_modules"] == p.lora["target_modules"]
+    again = plan("Qwen2.5-0.5B", device="cpu", preset="lora", **{k: v for k, v in arguments.items() if k.startswith("lora")})
+    assert again.lora == p.lora
+    assert Recipe.from_plan(p).with_overrides(lora_r=4).lora["r"] == 4

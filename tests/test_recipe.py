@@ -95,7 +95,7 @@ def test_yaml_round_trip(name):
      "unknown key(s) 'learning_rate'; GRPOConfig fields go under trl:"),
     ({"model": "m", "preset": "lora", "presets": "x"}, "'presets' (did you mean 'preset'?)"),
     ({"preset": "lora"}, "has no model: every recipe names its model and its preset"),
-    ({"model": "m", "preset": "lora", "device": "tpu"}, "device='tpu' is not valid; choose one of cuda, cpu"),
+    ({"model": "m", "preset": "lora", "device": "tpu"}, "the recipe: device: tpu is not valid; choose one of cuda, cpu"),
     ({"model": "m", "preset": "lora", "trl": [1]}, "trl must be a mapping"),
     ({"model": "m", "preset": "lora", "prompt_style": "chatty"}, "unknown prompt style 'chatty'"),
     (["model"], "must be a YAML mapping"),
@@ -117,16 +117,18 @@ def test_differences_name_what_cannot_run_as_written():
     assert dataclasses.replace(planned, lora=None, dtype=None).differences(planned) == []  # None: the planner's
 
 
-def test_flags_override_the_file_as_in_trls_cli(tmp_path):
-    """TRL's rule: the file's values are the flags' defaults; a flag given wins, even at the flag's own default."""
-    from doc_sections import subparsers
+def test_flags_override_the_file_as_in_trls_cli(tmp_path, monkeypatch):
+    """The file's values, then each flag written, even at the flag's own default (--seed 0 over the file's 5)."""
+    from grpo_lite.training import trainer
 
+    ran = []
+    monkeypatch.setattr(trainer, "train", lambda **kwargs: ran.append(kwargs["config"]) or 1 / 0)
     path = Recipe.from_plan(PLANS["qwen-0.5b-cpu-lora"](), seed=5, max_steps=7).write(tmp_path / "r.yaml")
-    train_parser = subparsers()["train"]
-    from_file = train_parser.parse_args(["--config", str(path)])
-    assert (from_file.model, from_file.seed, from_file.max_steps, from_file.preset) == ("Qwen/Qwen2.5-0.5B", 5, 7, "lora")
-    flags = subparsers()["train"].parse_args(["--config", str(path), "--seed", "0", "--max-steps", "2", "my-model"])
-    assert (flags.model, flags.seed, flags.max_steps) == ("my-model", 0, 2)
+    for argv, expected in ((["--config", str(path)], ("Qwen/Qwen2.5-0.5B", 5, 7, "lora")),
+                           (["--config", str(path), "--seed", "0", "--max-steps", "2", "my-model"], ("my-model", 0, 2, "lora"))):
+        with pytest.raises(ZeroDivisionError):
+            main(["train", *argv])
+        assert (ran[-1].model, ran[-1].seed, ran[-1].max_steps, ran[-1].preset) == expected
 
 
 def test_plan_write_writes_what_plan_prints(tmp_path, capsys):

@@ -15,7 +15,7 @@ from typing import Any, get_args
 
 from grpo_lite.cli.options import add_options, parse_set
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.settings import Sharding
+from grpo_lite.memory.settings import Sharding, StepSettings
 from grpo_lite.simulation.gpus import DEFAULT_GPU, GPU_ARCHES
 
 __all__ = ["add_parser", "run"]
@@ -38,7 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--num-processes", type=int, default=1, help="processes / GPUs; the budget is per device")
     p.add_argument("--sharding", choices=SHARDINGS, default=None,
                    help="how to split state across processes (default: only when one device cannot hold it)")
-    p.add_argument("--max-prompt-length", type=int, default=256, help="prompt tokens to plan for (default 256)")
+    p.add_argument("--max-prompt-length", type=int, default=StepSettings.max_prompt_length,
+                   help=f"prompt tokens to plan for (default {StepSettings.max_prompt_length})")
     p.add_argument("--compare", action="store_true",
                    help="every preset's estimate for each MODEL side by side (models as columns)")
     p.add_argument("--plot", metavar="PATH", default=None,
@@ -84,6 +85,9 @@ def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
 def run(args: argparse.Namespace) -> int:
     """Print the plan (or the comparison); GrpoLiteError propagates to main() as one error line."""
     fixed = parse_set(args.set, own_options=vars(args))
+    if args.compare and args.write:
+        raise ConfigError("--write saves one plan as a recipe; --compare shows every preset: drop one of them "
+                          "(grpo-lite plan MODEL --budget-gb N --write FILE)")
     if args.compare:
         return _compare(args, fixed)
     if len(args.models) > 1:

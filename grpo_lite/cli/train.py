@@ -1,15 +1,14 @@
 """``grpo-lite train``: plan the memory preset for a budget and train with GRPO, or train a recipe as written.
 
-``--config FILE`` reads a recipe (``grpo-lite plan MODEL --write FILE``) the way TRL's CLI reads its
-``--config`` (``TrlParser.parse_args_and_config``): the file's values become the defaults of the flags,
-then the command line is parsed, so a flag given wins over the file, and ``--set KEY=VALUE`` over its
-``trl:``, ``lora:`` and loading settings.
+``--config FILE`` trains a recipe (``grpo-lite plan MODEL --write FILE``) by the rule ``train(config=...)``
+follows (:meth:`~grpo_lite.recipe.recipe.Recipe.with_arguments`): the file's values, then every flag
+written on the command line, even one written at its default, and ``--set KEY=VALUE`` over the file's
+``trl:``, ``lora:`` and loading settings. The file is read in :func:`run`, so a bad file is one error line.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any, Callable
 
 from grpo_lite.cli.options import SHARED, add_options, parse_set
@@ -20,34 +19,27 @@ __all__ = ["INTERRUPTED", "add_parser", "run"]
 INTERRUPTED = ("interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
                "same command plus --resume")
 
-# flags whose default a recipe sets (its keys carry the same names as the flags' dests)
-RECIPE_FLAGS = ("model", "budget_gb", "dataset", "preset", "seed", "max_steps", "shared_prefix", "num_processes",
-                "sharding")
+# flags that set a recipe's field of the same name: with --config, the ones written override the file
+RECIPE_FLAGS = ("model", "budget_gb", "dataset", "rewards", "preset", "seed", "max_steps", "shared_prefix",
+                "num_processes", "sharding")
 
 
-def _config_value(argv: list[str]) -> str | None:
-    """The path after ``--config`` (or in ``--config=PATH``), if any."""
-    for i, word in enumerate(argv):
-        if word == "--config" and i + 1 < len(argv):
-            return argv[i + 1]
-        if word.startswith("--config="):
-            return word.split("=", 1)[1]
-    return None
-
-
-def _reading_config(parser: argparse.ArgumentParser, parse: Callable[..., Any]) -> Callable[..., Any]:
-    """``parser.parse_known_args`` that first makes a ``--config`` recipe's values the flags' defaults (TRL's rule)."""
+def _noting_written(parser: argparse.ArgumentParser, parse: Callable[..., Any]) -> Callable[..., Any]:
+    """``parser.parse_known_args`` that also keeps, as ``_written``, the options the command line wrote: its
+    words parsed again with every default suppressed (a flag written at its default counts)."""
 
     def parse_known_args(args: list[str] | None = None, namespace: Any = None) -> Any:
-        path = _config_value(list(args or []))
-        if path is not None and Path(path).is_file():  # a missing file is reported by run(), as one error line
-            from grpo_lite.recipe.recipe import Recipe
-
-            values = Recipe.read(path).to_dict()
-            for action in parser._actions:  # argparse keeps its actions here; TrlParser walks them the same way
-                if action.dest in RECIPE_FLAGS:
-                    action.default = values[action.dest]
-        return parse(args, namespace)
+        parsed, extra = parse(args, namespace)
+        defaults = {action: action.default for action in parser._actions}  # argparse's list; no public accessor
+        try:
+            for action in defaults:
+                action.default = argparse.SUPPRESS
+            written, _ = parse(args, None)
+        finally:
+            for action, default in defaults.items():
+                action.default = default
+        parsed._written = {action.dest for action in defaults} & set(vars(written))
+        return parsed, extra
 
     return parse_known_args
 
@@ -73,7 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                    help="on CUDA out-of-memory: step down the preset ladder and go on (default), or stop")
     add_options(p, "set")
     add_launch_arguments(p)  # --num-processes N, --sharding
-    p.parse_known_args = _reading_config(p, p.parse_known_args)  # type: ignore[method-assign]  # --config first
+    p.parse_known_args = _noting_written(p, p.parse_known_args)  # type: ignore[method-assign]
     return p
 
 
@@ -85,9 +77,8 @@ def run(args: argparse.Namespace) -> int:
         from grpo_lite.errors import ConfigError
 
         raise ConfigError("grpo-lite train needs a MODEL, or --config FILE (a recipe: grpo-lite plan MODEL --write FILE)")
-    if args.config is not None and args.sharding == "none" and args.num_processes > 1:
-        args.sharding = None  # a one-process recipe launched on more: the planner (or --sharding) splits the state
     overrides = parse_set(args.set, own_options=vars(args))
+    recipe = _recipe(args, overrides) if args.config is not None else None
     if args.num_processes > 1 and not in_launched_process():  # settle what it can before the ranks start
         from grpo_lite.rewards import resolve_rewards
         from grpo_lite.training.checks import check_before_launch
@@ -96,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     code = maybe_relaunch(args)  # reruns this command under N processes when asked
     if code is not None:
         return code
-    result = _train_recipe(args, overrides) if args.config is not None else _train_model(args, overrides)
+    result = _train_recipe(args, recipe) if recipe is not None else _train_model(args, overrides)
     if result.interrupted:  # 130 after Ctrl-C, 143 after SIGTERM: the shell's code for the signal
         import signal
 
@@ -107,15 +98,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_recipe(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
-    """The recipe with the command line's values (the flags' defaults were the recipe's) and --set applied."""
+def _recipe(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+    """The recipe with the flags written and --set applied; the launch (processes, sharding, model) follows it."""
     from grpo_lite.recipe.recipe import Recipe
+
+    written = {key: getattr(args, key) for key in RECIPE_FLAGS if key in getattr(args, "_written", ())}
+    recipe = Recipe.with_arguments(args.config, {**written, **overrides})
+    if "sharding" not in written and recipe.sharding == "none" and recipe.num_processes > 1:
+        recipe = recipe.with_overrides(sharding=None)  # a one-process recipe launched on more: the planner splits
+    for key in RECIPE_FLAGS:  # what the relaunch reads, and writes back for each rank
+        if key != "rewards":
+            setattr(args, key, getattr(recipe, key))
+    return recipe
+
+
+def _train_recipe(args: argparse.Namespace, recipe: Any) -> Any:
     from grpo_lite.training.trainer import train
 
-    values = {key: getattr(args, key) for key in RECIPE_FLAGS}
-    if args.rewards:
-        values["rewards"] = args.rewards
-    recipe = Recipe.read(args.config).with_overrides(**values, **overrides)
     return train(config=recipe, output_dir=args.output_dir, method=args.method, resume=args.resume,
                  overwrite=args.overwrite, on_oom=args.on_oom, skip_invalid=args.skip_invalid,
                  show_plan=args.show_plan)

@@ -115,7 +115,7 @@ class StepSettings:
     num_processes: int = 1
     sharding: Sharding | None = None  # Default: "ddp" when num_processes > 1, else "none"
     ds3_gather_for_generation: bool = True
-    shared_prefix: bool = False  # each group's prompt forwarded once, its completions packed after it
+    shared_prefix: bool = SHARED_PREFIX_DEFAULT  # each group's prompt forwarded once, its completions packed after it
     update_rounding: UpdateRounding | None = None  # Default: "stochastic" when the trained weights are bf16
 
     @classmethod

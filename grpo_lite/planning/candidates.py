@@ -21,7 +21,7 @@ from grpo_lite.memory import terms as memory_terms
 from grpo_lite.errors import ConfigError
 from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
 from grpo_lite.memory.estimate import GIB, MemoryEstimate, estimate
-from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
+from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
@@ -33,14 +33,18 @@ __all__ = ["GENERATIONS", "COMPLETION_LENGTHS", "HEADROOM_SHARE", "HEADROOM_MIN_
            "candidates", "fits", "headroom_gib", "required_nominal_gb", "BATCH_KEYS", "LORA_KEYS",
            "MODEL_KEYS", "TRAINER_KEYS"]
 
-GENERATIONS: tuple[int, ...] = (8, 6, 4)  # num_generations tried, best first; 4 is the floor
-COMPLETION_LENGTHS: tuple[int, ...] = (512, 384, 256)  # max_completion_length tried; 256 is the floor
+# num_generations tried, best first, from StepSettings' default; 4 is the floor
+GENERATIONS: tuple[int, ...] = (StepSettings.num_generations, 6, 4)
+# max_completion_length tried, from StepSettings' default; 256 is the floor
+COMPLETION_LENGTHS: tuple[int, ...] = (StepSettings.max_completion_length, 384, 256)
 CPU_COMPLETION_LENGTH = 256  # a CPU plan without a budget takes the floor: sampling on CPU is slow
 HEADROOM_SHARE = 0.05  # a plan fits when its peak leaves this share of the usable memory free...
 HEADROOM_MIN_GIB = 0.25  # ...and at least this much
 BATCH_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
               "generation_batch_size", "num_generations")
-LORA_KEYS = ("lora_r", "lora_alpha", "lora_dropout", "lora_target_modules")
+# train()'s and plan()'s LoRA settings -> peft.LoraConfig's names (a recipe's lora: section); the one list
+LORA_KEYS: dict[str, str] = {"lora_r": "r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout",
+                             "lora_target_modules": "target_modules"}
 MODEL_KEYS = ("dtype",)  # how the weights load (from_pretrained), not GRPOConfig fields
 TRAINER_KEYS = ("shared_prefix", "update_rounding")  # grpo-lite's own trainer options, not GRPOConfig fields
 VLLM_MAX_SHARE = 0.9

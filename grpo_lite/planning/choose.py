@@ -17,7 +17,7 @@ from typing import Any, Literal, get_args
 
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.memory.models import ModelSpec, resolve_model
-from grpo_lite.memory.settings import Method, Sharding
+from grpo_lite.memory.settings import Method, Sharding, StepSettings
 from grpo_lite.planning import hardware
 from grpo_lite.planning.candidates import fits
 from grpo_lite.planning.ladder import METHODS
@@ -29,7 +29,8 @@ __all__ = ["plan"]
 
 def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = None, *, method: Method | None = None,
          preset: str | None = None, device: Literal["cuda", "cpu"] | None = None, num_processes: int = 1,
-         sharding: Sharding | None = None, max_prompt_length: int = 256, **fixed: Any) -> Plan:
+         sharding: Sharding | None = None, max_prompt_length: int = StepSettings.max_prompt_length,
+         **fixed: Any) -> Plan:
     """Choose the best rung and settings that fit ``budget_gb``.
 
     Args:

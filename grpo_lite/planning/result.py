@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from grpo_lite.memory.estimate import MemoryEstimate
 from grpo_lite.memory.models import ModelSpec
-from grpo_lite.memory.settings import Sharding
+from grpo_lite.memory.settings import Sharding, StepSettings
 from grpo_lite.planning.ladder import Preset
 
 __all__ = ["Plan"]
@@ -50,7 +50,7 @@ class Plan:
     lora: dict[str, Any] | None
     reasons: list[str]
     fixed: dict[str, Any]
-    max_prompt_length: int = 256
+    max_prompt_length: int = StepSettings.max_prompt_length
     num_processes: int = 1
     sharding: Sharding = "none"
     budget_gb: float | None = None

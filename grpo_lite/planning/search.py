@@ -115,11 +115,11 @@ def search(spec: ModelSpec, *, device: Device, usable_gib: float | None, nominal
         if errors:
             raise ConfigError(errors[0])
         raise ConfigError("no preset is available here: " + "; ".join(reasons))
-    raise _does_not_fit(spec, failures, usable_gib, nominal_gb, num_processes, device)
+    raise _does_not_fit(spec, failures, usable_gib, nominal_gb, num_processes, device, preset_name)
 
 
 def _does_not_fit(spec: ModelSpec, failures: list[Candidate], usable: float | None, nominal: float | None,
-                  num_processes: int, device: Device) -> DoesNotFitError:
+                  num_processes: int, device: Device, preset_name: str | None = None) -> DoesNotFitError:
     best = min(failures, key=lambda c: c.estimate.total_bytes)  # type: ignore[union-attr]
     need = best.estimate.total_gib  # type: ignore[union-attr]
     gb = required_nominal_gb(need, device=device)
@@ -130,7 +130,8 @@ def _does_not_fit(spec: ModelSpec, failures: list[Candidate], usable: float | No
     else:
         card = f"a {nominal:g} GB card ({usable:.2f} GiB usable)"
     shard = f", sharding {best.sharding}" if best.sharding not in ("none", "ddp") else ""
-    msg = (f"{spec.name} does not fit {card} with any preset: the most frugal candidate, {best.preset.name}"
+    which = f"with preset {preset_name}" if preset_name is not None else "with any preset"
+    msg = (f"{spec.name} does not fit {card} {which}: the most frugal candidate, {best.preset.name}"
            f"{shard} at {_describe(best)}, needs {need:.2f} GiB plus headroom. The smallest budget that fits is "
            f"{gb} GB (preset {best.preset.name}). Or shorten max_prompt_length / max_completion_length, lower "
            "num_generations (floor 4) with --set, or spread over more GPUs (num_processes with sharding).")
@@ -205,7 +206,7 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
     if k["use_vllm"]:
         settings["vllm_mode"] = k.get("vllm_mode", "colocate")
         settings["vllm_gpu_memory_utilization"] = k["vllm_gpu_memory_utilization"]
-    settings.update({key: value for key, value in fixed.items() if key not in LORA_KEYS + MODEL_KEYS + TRAINER_KEYS})
+    settings.update({key: value for key, value in fixed.items() if key not in (*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS)})
     return settings
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.files import write_text
 from grpo_lite.memory.estimate import COMPONENTS, PHASES
+from grpo_lite.memory.settings import StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Group
@@ -29,8 +30,8 @@ __all__ = ["plan_headline", "plan_summary", "plan_table", "estimate_table", "lad
 DOC_START = "<!-- presets-table:start -->"
 DOC_END = "<!-- presets-table:end -->"
 # Settings every rung is compared at (docs, `presets --plot`, `plan --compare`): one group of 8 per step.
-REFERENCE_SETTINGS: dict[str, Any] = {"num_generations": 8, "per_device_train_batch_size": 8,
-                                      "gradient_accumulation_steps": 1, "max_completion_length": 512}
+REFERENCE_SETTINGS: dict[str, Any] = {key: getattr(StepSettings, key) for key in (  # StepSettings' defaults
+    "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length")}
 
 
 def estimate_table(est: MemoryEstimate, title: str | None = None) -> Table:

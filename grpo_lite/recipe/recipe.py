@@ -34,11 +34,12 @@ from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example,
 from grpo_lite.errors import ConfigError
 from grpo_lite.files import write_text
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, Device, Dtype, Sharding, UpdateRounding
+from grpo_lite.planning.candidates import LORA_KEYS
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["RUN_DEFAULTS", "LORA_KEYS", "Recipe", "from_pretrained_kwargs", "make_grpo_config"]
+__all__ = ["RUN_DEFAULTS", "Recipe", "from_pretrained_kwargs", "make_grpo_config"]
 
 # Defaults that are not about memory (the plan owns memory); every one can be overridden.
 RUN_DEFAULTS: dict[str, Any] = {
@@ -54,10 +55,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "adam_beta2": 0.99,
     "weight_decay": 0.1,
 }
-# peft.LoraConfig's names -> the names train() and plan() take
-LORA_KEYS: dict[str, str] = {"r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout",
-                             "target_modules": "lora_target_modules"}
-_DTYPES = ("float32", "bfloat16", "float16")
+_LORA_ARGUMENTS = {peft: name for name, peft in LORA_KEYS.items()}  # peft.LoraConfig's names -> train()'s
 # what a recipe must agree on with the run it drives, and what to do when it does not
 _RUN_HINTS = {
     "device": "write the recipe again on this machine (grpo-lite plan MODEL --device cpu|cuda --write FILE)",
@@ -146,6 +144,21 @@ class Recipe:
         return Recipe.from_plan(plan, dataset=self.dataset, rewards=self.rewards, prompt_style=self.prompt_style,
                                 seed=self.seed, max_steps=self.max_steps, stop_strings=self.stop_strings)
 
+    @classmethod
+    def with_arguments(cls, config: str | os.PathLike | Recipe, passed: dict[str, Any]) -> Recipe:
+        """The one override rule, for ``train(config=...)`` and ``grpo-lite train --config`` alike: the recipe
+        (read when ``config`` is a file), then every argument the caller passed, as passed.
+
+        An argument counts when the caller wrote it, even at train()'s own default: ``train(config=FILE, seed=0)``
+        runs seed 0 over the file's 7. train() finds what was written by binding its call to its signature,
+        the command line by parsing its words again with every default suppressed; neither compares with a default.
+
+        Raises:
+            ConfigError: the file cannot be read, or it or a passed value is not a valid recipe.
+        """
+        recipe = config if isinstance(config, Recipe) else cls.read(config)
+        return recipe.with_overrides(**passed) if passed else recipe
+
     def with_overrides(self, **overrides: Any) -> Recipe:
         """A copy with ``overrides`` applied: recipe fields by name, ``lora_r``/``lora_alpha``/``lora_dropout``/
         ``lora_target_modules`` into :attr:`lora`, anything else into :attr:`trl` (a GRPOConfig field).
@@ -155,34 +168,58 @@ class Recipe:
         (8, 1e-05, 3)
         """
         names = {f.name for f in dataclasses.fields(self)} - {"plan", "trl"}
-        loras = {v: k for k, v in LORA_KEYS.items()}
+        overrides = {key: value if key in ("trl", "lora") else _typed(key, value) for key, value in overrides.items()}
         changes: dict[str, Any] = {"trl": dict(self.trl), "lora": None if self.lora is None else dict(self.lora)}
         for key, value in overrides.items():
             if key == "trl":
                 changes["trl"].update(value)
             elif key in names:
                 changes[key] = value
-            elif key in loras:
-                changes["lora"] = {**(changes["lora"] or {}), loras[key]: value}
+            elif key in LORA_KEYS:
+                changes["lora"] = {**(changes["lora"] or {}), LORA_KEYS[key]: value}
             else:
                 changes["trl"][key] = value
         return dataclasses.replace(self, plan=None, **changes)
 
-    def train_arguments(self) -> dict[str, Any]:
-        """``train()``'s keyword arguments that run this recipe with every setting fixed as written."""
-        arguments: dict[str, Any] = {
-            "model": self.model, "budget_gb": self.budget_gb, "dataset": self.dataset, "rewards": self.rewards,
-            "preset": self.preset, "prompt_style": _style_object(self.prompt_style), "seed": self.seed,
-            "max_steps": self.max_steps, "shared_prefix": self.shared_prefix, "stop_strings": tuple(self.stop_strings),
-            **self.trl,
-        }  # fmt: skip
+    def plan_settings(self) -> dict[str, Any]:
+        """What :func:`grpo_lite.plan` keeps verbatim to estimate this recipe: its ``trl`` settings, its LoRA
+        settings (train()'s names), and ``dtype``, ``update_rounding``, ``shared_prefix``; a setting left None
+        stays the planner's.
+
+        With every setting written (as ``grpo-lite plan --write`` writes them) the planner has one candidate: the
+        recipe itself, whose estimate is checked against the budget.
+        """
+        settings: dict[str, Any] = {**self.trl, "shared_prefix": self.shared_prefix}
         for key in ("dtype", "update_rounding"):  # None: the planner's
             if getattr(self, key) is not None:
-                arguments[key] = getattr(self, key)
+                settings[key] = getattr(self, key)
         for key, value in (self.lora or {}).items():
-            if key in LORA_KEYS:
-                arguments[LORA_KEYS[key]] = value
-        return arguments
+            if key in _LORA_ARGUMENTS:
+                settings[_LORA_ARGUMENTS[key]] = value
+        return settings
+
+    def style(self) -> PromptStyle:
+        """The :class:`~grpo_lite.data.prompts.PromptStyle` that :attr:`prompt_style` names or spells out."""
+        return _style_object(self.prompt_style)
+
+    def filled(self, plan: Plan) -> Recipe:
+        """This recipe as it runs on ``plan``, the plan of its own settings (:meth:`plan_settings`): what it leaves
+        to the planner (None, a LoRA or ``trl`` key it does not write) taken from the plan, every setting written
+        kept as written.
+
+        Raises:
+            ConfigError: the plan's estimate is not of a setting as written (LoRA settings under a full fine-tuning
+                preset, a quantization the preset does not load, another sharding than the launch's): one
+                phrase per key, naming it and what to change.
+        """
+        planned = Recipe.from_plan(plan)
+        problems = self.differences(planned)
+        if problems:
+            raise ConfigError("the recipe cannot run as written: " + "; ".join(problems))
+        chosen = {key: getattr(planned, key) for key in ("device", "sharding", "dtype", "quantization",
+                                                          "update_rounding") if getattr(self, key) is None}
+        lora = planned.lora if self.lora is None else {**(planned.lora or {}), **self.lora}
+        return dataclasses.replace(self, **chosen, lora=_copy(lora), trl={**planned.trl, **_copy(self.trl)}, plan=plan)
 
     def differences(self, planned: Recipe) -> list[str]:
         """What ``planned`` (this recipe after planning) does not run as written: one line per setting.
@@ -248,20 +285,18 @@ class Recipe:
         if missing:
             raise ConfigError(f"{source} has no {' or '.join(missing)}: every recipe names its model and its preset "
                               "(grpo-lite plan MODEL --budget-gb N --write FILE writes one)")
-        choices = {"device": get_args(Device), "sharding": get_args(Sharding), "dtype": _DTYPES,
-                   "update_rounding": get_args(UpdateRounding)}
-        for key, valid in choices.items():
-            if key in data and data[key] not in valid:
-                raise ConfigError(f"{source}: {key}={data[key]!r} is not valid; choose one of {', '.join(valid)}")
         for key in ("trl", "lora", "quantization"):
             if data.get(key) is not None and not isinstance(data[key], dict):
                 raise ConfigError(f"{source}: {key} must be a mapping (one setting per line) or null, "
                                   f"got {data[key]!r:.60}")
+        if data.get("rewards") is not None and not isinstance(data["rewards"], list):
+            raise ConfigError(f"{source}: rewards must be a list of reward names (rewards: [correctness, xml_format]) "
+                              f"or null, got {data['rewards']!r:.60}")
         if data.get("prompt_style") is not None:
             _style_object(data["prompt_style"])  # an unknown style name fails here, naming the valid ones
-        values = dict(data)
+        values = _typed_fields(data, source)
         values["trl"] = dict(values.get("trl") or {})
-        values["stop_strings"] = list(values.get("stop_strings") or [])
+        values.setdefault("stop_strings", list(DEFAULT_STOP_STRINGS))
         return cls(**values)
 
     def to_yaml(self, path: str | os.PathLike | None = None) -> str:
@@ -298,30 +333,39 @@ class Recipe:
     @classmethod
     def from_yaml(cls, text: str, *, source: str = "the recipe") -> Recipe:
         """Parse the YAML text of a recipe (see :meth:`from_dict` for the errors)."""
-        import yaml
+        from grpo_lite.recipe.values import load_yaml
 
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source} is not valid YAML: {exc}") from None
-        return cls.from_dict(data, source=source)
+        return cls.from_dict(load_yaml(text, source), source=source)
 
     def write(self, path: str | os.PathLike) -> Path:
-        """Write :meth:`to_yaml` to ``path`` (atomically) and return it."""
-        return write_text(path, self.to_yaml(Path(path)))
+        """Write :meth:`to_yaml` to ``path`` (atomically) and return it.
+
+        Raises:
+            OutputDirError: ``path`` is a folder, or the file cannot be written there (read-only, a file in the way).
+        """
+        from grpo_lite.errors import OutputDirError
+
+        out = Path(path)
+        if out.is_dir():
+            raise OutputDirError(f"{out} is a folder: give the recipe a file name, e.g. {out / 'recipe.yaml'}")
+        try:
+            return write_text(out, self.to_yaml(out))
+        except OSError as exc:
+            raise OutputDirError(f"cannot write the recipe to {out}: {exc.strerror or exc}; pass a path in a folder "
+                                 "you can write to") from None
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> Recipe:
         """Read a recipe file.
 
         Raises:
-            ConfigError: the file is missing, is not YAML, or holds an invalid recipe.
+            ConfigError: the file is missing, not UTF-8 or not YAML (one line naming the file, the line and the key),
+                or holds an invalid recipe (naming the key).
         """
+        from grpo_lite.recipe.values import read_mapping
+
         p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"recipe file {p} does not exist; write one with "
-                              f"grpo-lite plan MODEL --budget-gb N --write {p}")
-        return cls.from_yaml(p.read_text(encoding="utf-8"), source=str(p))
+        return cls.from_dict(read_mapping(p), source=str(p))
 
     # ---- plain TRL ---------------------------------------------------------------------------------
     def grpo_settings(self, output_dir: str | os.PathLike = "runs/recipe", **overrides: Any) -> dict[str, Any]:
@@ -359,8 +403,8 @@ def from_pretrained_kwargs(dtype: str | None, quantization: dict[str, Any] | Non
     """
     import torch
 
-    if dtype not in _DTYPES:
-        raise ConfigError(f"unknown dtype {dtype!r}: use one of {', '.join(_DTYPES)}")
+    if dtype not in get_args(Dtype):
+        raise ConfigError(f"unknown dtype {dtype!r}: use one of {', '.join(get_args(Dtype))}")
     kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}
     if quantization:
         from transformers import BitsAndBytesConfig
@@ -387,6 +431,36 @@ def make_grpo_config(settings: dict[str, Any]) -> Any:
 
 
 # ---- helpers --------------------------------------------------------------------------------------
+def _typed(key: str, value: Any, written: str | None = None) -> Any:
+    """A recipe field or a GRPOConfig / LoRA setting, typed as TRL's parser types it (:mod:`grpo_lite.recipe.values`)."""
+    from grpo_lite.recipe.values import typed
+
+    if key in ("dataset", "rewards", "prompt_style", "quantization", "plan"):  # checked where they are used
+        return value
+    return typed(key, value, optional=key == "max_steps", written=written)
+
+
+def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A recipe mapping with each value typed; a message names the file, the key and the value as written."""
+    from grpo_lite.training.checks import check_overrides
+
+    def typed(path: str, key: str, value: Any) -> Any:
+        from grpo_lite.recipe.costs import show_value
+
+        return _typed(key, value, f"{source}: {path}: {show_value(value)}")
+
+    values = {key: value if key in ("trl", "lora") else typed(key, key, value) for key, value in data.items()}
+    values["trl"] = {k: typed(f"trl.{k}", k, v) for k, v in (values.get("trl") or {}).items()}
+    try:
+        check_overrides(values["trl"])  # unknown names (with the closest valid one) and ranges
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: trl: {exc}") from None
+    if values.get("lora") is not None:
+        values["lora"] = {k: typed(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
+                          for k, v in values["lora"].items()}
+    return values
+
+
 def _copy(value: Any) -> Any:
     """A deep copy of plain data (dicts, lists, tuples as lists)."""
     if isinstance(value, dict):

@@ -100,10 +100,10 @@ class Attempts:
     fingerprint: dict[str, str] | None = None  # resume_checks.model_fingerprint of the base model
 
     @classmethod
-    def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, *, max_steps: int | None, seed: int,
-              callbacks: Sequence[Any], trainer_options: dict[str, Any] | None = None,
-              recipe: Recipe | None = None) -> Attempts:
-        """The first attempt's state; a resumed run takes over the earlier run's steps, events and history."""
+    def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, recipe: Recipe, *, callbacks: Sequence[Any],
+              trainer_options: dict[str, Any] | None = None) -> Attempts:
+        """The first attempt's state, the trainer built from ``recipe`` (its seed and max_steps are the run's);
+        a resumed run takes over the earlier run's steps, events and history."""
         from grpo_lite.training.callbacks import HistoryCallback, MemoryCallback
         from grpo_lite.training.checkpoints import CompletionCallback
         from grpo_lite.training.ranks import RankRecordCallback
@@ -111,12 +111,9 @@ class Attempts:
         from grpo_lite.training.resume import HISTORY_FILE
         from grpo_lite.training.resume_checks import model_fingerprint
 
-        loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, seed, callbacks, dict(trainer_options or {}))
-        if recipe is None:
-            from grpo_lite.recipe.recipe import Recipe
-
-            recipe = Recipe.from_plan(plan, prompt_style=inputs.style, seed=seed, max_steps=max_steps)
-        loop.recipe = recipe
+        max_steps = recipe.max_steps
+        loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, recipe.seed, callbacks,
+                   dict(trainer_options or {}), recipe=recipe)
         loop.fingerprint = model_fingerprint(inputs.spec.model_id)  # a resume checks it names the same model
         history_file = run.out / HISTORY_FILE if run.state.is_main_process else None
         loop.memory_cb, loop.history_cb, loop.interrupt_cb = MemoryCallback(), HistoryCallback(history_file), InterruptCallback()
@@ -166,6 +163,39 @@ class Attempts:
         line = ProgressLine(self.run.console, self.inputs.reward_funcs, step_offset=self.done, total_steps=self.max_steps)
         replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
         return trainer
+
+    def plan_as_built(self, trainer: Any, plan_kwargs: dict[str, Any]) -> None:
+        """The plan of what the trainer runs: when it turned the shared prefix off once the model loaded (TRL's
+        fused LM head differs, FSDP or ZeRO-3), the recipe is estimated again without it (the same settings
+        otherwise) and the run says so, on the console and as a ``replanned`` event in run.json.
+
+        Raises:
+            DoesNotFitError: without the shared prefix the recipe no longer fits its budget.
+        """
+        assert self.recipe is not None
+        if not self.recipe.shared_prefix or trainer.shared_prefix:
+            return
+        from grpo_lite.errors import DoesNotFitError
+        from grpo_lite.planning.choose import plan
+
+        why = trainer.shared_prefix_record.get("off", "turned off by the trainer")
+        recipe = self.recipe.with_overrides(shared_prefix=False)
+        budget = {} if self.plan.budget_gb is None else {"budget_gb": self.plan.budget_gb}  # not the RAM left now
+        try:
+            lower = plan(self.plan.model, preset=self.plan.preset.name, **{**plan_kwargs, **budget},
+                         **recipe.plan_settings())
+        except DoesNotFitError as exc:
+            raise DoesNotFitError(f"the shared prefix is off once the model loaded ({why}), and without it the run "
+                                  f"does not fit: {exc}", exc.smallest_budget_gb, exc.preset) from None
+        event = {"event": "replanned", "reason": f"shared prefix off: {why}",
+                 "from_peak_gib": round(self.plan.estimate.total_gib, 3),
+                 "to_peak_gib": round(lower.estimate.total_gib, 3)}
+        self.plan, self.recipe = lower, recipe.filled(lower)
+        self.events.append(event)
+        self.run.console.print(f"[yellow]the shared prefix is off ({why}): the run is planned again without it, "
+                               f"peak {event['from_peak_gib']:.2f} -> {event['to_peak_gib']:.2f} GiB[/yellow]",
+                               highlight=False)
+        self.write_record(status="running")
 
     def checkpoint_record(self) -> dict[str, Any]:
         """What a checkpoint's completion marker keeps of the run: enough to resume without run.json."""
@@ -269,6 +299,7 @@ def run_attempts(loop: Attempts, plan_kwargs: dict[str, Any], *, on_oom: OnOOM, 
 
     while True:
         trainer = loop.build()
+        loop.plan_as_built(trainer, plan_kwargs)
         checkpoint = loop.run.checkpoint
         start = time.perf_counter()
         try:

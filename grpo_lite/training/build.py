@@ -34,7 +34,7 @@ def check_config_keys(settings: dict[str, Any], also: Sequence[str] = ()) -> Non
     if unknown:
         hints = []
         for key in unknown:
-            close = difflib.get_close_matches(key, sorted(valid) + list(LORA_KEYS + MODEL_KEYS), n=1)
+            close = difflib.get_close_matches(key, sorted(valid) + [*LORA_KEYS, *MODEL_KEYS], n=1)
             hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise ConfigError(
             f"unknown training setting(s): {', '.join(hints)}; pass GRPOConfig/TrainingArguments fields, "

@@ -1,7 +1,7 @@
 """What train() checks before it loads anything: the settings and the output folder.
 
-- :func:`check_overrides`: every ``train(**overrides)`` / ``--set KEY=VALUE`` value, typed against
-  GRPOConfig's (and TrainingArguments') field types and range-checked (:data:`RANGES`: a learning rate
+- :func:`check_overrides`: every ``train(**overrides)`` / ``--set KEY=VALUE`` value, typed as TRL's own
+  parser types GRPOConfig's fields (:func:`grpo_lite.recipe.values.typed`) and range-checked (:data:`RANGES`: a learning rate
   must be > 0, a beta below 1...). Model loading takes minutes; a typo must not wait for it.
 - :func:`check_output_dir`: the folder can be created and written (not a file, not read-only).
 - :func:`check_free_space`: after planning, before the model loads: the disk has room for one
@@ -13,15 +13,11 @@ as ``--set key=value`` and as ``train(..., key=value)``.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import shutil
-import types
-import typing
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Union
+from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_lite.errors import ConfigError, OutputDirError
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
@@ -59,126 +55,37 @@ RANGES: dict[str, _R] = {
 }
 """Settings with a range, in GRPOConfig's order where it has them: (accepts, what it must be, an example)."""
 
-# grpo-lite's own keys that are not GRPOConfig fields, with their types
-_OWN_TYPES: dict[str, Any] = {"lora_r": int, "lora_alpha": float, "lora_dropout": float,
-                              "lora_target_modules": Union[str, list, None], "dtype": str, "update_rounding": str,
-                              "shared_prefix": bool}
-_PLANNER_CHOICES = {"optim"}  # enums the planner checks against what it models (a shorter, truer list)
+def _example(key: str) -> str:
+    """``; e.g. key=<a value that works>`` for a setting with a range."""
+    return f"; e.g. {key}={RANGES[key][2]!r}" if key in RANGES else ""
 
 
-def _field_types() -> dict[str, Any]:
-    from trl import GRPOConfig
-
-    hints = typing.get_type_hints(GRPOConfig)
-    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(GRPOConfig) if f.init}
-
-
-def _enum_of(hint: Any) -> type[Enum] | None:
-    for arg in typing.get_args(hint) or (hint,):
-        if isinstance(arg, type) and issubclass(arg, Enum):
-            return arg
-    return None
-
-
-def _accepts(hint: Any, value: Any) -> bool:
-    """Whether ``value`` has type ``hint`` (int for float is fine; bool is not a number here)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return True
-    if hint is type(None) or hint is None:
-        return value is None
-    if origin in (Union, types.UnionType):
-        return any(_accepts(arg, value) for arg in args)
-    if origin is Literal:
-        return value in args
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        return isinstance(value, hint)
-    if origin in (list, tuple) or hint in (list, tuple):
-        return isinstance(value, (list, tuple)) and (not args or all(_accepts(args[0], v) for v in value))
-    if origin is dict or hint is dict:
-        return isinstance(value, dict)
-    return True  # a type we do not model (ParallelismConfig...): TRL checks it
-
-
-def _kinds(hint: Any) -> list[str]:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (Union, types.UnionType):
-        kinds = [k for a in args if a is not type(None) for k in _kinds(a)]
-        return list(dict.fromkeys(kinds)) + (["None"] if type(None) in args else [])
-    names = {bool: ["True", "False"], int: ["a whole number"], float: ["a number"], str: ["text"], dict: ["a dict"]}
-    if hint in names:
-        return names[hint]
-    if origin in (list, tuple) or hint in (list, tuple):
-        return [f"a list of {' or '.join(_kinds(args[0])).removeprefix('a ')}" if args else "a list"]
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        return [f"one of {', '.join(str(m.value) for m in hint)}"]
-    return [getattr(hint, "__name__", str(hint))]
-
-
-def _describe(hint: Any) -> str:
-    """``float`` -> 'a number'; ``bool | None`` -> 'True, False or None'.
-
-    >>> _describe(float), _describe(typing.Optional[bool]), _describe(list[str])
-    ('a number', 'True, False or None', 'a list of text')
-    """
-    kinds = _kinds(hint)
-    return kinds[0] if len(kinds) == 1 else ", ".join(kinds[:-1]) + " or " + kinds[-1]
-
-
-def _example(key: str, default: Any, hint: Any = Any) -> str:
-    """``; e.g. key=<a value that works>``, or nothing when there is no obvious one."""
-    if key in RANGES:
-        value = RANGES[key][2]
-    elif default is not dataclasses.MISSING and default is not None and not callable(default):
-        value = default.value if isinstance(default, Enum) else default
-    elif "True" in _kinds(hint):
-        value = True
-    else:
-        return ""
-    return f"; e.g. {key}={value!r}"
-
-
-def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) -> None:
-    """Check every override's name, type and range before anything loads.
+def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) -> dict[str, Any]:
+    """Check every override's name, type and range before anything loads; return them typed.
 
     Args:
         overrides: ``train(**overrides)``, or the parsed ``--set`` values.
         n_rewards: the number of reward functions (``reward_weights`` must give one weight each).
 
+    Returns:
+        The overrides typed as TRL's parser types them (``"1e-5"`` -> ``1e-05``; :func:`grpo_lite.recipe.values.typed`).
+
     Raises:
         ConfigError: an unknown name (with the closest valid one), a value of the wrong type, a
             non-finite number, a value out of range, an unknown choice; the message shows a value that works.
     """
-    from trl import GRPOConfig
-
+    from grpo_lite.recipe.values import typed
     from grpo_lite.training.build import check_config_keys
 
-    check_config_keys(overrides, also=LORA_KEYS + MODEL_KEYS + TRAINER_KEYS)
-    hints = {**_field_types(), **_OWN_TYPES}
-    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    check_config_keys(overrides, also=(*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS))
+    overrides = {key: typed(key, value) for key, value in overrides.items()}
     for key, value in overrides.items():
-        hint, default = hints.get(key, Any), defaults.get(key, dataclasses.MISSING)
-        if not _accepts(hint, value):
-            raise ConfigError(f"{key}={value!r}: {key} takes {_describe(hint)}{_example(key, default, hint)}")
-        enum = _enum_of(hint)
-        if enum is not None and key not in _PLANNER_CHOICES and isinstance(value, str):
-            choices = [str(m.value) for m in enum]
-            if value not in choices:
-                raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(choices)}")
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{key}={value!r} must be a finite number{_example(key, default)}")
+            raise ConfigError(f"{key}={value!r} must be a finite number{_example(key)}")
         if key in RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
             accepts, what, _ = RANGES[key]
             if not accepts(value):
-                raise ConfigError(f"{key}={value!r} must be {what}{_example(key, default)}")
+                raise ConfigError(f"{key}={value!r} must be {what}{_example(key)}")
     weights = overrides.get("reward_weights")
     if weights is not None:
         if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) for w in weights):
@@ -186,6 +93,7 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
         if n_rewards is not None and len(weights) != n_rewards:
             raise ConfigError(f"reward_weights has {len(weights)} weights for {n_rewards} rewards; give one per "
                               "reward, in the order of the rewards")
+    return overrides
 
 
 def check_output_dir(out: Path) -> None:

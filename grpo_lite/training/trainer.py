@@ -1,9 +1,10 @@
-"""train(): plan -> GRPOConfig, PEFT and bitsandbytes settings -> TRL's GRPOTrainer -> run.json.
+"""train(): plan -> Recipe -> TRL's GRPOTrainer -> run.json, or, with ``config=``, Recipe -> fits? -> the same run.
 
 The flow, in order: resolve the model, load its tokenizer and the dataset (prompt lengths are
-measured, not assumed), plan the memory preset for the budget, load the model as the plan says,
-build TRL's ``GRPOTrainer``, train, save the model or adapter and ``run.json`` atomically, and print
-a summary. Before anything loads, every setting and the output folder are checked
+measured, not assumed), plan the memory preset for the budget and write it as a Recipe (or, with a
+recipe, estimate the recipe's own settings and refuse it when they do not fit its budget), load the
+model and build TRL's ``GRPOTrainer`` from the Recipe, train, save the model or adapter and
+``run.json`` atomically, and print a summary. Before anything loads, every setting and the output folder are checked
 (:mod:`grpo_lite.training.checks`). Around the loop: one run per folder (a lock), a guard against
 overwriting another run, resume from the newest complete checkpoint, Ctrl-C that saves before it
 exits, a step down the preset ladder on CUDA out-of-memory (see :mod:`grpo_lite.training.resilience`),
@@ -13,6 +14,8 @@ function, never at ``import grpo_lite``.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.recipe.recipe import Recipe
 
-__all__ = ["DEFAULT_STOP_STRINGS", "TrainResult", "default_output_dir", "train"]
+__all__ = ["DEFAULT_STOP_STRINGS", "RECIPE_ARGUMENTS", "TrainResult", "default_output_dir", "train"]
 
 
 # plan() inputs that train() decides itself: passing them as overrides is an error that says why.
@@ -98,7 +101,35 @@ def default_output_dir(model: str) -> Path:
     return Path("runs") / f"{slug}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
+# train()'s arguments a recipe holds (Recipe fields of the same name); the rest of a recipe are overrides
+RECIPE_ARGUMENTS = ("model", "budget_gb", "dataset", "rewards", "preset", "prompt_style", "seed", "max_steps",
+                    "shared_prefix", "stop_strings")
+
+
+def _recipe_with_passed_arguments(func: Callable[..., TrainResult]) -> Callable[..., TrainResult]:
+    """train() with ``config=``: the recipe, then the arguments the caller wrote (:meth:`Recipe.with_arguments`).
+
+    The call is bound to train()'s signature, so an argument written at its default still counts; train()
+    itself then runs the resulting Recipe with nothing else of the recipe's passed.
+    """
+    signature = inspect.signature(func)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> TrainResult:
+        passed = signature.bind(*args, **kwargs).arguments
+        if passed.get("config") is None:
+            return func(*args, **kwargs)
+        from grpo_lite.recipe.recipe import Recipe
+
+        written = {key: passed.pop(key) for key in RECIPE_ARGUMENTS if key in passed}
+        recipe = Recipe.with_arguments(passed.pop("config"), {**written, **passed.pop("overrides", {})})
+        return func(config=recipe, **passed)
+
+    return wrapper
+
+
 @quiet_libraries()
+@_recipe_with_passed_arguments
 def train(
     model: str | os.PathLike | None = None,
     budget_gb: float | None = None,
@@ -132,10 +163,13 @@ def train(
         budget_gb: the GPU's nominal size in GB (16 for a 16 GB card), per device. None detects the
             current CUDA device; without CUDA the run uses a CPU plan.
         config: a recipe to run as written: a YAML file (``grpo-lite plan MODEL --write recipe.yaml``) or a
-            :class:`~grpo_lite.recipe.recipe.Recipe`. Its preset and every setting in it are fixed (the
-            planner trades nothing, and raises DoesNotFitError when the whole does not fit your prompts);
-            the other arguments you pass override its values (an argument left at its default keeps the
-            recipe's), as flags override ``--config`` in TRL's CLI.
+            :class:`~grpo_lite.recipe.recipe.Recipe`. The trainer is built from the recipe itself; before
+            anything loads, the memory model's estimate of its settings (for your measured prompts) is checked
+            against its ``budget_gb`` (DoesNotFitError naming the recipe keys to change); only a setting it
+            leaves None is the planner's (:meth:`~grpo_lite.recipe.recipe.Recipe.filled`). The arguments you
+            pass override its values (an argument you write wins even at its default:
+            ``seed=0`` over the file's 7; one you leave out keeps the recipe's), as flags override ``--config``
+            in TRL's CLI.
         dataset: ``"gsm8k"``, ``"synthetic"``, a path to a jsonl/json/parquet/csv file or folder, or a
             ``datasets.Dataset`` with a question (or prompt) column and an answer column.
         rewards: reward names from ``grpo_lite.rewards.REWARDS`` and/or callables with TRL's signature.
@@ -178,15 +212,21 @@ def train(
     """
     from grpo_lite.training.attempts import Attempts, run_attempts
 
-    recipe = None
-    if config is not None:  # the recipe's values, then the arguments given here
-        recipe, arguments = _recipe_arguments(config, dict(locals()))
-        model, budget_gb, dataset, rewards, preset, prompt_style, seed, max_steps, shared_prefix, stop_strings = (
-            arguments.pop(key) for key in _RECIPE_ARGUMENTS)
-        overrides = arguments
+    recipe: Recipe | None = config  # a Recipe, the arguments passed already applied (_recipe_with_passed_arguments)
+    if recipe is not None:
+        _check_recipe_launch(recipe)
+        model, budget_gb, dataset, rewards, seed, max_steps = (recipe.model, recipe.budget_gb, recipe.dataset,
+                                                               recipe.rewards, recipe.seed, recipe.max_steps)
+        prompt_style, shared_prefix = recipe.style(), recipe.shared_prefix
+        overrides = recipe.plan_settings()  # checked below as train()'s own overrides are
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
-    reward_funcs = _check_arguments(max_steps, on_oom, rewards, overrides)
+    else:
+        from grpo_lite.recipe.values import typed
+
+        seed, shared_prefix, stop_strings = (typed(key, value) for key, value in (
+            ("seed", seed), ("shared_prefix", shared_prefix), ("stop_strings", stop_strings)))  # as a recipe's are
+    reward_funcs, overrides = _check_arguments(max_steps, on_oom, rewards, overrides)
     from grpo_lite.export.after_training import check_export
 
     check_export(export, model)  # before the output folder is touched
@@ -197,19 +237,31 @@ def train(
                     preset=preset, method=method)
     loop = None
     try:
-        if run.earlier is not None and run.earlier.preset is not None:  # checked against preset and method in _open_run
+        if run.earlier is not None and run.earlier.preset is not None and recipe is None:  # checked in _open_run
             preset, method = run.earlier.preset, None  # the rung the checkpoint was trained on (after any step down)
+        shared_prefix = _seam_replan(shared_prefix, run.console)
+        if recipe is not None and shared_prefix != recipe.shared_prefix:
+            recipe = recipe.with_overrides(shared_prefix=shared_prefix)
         inputs = _load_inputs(model, dataset, reward_funcs, prompt_style, seed, skip_invalid, run.console)
         plan_kwargs = _plan_kwargs(budget_gb, inputs.prompt_tokens)
-        the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix}, run,
-                              quiet or run.finished, show_plan)
-        if run.finished:
-            return _already_finished(run, inputs, the_plan)
-        the_recipe = _planned_recipe(the_plan, recipe, dataset=dataset, rewards=rewards, prompt_style=inputs.style,
-                                     seed=seed, max_steps=max_steps, stop_strings=stop_strings)
+        if recipe is None:  # plan -> Recipe
+            from grpo_lite.recipe.recipe import Recipe
+
+            the_plan = _make_plan(inputs, plan_kwargs, method, preset, {**overrides, "shared_prefix": shared_prefix},
+                                  run, quiet or run.finished, show_plan)
+            if run.finished:
+                return _already_finished(run, inputs, the_plan)
+            the_recipe = Recipe.from_plan(the_plan, dataset=dataset, rewards=rewards, prompt_style=inputs.style,
+                                          seed=seed, max_steps=max_steps, stop_strings=stop_strings)
+        else:  # the recipe as written: the estimate of its settings against its budget, then the recipe runs
+            the_plan = _make_plan(inputs, plan_kwargs, method, recipe.preset, recipe.plan_settings(), run,
+                                  quiet or run.finished, show_plan, recipe=recipe)
+            if run.finished:
+                return _already_finished(run, inputs, the_plan)
+            the_recipe = recipe.filled(the_plan)
+        _check_context(the_plan, inputs)
         _check_disk(run, the_plan)
-        loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks,
-                              recipe=the_recipe)
+        loop = Attempts.start(the_plan, inputs, run, the_recipe, callbacks=callbacks)
         trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
         result = _finish(loop, trainer, inputs, run)
     except BaseException as exc:
@@ -243,37 +295,6 @@ def process_state() -> Any:
     return PartialState(cpu=not torch.cuda.is_available())
 
 
-# train()'s arguments a recipe holds, in the order train() unpacks them; the rest of a recipe are overrides
-_RECIPE_ARGUMENTS = ("model", "budget_gb", "dataset", "rewards", "preset", "prompt_style", "seed", "max_steps",
-                     "shared_prefix", "stop_strings")
-
-
-def _recipe_arguments(config: Any, given: dict[str, Any]) -> tuple[Recipe, dict[str, Any]]:
-    """The recipe with the arguments given to train() applied, and train()'s arguments that run it.
-
-    ``given`` is train()'s locals at entry; an argument equal to its default is not applied (the recipe's
-    value stays), except that ``**overrides`` always are.
-    """
-    import inspect
-
-    from grpo_lite.recipe.recipe import Recipe
-
-    recipe = config if isinstance(config, Recipe) else Recipe.read(config)
-    changes: dict[str, Any] = dict(given.get("overrides") or {})
-    for name, param in inspect.signature(train).parameters.items():
-        if name not in _RECIPE_ARGUMENTS or given[name] is param.default:
-            continue
-        try:
-            same = bool(given[name] == param.default)
-        except Exception:  # noqa: BLE001 - a Dataset or an array compares element-wise or not at all
-            same = False
-        if not same:
-            changes[name] = given[name]
-    recipe = recipe.with_overrides(**changes) if changes else recipe
-    _check_recipe_launch(recipe)
-    return recipe, recipe.train_arguments()
-
-
 def _check_recipe_launch(recipe: Recipe) -> None:
     """A recipe planned for a GPU, or for N processes, runs only there (checked before anything is loaded)."""
     import torch
@@ -289,20 +310,25 @@ def _check_recipe_launch(recipe: Recipe) -> None:
                           "num_processes in the file")
 
 
-def _planned_recipe(the_plan: Plan, recipe: Recipe | None, **run: Any) -> Recipe:
-    """The plan as the recipe the trainer is built from; a recipe given to train() must come back as written."""
-    from grpo_lite.recipe.recipe import Recipe
+def _seam_replan(shared_prefix: bool, console: Any) -> bool:
+    """Whether the run shares prompts: not when TRL's code turns the shared prefix off
+    (trl_seam.code_problems), which is said before planning, so the plan printed is the plan trained."""
+    from grpo_lite.training.trl_seam import code_problems, seam_warning
 
-    planned = Recipe.from_plan(the_plan, **run)
-    if recipe is not None:
-        problems = recipe.differences(planned)
-        if problems:
-            raise ConfigError("the recipe cannot run as written: " + "; ".join(problems))
-    return planned
+    problems = code_problems() if shared_prefix else {}
+    if not problems:
+        return shared_prefix
+    import trl
+
+    console.print(f"[yellow]{seam_warning(problems, trl.__version__)}. The run is planned without the shared "
+                  "prefix: the plan below is the plan trained[/yellow]", highlight=False)
+    return False
 
 
-def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides: dict[str, Any]) -> list[Any]:
-    """Reject bad arguments and settings before anything is loaded; return the reward callables."""
+def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any,
+                     overrides: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Reject bad arguments and settings before anything is loaded; return the reward callables and the
+    overrides typed as TRL's parser types them."""
     from grpo_lite import rewards as reward_lib
     from grpo_lite.training.checks import check_overrides
 
@@ -314,8 +340,7 @@ def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides
     if taken:
         raise ConfigError("; ".join(f"{key} cannot be set here: {_PLAN_OWNED[key]}" for key in taken))
     reward_funcs = reward_lib.resolve_rewards(rewards)
-    check_overrides(overrides, n_rewards=len(reward_funcs))
-    return reward_funcs
+    return reward_funcs, check_overrides(overrides, n_rewards=len(reward_funcs))
 
 
 def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *, resume: bool, overwrite: bool,
@@ -454,8 +479,13 @@ def _plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
 
 
 def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | None, preset: str | None,
-               overrides: dict[str, Any], run: RunFolder, quiet: bool, show_plan: bool = False) -> Plan:
-    """plan() for this run, printed on the main process: its summary, or the whole table with ``show_plan``."""
+               overrides: dict[str, Any], run: RunFolder, quiet: bool, show_plan: bool = False,
+               recipe: Recipe | None = None) -> Plan:
+    """plan() for this run, printed on the main process: its summary, or the whole table with ``show_plan``.
+
+    With ``recipe``, ``overrides`` are its settings and ``preset`` its preset: the estimate of the recipe as
+    written, refused in one line naming the recipe's keys to change when it does not fit its budget.
+    """
     from grpo_lite.errors import DoesNotFitError
     from grpo_lite.planning.choose import plan
     from grpo_lite.training.resilience import train_advice
@@ -463,7 +493,9 @@ def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | 
     try:
         the_plan = plan(inputs.spec, method=method, preset=preset, **plan_kwargs, **overrides)
     except DoesNotFitError as exc:  # the planner's advice names max_prompt_length, which train() measures itself
-        raise DoesNotFitError(train_advice(str(exc), inputs.prompt_tokens), exc.smallest_budget_gb, exc.preset) from None
+        advice = (train_advice(str(exc), inputs.prompt_tokens) if recipe is None else
+                  _recipe_advice(str(exc), inputs.prompt_tokens, exc.smallest_budget_gb, recipe))
+        raise DoesNotFitError(advice, exc.smallest_budget_gb, exc.preset) from None
     if not quiet and run.state.is_main_process:
         from grpo_lite.planning.tables import plan_summary, plan_table
 
@@ -472,6 +504,48 @@ def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | 
         else:
             run.console.print(plan_summary(the_plan), highlight=False, markup=False, soft_wrap=True)
     return the_plan
+
+
+def _recipe_advice(message: str, prompt_tokens: int, smallest_gb: float | None, recipe: Recipe) -> str:
+    """The planner's refusal of a recipe, with the recipe keys that make it fit (one line)."""
+    cut = message.find(" Or shorten")
+    budget = "" if smallest_gb is None else f"budget_gb: {smallest_gb:g} or more (on a machine that has it), "
+    card = (f" --device {recipe.device}" if recipe.device is not None else "") + (
+        f" --budget-gb {recipe.budget_gb:g}" if recipe.budget_gb is not None else "")
+    return (f"the recipe does not fit as written: {message[:cut] if cut >= 0 else message} Change in the recipe: "
+            f"{budget}a lower trl.max_completion_length or trl.num_generations (floor 4), or a cheaper preset; or "
+            f"shorten the prompts (the longest is {prompt_tokens} tokens); or write a recipe that fits: "
+            f"grpo-lite plan {recipe.model}{card} --write FILE")
+
+
+def _context_tokens(spec: Any, tokenizer: Any) -> int | None:
+    """The model's context in tokens: its config's ``max_position_embeddings``, else the tokenizer's
+    ``model_max_length`` (None when neither says, as for a tokenizer without a limit)."""
+    context = None
+    if spec.kind != "gguf":
+        from transformers import AutoConfig
+
+        try:
+            context = getattr(AutoConfig.from_pretrained(spec.model_id), "max_position_embeddings", None)
+        except (OSError, ValueError):  # not cached offline, or not a transformers config
+            context = None
+    if context is None:
+        context = getattr(tokenizer, "model_max_length", None)
+    return context if isinstance(context, int) and 0 < context < 10**7 else None
+
+
+def _check_context(the_plan: Plan, inputs: RunInputs) -> None:
+    """Before the model loads: the longest prompt and the planned completions fit the model's context."""
+    context = _context_tokens(inputs.spec, inputs.tokenizer)
+    completion = the_plan.settings["max_completion_length"]
+    if context is None or inputs.prompt_tokens + completion <= context:
+        return
+    room = context - inputs.prompt_tokens
+    fix = (f"set max_completion_length={room} or lower (--set max_completion_length={room}; in a recipe, "
+           f"max_completion_length: {room} under trl:; Python: max_completion_length={room}), or " if room >= 1 else "")
+    raise ConfigError(f"the longest prompt ({inputs.prompt_tokens} tokens) and max_completion_length ({completion}) "
+                      f"need {inputs.prompt_tokens + completion} positions; {inputs.spec.name} has a context of "
+                      f"{context} tokens: {fix}shorten the prompts (drop the longest rows from the dataset)")
 
 
 def _check_disk(run: RunFolder, the_plan: Plan) -> None:

@@ -22,7 +22,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
-__all__ = ["FEATURES", "TESTED_TRL", "Feature", "seam_problems", "seam_warning"]
+__all__ = ["FEATURES", "TESTED_TRL", "Feature", "code_problems", "seam_problems", "seam_warning"]
 
 # The TRL releases the trainer, shared-prefix and stop-string tests passed with (pyproject.toml's bound).
 # 1.13.0 and 1.14.0 differ at the seam (the trainer warns and runs TRL's code); 1.15.0 has the same seam but its
@@ -123,6 +123,20 @@ def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, 
             "_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")}),
     }
     return {feature: problem for feature, problem in found.items() if problem}
+
+
+def code_problems(trl_class: type | None = None) -> dict[Feature, str]:
+    """What differs in TRL's code itself, known before a model loads: the shared-prefix scoring's signature.
+
+    train() asks before it plans: a run whose TRL turns the shared prefix off is planned without it, so the
+    plan printed is the plan trained. The trainer's own check, :func:`seam_problems`, reads the rest once the
+    model is built; a shared prefix it turns off then is planned again (``Attempts.plan_as_built``: a
+    ``replanned`` event in run.json).
+    """
+    if trl_class is None:
+        from trl import GRPOTrainer as trl_class
+    problem = _signature_problem(trl_class, "_get_per_token_logps_and_entropies", _SCORING, rest_none=True)
+    return {"shared_scoring": problem} if problem else {}
 
 
 def seam_warning(problems: dict[Feature, str], version: str) -> str:

@@ -1,0 +1,192 @@
+"""Settings typed as TRL's own parser (``HfArgumentParser``) types them, and a recipe file read as one error line.
+
+:func:`typed`: the argparse action TRL's parser builds from a field (GRPOConfig's or :class:`OwnSettings`')
+gives the type and choices; text goes through the type (``"1e-5"``, which PyYAML leaves text, becomes a
+number), typed values must be of it, a list field takes a list. :func:`read_mapping`: UTF-8 and
+``yaml.safe_load`` (a ``!!python`` tag is refused, never run). transformers and TRL load on the first call.
+
+>>> typed("learning_rate", "1e-5"), typed("num_generations", 4), typed("stop_strings", ["</answer>"])
+(1e-05, 4, ['</answer>'])
+>>> typed("stop_strings", "</answer>")
+Traceback (most recent call last):
+...
+grpo_lite.errors.ConfigError: stop_strings='</answer>': stop_strings takes a list of text; e.g. stop_strings=['</answer>']
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from grpo_lite.errors import ConfigError
+from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
+
+__all__ = ["OwnSettings", "load_yaml", "read_mapping", "typed"]
+
+
+@dataclass
+class OwnSettings:
+    """grpo-lite's settings that are not GRPOConfig fields, typed for HfArgumentParser: recipe keys and train()
+    arguments of the same names (LoRA's under train()'s names). Types only: the defaults live where they are used."""
+
+    model: str
+    preset: str
+    num_processes: int
+    shared_prefix: bool
+    stop_strings: list[str]
+    lora_r: int
+    lora_alpha: float
+    lora_dropout: float
+    device: Optional[Device] = None
+    budget_gb: Optional[float] = None
+    sharding: Optional[Sharding] = None
+    dtype: Optional[Dtype] = None
+    update_rounding: Optional[UpdateRounding] = None
+    lora_target_modules: Union[None, str, list[str]] = None  # names, or a pattern ("all-linear"): typed as text
+
+
+# what a value must be for an action's type, when it is not text (text goes through the type itself); the parser
+# types a field of several types (``str | list[str]``, ``dict | str``) as text: lists and mappings pass to TRL
+_KINDS: dict[Any, tuple[tuple[type, ...], str]] = {int: ((int,), "a whole number"),
+                                                   float: ((int, float), "a number"), str: ((list, dict), "text")}
+_PLANNER_CHOICES = {"optim"}  # choices the planner checks against what it models (a shorter, truer list)
+
+
+@functools.lru_cache(maxsize=1)
+def _actions() -> dict[str, tuple[argparse.Action, bool]]:
+    """Setting -> (the action TRL's parser builds for it, whether it takes None)."""
+    import dataclasses
+    import typing
+
+    from transformers import HfArgumentParser
+    from trl import GRPOConfig
+
+    parser = HfArgumentParser((GRPOConfig, OwnSettings))
+    optional = {}
+    for cls in (GRPOConfig, OwnSettings):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            optional[f.name] = type(None) in typing.get_args(hints.get(f.name)) or f.default is None
+    return {a.dest: (a, optional[a.dest]) for a in parser._actions if a.dest in optional and a.nargs != 0}
+
+
+def _kind(action: argparse.Action) -> str:
+    if action.choices is not None:
+        return "one of " + ", ".join(map(str, action.choices))
+    if getattr(action.type, "__name__", "") == "string_to_bool":
+        return "True or False"
+    return _KINDS.get(action.type, ((), getattr(action.type, "__name__", "a value")))[1]
+
+
+def _one(action: argparse.Action, value: Any) -> Any:
+    """One value through the action's type; ValueError when it is not of it."""
+    if isinstance(value, Enum):
+        value = value.value
+    if isinstance(value, str):
+        value = action.type(value) if action.type is not None else value  # TRL's parser: text -> the type
+    elif getattr(action.type, "__name__", "") == "string_to_bool":
+        if not isinstance(value, bool):
+            raise ValueError
+    elif action.type in _KINDS and (isinstance(value, bool) or not isinstance(value, _KINDS[action.type][0])):
+        raise ValueError
+    if action.choices is not None and action.dest not in _PLANNER_CHOICES and value not in action.choices:
+        raise ValueError
+    return value
+
+
+def typed(key: str, value: Any, *, optional: bool = False, written: str | None = None) -> Any:
+    """``value`` parsed as the setting ``key`` (a GRPOConfig field or an :class:`OwnSettings` one).
+
+    Args:
+        optional: None is accepted even where the field's type does not take it (a recipe's ``max_steps``).
+        written: how the user wrote it, for the message. Default: ``key=value``.
+
+    Returns:
+        The value, typed; an unknown key's value unchanged (:func:`grpo_lite.training.build.check_config_keys`
+        names unknown keys).
+
+    Raises:
+        ConfigError: the value is not of the field's type or not one of its choices; the message names what
+            was written, what it takes and a value that works.
+    """
+    action, takes_none = _actions().get(key, (None, True))
+    if action is None or (value is None and (takes_none or optional)):
+        return value
+    many = action.nargs in ("+", "*")
+    try:
+        if value is None or (many and not isinstance(value, (list, tuple))):
+            raise ValueError
+        return [_one(action, v) for v in value] if many else _one(action, value)
+    except (ValueError, TypeError, argparse.ArgumentTypeError):
+        pass
+    kind = f"a list of {_kind(action).removeprefix('a ')}" if many else _kind(action)
+    if action.choices is not None and value is not None and not many:
+        problem = f"{written or f'{key}={value!r}'} is not valid; choose {kind}"
+    else:
+        kind = kind.replace(" or ", ", ") + " or None" if takes_none or optional else kind
+        problem = f"{written or f'{key}={value!r}'}: {key} takes {kind}"
+    raise ConfigError(problem + _example(key, action, value, many))
+
+
+def _example(key: str, action: argparse.Action, value: Any, many: bool) -> str:
+    """``; e.g. key=<a value that works>``: the value in a list, or the field's default."""
+    if many and isinstance(value, str):
+        return f"; e.g. {key}={[value]!r}"
+    default = action.default
+    if isinstance(default, Enum):
+        default = default.value
+    if default is None or default is argparse.SUPPRESS or isinstance(default, (list, dict)):
+        return ""
+    return f"; e.g. {key}={default!r}"
+
+
+def read_mapping(path: Path) -> Any:
+    """The YAML of a recipe file, read safely (:func:`load_yaml`); every failure one line naming the file, the line
+    and the key.
+
+    Raises:
+        ConfigError: the file is missing or unreadable, not UTF-8, not YAML, or uses a tag (``!!python/...``)
+            that only an unsafe loader would run.
+    """
+    if not path.is_file():
+        raise ConfigError(f"recipe file {path} does not exist; write one with "
+                          f"grpo-lite plan MODEL --budget-gb N --write {path}")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the recipe file {path}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        text = raw.decode("utf-8", errors="replace")
+        raise ConfigError(f"{path}, line {line}{_key_at(text, line)}: byte {raw[exc.start]:#x} is not UTF-8; save the "
+                          "file as UTF-8 (or remove the character)") from None
+    return load_yaml(text, str(path))
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """``yaml.safe_load(text)``; an error is one line naming ``source``, the line and the key."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if isinstance(exc, yaml.constructor.ConstructorError):
+            problem += " (recipes hold plain values: tags such as !!python/... are refused, never run)"
+        raise ConfigError(f"{source}, line {line}{_key_at(text, line)}: not valid YAML: {problem}") from None
+
+
+def _key_at(text: str, line: int) -> str:
+    """`` (key)``: the top-level key whose value holds ``line`` (1-based), or nothing."""
+    for row in reversed(text.splitlines()[:line]):
+        if row[:1].isalpha() and ":" in row:
+            return f" ({row.split(':', 1)[0].strip()})"
+    return ""

@@ -1,0 +1,302 @@
+"""Settings flow one way: each fault of a recipe, a flag or an argument is one error line before anything loads,
+and an argument written wins over the recipe by the same rule in Python and on the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from grpo_lite import ConfigError, train
+from grpo_lite.cli import main
+from grpo_lite.recipe.recipe import Recipe
+
+BASE = "model: some-model\npreset: lora\ndevice: cpu\n"
+
+
+class Resolved(Exception):
+    """Raised where train() has its recipe, before anything loads."""
+
+
+@pytest.fixture
+def resolved_recipe(monkeypatch):
+    """train() stops once it has the recipe it would run, and hands it over."""
+    from grpo_lite.training import trainer
+
+    def stop(recipe):
+        raise Resolved(recipe)
+
+    monkeypatch.setattr(trainer, "_check_recipe_launch", stop)
+
+    def run(**kwargs):
+        with pytest.raises(Resolved) as caught:
+            train(**kwargs)
+        return caught.value.args[0]
+
+    return run
+
+
+def _cli_error(argv, capsys) -> str:
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+def test_an_argument_written_at_its_default_wins_over_the_recipe(tmp_path, resolved_recipe):
+    path = tmp_path / "r.yaml"
+    path.write_text(BASE + "seed: 7\nshared_prefix: false\n")
+    recipe = resolved_recipe(config=path, shared_prefix=True, seed=0)
+    assert (recipe.seed, recipe.shared_prefix) == (0, True)
+    left_out = resolved_recipe(config=path)
+    assert (left_out.seed, left_out.shared_prefix) == (7, False)
+    as_object = resolved_recipe(config=Recipe.read(path), seed=0, learning_rate=2e-6)
+    assert (as_object.seed, as_object.trl["learning_rate"]) == (0, 2e-6)
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("max_steps: [unclosed\n", "line 4 (max_steps)"),
+    ("presets: lora\n", "'presets' (did you mean 'preset'?)"),
+    ("dataset: !!python/object/apply:os.system ['touch pwned']\n", "line 4 (dataset)"),
+])
+def test_a_bad_recipe_file_is_one_line_from_the_cli(text, fragment, tmp_path, capsys):
+    path = tmp_path / "r.yaml"
+    path.write_text(BASE + text)
+    error = _cli_error(["train", "--config", str(path), "--output-dir", str(tmp_path / "run")], capsys)
+    assert str(path) in error and fragment in error, error
+    assert not (tmp_path / "run").exists() and not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("stop_strings: </answer>\n", "stop_strings: </answer>: stop_strings takes a list of text; e.g. "
+                                  "stop_strings=['</answer>']"),
+    ("seed: null\n", "seed: null: seed takes a whole number; e.g. seed=42"),
+    ("rewards: 5\n", "rewards must be a list of reward names"),
+    ("budget_gb: lots\n", "budget_gb: lots: budget_gb takes a number or None"),
+    ("trl:\n  learning_rat: 1.0e-5\n", "did you mean 'learning_rate'?"),
+    ("trl:\n  num_generations: 2.5\n", "trl.num_generations: 2.5: num_generations takes a whole number"),
+    ("trl:\n  learning_rate: -1\n", "trl: learning_rate=-1 must be > 0"),
+    ("dtype: bf16\n", "dtype: bf16 is not valid; choose one of bfloat16, float16, float32"),
+    ("lora:\n  r: eight\n", "lora.r: eight: lora_r takes a whole number"),
+])
+def test_a_wrong_value_in_a_recipe_names_the_file_and_key_before_any_folder_is_made(text, fragment, tmp_path, capsys):
+    path = tmp_path / "r.yaml"
+    path.write_text(BASE.replace("model: some-model\n", "") + "model: some-model\n" + text)
+    error = _cli_error(["train", "--config", str(path), "--output-dir", str(tmp_path / "run")], capsys)
+    assert f"{path}: " in error and fragment in error, error
+    assert not (tmp_path / "run").exists()
+
+
+def test_model_of_the_wrong_type_is_named(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("model: 5\npreset: lora\n")
+    with pytest.raises(ConfigError, match=r"r\.yaml: model: 5: model takes text"):
+        Recipe.read(path)
+
+
+def test_a_byte_that_is_not_utf8_names_the_line_and_key(tmp_path, capsys):
+    path = tmp_path / "r.yaml"
+    path.write_bytes(BASE.encode() + "seed: 3  # caf\xe9\n".encode("latin-1"))
+    error = _cli_error(["train", "--config", str(path), "--output-dir", str(tmp_path / "run")], capsys)
+    assert f"{path}, line 4 (seed): byte 0xe9 is not UTF-8" in error, error
+
+
+def test_numbers_pyyaml_reads_as_text_are_numbers(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(BASE + "budget_gb: 16\ntrl:\n  learning_rate: 1e-5\n  beta: 4e-2\n")
+    recipe = Recipe.read(path)
+    assert recipe.trl["learning_rate"] == 1e-5 and recipe.trl["beta"] == 0.04 and recipe.budget_gb == 16
+    assert isinstance(recipe.trl["learning_rate"], float)
+
+
+def test_a_wrong_argument_from_python_is_named_as_written(tmp_path, resolved_recipe):
+    path = tmp_path / "r.yaml"
+    path.write_text(BASE)
+    with pytest.raises(ConfigError, match=r"^seed=None: seed takes a whole number"):
+        resolved_recipe(config=path, seed=None)
+    with pytest.raises(ConfigError, match=r"stop_strings='</answer>': stop_strings takes a list of text"):
+        resolved_recipe(config=path, stop_strings="</answer>")
+    assert resolved_recipe(config=path, learning_rate="1e-5").trl["learning_rate"] == 1e-5
+
+
+# ---- train(config=...): the recipe as written is estimated, checked and run ----------------------------------
+class Started(Exception):
+    """Raised where the trainer would be built, with the plan and the recipe it would be built from."""
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """train(config=...) stops where the attempts start and hands over (plan, recipe)."""
+    from grpo_lite.training import attempts
+
+    def stop(cls, plan, inputs, run, recipe, **kwargs):
+        raise Started(plan, recipe)
+
+    monkeypatch.setattr(attempts.Attempts, "start", classmethod(stop))
+
+    def run(**kwargs):
+        with pytest.raises(Started) as caught:
+            train(**kwargs)
+        return caught.value.args
+
+    return run
+
+
+def _tiny_recipe(tiny_model_dir, **changes) -> Recipe:
+    from grpo_lite import plan
+
+    p = plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4, per_device_train_batch_size=4,
+             max_completion_length=16)
+    return Recipe.from_plan(p, dataset="synthetic", rewards=["length"], max_steps=1).with_overrides(**changes)
+
+
+def test_a_recipe_runs_as_written_and_only_its_gaps_are_planned(tiny_model_dir, tmp_path, started):
+    written = _tiny_recipe(tiny_model_dir, temperature=0.5, learning_rate=3e-3)
+    written.dtype = None  # left to the planner
+    del written.trl["optim"]
+    written.lora["lora_dropout"] = 0.1
+    the_plan, ran = started(config=written, output_dir=tmp_path / "run")
+    assert (ran.trl["temperature"], ran.trl["learning_rate"], ran.lora["lora_dropout"]) == (0.5, 3e-3, 0.1)
+    assert ran.dtype == the_plan.model_kwargs["dtype"] == "float32" and ran.trl["optim"] == the_plan.settings["optim"]
+    assert {k: v for k, v in ran.trl.items() if k != "optim"} == written.trl and ran.plan is the_plan
+    # the estimate is of the recipe's own settings, not of settings the planner traded
+    step = the_plan.estimate.settings
+    assert (step.num_generations, step.max_completion_length, step.per_device_train_batch_size) == (4, 16, 4)
+    assert the_plan.lora["lora_dropout"] == 0.1
+
+
+def test_a_recipe_that_does_not_fit_its_budget_is_refused_naming_its_keys(tiny_model_dir, tmp_path, started):
+    recipe = _tiny_recipe(tiny_model_dir, budget_gb=0.25, num_generations=64, per_device_train_batch_size=64,
+                          max_completion_length=4096)
+    from grpo_lite.errors import DoesNotFitError
+
+    with pytest.raises(DoesNotFitError) as caught:
+        train(config=recipe, output_dir=tmp_path / "run")
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1, message
+    assert message.startswith("the recipe does not fit as written: ") and "with preset lora" in message, message
+    assert f"budget_gb: {caught.value.smallest_budget_gb:g} or more" in message, message
+    assert "trl.max_completion_length" in message and "any preset" not in message, message
+    assert not (tmp_path / "run").exists()
+
+
+def test_lora_settings_under_a_full_preset_are_refused_naming_the_key(tiny_model_dir, tmp_path, started):
+    recipe = _tiny_recipe(tiny_model_dir, preset="full")
+    with pytest.raises(ConfigError, match=r"^the recipe cannot run as written: lora: the recipe says"):
+        started(config=recipe, output_dir=tmp_path / "run")
+
+
+def test_a_shared_prefix_turned_off_after_the_model_loads_is_planned_again(tiny_model_dir, tmp_path, monkeypatch):
+    """TRL's fused LM head found changed once the model is built: the plan in run.json is the plan trained."""
+    import json
+
+    from grpo_lite import plan
+    from grpo_lite.training import trl_seam
+    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+
+    monkeypatch.setattr(trl_seam, "_fused_head_problem", lambda trainer: "the fused LM head takes no shift_labels")
+
+    def stop(self, *args, **kwargs):
+        raise Started(self.shared_prefix)
+
+    monkeypatch.setattr(LiteGRPOTrainer, "train", stop)
+    recipe = _tiny_recipe(tiny_model_dir)
+    assert recipe.shared_prefix
+    with pytest.raises(Started) as caught:
+        train(config=recipe, output_dir=tmp_path / "run", quiet=True)
+    assert caught.value.args == (False,)  # the trainer runs TRL's scoring
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    replanned = [e for e in record["events"] if e["event"] == "replanned"]
+    assert len(replanned) == 1 and "shift_labels" in replanned[0]["reason"], record["events"]
+    without = plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4, per_device_train_batch_size=4,
+                   max_completion_length=16, max_prompt_length=record["measured_prompt_tokens"], shared_prefix=False)
+    assert record["planned_peak_gib"] == replanned[0]["to_peak_gib"] == round(without.estimate.total_gib, 3)
+    assert replanned[0]["from_peak_gib"] != replanned[0]["to_peak_gib"]
+    assert record["recipe"]["shared_prefix"] is False
+    assert {k: record["plan"]["settings"][k] for k in without.settings} == without.settings
+
+
+# ---- dead ends of grpo-lite plan --write --------------------------------------------------------------------
+PLAN = ["plan", "Llama-3.2-1B-Instruct", "--budget-gb", "16"]
+
+
+def test_plan_write_into_a_folder_names_a_file_to_give(tmp_path, capsys):
+    error = _cli_error([*PLAN, "--write", str(tmp_path)], capsys)
+    assert f"{tmp_path} is a folder: give the recipe a file name, e.g. {tmp_path / 'recipe.yaml'}" in error
+
+
+def test_plan_write_where_it_cannot_write_is_one_line(tmp_path, capsys, monkeypatch):
+    (tmp_path / "file").write_text("x")
+    error = _cli_error([*PLAN, "--write", str(tmp_path / "file" / "r.yaml")], capsys)
+    assert f"cannot write the recipe to {tmp_path / 'file' / 'r.yaml'}" in error
+    import errno
+    from pathlib import Path
+
+    def read_only(self, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "write_text", read_only)
+    error = _cli_error([*PLAN, "--write", str(tmp_path / "r.yaml")], capsys)
+    assert f"cannot write the recipe to {tmp_path / 'r.yaml'}: Permission denied" in error
+    assert list(tmp_path.iterdir()) == [tmp_path / "file"]  # no temporary file left
+
+
+def test_compare_with_write_is_refused_not_ignored(tmp_path, capsys):
+    error = _cli_error([*PLAN, "--compare", "--write", str(tmp_path / "r.yaml")], capsys)
+    assert "--write saves one plan as a recipe; --compare shows every preset" in error
+    assert not (tmp_path / "r.yaml").exists()
+
+
+def test_prompts_and_completions_beyond_the_context_are_reported_before_training(tiny_model_dir, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """The tiny model has 1024 positions: 1100 completion tokens cannot fit, whatever the memory."""
+    from grpo_lite.training import attempts
+
+    monkeypatch.setattr(attempts.Attempts, "start", lambda *a, **k: pytest.fail("training started"))
+    error = _cli_error(["train", str(tiny_model_dir), "--dataset", "synthetic", "--reward", "length", "--set",
+                        "max_completion_length=1100", "--set", "num_generations=2", "--set",
+                        "per_device_train_batch_size=2", "--output-dir", str(tmp_path / "run")], capsys)
+    assert "has a context of 1024 tokens: set max_completion_length=" in error
+    room = int(error.split("set max_completion_length=")[1].split(" ")[0])
+    assert 0 < room < 1024 and f"--set max_completion_length={room}" in error
+
+
+# ---- a TRL whose code turns the shared prefix off: the run is planned without it ---------------------------
+def test_a_trl_seam_that_turns_the_shared_prefix_off_replans_and_says_so(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    import json
+
+    import torch
+    from tiny_run import TINY_RUN
+    from trl import GRPOTrainer
+
+    original = GRPOTrainer._get_per_token_logps_and_entropies
+
+    def changed(self, model, *args, **kwargs):  # TRL 1.14's shape: the trainer runs TRL's code
+        return original(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", changed)
+    torch.set_num_threads(1)
+    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=1, save_strategy="no",
+                   **{**TINY_RUN, "quiet": False})
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "shared-prefix scoring off" in printed and "planned without the shared prefix" in printed
+    assert result.plan.estimate.settings.shared_prefix is False  # the plan trained
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["recipe"]["shared_prefix"] is False and record["shared_prefix"]["calls"]["shared"] == 0
+
+
+def test_the_same_arguments_without_a_recipe_are_typed_alike(tmp_path, monkeypatch):
+    from grpo_lite.training import trainer
+
+    monkeypatch.setattr(trainer, "_open_run", lambda *a, **k: pytest.fail("the output folder was touched"))
+    for kwargs, message in (({"seed": None}, "seed=None: seed takes a whole number"),
+                            ({"stop_strings": "</answer>"}, "stop_strings='</answer>': stop_strings takes a list"),
+                            ({"shared_prefix": "no way"}, "shared_prefix='no way': shared_prefix takes True or False")):
+        with pytest.raises(ConfigError, match=message):
+            train("some-model", output_dir=tmp_path / "run", **kwargs)
+
+
+def test_lora_target_modules_take_names_or_peft_s_pattern():
+    base = {"model": "m", "preset": "lora"}
+    assert Recipe.from_dict({**base, "lora": {"r": 8, "target_modules": "all-linear"}}).lora["target_modules"] == "all-linear"
+    assert Recipe.from_dict({**base, "lora": {"target_modules": ["q_proj"]}}).lora["target_modules"] == ["q_proj"]
+    with pytest.raises(ConfigError, match=r"the recipe: lora.target_modules: 5: lora_target_modules takes text"):
+        Recipe.from_dict({**base, "lora": {"target_modules": 5}})

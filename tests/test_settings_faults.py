@@ -228,12 +228,11 @@ def test_plan_write_where_it_cannot_write_is_one_line(tmp_path, capsys, monkeypa
     error = _cli_error([*PLAN, "--write", str(tmp_path / "file" / "r.yaml")], capsys)
     assert f"cannot write the recipe to {tmp_path / 'file' / 'r.yaml'}" in error
     import errno
-    from pathlib import Path
 
-    def read_only(self, *args, **kwargs):
-        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+    def read_only(file, *args, **kwargs):  # the folder refuses the recipe's temporary file
+        raise PermissionError(errno.EACCES, "Permission denied", str(file))
 
-    monkeypatch.setattr(Path, "write_text", read_only)
+    monkeypatch.setattr("grpo_lite.files.open", read_only, raising=False)
     error = _cli_error([*PLAN, "--write", str(tmp_path / "r.yaml")], capsys)
     assert f"cannot write the recipe to {tmp_path / 'r.yaml'}: Permission denied" in error
     assert list(tmp_path.iterdir()) == [tmp_path / "file"]  # no temporary file left

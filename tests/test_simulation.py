@@ -226,3 +226,60 @@ def test_plan_simulate_json_on_a_tiny_model(tiny_model_dir: Path, capsys: pytest
     assert set(data["phases"]) >= {"generation", "forward", "backward_head", "backward_layers"}
     assert all(p["simulated"] > 0 for p in data["phases"].values())
     assert data["gpu"]["padded"] is False and "flash" in data["gpu"]["attention"]  # no mask: flash
+
+
+# ---- sliding-window models -------------------------------------------------------------------------------------
+
+def _sliding_configs(root: Path) -> dict[str, Path]:
+    """Tiny config.json folders from transformers' own config classes (Mistral with and without a window, Gemma 3)."""
+    from transformers import Gemma3TextConfig, MistralConfig
+
+    small = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                 vocab_size=512)
+    configs = {f"mistral-{w}": MistralConfig(num_hidden_layers=2, sliding_window=w, **small) for w in (16, 32, None)}
+    configs["gemma3"] = Gemma3TextConfig(num_hidden_layers=6, sliding_window=16, **small)  # 5 sliding, 1 full
+    for name, config in configs.items():
+        config.save_pretrained(root / name)
+    return {name: root / name for name in configs}
+
+
+def test_sliding_window_models_simulate_with_the_cache_transformers_builds(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from grpo_lite.simulation import step
+    from grpo_lite.simulation.run import simulate
+
+    caches = []
+    grow = step._grow_cache
+    monkeypatch.setattr(step, "_grow_cache", lambda cache, *a: (grow(cache, *a), caches.append(cache)))
+    prompt, completion, n = 8, 248, 4
+    kept = {}
+    for name, folder in _sliding_configs(tmp_path).items():
+        sim = simulate(plan(str(folder), 8, method="lora", max_prompt_length=prompt,
+                            max_completion_length=completion, num_generations=n, shared_prefix=False))
+        assert next(p for p in sim.phases if p.name == "generation").peak_bytes > 0
+        kept[name] = [(layer.is_sliding, layer.get_seq_length(), layer.keys.size(-2),
+                       layer.keys.untyped_storage().nbytes()) for layer in caches[-1].layers]
+    row = n * 2 * 16 * 2  # one cached token of one layer: sequences x kv heads x head dim x bf16
+    tokens = prompt + completion  # the cache after the last decoding step
+    assert kept["mistral-None"] == [(False, tokens, tokens, tokens * row)] * 2
+    # a sliding layer keeps window - 1 tokens of a window-sized storage, whatever the length decoded
+    assert kept["mistral-16"] == [(True, tokens, 15, 16 * row)] * 2
+    assert kept["mistral-32"] == [(True, tokens, 31, 32 * row)] * 2
+    assert kept["gemma3"] == [(True, tokens, 15, 16 * row)] * 5 + [(False, tokens, tokens, tokens * row)]
+
+
+def test_a_failure_on_meta_is_one_line_that_says_what_to_do(tiny_model_dir: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from grpo_lite.errors import SimulationError
+    from grpo_lite.simulation import step
+    from grpo_lite.simulation.run import simulate
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("Attempting to broadcast a dimension of length 257\nmore")
+
+    monkeypatch.setattr(step, "_grow_cache", broken)
+    with pytest.raises(SimulationError, match=r"running the step failed at tests/test_simulation.py:\d+ \(broken\): "
+                                              r"RuntimeError: Attempting to broadcast .* 257\. The plan .* drop "
+                                              r"--simulate") as caught:
+        simulate(plan(str(tiny_model_dir), 4, num_generations=4, max_completion_length=16))
+    assert "\n" not in str(caught.value)

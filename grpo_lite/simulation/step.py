@@ -189,15 +189,9 @@ class _Step:
             inputs = lm.prepare_inputs_for_generation(_ids(n, prompt), cache=cache, attention_mask=mask,
                                                       use_cache=True, is_first_iteration=True, logits_to_keep=1)
             self._sample(lm(**inputs, return_dict=True), wrapped)
-            self.clock.enter_region("kv_cache")
-            for layer in cache.layers:  # the cache after C - 1 decoding steps
-                layer.keys = layer.keys.new_empty((*layer.keys.shape[:2], prompt + completion - 1,
-                                                   layer.keys.shape[-1]))
-                layer.values = layer.values.new_empty((*layer.values.shape[:2], prompt + completion - 1,
-                                                       layer.values.shape[-1]))
-            self.clock.leave_region()
-            ids = _ids(n, prompt + completion - 1)
-            mask = _ids(n, prompt + completion - 1)
+            _grow_cache(cache, completion - 1, self.tracker)
+            ids = _ids(n, prompt + completion)  # generate's running ids and mask: the cache and the new token
+            mask = _ids(n, prompt + completion)
             inputs = lm.prepare_inputs_for_generation(ids, next_sequence_length=1, cache=cache, attention_mask=mask,
                                                       use_cache=True, logits_to_keep=1)
             self._sample(lm(**inputs, return_dict=True), wrapped)
@@ -264,6 +258,31 @@ class _Step:
         self.optimizer_step()
 
 
+def _grow_cache(cache: Any, tokens: int, tracker: TensorTracker) -> None:
+    """The cache as ``tokens`` more decoding steps leave it, grown by each layer's own ``update``: a sliding-window
+    layer keeps its window and counts the tokens it dropped, so the masks transformers builds next fit it.
+
+    The earlier steps peak below the last one (the cache only grows), so they run uncounted, in two updates:
+    all but one token, then one, which leaves each layer's storage as a one-token decoding step leaves it (a
+    sliding layer keeps a view of ``window`` tokens). The result is counted as ``kv_cache``.
+    """
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        for layer in cache.layers:
+            if not layer.is_initialized:
+                continue
+            batch, heads, _, width = layer.keys.shape
+            for step in (tokens - 1, 1) if tokens > 1 else (tokens,):
+                if step > 0:
+                    layer.update(layer.keys.new_empty((batch, heads, step, width)),
+                                 layer.values.new_empty((batch, heads, step, layer.values.shape[-1])))
+    for layer in cache.layers:
+        if layer.is_initialized:
+            tracker.register(layer.keys, "kv_cache")
+            tracker.register(layer.values, "kv_cache")
+
+
 def _wrap_static(cls: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Callable[[], None]:
     original = cls.__dict__[name]
     setattr(cls, name, staticmethod(make(getattr(cls, name))))
@@ -279,9 +298,15 @@ def _phase_hooks(clock: PhaseClock, lm: Any) -> Iterator[None]:
     region = clock.tagging
     undo = [_wrap_static(ChunkedLogProbFunction, "forward", region("lm_head")),
             _wrap_static(ChunkedLogProbFunction, "backward", region("lm_head", then="backward_layers"))]
-    original_update = DynamicLayer.update
-    DynamicLayer.update = region("kv_cache")(original_update)
-    undo.append(lambda: setattr(DynamicLayer, "update", original_update))
+    layers, kinds = [DynamicLayer], []
+    while layers:  # the sliding-window layers transformers builds for a config have their own update
+        kind = layers.pop()
+        layers += kind.__subclasses__()
+        if "update" in vars(kind):
+            kinds.append((kind, vars(kind)["update"]))
+    for kind, original in kinds:
+        kind.update = region("kv_cache")(original)
+        undo.append(lambda kind=kind, original=original: setattr(kind, "update", original))
     head = lm.get_output_embeddings()
     handles = [head.register_forward_pre_hook(lambda *_: clock.enter_region("lm_head")),
                head.register_forward_hook(lambda *_: clock.leave_region() and None)]

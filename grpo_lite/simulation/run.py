@@ -156,9 +156,6 @@ def simulate(model: str | os.PathLike[str] | ModelSpec | Plan, budget_gb: float 
     if s.shared_prefix:
         choices.notes.append("sampling is simulated without the shared prompt prefix (forwarded once, its cache "
                              "repeated): that only shrinks the prefill; the last decoding step is the same")
-    if s.beta != 0 and s.needs_scoring:
-        choices.notes.append("the reference log-probs are scored with the adapter on (TRL disables it): an upper "
-                             "bound by the LoRA branch's intermediates")
     if s.gradient_accumulation_steps > 2:
         choices.notes.append(f"{s.gradient_accumulation_steps} micro-batches per step: two simulated (the second "
                              "holds the first's gradients, as every later one does)")

@@ -112,12 +112,12 @@ class _Step:
         self.layerwise = hasattr(built.optimizer, "optimizer_dict")
         self.data = BatchData()
         self.trainer = trainer_for(built, s, self._autocast)
-        self.group, self.generated = s.num_generations, s.generation_batch_per_device
+        self.shapes = shapes_of(s)
 
     def batch(self, rows: int, prompt: int, completion: int) -> dict[str, Tensor]:
         """:func:`synthetic_batch` on meta, its tokens and masks carrying their values."""
-        return {k: self.data.place(v) for k, v in synthetic_batch(rows, prompt, completion, self.group,
-                                                                      self.generated).items()}
+        batch = synthetic_batch(rows, prompt, completion, self.shapes.group, self.shapes.generated)
+        return {k: self.data.place(v) for k, v in batch.items()}
 
     # ---- the model as TRL calls it -------------------------------------------------------------------
     @contextlib.contextmanager
@@ -163,20 +163,33 @@ class _Step:
         probs = torch.nn.functional.softmax(scores, dim=-1)
         torch.multinomial(probs, num_samples=1).squeeze(1)
 
-    def scoring(self, rows: int, prompt: int, completion: int) -> None:
-        """The old log-probs, as ``_generate_and_score_completions`` computes them (chunks of ``rows``)."""
+    def scoring(self, rows: int, prompt: int, completion: int) -> dict[str, Tensor]:
+        """The old and reference log-probs, as ``_generate_and_score_completions`` computes them (chunks of ``rows``;
+        the reference with the adapter off, TRL's ``use_adapter``); returns the ones TRL puts in the batch."""
         from trl.models.utils import disable_gradient_checkpointing
+        from trl.trainer.utils import use_adapter
 
+        args, model = self.built.args, self.built.model
         batch = self.batch(rows, prompt, completion)
         ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
         mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-        with self.clock.in_phase("scoring"), torch.no_grad(), \
-                disable_gradient_checkpointing(self.built.model, self.built.args.gradient_checkpointing_kwargs):
-            self.trainer._get_per_token_logps_and_entropies(self.built.model, ids, mask, completion, batch_size=rows)
+        scored: dict[str, Tensor] = {}
 
-    def micro_batch(self, rows: int, prompt: int, completion: int) -> None:
+        def logps() -> Tensor:
+            return self.trainer._get_per_token_logps_and_entropies(model, ids, mask, completion, batch_size=rows)[0]
+
+        with self.clock.in_phase("scoring"), torch.no_grad(), \
+                disable_gradient_checkpointing(model, args.gradient_checkpointing_kwargs):
+            if args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0:
+                scored["old_per_token_logps"] = logps()
+            if args.beta != 0.0:  # a reference copy is refused before (_check): a PEFT model without its adapter
+                with use_adapter(model, adapter_name=None):
+                    scored["ref_per_token_logps"] = logps()
+        return scored
+
+    def micro_batch(self, rows: int, prompt: int, completion: int, scored: dict[str, Tensor] | None = None) -> None:
         """``Trainer.training_step``: the trainer's ``compute_loss`` on one micro-batch, then ``backward``."""
-        inputs = self.batch(rows, prompt, completion)
+        inputs = {**self.batch(rows, prompt, completion), **(scored or {})}
         with _checkpoint_autocast(self.built.model):
             with self.clock.in_phase("forward"):
                 loss = self.trainer.compute_loss(self.built.model, inputs)
@@ -212,15 +225,15 @@ class _Step:
         with self._region("monitor"):
             self.built.monitor.begin_step()
         if not measured:
-            self.micro_batch(1, WARMUP_TOKENS, WARMUP_TOKENS)
+            w = WARMUP_TOKENS
+            self.micro_batch(1, w, w, self.scoring(1, w, w) if self.s.needs_scoring else {})
             self.optimizer_step()
             return
         p, c, b = shapes.prompt, shapes.completion, shapes.micro_batch
         self.generation(shapes.generated, p, c)
-        if self.s.needs_scoring:
-            self.scoring(b, p, c)
+        scored = self.scoring(b, p, c) if self.s.needs_scoring else {}
         for _ in range(shapes.micro_batches):
-            self.micro_batch(b, p, c)
+            self.micro_batch(b, p, c, scored)
         self.optimizer_step()
 
 
@@ -301,7 +314,8 @@ def _bump_galore_projections(optimizer: Any) -> None:
 
 
 def run_step(built: Built, s: StepSettings, choices: GpuChoices) -> tuple[PhaseClock, TensorTracker]:
-    """Warm up, then run the measured step under the tracker; the clock's segments of step 2 are the result."""
+    """Warm up, then run the measured step under the tracker; the clock's segments of step 2 are the result.
+    Values the step read from the model's outputs (TRL's metrics; none on meta) are counted in ``choices.notes``."""
     clock = PhaseClock()
     tracker = TensorTracker(clock, device_type="meta")
     clock.backends = [tracker]
@@ -323,6 +337,9 @@ def run_step(built: Built, s: StepSettings, choices: GpuChoices) -> tuple[PhaseC
         finally:
             driver.data.__exit__(None, None, None)
             tracker.stop()
+    if driver.data.guessed:
+        choices.notes.append(f"{driver.data.guessed} values read from the model's outputs (TRL's loss metrics) have "
+                             "none on meta: read as NaN (float), False or 0")
     return clock, tracker
 
 

@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "OutputDirError": "grpo_lite.errors",
     "RewardError": "grpo_lite.errors",
     "ExportError": "grpo_lite.errors",
+    "SimulationError": "grpo_lite.errors",
 }
 _SUBMODULES = ("rewards",)
 
@@ -65,7 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite.planning.tables import plan_table
     from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.errors import (ConfigError, DataError, DoesNotFitError, ExportError, GrpoLiteError, ModelError,
-                                  OutputDirError, RewardError)
+                                  OutputDirError, RewardError, SimulationError)
     from grpo_lite.evaluation import EvalResult, evaluate
     from grpo_lite.export.gguf_file import export_gguf
     from grpo_lite.memory.estimate import MemoryEstimate, estimate

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __all__ = ["GrpoLiteError", "ConfigError", "DataError", "ModelError", "DoesNotFitError", "OutputDirError", "RewardError",
-           "ExportError"]
+           "ExportError", "SimulationError"]
 
 
 class GrpoLiteError(Exception):
@@ -44,3 +44,7 @@ class RewardError(GrpoLiteError, ValueError):
     """A reward function returned something that is not one number (or None) per completion."""
 class ExportError(GrpoLiteError, OSError):
     """Writing an exported file failed (a full disk, a folder that cannot be written); nothing is left half-written."""
+
+
+class SimulationError(GrpoLiteError, RuntimeError):
+    """The full-size simulation of a plan (``grpo-lite plan --simulate``) could not run the step; the plan stands."""

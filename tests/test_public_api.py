@@ -129,6 +129,7 @@ def test_public_class_has_a_docstring(name):
         ("OutputDirError", OSError),
         ("RewardError", ValueError),
         ("ExportError", OSError),
+        ("SimulationError", RuntimeError),
     ],
 )
 def test_errors_share_one_base(name, base):

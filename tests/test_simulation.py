@@ -8,6 +8,7 @@ planner without simulating (milliseconds), so a planner change that leaves the s
 from __future__ import annotations
 
 import json
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -226,3 +227,129 @@ def test_plan_simulate_json_on_a_tiny_model(tiny_model_dir: Path, capsys: pytest
     assert set(data["phases"]) >= {"generation", "forward", "backward_head", "backward_layers"}
     assert all(p["simulated"] > 0 for p in data["phases"].values())
     assert data["gpu"]["padded"] is False and "flash" in data["gpu"]["attention"]  # no mask: flash
+
+
+# ---- sliding-window models -------------------------------------------------------------------------------------
+
+def _sliding_configs(root: Path) -> dict[str, Path]:
+    """Tiny config.json folders from transformers' own config classes (Mistral with and without a window, Gemma 3)."""
+    from transformers import Gemma3TextConfig, MistralConfig
+
+    small = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                 vocab_size=512)
+    configs = {f"mistral-{w}": MistralConfig(num_hidden_layers=2, sliding_window=w, **small) for w in (16, 32, None)}
+    configs["gemma3"] = Gemma3TextConfig(num_hidden_layers=6, sliding_window=16, **small)  # 5 sliding, 1 full
+    for name, config in configs.items():
+        config.save_pretrained(root / name)
+    return {name: root / name for name in configs}
+
+
+def test_sliding_window_models_simulate_with_the_cache_transformers_builds(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from grpo_lite.simulation import step
+    from grpo_lite.simulation.run import simulate
+
+    caches = []
+    grow = step._grow_cache
+    monkeypatch.setattr(step, "_grow_cache", lambda cache, *a: (grow(cache, *a), caches.append(cache)))
+    prompt, completion, n = 8, 248, 4
+    kept = {}
+    for name, folder in _sliding_configs(tmp_path).items():
+        sim = simulate(plan(str(folder), 8, method="lora", max_prompt_length=prompt,
+                            max_completion_length=completion, num_generations=n, shared_prefix=False))
+        assert next(p for p in sim.phases if p.name == "generation").peak_bytes > 0
+        kept[name] = [(layer.is_sliding, layer.get_seq_length(), layer.keys.size(-2),
+                       layer.keys.untyped_storage().nbytes()) for layer in caches[-1].layers]
+    row = n * 2 * 16 * 2  # one cached token of one layer: sequences x kv heads x head dim x bf16
+    tokens = prompt + completion  # the cache after the last decoding step
+    assert kept["mistral-None"] == [(False, tokens, tokens, tokens * row)] * 2
+    # a sliding layer keeps window - 1 tokens of a window-sized storage, whatever the length decoded
+    assert kept["mistral-16"] == [(True, tokens, 15, 16 * row)] * 2
+    assert kept["mistral-32"] == [(True, tokens, 31, 32 * row)] * 2
+    assert kept["gemma3"] == [(True, tokens, 15, 16 * row)] * 5 + [(False, tokens, tokens, tokens * row)]
+
+
+def test_a_failure_on_meta_is_one_line_that_says_what_to_do(tiny_model_dir: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from grpo_lite.errors import SimulationError
+    from grpo_lite.simulation import step
+    from grpo_lite.simulation.run import simulate
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("Attempting to broadcast a dimension of length 257\nmore")
+
+    monkeypatch.setattr(step, "_grow_cache", broken)
+    with pytest.raises(SimulationError, match=r"running the step failed at tests/test_simulation.py:\d+ \(broken\): "
+                                              r"RuntimeError: Attempting to broadcast .* 257\. The plan .* drop "
+                                              r"--simulate") as caught:
+        simulate(plan(str(tiny_model_dir), 4, num_generations=4, max_completion_length=16))
+    assert "\n" not in str(caught.value)
+
+
+# ---- the trainer's own code on the trainer's batch --------------------------------------------------------------
+
+def test_batch_data_keeps_the_values_that_decide_shapes() -> None:
+    from grpo_lite.simulation.data import BatchData
+
+    with BatchData() as data:
+        mask = data.place(torch.tensor([[0, 1, 1], [1, 1, 1]]))
+        hidden = torch.empty(2, 3, 8, device="meta")  # the model's: no values
+        assert hidden[mask.bool()].shape == (5, 8)  # the true positions of the batch's mask
+        assert torch.unique(data.place(torch.tensor([3, 3, 4])), return_inverse=True)[1].tolist() == [0, 0, 1]
+        assert bool(mask[:, -1].all()) and not bool(mask[:, 0].all()) and int(mask.sum()) == 5
+        assert math.isnan(float(hidden.sum())) and data.guessed == 1  # a value from the model: none, counted
+        assert hidden[torch.isnan(hidden)].shape == (48,) and data.guessed == 2  # a model-made mask: every position
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, seen: list) -> None:
+    original = getattr(owner, name)
+
+    def spy(*args: object, **kwargs: object) -> object:
+        out = original(*args, **kwargs)
+        seen.append((args, kwargs, out))
+        return out
+
+    monkeypatch.setattr(owner, name, spy)
+
+
+def test_the_step_runs_trls_loss_and_the_shared_prefix_packing_on_the_trainers_batch(
+        tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import trl
+
+    from grpo_lite.simulation.run import simulate
+    from grpo_lite.training import shared_prefix
+
+    losses: list = []
+    packs: list = []
+    _spy(monkeypatch, trl.GRPOTrainer, "_compute_loss", losses)
+    _spy(monkeypatch, shared_prefix, "pack_groups", packs)
+    the_plan = plan(str(tiny_model_dir), 4, num_generations=4, per_device_train_batch_size=8, max_prompt_length=24,
+                    max_completion_length=16, shared_prefix=True, gradient_accumulation_steps=1)
+    simulate(the_plan)
+    b, p, c, g = 8, 24, 16, 4
+    assert len(losses) == 2  # TRL's own loss ran: the warm-up step, then the measured one
+    (_, model, inputs), _, loss = losses[-1]  # the measured micro-batch, as TRL's loss received it
+    assert model is not None and loss.device.type == "meta" and loss.requires_grad
+    assert inputs["prompt_ids"].shape == (b, p) and inputs["completion_ids"].shape == (b, c)
+    # the shared-prefix packing ran on that batch: one row per prompt, its g completions after it
+    packed = packs[-1][2]
+    assert packed.input_ids.shape == (b // g, p + g * c)
+    assert packed.allowed.shape == (b // g, 1, p + g * c, p + g * c) and packed.allowed.device.type == "meta"
+    assert packed.hidden_index.shape == (b * c,)  # every completion token scored (each completion at its maximum)
+
+
+def test_a_trl_loss_that_reads_more_stops_the_simulation_with_its_name(tiny_model_dir: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import trl
+
+    from grpo_lite.errors import SimulationError
+    from grpo_lite.simulation.run import simulate
+
+    monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", _a_newer_loss)
+    with pytest.raises(SimulationError, match=r"loss reads new_knob, which the simulation does not set .*drop "
+                                              r"--simulate"):
+        simulate(plan(str(tiny_model_dir), 4, num_generations=4, max_completion_length=16))
+
+
+def _a_newer_loss(self, model, inputs):  # noqa: ANN001, ANN202 - a TRL release whose loss reads a new attribute
+    return self.new_knob

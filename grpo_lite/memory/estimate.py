@@ -252,7 +252,10 @@ def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
     }, arch, s)]
     if s.needs_scoring:
         head = K.scoring_head(arch, s)
-        work = T.work_buffers(arch, s, tokens=pack.tokens, seq=pack.seq)
+        old_pass = s.needs_scoring and (s.beta == 0 or s.gradient_accumulation_steps % (s.spg * s.num_iterations) != 0
+                                        or (s.use_vllm and s.vllm_importance_sampling_correction))
+        # PEFT scores the reference with the adapter disabled (TRL's use_adapter): no branch unless an old pass runs
+        work = T.work_buffers(arch, s, tokens=pack.tokens, seq=pack.seq, adapter=old_pass)
         scoring = {"logits": head} if head.bytes >= work.bytes else {"work_buffers": work}  # never alive together
         phases.append(_phase("scoring", {**sampling, "gathered_weights": blocks, **scoring}, arch, s))
     before = with_grads if s.grads_before_backward else no_grads

@@ -341,11 +341,12 @@ def lora_copy_bytes(s: StepSettings) -> int:
     return after_peft if after_peft != s.weight_bytes else 0
 
 
-def work_buffers(arch: Architecture, s: StepSettings, *, tokens: int, seq: int) -> Term:
-    """No-grad forward working set (one block's intermediates, LoRA's branch) + a dequantized weight when quantized."""
+def work_buffers(arch: Architecture, s: StepSettings, *, tokens: int, seq: int, adapter: bool = True) -> Term:
+    """No-grad forward working set (one block's intermediates, LoRA's branch) + a dequantized weight when quantized.
+    ``adapter=False``: a PEFT forward with the adapter disabled (TRL's reference pass), no branch."""
     e, i = s.act_bytes, arch.intermediate
     per_token = e * (3 * i + 4 * arch.hidden + seq)
-    if s.is_peft:  # the adapter branch's output beside the base's; in the adapters' dtype when it differs
+    if s.is_peft and adapter:  # the adapter branch's output beside the base's; in the adapters' dtype when it differs
         copy = lora_copy_bytes(s)
         per_token += (2 * copy * i + copy * arch.hidden) if copy else e * i
     b = tokens * per_token

@@ -7,6 +7,7 @@
   bitsandbytes itself (its registered fake kernels give the packed weight and the quantization constants).
 - LoRA / QLoRA: PEFT's ``get_peft_model`` with the plan's ``LoraConfig``; QLoRA adapters cast to bf16 as
   TRL does for a quantized base.
+- TRL's fused LM head: ``add_fused_lm_head`` on the causal LM, as ``GRPOTrainer.__init__`` adds it.
 - Gradient checkpointing: ``activation_checkpointing_enable`` with the ``GRPOConfig``'s keywords, as the
   Trainer calls it.
 - The optimizer: :class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer`'s own ``create_optimizer``
@@ -158,6 +159,7 @@ def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
 def build(plan: Plan) -> Built:
     """The plan's model, optimizer and monitor on meta (under :func:`~grpo_lite.simulation.cuda.cuda_semantics`)."""
     from transformers import AutoModelForCausalLM
+    from trl.trainer.utils import add_fused_lm_head
 
     from grpo_lite.precision.monitor import UpdateMonitor
 
@@ -169,6 +171,8 @@ def build(plan: Plan) -> Built:
     quant = plan.model_kwargs.get("quantization")
     constants = _quantize_nf4(lm, quant) if quant else []
     model = _with_lora(plan, lm) if plan.lora is not None else lm
+    add_fused_lm_head(lm, temperature=args.temperature, cast_lm_head_to_fp32=args.cast_lm_head_to_fp32,
+                      outputs=("log_probs", "entropy"))  # as GRPOTrainer.__init__ adds it
     if args.gradient_checkpointing:
         _checkpointing(model, args)
     model.train()

@@ -123,13 +123,18 @@ def _patch_trl_head(patches: _Patches, choices: GpuChoices) -> None:
         warnings.warn(message, stacklevel=3)
         choices.lm_head = "TRL's torch fold (CPU path): " + message
         return
+    import trl.trainer.utils as trl_utils
+
     patches.set(chunked, "_use_triton", lambda device: True)
+    if getattr(trl_utils, "_use_triton", None) is not None:  # the fused head's compact path (scores masked tokens only)
+        patches.set(trl_utils, "_use_triton", lambda device: True)
     patches.set(chunked, "_forward_kernel", _InPlaceKernel())
     patches.set(chunked, "_backward_kernel", _InPlaceKernel())
     patches.set(chunked, "_addmm_fp32", _addmm_fp32)
     if not hasattr(chunked, "triton"):  # the backward sizes its Triton grid with triton.cdiv
         patches.set(chunked, "triton", types.SimpleNamespace(cdiv=lambda a, b: -(-a // b)))
-    choices.lm_head = (f"TRL's chunked log-prob, Triton path: [min(N, {chunked.TOKEN_CHUNK_SIZE}) x 32768] tile "
+    vocab_tile = getattr(trl_utils, "_CHUNKED_LOGPROB_CHUNK_SIZE", "?")
+    choices.lm_head = (f"TRL's chunked log-prob, Triton path: [min(N, {chunked.TOKEN_CHUNK_SIZE}) x {vocab_tile}] tile "
                        "buffer folded in place, fp32 gradients by addmm(out_dtype=float32)")
 
 
@@ -165,6 +170,14 @@ def _patch_autocast(patches: _Patches) -> None:
 
     patches.set(torch, "is_autocast_enabled", is_autocast_enabled)
     patches.set(torch, "get_autocast_dtype", get_autocast_dtype)
+    autocast_class = torch.autocast
+
+    def autocast(device_type: str, dtype: torch.dtype | None = None, enabled: bool = True, **kwargs: Any) -> Any:
+        if device_type == "meta":  # TRL's fused head turns autocast off for cast_lm_head_to_fp32
+            return amp.suspended(enabled, dtype) if amp.active() is not None or enabled else contextlib.nullcontext()
+        return autocast_class(device_type, dtype=dtype, enabled=enabled, **kwargs)
+
+    patches.set(torch, "autocast", autocast)
     from transformers.utils import generic
 
     original = generic.maybe_autocast

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_lite.errors import ConfigError
+from grpo_lite.errors import ConfigError, GrpoLiteError, SimulationError
 from grpo_lite.simulation.gpus import DEFAULT_GPU, GPU_ARCHES
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,6 +78,17 @@ def describe_optimizer(optimizer: Any, rounding: bool) -> str:
     return name
 
 
+def _where(exc: BaseException) -> str:
+    """The innermost frame of ``exc``'s traceback outside torch: the code that made the failing call."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/torch/" not in f.filename]
+    if not frames:
+        return "an unknown place"
+    frame = frames[-1]
+    return f"{'/'.join(Path(frame.filename).parts[-2:])}:{frame.lineno} ({frame.name})"
+
+
 def _chunk() -> int:
     from grpo_lite.precision.rounding import SR_CHUNK
 
@@ -104,6 +116,7 @@ def simulate(model: str | os.PathLike[str] | ModelSpec | Plan, budget_gb: float 
     Raises:
         ConfigError: a plan the simulation does not cover (CPU, several processes, vLLM, a reference copy),
             or an unknown ``gpu``.
+        SimulationError: the model's own code, or TRL's, failed on meta: one line naming where, and what to do.
     """
     from grpo_lite.planning.result import Plan
 
@@ -124,17 +137,25 @@ def simulate(model: str | os.PathLike[str] | ModelSpec | Plan, budget_gb: float 
 
     s = the_plan.estimate.settings
     start = time.perf_counter()
-    with cuda_semantics(gpu, padded=padded) as choices:
-        built = build(the_plan)
-        clock, tracker = run_step(built, s, choices)
-        choices.optimizer = describe_optimizer(built.optimizer, s.rounds_stochastically)
+    stage = "building the model on meta"
+    try:
+        with cuda_semantics(gpu, padded=padded) as choices:
+            built = build(the_plan)
+            stage = "running the step"
+            clock, tracker = run_step(built, s, choices)
+            choices.optimizer = describe_optimizer(built.optimizer, s.rounds_stochastically)
+    except GrpoLiteError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of the model's own code on meta becomes one line
+        raise SimulationError(
+            f"cannot simulate {the_plan.model.name} ({the_plan.preset.name}): {stage} failed at "
+            f"{_where(exc)}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. The plan itself "
+            "stands without it: drop --simulate, or check it with two real steps (--measure, the weights on this machine)"
+        ) from exc
     choices.autocast = "CUDA autocast to bfloat16, emulated (torch's CUDA op lists)" if s.bf16 else "none"
     if s.shared_prefix:
         choices.notes.append("sampling is simulated without the shared prompt prefix (forwarded once, its cache "
                              "repeated): that only shrinks the prefill; the last decoding step is the same")
-    if s.beta != 0 and s.needs_scoring:
-        choices.notes.append("the reference log-probs are scored with the adapter on (TRL disables it): an upper "
-                             "bound by the LoRA branch's intermediates")
     if s.gradient_accumulation_steps > 2:
         choices.notes.append(f"{s.gradient_accumulation_steps} micro-batches per step: two simulated (the second "
                              "holds the first's gradients, as every later one does)")

@@ -6,8 +6,8 @@ CPU where it equals the allocator's own count), on the phase clock the memory mo
 | phase | what runs (as TRL's ``GRPOTrainer`` runs it) |
 | --- | --- |
 | ``generation`` | the prefill of ``n`` prompts, then the last decoding step: the KV cache at ``P + C - 1`` tokens, one more token, the logits copied to fp32, softmax, multinomial (``generate``'s loop calls ``.item()`` and cannot run on meta; its peak is that last step) |
-| ``scoring`` | a no-grad forward of one micro-batch through TRL's chunked head (old / reference log-probs), when the plan has one |
-| ``forward`` | a micro-batch through the model and TRL's fused head (or the shared-prefix packing), the loss |
+| ``scoring`` | the trainer's ``_get_per_token_logps_and_entropies`` on one micro-batch without gradient (old log-probs), when the plan has one |
+| ``forward`` | the trainer's ``compute_loss`` on one micro-batch: TRL's loss over the log-probs of its fused LM head, or of grpo-lite's shared-prefix forward |
 | ``backward_head`` | ``loss.backward()`` until the head's backward returns |
 | ``backward_layers`` | the rest of the backward (layer-wise optimizers step here) |
 | ``optimizer_step`` | gradient clipping, the update monitor's capture, ``optimizer.step()`` |
@@ -17,11 +17,14 @@ shadows. With gradient accumulation two micro-batches run (the second holds the 
 every later one). Under GaLore the measured step recomputes its projections (an SVD per matrix, every
 ``update_proj_gap`` steps), its worst step.
 
+The loss and the log-probs are the trainer's own methods (:mod:`~grpo_lite.simulation.trainer`), called on a
+micro-batch laid out as TRL lays it out: ``num_generations`` rows per prompt, prompts left-padded to ``P``,
+completions right-padded to ``C``, every completion at its maximum length (the worst case). The batch's
+tokens and masks carry their values on meta (:mod:`~grpo_lite.simulation.data`), so the shared-prefix packing,
+TRL's label masks and ``hidden[mask]`` take their shapes from that batch, as in training.
+
 TRL always passes a 2-D attention mask; whether transformers turns it into a 4-D one (the batch is
 padded) is the simulation's input (:func:`~grpo_lite.simulation.cuda.cuda_semantics`).
-What TRL computes data-dependently is taken at the worst case: every completion token is scored
-(``hidden[mask]`` becomes the completion positions), every prompt group packs to the plan's worst-case
-length (:func:`grpo_lite.memory.tokens.packing`).
 """
 
 from __future__ import annotations
@@ -36,16 +39,17 @@ from torch import Tensor
 
 from grpo_lite.memory.tracker import PhaseClock, TensorTracker
 from grpo_lite.simulation import autocast as amp
+from grpo_lite.simulation.data import BatchData
+from grpo_lite.simulation.trainer import trainer_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.settings import StepSettings
     from grpo_lite.simulation.build import Built
     from grpo_lite.simulation.cuda import GpuChoices
 
-__all__ = ["Shapes", "run_step", "shapes_of"]
+__all__ = ["Shapes", "run_step", "shapes_of", "synthetic_batch"]
 
 META = torch.device("meta")
-CHUNK = 32768  # TRL's vocabulary tile (_CHUNKED_LOGPROB_CHUNK_SIZE)
 WARMUP_TOKENS = 8  # prompt and completion tokens of the warm-up step (it only creates the optimizer state)
 
 
@@ -59,9 +63,7 @@ class Shapes:
         completion: completion tokens ``C`` (every completion at its maximum).
         micro_batch: sequences per micro-batch ``b``.
         micro_batches: micro-batches simulated (two when accumulating: the second is every later one).
-        shared_prefix: one packed row per prompt group.
-        groups: packed rows per micro-batch (shared prefix).
-        packed: tokens per packed row (shared prefix).
+        group: completions per prompt (``num_generations``): consecutive rows share a prompt, as TRL samples them.
     """
 
     generated: int
@@ -69,24 +71,35 @@ class Shapes:
     completion: int
     micro_batch: int
     micro_batches: int
-    shared_prefix: bool
-    groups: int
-    packed: int
+    group: int
 
 
 def shapes_of(s: StepSettings) -> Shapes:
-    """The shapes the memory model plans for (the same packing rule)."""
-    from grpo_lite.memory.tokens import packing
-
-    pack = packing(s)
+    """The step's worst-case shapes from the plan's settings."""
     return Shapes(generated=s.generation_batch_per_device, prompt=s.max_prompt_length,
                   completion=s.max_completion_length, micro_batch=s.per_device_train_batch_size,
-                  micro_batches=min(s.gradient_accumulation_steps, 2), shared_prefix=s.shared_prefix,
-                  groups=pack.groups, packed=pack.seq)
+                  micro_batches=min(s.gradient_accumulation_steps, 2), group=s.num_generations)
+
+
+def synthetic_batch(rows: int, prompt: int, completion: int, group: int, generated: int) -> dict[str, Tensor]:
+    """A micro-batch of ``rows`` as TRL's ``_generate_and_score_completions`` hands it to the loss (CPU tensors):
+    rows ``i`` and ``j`` share a prompt when ``i // group == j // group``; every prompt is ``prompt`` tokens, every
+    completion ``completion`` (the worst case), in a generation batch of ``generated`` sequences (TRL's
+    ``num_items_in_batch``: its completion tokens); the advantages are zero (their values change no shape)."""
+    owner = torch.arange(rows) // group
+    prompt_ids = (owner[:, None] + 1).expand(rows, prompt).contiguous()  # one token sequence per prompt
+    completion_ids = torch.arange(rows)[:, None].expand(rows, completion).contiguous() + 1
+    return {"prompt_ids": prompt_ids, "prompt_mask": torch.ones(rows, prompt, dtype=torch.long),
+            "completion_ids": completion_ids, "completion_mask": torch.ones(rows, completion, dtype=torch.long),
+            "advantages": torch.zeros(rows), "num_items_in_batch": torch.tensor(generated * completion)}
 
 
 def _ids(*shape: int) -> Tensor:
     return torch.zeros(shape, dtype=torch.long, device=META)
+
+
+def _ones(*shape: int) -> Tensor:  # an attention mask without padding (padding is cuda_semantics' input)
+    return torch.ones(shape, dtype=torch.long, device=META)
 
 
 class _Step:
@@ -97,6 +110,14 @@ class _Step:
         self.built, self.s, self.choices, self.clock, self.tracker = built, s, choices, clock, tracker
         self.peft = hasattr(built.model, "peft_config")
         self.layerwise = hasattr(built.optimizer, "optimizer_dict")
+        self.data = BatchData()
+        self.trainer = trainer_for(built, s, self._autocast)
+        self.shapes = shapes_of(s)
+
+    def batch(self, rows: int, prompt: int, completion: int) -> dict[str, Tensor]:
+        """:func:`synthetic_batch` on meta, its tokens and masks carrying their values."""
+        batch = synthetic_batch(rows, prompt, completion, self.shapes.group, self.shapes.generated)
+        return {k: self.data.place(v) for k, v in batch.items()}
 
     # ---- the model as TRL calls it -------------------------------------------------------------------
     @contextlib.contextmanager
@@ -106,70 +127,6 @@ class _Step:
                 yield
         else:
             yield
-
-    def _head(self, hidden: Tensor, rows: int, width: int) -> Tensor:
-        """TRL's fused forward after the backbone (compact path): the scored hidden states through the chunked
-        head; log-probs and entropies scattered back to ``[rows, width]``; returns the log-probs."""
-        from trl.kernels.chunked_logprob import ChunkedLogProbFunction
-
-        lm = self.built.lm
-        head = lm.get_output_embeddings()
-        targets = _ids(hidden.size(0))
-        if self.s.cast_lm_head_to_fp32:
-            hidden = hidden.float()
-        with amp.suspended() if self.s.cast_lm_head_to_fp32 else contextlib.nullcontext():
-            logps, entropy, *_ = ChunkedLogProbFunction.apply(hidden, head.weight, head.bias, targets, 1.0, CHUNK,
-                                                              None, 1.0, ("log_probs", "entropy"))
-        mask = torch.ones(rows, width, dtype=torch.bool, device=META)
-        logps = logps.new_zeros(mask.shape).masked_scatter(mask, logps)
-        entropy.new_zeros(mask.shape).masked_scatter(mask, entropy)
-        return logps
-
-    def _logps(self, rows: int, prompt: int, completion: int) -> Tensor:
-        """``_get_per_token_logps_and_entropies`` for ``rows`` sequences: ``[rows, completion]`` log-probs."""
-        if self.s.shared_prefix:
-            return self._shared_logps(rows, prompt, completion)
-        lm, width = self.built.lm, prompt + completion
-        mask = _ids(rows, width)
-        with self._autocast():
-            out = lm.base_model(input_ids=_ids(rows, width), attention_mask=mask, use_cache=False)
-            hidden = out.last_hidden_state[:, :-1]
-            scored = hidden[:, prompt - 1:].contiguous().view(-1, hidden.size(-1))  # hidden_states[labels != -100]
-            logps = self._head(scored, rows, width - 1)
-        return torch.cat([logps[:, -completion:]], dim=0)
-
-    def _shared_logps(self, rows: int, prompt: int, completion: int) -> Tensor:
-        """:func:`grpo_lite.training.shared_prefix.shared_prefix_logps_and_entropies` at the worst-case packing."""
-        lm, shapes = self.built.lm, self.shapes(prompt, completion)
-        groups, width, scored = shapes.groups, shapes.packed, rows * completion
-        allowed = torch.ones(groups, 1, width, width, dtype=torch.bool, device=META)
-        with self._autocast():
-            out = lm.base_model(input_ids=_ids(groups, width), attention_mask=allowed,
-                                position_ids=_ids(groups, width), use_cache=False)
-            hidden = out.last_hidden_state
-            kept = hidden.reshape(-1, hidden.size(-1))[_ids(scored)].unsqueeze(0)  # _keep_hidden
-            logps = self._head(kept.reshape(scored, -1).clone(), 1, scored)  # hidden_states[mask] of shift_labels
-        values = logps[0].float()  # PackedGroups.to_grid, then the rows of the chunk into TRL's [B, C] layout
-        grid = values.new_zeros(rows, completion).index_put((_ids(scored), _ids(scored)), values)
-        return torch.zeros(rows, completion, device=META).index_put((_ids(rows),), grid)
-
-    def shapes(self, prompt: int, completion: int) -> Shapes:
-        from dataclasses import replace
-
-        from grpo_lite.memory.tokens import packing
-
-        pack = packing(replace(self.s, max_prompt_length=prompt, max_completion_length=completion))
-        return replace(shapes_of(self.s), groups=pack.groups, packed=pack.seq)
-
-    @staticmethod
-    def _loss(logps: Tensor) -> Tensor:
-        """TRL's GRPO loss on ``[rows, C]`` log-probs (a few small tensors)."""
-        old = logps.detach()
-        ratio = torch.exp(logps - old)
-        advantages = torch.zeros(logps.size(0), 1, device=META)
-        per_token = -torch.min(ratio * advantages, torch.clamp(ratio, 0.8, 1.2) * advantages)
-        mask = torch.ones_like(logps)
-        return (per_token * mask).sum() / mask.sum().clamp(min=1.0)
 
     # ---- the phases ----------------------------------------------------------------------------------
     def generation(self, n: int, prompt: int, completion: int) -> None:
@@ -185,19 +142,13 @@ class _Step:
         with self.clock.in_phase("generation"), torch.no_grad(), self._autocast(wrapped), \
                 disable_gradient_checkpointing(self.built.model, self.built.args.gradient_checkpointing_kwargs):
             cache = DynamicCache(config=lm.config)
-            mask = _ids(n, prompt)
+            mask = _ones(n, prompt)
             inputs = lm.prepare_inputs_for_generation(_ids(n, prompt), cache=cache, attention_mask=mask,
                                                       use_cache=True, is_first_iteration=True, logits_to_keep=1)
             self._sample(lm(**inputs, return_dict=True), wrapped)
-            self.clock.enter_region("kv_cache")
-            for layer in cache.layers:  # the cache after C - 1 decoding steps
-                layer.keys = layer.keys.new_empty((*layer.keys.shape[:2], prompt + completion - 1,
-                                                   layer.keys.shape[-1]))
-                layer.values = layer.values.new_empty((*layer.values.shape[:2], prompt + completion - 1,
-                                                       layer.values.shape[-1]))
-            self.clock.leave_region()
-            ids = _ids(n, prompt + completion - 1)
-            mask = _ids(n, prompt + completion - 1)
+            _grow_cache(cache, completion - 1, self.tracker)
+            ids = _ids(n, prompt + completion)  # generate's running ids and mask: the cache and the new token
+            mask = _ones(n, prompt + completion)
             inputs = lm.prepare_inputs_for_generation(ids, next_sequence_length=1, cache=cache, attention_mask=mask,
                                                       use_cache=True, logits_to_keep=1)
             self._sample(lm(**inputs, return_dict=True), wrapped)
@@ -212,14 +163,36 @@ class _Step:
         probs = torch.nn.functional.softmax(scores, dim=-1)
         torch.multinomial(probs, num_samples=1).squeeze(1)
 
-    def scoring(self, rows: int, prompt: int, completion: int) -> None:
-        with self.clock.in_phase("scoring"), torch.no_grad():
-            self._logps(rows, prompt, completion)
+    def scoring(self, rows: int, prompt: int, completion: int) -> dict[str, Tensor]:
+        """The old and reference log-probs, as ``_generate_and_score_completions`` computes them (chunks of ``rows``;
+        the reference with the adapter off, TRL's ``use_adapter``); returns the ones TRL puts in the batch."""
+        from trl.models.utils import disable_gradient_checkpointing
+        from trl.trainer.utils import use_adapter
 
-    def micro_batch(self, rows: int, prompt: int, completion: int, accumulation: int) -> None:
+        args, model = self.built.args, self.built.model
+        batch = self.batch(rows, prompt, completion)
+        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        scored: dict[str, Tensor] = {}
+
+        def logps() -> Tensor:
+            return self.trainer._get_per_token_logps_and_entropies(model, ids, mask, completion, batch_size=rows)[0]
+
+        with self.clock.in_phase("scoring"), torch.no_grad(), \
+                disable_gradient_checkpointing(model, args.gradient_checkpointing_kwargs):
+            if args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0:
+                scored["old_per_token_logps"] = logps()
+            if args.beta != 0.0:  # a reference copy is refused before (_check): a PEFT model without its adapter
+                with use_adapter(model, adapter_name=None):
+                    scored["ref_per_token_logps"] = logps()
+        return scored
+
+    def micro_batch(self, rows: int, prompt: int, completion: int, scored: dict[str, Tensor] | None = None) -> None:
+        """``Trainer.training_step``: the trainer's ``compute_loss`` on one micro-batch, then ``backward``."""
+        inputs = {**self.batch(rows, prompt, completion), **(scored or {})}
         with _checkpoint_autocast(self.built.model):
             with self.clock.in_phase("forward"):
-                loss = self._loss(self._logps(rows, prompt, completion)) / accumulation
+                loss = self.trainer.compute_loss(self.built.model, inputs)
             self.clock.push("backward_head")
             try:
                 loss.backward()
@@ -252,16 +225,41 @@ class _Step:
         with self._region("monitor"):
             self.built.monitor.begin_step()
         if not measured:
-            self.micro_batch(1, WARMUP_TOKENS, WARMUP_TOKENS, 1)
+            w = WARMUP_TOKENS
+            self.micro_batch(1, w, w, self.scoring(1, w, w) if self.s.needs_scoring else {})
             self.optimizer_step()
             return
         p, c, b = shapes.prompt, shapes.completion, shapes.micro_batch
         self.generation(shapes.generated, p, c)
-        if self.s.needs_scoring:
-            self.scoring(b, p, c)
+        scored = self.scoring(b, p, c) if self.s.needs_scoring else {}
         for _ in range(shapes.micro_batches):
-            self.micro_batch(b, p, c, self.s.gradient_accumulation_steps)
+            self.micro_batch(b, p, c, scored)
         self.optimizer_step()
+
+
+def _grow_cache(cache: Any, tokens: int, tracker: TensorTracker) -> None:
+    """The cache as ``tokens`` more decoding steps leave it, grown by each layer's own ``update``: a sliding-window
+    layer keeps its window and counts the tokens it dropped, so the masks transformers builds next fit it.
+
+    The earlier steps peak below the last one (the cache only grows), so they run uncounted, in two updates:
+    all but one token, then one, which leaves each layer's storage as a one-token decoding step leaves it (a
+    sliding layer keeps a view of ``window`` tokens). The result is counted as ``kv_cache``.
+    """
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        for layer in cache.layers:
+            if not layer.is_initialized:
+                continue
+            batch, heads, _, width = layer.keys.shape
+            for step in (tokens - 1, 1) if tokens > 1 else (tokens,):
+                if step > 0:
+                    layer.update(layer.keys.new_empty((batch, heads, step, width)),
+                                 layer.values.new_empty((batch, heads, step, layer.values.shape[-1])))
+    for layer in cache.layers:
+        if layer.is_initialized:
+            tracker.register(layer.keys, "kv_cache")
+            tracker.register(layer.values, "kv_cache")
 
 
 def _wrap_static(cls: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Callable[[], None]:
@@ -279,9 +277,15 @@ def _phase_hooks(clock: PhaseClock, lm: Any) -> Iterator[None]:
     region = clock.tagging
     undo = [_wrap_static(ChunkedLogProbFunction, "forward", region("lm_head")),
             _wrap_static(ChunkedLogProbFunction, "backward", region("lm_head", then="backward_layers"))]
-    original_update = DynamicLayer.update
-    DynamicLayer.update = region("kv_cache")(original_update)
-    undo.append(lambda: setattr(DynamicLayer, "update", original_update))
+    layers, kinds = [DynamicLayer], []
+    while layers:  # the sliding-window layers transformers builds for a config have their own update
+        kind = layers.pop()
+        layers += kind.__subclasses__()
+        if "update" in vars(kind):
+            kinds.append((kind, vars(kind)["update"]))
+    for kind, original in kinds:
+        kind.update = region("kv_cache")(original)
+        undo.append(lambda kind=kind, original=original: setattr(kind, "update", original))
     head = lm.get_output_embeddings()
     handles = [head.register_forward_pre_hook(lambda *_: clock.enter_region("lm_head")),
                head.register_forward_hook(lambda *_: clock.leave_region() and None)]
@@ -310,7 +314,8 @@ def _bump_galore_projections(optimizer: Any) -> None:
 
 
 def run_step(built: Built, s: StepSettings, choices: GpuChoices) -> tuple[PhaseClock, TensorTracker]:
-    """Warm up, then run the measured step under the tracker; the clock's segments of step 2 are the result."""
+    """Warm up, then run the measured step under the tracker; the clock's segments of step 2 are the result.
+    Values the step read from the model's outputs (TRL's metrics; none on meta) are counted in ``choices.notes``."""
     clock = PhaseClock()
     tracker = TensorTracker(clock, device_type="meta")
     clock.backends = [tracker]
@@ -320,6 +325,7 @@ def run_step(built: Built, s: StepSettings, choices: GpuChoices) -> tuple[PhaseC
     driver = _Step(built, s, choices, clock, tracker)
     with _phase_hooks(clock, built.lm):
         tracker.start()
+        driver.data.__enter__()
         try:
             clock.set_step(1)
             driver.step(shapes_of(s), measured=False)
@@ -329,7 +335,11 @@ def run_step(built: Built, s: StepSettings, choices: GpuChoices) -> tuple[PhaseC
             driver.step(shapes_of(s), measured=True)
             clock.set_step(-1)
         finally:
+            driver.data.__exit__(None, None, None)
             tracker.stop()
+    if driver.data.guessed:
+        choices.notes.append(f"{driver.data.guessed} values read from the model's outputs (TRL's loss metrics) have "
+                             "none on meta: read as NaN (float), False or 0")
     return clock, tracker
 
 

@@ -1,0 +1,140 @@
+"""The batch's data on meta: integer and boolean tensors that carry their values, so the trainer's code runs as is.
+
+The simulation's weights and activations are meta tensors (shapes, no data). The batch is different: token
+ids, masks, the shared-prefix packing and TRL's label masks decide shapes (``hidden[mask]``, ``torch.unique``,
+``.tolist()``, ``if mask.all()``), and no meta kernel can say those. :class:`BatchData` is a dispatch mode that
+keeps a CPU *twin* of every meta tensor made from the batch alone:
+
+- :meth:`BatchData.place` puts a CPU tensor (the synthetic batch) on meta with its values as its twin;
+- an op whose meta inputs all have twins (and a non-floating factory op, such as ``arange``) also runs on the
+  twins; its meta outputs get the CPU outputs as twins, and take their shapes from them where the meta kernel
+  cannot (``nonzero``, ``unique``, boolean indexing);
+- a boolean mask with a twin that indexes a tensor without one (``hidden_states[labels != -100]``) becomes the
+  index of its true positions;
+- reading a value (``.item()``, ``bool()``, ``.tolist()``, ``.cpu()``) reads the twin; a value computed from the
+  model has none: it reads as NaN (float), False or 0, and is counted (:attr:`BatchData.guessed`). In the step
+  those are the metrics TRL logs after the loss (``nanmin``, ``.item()``), which allocate nothing that lasts.
+
+Tensors of more than :data:`MAX_TWIN` elements keep no twin: in a step those are the attention masks the model
+builds (and the shared-prefix block mask), whose values decide no shape; the twins stay small and cheap.
+Every meta tensor is still counted by the simulation's tracker (the masks and indices as on the GPU); the twins
+live on the CPU and are not.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils.weak import WeakIdKeyDictionary
+
+__all__ = ["BatchData"]
+
+META = torch.device("meta")
+CPU = torch.device("cpu")
+aten = torch.ops.aten
+MAX_TWIN = 1 << 20  # elements: larger tensors made from the batch (attention masks) keep no twin
+_INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._unsafe_index.Tensor}
+
+
+def _is_meta(x: Any) -> bool:
+    return isinstance(x, Tensor) and x.device.type == "meta"
+
+
+def _makes_meta(kwargs: dict[str, Any]) -> bool:
+    device = kwargs.get("device")
+    return device is not None and torch.device(device).type == "meta"
+
+
+class BatchData(TorchDispatchMode):
+    """A dispatch mode that keeps a CPU twin of every meta tensor computed from the batch alone (see the module)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._twins: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self.guessed = 0  # values read from tensors computed from the model (answered NaN, False or 0)
+
+    def place(self, t: Tensor) -> Tensor:
+        """``t`` (a CPU tensor of the batch) on meta, its values kept as its twin."""
+        m = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=META)
+        self._twins[m] = t
+        return m
+
+    def value(self, m: Tensor) -> Tensor | None:
+        """The twin of meta tensor ``m`` (None: computed from the model, or made outside the batch)."""
+        return self._twins.get(m)
+
+    def _twin(self, x: Any) -> Any:
+        if _is_meta(x):
+            return self._twins[x]
+        return CPU if isinstance(x, torch.device) and x.type == "meta" else x
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        first = args[0] if args else None
+        if type(first) is torch.nn.Parameter or (isinstance(first, Tensor) and first.is_floating_point()
+                                                 and first.device.type == "meta" and first not in self._twins
+                                                 and func not in _INDEXING and func is not aten._local_scalar_dense.default):
+            return func(*args, **kwargs)  # the model's own tensors (most ops): nothing to keep
+        leaves, _ = tree_flatten((args, kwargs))
+        metas = [x for x in leaves if _is_meta(x)]
+        known = all(x in self._twins for x in metas)
+        if func is aten._local_scalar_dense.default:
+            return self._scalar(args[0], known)
+        if func is aten._to_copy.default and known and metas and kwargs.get("device") is not None \
+                and not _makes_meta(kwargs):  # .cpu(), .tolist(): the twin's values
+            return func(self._twins[args[0]], **kwargs)
+        factory = not metas
+        if factory and not _makes_meta(kwargs):
+            return func(*args, **kwargs)
+        if metas and not known:
+            if func in _INDEXING:
+                args = self._true_positions(args)
+            return func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except (NotImplementedError, RuntimeError):  # a shape only the values decide
+            if factory:
+                raise
+            out = None
+        made = [t for t in tree_flatten(out)[0] if isinstance(t, Tensor)] if out is not None else []
+        if factory and any(t.is_floating_point() for t in made):
+            return out  # a float buffer (the model's): no data to keep
+        if any(t.numel() > MAX_TWIN for t in made):
+            return out  # an attention mask the model builds: its values decide no shape
+        cpu_out = func(*tree_map(self._twin, args), **tree_map(self._twin, kwargs))
+        if out is None:
+            out = tree_map(lambda c: torch.empty_strided(c.size(), c.stride(), dtype=c.dtype, device=META)
+                           if isinstance(c, Tensor) else c, cpu_out)
+        for m, c in zip(tree_flatten(out)[0], tree_flatten(cpu_out)[0]):
+            if _is_meta(m) and isinstance(c, Tensor):
+                self._twins[m] = c
+        return out
+
+    def _true_positions(self, args: Any) -> Any:
+        """Boolean index masks as the long indices of their true positions (on meta, with twins); a mask without
+        a twin (computed from the model) as all its positions."""
+        source, indices, *rest = args
+        converted = []
+        for index in indices:
+            if not (_is_meta(index) and index.dtype == torch.bool):
+                converted.append(index)
+                continue
+            twin = self._twins.get(index)
+            if twin is None:  # a mask from the model's outputs (a metric's NaN filter): every position, counted
+                self.guessed += 1
+                twin = torch.ones(index.shape, dtype=torch.bool)
+            converted += [self.place(i) for i in twin.nonzero().unbind(1)]
+        return (source, converted, *rest)
+
+    def _scalar(self, m: Tensor, known: bool) -> Any:
+        if known and m in self._twins:
+            return self._twins[m].item()
+        self.guessed += 1  # a metric TRL logs from the model's outputs (nanmin, .item()): no value on meta
+        if m.is_floating_point():
+            return math.nan
+        return False if m.dtype == torch.bool else 0

@@ -292,6 +292,22 @@ def _notes(s: StepSettings) -> tuple[str, ...]:
     return tuple(notes)
 
 
+def refuse_moe(arch: Architecture) -> None:
+    """Refuse a mixture-of-experts model before anything is built, with the reason and what to do instead.
+
+    Raises:
+        ModelError: ``arch`` routes tokens through experts: the formulas and the traced block size a dense MLP,
+            and transformers' expert dispatch has data-dependent shapes that cannot run on the meta device.
+    """
+    if arch.experts:
+        from grpo_lite.errors import ModelError
+
+        raise ModelError(
+            f"{arch.name} is a mixture-of-experts model ({arch.experts} experts, {arch.active_experts} per token): "
+            "grpo-lite plans dense decoders only (which experts a token takes depends on the data, and the expert "
+            "dispatch cannot run on the meta device); pick a dense model, e.g. Qwen3-8B")
+
+
 def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, **settings: Any) -> MemoryEstimate:
     """Estimate the peak GPU memory of one GRPO step.
 
@@ -306,7 +322,7 @@ def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, **setting
         A MemoryEstimate whose ``components`` add up to ``total_bytes``.
 
     Raises:
-        ConfigError: invalid settings. ModelError: the model cannot be resolved.
+        ConfigError: invalid settings. ModelError: the model cannot be resolved, or is a mixture of experts.
 
     >>> est = estimate("Qwen2.5-0.5B", method="full", per_device_train_batch_size=8, num_generations=8)
     >>> sorted(est.phase_gib()) == sorted(["generation", "backward_head", "backward_layers", "optimizer_step"])
@@ -321,6 +337,7 @@ def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, **setting
         arch = model.arch
     else:
         arch = resolve_model(model).arch
+    refuse_moe(arch)
     s = StepSettings.resolve(**settings)
     phases = build_phases(arch, s)
     peak = max(phases, key=lambda p: p.total_bytes)  # the peak over time: phases never overlap

@@ -62,7 +62,7 @@ def _config(plan: Plan) -> Any:
     from grpo_lite.memory.models import transformers_config
 
     arch = plan.model.arch
-    if arch.family in ("llama", "qwen2"):
+    if arch.family in ("llama", "qwen2") or arch.config_json:  # known rows: no download
         return transformers_config(arch)
     from transformers import AutoConfig
 

@@ -28,6 +28,7 @@ from grpo_lite.memory.settings import Method, Sharding, StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.blocks import BlockSource, BlockTerms
     from grpo_lite.memory.models import ModelSpec
 
 __all__ = ["StepSettings", "Component", "Phase", "MemoryEstimate", "estimate", "Sharding", "Method", "GIB",
@@ -63,6 +64,7 @@ COMPONENTS: dict[str, str] = {
     "allocator_reserve": "allocator fragmentation (reserved, unallocated)",
     "heap_slack": "glibc heap pages kept after frees, minus buffer pages never touched (CPU)",
 }
+FORMULAS = "formulas of a Llama block (docs/memory.md)"
 _PERSISTENT = ("cuda_context", "process_baseline", "weights", "reference_model", "vllm", "optimizer_state",
                "update_monitor", "gradients", "grad_buckets")
 
@@ -104,6 +106,8 @@ class MemoryEstimate:
         phases: each phase with its components (each sums to its own total).
         peak_phase: the phase with the largest total: the step's peak.
         notes: caveats worth showing to the user.
+        block_terms: where one block's bytes per token come from: traced from the model's own code (and how),
+            or the Llama formulas.
     """
 
     arch: Architecture
@@ -111,6 +115,7 @@ class MemoryEstimate:
     phases: tuple[Phase, ...]
     peak_phase: PhaseName
     notes: tuple[str, ...] = ()
+    block_terms: str = FORMULAS
 
     @property
     def peak(self) -> Phase:
@@ -157,7 +162,7 @@ def _phase(name: PhaseName, terms: dict[str, T.Term], arch: Architecture, s: Ste
 
 
 def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.Term],
-                  extra: dict[str, T.Term]) -> dict[str, T.Term]:
+                  extra: dict[str, T.Term], block: BlockTerms | None) -> dict[str, T.Term]:
     """Backward through the blocks.
 
     With gradients from earlier micro-batches (accumulation) everything adds up. Without, each
@@ -165,19 +170,19 @@ def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.T
     two, beside the recomputed block, the working set and the LM head's weight gradient (pending
     until the tied embedding's own arrives).
     """
-    acts = K.activations(arch, s, recompute=True)
-    working = K.backward_working_set(arch, s)
+    acts = K.activations(arch, s, recompute=True, block=block)
+    working = K.backward_working_set(arch, s, block)
     extra = {**extra, "work_buffers": working}
     grads = with_grads["gradients"]
     head = K.head_weight_grad(arch, s)
     if s.optimizer.layerwise:
-        return _layerwise_peak(arch, s, with_grads, extra, acts)
+        return _layerwise_peak(arch, s, with_grads, extra, acts, block)
     if s.grads_before_backward:
         if arch.tied and head:  # autograd sums the tied weight's two gradients before accumulating them
             extra = {**extra, "logits": T.Term(head, "the tied LM head's weight gradient, pending until the "
                                                      "embedding's")}
         return {**with_grads, **extra, "activations": acts}
-    saved = K.saved_activations(arch, s).saved
+    saved = K.saved_activations(arch, s, block).saved
     if saved >= grads.bytes - head:
         if arch.tied and head:  # the head's weight gradient waits for the embedding's before it accumulates
             return {**with_grads, **extra, "activations": acts, "gradients": T.Term(0.0, "none yet"),
@@ -189,7 +194,7 @@ def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.T
 
 
 def _layerwise_peak(arch: Architecture, s: StepSettings, with_grads: dict[str, T.Term], extra: dict[str, T.Term],
-                    acts: T.Term) -> dict[str, T.Term]:
+                    acts: T.Term, block: BlockTerms | None) -> dict[str, T.Term]:
     """A layer-wise optimizer steps each tensor inside backward as its gradient arrives. The larger of two moments:
     a block's backward (recomputed block, working set, its largest matrix's gradient and step) and a
     vocabulary-sized gradient with its step when no block is being recomputed (the untied head's at the start;
@@ -205,7 +210,7 @@ def _layerwise_peak(arch: Architecture, s: StepSettings, with_grads: dict[str, T
     copies = 3 if arch.tied else 1
     vocab = {**with_grads, **extra, "work_buffers": T.Term(0.0, "none"),
              "activations": T.Term(0.0, "none left") if arch.tied else
-             T.Term(K.saved_activations(arch, s).saved, "every block's, before the first block's backward"),
+             T.Term(K.saved_activations(arch, s, block).saved, "every block's, before the first block's backward"),
              "gradients": T.Term(copies * arch.embedding_params * pb,
                                  "the tied embedding's gradient: the head's part, its own and their sum" if arch.tied
                                  else "the LM head's gradient, stepped as it arrives"),
@@ -230,8 +235,8 @@ def _sampling_peak(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
     return decode
 
 
-def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
-    """Assemble every phase of a step from the component formulas."""
+def build_phases(arch: Architecture, s: StepSettings, block: BlockTerms | None = None) -> tuple[Phase, ...]:
+    """Assemble every phase of a step from the component formulas (a block's bytes traced, when ``block``)."""
     if s.device == "cuda":
         base = {"cuda_context": T.Term(T.CUDA_CONTEXT_BYTES, "per process: the CUDA context, outside the "
                                                              "allocator, and the cuBLAS workspaces")}
@@ -257,11 +262,11 @@ def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
         phases.append(_phase("scoring", {**sampling, "gathered_weights": blocks, **scoring}, arch, s))
     before = with_grads if s.grads_before_backward else no_grads
     phases.append(_phase("backward_head", {
-        **before, "gathered_weights": blocks, "activations": K.activations(arch, s, recompute=False),
+        **before, "gathered_weights": blocks, "activations": K.activations(arch, s, recompute=False, block=block),
         "logits": K.logits(arch, s)}, arch, s))
     # a dequantized 4-bit weight lives inside its matmul's backward, beside one I-sized gradient: below the peak
     extra = {"gathered_weights": blocks, "work_buffers": T.Term(0.0, "none")}
-    layers = _layers_phase(arch, s, with_grads, extra)
+    layers = _layers_phase(arch, s, with_grads, extra, block)
     if s.device == "cuda":
         layers["kernel_scratch"] = K.kernel_scratch(arch, s)
     phases.append(_phase("backward_layers", layers, arch, s))
@@ -270,12 +275,12 @@ def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
     return tuple(phases)
 
 
-def _notes(s: StepSettings) -> tuple[str, ...]:
+def _notes(s: StepSettings, block: BlockTerms | None) -> tuple[str, ...]:
     notes = []
     if s.device == "cpu":
         notes.append("CPU: float32 unless told otherwise; the estimate is the process's peak resident memory "
                      "(interpreter and libraries included); train() sets glibc's mmap threshold to 64 KiB")
-    if s.device == "cuda" and s.dtype == "float32" and (s.bf16 or s.fp16):
+    if s.device == "cuda" and s.dtype == "float32" and (s.bf16 or s.fp16) and block is None:
         notes.append("float32 weights under 16-bit autocast: activations and the KV cache are planned at 2 bytes, "
                      "but the residual stream stays float32 (and a PEFT model samples outside autocast): expect up "
                      "to ~20% more (simulated at SmolLM2-360M LoRA); load bfloat16 weights, or check with --simulate")
@@ -308,12 +313,16 @@ def refuse_moe(arch: Architecture) -> None:
             "dispatch cannot run on the meta device); pick a dense model, e.g. Qwen3-8B")
 
 
-def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, **settings: Any) -> MemoryEstimate:
+def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, *, block_source: BlockSource | None = None,
+             **settings: Any) -> MemoryEstimate:
     """Estimate the peak GPU memory of one GRPO step.
 
     Args:
         model: a name or path (resolved with :func:`grpo_lite.memory.models.resolve_model`), a ModelSpec
             or an Architecture.
+        block_source: traces one block's bytes per token from the model's code
+            (:func:`grpo_lite.simulation.block.traced_block_terms`); None, or a model it cannot trace: the Llama
+            formulas. :attr:`MemoryEstimate.block_terms` says which.
         **settings: any of :meth:`StepSettings.keys` (GRPOConfig names where they exist, plus
             ``method``, ``device``, ``dtype``, ``quantization``, ``max_prompt_length``, ``lora_r``,
             ``lora_dropout``, ``lora_target_modules``, ``budget_gib``, ``num_processes``, ``sharding``).
@@ -339,6 +348,8 @@ def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, **setting
         arch = resolve_model(model).arch
     refuse_moe(arch)
     s = StepSettings.resolve(**settings)
-    phases = build_phases(arch, s)
+    block = block_source(arch, s) if block_source is not None else None
+    phases = build_phases(arch, s, block)
     peak = max(phases, key=lambda p: p.total_bytes)  # the peak over time: phases never overlap
-    return MemoryEstimate(arch=arch, settings=s, phases=phases, peak_phase=peak.name, notes=_notes(s))
+    return MemoryEstimate(arch=arch, settings=s, phases=phases, peak_phase=peak.name, notes=_notes(s, block),
+                          block_terms=block.how if block is not None else FORMULAS)

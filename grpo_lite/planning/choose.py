@@ -13,7 +13,7 @@ path: ``grpo-lite plan`` stays fast.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.memory.models import ModelSpec, resolve_model
@@ -24,12 +24,16 @@ from grpo_lite.planning.ladder import METHODS
 from grpo_lite.planning.result import Plan
 from grpo_lite.planning.search import search
 
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.memory.blocks import BlockSource
+
 __all__ = ["plan"]
 
 
 def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = None, *, method: Method | None = None,
          preset: str | None = None, device: Literal["cuda", "cpu"] | None = None, num_processes: int = 1,
-         sharding: Sharding | None = None, max_prompt_length: int = 256, **fixed: Any) -> Plan:
+         sharding: Sharding | None = None, max_prompt_length: int = 256, block_source: BlockSource | None = None,
+         **fixed: Any) -> Plan:
     """Choose the best rung and settings that fit ``budget_gb``.
 
     Args:
@@ -45,6 +49,8 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
         sharding: none, ddp, zero2, zero3 or fsdp; Default: chosen only when one device cannot
             hold the model otherwise.
         max_prompt_length: prompt tokens to plan for (truncate prompts to this).
+        block_source: one block's bytes per token traced from the model's code (``grpo-lite plan`` and
+            ``simulate()`` pass :func:`grpo_lite.simulation.block.traced_block_terms`); None: the Llama formulas.
         **fixed: GRPOConfig fields (kept verbatim in ``settings``) and lora_r, lora_alpha,
             lora_dropout, lora_target_modules (go to ``lora``); ``shared_prefix`` (Default: on, as ``train()``
             runs: :data:`~grpo_lite.memory.settings.SHARED_PREFIX_DEFAULT`).
@@ -95,7 +101,8 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
     else:
         reasons.append("no CUDA device in use (device='cpu'): CPU plan, memory estimate shown for reference")
     common: dict[str, Any] = {"method": method, "preset_name": preset, "num_processes": num_processes,
-                              "sharding": sharding, "max_prompt_length": max_prompt_length, "fixed": dict(fixed)}
+                              "sharding": sharding, "max_prompt_length": max_prompt_length, "fixed": dict(fixed),
+                              "block_source": block_source}
     if usable is None:
         return _cpu_plan(spec, reasons, common)
     return search(spec, device=device or "cpu", usable_gib=usable, nominal_gb=nominal, reasons=reasons, **common)

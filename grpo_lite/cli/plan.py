@@ -14,7 +14,7 @@ import json
 from typing import Any, get_args
 
 from grpo_lite.cli.options import add_options, parse_set
-from grpo_lite.errors import ConfigError
+from grpo_lite.errors import ConfigError, GrpoLiteError
 from grpo_lite.memory.settings import Sharding
 from grpo_lite.simulation.block import BLOCK_MODES, block_source
 from grpo_lite.simulation.gpus import DEFAULT_GPU, GPU_ARCHES
@@ -86,8 +86,39 @@ def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
     return 0
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the plan (or the comparison); GrpoLiteError propagates to main() as one error line."""
+    """Print the plan (or the comparison). Any failure is one error line saying what to do next (main() prints
+    it); with ``--json``, one JSON object with an ``error`` field on stdout instead, and exit code 2."""
+    try:
+        return _run(args)
+    except GrpoLiteError as exc:
+        failure: GrpoLiteError = exc
+    except Exception as exc:  # noqa: BLE001 - a library's or our own failure: one line, never a traceback
+        failure = GrpoLiteError(f"grpo-lite plan failed unexpectedly ({type(exc).__name__}: {_one_line(exc)}); "
+                                "rerun with --blocks formulas (no tracing) and without --simulate, and report the "
+                                "command with this line")
+    if not getattr(args, "json", False):
+        raise failure
+    print(json.dumps({"error": _one_line(failure), "error_type": type(failure).__name__}))
+    return 2
+
+
+def _simulate(the_plan: Any, args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The simulation of the plan, or why it failed (the plan itself stands)."""
+    from grpo_lite.simulation.run import simulate
+
+    try:
+        return simulate(the_plan, gpu=args.gpu, padded=args.padding), None
+    except Exception as exc:  # noqa: BLE001 - any failure of the simulation: said in one line, the plan is kept
+        return None, (f"--simulate failed for {the_plan.model.name} ({type(exc).__name__}: {_one_line(exc)}): the plan "
+                      "above is not checked; rerun without --simulate")
+
+
+def _run(args: argparse.Namespace) -> int:
     fixed = parse_set(args.set, own_options=vars(args))
     if args.compare:
         return _compare(args, fixed)
@@ -104,23 +135,23 @@ def run(args: argparse.Namespace) -> int:
                     max_prompt_length=args.max_prompt_length, block_source=block_source(args.blocks), **fixed)
     if args.write:
         _write_recipe(the_plan, args.write)
-    row = sim = None
+    row = sim = sim_error = None
     if args.measure:
         from grpo_lite.cli.measure import measure_plan
 
         row = measure_plan(the_plan)
     if args.simulate:
-        from grpo_lite.simulation.run import simulate
-
-        sim = simulate(the_plan, gpu=args.gpu, padded=args.padding)
+        sim, sim_error = _simulate(the_plan, args)
     if args.json:
         data = the_plan.to_dict()
         if row is not None:
             data["measured"] = _measured_json(row)
         if sim is not None:
             data["simulated"] = sim.to_dict()
+        if sim_error is not None:
+            data["error"] = sim_error
         print(json.dumps(data, indent=2, default=str))
-        return 0
+        return 2 if sim_error else 0
     from rich.console import Console
 
     from grpo_lite.planning.tables import measured_table, plan_table
@@ -132,6 +163,8 @@ def run(args: argparse.Namespace) -> int:
         from grpo_lite.simulation.report import simulation_tables
 
         Console().print(simulation_tables(sim))
+    if sim_error is not None:
+        raise GrpoLiteError(sim_error)
     return 0
 
 

@@ -173,7 +173,7 @@ def _llama(name: str, org: str, layers: int, hidden: int, heads: int, kv: int, i
 def _from_config(name: str) -> Architecture:
     """A row from its published config.json values (:data:`~grpo_lite.memory.known_configs.KNOWN_CONFIGS`)."""
     org, variants, c, n_params = KNOWN_CONFIGS[name]
-    ids = tuple(f"{org}/{name}{v}" for v in variants)
+    ids = tuple(f"{org}/{v}" if v and not v.startswith("-") else f"{org}/{name}{v}" for v in variants)
     heads = c["num_attention_heads"]
     fused = c["model_type"] == "phi3"
     moe = c.get("num_experts", 0)

@@ -194,7 +194,7 @@ def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.T
 
 
 def _layerwise_peak(arch: Architecture, s: StepSettings, with_grads: dict[str, T.Term], extra: dict[str, T.Term],
-                    acts: T.Term, block: BlockTerms | None) -> dict[str, T.Term]:
+                    acts: T.Term, traced: BlockTerms | None) -> dict[str, T.Term]:
     """A layer-wise optimizer steps each tensor inside backward as its gradient arrives. The larger of two moments:
     a block's backward (recomputed block, working set, its largest matrix's gradient and step) and a
     vocabulary-sized gradient with its step when no block is being recomputed (the untied head's at the start;
@@ -210,7 +210,7 @@ def _layerwise_peak(arch: Architecture, s: StepSettings, with_grads: dict[str, T
     copies = 3 if arch.tied else 1
     vocab = {**with_grads, **extra, "work_buffers": T.Term(0.0, "none"),
              "activations": T.Term(0.0, "none left") if arch.tied else
-             T.Term(K.saved_activations(arch, s, block).saved, "every block's, before the first block's backward"),
+             T.Term(K.saved_activations(arch, s, traced).saved, "every block's, before the first block's backward"),
              "gradients": T.Term(copies * arch.embedding_params * pb,
                                  "the tied embedding's gradient: the head's part, its own and their sum" if arch.tied
                                  else "the LM head's gradient, stepped as it arrives"),

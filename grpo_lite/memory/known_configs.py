@@ -66,18 +66,19 @@ def _olmo2(hidden: int, layers: int, inter: int) -> dict[str, Any]:
 _PHI = {"model_type": "phi3", "hidden_size": 3072, "num_hidden_layers": 32, "intermediate_size": 8192,
         "rms_norm_eps": 1e-5, "hidden_act": "silu"}
 
-# name -> (organisation, hub-id variants, config.json values, meta-device parameter count)
+# name -> (organisation, hub-id variants, config.json values, meta-device parameter count); a variant is a suffix of
+# the name ("" or "-it") or, when it does not start with "-", a whole repository name ("Mistral-7B-Instruct-v0.3")
 KNOWN_CONFIGS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], int]] = {
-    "Qwen3-0.6B": ("Qwen", ("", "-Base"), _qwen3(1024, 28, 16, 3072, True), 596049920),
-    "Qwen3-1.7B": ("Qwen", ("", "-Base"), _qwen3(2048, 28, 16, 6144, True), 1720574976),
-    "Qwen3-4B": ("Qwen", ("", "-Base"), _qwen3(2560, 36, 32, 9728, True), 4022468096),
-    "Qwen3-8B": ("Qwen", ("", "-Base"), _qwen3(4096, 36, 32, 12288, False), 8190735360),
+    "Qwen3-0.6B": ("Qwen", ("-Base", ""), _qwen3(1024, 28, 16, 3072, True), 596049920),
+    "Qwen3-1.7B": ("Qwen", ("-Base", ""), _qwen3(2048, 28, 16, 6144, True), 1720574976),
+    "Qwen3-4B": ("Qwen", ("-Base", ""), _qwen3(2560, 36, 32, 9728, True), 4022468096),
+    "Qwen3-8B": ("Qwen", ("-Base", ""), _qwen3(4096, 36, 32, 12288, False), 8190735360),
     "gemma-2-2b": ("google", ("", "-it"), _gemma2(2304, 26, 8, 4, 9216), 2614341888),
     "gemma-2-9b": ("google", ("", "-it"), _gemma2(3584, 42, 16, 8, 14336), 9241705984),
     "gemma-3-1b": ("google", ("-pt", "-it"), _gemma3(1152, 26, 4, 1, 6912, 262144, 512), 999885952),
     "gemma-3-4b": ("google", ("-pt", "-it"), _gemma3(2560, 34, 8, 4, 10240, 262208, 1024), 3880263168),
-    "Mistral-7B-v0.3": ("mistralai", ("", "-Instruct-v0.3"), _mistral(32768, None, 1000000.0), 7248023552),
-    "Mistral-7B-v0.1": ("mistralai", ("", "-Instruct-v0.1"), _mistral(32000, 4096, 10000.0), 7241732096),
+    "Mistral-7B-v0.3": ("mistralai", ("", "Mistral-7B-Instruct-v0.3"), _mistral(32768, None, 1000000.0), 7248023552),
+    "Mistral-7B-v0.1": ("mistralai", ("", "Mistral-7B-Instruct-v0.1"), _mistral(32000, 4096, 10000.0), 7241732096),
     "Phi-3-mini-4k-instruct": ("microsoft", ("",), {
         **_PHI, "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32064,
         "tie_word_embeddings": False, "max_position_embeddings": 4096, "sliding_window": 2047,
@@ -86,7 +87,7 @@ KNOWN_CONFIGS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], int]] = {
         **_PHI, "num_attention_heads": 24, "num_key_value_heads": 8, "vocab_size": 200064,
         "tie_word_embeddings": True, "max_position_embeddings": 131072, "partial_rotary_factor": 0.75,
         "rope_theta": 10000.0}, 3836021760),
-    "SmolLM3-3B": ("HuggingFaceTB", ("", "-Base"), {
+    "SmolLM3-3B": ("HuggingFaceTB", ("-Base", ""), {
         "model_type": "smollm3", "hidden_size": 2048, "num_hidden_layers": 36, "num_attention_heads": 16,
         "num_key_value_heads": 4, "intermediate_size": 11008, "vocab_size": 128256, "tie_word_embeddings": True,
         "max_position_embeddings": 65536, "no_rope_layer_interval": 4, "rope_theta": 5000000.0,
@@ -95,7 +96,7 @@ KNOWN_CONFIGS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], int]] = {
     "granite-3.1-8b": ("ibm-granite", ("-base", "-instruct"), _granite(4096, 12800), 8170848256),
     "OLMo-2-0425-1B": ("allenai", ("", "-Instruct"), _olmo2(2048, 16, 8192), 1484916736),
     "OLMo-2-1124-7B": ("allenai", ("", "-Instruct"), _olmo2(4096, 32, 11008), 7298617344),
-    "Qwen3-30B-A3B": ("Qwen", ("", "-Base"), {
+    "Qwen3-30B-A3B": ("Qwen", ("-Base", ""), {
         **_qwen3(2048, 48, 32, 6144, False), "model_type": "qwen3_moe", "num_key_value_heads": 4,
         "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
         "norm_topk_prob": True}, 30532122624),

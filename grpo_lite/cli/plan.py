@@ -60,7 +60,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--blocks", choices=BLOCK_MODES, default="auto",
                    help="where one decoder block's bytes per token come from: traced from the model's own layer class "
                    "on the meta device (seconds, cached), or the Llama formulas; auto (default): the formulas for "
-                   "Llama / Qwen2 blocks, traced for every other architecture. The plan table says which it used")
+                   "Llama / Qwen2 blocks, traced for every other architecture and for float32 weights under 16-bit "
+                   "autocast. The plan table says which it used")
     add_options(p, "set")
     p.add_argument("--write", metavar="FILE", default=None,
                    help="also write the plan as a recipe (YAML, each setting with its memory cost) that "

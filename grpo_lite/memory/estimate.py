@@ -281,9 +281,10 @@ def _notes(s: StepSettings, block: BlockTerms | None) -> tuple[str, ...]:
         notes.append("CPU: float32 unless told otherwise; the estimate is the process's peak resident memory "
                      "(interpreter and libraries included); train() sets glibc's mmap threshold to 64 KiB")
     if s.device == "cuda" and s.dtype == "float32" and (s.bf16 or s.fp16) and block is None:
-        notes.append("float32 weights under 16-bit autocast: activations and the KV cache are planned at 2 bytes, "
-                     "but the residual stream stays float32 (and a PEFT model samples outside autocast): expect up "
-                     "to ~20% more (simulated at SmolLM2-360M LoRA); load bfloat16 weights, or check with --simulate")
+        notes.append("float32 weights under 16-bit autocast: activations are planned at 2 bytes, but the residual "
+                     "stream stays float32: expect up to ~40% more at the blocks' backward (simulated at SmolLM2-360M "
+                     "LoRA); plan with grpo-lite plan (it traces the block under the same autocast), load bfloat16 "
+                     "weights, or check with --simulate")
     if s.use_liger_kernel:
         notes.append("use_liger_kernel in TRL 1.16 patches RMSNorm/SwiGLU/RoPE only: the log-prob head is "
                      "already chunked by TRL, so liger saves activation memory, not logits")

@@ -202,6 +202,12 @@ class StepSettings:
         return 2 if (self.bf16 or self.fp16) else self.weight_bytes
 
     @property
+    def generation_bytes(self) -> int:
+        """Bytes per activation while sampling (KV cache, logits): a PEFT model generates through its base model's
+        own forward, outside the autocast accelerate wraps around the prepared model: the load dtype's."""
+        return self.weight_bytes if self.is_peft else self.act_bytes
+
+    @property
     def adapter_bytes(self) -> int:
         """Bytes per LoRA adapter weight (:attr:`trained_dtype`)."""
         return 4 if self.trained_dtype == "float32" else 2

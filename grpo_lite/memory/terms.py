@@ -296,9 +296,9 @@ def kv_cache(arch: Architecture, s: StepSettings, *, tokens: int | None = None) 
     if s.use_vllm:
         return Term(0.0, "inside vLLM's share")
     seq = s.max_prompt_length + s.max_completion_length if tokens is None else tokens
-    per_token = 2 * arch.layers * arch.kv_dim * s.act_bytes
+    per_token = 2 * arch.layers * arch.kv_dim * s.generation_bytes
     b = per_token * s.generation_batch_per_device * seq
-    detail = f"2 x {arch.layers} layers x {arch.kv_dim} x {s.act_bytes} B x {s.generation_batch_per_device} " \
+    detail = f"2 x {arch.layers} layers x {arch.kv_dim} x {s.generation_bytes} B x {s.generation_batch_per_device} " \
              f"sequences x {seq} tokens"
     if tokens is None:
         b *= 1 + 1 / (2 * arch.layers)
@@ -313,8 +313,8 @@ def generation_logits(arch: Architecture, s: StepSettings) -> Term:
     """The last position's logits at a decoding step (the model's output)."""
     if s.use_vllm:
         return Term(0.0, "inside vLLM's share")
-    b = s.generation_batch_per_device * arch.vocab * s.act_bytes
-    return Term(b, f"{s.generation_batch_per_device} sequences x {arch.vocab:,} vocab x {s.act_bytes} B")
+    b = s.generation_batch_per_device * arch.vocab * s.generation_bytes
+    return Term(b, f"{s.generation_batch_per_device} sequences x {arch.vocab:,} vocab x {s.generation_bytes} B")
 
 
 def sampling_buffers(arch: Architecture, s: StepSettings) -> Term:

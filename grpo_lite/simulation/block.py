@@ -58,7 +58,8 @@ def block_source(mode: BlockMode = "auto") -> BlockSource | None:
     Args:
         mode: ``"traced"``: every model's own layers, traced; ``"formulas"``: the Llama formulas for every model;
             ``"auto"``: the formulas for the Llama and Qwen2 blocks they were written and checked for (no torch import:
-            ``grpo-lite plan`` stays fast), the model's own layers for every other architecture.
+            ``grpo-lite plan`` stays fast), the model's own layers for every other architecture and for float32
+            weights under 16-bit autocast.
 
     Raises:
         ConfigError: an unknown mode.
@@ -73,8 +74,10 @@ def block_source(mode: BlockMode = "auto") -> BlockSource | None:
 
 
 def _unless_llama(arch: Architecture, s: StepSettings) -> BlockTerms | None:
-    """The ``"auto"`` source: trace all but the Llama / Qwen2 blocks of the formulas."""
-    if arch.family in ("llama", "qwen2") or arch.model_type in ("llama", "qwen2"):
+    """The ``"auto"`` source: trace all but the Llama / Qwen2 blocks the formulas were checked for; those too when
+    float32 weights run under 16-bit autocast (the residual stream stays float32: the formulas plan 2 bytes)."""
+    mixed = s.dtype == "float32" and (s.bf16 or s.fp16)
+    if (arch.family in ("llama", "qwen2") or arch.model_type in ("llama", "qwen2")) and not mixed:
         return None
     return traced_block_terms(arch, s)
 

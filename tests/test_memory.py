@@ -336,3 +336,20 @@ def test_cpu_budget_picks_settings_that_fit_in_ram() -> None:
     assert any("GB of RAM" in r for r in tight.reasons)
     with pytest.raises(DoesNotFitError, match=r"does not fit 0.5 GB of RAM .* The smallest budget that fits is \d+ GB"):
         plan("SmolLM2-135M-Instruct", budget_gb=0.5, device="cpu")
+
+
+def test_vllm_sleep_mode_frees_the_share_outside_generation() -> None:
+    """TRL 1.16 sleeps a colocated engine at level 2 after each generation: weights and KV cache freed."""
+    common = dict(device="cuda", budget_gib=23.67, method="lora", use_vllm=True, vllm_gpu_memory_utilization=0.3,
+                  per_device_train_batch_size=8, num_generations=8)
+    awake = estimate("Llama-3.2-1B", **common)
+    asleep = estimate("Llama-3.2-1B", vllm_enable_sleep_mode=True, **common)
+    share = 0.3 * 23.67 * GIB
+
+    def vllm(est, phase):  # noqa: ANN001, ANN202
+        return next(c.bytes for p in est.phases if p.name == phase for c in p.components if c.name == "vllm")
+
+    assert vllm(awake, "generation") == vllm(asleep, "generation") == pytest.approx(share)
+    assert vllm(awake, "backward_layers") == pytest.approx(share)
+    assert vllm(asleep, "backward_layers") == pytest.approx(1.0 * GIB)  # its activations and CUDA graphs stay
+    assert asleep.phase_gib()["backward_head"] < awake.phase_gib()["backward_head"] - 5

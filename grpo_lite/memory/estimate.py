@@ -243,7 +243,7 @@ def build_phases(arch: Architecture, s: StepSettings, block: BlockTerms | None =
     else:
         base = {"process_baseline": T.process_baseline(s)}
     persistent = {**base, "weights": T.weights(arch, s), "reference_model": T.reference_model(arch, s),
-                  "vllm": T.vllm_share(s), "optimizer_state": T.optimizer_state(arch, s),
+                  "vllm": T.vllm_share(s, generating=False), "optimizer_state": T.optimizer_state(arch, s),
                   "update_monitor": T.update_monitor(arch, s)}
     with_grads = {**persistent, "gradients": T.gradients(arch, s), "grad_buckets": T.grad_buckets(arch, s)}
     no_grads = {**with_grads, "gradients": T.Term(0.0, "none yet (set to None after each optimizer step)")}
@@ -252,7 +252,7 @@ def build_phases(arch: Architecture, s: StepSettings, block: BlockTerms | None =
     gather_all = s.sharding == "zero3" and s.ds3_gather_for_generation
     sampling = with_grads if s.grads_during_generation else no_grads
     phases = [_phase("generation", {
-        **sampling, **_sampling_peak(arch, s),
+        **sampling, "vllm": T.vllm_share(s), **_sampling_peak(arch, s),
         "gathered_weights": T.gathered_weights(arch, s, full_model=gather_all) if not s.use_vllm else blocks,
     }, arch, s)]
     if s.needs_scoring:

@@ -108,6 +108,7 @@ class StepSettings:
     vllm_mode: VllmMode = "colocate"
     vllm_gpu_memory_utilization: float = 0.3
     vllm_importance_sampling_correction: bool = True
+    vllm_enable_sleep_mode: bool = False  # colocate: TRL sleeps the engine (level 2) between generations
     cast_lm_head_to_fp32: bool = False
     bf16: bool | None = None  # Default: True on cuda unless fp16
     fp16: bool | None = None

@@ -367,12 +367,23 @@ def gathered_weights(arch: Architecture, s: StepSettings, *, full_model: bool = 
     return Term(b, "two gathered blocks (current + prefetch) + the gathered LM head")
 
 
-def vllm_share(s: StepSettings) -> Term:
-    """vLLM colocate reserves vllm_gpu_memory_utilization x the device for its weights and KV cache."""
+def vllm_share(s: StepSettings, *, generating: bool = True) -> Term:
+    """vLLM colocate reserves vllm_gpu_memory_utilization x the device's total memory (as PyTorch reports it: the
+    plan's usable GiB) for its weights, KV cache and activations.
+
+    Args:
+        generating: the generation phase. Outside it, with ``vllm_enable_sleep_mode``, TRL 1.16 has put the engine
+            to sleep at level 2 (``LLM.sleep(level=2)`` after each generation): its weights and KV cache are freed,
+            its own activations and CUDA graphs (:data:`VLLM_OVERHEAD_BYTES`) stay.
+    """
     if not s.use_vllm or s.vllm_mode != "colocate":
         return Term(0.0, "no colocated vLLM")
     assert s.budget_gib is not None  # validated by StepSettings
     b = s.vllm_gpu_memory_utilization * s.budget_gib * GIB
+    if s.vllm_enable_sleep_mode and not generating:
+        kept = min(b, VLLM_OVERHEAD_BYTES)
+        return Term(kept, "asleep (vllm_enable_sleep_mode, level 2): weights and KV cache freed, its activations and "
+                          "CUDA graphs kept")
     return Term(b, f"{s.vllm_gpu_memory_utilization} x {s.budget_gib:.2f} GiB")
 
 

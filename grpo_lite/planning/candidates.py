@@ -200,7 +200,7 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
     if "lora_target_modules" in fixed:
         base["lora_target_modules"] = fixed["lora_target_modules"]
     for key in ("num_iterations", "cast_lm_head_to_fp32", "vllm_mode", "vllm_importance_sampling_correction",
-                "ds3_gather_for_generation", "bf16", "fp16"):
+                "vllm_enable_sleep_mode", "ds3_gather_for_generation", "bf16", "fp16"):
         if key in fixed:
             base[key] = fixed[key]
     for gens_n in gens:

@@ -200,7 +200,7 @@ def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str
         kv_heads=kv_heads, head_dim=head_dim, intermediate=inter, vocab=int(text.vocab_size), tied=tied,
         attention_bias=bool(getattr(text, "attention_bias", family == "qwen2")),
         source=f"config of {hub_id or name} (parameters counted on the meta device)",
-        linear_names=linears, model_type=model_type, experts=experts,
+        linear_names=linears, model_type=model_type, experts=experts, config_json=text.to_json_string(use_diff=False),
         active_experts=int(getattr(text, "num_experts_per_tok", 0) or 0) if experts else 0,
     )
     act = str(getattr(text, "hidden_act", getattr(text, "activation_function", ""))).lower()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import warnings
 from collections import Counter
@@ -48,7 +49,7 @@ BLOCK_MODES: tuple[str, ...] = get_args(BlockMode)
 TRACE_LENGTHS = (256, 512, 1024)  # row lengths traced; bytes per token fitted as a + b S + c / S
 _LAYERS = 3  # the middle one is measured: a real layer above it sends its gradient, one below keeps its own
 _PER_LAYER_LISTS = ("layer_types", "no_rope_layers")  # config lists that make layers differ
-_VERSION = 2  # bump when what is traced changes: the disk cache keys on it
+_VERSION = 3  # bump when what is traced changes: the disk cache keys on it
 _MEMORY: dict[str, BlockTerms | None] = {}
 
 
@@ -102,17 +103,20 @@ def _config(arch: Architecture) -> Any:
     return transformers_config(arch)
 
 
-def _key(arch: Architecture, s: StepSettings, config: Any) -> str:
-    import peft
-    import torch
-    import transformers
+def _key(arch: Architecture, s: StepSettings) -> str:
+    """The cache key: the model's config (or a Llama / Qwen2 row's shapes), the settings that shape a block, the
+    library versions. Computed without importing them, so a cached plan stays fast."""
+    from dataclasses import asdict
+    from importlib.metadata import version
 
-    shaping = {"config": config.to_json_string(use_diff=False), "dtype": s.dtype, "bf16": s.bf16, "fp16": s.fp16,
-               "method": s.method, "lora_r": s.lora_r, "lora_dropout": s.lora_dropout,
+    model = arch.config_json or json.dumps({k: v for k, v in asdict(arch).items() if k not in ("source", "hub_ids")},
+                                           sort_keys=True)
+    shaping = {"model": model, "dtype": s.dtype, "bf16": s.bf16, "fp16": s.fp16, "method": s.method,
+               "lora_r": s.lora_r, "lora_dropout": s.lora_dropout,
                "targets": list(_targets(arch, s)) if s.is_peft else None, "quantization": s.quantization,
                "double_quant": s.double_quant, "checkpointing": s.gradient_checkpointing,
-               "shared_prefix": s.shared_prefix, "versions": [torch.__version__, transformers.__version__,
-                                                              peft.__version__, _VERSION]}
+               "shared_prefix": s.shared_prefix,
+               "versions": [version(p) for p in ("torch", "transformers", "peft", "bitsandbytes")] + [_VERSION]}
     return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -171,14 +175,13 @@ def traced_block_terms(arch: Architecture, s: StepSettings) -> BlockTerms | None
     """
     if _why_not(arch, s) is not None:
         return None
-    config = _config(arch)
-    key = _key(arch, s, config)
+    key = _key(arch, s)
     if key in _MEMORY:
         return _MEMORY[key]
     terms = _read(key)
     if terms is None:
         try:
-            terms = _trace_all(arch, s, config)
+            terms = _trace_all(arch, s, _config(arch))
         except Exception as exc:  # noqa: BLE001 - any failure of a model's code on meta: keep the formulas
             warnings.warn(f"could not trace a block of {arch.name} on the meta device ({type(exc).__name__}: "
                           f"{exc}); planning it with the Llama formulas", stacklevel=2)
@@ -258,6 +261,9 @@ def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any
     def transient() -> int:
         return tracker.live - sum(tracker.by_category[c] for c in PERSISTENT)
 
+    quiet = logging.getLogger("bitsandbytes")  # its CPU backend warns at import about an optional kernel package
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     with cuda_semantics(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lm, model, constants = build_model(small, s.dtype, lora=_lora(arch, s), quantization=_quantization(s),
@@ -297,6 +303,7 @@ def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any
                 torch.autograd.backward(out, grad)
         finally:
             tracker.stop()
+            quiet.setLevel(level)
             for handle in handles:
                 handle.remove()
     peak = tracker.segments()[clock.segments.index((0, "block"))]  # closed when the middle layer's backward ended

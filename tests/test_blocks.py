@@ -99,3 +99,13 @@ def test_a_held_out_architecture_plans_what_the_simulation_holds() -> None:
     assert the_plan.estimate.block_terms.startswith("traced: Olmo2DecoderLayer")
     sim = simulate(the_plan)
     assert sim.worst_error() < 0.05, [(c.phase, round(c.ratio, 3)) for c in sim.checks()]
+
+
+def test_a_config_folder_traces_as_its_table_row(tmp_path) -> None:  # noqa: ANN001
+    from grpo_lite.memory.models import resolve_model, transformers_config
+
+    arch = find_architecture("OLMo-2-0425-1B")
+    transformers_config(arch).save_pretrained(tmp_path)
+    s = StepSettings.resolve(**{**LORA, "gradient_checkpointing": True})
+    local = block.traced_block_terms(resolve_model(str(tmp_path)).arch, s)
+    assert local is not None and local == block.traced_block_terms(arch, s)

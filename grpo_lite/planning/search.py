@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
     from grpo_lite.memory.settings import Device, Method, Sharding, StepSettings
 
-__all__ = ["search"]
+__all__ = ["model_kwargs", "search"]
 
 _INSTALL = {"galore_torch": "pip install galore-torch", "bitsandbytes": "pip install bitsandbytes",
             "liger_kernel": "pip install liger-kernel", "vllm": "pip install vllm",
@@ -180,7 +180,7 @@ def _build(spec: ModelSpec, cand: Candidate, device: Device, usable: float | Non
         model=spec, preset=rung, device=device, budget_gib=usable,
         headroom_gib=(usable - est.total_gib) if usable is not None else 0.0,
         fits=True, estimate=est, settings=_settings(spec, cand, device, fixed),
-        model_kwargs=_model_kwargs(rung, est.settings),
+        model_kwargs=model_kwargs(est.settings),
         lora=_lora(spec, rung, fixed), reasons=reasons, fixed=fixed, max_prompt_length=max_prompt_length,
         num_processes=k["num_processes"], sharding=cand.sharding, budget_gb=nominal, required_headroom_gib=head,
     )
@@ -211,12 +211,13 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
     return settings
 
 
-def _model_kwargs(rung: Preset, step: StepSettings) -> dict[str, Any]:
+def model_kwargs(step: StepSettings) -> dict[str, Any]:
+    """How the model loads for these settings: its dtype and the ``BitsAndBytesConfig`` keywords (NF4)."""
     dtype = step.dtype  # StepSettings.resolve decides it (memory.settings.load_dtype)
     kwargs: dict[str, Any] = {"dtype": dtype}
-    if rung.quantization == "nf4":
+    if step.quantization == "nf4":
         kwargs["quantization"] = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
-                                  "bnb_4bit_compute_dtype": dtype, "bnb_4bit_use_double_quant": True}
+                                  "bnb_4bit_compute_dtype": dtype, "bnb_4bit_use_double_quant": step.double_quant}
     return kwargs
 
 

@@ -159,13 +159,6 @@ def _lora(arch: Architecture, s: StepSettings) -> dict[str, Any] | None:
             "target_modules": list(targets) if targets else "all-linear", "task_type": "CAUSAL_LM"}
 
 
-def _quantization(s: StepSettings) -> dict[str, Any] | None:
-    if s.quantization != "nf4":
-        return None
-    return {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_compute_dtype": s.dtype,
-            "bnb_4bit_use_double_quant": s.double_quant}
-
-
 def traced_block_terms(arch: Architecture, s: StepSettings) -> BlockTerms | None:
     """One block's bytes per token for ``arch`` under ``s``, traced from the model's own layer class.
 
@@ -243,6 +236,7 @@ def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any
     import torch
 
     from grpo_lite.memory.tracker import PERSISTENT, PhaseClock, TensorTracker
+    from grpo_lite.planning.search import model_kwargs
     from grpo_lite.simulation import autocast as amp
     from grpo_lite.simulation.build import build_model
     from grpo_lite.simulation.cuda import cuda_semantics
@@ -266,7 +260,8 @@ def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any
     quiet.setLevel(logging.ERROR)
     with cuda_semantics(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lm, model, constants = build_model(small, s.dtype, lora=_lora(arch, s), quantization=_quantization(s),
+        lm, model, constants = build_model(small, s.dtype, lora=_lora(arch, s),
+                                           quantization=model_kwargs(s).get("quantization"),
                                            checkpointing={} if s.gradient_checkpointing else None)
         tracker.track_module(model)
         for constant in constants:

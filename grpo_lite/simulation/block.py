@@ -12,8 +12,9 @@ the attention kernel of a padded batch, emulated bf16 autocast) with the :class:
   what was alive as it started its forward: what it keeps, recomputes, and its gradients.
 
 Both are traced at three row lengths of one row and fitted as ``a + b S + c / S`` per token: per token, the
-attention bias that grows with the keys, and ``c`` bytes per block whatever the tokens (casts of weights). Layers of different kinds (Gemma's sliding and full attention, SmolLM3's NoPE layers) are traced
-one kind at a time and weighed by their count. Results are cached in memory and on disk
+attention bias that grows with the keys, and ``c`` bytes per block whatever the tokens (casts of weights).
+Layers of different kinds (Gemma's sliding and full attention, SmolLM3's NoPE layers) are traced one kind at
+a time and weighed by their count. Results are cached in memory and on disk
 (``$XDG_CACHE_HOME/grpo-lite/blocks``), keyed by the config, the settings that shape a block and the
 library versions: a plan search traces each configuration once, seconds the first time.
 

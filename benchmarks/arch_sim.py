@@ -31,7 +31,6 @@ def _formula_estimate(est):  # noqa: ANN001, ANN202 - the same settings, the Lla
 
 def _row(name: str, checkpointing: bool) -> str:
     from grpo_lite.planning.choose import plan
-    from grpo_lite.simulation.block import block_source
     from grpo_lite.simulation.run import simulate
 
     from grpo_lite.errors import GrpoLiteError
@@ -39,8 +38,7 @@ def _row(name: str, checkpointing: bool) -> str:
     start = time.perf_counter()
     label = f"{name:<36} ckpt={'on ' if checkpointing else 'off'}"
     try:
-        the_plan = plan(name, BUDGET_GB, block_source=block_source("auto"), gradient_checkpointing=checkpointing,
-                        **SETTINGS)
+        the_plan = plan(name, BUDGET_GB, gradient_checkpointing=checkpointing, **SETTINGS)
     except GrpoLiteError as exc:
         return f"{label}  not planned: {str(exc)[:120]}"
     est = the_plan.estimate

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory import tokens
+from grpo_lite.memory import blocks, tokens
 from grpo_lite.memory.architectures import find_architecture
 from grpo_lite.memory.estimate import FORMULAS, estimate
 from grpo_lite.memory.settings import StepSettings
@@ -13,12 +13,6 @@ from grpo_lite.simulation import block
 
 LORA = dict(device="cuda", budget_gib=23.0, method="lora", per_device_train_batch_size=8, num_generations=8,
             max_completion_length=512, shared_prefix=False)
-
-
-@pytest.fixture(autouse=True)
-def _own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Trace into a cache of this test session, never the user's."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
 def _terms(name: str, **settings: object) -> tuple[block.BlockTerms, StepSettings]:
@@ -72,9 +66,9 @@ def test_traces_are_cached_on_disk(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_estimate_says_where_its_block_terms_come_from() -> None:
-    traced = estimate("Qwen3-0.6B", block_source=block.block_source("auto"), **LORA)
-    plain = estimate("Qwen3-0.6B", **LORA)
-    llama = estimate("Qwen2.5-0.5B", block_source=block.block_source("auto"), **LORA)
+    traced = estimate("Qwen3-0.6B", blocks="auto", **LORA)
+    plain = estimate("Qwen3-0.6B", blocks="formulas", **LORA)
+    llama = estimate("Qwen2.5-0.5B", blocks="auto", **LORA)
     assert traced.block_terms.startswith("traced: Qwen3DecoderLayer") and plain.block_terms == FORMULAS
     assert llama.block_terms == FORMULAS  # auto keeps the formulas for the blocks they describe
     assert traced.phase_gib()["backward_layers"] > 1.05 * plain.phase_gib()["backward_layers"]
@@ -83,9 +77,9 @@ def test_the_estimate_says_where_its_block_terms_come_from() -> None:
 def test_cpu_plans_and_unknown_modes_keep_or_refuse() -> None:
     arch = find_architecture("Qwen3-0.6B")
     assert block.traced_block_terms(arch, StepSettings.resolve(device="cpu", method="lora")) is None
-    assert block.block_source("formulas") is None
+    assert blocks.block_source("formulas") is None
     with pytest.raises(ConfigError, match="blocks='fast' is not valid; choose one of auto, traced, formulas"):
-        block.block_source("fast")  # type: ignore[arg-type]
+        blocks.block_source("fast")  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
@@ -94,7 +88,7 @@ def test_a_held_out_architecture_plans_what_the_simulation_holds() -> None:
     from grpo_lite.planning.choose import plan
     from grpo_lite.simulation.run import simulate
 
-    the_plan = plan("allenai/OLMo-2-0425-1B-Instruct", 24, block_source=block.block_source("auto"), method="lora",
+    the_plan = plan("allenai/OLMo-2-0425-1B-Instruct", 24, blocks="auto", method="lora",
                     gradient_checkpointing=False, num_generations=8, max_completion_length=256)
     assert the_plan.estimate.block_terms.startswith("traced: Olmo2DecoderLayer")
     sim = simulate(the_plan)

@@ -16,7 +16,7 @@ from typing import Any, get_args
 from grpo_lite.cli.options import add_options, parse_set
 from grpo_lite.errors import ConfigError, GrpoLiteError
 from grpo_lite.memory.settings import Sharding
-from grpo_lite.simulation.block import BLOCK_MODES, block_source
+from grpo_lite.memory.blocks import BLOCK_MODES, DEFAULT_BLOCKS
 from grpo_lite.simulation.gpus import DEFAULT_GPU, GPU_ARCHES
 
 __all__ = ["add_parser", "run"]
@@ -57,11 +57,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--padding", action=argparse.BooleanOptionalAction, default=True,
                    help="whether --simulate's batches carry padding (real ones do; default on): padded batches "
                    "pass a mask and run the memory-efficient attention kernel, unpadded ones flash")
-    p.add_argument("--blocks", choices=BLOCK_MODES, default="auto",
+    p.add_argument("--blocks", choices=BLOCK_MODES, default=DEFAULT_BLOCKS,
                    help="where one decoder block's bytes per token come from: traced from the model's own layer class "
                    "on the meta device (seconds, cached), or the Llama formulas; auto (default): the formulas for "
                    "Llama / Qwen2 blocks, traced for every other architecture and for float32 weights under 16-bit "
-                   "autocast. The plan table says which it used")
+                   "autocast; --compare, --plot and --write's costs use the same. The plan table says which it used")
     add_options(p, "set")
     p.add_argument("--write", metavar="FILE", default=None,
                    help="also write the plan as a recipe (YAML, each setting with its memory cost) that "
@@ -74,7 +74,8 @@ def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
     from grpo_lite.planning.tables import compare_data, compare_table
 
     usable = nominal_to_usable_gib(args.budget_gb) if args.budget_gb else None
-    extra = {"max_prompt_length": args.max_prompt_length, "num_processes": args.num_processes, **fixed}
+    extra = {"max_prompt_length": args.max_prompt_length, "num_processes": args.num_processes, "blocks": args.blocks,
+             **fixed}
     if args.sharding:
         extra["sharding"] = args.sharding
     data = compare_data(list(args.models), usable, **extra)
@@ -130,10 +131,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.plot:
         from grpo_lite.planning.tables import plot_components
 
-        print(f"memory chart: {plot_components(args.plot, args.models[0], **fixed)}")
+        print(f"memory chart: {plot_components(args.plot, args.models[0], blocks=args.blocks, **fixed)}")
     the_plan = plan(args.models[0], args.budget_gb, method=args.method, preset=args.preset, device=args.device,
                     num_processes=args.num_processes, sharding=args.sharding,
-                    max_prompt_length=args.max_prompt_length, block_source=block_source(args.blocks), **fixed)
+                    max_prompt_length=args.max_prompt_length, blocks=args.blocks, **fixed)
     if args.write:
         _write_recipe(the_plan, args.write)
     row = sim = sim_error = None

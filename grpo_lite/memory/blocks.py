@@ -7,8 +7,12 @@ width on the meta device, runs them forward and backward under the plan's dtype,
 checkpointing, and returns :class:`BlockTerms`. The planner scales them by layers and tokens; without a
 source (or when a source cannot trace the model) the formulas stay.
 
-The tracer itself (:func:`grpo_lite.simulation.block.traced_block_terms`) reuses the simulation's GPU
-semantics, so it lives there; ``grpo-lite plan`` and ``simulate()`` pass it in.
+Which source a plan uses is one choice, :data:`DEFAULT_BLOCKS` (``"auto"``), made here for every caller:
+``plan()``, ``estimate()``, ``train()``, ``grpo-lite plan`` (``--compare``, ``--plot``, ``--write``) and the
+recipe's cost figures. :func:`block_source` turns a :data:`BlockMode` into the source. The tracer itself
+(:func:`grpo_lite.simulation.block.traced_block_terms`) builds the model with the simulation's GPU semantics,
+so it lives there and is imported only when a block is traced: planning a Llama block, or importing
+``grpo_lite``, loads no torch.
 
 >>> terms = BlockTerms(saved=(100.0, 2.0, 4096.0), backward=(300.0, 4.0, 0.0), how="example")
 >>> terms.saved_at(512, tokens=1024), terms.backward_at(512, tokens=1024)
@@ -19,13 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
+
+from grpo_lite.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.settings import StepSettings
 
-__all__ = ["BlockSource", "BlockTerms"]
+__all__ = ["BLOCK_MODES", "DEFAULT_BLOCKS", "BlockMode", "BlockSource", "BlockTerms", "block_source"]
+
+BlockMode = Literal["auto", "traced", "formulas"]
+BLOCK_MODES: tuple[str, ...] = get_args(BlockMode)
+DEFAULT_BLOCKS: BlockMode = "auto"  # plan(), estimate(), train(), the CLI and the recipe's costs: one default
 
 
 @dataclass(frozen=True)
@@ -58,3 +68,46 @@ class BlockTerms:
 
 # (shapes, resolved settings) -> the block's terms, or None where it cannot trace (then the formulas hold)
 BlockSource = Callable[["Architecture", "StepSettings"], "BlockTerms | None"]
+
+
+def block_source(mode: BlockMode = DEFAULT_BLOCKS) -> BlockSource | None:
+    """Where a plan's per-block bytes come from.
+
+    Args:
+        mode: ``"traced"``: every model's own layers, traced; ``"formulas"``: the Llama formulas for every model;
+            ``"auto"``: the formulas for the Llama and Qwen2 blocks they were written and checked for (no torch import:
+            planning them stays fast), the model's own layers for every other architecture and for float32
+            weights under 16-bit autocast.
+
+    Returns:
+        The source, or None for the formulas.
+
+    Raises:
+        ConfigError: an unknown mode.
+    """
+    if mode not in BLOCK_MODES:
+        raise ConfigError(f"blocks={mode!r} is not valid; choose one of {', '.join(BLOCK_MODES)}")
+    if mode == "formulas":
+        return None
+    if mode == "traced":
+        return _traced
+    return _unless_llama
+
+
+def _traced(arch: Architecture, s: StepSettings) -> BlockTerms | None:
+    """The ``"traced"`` source. The tracer builds the model with the simulation's GPU semantics (simulation.build,
+    .cuda, .autocast), which import torch: imported here, when a block is traced, so that planning stays below the
+    simulation and ``import grpo_lite`` stays light. It caches its terms in memory and on disk: a plan search
+    traces each configuration once."""
+    from grpo_lite.simulation.block import traced_block_terms
+
+    return traced_block_terms(arch, s)
+
+
+def _unless_llama(arch: Architecture, s: StepSettings) -> BlockTerms | None:
+    """The ``"auto"`` source: trace all but the Llama / Qwen2 blocks the formulas were checked for; those too when
+    float32 weights run under 16-bit autocast (the residual stream stays float32: the formulas plan 2 bytes)."""
+    mixed = s.dtype == "float32" and (s.bf16 or s.fp16)
+    if (arch.family in ("llama", "qwen2") or arch.model_type in ("llama", "qwen2")) and not mixed:
+        return None
+    return _traced(arch, s)

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.memory import terms as T
 from grpo_lite.memory import tokens as K
+from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
 from grpo_lite.memory.settings import Method, Sharding, StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
-    from grpo_lite.memory.blocks import BlockSource, BlockTerms
+    from grpo_lite.memory.blocks import BlockMode, BlockTerms
     from grpo_lite.memory.models import ModelSpec
 
 __all__ = ["StepSettings", "Component", "Phase", "MemoryEstimate", "estimate", "Sharding", "Method", "GIB",
@@ -108,6 +109,7 @@ class MemoryEstimate:
         notes: caveats worth showing to the user.
         block_terms: where one block's bytes per token come from: traced from the model's own code (and how),
             or the Llama formulas.
+        blocks: the block source asked for (``estimate(blocks=...)``): what reproduces this estimate's block terms.
     """
 
     arch: Architecture
@@ -116,6 +118,7 @@ class MemoryEstimate:
     peak_phase: PhaseName
     notes: tuple[str, ...] = ()
     block_terms: str = FORMULAS
+    blocks: BlockMode = DEFAULT_BLOCKS
 
     @property
     def peak(self) -> Phase:
@@ -283,7 +286,7 @@ def _notes(s: StepSettings, block: BlockTerms | None) -> tuple[str, ...]:
     if s.device == "cuda" and s.dtype == "float32" and (s.bf16 or s.fp16) and block is None:
         notes.append("float32 weights under 16-bit autocast: activations are planned at 2 bytes, but the residual "
                      "stream stays float32: expect up to ~40% more at the blocks' backward (simulated at SmolLM2-360M "
-                     "LoRA); plan with grpo-lite plan (it traces the block under the same autocast), load bfloat16 "
+                     "LoRA); plan with blocks='auto' (it traces the block under the same autocast), load bfloat16 "
                      "weights, or check with --simulate")
     if s.use_liger_kernel:
         notes.append("use_liger_kernel in TRL 1.16 patches RMSNorm/SwiGLU/RoPE only: the log-prob head is "
@@ -314,16 +317,17 @@ def refuse_moe(arch: Architecture) -> None:
             "dispatch cannot run on the meta device); pick a dense model, e.g. Qwen3-8B")
 
 
-def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, *, block_source: BlockSource | None = None,
+def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, *, blocks: BlockMode = DEFAULT_BLOCKS,
              **settings: Any) -> MemoryEstimate:
     """Estimate the peak GPU memory of one GRPO step.
 
     Args:
         model: a name or path (resolved with :func:`grpo_lite.memory.models.resolve_model`), a ModelSpec
             or an Architecture.
-        block_source: traces one block's bytes per token from the model's code
-            (:func:`grpo_lite.simulation.block.traced_block_terms`); None, or a model it cannot trace: the Llama
-            formulas. :attr:`MemoryEstimate.block_terms` says which.
+        blocks: where one block's bytes per token come from (:func:`grpo_lite.memory.blocks.block_source`):
+            ``"auto"`` (Default): the Llama formulas for Llama / Qwen2 blocks, every other block traced from the
+            model's own code; ``"traced"``; ``"formulas"``. A model that cannot be traced keeps the formulas;
+            :attr:`MemoryEstimate.block_terms` says which.
         **settings: any of :meth:`StepSettings.keys` (GRPOConfig names where they exist, plus
             ``method``, ``device``, ``dtype``, ``quantization``, ``max_prompt_length``, ``lora_r``,
             ``lora_dropout``, ``lora_target_modules``, ``budget_gib``, ``num_processes``, ``sharding``).
@@ -348,9 +352,10 @@ def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, *, block_
     else:
         arch = resolve_model(model).arch
     refuse_moe(arch)
+    source = block_source(blocks)
     s = StepSettings.resolve(**settings)
-    block = block_source(arch, s) if block_source is not None else None
+    block = source(arch, s) if source is not None else None
     phases = build_phases(arch, s, block)
     peak = max(phases, key=lambda p: p.total_bytes)  # the peak over time: phases never overlap
     return MemoryEstimate(arch=arch, settings=s, phases=phases, peak_phase=peak.name, notes=_notes(s, block),
-                          block_terms=block.how if block is not None else FORMULAS)
+                          block_terms=block.how if block is not None else FORMULAS, blocks=blocks)

@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 from grpo_lite.memory import terms as memory_terms
 from grpo_lite.errors import ConfigError
 from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
+from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.estimate import GIB, MemoryEstimate, estimate
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
-    from grpo_lite.memory.blocks import BlockSource
+    from grpo_lite.memory.blocks import BlockMode
     from grpo_lite.planning.hardware import Extras
     from grpo_lite.planning.ladder import Preset
     from grpo_lite.memory.settings import Device, Sharding
@@ -158,7 +159,7 @@ def rung_optim(preset: Preset, device: Device, num_processes: int) -> str:
 def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib: float | None,
                sharding: Sharding, num_processes: int, max_prompt_length: int, fixed: dict[str, Any],
                extras: Extras, cpu_reference: bool = False,
-               block_source: BlockSource | None = None) -> Iterator[Candidate]:
+               blocks: BlockMode = DEFAULT_BLOCKS) -> Iterator[Candidate]:
     """Yield the rung's candidates best first, each already estimated (or carrying its ConfigError).
 
     Args:
@@ -172,7 +173,7 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
         fixed: what the user fixed (GRPOConfig and lora_* keys), kept verbatim.
         extras: which optional packages are installed.
         cpu_reference: a CPU plan without a budget: one candidate at the CPU defaults.
-        block_source: traces one block's bytes per token (see :func:`grpo_lite.memory.estimate.estimate`).
+        blocks: where one block's bytes per token come from (see :func:`grpo_lite.memory.estimate.estimate`).
     """
     optim = fixed.get("optim", rung_optim(preset, device, num_processes))
     layerwise = optim.endswith("layerwise")
@@ -213,7 +214,7 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
                     if use_vllm and not _size_vllm(arch, cand, fixed, usable_gib):
                         continue
                     try:
-                        cand.estimate = estimate(arch, block_source=block_source, **kwargs)
+                        cand.estimate = estimate(arch, blocks=blocks, **kwargs)
                     except ConfigError as exc:
                         cand.error = str(exc)
                     yield cand

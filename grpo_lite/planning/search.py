@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.planning import hardware
 from grpo_lite.errors import ConfigError, DoesNotFitError
+from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.optimizers import get_optimizer
 from grpo_lite.planning.candidates import (
     COMPLETION_LENGTHS,
@@ -25,7 +26,7 @@ from grpo_lite.planning.candidates import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.memory.blocks import BlockSource
+    from grpo_lite.memory.blocks import BlockMode
     from grpo_lite.memory.models import ModelSpec
     from grpo_lite.planning.ladder import Preset
     from grpo_lite.planning.result import Plan
@@ -78,7 +79,7 @@ def _describe(cand: Candidate) -> str:
 def search(spec: ModelSpec, *, device: Device, usable_gib: float | None, nominal_gb: float | None,
            method: Method | None, preset_name: str | None, num_processes: int, sharding: Sharding | None,
            max_prompt_length: int, fixed: dict[str, Any], reasons: list[str],
-           block_source: BlockSource | None = None) -> Plan:
+           blocks: BlockMode = DEFAULT_BLOCKS) -> Plan:
     """Return the first candidate that fits (see :func:`grpo_lite.planning.choose.plan` for the arguments)."""
     extras = hardware.installed_extras()
     if "optim" in fixed:
@@ -99,7 +100,7 @@ def search(spec: ModelSpec, *, device: Device, usable_gib: float | None, nominal
             smallest: Candidate | None = None
             for cand in candidates(spec.arch, rung, device=device, usable_gib=usable_gib, sharding=shard,
                                    num_processes=num_processes, max_prompt_length=max_prompt_length, fixed=fixed,
-                                   extras=extras, cpu_reference=cpu_reference, block_source=block_source):
+                                   extras=extras, cpu_reference=cpu_reference, blocks=blocks):
                 if cand.estimate is None:
                     errors.append(cand.error or "invalid settings")
                     continue

@@ -15,7 +15,7 @@ Both are traced at three row lengths of one row and fitted as ``a + b S + c / S`
 attention bias that grows with the keys, and ``c`` bytes per block whatever the tokens (casts of weights).
 Layers of different kinds (Gemma's sliding and full attention, SmolLM3's NoPE layers) are traced one kind at
 a time and weighed by their count. Results are cached in memory and on disk
-(``$XDG_CACHE_HOME/grpo-lite/blocks``), keyed by the config, the settings that shape a block and the
+(``blocks/`` under :func:`grpo_lite.cache.cache_root`), keyed by the config, the settings that shape a block and the
 library versions: a plan search traces each configuration once, seconds the first time.
 
 Not traced (the formulas stay, and the plan says so): CPU plans (calibrated by measurement), int8 loading,
@@ -32,56 +32,22 @@ import os
 import warnings
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any
 
-from grpo_lite.errors import ConfigError
+from grpo_lite.cache import cache_root
 from grpo_lite.memory.blocks import BlockTerms
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
-    from grpo_lite.memory.blocks import BlockSource
     from grpo_lite.memory.settings import StepSettings
 
-__all__ = ["BLOCK_MODES", "BlockMode", "TRACE_LENGTHS", "block_source", "traced_block_terms"]
-
-BlockMode = Literal["auto", "traced", "formulas"]
-BLOCK_MODES: tuple[str, ...] = get_args(BlockMode)
+__all__ = ["TRACE_LENGTHS", "traced_block_terms"]
 
 TRACE_LENGTHS = (256, 512, 1024)  # row lengths traced; bytes per token fitted as a + b S + c / S
 _LAYERS = 3  # the middle one is measured: a real layer above it sends its gradient, one below keeps its own
 _PER_LAYER_LISTS = ("layer_types", "no_rope_layers")  # config lists that make layers differ
 _VERSION = 3  # bump when what is traced changes: the disk cache keys on it
 _MEMORY: dict[str, BlockTerms | None] = {}
-
-
-def block_source(mode: BlockMode = "auto") -> BlockSource | None:
-    """Where a plan's per-block bytes come from.
-
-    Args:
-        mode: ``"traced"``: every model's own layers, traced; ``"formulas"``: the Llama formulas for every model;
-            ``"auto"``: the formulas for the Llama and Qwen2 blocks they were written and checked for (no torch import:
-            ``grpo-lite plan`` stays fast), the model's own layers for every other architecture and for float32
-            weights under 16-bit autocast.
-
-    Raises:
-        ConfigError: an unknown mode.
-    """
-    if mode not in BLOCK_MODES:
-        raise ConfigError(f"blocks={mode!r} is not valid; choose one of {', '.join(BLOCK_MODES)}")
-    if mode == "formulas":
-        return None
-    if mode == "traced":
-        return traced_block_terms
-    return _unless_llama
-
-
-def _unless_llama(arch: Architecture, s: StepSettings) -> BlockTerms | None:
-    """The ``"auto"`` source: trace all but the Llama / Qwen2 blocks the formulas were checked for; those too when
-    float32 weights run under 16-bit autocast (the residual stream stays float32: the formulas plan 2 bytes)."""
-    mixed = s.dtype == "float32" and (s.bf16 or s.fp16)
-    if (arch.family in ("llama", "qwen2") or arch.model_type in ("llama", "qwen2")) and not mixed:
-        return None
-    return traced_block_terms(arch, s)
 
 
 def _why_not(arch: Architecture, s: StepSettings) -> str | None:
@@ -122,8 +88,7 @@ def _key(arch: Architecture, s: StepSettings) -> str:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "grpo-lite" / "blocks"
+    return cache_root() / "blocks"
 
 
 def _read(key: str) -> BlockTerms | None:

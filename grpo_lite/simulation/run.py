@@ -95,8 +95,7 @@ def simulate(model: str | os.PathLike[str] | ModelSpec | Plan, budget_gb: float 
             decides the attention kernel (:mod:`grpo_lite.simulation.attention`).
         padded: whether batches carry padding (real ones do: prompts differ in length, completions end
             early); without, attention runs the flash kernel with no mask.
-        **plan_kwargs: ``plan()``'s keywords (method, preset, max_prompt_length, GRPOConfig fields...); Default
-            ``block_source``: ``block_source("auto")``, as ``grpo-lite plan``.
+        **plan_kwargs: ``plan()``'s keywords (method, preset, max_prompt_length, blocks, GRPOConfig fields...).
 
     Returns:
         A :class:`~grpo_lite.simulation.result.Simulation`: simulated bytes per phase and component, the
@@ -112,9 +111,7 @@ def simulate(model: str | os.PathLike[str] | ModelSpec | Plan, budget_gb: float 
         the_plan = model
     else:
         from grpo_lite.planning.choose import plan
-        from grpo_lite.simulation.block import block_source
 
-        plan_kwargs.setdefault("block_source", block_source("auto"))  # as grpo-lite plan plans
         the_plan = plan(model, budget_gb, **plan_kwargs)
     if gpu not in GPU_ARCHES:
         raise ConfigError(f"gpu={gpu!r} is not simulated; choose one of {', '.join(GPU_ARCHES)} "

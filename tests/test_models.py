@@ -93,13 +93,14 @@ def test_every_row_names_its_source_and_hub_ids(arch: Architecture) -> None:
 
 @pytest.mark.parametrize("arch", [a for a in KNOWN_ARCHITECTURES if not a.experts], ids=lambda a: a.name)
 def test_every_dense_row_plans_offline_and_from_its_config_folder(arch: Architecture, tmp_path: Path) -> None:
-    """By name without a download, and from a folder holding its config.json (as a downloaded model has)."""
+    """By name without a download, and from a folder holding its config.json (as a downloaded model has). With the
+    formulas: a traced block of a folder equals its row's in tests/test_blocks.py, seconds per architecture."""
     from grpo_lite.memory.models import transformers_config
     from grpo_lite.planning.choose import plan
 
-    by_name = plan(arch.hub_ids[-1], 80, method="lora")
+    by_name = plan(arch.hub_ids[-1], 80, method="lora", blocks="formulas")
     transformers_config(arch).save_pretrained(tmp_path)
-    from_dir = plan(str(tmp_path), 80, method="lora")
+    from_dir = plan(str(tmp_path), 80, method="lora", blocks="formulas")
     assert from_dir.model.kind == "local" and from_dir.model.arch.n_params == arch.n_params
     assert from_dir.estimate.total_bytes == pytest.approx(by_name.estimate.total_bytes, rel=1e-6)
 

@@ -22,11 +22,10 @@ SETTINGS = dict(method="lora", num_generations=8, max_completion_length=512, per
 
 
 def _formula_estimate(est):  # noqa: ANN001, ANN202 - the same settings, the Llama formulas
-    from grpo_lite.memory.estimate import MemoryEstimate, build_phases
+    from grpo_lite.memory.estimate import estimate
+    from grpo_lite.recipe.costs import estimate_settings
 
-    phases = build_phases(est.arch, est.settings)
-    peak = max(phases, key=lambda p: p.total_bytes)
-    return MemoryEstimate(arch=est.arch, settings=est.settings, phases=phases, peak_phase=peak.name)
+    return estimate(est.arch, blocks="formulas", **estimate_settings(est.settings))
 
 
 def _row(name: str, checkpointing: bool) -> str:

@@ -13,7 +13,9 @@ device (no weights are read or allocated, tied weights are counted once).
 
 from __future__ import annotations
 
+import functools
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,6 +36,7 @@ __all__ = [
     "Architecture",
     "KNOWN_ARCHITECTURES",
     "ModelSpec",
+    "kv_windows",
     "resolve_model",
     "architecture_from_config",
     "count_params_meta",
@@ -264,3 +267,21 @@ def transformers_config(arch: Architecture, **overrides: Any) -> PretrainedConfi
         return LlamaConfig(head_dim=arch.head_dim, attention_bias=arch.attention_bias, **common, **overrides)
     raise ModelError(f"{arch.name} is of family {arch.family!r} and not in the known table: read its config.json "
                      "instead (a local folder or the hub)")
+
+
+@functools.lru_cache(maxsize=None)
+def kv_windows(arch: Architecture) -> tuple[tuple[int, int], ...]:
+    """The layers whose generation cache keeps only the last tokens: ``((window, layers), ...)``, empty when every
+    layer keeps every token.
+
+    ``generate`` builds a ``DynamicCache`` from the model's config: a sliding-window layer (Gemma 2 / 3 every other
+    or five in six, Mistral-7B-v0.1 and Phi-3-mini all) gets a ``DynamicSlidingWindowLayer``, which keeps the last
+    ``window - 1`` tokens as a view of the ``window`` it concatenated. The layer kinds are transformers' own
+    (``get_layer_types_and_kwargs``), read only for a config with a sliding window: it imports torch.
+    """
+    if not arch.config_values.get("sliding_window"):
+        return ()
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    _, per_layer = get_layer_types_and_kwargs(transformers_config(arch))
+    return tuple(sorted(Counter(kw["sliding_window"] for kw in per_layer if "sliding_window" in kw).items()))

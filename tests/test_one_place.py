@@ -143,8 +143,11 @@ def block_defaults(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
             pairs = list(zip(named, node.defaults)) + list(zip(node.kwonlyargs, node.kw_defaults))
             if any(d is not None and isinstance(d, ast.Constant) and d.value in BLOCK_MODES for _, d in pairs):
                 yield node, scope
-        elif isinstance(node, ast.keyword) and node.arg in ("blocks", "block_source", "default") and \
+        elif isinstance(node, ast.keyword) and node.arg in ("blocks", "block_source") and \
                 isinstance(node.value, ast.Constant) and node.value.value in BLOCK_MODES:
+            yield node, scope
+        elif isinstance(node, ast.Call) and "--blocks" in _constants(node) and \
+                any(k.arg == "default" and isinstance(k.value, ast.Constant) for k in node.keywords):
             yield node, scope
 
 
@@ -183,7 +186,8 @@ SECOND_DEFINITIONS = {  # a made-up module with a second definition of each deci
     "method names": 'CHOICES = ("full", "galore", "lora", "qlora")\n',
     "prompt tokenisation": 'def n(tokenizer, text):\n    return len(tokenizer(text)["input_ids"])\n',
     "TRL objects from a recipe": 'args = GRPOConfig(output_dir="x", **settings)\n',
-    "block source default": 'def plan(model, blocks="formulas"):\n    return estimate(model, blocks="traced")\n',
+    "block source default": 'def plan(model, blocks="formulas"):\n    return estimate(model, blocks="traced")\n'
+                            'p.add_argument("--blocks", default="auto")\n',
 }
 
 

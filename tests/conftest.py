@@ -33,7 +33,8 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the GGUF conversion cache inside the session's temp folder unless a test asks otherwise."""
+    """Keep the cache (GGUF conversions, traced blocks) inside the session's temp folder unless a test asks
+    otherwise."""
     if "GRPO_LITE_CACHE" not in os.environ:
         monkeypatch.setenv("GRPO_LITE_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
 

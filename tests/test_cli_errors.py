@@ -41,6 +41,7 @@ CASES = [
     (["eval", TINY, "--dataset", "synthetic", "--batch-size", "0"], "batch_size"),
     (["train", TINY, *FAST, "--set", "max_steps=3"], "use --max-steps"),
     (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--set", "max_prompt_length=300"], "use --max-prompt-length"),
+    (["plan", "Qwen3-30B-A3B", "--budget-gb", "80"], "mixture-of-experts model (128 experts, 8 per token)"),
 ]
 FILES = {
     "empty.jsonl": "",
@@ -82,3 +83,51 @@ def test_output_dir_with_another_run_loses_nothing(tiny_model_dir, tmp_path, cap
     assert main(["train", str(tiny_model_dir), *FAST, "--output-dir", str(out)]) == 2
     assert "--resume" in capsys.readouterr().err
     assert json.loads((out / "run.json").read_text())["steps"] == 7 and (out / "checkpoint-7").is_dir()
+
+
+def test_plan_json_error_is_one_json_object(capsys):
+    assert main(["plan", "allenai/OLMoE-1B-7B-0924", "--budget-gb", "80", "--json"]) == 2
+    data = json.loads(capsys.readouterr().out)
+    assert data["error_type"] == "ModelError" and "pick a dense model" in data["error"]
+
+
+def _failing_simulation(monkeypatch):  # noqa: ANN001, ANN202
+    import grpo_lite.simulation.run as run
+
+    def broken(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise RuntimeError("a sliding-window mask\nof the wrong shape")
+
+    monkeypatch.setattr(run, "simulate", broken)
+
+
+def test_a_failed_simulation_keeps_the_plan_and_says_so_in_one_line(monkeypatch, capsys):
+    _failing_simulation(monkeypatch)
+    assert main(["plan", "Llama-3.2-1B", "--budget-gb", "16", "--simulate"]) == 2
+    out, err = capsys.readouterr()
+    assert "Llama-3.2-1B: preset" in out  # the plan is printed
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --simulate failed for Llama-3.2-1B (RuntimeError: a "
+                                                   "sliding-window mask of the wrong shape)"), lines
+    assert lines[0].endswith("rerun without --simulate")
+
+
+def test_a_failed_simulation_under_json_is_the_plan_with_an_error(monkeypatch, capsys):
+    _failing_simulation(monkeypatch)
+    assert main(["plan", "Llama-3.2-1B", "--budget-gb", "16", "--simulate", "--json"]) == 2
+    data = json.loads(capsys.readouterr().out)
+    assert data["fits"] is True and data["error"].startswith("--simulate failed")
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_an_unexpected_failure_is_one_line_not_a_traceback(monkeypatch, capsys, as_json):
+    import grpo_lite.planning.choose as choose
+
+    def broken(*_a, **_k):  # noqa: ANN002, ANN003, ANN202
+        raise KeyError("rope_theta")
+
+    monkeypatch.setattr(choose, "plan", broken)
+    assert main(["plan", "Llama-3.2-1B", "--budget-gb", "16", *(["--json"] if as_json else [])]) == 2
+    out, err = capsys.readouterr()
+    message = json.loads(out)["error"] if as_json else err.strip()
+    assert "\n" not in message and "Traceback" not in message
+    assert "failed unexpectedly (KeyError: 'rope_theta'); rerun with --blocks formulas" in message

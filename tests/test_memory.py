@@ -336,3 +336,50 @@ def test_cpu_budget_picks_settings_that_fit_in_ram() -> None:
     assert any("GB of RAM" in r for r in tight.reasons)
     with pytest.raises(DoesNotFitError, match=r"does not fit 0.5 GB of RAM .* The smallest budget that fits is \d+ GB"):
         plan("SmolLM2-135M-Instruct", budget_gb=0.5, device="cpu")
+
+
+def test_vllm_sleep_mode_frees_the_share_outside_generation() -> None:
+    """TRL 1.16 sleeps a colocated engine at level 2 after each generation: weights and KV cache freed."""
+    common = dict(device="cuda", budget_gib=23.67, method="lora", use_vllm=True, vllm_gpu_memory_utilization=0.3,
+                  per_device_train_batch_size=8, num_generations=8)
+    awake = estimate("Llama-3.2-1B", **common)
+    asleep = estimate("Llama-3.2-1B", vllm_enable_sleep_mode=True, **common)
+    share = 0.3 * 23.67 * GIB
+
+    def vllm(est, phase):  # noqa: ANN001, ANN202
+        return next(c.bytes for p in est.phases if p.name == phase for c in p.components if c.name == "vllm")
+
+    assert vllm(awake, "generation") == vllm(asleep, "generation") == pytest.approx(share)
+    assert vllm(awake, "backward_layers") == pytest.approx(share)
+    assert vllm(asleep, "backward_layers") == pytest.approx(1.0 * GIB)  # its activations and CUDA graphs stay
+    assert asleep.phase_gib()["backward_head"] < awake.phase_gib()["backward_head"] - 5
+
+
+@pytest.mark.parametrize("name, windows", [("gemma-3-1b", ((512, 22),)), ("Mistral-7B-v0.1", ((4096, 32),)),
+                                           ("Qwen3-0.6B", ())])
+def test_sliding_window_layers_cache_only_their_window(name: str, windows: tuple) -> None:
+    """The KV cache at the last decoding step is what transformers' own DynamicCache holds for the config."""
+    import torch
+    from transformers import DynamicCache
+
+    from grpo_lite.memory import terms
+    from grpo_lite.memory.models import kv_windows, transformers_config
+
+    arch = find_architecture(name)
+    assert arch is not None and kv_windows(arch) == windows
+    prompt = 4600  # past every window: a sliding layer keeps its last window only
+    s = StepSettings.resolve(device="cuda", method="lora", num_generations=2, per_device_train_batch_size=2,
+                             max_prompt_length=prompt, max_completion_length=1)
+    config = transformers_config(arch)
+    cache = DynamicCache(config=config)
+    batch, meta = s.generation_batch_per_device, torch.device("meta")
+    for layer in range(arch.layers):  # the prefill, then one decoding step
+        for length in (prompt, 1):
+            kv = torch.empty(batch, arch.kv_heads, length, arch.head_dim, dtype=torch.bfloat16, device=meta)
+            cache.update(kv, kv.clone(), layer)
+    held = sum(t.untyped_storage().nbytes() for layer in cache.layers for t in (layer.keys, layer.values))
+    planned = terms.kv_cache(arch, s).bytes
+    one_key = arch.kv_dim * 2 * batch * (prompt + 1)  # a full layer's keys, held twice during the cat
+    assert held <= planned <= held + one_key
+    if windows:
+        assert planned < 2 * arch.layers * arch.kv_dim * 2 * batch * (prompt + 1)  # below every layer at full length

@@ -25,11 +25,35 @@ PUBLISHED = {
     "SmolLM2-135M": 134_515_008,
     "SmolLM2-360M": 361_821_120,
     "SmolLM2-1.7B": 1_711_376_384,
+    # rows built from published config.json values: the safetensors totals of the model cards
+    "Qwen3-0.6B": 596_049_920,  # tied: the card's 0.75B counts the LM head twice
+    "Qwen3-1.7B": 1_720_574_976,
+    "Qwen3-4B": 4_022_468_096,
+    "Qwen3-8B": 8_190_735_360,
+    "gemma-2-2b": 2_614_341_888,
+    "gemma-2-9b": 9_241_705_984,
+    "gemma-3-1b": 999_885_952,
+    "gemma-3-4b": 3_880_263_168,  # the text part (the 4.3B card counts the vision tower)
+    "Mistral-7B-v0.3": 7_248_023_552,
+    "Mistral-7B-v0.1": 7_241_732_096,
+    "Phi-3-mini-4k-instruct": 3_821_079_552,
+    "Phi-4-mini-instruct": 3_836_021_760,
+    "SmolLM3-3B": 3_075_098_624,
+    "granite-3.1-2b": 2_533_531_648,
+    "granite-3.1-8b": 8_170_848_256,  # the meta-device count of its config (the card was not checked)
+    "OLMo-2-0425-1B": 1_484_916_736,
+    "OLMo-2-1124-7B": 7_298_617_344,
+    "Qwen3-30B-A3B": 30_532_122_624,
+    "OLMoE-1B-7B-0924": 6_919_161_856,
 }
 
 
 def _config_for(arch: Architecture):  # noqa: ANN202 - a transformers config
-    from transformers import LlamaConfig, Qwen2Config
+    from transformers import AutoConfig, LlamaConfig, Qwen2Config
+
+    if arch.config_json:
+        values = arch.config_values
+        return AutoConfig.for_model(values.pop("model_type"), **values)
 
     common = dict(hidden_size=arch.hidden, intermediate_size=arch.intermediate, num_hidden_layers=arch.layers,
                   num_attention_heads=arch.heads, num_key_value_heads=arch.kv_heads, vocab_size=arch.vocab,
@@ -62,8 +86,37 @@ def test_param_count_matches_meta_device_count(arch: Architecture) -> None:
 @pytest.mark.parametrize("arch", KNOWN_ARCHITECTURES, ids=lambda a: a.name)
 def test_every_row_names_its_source_and_hub_ids(arch: Architecture) -> None:
     assert arch.source.startswith("config.json of ")
-    assert arch.hub_ids[0].endswith(arch.name)
-    assert arch.hidden == arch.heads * arch.head_dim
+    assert arch.hub_ids[0].split("/")[1].startswith(arch.name)
+    values = arch.config_values
+    assert arch.head_dim == values.get("head_dim", arch.hidden // arch.heads)  # Qwen3, Gemma: wider than h / heads
+
+
+@pytest.mark.parametrize("arch", [a for a in KNOWN_ARCHITECTURES if not a.experts], ids=lambda a: a.name)
+def test_every_dense_row_plans_offline_and_from_its_config_folder(arch: Architecture, tmp_path: Path) -> None:
+    """By name without a download, and from a folder holding its config.json (as a downloaded model has). With the
+    formulas: a traced block of a folder equals its row's in tests/test_blocks.py, seconds per architecture."""
+    from grpo_lite.memory.models import transformers_config
+    from grpo_lite.planning.choose import plan
+
+    by_name = plan(arch.hub_ids[-1], 80, method="lora", blocks="formulas")
+    transformers_config(arch).save_pretrained(tmp_path)
+    from_dir = plan(str(tmp_path), 80, method="lora", blocks="formulas")
+    assert from_dir.model.kind == "local" and from_dir.model.arch.n_params == arch.n_params
+    assert from_dir.estimate.total_bytes == pytest.approx(by_name.estimate.total_bytes, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen3-30B-A3B", "allenai/OLMoE-1B-7B-0924-Instruct"])
+def test_mixture_of_experts_is_refused_before_anything_loads(name: str, tmp_path: Path) -> None:
+    from grpo_lite.memory.models import transformers_config
+    from grpo_lite.planning.choose import plan
+
+    arch = find_architecture(name)
+    assert arch is not None and arch.experts > 0
+    with pytest.raises(ModelError, match=r"mixture-of-experts model \(\d+ experts, 8 per token\).*pick a dense"):
+        plan(name, 24)
+    transformers_config(arch).save_pretrained(tmp_path)
+    with pytest.raises(ModelError, match="mixture-of-experts"):
+        plan(str(tmp_path), 24)
 
 
 @pytest.mark.parametrize(
@@ -144,7 +197,7 @@ def test_gguf_demo_model_reads_its_config() -> None:
 
 def test_known_names_are_unique_and_ordered() -> None:
     names = known_names()
-    assert len(names) == len(set(names)) == 2 * len(KNOWN_ARCHITECTURES)
+    assert len(names) == len(set(names)) == sum(len(a.hub_ids) for a in KNOWN_ARCHITECTURES)
     assert names[0] == "meta-llama/Llama-3.2-1B"
 
 

@@ -8,7 +8,9 @@ definition of a decision appears (each finder is also shown to find one in a mad
 - the prompt tokenisation rule: ``data/prompts.py: prompt_token_ids``;
 - TRL's objects (GRPOConfig, BitsAndBytesConfig) built from a recipe: ``recipe/recipe.py``, and the trainer
   built from a recipe, never from a plan;
-- the load dtype names: the ``Dtype`` literal; the LoRA keys: ``planning/candidates.py: LORA_KEYS``.
+- the load dtype names: the ``Dtype`` literal; the LoRA keys: ``planning/candidates.py: LORA_KEYS``;
+- where a plan's per-block bytes come from (traced or the formulas): ``memory/blocks.py: DEFAULT_BLOCKS``, and
+  its values: ``plan()``, ``estimate()``, ``train()`` and ``grpo-lite plan`` give the same figure.
 
 The values are checked too: ``estimate()`` and ``plan()`` agree for the same settings, the planner's first
 choice of generations and lengths is ``estimate()``'s default, every dtype check accepts the same names,
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -32,6 +35,7 @@ DTYPES = {"bfloat16", "float16", "float32"}
 ROUNDINGS = {"stochastic", "nearest"}
 METHOD_NAMES = {"full", "galore", "lora", "qlora"}
 LORA_NAMES = {"lora_alpha", "lora_dropout"}  # with lora_r (train()'s name) or r (PEFT's)
+BLOCK_MODES = {"auto", "traced", "formulas"}
 
 Site = tuple[str, str]  # (file relative to the root, enclosing function or class)
 
@@ -146,6 +150,25 @@ def name_lists(names: set[str]) -> Callable[[ast.AST], Iterator[tuple[ast.AST, s
             if {i.value for i in items if isinstance(i, ast.Constant)} >= names:
                 yield node, scope
     return finder
+def block_defaults(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
+    """A block source chosen in place of the default: a ``DEFAULT_BLOCKS`` assigned, a parameter, keyword or option
+    (``--blocks``) given a mode by name."""
+    for node, scope in _walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(getattr(t, "id", None) == "DEFAULT_BLOCKS" for t in targets):
+                yield node, scope
+        elif isinstance(node, ast.arguments):
+            named = [*node.posonlyargs, *node.args][-len(node.defaults):] if node.defaults else []
+            pairs = list(zip(named, node.defaults)) + list(zip(node.kwonlyargs, node.kw_defaults))
+            if any(d is not None and isinstance(d, ast.Constant) and d.value in BLOCK_MODES for _, d in pairs):
+                yield node, scope
+        elif isinstance(node, ast.keyword) and node.arg in ("blocks", "block_source") and \
+                isinstance(node.value, ast.Constant) and node.value.value in BLOCK_MODES:
+            yield node, scope
+        elif isinstance(node, ast.Call) and "--blocks" in _constants(node) and \
+                any(k.arg == "default" and isinstance(k.value, ast.Constant) for k in node.keywords):
+            yield node, scope
 
 
 def sites(finder: Callable[[ast.AST], Iterator[tuple[ast.AST, str]]]) -> set[Site]:
@@ -168,6 +191,7 @@ DECISIONS = {
     "LoRA keys": (name_lists(LORA_NAMES), {("grpo_lite/planning/candidates.py", "")}),
     "TRL objects from a recipe": (trl_object_builds, {("grpo_lite/recipe/recipe.py", "from_pretrained_kwargs"),
                                                       ("grpo_lite/recipe/recipe.py", "make_grpo_config")}),
+    "block source default": (block_defaults, {("grpo_lite/memory/blocks.py", "")}),
 }
 
 
@@ -186,6 +210,8 @@ SECOND_DEFINITIONS = {  # a made-up module with a second definition of each deci
     "TRL objects from a recipe": 'args = GRPOConfig(output_dir="x", **settings)\n',
     "load dtype names": '_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}\n',
     "LoRA keys": 'KEYS = {"r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout"}\n',
+    "block source default": 'def plan(model, blocks="formulas"):\n    return estimate(model, blocks="traced")\n'
+                            'p.add_argument("--blocks", default="auto")\n',
 }
 
 
@@ -252,3 +278,75 @@ def test_a_plans_lora_settings_come_back_through_a_recipe():
     again = plan("Qwen2.5-0.5B", device="cpu", preset="lora", **{k: v for k, v in arguments.items() if k.startswith("lora")})
     assert again.lora == p.lora
     assert Recipe.from_plan(p).with_overrides(lora_r=4).lora["r"] == 4
+QWEN3 = {"budget_gb": 16, "method": "lora", "gradient_checkpointing": False}  # a traced block: not Llama / Qwen2
+
+
+@pytest.fixture(scope="module")
+def qwen3_plan():
+    """Qwen3-0.6B planned from Python with nothing said about blocks (the one default)."""
+    from grpo_lite.planning.choose import plan
+
+    return plan("Qwen3-0.6B", **QWEN3)
+
+
+def test_plan_from_python_traces_as_the_cli_does(qwen3_plan, capsys):
+    from grpo_lite.cli import main
+
+    assert qwen3_plan.estimate.block_terms.startswith("traced: Qwen3DecoderLayer")
+    assert main(["plan", "Qwen3-0.6B", "--budget-gb", "16", "--method", "lora", "--set",
+                 "gradient_checkpointing=false", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["block_terms"] == qwen3_plan.estimate.block_terms
+    assert printed["estimate_gib"] == round(qwen3_plan.estimate.total_gib, 3)
+    assert printed["settings"] == json.loads(json.dumps(dict(qwen3_plan.settings)))
+
+
+def test_estimate_of_the_plans_settings_is_the_plans_figure(qwen3_plan):
+    from grpo_lite.memory.estimate import estimate
+    from grpo_lite.recipe.costs import estimate_settings
+
+    again = estimate(qwen3_plan.model, **estimate_settings(qwen3_plan.estimate.settings))
+    assert again.block_terms == qwen3_plan.estimate.block_terms
+    assert again.total_bytes == qwen3_plan.estimate.total_bytes
+    formulas = estimate(qwen3_plan.model, blocks="formulas", **estimate_settings(qwen3_plan.estimate.settings))
+    assert formulas.total_bytes < 0.97 * again.total_bytes  # the default is not the formulas for Qwen3
+
+
+def test_the_recipe_costs_use_the_plans_block_terms(qwen3_plan):
+    from grpo_lite.recipe.costs import setting_notes
+
+    note = setting_notes(qwen3_plan)["trl.gradient_checkpointing"]
+    assert note.alternative == {"gradient_checkpointing": True} and note.delta_gib is not None
+    from grpo_lite.planning.choose import plan
+
+    checkpointed = plan("Qwen3-0.6B", **{**QWEN3, "preset": qwen3_plan.preset.name, **dict(qwen3_plan.settings),
+                                         "gradient_checkpointing": True})
+    assert note.delta_gib == pytest.approx(checkpointed.estimate.total_gib - qwen3_plan.estimate.total_gib, abs=1e-9)
+
+
+def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
+    """train() plans as plan() does: on a 16 GB card, Qwen3-0.6B's plan carries the traced terms."""
+    from grpo_lite.memory.models import resolve_model
+    from grpo_lite.planning.choose import plan
+    from grpo_lite.training import trainer
+    from grpo_lite.training.attempts import RunInputs
+
+    class Planned(Exception):
+        pass
+
+    def inputs(model, dataset, reward_funcs, style, *_args):  # no tokenizer or dataset: only the plan is looked at
+        return RunInputs(resolve_model(model), None, [], reward_funcs, style, 256)
+
+    plan_kwargs = trainer._plan_kwargs
+    monkeypatch.setattr(trainer, "_load_inputs", inputs)
+    monkeypatch.setattr(trainer, "_plan_kwargs", lambda *a: {**plan_kwargs(*a), "device": "cuda"})  # a GPU run
+    monkeypatch.setattr(trainer, "_check_context", lambda the_plan, *a, **k: (_ for _ in ()).throw(Planned(the_plan)))
+    with pytest.raises(Planned) as caught:
+        trainer.train("Qwen3-0.6B", budget_gb=16, method="lora", gradient_checkpointing=False,
+                      output_dir=tmp_path / "run", quiet=True)
+    trained = caught.value.args[0]
+    expected = plan("Qwen3-0.6B", 16, method="lora", device="cuda", max_prompt_length=256,
+                    gradient_checkpointing=False)
+    assert trained.estimate.block_terms.startswith("traced: Qwen3DecoderLayer")
+    assert trained.estimate.total_bytes == expected.estimate.total_bytes
+    assert dict(trained.settings) == dict(expected.settings)

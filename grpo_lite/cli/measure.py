@@ -74,7 +74,8 @@ def planned_kwargs(the_plan: Plan, prompt_tokens: int, completion_tokens: int) -
     kwargs = {k: getattr(s, k) for k in keep if hasattr(s, k)}
     if s.lora_target_modules is not None:
         kwargs["lora_target_modules"] = list(s.lora_target_modules)
-    kwargs.update(max_prompt_length=prompt_tokens, max_completion_length=completion_tokens)
+    kwargs.update(max_prompt_length=prompt_tokens, max_completion_length=completion_tokens,
+                  blocks=the_plan.estimate.blocks)
     return kwargs
 
 

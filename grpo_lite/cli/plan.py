@@ -14,7 +14,8 @@ import json
 from typing import Any, get_args
 
 from grpo_lite.cli.options import add_options, parse_set
-from grpo_lite.errors import ConfigError
+from grpo_lite.errors import ConfigError, GrpoLiteError
+from grpo_lite.memory.blocks import BLOCK_MODES, DEFAULT_BLOCKS
 from grpo_lite.memory.settings import Sharding, StepSettings
 from grpo_lite.simulation.gpus import DEFAULT_GPU, GPU_ARCHES
 
@@ -57,6 +58,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--padding", action=argparse.BooleanOptionalAction, default=True,
                    help="whether --simulate's batches carry padding (real ones do; default on): padded batches "
                    "pass a mask and run the memory-efficient attention kernel, unpadded ones flash")
+    p.add_argument("--blocks", choices=BLOCK_MODES, default=DEFAULT_BLOCKS,
+                   help="where one decoder block's bytes per token come from: traced from the model's own layer class "
+                   "on the meta device (seconds, cached), or the Llama formulas; auto (default): the formulas for "
+                   "Llama / Qwen2 blocks, traced for every other architecture and for float32 weights under 16-bit "
+                   "autocast; --compare, --plot and --write's costs use the same. The plan table says which it used")
     add_options(p, "set")
     p.add_argument("--write", metavar="FILE", default=None,
                    help="also write the plan as a recipe (YAML, each setting with its memory cost) that "
@@ -69,7 +75,8 @@ def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
     from grpo_lite.planning.tables import compare_data, compare_table
 
     usable = nominal_to_usable_gib(args.budget_gb) if args.budget_gb else None
-    extra = {"max_prompt_length": args.max_prompt_length, "num_processes": args.num_processes, **fixed}
+    extra = {"max_prompt_length": args.max_prompt_length, "num_processes": args.num_processes, "blocks": args.blocks,
+             **fixed}
     if args.sharding:
         extra["sharding"] = args.sharding
     data = compare_data(list(args.models), usable, **extra)
@@ -82,8 +89,39 @@ def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
     return 0
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
 def run(args: argparse.Namespace) -> int:
-    """Print the plan (or the comparison); GrpoLiteError propagates to main() as one error line."""
+    """Print the plan (or the comparison). Any failure is one error line saying what to do next (main() prints
+    it); with ``--json``, one JSON object with an ``error`` field on stdout instead, and exit code 2."""
+    try:
+        return _run(args)
+    except GrpoLiteError as exc:
+        failure: GrpoLiteError = exc
+    except Exception as exc:  # noqa: BLE001 - a library's or our own failure: one line, never a traceback
+        failure = GrpoLiteError(f"grpo-lite plan failed unexpectedly ({type(exc).__name__}: {_one_line(exc)}); "
+                                "rerun with --blocks formulas (no tracing) and without --simulate, and report the "
+                                "command with this line")
+    if not getattr(args, "json", False):
+        raise failure
+    print(json.dumps({"error": _one_line(failure), "error_type": type(failure).__name__}))
+    return 2
+
+
+def _simulate(the_plan: Any, args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The simulation of the plan, or why it failed (the plan itself stands)."""
+    from grpo_lite.simulation.run import simulate
+
+    try:
+        return simulate(the_plan, gpu=args.gpu, padded=args.padding), None
+    except Exception as exc:  # noqa: BLE001 - any failure of the simulation: said in one line, the plan is kept
+        return None, (f"--simulate failed for {the_plan.model.name} ({type(exc).__name__}: {_one_line(exc)}): the plan "
+                      "above is not checked; rerun without --simulate")
+
+
+def _run(args: argparse.Namespace) -> int:
     fixed = parse_set(args.set, own_options=vars(args))
     if args.compare and args.write:
         raise ConfigError("--write saves one plan as a recipe; --compare shows every preset: drop one of them "
@@ -97,29 +135,29 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from grpo_lite.planning.tables import plot_components
 
-        print(f"memory chart: {plot_components(args.plot, args.models[0], **fixed)}")
+        print(f"memory chart: {plot_components(args.plot, args.models[0], blocks=args.blocks, **fixed)}")
     the_plan = plan(args.models[0], args.budget_gb, method=args.method, preset=args.preset, device=args.device,
                     num_processes=args.num_processes, sharding=args.sharding,
-                    max_prompt_length=args.max_prompt_length, **fixed)
+                    max_prompt_length=args.max_prompt_length, blocks=args.blocks, **fixed)
     if args.write:
         _write_recipe(the_plan, args.write)
-    row = sim = None
+    row = sim = sim_error = None
     if args.measure:
         from grpo_lite.cli.measure import measure_plan
 
         row = measure_plan(the_plan)
     if args.simulate:
-        from grpo_lite.simulation.run import simulate
-
-        sim = simulate(the_plan, gpu=args.gpu, padded=args.padding)
+        sim, sim_error = _simulate(the_plan, args)
     if args.json:
         data = the_plan.to_dict()
         if row is not None:
             data["measured"] = _measured_json(row)
         if sim is not None:
             data["simulated"] = sim.to_dict()
+        if sim_error is not None:
+            data["error"] = sim_error
         print(json.dumps(data, indent=2, default=str))
-        return 0
+        return 2 if sim_error else 0
     from rich.console import Console
 
     from grpo_lite.planning.tables import measured_table, plan_table
@@ -131,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
         from grpo_lite.simulation.report import simulation_tables
 
         Console().print(simulation_tables(sim))
+    if sim_error is not None:
+        raise GrpoLiteError(sim_error)
     return 0
 
 

@@ -12,8 +12,11 @@ Pure data and arithmetic: nothing heavy is imported here.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+from grpo_lite.memory.known_configs import KNOWN_CONFIGS
 
 __all__ = ["Architecture", "KNOWN_ARCHITECTURES", "LLAMA_LINEARS", "find_architecture", "known_names"]
 
@@ -21,6 +24,8 @@ Family = Literal["llama", "qwen2", "other"]
 
 # The decoder's linear layers, in forward order, for Llama-style blocks (Llama, Qwen2, SmolLM2).
 LLAMA_LINEARS: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# Phi-3's fused projections: q, k, v in one matrix, gate and up in another
+FUSED_LINEARS: tuple[str, ...] = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,11 @@ class Architecture:
         n_params: parameter count, tied weights counted once. Default: computed from the shapes;
             rows built from a config pass the meta-device count instead.
         linear_names: leaf names of the decoder linear layers (LoRA / GaLore targets).
+        model_type: transformers' ``model_type`` (``"qwen3"``, ``"gemma2"``...); empty: Llama / Qwen2 rows.
+        config_json: the config values that rebuild the model (``AutoConfig.for_model``), as JSON; empty for
+            the Llama / Qwen2 rows (their shapes are the whole config).
+        experts: routed experts per MoE layer (0: a dense MLP).
+        active_experts: experts each token goes through (MoE).
     """
 
     name: str
@@ -63,6 +73,10 @@ class Architecture:
     source: str = ""
     n_params: int = 0
     linear_names: tuple[str, ...] = field(default=LLAMA_LINEARS)
+    model_type: str = ""
+    config_json: str = ""
+    experts: int = 0
+    active_experts: int = 0
 
     def __post_init__(self) -> None:
         if self.n_params == 0:
@@ -86,6 +100,9 @@ class Architecture:
         ('k_proj', 192, 576)
         """
         h, i = self.hidden, self.intermediate
+        if set(self.linear_names) == set(FUSED_LINEARS):
+            return (("qkv_proj", self.q_dim + 2 * self.kv_dim, h), ("o_proj", h, self.q_dim),
+                    ("gate_up_proj", 2 * i, h), ("down_proj", h, i))
         attn = (("q_proj", self.q_dim, h), ("k_proj", self.kv_dim, h), ("v_proj", self.kv_dim, h),
                 ("o_proj", h, self.q_dim))
         if self.gated_mlp:
@@ -133,6 +150,11 @@ class Architecture:
         return self.linear_params_per_layer + 2 * self.hidden
 
     @property
+    def config_values(self) -> dict[str, Any]:
+        """The config values the row was built from (``model_type`` included); empty for Llama / Qwen2 rows."""
+        return json.loads(self.config_json) if self.config_json else {}
+
+    @property
     def short_names(self) -> tuple[str, ...]:
         """Hub ids without their organisation, e.g. ``Llama-3.2-1B-Instruct``."""
         return tuple(h.split("/")[-1] for h in self.hub_ids)
@@ -145,6 +167,25 @@ def _llama(name: str, org: str, layers: int, hidden: int, heads: int, kv: int, i
         name=name, hub_ids=ids, family=family, layers=layers, hidden=hidden, heads=heads, kv_heads=kv,
         head_dim=hidden // heads, intermediate=inter, vocab=vocab, tied=tied, attention_bias=family == "qwen2",
         source=f"config.json of {ids[0]} on the Hugging Face hub (public)",
+    )
+
+
+def _from_config(name: str) -> Architecture:
+    """A row from its published config.json values (:data:`~grpo_lite.memory.known_configs.KNOWN_CONFIGS`)."""
+    org, variants, c, n_params = KNOWN_CONFIGS[name]
+    ids = tuple(f"{org}/{v}" if v and not v.startswith("-") else f"{org}/{name}{v}" for v in variants)
+    heads = c["num_attention_heads"]
+    fused = c["model_type"] == "phi3"
+    moe = c.get("num_experts", 0)
+    return Architecture(
+        name=name, hub_ids=ids, family="other", layers=c["num_hidden_layers"], hidden=c["hidden_size"],
+        heads=heads, kv_heads=c["num_key_value_heads"], head_dim=c.get("head_dim") or c["hidden_size"] // heads,
+        intermediate=c.get("moe_intermediate_size", c["intermediate_size"]), vocab=c["vocab_size"],
+        tied=c["tie_word_embeddings"], attention_bias=c.get("attention_bias", False),
+        source=f"config.json of {ids[0]} on the Hugging Face hub (public); {n_params:,} parameters on the meta device",
+        n_params=n_params, linear_names=FUSED_LINEARS if fused else LLAMA_LINEARS[:4] if moe else LLAMA_LINEARS,
+        model_type=c["model_type"], config_json=json.dumps(c, sort_keys=True), experts=moe,
+        active_experts=c.get("num_experts_per_tok", 0),
     )
 
 
@@ -161,6 +202,7 @@ KNOWN_ARCHITECTURES: tuple[Architecture, ...] = (
     _llama("SmolLM2-135M", "HuggingFaceTB", 30, 576, 9, 3, 1536, 49152, True),
     _llama("SmolLM2-360M", "HuggingFaceTB", 32, 960, 15, 5, 2560, 49152, True),
     _llama("SmolLM2-1.7B", "HuggingFaceTB", 24, 2048, 32, 32, 8192, 49152, True),
+    *(_from_config(name) for name in KNOWN_CONFIGS),
 )
 
 

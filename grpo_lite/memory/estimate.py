@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.memory import terms as T
 from grpo_lite.memory import tokens as K
+from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
 from grpo_lite.memory.settings import Method, Sharding, StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.blocks import BlockMode, BlockTerms
     from grpo_lite.memory.models import ModelSpec
 
 __all__ = ["StepSettings", "Component", "Phase", "MemoryEstimate", "estimate", "Sharding", "Method", "GIB",
@@ -63,6 +65,7 @@ COMPONENTS: dict[str, str] = {
     "allocator_reserve": "allocator fragmentation (reserved, unallocated)",
     "heap_slack": "glibc heap pages kept after frees, minus buffer pages never touched (CPU)",
 }
+FORMULAS = "formulas of a Llama block (docs/memory.md)"
 _PERSISTENT = ("cuda_context", "process_baseline", "weights", "reference_model", "vllm", "optimizer_state",
                "update_monitor", "gradients", "grad_buckets")
 
@@ -104,6 +107,9 @@ class MemoryEstimate:
         phases: each phase with its components (each sums to its own total).
         peak_phase: the phase with the largest total: the step's peak.
         notes: caveats worth showing to the user.
+        block_terms: where one block's bytes per token come from: traced from the model's own code (and how),
+            or the Llama formulas.
+        blocks: the block source asked for (``estimate(blocks=...)``): what reproduces this estimate's block terms.
     """
 
     arch: Architecture
@@ -111,6 +117,8 @@ class MemoryEstimate:
     phases: tuple[Phase, ...]
     peak_phase: PhaseName
     notes: tuple[str, ...] = ()
+    block_terms: str = FORMULAS
+    blocks: BlockMode = DEFAULT_BLOCKS
 
     @property
     def peak(self) -> Phase:
@@ -157,7 +165,7 @@ def _phase(name: PhaseName, terms: dict[str, T.Term], arch: Architecture, s: Ste
 
 
 def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.Term],
-                  extra: dict[str, T.Term]) -> dict[str, T.Term]:
+                  extra: dict[str, T.Term], block: BlockTerms | None) -> dict[str, T.Term]:
     """Backward through the blocks.
 
     With gradients from earlier micro-batches (accumulation) everything adds up. Without, each
@@ -165,19 +173,19 @@ def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.T
     two, beside the recomputed block, the working set and the LM head's weight gradient (pending
     until the tied embedding's own arrives).
     """
-    acts = K.activations(arch, s, recompute=True)
-    working = K.backward_working_set(arch, s)
+    acts = K.activations(arch, s, recompute=True, block=block)
+    working = K.backward_working_set(arch, s, block)
     extra = {**extra, "work_buffers": working}
     grads = with_grads["gradients"]
     head = K.head_weight_grad(arch, s)
     if s.optimizer.layerwise:
-        return _layerwise_peak(arch, s, with_grads, extra, acts)
+        return _layerwise_peak(arch, s, with_grads, extra, acts, block)
     if s.grads_before_backward:
         if arch.tied and head:  # autograd sums the tied weight's two gradients before accumulating them
             extra = {**extra, "logits": T.Term(head, "the tied LM head's weight gradient, pending until the "
                                                      "embedding's")}
         return {**with_grads, **extra, "activations": acts}
-    saved = K.saved_activations(arch, s).saved
+    saved = K.saved_activations(arch, s, block).saved
     if saved >= grads.bytes - head:
         if arch.tied and head:  # the head's weight gradient waits for the embedding's before it accumulates
             return {**with_grads, **extra, "activations": acts, "gradients": T.Term(0.0, "none yet"),
@@ -189,7 +197,7 @@ def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.T
 
 
 def _layerwise_peak(arch: Architecture, s: StepSettings, with_grads: dict[str, T.Term], extra: dict[str, T.Term],
-                    acts: T.Term) -> dict[str, T.Term]:
+                    acts: T.Term, traced: BlockTerms | None) -> dict[str, T.Term]:
     """A layer-wise optimizer steps each tensor inside backward as its gradient arrives. The larger of two moments:
     a block's backward (recomputed block, working set, its largest matrix's gradient and step) and a
     vocabulary-sized gradient with its step when no block is being recomputed (the untied head's at the start;
@@ -205,7 +213,7 @@ def _layerwise_peak(arch: Architecture, s: StepSettings, with_grads: dict[str, T
     copies = 3 if arch.tied else 1
     vocab = {**with_grads, **extra, "work_buffers": T.Term(0.0, "none"),
              "activations": T.Term(0.0, "none left") if arch.tied else
-             T.Term(K.saved_activations(arch, s).saved, "every block's, before the first block's backward"),
+             T.Term(K.saved_activations(arch, s, traced).saved, "every block's, before the first block's backward"),
              "gradients": T.Term(copies * arch.embedding_params * pb,
                                  "the tied embedding's gradient: the head's part, its own and their sum" if arch.tied
                                  else "the LM head's gradient, stepped as it arrives"),
@@ -230,15 +238,15 @@ def _sampling_peak(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
     return decode
 
 
-def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
-    """Assemble every phase of a step from the component formulas."""
+def build_phases(arch: Architecture, s: StepSettings, block: BlockTerms | None = None) -> tuple[Phase, ...]:
+    """Assemble every phase of a step from the component formulas (a block's bytes traced, when ``block``)."""
     if s.device == "cuda":
         base = {"cuda_context": T.Term(T.CUDA_CONTEXT_BYTES, "per process: the CUDA context, outside the "
                                                              "allocator, and the cuBLAS workspaces")}
     else:
         base = {"process_baseline": T.process_baseline(s)}
     persistent = {**base, "weights": T.weights(arch, s), "reference_model": T.reference_model(arch, s),
-                  "vllm": T.vllm_share(s), "optimizer_state": T.optimizer_state(arch, s),
+                  "vllm": T.vllm_share(s, generating=False), "optimizer_state": T.optimizer_state(arch, s),
                   "update_monitor": T.update_monitor(arch, s)}
     with_grads = {**persistent, "gradients": T.gradients(arch, s), "grad_buckets": T.grad_buckets(arch, s)}
     no_grads = {**with_grads, "gradients": T.Term(0.0, "none yet (set to None after each optimizer step)")}
@@ -247,7 +255,7 @@ def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
     gather_all = s.sharding == "zero3" and s.ds3_gather_for_generation
     sampling = with_grads if s.grads_during_generation else no_grads
     phases = [_phase("generation", {
-        **sampling, **_sampling_peak(arch, s),
+        **sampling, "vllm": T.vllm_share(s), **_sampling_peak(arch, s),
         "gathered_weights": T.gathered_weights(arch, s, full_model=gather_all) if not s.use_vllm else blocks,
     }, arch, s)]
     if s.needs_scoring:
@@ -260,11 +268,11 @@ def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
         phases.append(_phase("scoring", {**sampling, "gathered_weights": blocks, **scoring}, arch, s))
     before = with_grads if s.grads_before_backward else no_grads
     phases.append(_phase("backward_head", {
-        **before, "gathered_weights": blocks, "activations": K.activations(arch, s, recompute=False),
+        **before, "gathered_weights": blocks, "activations": K.activations(arch, s, recompute=False, block=block),
         "logits": K.logits(arch, s)}, arch, s))
     # a dequantized 4-bit weight lives inside its matmul's backward, beside one I-sized gradient: below the peak
     extra = {"gathered_weights": blocks, "work_buffers": T.Term(0.0, "none")}
-    layers = _layers_phase(arch, s, with_grads, extra)
+    layers = _layers_phase(arch, s, with_grads, extra, block)
     if s.device == "cuda":
         layers["kernel_scratch"] = K.kernel_scratch(arch, s)
     phases.append(_phase("backward_layers", layers, arch, s))
@@ -273,15 +281,16 @@ def build_phases(arch: Architecture, s: StepSettings) -> tuple[Phase, ...]:
     return tuple(phases)
 
 
-def _notes(s: StepSettings) -> tuple[str, ...]:
+def _notes(s: StepSettings, block: BlockTerms | None) -> tuple[str, ...]:
     notes = []
     if s.device == "cpu":
         notes.append("CPU: float32 unless told otherwise; the estimate is the process's peak resident memory "
                      "(interpreter and libraries included); train() sets glibc's mmap threshold to 64 KiB")
-    if s.device == "cuda" and s.dtype == "float32" and (s.bf16 or s.fp16):
-        notes.append("float32 weights under 16-bit autocast: activations and the KV cache are planned at 2 bytes, "
-                     "but the residual stream stays float32 (and a PEFT model samples outside autocast): expect up "
-                     "to ~20% more (simulated at SmolLM2-360M LoRA); load bfloat16 weights, or check with --simulate")
+    if s.device == "cuda" and s.dtype == "float32" and (s.bf16 or s.fp16) and block is None:
+        notes.append("float32 weights under 16-bit autocast: activations are planned at 2 bytes, but the residual "
+                     "stream stays float32: expect up to ~40% more at the blocks' backward (simulated at SmolLM2-360M "
+                     "LoRA); plan with blocks='auto' (it traces the block under the same autocast), load bfloat16 "
+                     "weights, or check with --simulate")
     if s.use_liger_kernel:
         notes.append("use_liger_kernel in TRL 1.16 patches RMSNorm/SwiGLU/RoPE only: the log-prob head is "
                      "already chunked by TRL, so liger saves activation memory, not logits")
@@ -295,12 +304,33 @@ def _notes(s: StepSettings) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, **settings: Any) -> MemoryEstimate:
+def refuse_moe(arch: Architecture) -> None:
+    """Refuse a mixture-of-experts model before anything is built, with the reason and what to do instead.
+
+    Raises:
+        ModelError: ``arch`` routes tokens through experts: the formulas and the traced block size a dense MLP,
+            and transformers' expert dispatch has data-dependent shapes that cannot run on the meta device.
+    """
+    if arch.experts:
+        from grpo_lite.errors import ModelError
+
+        raise ModelError(
+            f"{arch.name} is a mixture-of-experts model ({arch.experts} experts, {arch.active_experts} per token): "
+            "grpo-lite plans dense decoders only (which experts a token takes depends on the data, and the expert "
+            "dispatch cannot run on the meta device); pick a dense model, e.g. Qwen3-8B")
+
+
+def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, *, blocks: BlockMode = DEFAULT_BLOCKS,
+             **settings: Any) -> MemoryEstimate:
     """Estimate the peak GPU memory of one GRPO step.
 
     Args:
         model: a name or path (resolved with :func:`grpo_lite.memory.models.resolve_model`), a ModelSpec
             or an Architecture.
+        blocks: where one block's bytes per token come from (:func:`grpo_lite.memory.blocks.block_source`):
+            ``"auto"`` (Default): the Llama formulas for Llama / Qwen2 blocks, every other block traced from the
+            model's own code; ``"traced"``; ``"formulas"``. A model that cannot be traced keeps the formulas;
+            :attr:`MemoryEstimate.block_terms` says which.
         **settings: any of :meth:`StepSettings.keys` (GRPOConfig names where they exist, plus
             ``method``, ``device``, ``dtype``, ``quantization``, ``max_prompt_length``, ``lora_r``,
             ``lora_dropout``, ``lora_target_modules``, ``budget_gib``, ``num_processes``, ``sharding``).
@@ -309,7 +339,7 @@ def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, **setting
         A MemoryEstimate whose ``components`` add up to ``total_bytes``.
 
     Raises:
-        ConfigError: invalid settings. ModelError: the model cannot be resolved.
+        ConfigError: invalid settings. ModelError: the model cannot be resolved, or is a mixture of experts.
 
     >>> est = estimate("Qwen2.5-0.5B", method="full", per_device_train_batch_size=8, num_generations=8)
     >>> sorted(est.phase_gib()) == sorted(["generation", "backward_head", "backward_layers", "optimizer_step"])
@@ -324,7 +354,11 @@ def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, **setting
         arch = model.arch
     else:
         arch = resolve_model(model).arch
+    refuse_moe(arch)
+    source = block_source(blocks)
     s = StepSettings.resolve(**settings)
-    phases = build_phases(arch, s)
+    block = source(arch, s) if source is not None else None
+    phases = build_phases(arch, s, block)
     peak = max(phases, key=lambda p: p.total_bytes)  # the peak over time: phases never overlap
-    return MemoryEstimate(arch=arch, settings=s, phases=phases, peak_phase=peak.name, notes=_notes(s))
+    return MemoryEstimate(arch=arch, settings=s, phases=phases, peak_phase=peak.name, notes=_notes(s, block),
+                          block_terms=block.how if block is not None else FORMULAS, blocks=blocks)

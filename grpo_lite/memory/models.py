@@ -13,7 +13,9 @@ device (no weights are read or allocated, tied weights are counted once).
 
 from __future__ import annotations
 
+import functools
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,6 +36,7 @@ __all__ = [
     "Architecture",
     "KNOWN_ARCHITECTURES",
     "ModelSpec",
+    "kv_windows",
     "resolve_model",
     "architecture_from_config",
     "count_params_meta",
@@ -190,6 +193,7 @@ def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str
     tied = bool(getattr(config, "tie_word_embeddings", getattr(text, "tie_word_embeddings", True)))
     model_type = str(getattr(text, "model_type", "other"))
     family = model_type if model_type in ("llama", "qwen2") else "other"
+    experts = int(next((getattr(text, k) for k in _EXPERT_KEYS if getattr(text, k, None)), 0) or 0)
     try:
         counted, linears = count_params_meta(config)
     except Exception as exc:  # noqa: BLE001
@@ -199,12 +203,16 @@ def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str
         kv_heads=kv_heads, head_dim=head_dim, intermediate=inter, vocab=int(text.vocab_size), tied=tied,
         attention_bias=bool(getattr(text, "attention_bias", family == "qwen2")),
         source=f"config of {hub_id or name} (parameters counted on the meta device)",
-        linear_names=linears,
+        linear_names=linears, model_type=model_type, experts=experts, config_json=text.to_json_string(use_diff=False),
+        active_experts=int(getattr(text, "num_experts_per_tok", 0) or 0) if experts else 0,
     )
     act = str(getattr(text, "hidden_act", getattr(text, "activation_function", ""))).lower()
     gated = any("gate" in n for n in linears) or {"w1", "w3"} <= set(linears) or (
         not linears and act in ("silu", "swish", "swiglu"))
     return Architecture(gated_mlp=gated, n_params=counted, **common)  # type: ignore[arg-type]
+
+
+_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")  # MoE configs name their expert count so
 
 
 def _first(config: Any, *names: str) -> int:
@@ -231,15 +239,22 @@ def smollm2_gguf_path() -> Path:
 
 
 def transformers_config(arch: Architecture, **overrides: Any) -> PretrainedConfig:
-    """A ``LlamaConfig`` / ``Qwen2Config`` with the shapes of a llama- or qwen2-family row.
+    """The transformers config of a known row: a ``LlamaConfig`` / ``Qwen2Config`` from the shapes of a llama-
+    or qwen2-family row, else ``AutoConfig.for_model`` on the row's published config values.
 
-    Used to build random-weight models (benchmarks/gpu_fit.py) and to check the table against
-    meta-device counts. ``overrides`` go to the config (token ids, max_position_embeddings...).
+    Used to build models on the meta device (the simulation, the traced block terms), random-weight models
+    (benchmarks/gpu_fit.py) and to check the table against meta-device counts. ``overrides`` go to the config
+    (token ids, max_position_embeddings, num_hidden_layers...).
 
     Raises:
-        ModelError: the architecture is not of the llama or qwen2 family.
+        ModelError: the row carries neither (an architecture read from a config: read that config instead).
     """
-    from transformers import LlamaConfig, Qwen2Config
+    from transformers import AutoConfig, LlamaConfig, Qwen2Config
+
+    values = arch.config_values
+    if values:
+        model_type = values.pop("model_type")
+        return AutoConfig.for_model(model_type, **{**values, **overrides})
 
     common: dict[str, Any] = dict(
         hidden_size=arch.hidden, intermediate_size=arch.intermediate, num_hidden_layers=arch.layers,
@@ -250,4 +265,23 @@ def transformers_config(arch: Architecture, **overrides: Any) -> PretrainedConfi
         return Qwen2Config(**common, **overrides)
     if arch.family == "llama":
         return LlamaConfig(head_dim=arch.head_dim, attention_bias=arch.attention_bias, **common, **overrides)
-    raise ModelError(f"{arch.name} is of family {arch.family!r}: only llama and qwen2 shapes can be rebuilt")
+    raise ModelError(f"{arch.name} is of family {arch.family!r} and not in the known table: read its config.json "
+                     "instead (a local folder or the hub)")
+
+
+@functools.lru_cache(maxsize=None)
+def kv_windows(arch: Architecture) -> tuple[tuple[int, int], ...]:
+    """The layers whose generation cache keeps only the last tokens: ``((window, layers), ...)``, empty when every
+    layer keeps every token.
+
+    ``generate`` builds a ``DynamicCache`` from the model's config: a sliding-window layer (Gemma 2 / 3 every other
+    or five in six, Mistral-7B-v0.1 and Phi-3-mini all) gets a ``DynamicSlidingWindowLayer``, which keeps the last
+    ``window - 1`` tokens as a view of the ``window`` it concatenated. The layer kinds are transformers' own
+    (``get_layer_types_and_kwargs``), read only for a config with a sliding window: it imports torch.
+    """
+    if not arch.config_values.get("sliding_window"):
+        return ()
+    from transformers.cache_utils import get_layer_types_and_kwargs
+
+    _, per_layer = get_layer_types_and_kwargs(transformers_config(arch))
+    return tuple(sorted(Counter(kw["sliding_window"] for kw in per_layer if "sliding_window" in kw).items()))

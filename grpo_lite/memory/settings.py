@@ -108,6 +108,7 @@ class StepSettings:
     vllm_mode: VllmMode = "colocate"
     vllm_gpu_memory_utilization: float = 0.3
     vllm_importance_sampling_correction: bool = True
+    vllm_enable_sleep_mode: bool = False  # colocate: TRL sleeps the engine (level 2) between generations
     cast_lm_head_to_fp32: bool = False
     bf16: bool | None = None  # Default: True on cuda unless fp16
     fp16: bool | None = None
@@ -200,6 +201,12 @@ class StepSettings:
     def act_bytes(self) -> int:
         """Bytes per activation: 2 under bf16/fp16 autocast, else the load dtype's."""
         return 2 if (self.bf16 or self.fp16) else self.weight_bytes
+
+    @property
+    def generation_bytes(self) -> int:
+        """Bytes per activation while sampling (KV cache, logits): a PEFT model generates through its base model's
+        own forward, outside the autocast accelerate wraps around the prepared model: the load dtype's."""
+        return self.weight_bytes if self.is_peft else self.act_bytes
 
     @property
     def adapter_bytes(self) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from grpo_lite.memory.models import kv_windows
 from grpo_lite.memory.optimizers import MONITOR_ELEMENTS, MONITOR_TENSORS, SR_CHUNK, parse_galore_args, state_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -290,19 +291,25 @@ def kv_cache(arch: Architecture, s: StepSettings, *, tokens: int | None = None) 
     """Generation KV cache of every sequence generated at once (transformers generate).
 
     Args:
-        tokens: tokens per sequence cached. Default: ``P + C`` (the last decoding step), plus the
-            ``torch.cat`` in ``DynamicLayer.update`` that holds one layer's old and new keys at once.
+        tokens: tokens per sequence cached (the prefill: every layer holds them all). Default: ``P + C`` (the last
+            decoding step), a sliding-window layer only its window (:func:`~grpo_lite.memory.models.kv_windows`),
+            plus the ``torch.cat`` in ``DynamicLayer.update`` that holds one layer's old and new keys at once.
     """
     if s.use_vllm:
         return Term(0.0, "inside vLLM's share")
     seq = s.max_prompt_length + s.max_completion_length if tokens is None else tokens
-    per_token = 2 * arch.layers * arch.kv_dim * s.act_bytes
-    b = per_token * s.generation_batch_per_device * seq
-    detail = f"2 x {arch.layers} layers x {arch.kv_dim} x {s.act_bytes} B x {s.generation_batch_per_device} " \
-             f"sequences x {seq} tokens"
+    windows = kv_windows(arch) if tokens is None else ()
+    sliding = sum(n for _, n in windows)
+    kept = [(min(seq, window), n) for window, n in windows] + [(seq, arch.layers - sliding)]
+    per_layer_token = 2 * arch.kv_dim * s.generation_bytes * s.generation_batch_per_device
+    b = per_layer_token * sum(held * n for held, n in kept)
+    detail = f"2 x {arch.kv_dim} x {s.generation_bytes} B x {s.generation_batch_per_device} sequences x " + \
+        " + ".join(f"{n} layers x {held} tokens" for held, n in kept if n)
+    if sliding:
+        detail += f" (sliding windows of {', '.join(str(w) for w, _ in windows)})"
     if tokens is None:
-        b *= 1 + 1 / (2 * arch.layers)
-        detail += f" x (1 + 1/{2 * arch.layers}): one layer's old keys during the cat"
+        b += per_layer_token / 2 * max(held for held, n in kept if n)
+        detail += ", plus one layer's old keys during the cat"
     return Term(b, detail)
 
 
@@ -313,8 +320,8 @@ def generation_logits(arch: Architecture, s: StepSettings) -> Term:
     """The last position's logits at a decoding step (the model's output)."""
     if s.use_vllm:
         return Term(0.0, "inside vLLM's share")
-    b = s.generation_batch_per_device * arch.vocab * s.act_bytes
-    return Term(b, f"{s.generation_batch_per_device} sequences x {arch.vocab:,} vocab x {s.act_bytes} B")
+    b = s.generation_batch_per_device * arch.vocab * s.generation_bytes
+    return Term(b, f"{s.generation_batch_per_device} sequences x {arch.vocab:,} vocab x {s.generation_bytes} B")
 
 
 def sampling_buffers(arch: Architecture, s: StepSettings) -> Term:
@@ -368,12 +375,23 @@ def gathered_weights(arch: Architecture, s: StepSettings, *, full_model: bool = 
     return Term(b, "two gathered blocks (current + prefetch) + the gathered LM head")
 
 
-def vllm_share(s: StepSettings) -> Term:
-    """vLLM colocate reserves vllm_gpu_memory_utilization x the device for its weights and KV cache."""
+def vllm_share(s: StepSettings, *, generating: bool = True) -> Term:
+    """vLLM colocate reserves vllm_gpu_memory_utilization x the device's total memory (as PyTorch reports it: the
+    plan's usable GiB) for its weights, KV cache and activations.
+
+    Args:
+        generating: the generation phase. Outside it, with ``vllm_enable_sleep_mode``, TRL 1.16 has put the engine
+            to sleep at level 2 (``LLM.sleep(level=2)`` after each generation): its weights and KV cache are freed,
+            its own activations and CUDA graphs (:data:`VLLM_OVERHEAD_BYTES`) stay.
+    """
     if not s.use_vllm or s.vllm_mode != "colocate":
         return Term(0.0, "no colocated vLLM")
     assert s.budget_gib is not None  # validated by StepSettings
     b = s.vllm_gpu_memory_utilization * s.budget_gib * GIB
+    if s.vllm_enable_sleep_mode and not generating:
+        kept = min(b, VLLM_OVERHEAD_BYTES)
+        return Term(kept, "asleep (vllm_enable_sleep_mode, level 2): weights and KV cache freed, its activations and "
+                          "CUDA graphs kept")
     return Term(b, f"{s.vllm_gpu_memory_utilization} x {s.budget_gib:.2f} GiB")
 
 

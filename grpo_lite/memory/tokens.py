@@ -26,6 +26,7 @@ from grpo_lite.memory.terms import PAGE, TOKEN_TILE, VOCAB_TILE, Term, lora_copy
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.blocks import BlockTerms
     from grpo_lite.memory.settings import StepSettings
 
 __all__ = ["HEAD_BWD_TILES", "HEAD_FWD_TILES", "Packing", "activations", "head_tokens", "logits", "packing",
@@ -163,12 +164,25 @@ class SavedActivations:
     detail: str
 
 
-def saved_activations(arch: Architecture, s: StepSettings) -> SavedActivations:
-    """The activations of one micro-batch, by role (see :class:`SavedActivations`)."""
+def saved_activations(arch: Architecture, s: StepSettings, block: BlockTerms | None = None) -> SavedActivations:
+    """The activations of one micro-batch, by role (see :class:`SavedActivations`).
+
+    Args:
+        block: one block's traced bytes per token (:mod:`grpo_lite.memory.blocks`); None: the Llama formulas.
+            Traced, the block whose backward runs keeps its own share in ``working`` (``consumed`` takes it out
+            of ``saved``): the traced high point already counts what it still keeps and recomputes.
+    """
     pack = packing(s)
     tokens, e, h = pack.tokens, s.act_bytes, arch.hidden
-    per_layer, per_detail = per_layer_token_bytes(arch, s, pack.seq)
     where = f"{pack.groups} packed rows x {pack.seq} = {tokens:,} tokens" if s.shared_prefix else f"{tokens:,} tokens"
+    n = head_tokens(s)
+    if block is not None:
+        per, high = block.saved_at(pack.seq, tokens=tokens), block.backward_at(pack.seq, tokens=tokens)
+        what = "checkpoints" if s.gradient_checkpointing else "saved"
+        detail = f"{where} x {arch.layers} layers x {per:,.0f} B/token/layer ({what}, traced)"
+        return SavedActivations(arch.layers * per * tokens, _final_norm(arch, s) * tokens, 0.0, per * tokens,
+                                high * tokens, e * n * h, detail)
+    per_layer, per_detail = per_layer_token_bytes(arch, s, pack.seq)
     saved = 0.0
     recomputed = 0.0
     if s.gradient_checkpointing:
@@ -181,14 +195,13 @@ def saved_activations(arch: Architecture, s: StepSettings) -> SavedActivations:
     if s.shared_prefix:
         saved += pack.groups * pack.seq**2  # the 4-D bool block mask
         detail += f" + {pack.groups} x {pack.seq}^2 block mask"
-    n = head_tokens(s)
     # one block's backward: three I-sized gradients, the residual's gradient in fp32 (+ its 16-bit twin)
     working = (3 * e * arch.intermediate + 4 * h + (4 * h if e != 4 else 0)) * tokens
     return SavedActivations(saved, _final_norm(arch, s) * tokens, recomputed, consumed_first(arch, s) * tokens,
                             working, e * n * h, detail)
 
 
-def activations(arch: Architecture, s: StepSettings, *, recompute: bool) -> Term:
+def activations(arch: Architecture, s: StepSettings, *, recompute: bool, block: BlockTerms | None = None) -> Term:
     """Saved activations of one micro-batch (worst-case lengths).
 
     Args:
@@ -196,18 +209,24 @@ def activations(arch: Architecture, s: StepSettings, *, recompute: bool) -> Term
             recomputed when checkpointing; its MLP product is consumed first) or at the LM head (False). The
             backward working set is :func:`backward_working_set`.
     """
-    a = saved_activations(arch, s)
+    a = saved_activations(arch, s, block)
     if not recompute:
         return Term(a.saved + a.final_norm + a.head_input,
                     a.detail + f" + the final norm + the head's input ({head_tokens(s):,} x {arch.hidden})")
-    block = " + one recomputed layer" if a.recomputed else ""
+    if block is not None:
+        return Term(a.saved - a.consumed, a.detail + ", less the block in backward (its own share is in work_buffers)")
+    again = " + one recomputed layer" if a.recomputed else ""
     return Term(a.saved + a.recomputed - a.consumed,
-                a.detail + block + ", less the block's MLP product (consumed first by its backward)")
+                a.detail + again + ", less the block's MLP product (consumed first by its backward)")
 
 
-def backward_working_set(arch: Architecture, s: StepSettings) -> Term:
-    """Gradients of one block's intermediates during its backward: ``e x (2h + 3I)`` per token."""
-    a = saved_activations(arch, s)
+def backward_working_set(arch: Architecture, s: StepSettings, block: BlockTerms | None = None) -> Term:
+    """Gradients of one block's intermediates during its backward: ``e x (2h + 3I)`` per token; traced: the block's
+    whole high point (what it keeps and recomputes, and the gradients)."""
+    a = saved_activations(arch, s, block)
+    if block is not None:
+        return Term(a.working, f"{packing(s).tokens:,} tokens x {a.working / packing(s).tokens:,.0f} B: one block's "
+                               f"backward at its high point ({block.how})")
     return Term(a.working, f"{packing(s).tokens:,} tokens x (3 e I + 4 h{' + 4 h' if s.act_bytes != 4 else ''}): "
                            "one block's backward")
 

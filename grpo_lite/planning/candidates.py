@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 from grpo_lite.memory import terms as memory_terms
 from grpo_lite.errors import ConfigError
 from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
+from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.estimate import GIB, MemoryEstimate, estimate
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.blocks import BlockMode
     from grpo_lite.planning.hardware import Extras
     from grpo_lite.planning.ladder import Preset
     from grpo_lite.memory.settings import Device, Sharding
@@ -160,7 +162,8 @@ def rung_optim(preset: Preset, device: Device, num_processes: int) -> str:
 
 def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib: float | None,
                sharding: Sharding, num_processes: int, max_prompt_length: int, fixed: dict[str, Any],
-               extras: Extras, cpu_reference: bool = False) -> Iterator[Candidate]:
+               extras: Extras, cpu_reference: bool = False,
+               blocks: BlockMode = DEFAULT_BLOCKS) -> Iterator[Candidate]:
     """Yield the rung's candidates best first, each already estimated (or carrying its ConfigError).
 
     Args:
@@ -174,6 +177,7 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
         fixed: what the user fixed (GRPOConfig and lora_* keys), kept verbatim.
         extras: which optional packages are installed.
         cpu_reference: a CPU plan without a budget: one candidate at the CPU defaults.
+        blocks: where one block's bytes per token come from (see :func:`grpo_lite.memory.estimate.estimate`).
     """
     optim = fixed.get("optim", rung_optim(preset, device, num_processes))
     layerwise = optim.endswith("layerwise")
@@ -201,7 +205,7 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
     if "lora_target_modules" in fixed:
         base["lora_target_modules"] = fixed["lora_target_modules"]
     for key in ("num_iterations", "cast_lm_head_to_fp32", "vllm_mode", "vllm_importance_sampling_correction",
-                "ds3_gather_for_generation", "bf16", "fp16"):
+                "vllm_enable_sleep_mode", "ds3_gather_for_generation", "bf16", "fp16"):
         if key in fixed:
             base[key] = fixed[key]
     for gens_n in gens:
@@ -214,7 +218,7 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
                     if use_vllm and not _size_vllm(arch, cand, fixed, usable_gib):
                         continue
                     try:
-                        cand.estimate = estimate(arch, **kwargs)
+                        cand.estimate = estimate(arch, blocks=blocks, **kwargs)
                     except ConfigError as exc:
                         cand.error = str(exc)
                     yield cand

@@ -13,9 +13,10 @@ path: ``grpo-lite plan`` stays fast.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from grpo_lite.errors import ConfigError, DoesNotFitError
+from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
 from grpo_lite.memory.models import ModelSpec, resolve_model
 from grpo_lite.memory.settings import Method, Sharding, StepSettings
 from grpo_lite.planning import hardware
@@ -24,12 +25,16 @@ from grpo_lite.planning.ladder import METHODS
 from grpo_lite.planning.result import Plan
 from grpo_lite.planning.search import search
 
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.memory.blocks import BlockMode
+
 __all__ = ["plan"]
 
 
 def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = None, *, method: Method | None = None,
          preset: str | None = None, device: Literal["cuda", "cpu"] | None = None, num_processes: int = 1,
          sharding: Sharding | None = None, max_prompt_length: int = StepSettings.max_prompt_length,
+         blocks: BlockMode = DEFAULT_BLOCKS,
          **fixed: Any) -> Plan:
     """Choose the best rung and settings that fit ``budget_gb``.
 
@@ -46,12 +51,16 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
         sharding: none, ddp, zero2, zero3 or fsdp; Default: chosen only when one device cannot
             hold the model otherwise.
         max_prompt_length: prompt tokens to plan for (truncate prompts to this).
+        blocks: where one block's bytes per token come from (:func:`grpo_lite.memory.blocks.block_source`):
+            ``"auto"`` (Default, as ``train()`` and ``grpo-lite plan``): the Llama formulas for Llama / Qwen2 blocks,
+            every other block traced from the model's own code (seconds once, then cached); ``"traced"``;
+            ``"formulas"``.
         **fixed: GRPOConfig fields (kept verbatim in ``settings``) and lora_r, lora_alpha,
             lora_dropout, lora_target_modules (go to ``lora``); ``shared_prefix`` (Default: on, as ``train()``
             runs: :data:`~grpo_lite.memory.settings.SHARED_PREFIX_DEFAULT`).
 
     Raises:
-        ConfigError: invalid budget, method, preset, sharding or fixed values that break TRL's rules.
+        ConfigError: invalid budget, method, preset, sharding, blocks or fixed values that break TRL's rules.
         DoesNotFitError: nothing fits; names the smallest budget that would and its preset.
         ModelError: the model cannot be resolved.
     """
@@ -66,6 +75,7 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
         raise ConfigError(f"num_processes={num_processes!r} must be a positive integer")
     if isinstance(max_prompt_length, bool) or not isinstance(max_prompt_length, int) or max_prompt_length < 1:
         raise ConfigError(f"max_prompt_length={max_prompt_length!r} must be a positive integer")
+    block_source(blocks)  # an unknown mode fails here, before the search
     if fixed.get("use_cpu") is True:
         if device == "cuda":
             raise ConfigError("use_cpu=True contradicts device='cuda'; drop one of them")
@@ -96,7 +106,8 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
     else:
         reasons.append("no CUDA device in use (device='cpu'): CPU plan, memory estimate shown for reference")
     common: dict[str, Any] = {"method": method, "preset_name": preset, "num_processes": num_processes,
-                              "sharding": sharding, "max_prompt_length": max_prompt_length, "fixed": dict(fixed)}
+                              "sharding": sharding, "max_prompt_length": max_prompt_length, "fixed": dict(fixed),
+                              "blocks": blocks}
     if usable is None:
         return _cpu_plan(spec, reasons, common)
     return search(spec, device=device or "cpu", usable_gib=usable, nominal_gb=nominal, reasons=reasons, **common)

@@ -91,6 +91,7 @@ class Plan:
             "peak_phase": self.estimate.peak_phase,
             "components": {k: round(v, 3) for k, v in self.estimate.component_gib().items()},
             "phases": {k: round(v, 3) for k, v in self.estimate.phase_gib().items()},
+            "block_terms": self.estimate.block_terms,
             "settings": dict(self.settings),
             "precision": self.precision,
             "model_kwargs": dict(self.model_kwargs),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.planning import hardware
 from grpo_lite.errors import ConfigError, DoesNotFitError
+from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.optimizers import get_optimizer
 from grpo_lite.planning.candidates import (
     COMPLETION_LENGTHS,
@@ -25,12 +26,13 @@ from grpo_lite.planning.candidates import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.memory.blocks import BlockMode
     from grpo_lite.memory.models import ModelSpec
     from grpo_lite.planning.ladder import Preset
     from grpo_lite.planning.result import Plan
     from grpo_lite.memory.settings import Device, Method, Sharding, StepSettings
 
-__all__ = ["search"]
+__all__ = ["model_kwargs", "search"]
 
 _INSTALL = {"galore_torch": "pip install galore-torch", "bitsandbytes": "pip install bitsandbytes",
             "liger_kernel": "pip install liger-kernel", "vllm": "pip install vllm",
@@ -76,7 +78,8 @@ def _describe(cand: Candidate) -> str:
 
 def search(spec: ModelSpec, *, device: Device, usable_gib: float | None, nominal_gb: float | None,
            method: Method | None, preset_name: str | None, num_processes: int, sharding: Sharding | None,
-           max_prompt_length: int, fixed: dict[str, Any], reasons: list[str]) -> Plan:
+           max_prompt_length: int, fixed: dict[str, Any], reasons: list[str],
+           blocks: BlockMode = DEFAULT_BLOCKS) -> Plan:
     """Return the first candidate that fits (see :func:`grpo_lite.planning.choose.plan` for the arguments)."""
     extras = hardware.installed_extras()
     if "optim" in fixed:
@@ -97,7 +100,7 @@ def search(spec: ModelSpec, *, device: Device, usable_gib: float | None, nominal
             smallest: Candidate | None = None
             for cand in candidates(spec.arch, rung, device=device, usable_gib=usable_gib, sharding=shard,
                                    num_processes=num_processes, max_prompt_length=max_prompt_length, fixed=fixed,
-                                   extras=extras, cpu_reference=cpu_reference):
+                                   extras=extras, cpu_reference=cpu_reference, blocks=blocks):
                 if cand.estimate is None:
                     errors.append(cand.error or "invalid settings")
                     continue
@@ -179,7 +182,7 @@ def _build(spec: ModelSpec, cand: Candidate, device: Device, usable: float | Non
         model=spec, preset=rung, device=device, budget_gib=usable,
         headroom_gib=(usable - est.total_gib) if usable is not None else 0.0,
         fits=True, estimate=est, settings=_settings(spec, cand, device, fixed),
-        model_kwargs=_model_kwargs(rung, est.settings),
+        model_kwargs=model_kwargs(est.settings),
         lora=_lora(spec, rung, fixed), reasons=reasons, fixed=fixed, max_prompt_length=max_prompt_length,
         num_processes=k["num_processes"], sharding=cand.sharding, budget_gb=nominal, required_headroom_gib=head,
     )
@@ -210,12 +213,13 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
     return settings
 
 
-def _model_kwargs(rung: Preset, step: StepSettings) -> dict[str, Any]:
+def model_kwargs(step: StepSettings) -> dict[str, Any]:
+    """How the model loads for these settings: its dtype and the ``BitsAndBytesConfig`` keywords (NF4)."""
     dtype = step.dtype  # StepSettings.resolve decides it (memory.settings.load_dtype)
     kwargs: dict[str, Any] = {"dtype": dtype}
-    if rung.quantization == "nf4":
+    if step.quantization == "nf4":
         kwargs["quantization"] = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
-                                  "bnb_4bit_compute_dtype": dtype, "bnb_4bit_use_double_quant": True}
+                                  "bnb_4bit_compute_dtype": dtype, "bnb_4bit_use_double_quant": step.double_quant}
     return kwargs
 
 

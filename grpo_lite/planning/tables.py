@@ -50,9 +50,11 @@ def estimate_table(est: MemoryEstimate, title: str | None = None) -> Table:
         table.add_row(comp.name, f"{comp.gib:.2f}", f"{comp.bytes / total:.0%}", comp.detail)
     table.add_row("[bold]total[/bold]", f"[bold]{est.total_gib:.2f}[/bold]", "100%", "sum of the rows above")
     others = [f"{PHASES[name]} {gib:.2f}" for name, gib in est.phase_gib().items() if name != est.peak_phase]
+    lines = [f"per-block bytes: {est.block_terms}"]
     if others:
-        table.caption = "other phases (GiB): " + "; ".join(others)
-        table.caption_justify = "left"
+        lines.append("other phases (GiB): " + "; ".join(others))
+    table.caption = "\n".join(lines)
+    table.caption_justify = "left"
     return table
 
 

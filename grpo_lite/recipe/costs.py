@@ -190,7 +190,7 @@ def setting_notes(plan: Plan) -> dict[str, SettingNote]:
         alt = None
         if change is not None:
             try:
-                alt = estimate(est.arch, **{**base, **change})
+                alt = estimate(est.arch, blocks=est.blocks, **{**base, **change})
             except ConfigError:  # the alternative breaks a rule (batch divisibility, a GPU-only option): no figure
                 change = None
         size = components.get(knob.component) if knob.component else None

@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
     from grpo_lite.precision.monitor import UpdateMonitor
 
-__all__ = ["Built", "build"]
+__all__ = ["Built", "build", "build_model"]
 
 
 @dataclass
@@ -63,7 +63,7 @@ def _config(plan: Plan) -> Any:
     from grpo_lite.memory.models import transformers_config
 
     arch = plan.model.arch
-    if arch.family in ("llama", "qwen2"):
+    if arch.family in ("llama", "qwen2") or arch.config_json:  # known rows: no download
         return transformers_config(arch)
     from transformers import AutoConfig
 
@@ -117,21 +117,20 @@ def _quantize_nf4(model: nn.Module, quantization: dict[str, Any]) -> list[torch.
     return constants
 
 
-def _with_lora(plan: Plan, model: nn.Module) -> nn.Module:
+def _with_lora(lora: dict[str, Any], quantized: bool, model: nn.Module) -> nn.Module:
     from peft import LoraConfig, get_peft_model
 
-    assert plan.lora is not None
-    peft_model = get_peft_model(model, LoraConfig(**plan.lora))
-    if plan.model_kwargs.get("quantization"):  # TRL casts the adapters of a quantized base to bf16
+    peft_model = get_peft_model(model, LoraConfig(**lora))
+    if quantized:  # TRL casts the adapters of a quantized base to bf16
         for param in peft_model.parameters():
             if param.requires_grad:
                 param.data = param.data.to(torch.bfloat16)
     return peft_model
 
 
-def _checkpointing(model: nn.Module, args: Any) -> None:
+def _checkpointing(model: nn.Module, checkpointing_kwargs: dict[str, Any] | None) -> None:
     """What the Trainer does when ``gradient_checkpointing`` (``activation_checkpointing``) is set."""
-    kwargs = dict(args.gradient_checkpointing_kwargs or {})
+    kwargs = dict(checkpointing_kwargs or {})
     every = kwargs.pop("every_n_layers", 1)
     offload = kwargs.pop("offload", False)
     model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs or None, every_n_layers=every,
@@ -156,26 +155,44 @@ def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
     return LiteGRPOTrainer.create_optimizer(shell)
 
 
+def build_model(config: Any, dtype: str, *, lora: dict[str, Any] | None, quantization: dict[str, Any] | None,
+                checkpointing: dict[str, Any] | None) -> tuple[nn.Module, nn.Module, list[torch.Tensor]]:
+    """A model from ``config`` on meta as training loads it: the load dtype, NF4 linears, LoRA, checkpointing.
+
+    Args:
+        dtype: the load dtype's name (``"bfloat16"``...).
+        lora: ``LoraConfig`` keywords, or None (no adapters).
+        quantization: ``BitsAndBytesConfig`` keywords, or None.
+        checkpointing: the checkpointing keywords (``{}`` for the defaults), or None (no checkpointing).
+
+    Returns:
+        ``(lm, model, quantization constants)``: the causal LM, the model trained (a PeftModel with LoRA).
+    """
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        lm = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    lm.config.use_cache = False
+    constants = _quantize_nf4(lm, quantization) if quantization else []
+    model = _with_lora(lora, bool(quantization), lm) if lora is not None else lm
+    if checkpointing is not None:
+        _checkpointing(model, checkpointing)
+    model.train()
+    return lm, model, constants
+
+
 def build(plan: Plan) -> Built:
     """The plan's model, optimizer and monitor on meta (under :func:`~grpo_lite.simulation.cuda.cuda_semantics`)."""
-    from transformers import AutoModelForCausalLM
     from trl.trainer.utils import add_fused_lm_head
 
     from grpo_lite.precision.monitor import UpdateMonitor
 
     args = grpo_args(plan)
-    dtype = getattr(torch, plan.model_kwargs.get("dtype", "bfloat16"))
-    with torch.device("meta"):
-        lm = AutoModelForCausalLM.from_config(_config(plan), dtype=dtype)
-    lm.config.use_cache = False
-    quant = plan.model_kwargs.get("quantization")
-    constants = _quantize_nf4(lm, quant) if quant else []
-    model = _with_lora(plan, lm) if plan.lora is not None else lm
+    checkpointing = args.gradient_checkpointing_kwargs or {} if args.gradient_checkpointing else None
+    lm, model, constants = build_model(_config(plan), plan.model_kwargs.get("dtype", "bfloat16"), lora=plan.lora,
+                                       quantization=plan.model_kwargs.get("quantization"), checkpointing=checkpointing)
     add_fused_lm_head(lm, temperature=args.temperature, cast_lm_head_to_fp32=args.cast_lm_head_to_fp32,
                       outputs=("log_probs", "entropy"))  # as GRPOTrainer.__init__ adds it
-    if args.gradient_checkpointing:
-        _checkpointing(model, args)
-    model.train()
     optimizer = _optimizer(plan, model, args)
     monitor = UpdateMonitor(seed=args.seed)
     monitor.setup(model, optimizer)

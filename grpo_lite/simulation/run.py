@@ -107,7 +107,7 @@ def simulate(model: str | os.PathLike[str] | ModelSpec | Plan, budget_gb: float 
             decides the attention kernel (:mod:`grpo_lite.simulation.attention`).
         padded: whether batches carry padding (real ones do: prompts differ in length, completions end
             early); without, attention runs the flash kernel with no mask.
-        **plan_kwargs: ``plan()``'s keywords (method, preset, max_prompt_length, GRPOConfig fields...).
+        **plan_kwargs: ``plan()``'s keywords (method, preset, max_prompt_length, blocks, GRPOConfig fields...).
 
     Returns:
         A :class:`~grpo_lite.simulation.result.Simulation`: simulated bytes per phase and component, the

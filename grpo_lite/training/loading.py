@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from grpo_lite.cache import cache_root
 from grpo_lite.errors import ModelError
 from grpo_lite.training.quiet import quiet_gguf_conversion, quiet_libraries
 
@@ -52,8 +53,7 @@ def gguf_cache_dir(gguf_file: Path) -> Path:
     """Where the converted copy of ``gguf_file`` lives (not necessarily existing yet)."""
     stat = gguf_file.stat()
     key = hashlib.sha256(f"{gguf_file.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    root = Path(os.environ.get("GRPO_LITE_CACHE", Path.home() / ".cache" / "grpo_lite"))
-    return root / "gguf" / f"{gguf_file.stem}-{key}"
+    return cache_root() / "gguf" / f"{gguf_file.stem}-{key}"
 
 
 def _convert_gguf(gguf_file: Path) -> Path:

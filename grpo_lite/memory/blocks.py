@@ -1,0 +1,113 @@
+"""One decoder block's bytes per token, as the model's own code makes them: what the planner scales by layers.
+
+The formulas of :mod:`grpo_lite.memory.tokens` describe a Llama block. Other decoders keep more (Qwen3's and
+OLMo 2's q/k norms, Gemma's extra norms and soft-capping, Phi-3's fused projections) or less. A
+:data:`BlockSource` measures a block instead: it builds a few decoder layers of the model's config at full
+width on the meta device, runs them forward and backward under the plan's dtype, autocast, LoRA and
+checkpointing, and returns :class:`BlockTerms`. The planner scales them by layers and tokens; without a
+source (or when a source cannot trace the model) the formulas stay.
+
+Which source a plan uses is one choice, :data:`DEFAULT_BLOCKS` (``"auto"``), made here for every caller:
+``plan()``, ``estimate()``, ``train()``, ``grpo-lite plan`` (``--compare``, ``--plot``, ``--write``) and the
+recipe's cost figures. :func:`block_source` turns a :data:`BlockMode` into the source. The tracer itself
+(:func:`grpo_lite.simulation.block.traced_block_terms`) builds the model with the simulation's GPU semantics,
+so it lives there and is imported only when a block is traced: planning a Llama block, or importing
+``grpo_lite``, loads no torch.
+
+>>> terms = BlockTerms(saved=(100.0, 2.0, 4096.0), backward=(300.0, 4.0, 0.0), how="example")
+>>> terms.saved_at(512, tokens=1024), terms.backward_at(512, tokens=1024)
+(1128.0, 2348.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, get_args
+
+from grpo_lite.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.settings import StepSettings
+
+__all__ = ["BLOCK_MODES", "DEFAULT_BLOCKS", "BlockMode", "BlockSource", "BlockTerms", "block_source"]
+
+BlockMode = Literal["auto", "traced", "formulas"]
+BLOCK_MODES: tuple[str, ...] = get_args(BlockMode)
+DEFAULT_BLOCKS: BlockMode = "auto"  # plan(), estimate(), train(), the CLI and the recipe's costs: one default
+
+
+@dataclass(frozen=True)
+class BlockTerms:
+    """Bytes of one decoder block: ``a + b x S`` per token for rows of ``S`` tokens (the attention mask's bias grows
+    with the keys; everything else is per token), plus ``c`` bytes per block whatever the tokens (casts of the
+    weights, small buffers).
+
+    Attributes:
+        saved: ``(a, b, c)`` of what one block keeps for backward (its checkpoint only, when checkpointing).
+        backward: ``(a, b, c)`` of one block's own high point in its backward, beyond the blocks below it: what
+            it still keeps, what it recomputes (checkpointing) and the gradients of its intermediates.
+        how: where the numbers come from, for the plan's table.
+    """
+
+    saved: tuple[float, float, float]
+    backward: tuple[float, float, float]
+    how: str
+
+    def saved_at(self, seq: int, *, tokens: int) -> float:
+        """Bytes per token one block keeps, for ``tokens`` tokens in rows of ``seq``."""
+        a, b, c = self.saved
+        return a + b * seq + c / tokens
+
+    def backward_at(self, seq: int, *, tokens: int) -> float:
+        """Bytes per token of one block's backward high point, for ``tokens`` tokens in rows of ``seq``."""
+        a, b, c = self.backward
+        return a + b * seq + c / tokens
+
+
+# (shapes, resolved settings) -> the block's terms, or None where it cannot trace (then the formulas hold)
+BlockSource = Callable[["Architecture", "StepSettings"], "BlockTerms | None"]
+
+
+def block_source(mode: BlockMode = DEFAULT_BLOCKS) -> BlockSource | None:
+    """Where a plan's per-block bytes come from.
+
+    Args:
+        mode: ``"traced"``: every model's own layers, traced; ``"formulas"``: the Llama formulas for every model;
+            ``"auto"``: the formulas for the Llama and Qwen2 blocks they were written and checked for (no torch import:
+            planning them stays fast), the model's own layers for every other architecture and for float32
+            weights under 16-bit autocast.
+
+    Returns:
+        The source, or None for the formulas.
+
+    Raises:
+        ConfigError: an unknown mode.
+    """
+    if mode not in BLOCK_MODES:
+        raise ConfigError(f"blocks={mode!r} is not valid; choose one of {', '.join(BLOCK_MODES)}")
+    if mode == "formulas":
+        return None
+    if mode == "traced":
+        return _traced
+    return _unless_llama
+
+
+def _traced(arch: Architecture, s: StepSettings) -> BlockTerms | None:
+    """The ``"traced"`` source. The tracer builds the model with the simulation's GPU semantics (simulation.build,
+    .cuda, .autocast), which import torch: imported here, when a block is traced, so that planning stays below the
+    simulation and ``import grpo_lite`` stays light. It caches its terms in memory and on disk: a plan search
+    traces each configuration once."""
+    from grpo_lite.simulation.block import traced_block_terms
+
+    return traced_block_terms(arch, s)
+
+
+def _unless_llama(arch: Architecture, s: StepSettings) -> BlockTerms | None:
+    """The ``"auto"`` source: trace all but the Llama / Qwen2 blocks the formulas were checked for; those too when
+    float32 weights run under 16-bit autocast (the residual stream stays float32: the formulas plan 2 bytes)."""
+    mixed = s.dtype == "float32" and (s.bf16 or s.fp16)
+    if (arch.family in ("llama", "qwen2") or arch.model_type in ("llama", "qwen2")) and not mixed:
+        return None
+    return _traced(arch, s)

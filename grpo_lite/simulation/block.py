@@ -1,0 +1,272 @@
+"""Trace one decoder block of a model's own class on the meta device: the planner's bytes per token and layer.
+
+:func:`traced_block_terms` is a :data:`~grpo_lite.memory.blocks.BlockSource`. For a plan's settings it builds
+three decoder layers of the model's config at full width on meta, as training builds the whole model
+(:func:`~grpo_lite.simulation.build.build_model`: load dtype, NF4, LoRA, checkpointing), and runs the
+decoder forward and backward under the GPU's semantics (:func:`~grpo_lite.simulation.cuda.cuda_semantics`:
+the attention kernel of a padded batch, emulated bf16 autocast) with the :class:`TensorTracker`:
+
+- **saved**: what one more block leaves alive after its forward (live transient bytes as the last layer
+  starts minus as the middle one starts): its saved tensors, or only its checkpoint;
+- **backward**: the middle layer's backward high point (from its output's gradient to its input's) above
+  what was alive as it started its forward: what it keeps, recomputes, and its gradients.
+
+Both are traced at three row lengths of one row and fitted as ``a + b S + c / S`` per token: per token, the
+attention bias that grows with the keys, and ``c`` bytes per block whatever the tokens (casts of weights).
+Layers of different kinds (Gemma's sliding and full attention, SmolLM3's NoPE layers) are traced one kind at
+a time and weighed by their count. Results are cached in memory and on disk
+(``blocks/`` under :func:`grpo_lite.cache.cache_root`), keyed by the config, the settings that shape a block and the
+library versions: a plan search traces each configuration once, seconds the first time.
+
+Not traced (the formulas stay, and the plan says so): CPU plans (calibrated by measurement), int8 loading,
+liger-kernel, mixture-of-experts layers, and any model whose layers fail to run on meta.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from grpo_lite.cache import cache_root
+from grpo_lite.memory.blocks import BlockTerms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.settings import StepSettings
+
+__all__ = ["TRACE_LENGTHS", "traced_block_terms"]
+
+TRACE_LENGTHS = (256, 512, 1024)  # row lengths traced; bytes per token fitted as a + b S + c / S
+_LAYERS = 3  # the middle one is measured: a real layer above it sends its gradient, one below keeps its own
+_PER_LAYER_LISTS = ("layer_types", "no_rope_layers")  # config lists that make layers differ
+_VERSION = 3  # bump when what is traced changes: the disk cache keys on it
+_MEMORY: dict[str, BlockTerms | None] = {}
+
+
+def _why_not(arch: Architecture, s: StepSettings) -> str | None:
+    if s.device != "cuda":
+        return "CPU plans keep the formulas calibrated by measurement"
+    if s.quantization == "int8":
+        return "int8 loading is not built on meta"
+    if s.use_liger_kernel:
+        return "liger-kernel's fused kernels are not traced"
+    if arch.experts:
+        return "mixture-of-experts layers route by the data"
+    if not arch.config_json and arch.family not in ("llama", "qwen2"):
+        return "no config to build the model from"
+    return None
+
+
+def _config(arch: Architecture) -> Any:
+    from grpo_lite.memory.models import transformers_config
+
+    return transformers_config(arch)
+
+
+def _key(arch: Architecture, s: StepSettings) -> str:
+    """The cache key: the model's config (or a Llama / Qwen2 row's shapes), the settings that shape a block, the
+    library versions. Computed without importing them, so a cached plan stays fast."""
+    from dataclasses import asdict
+    from importlib.metadata import version
+
+    model = arch.config_json or json.dumps({k: v for k, v in asdict(arch).items() if k not in ("source", "hub_ids")},
+                                           sort_keys=True)
+    shaping = {"model": model, "dtype": s.dtype, "bf16": s.bf16, "fp16": s.fp16, "method": s.method,
+               "lora_r": s.lora_r, "lora_dropout": s.lora_dropout,
+               "targets": list(_targets(arch, s)) if s.is_peft else None, "quantization": s.quantization,
+               "double_quant": s.double_quant, "checkpointing": s.gradient_checkpointing,
+               "shared_prefix": s.shared_prefix,
+               "versions": [version(p) for p in ("torch", "transformers", "peft", "bitsandbytes")] + [_VERSION]}
+    return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _cache_dir() -> Path:
+    return cache_root() / "blocks"
+
+
+def _read(key: str) -> BlockTerms | None:
+    path = _cache_dir() / f"{key}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return BlockTerms(tuple(data["saved"]), tuple(data["backward"]), data["how"])  # type: ignore[arg-type]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write(key: str, terms: BlockTerms) -> None:
+    folder = _cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({"saved": terms.saved, "backward": terms.backward, "how": terms.how}),
+                       encoding="utf-8")
+        os.replace(tmp, folder / f"{key}.json")
+    except OSError:  # a read-only home: the in-memory cache still serves this process
+        pass
+
+
+def _targets(arch: Architecture, s: StepSettings) -> tuple[str, ...]:
+    return tuple(s.lora_target_modules or arch.linear_names)
+
+
+def _lora(arch: Architecture, s: StepSettings) -> dict[str, Any] | None:
+    """The ``LoraConfig`` keywords a plan of these settings trains with (planning.search builds the same)."""
+    if not s.is_peft:
+        return None
+    targets = _targets(arch, s)
+    return {"r": s.lora_r, "lora_alpha": 2 * s.lora_r, "lora_dropout": s.lora_dropout,
+            "target_modules": list(targets) if targets else "all-linear", "task_type": "CAUSAL_LM"}
+
+
+def traced_block_terms(arch: Architecture, s: StepSettings) -> BlockTerms | None:
+    """One block's bytes per token for ``arch`` under ``s``, traced from the model's own layer class.
+
+    Returns:
+        The terms, or None where the block is not traced (see the module notes; a failing trace warns once
+        with the reason and the plan keeps the formulas).
+    """
+    if _why_not(arch, s) is not None:
+        return None
+    key = _key(arch, s)
+    if key in _MEMORY:
+        return _MEMORY[key]
+    terms = _read(key)
+    if terms is None:
+        try:
+            terms = _trace_all(arch, s, _config(arch))
+        except Exception as exc:  # noqa: BLE001 - any failure of a model's code on meta: keep the formulas
+            warnings.warn(f"could not trace a block of {arch.name} on the meta device ({type(exc).__name__}: "
+                          f"{exc}); planning it with the Llama formulas", stacklevel=2)
+            _MEMORY[key] = None
+            return None
+        _write(key, terms)
+    _MEMORY[key] = terms
+    return terms
+
+
+def _kinds(config: Any) -> Counter[tuple[tuple[str, Any], ...]]:
+    """How many layers of each kind: the values of the per-layer config lists at each layer."""
+    layers = config.num_hidden_layers
+    lists = [name for name in _PER_LAYER_LISTS
+             if isinstance(getattr(config, name, None), list) and len(getattr(config, name)) == layers]
+    return Counter(tuple((name, getattr(config, name)[i]) for name in lists) for i in range(layers))
+
+
+def _fit(values: list[float]) -> tuple[float, float, float]:
+    """``(a, b, c)`` with ``a + b S + c / S`` through the bytes per token traced at :data:`TRACE_LENGTHS`."""
+    import numpy as np
+
+    rows = [[1.0, float(seq), 1.0 / seq] for seq in TRACE_LENGTHS]
+    a, b, c = np.linalg.solve(np.array(rows), np.array(values))
+    return float(a), float(b), float(c)
+
+
+def _trace_all(arch: Architecture, s: StepSettings, config: Any) -> BlockTerms:
+    """Trace each kind of layer; the saved bytes are the layers' average, the backward the worst kind's."""
+    kinds = _kinds(config)
+    layers = sum(kinds.values())
+    saved = [0.0, 0.0, 0.0]
+    extras = []
+    for kind, count in kinds.items():
+        points = [_trace(arch, s, config, dict(kind), seq) for seq in TRACE_LENGTHS]
+        own = _fit([p[0] for p in points])
+        back = _fit([p[1] for p in points])
+        saved = [total + x * count / layers for total, x in zip(saved, own)]
+        extras.append(tuple(b - o for b, o in zip(back, own)))
+    longest = TRACE_LENGTHS[-1]
+    extra = max(extras, key=lambda abc: abc[0] + abc[1] * longest + abc[2] / longest)
+    kinds_note = f", {len(kinds)} layer kinds" if len(kinds) > 1 else ""
+    how = f"traced: {_layer_class(config)} on meta{kinds_note}"
+    return BlockTerms((saved[0], saved[1], saved[2]), (saved[0] + extra[0], saved[1] + extra[1], saved[2] + extra[2]),
+                      how)
+
+
+def _layer_class(config: Any) -> str:
+    from transformers import AutoModelForCausalLM
+
+    name = AutoModelForCausalLM._model_mapping[type(config)].__name__  # e.g. Qwen3ForCausalLM
+    return name.replace("ForCausalLM", "DecoderLayer")
+
+
+def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any], seq: int) -> tuple[float, float]:
+    """``(saved, backward)`` bytes per token of the middle of three layers of ``kind``, rows of ``seq`` tokens."""
+    import copy
+
+    import torch
+
+    from grpo_lite.memory.tracker import PERSISTENT, PhaseClock, TensorTracker
+    from grpo_lite.planning.search import model_kwargs
+    from grpo_lite.simulation import autocast as amp
+    from grpo_lite.simulation.build import build_model
+    from grpo_lite.simulation.cuda import cuda_semantics
+    from grpo_lite.simulation.step import _checkpoint_autocast
+
+    small = copy.deepcopy(config)
+    small.num_hidden_layers = _LAYERS
+    for name, value in kind.items():
+        setattr(small, name, [value] * _LAYERS)
+    meta = torch.device("meta")
+    clock = PhaseClock()
+    tracker = TensorTracker(clock, device_type="meta")
+    clock.backends = [tracker]
+    marks: dict[str, int] = {}
+
+    def transient() -> int:
+        return tracker.live - sum(tracker.by_category[c] for c in PERSISTENT)
+
+    quiet = logging.getLogger("bitsandbytes")  # its CPU backend warns at import about an optional kernel package
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    with cuda_semantics(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lm, model, constants = build_model(small, s.dtype, lora=_lora(arch, s),
+                                           quantization=model_kwargs(s).get("quantization"),
+                                           checkpointing={} if s.gradient_checkpointing else None)
+        tracker.track_module(model)
+        for constant in constants:
+            tracker.register(constant, "param")
+        middle, last = lm.model.layers[1], lm.model.layers[2]
+
+        def before_middle(_m: Any, args: Any, kwargs: Any) -> None:  # alive: the first layer's tensors, its output
+            hidden = args[0] if args else kwargs["hidden_states"]
+            if "first" not in marks and hidden.requires_grad:
+                marks["first"] = transient()
+                hidden.register_hook(lambda _g: clock.pop())
+
+        def before_last(_m: Any, args: Any, kwargs: Any) -> None:  # one more layer's tensors, the middle's output
+            hidden = args[0] if args else kwargs["hidden_states"]
+            if "middle" not in marks:
+                marks["middle"] = transient()
+                hidden.register_hook(lambda _g: clock.push("block"))
+
+        handles = [middle.register_forward_pre_hook(before_middle, with_kwargs=True),
+                   last.register_forward_pre_hook(before_last, with_kwargs=True)]
+        ids = torch.zeros(1, seq, dtype=torch.long, device=meta)
+        if s.shared_prefix:  # the packed forward: a 4-D block mask and explicit positions
+            inputs = {"attention_mask": torch.ones(1, 1, seq, seq, dtype=torch.bool, device=meta), "position_ids": ids}
+        else:
+            inputs = {"attention_mask": ids}
+        autocast = amp.CudaAutocast(torch.bfloat16) if s.bf16 else contextlib.nullcontext()
+        tracker.start()
+        try:
+            with _checkpoint_autocast(model):
+                with autocast:
+                    out = lm.model(input_ids=ids, use_cache=False, **inputs).last_hidden_state
+                grad = torch.empty_like(out)
+                outside = out.untyped_storage().nbytes() + grad.untyped_storage().nbytes()
+                torch.autograd.backward(out, grad)
+        finally:
+            tracker.stop()
+            quiet.setLevel(level)
+            for handle in handles:
+                handle.remove()
+    peak = tracker.segments()[clock.segments.index((0, "block"))]  # closed when the middle layer's backward ended
+    high = peak.peak_bytes - sum(peak.categories.get(c, 0) for c in PERSISTENT) - outside
+    return (marks["middle"] - marks["first"]) / seq, (high - marks["first"]) / seq  # one row: seq tokens

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS  # the XML format's end: nothing after it earns a reward
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
+from grpo_lite.training.advice import OnStall
 from grpo_lite.training.attempts import OnOOM, RunFolder, RunInputs
 from grpo_lite.training.quiet import quiet_libraries
 
@@ -110,6 +111,7 @@ def train(
     overwrite: bool = False,
     on_oom: OnOOM = "step_down",
     oom_window_steps: int = 20,
+    on_stall: OnStall = "warn",
     callbacks: Sequence[Any] = (),
     quiet: bool = False,
     show_plan: bool = False,
@@ -147,6 +149,10 @@ def train(
         on_oom: "step_down" frees memory after a CUDA out-of-memory error, moves to the next cheaper
             rung of the ladder and goes on from the weights reached; "raise" re-raises. Default: "step_down".
         oom_window_steps: step down only for an OOM within this many steps (later ones re-raise). Default: 20.
+        on_stall: what the learning-health monitor does when the run is not learning (docs/health.md): "warn"
+            prints the cause and a remedy and records it in run.json; "adapt" also raises max_completion_length,
+            at the next checkpoint, to the longest the plan fits with the other settings unchanged, after most
+            completions were cut at the limit. Default: "warn".
         callbacks: extra ``transformers.TrainerCallback`` objects.
         quiet: do not print the plan, the progress lines and the summary table.
         show_plan: print the whole plan (components, reasons, settings) instead of its two-line summary.
@@ -180,7 +186,7 @@ def train(
         overrides = arguments
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
-    reward_funcs = _check_arguments(max_steps, on_oom, rewards, overrides)
+    reward_funcs = _check_arguments(max_steps, on_oom, rewards, overrides, on_stall)
     from grpo_lite.export.after_training import check_export
 
     check_export(export, model)  # before the output folder is touched
@@ -200,7 +206,7 @@ def train(
                                      seed=seed, max_steps=max_steps, stop_strings=stop_strings)
         _check_disk(run, the_plan)
         loop = Attempts.start(the_plan, inputs, run, max_steps=max_steps, seed=seed, callbacks=callbacks,
-                              recipe=the_recipe)
+                              recipe=the_recipe, plan_kwargs=plan_kwargs, on_stall=on_stall)
         trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
         result = _finish(loop, trainer, inputs, run)
     except BaseException as exc:
@@ -292,7 +298,8 @@ def _planned_recipe(the_plan: Plan, recipe: Recipe | None, **run: Any) -> Recipe
     return planned
 
 
-def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides: dict[str, Any]) -> list[Any]:
+def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides: dict[str, Any],
+                     on_stall: str = "warn") -> list[Any]:
     """Reject bad arguments and settings before anything is loaded; return the reward callables."""
     from grpo_lite import rewards as reward_lib
     from grpo_lite.training.checks import check_overrides
@@ -301,6 +308,8 @@ def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides
         raise ConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
     if on_oom not in ("step_down", "raise"):
         raise ConfigError(f"on_oom={on_oom!r} is not valid; choose 'step_down' or 'raise'")
+    if on_stall not in ("warn", "adapt"):
+        raise ConfigError(f"on_stall={on_stall!r} is not valid; choose 'warn' or 'adapt'")
     taken = sorted(set(overrides) & set(_PLAN_OWNED))
     if taken:
         raise ConfigError("; ".join(f"{key} cannot be set here: {_PLAN_OWNED[key]}" for key in taken))

@@ -180,3 +180,39 @@ def test_a_tiny_run_whose_completions_end_raises_no_finding(tiny_model_dir, tmp_
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert [e for e in record["events"] if e["event"] == "health"] == [] and record["health"]["findings"] == []
     assert max(r["completions/clipped_ratio"] for r in result.history) < health.CUT_SHARE
+
+
+@pytest.mark.slow
+def test_adapt_raises_the_completion_length_at_a_checkpoint(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    """Every completion is cut at 4 tokens (the tiny model writes no EOS): the finding at step 2, the checkpoint
+    at step 2, and from step 3 the run samples up to the longer length the plan fits."""
+    from grpo_lite import train
+
+    monkeypatch.setattr(health, "WINDOW_STEPS", 2)
+    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", on_stall="adapt", **{
+        **TINY_RUN, "quiet": False, "max_completion_length": 4, "stop_strings": (), "max_steps": 4, "save_steps": 2})
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    adapted = [e for e in record["events"] if e["event"] == "adapted"]
+    assert len(adapted) == 1 and adapted[0]["step"] == 2, record["events"]
+    old, new = adapted[0]["max_completion_length"]
+    assert old == 4 and new > 4 and record["plan"]["settings"]["max_completion_length"] == new
+    lengths = [row["completions/mean_length"] for row in result.history]
+    assert max(lengths[:2]) <= 4 < min(lengths[2:])
+    assert f"max_completion_length 4 -> {new}" in " ".join(capsys.readouterr().out.split())
+
+
+def test_adapt_is_declined_where_it_cannot_happen():
+    from grpo_lite import plan
+    from grpo_lite.training.advice import Advisor
+
+    said = []
+    advisor = Advisor(plan("Qwen2.5-0.5B-Instruct", budget_gb=8), {"budget_gb": 8},
+                      on_adapt=lambda step, new_plan, event: said.append((new_plan, event)))
+    advisor.trainer = types.SimpleNamespace(use_vllm=False, use_transformers_continuous_batching=False,
+                                            accelerator=types.SimpleNamespace(num_processes=1),
+                                            args=types.SimpleNamespace(save_strategy="no"))
+    monitor = HealthMonitor(REWARDS, report=lambda f: None, advisor=advisor, on_stall="adapt")
+    for step in range(health.WINDOW_STEPS):
+        monitor.observe(_row(step, fmt=0.5, correct=0.1, clipped=1.0), step)
+    assert not monitor.adapt_pending
+    assert said[0][0] is None and said[0][1]["event"] == "adapt_skipped" and "no checkpoint" in said[0][1]["why"]

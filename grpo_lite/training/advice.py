@@ -136,7 +136,8 @@ class Advisor:
             return "the sampling engine was built for the current length"
         if trainer.accelerator.num_processes > 1:
             return "several processes would have to change at the same step"
-        if str(getattr(trainer.args, "save_strategy", "no")).endswith("no"):
+        strategy = getattr(trainer.args, "save_strategy", "no")
+        if getattr(strategy, "value", strategy) == "no":  # transformers' SaveStrategy, or its string
             return "the run saves no checkpoint, so it has no boundary to change at"
         return None
 

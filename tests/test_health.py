@@ -179,7 +179,8 @@ def test_a_tiny_run_whose_completions_end_raises_no_finding(tiny_model_dir, tmp_
         "generation_kwargs": {"exponential_decay_length_penalty": (3, 1.6)}})
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert [e for e in record["events"] if e["event"] == "health"] == [] and record["health"]["findings"] == []
-    assert max(r["completions/clipped_ratio"] for r in result.history) < health.CUT_SHARE
+    cut = [r["completions/clipped_ratio"] for r in result.history]
+    assert sum(cut) / len(cut) < health.CUT_SHARE / 2  # most completions end: a step may still cut half of them
 
 
 @pytest.mark.slow

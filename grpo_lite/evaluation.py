@@ -4,12 +4,14 @@ Accuracy uses the correctness rule of ``grpo_lite.data.answers`` (the number ins
 compared as a number with the gold); the format rate is the share of completions that the soft
 format reward accepts (both blocks present, in order, with real reasoning); the accuracy among
 formatted answers (:func:`formatted_accuracy`) is the accuracy over those completions only, so that
-learning the format and learning to be right can be told apart.
+learning the format and learning to be right can be told apart. :meth:`EvalResult.accuracy_interval` gives the
+accuracy's 95% Wilson score interval (:func:`wilson_interval`): n problems measure a share only to within it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +25,28 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.data.readers import DataSplit
 
-__all__ = ["EvalResult", "evaluate", "formatted_accuracy", "load_for_eval"]
+__all__ = ["EvalResult", "evaluate", "formatted_accuracy", "load_for_eval", "wilson_interval"]
+
+Z_95 = 1.959963984540054  # the standard normal's 97.5% quantile: a two-sided 95% interval
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of a share ``successes / n`` (95% by default).
+
+    Chosen over the textbook ``p ± z·sqrt(p(1-p)/n)``, which collapses to a point at 0% and 100% and leaves [0, 1]
+    near them: the demo's accuracies sit at 15-35% of 100 problems, where the two differ by a point or two.
+
+    >>> [round(x, 4) for x in wilson_interval(5, 100)]
+    [0.0215, 0.1118]
+    >>> wilson_interval(0, 10)[0], round(wilson_interval(0, 10)[1], 4)
+    (0.0, 0.2775)
+    """
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"a share needs 0 <= successes <= n and n > 0, got {successes} of {n}")
+    p, z2 = successes / n, z * z
+    center = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return max(0.0, center - half), min(1.0, center + half)
 
 
 @dataclass
@@ -48,6 +71,10 @@ class EvalResult:
     samples: list[dict[str, Any]] = field(default_factory=list, repr=False)
     formatted_accuracy: float = 0.0
     n_formatted: int = 0
+
+    def accuracy_interval(self) -> tuple[float, float]:
+        """The accuracy's 95% Wilson score interval over the ``n`` problems (:func:`wilson_interval`)."""
+        return wilson_interval(round(self.accuracy * self.n), self.n)
 
     def summary(self) -> str:
         """One line: ``accuracy 22.0%, format 66.0%, among formatted 33.3%, reward 1.23 (n=50)``."""

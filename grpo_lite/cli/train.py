@@ -63,6 +63,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
     p.add_argument("--on-oom", choices=("step_down", "raise"), default="step_down",
                    help="on CUDA out-of-memory: step down the preset ladder and go on (default), or stop")
+    p.add_argument("--on-stall", choices=("warn", "adapt"), default="warn",
+                   help="when the run is not learning: print the cause and a remedy (default), or also raise "
+                   "max_completion_length at the next checkpoint when most completions are cut (docs/health.md)")
     add_options(p, "set")
     add_launch_arguments(p)  # --num-processes N, --sharding
     p.parse_known_args = _noting_written(p, p.parse_known_args)  # type: ignore[method-assign]
@@ -116,7 +119,7 @@ def _train_recipe(args: argparse.Namespace, recipe: Any) -> Any:
     from grpo_lite.training.trainer import train
 
     return train(config=recipe, output_dir=args.output_dir, method=args.method, resume=args.resume,
-                 overwrite=args.overwrite, on_oom=args.on_oom, skip_invalid=args.skip_invalid,
+                 overwrite=args.overwrite, on_oom=args.on_oom, on_stall=args.on_stall, skip_invalid=args.skip_invalid,
                  show_plan=args.show_plan)
 
 
@@ -136,6 +139,7 @@ def _train_model(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
         resume=args.resume,
         overwrite=args.overwrite,
         on_oom=args.on_oom,
+        on_stall=args.on_stall,
         shared_prefix=args.shared_prefix,
         skip_invalid=args.skip_invalid,
         show_plan=args.show_plan,

@@ -21,12 +21,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
+from grpo_lite.training.advice import OnStall
+
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.planning.result import Plan
     from grpo_lite.recipe.recipe import Recipe
 
-__all__ = ["Attempts", "OnOOM", "RunFolder", "RunInputs", "run_attempts"]
+__all__ = ["Attempts", "OnOOM", "OnStall", "RunFolder", "RunInputs", "run_attempts"]
 
 OnOOM = Literal["step_down", "raise"]
 
@@ -98,13 +100,18 @@ class Attempts:
     monitor_record: dict[str, Any] = field(default_factory=dict)  # the update monitor's settings, for run.json
     recipe: Recipe | None = None  # the plan as the trainer takes it (grpo_lite.recipe); follows every step down
     fingerprint: dict[str, str] | None = None  # resume_checks.model_fingerprint of the base model
+    zero_advantage_record: dict[str, Any] | None = None  # what the last trainer's zero-advantage skip saved
+    health: Any = None  # health.HealthMonitor: findings over the run's logged steps, kept across attempts
 
     @classmethod
     def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, recipe: Recipe, *, callbacks: Sequence[Any],
-              trainer_options: dict[str, Any] | None = None) -> Attempts:
+              trainer_options: dict[str, Any] | None = None, plan_kwargs: dict[str, Any] | None = None,
+              on_stall: OnStall = "warn") -> Attempts:
         """The first attempt's state, the trainer built from ``recipe`` (its seed and max_steps are the run's);
         a resumed run takes over the earlier run's steps, events and history."""
+        from grpo_lite.training.advice import Advisor
         from grpo_lite.training.callbacks import HistoryCallback, MemoryCallback
+        from grpo_lite.training.health import HealthMonitor
         from grpo_lite.training.checkpoints import CompletionCallback
         from grpo_lite.training.ranks import RankRecordCallback
         from grpo_lite.training.resilience import InterruptCallback, SaveAtEndCallback, StopWhenDone
@@ -115,6 +122,8 @@ class Attempts:
         loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, recipe.seed, callbacks,
                    dict(trainer_options or {}), recipe=recipe)
         loop.fingerprint = model_fingerprint(inputs.spec.model_id)  # a resume checks it names the same model
+        advisor = Advisor(plan, plan_kwargs or {}, on_adapt=loop.record_adapt)
+        loop.health = HealthMonitor(inputs.reward_funcs, report=loop.record_health, advisor=advisor, on_stall=on_stall)
         history_file = run.out / HISTORY_FILE if run.state.is_main_process else None
         loop.memory_cb, loop.history_cb, loop.interrupt_cb = MemoryCallback(), HistoryCallback(history_file), InterruptCallback()
         loop.own_callbacks = [loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),
@@ -157,11 +166,15 @@ class Attempts:
             if downs and "lr_schedule" not in downs[-1]:
                 downs[-1]["lr_schedule"] = note
         self.shared_prefix_record = trainer.shared_prefix_record  # updated in place as the run goes
+        self.zero_advantage_record = trainer.zero_advantage.record  # likewise
         monitor = trainer.update_monitor
         self.monitor_record = {"monitor": None if monitor is None else {
             "tensors": monitor.n_tensors, "elements_per_tensor": monitor.n_elements, "warn_below": monitor.warn_below}}
         line = ProgressLine(self.run.console, self.inputs.reward_funcs, step_offset=self.done, total_steps=self.max_steps)
         replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
+        self.health.step_offset = self.done
+        self.health.advisor.plan, self.health.advisor.trainer = self.plan, trainer
+        trainer.add_callback(self.health)  # after the progress line: a finding's line follows its step's
         return trainer
 
     def plan_as_built(self, trainer: Any, plan_kwargs: dict[str, Any]) -> None:
@@ -195,6 +208,26 @@ class Attempts:
         self.run.console.print(f"[yellow]the shared prefix is off ({why}): the run is planned again without it, "
                                f"peak {event['from_peak_gib']:.2f} -> {event['to_peak_gib']:.2f} GiB[/yellow]",
                                highlight=False)
+
+    def record_health(self, finding: Any) -> None:
+        """A health finding: one line in the progress output, one event in run.json."""
+        self.run.console.print(finding.line(), style="yellow", highlight=False, markup=False, soft_wrap=True)
+        self.events.append(finding.event())
+        self.write_record(status="running")
+
+    def record_adapt(self, step: int, new_plan: Plan | None, event: dict[str, Any]) -> None:
+        """``on_stall="adapt"`` changed the completion length at a checkpoint (or could not): line, event, plan."""
+        if new_plan is not None:
+            self.plan = new_plan
+            self.recipe = self.recipe.replanned(new_plan) if self.recipe is not None else None
+            old, new = event["max_completion_length"]
+            text = (f"health: adapted at step {step} (a checkpoint): max_completion_length {old} -> {new}, which the "
+                    f"plan fits with every other setting unchanged (peak {event['planned_peak_gib']} GiB); a resume "
+                    f"needs {event['resume_with']}")
+        else:
+            text = f"health: max_completion_length stays {event['max_completion_length']}: {event['why']}"
+        self.run.console.print(text, style="yellow", highlight=False, markup=False, soft_wrap=True)
+        self.events.append(event)
         self.write_record(status="running")
 
     def checkpoint_record(self) -> dict[str, Any]:
@@ -258,6 +291,9 @@ class Attempts:
                 "prompt_style": asdict(self.inputs.style),
                 "measured_prompt_tokens": self.inputs.prompt_tokens,
                 "shared_prefix": self.shared_prefix_record,
+                "zero_advantage": self.zero_advantage_record,
+                "health": None if self.health is None else {"on_stall": self.health.on_stall,
+                                                            "findings": [f.kind for f in self.health.found]},
                 "precision": {**plan.precision, **self.monitor_record},
                 "stop_strings": [] if self.recipe is None else list(self.recipe.stop_strings),
                 "recipe": None if self.recipe is None else self.recipe.to_dict(),

@@ -1,4 +1,4 @@
-"""TRL's GRPOTrainer with three additions, each through one of TRL's own methods (no fork):
+"""TRL's GRPOTrainer with four additions, each through one of TRL's own methods (no fork):
 
 - **Shared prefix** (``_get_per_token_logps_and_entropies`` and ``_generate_single_turn``): the log-prob
   forwards of the loss and of the old / reference scoring put each prompt through the model once for all
@@ -13,6 +13,9 @@
 - **Updates that land** (``create_optimizer`` and a callback): with ``update_rounding="stochastic"``
   bf16 parameters are stepped in fp32 and rounded back stochastically; the update monitor logs
   ``update/realized`` and warns once when the weights receive less than half of their updates.
+- **Zero-advantage skip** (``_compute_loss``): sequences whose advantage is exactly zero skip their forward and
+  backward where that leaves the gradient unchanged (:mod:`grpo_lite.training.zero_advantage`); the kept rows'
+  loss is rescaled to TRL's divisor. :attr:`LiteGRPOTrainer.zero_advantage` counts what was saved.
 
 When the trainer is built, the TRL code each addition relies on is checked
 (:mod:`grpo_lite.training.trl_seam`); where it differs, that addition is off and TRL's own method runs.
@@ -43,6 +46,7 @@ from grpo_lite.training.shared_prefix import (
     unsupported_reason,
 )
 from grpo_lite.training.trl_seam import seam_problems, seam_warning
+from grpo_lite.training.zero_advantage import DIVISORS, ZeroAdvantageSkip, config_reason, split
 
 __all__ = ["LiteGRPOTrainer"]
 
@@ -68,12 +72,16 @@ class LiteGRPOTrainer(GRPOTrainer):
             the trainable parameters: stochastic when one is bf16 (train() passes the recipe's choice).
         update_monitor: log ``update/realized`` (:class:`~grpo_lite.precision.monitor.UpdateMonitor`),
             the share of the intended update the weights received. Default: True.
+        skip_zero_advantage: sequences whose advantage is exactly zero skip their forward and backward when
+            that leaves the gradient unchanged (beta 0, no entropy term; :mod:`grpo_lite.training.zero_advantage`).
+            Default: True.
         *args, **kwargs: ``GRPOTrainer``'s own.
     """
 
     def __init__(self, *args: Any, shared_prefix: bool = True, verify_shared_prefix: bool = True,
                  shared_prefix_atol: float | None = None, stop_strings: Sequence[str] = (),
-                 update_rounding: UpdateRounding | None = None, update_monitor: bool = True, **kwargs: Any) -> None:
+                 update_rounding: UpdateRounding | None = None, update_monitor: bool = True,
+                 skip_zero_advantage: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if update_rounding is None:
             trains_bf16 = any(p.requires_grad and p.dtype == torch.bfloat16 for p in self.model.parameters())
@@ -90,6 +98,10 @@ class LiteGRPOTrainer(GRPOTrainer):
         if update_monitor and "update_monitor" not in seam:
             self.update_monitor = UpdateMonitor(sink=self._log_update_metrics, seed=self.args.seed)
             self.add_callback(self.update_monitor)
+        why_not = config_reason(self) or (seam.get("skip_zero_advantage") and f"TRL {trl.__version__}: "
+                                          f"{seam['skip_zero_advantage']}")
+        self.zero_advantage = ZeroAdvantageSkip(skip_zero_advantage and not why_not,
+                                                None if not skip_zero_advantage else why_not or None)
         zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         if shared_prefix and (self.is_fsdp_enabled or zero3):
             self._shared_off("not supported with FSDP or DeepSpeed ZeRO-3")
@@ -131,6 +143,19 @@ class LiteGRPOTrainer(GRPOTrainer):
     def _shared_off(self, reason: str) -> None:
         logger.warning("grpo-lite: shared-prefix forward off (%s); using TRL's forward", reason)
         self.shared_prefix_record["off"] = reason
+
+    # ---- zero-advantage rows skip their forward ---------------------------------------------------
+    def _compute_loss(self, model: nn.Module, inputs: dict[str, Any]) -> Tensor:
+        """TRL's loss over the rows whose advantage is not zero, rescaled to TRL's divisor for the whole
+        micro-batch (:mod:`grpo_lite.training.zero_advantage`); TRL's own call when nothing is skipped."""
+        if not (self.zero_advantage.enabled and self.model.training):
+            return super()._compute_loss(model, inputs)
+        plan = split(inputs, DIVISORS[self.loss_type])
+        for key, value in self.zero_advantage.count(plan, inputs).items():
+            self._metrics["train"][key].append(value)
+        if plan is None:
+            return super()._compute_loss(model, inputs)
+        return super()._compute_loss(model, plan.inputs) * plan.scale
 
     # ---- shared prefix -------------------------------------------------------------------------
     def _get_per_token_logps_and_entropies(self, model: nn.Module, input_ids: Tensor, attention_mask: Tensor,

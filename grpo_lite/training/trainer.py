@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS  # the XML format's end: nothing after it earns a reward
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
+from grpo_lite.training.advice import OnStall
 from grpo_lite.training.attempts import OnOOM, RunFolder, RunInputs
 from grpo_lite.training.quiet import quiet_libraries
 
@@ -147,6 +148,7 @@ def train(
     overwrite: bool = False,
     on_oom: OnOOM = "step_down",
     oom_window_steps: int = 20,
+    on_stall: OnStall = "warn",
     callbacks: Sequence[Any] = (),
     quiet: bool = False,
     show_plan: bool = False,
@@ -187,6 +189,10 @@ def train(
         on_oom: "step_down" frees memory after a CUDA out-of-memory error, moves to the next cheaper
             rung of the ladder and goes on from the weights reached; "raise" re-raises. Default: "step_down".
         oom_window_steps: step down only for an OOM within this many steps (later ones re-raise). Default: 20.
+        on_stall: what the learning-health monitor does when the run is not learning (docs/health.md): "warn"
+            prints the cause and a remedy and records it in run.json; "adapt" also raises max_completion_length,
+            at the next checkpoint, to the longest the plan fits with the other settings unchanged, after most
+            completions were cut at the limit. Default: "warn".
         callbacks: extra ``transformers.TrainerCallback`` objects.
         quiet: do not print the plan, the progress lines and the summary table.
         show_plan: print the whole plan (components, reasons, settings) instead of its two-line summary.
@@ -226,7 +232,7 @@ def train(
 
         seed, shared_prefix, stop_strings = (typed(key, value) for key, value in (
             ("seed", seed), ("shared_prefix", shared_prefix), ("stop_strings", stop_strings)))  # as a recipe's are
-    reward_funcs, overrides = _check_arguments(max_steps, on_oom, rewards, overrides)
+    reward_funcs, overrides = _check_arguments(max_steps, on_oom, rewards, overrides, on_stall)
     from grpo_lite.export.after_training import check_export
 
     check_export(export, model)  # before the output folder is touched
@@ -261,7 +267,8 @@ def train(
             the_recipe = recipe.filled(the_plan)
         _check_context(the_plan, inputs)
         _check_disk(run, the_plan)
-        loop = Attempts.start(the_plan, inputs, run, the_recipe, callbacks=callbacks)
+        loop = Attempts.start(the_plan, inputs, run, the_recipe, callbacks=callbacks, plan_kwargs=plan_kwargs,
+                              on_stall=on_stall)
         trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
         result = _finish(loop, trainer, inputs, run)
     except BaseException as exc:
@@ -325,8 +332,8 @@ def _seam_replan(shared_prefix: bool, console: Any) -> bool:
     return False
 
 
-def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any,
-                     overrides: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides: dict[str, Any],
+                     on_stall: str = "warn") -> tuple[list[Any], dict[str, Any]]:
     """Reject bad arguments and settings before anything is loaded; return the reward callables and the
     overrides typed as TRL's parser types them."""
     from grpo_lite import rewards as reward_lib
@@ -336,6 +343,8 @@ def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any,
         raise ConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
     if on_oom not in ("step_down", "raise"):
         raise ConfigError(f"on_oom={on_oom!r} is not valid; choose 'step_down' or 'raise'")
+    if on_stall not in ("warn", "adapt"):
+        raise ConfigError(f"on_stall={on_stall!r} is not valid; choose 'warn' or 'adapt'")
     taken = sorted(set(overrides) & set(_PLAN_OWNED))
     if taken:
         raise ConfigError("; ".join(f"{key} cannot be set here: {_PLAN_OWNED[key]}" for key in taken))

@@ -10,6 +10,7 @@ code grpo-lite was written for (TRL :data:`TESTED_TRL`):
 | shared-prefix sampling | ``_generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)``: left-padded prompts, ``unwrapped_model.generate(**generate_inputs, generation_config=...)``, the completions sliced at ``generate_inputs["input_ids"].size(1)``; ``_tokenizer``, ``use_vllm``, ``use_transformers_continuous_batching`` |
 | stop strings | the same method and ``generate`` call, the cut at the first of ``eos_token_ids``; ``generation_config``, ``_tokenizer`` |
 | update monitor | ``_metrics["train"]``, the lists TRL averages at each log |
+| zero-advantage skip | ``_compute_loss`` exactly as TRL 1.16 wrote it (its source's digest, whitespace ignored): every loss type's per-token loss and divisor (:mod:`grpo_lite.training.zero_advantage`) |
 
 :func:`seam_problems` names what differs, per feature. The trainer turns such a feature off and runs
 TRL's own code in its place, with one warning naming the TRL version: a changed seam costs speed or a
@@ -18,6 +19,7 @@ feature, never a log-prob computed differently in silence.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Callable
 from typing import Any, Literal
@@ -28,12 +30,13 @@ __all__ = ["FEATURES", "TESTED_TRL", "Feature", "code_problems", "seam_problems"
 # 1.13.0 and 1.14.0 differ at the seam (the trainer warns and runs TRL's code); 1.15.0 has the same seam but its
 # fused LM head needs Triton, so no training step runs on a CPU-only torch and it was not tested further.
 TESTED_TRL = ("1.16.0",)
-Feature = Literal["shared_scoring", "shared_sampling", "stop_strings", "update_monitor"]
+Feature = Literal["shared_scoring", "shared_sampling", "stop_strings", "update_monitor", "skip_zero_advantage"]
 FEATURES: dict[Feature, str] = {  # the words of the warning, in the order the trainer checks them
     "shared_scoring": "shared-prefix scoring",
     "shared_sampling": "shared-prefix sampling",
     "stop_strings": "stop strings",
     "update_monitor": "update monitor metrics",
+    "skip_zero_advantage": "zero-advantage skip",
 }
 
 _SCORING = ("self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
@@ -46,6 +49,9 @@ _SLICE = ('prompt_length = generate_inputs["input_ids"].size(1)',
           "completion_ids = prompt_completion_ids[:, prompt_length:]")
 _LEFT_PAD = 'padding_side="left"'
 _EOS_CUT = "torch.isin(completion_ids, torch.tensor(self.eos_token_ids"
+# sha256 of TRL 1.16's GRPOTrainer._compute_loss source, whitespace removed (_compact), first 16 hex digits. The skip's
+# proof reads the whole function (any new term may count the skipped rows), so the whole function is compared.
+_LOSS = ("_compute_loss", "eaa6a1420809f02d")
 
 
 def _compact(text: str) -> str:
@@ -76,6 +82,17 @@ def _source_problem(cls: type, name: str, lines: tuple[str, ...]) -> str | None:
         return f"{name}: source unreadable"
     missing = [line for line in lines if _compact(line) not in source]
     return f"{name} no longer has {'; '.join(missing)}" if missing else None
+
+
+def _digest_problem(cls: type, name: str, digest: str) -> str | None:
+    """Why the source of ``cls.name`` is not the one whose digest is ``digest`` (whitespace ignored)."""
+    try:
+        source = _compact(inspect.getsource(getattr(cls, name)))
+    except (OSError, TypeError):
+        return f"{name}: source unreadable"
+    if hashlib.sha256(source.encode()).hexdigest()[:16] != digest:
+        return f"{name} is not the code read (its per-token loss or divisor may count every row)"
+    return None
 
 
 def _attribute_problem(trainer: Any, checks: dict[str, Callable[[Any], bool]]) -> str | None:
@@ -121,6 +138,7 @@ def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, 
                 ids, (list, tuple)) and all(isinstance(i, int) for i in ids)}))),
         "update_monitor": _attribute_problem(trainer, {
             "_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")}),
+        "skip_zero_advantage": _digest_problem(trl_class, *_LOSS),
     }
     return {feature: problem for feature, problem in found.items() if problem}
 

@@ -1,0 +1,170 @@
+"""The numbers in the health monitor's remedies, asked of the planner, and the ``on_stall="adapt"`` change.
+
+:class:`Advisor` plans again with the run's own settings (same model, card, prompt length, preset and what the
+user fixed) and one thing changed: the longest ``max_completion_length`` that fits (a binary search in steps of
+:data:`LENGTH_STEP`), or the largest ``num_generations`` (doubling). A remedy names the values as ``--set`` flags
+and Python arguments; planning with exactly those fixed gives the plan the search found, so the flags fit as
+written.
+
+``on_stall="adapt"``: after a ``length_cut`` finding, at the next checkpoint, the run's trainer samples up to the
+longest ``max_completion_length`` that fits with every other setting of the run unchanged (micro-batch,
+accumulation, generations: what the data loader and the optimizer were built with). The plan and the recipe in
+run.json become that plan; an ``adapted`` event and a line say so. Not done: with vLLM (its engine was built for
+the old length), under several processes (every rank would have to change at the same step), or in a run
+without checkpoints (no boundary). A resume plans from its own command again: add the event's flag to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+__all__ = ["Advisor", "LENGTH_STEP", "MAX_GENERATIONS", "MAX_LENGTH_FACTOR", "OnStall"]
+
+OnStall = Literal["warn", "adapt"]  # a stalled run: say so (warn), or also raise max_completion_length (adapt)
+
+LENGTH_STEP = 32  # tokens: the search's resolution (a finer one changes nothing a completion notices)
+MAX_LENGTH_FACTOR = 4  # the longest length tried, times the current one: a model cut at L rarely needs over 4 L
+MAX_GENERATIONS = 64  # the most generations tried: past this a group's spread hardly rises, its cost does
+BATCH_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "generation_batch_size",
+              "steps_per_generation")  # what num_generations must divide: refitted by the planner with it
+
+
+def _flags(values: Mapping[str, Any]) -> str:
+    """``--set a=1 --set b=2 (Python: a=1, b=2)``."""
+    cli = " ".join(f"--set {k}={v}" for k, v in values.items())
+    return f"{cli} (Python: {', '.join(f'{k}={v!r}' for k, v in values.items())})"
+
+
+class Advisor:
+    """Plans with one setting changed, for the remedies and for ``on_stall="adapt"``.
+
+    Args:
+        plan: the run's plan in force.
+        plan_kwargs: what train() called plan() with (budget, device, prompt length, processes, sharding).
+        on_adapt: receives ``(step, new_plan, event)`` after an adaptation (train(): line, run.json).
+    """
+
+    def __init__(self, plan: Any, plan_kwargs: Mapping[str, Any], *,
+                 on_adapt: Callable[[int, Any, dict[str, Any]], None] | None = None) -> None:
+        self.plan, self.plan_kwargs, self.on_adapt = plan, dict(plan_kwargs), on_adapt
+        self.trainer: Any = None  # the trainer to adapt (set when it is built)
+
+    # ---- the planner, with one thing changed --------------------------------------------------------
+    def _fits(self, change: Mapping[str, Any], *, keep_all: bool = False, drop: tuple[str, ...] = ()) -> Any:
+        """The plan with ``change`` on this rung, or None when it does not fit (or breaks TRL's rules).
+        ``keep_all``: every current setting fixed too (an in-place change); ``drop``: fixed keys left to the planner."""
+        from grpo_lite.errors import ConfigError, DoesNotFitError
+        from grpo_lite.planning.choose import plan
+
+        fixed = {k: v for k, v in self.plan.fixed.items() if k not in ("method", "preset", *drop)}
+        if keep_all:
+            fixed = {**self.plan.settings, **fixed}
+        try:
+            return plan(self.plan.model, preset=self.plan.preset.name, **self.plan_kwargs, **{**fixed, **change})
+        except (DoesNotFitError, ConfigError):
+            return None
+
+    def longest_completion(self, *, keep_all: bool = False) -> tuple[int, Any] | None:
+        """The longest ``max_completion_length`` above the current one that fits, and its plan (None: none does)."""
+        current = int(self.plan.settings["max_completion_length"])
+        keep = {} if keep_all else {"num_generations": self.plan.settings["num_generations"]}
+        best = None
+        low, high = 1, max(1, (current * MAX_LENGTH_FACTOR - current) // LENGTH_STEP)
+        while low <= high:  # memory grows with the length: the fitting lengths are a prefix of the range
+            mid = (low + high) // 2
+            found = self._fits({**keep, "max_completion_length": current + mid * LENGTH_STEP}, keep_all=keep_all)
+            if found is not None:
+                best, low = (current + mid * LENGTH_STEP, found), mid + 1
+            else:
+                high = mid - 1
+        return best
+
+    def most_generations(self) -> tuple[int, Any, dict[str, Any]] | None:
+        """The largest ``num_generations`` above the current one (doubling) that fits, its plan and the flags
+        that give it; None when no larger one fits."""
+        current = int(self.plan.settings["num_generations"])
+        length = self.plan.settings["max_completion_length"]
+        best = None
+        g = current * 2
+        while g <= MAX_GENERATIONS:
+            change = {"num_generations": g, "max_completion_length": length}
+            found = self._fits(change)
+            drop: tuple[str, ...] = ()
+            if found is None and any(k in self.plan.fixed for k in BATCH_KEYS):  # a fixed batch g must divide
+                drop = BATCH_KEYS
+                found = self._fits(change, drop=drop)
+            if found is None:
+                break
+            flags = {**change, **{k: found.settings[k] for k in drop if k in self.plan.fixed}}
+            best, g = (g, found, flags), g * 2
+        return best
+
+    # ---- remedies ------------------------------------------------------------------------------------
+    def length_remedy(self) -> str:
+        current = self.plan.settings["max_completion_length"]
+        found = self.longest_completion()
+        card = f"preset {self.plan.preset.name}, {self.plan.budget_gb:g} GB" if self.plan.budget_gb else \
+            f"preset {self.plan.preset.name}"
+        if found is None:
+            return (f"max_completion_length={current} is already the longest the plan fits ({card}); ask for "
+                    "shorter answers (a prompt with a shorter worked example, stop_strings) or use a larger card")
+        length, _ = found
+        flags = {"max_completion_length": length, "num_generations": self.plan.settings["num_generations"]}
+        return f"the plan fits max_completion_length={length} on this card ({card}): {_flags(flags)}"
+
+    def generations_remedy(self, *, format_only: bool = False) -> str:
+        current = self.plan.settings["num_generations"]
+        found = self.most_generations()
+        easier = "train on problems the model solves some of the time (docs/datasets.md)"
+        if format_only:
+            lead = "let the correctness reward vary within a group: "
+        else:
+            lead = "more completions per prompt make one that scores differently likelier: "
+        if found is None:
+            return f"{lead}num_generations={current} is already the most the plan fits on this card; {easier}"
+        g, _, flags = found
+        return f"{lead}the plan fits num_generations={g} on this card: {_flags(flags)}; or {easier}"
+
+    # ---- on_stall="adapt" ----------------------------------------------------------------------------
+    def adapt_blocker(self) -> str | None:
+        """Why this run cannot raise its completion length in place (None: it can)."""
+        trainer = self.trainer
+        if trainer is None:
+            return "no trainer"
+        if getattr(trainer, "use_vllm", False) or getattr(trainer, "use_transformers_continuous_batching", False):
+            return "the sampling engine was built for the current length"
+        if trainer.accelerator.num_processes > 1:
+            return "several processes would have to change at the same step"
+        strategy = getattr(trainer.args, "save_strategy", "no")
+        if getattr(strategy, "value", strategy) == "no":  # transformers' SaveStrategy, or its string
+            return "the run saves no checkpoint, so it has no boundary to change at"
+        return None
+
+    def decline(self, step: int, why: str) -> None:
+        """Say that the completion length stays as it is, and why."""
+        event = {"event": "adapt_skipped", "step": step,
+                 "max_completion_length": self.plan.settings["max_completion_length"], "why": why}
+        if self.on_adapt is not None:
+            self.on_adapt(step, None, event)
+
+    def adapt(self, step: int) -> None:
+        """At a checkpoint: the trainer samples up to the longest length that fits with the rest unchanged."""
+        blocker = self.adapt_blocker()
+        found = None if blocker else self.longest_completion(keep_all=True)
+        current = self.plan.settings["max_completion_length"]
+        if found is None:
+            self.decline(step, blocker or "no longer completion fits with the run's other settings")
+            return
+        length, new_plan = found
+        trainer = self.trainer
+        trainer.max_completion_length = length  # what TRL's sampling and dr_grpo's divisor read
+        trainer.args.max_completion_length = length
+        if getattr(trainer, "generation_config", None) is not None:
+            trainer.generation_config.max_new_tokens = length
+        self.plan = new_plan
+        event = {"event": "adapted", "step": step, "max_completion_length": [current, length],
+                 "planned_peak_gib": round(new_plan.estimate.total_gib, 3),
+                 "resume_with": f"--set max_completion_length={length}"}
+        if self.on_adapt is not None:
+            self.on_adapt(step, new_plan, event)

@@ -1,0 +1,121 @@
+"""Zero-advantage rows skip their forward and backward: the step is TRL's own, for every supported loss_type."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from trl import GRPOTrainer
+
+from grpo_lite.training.zero_advantage import DIVISORS, split
+
+B, P, T = 8, 6, 10  # rows (two groups of 4), prompt width, completion width
+
+
+def _trainer(path, out, **config):
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig
+
+    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+
+    torch.manual_seed(0)
+    args = GRPOConfig(output_dir=str(out), use_cpu=True, bf16=False, seed=0, max_steps=1, num_generations=4,
+                      per_device_train_batch_size=4, max_completion_length=T, report_to=[], save_strategy="no",
+                      disable_tqdm=True, logging_steps=1, **config)
+    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"question {i}?"}]} for i in range(8)])
+    trainer = LiteGRPOTrainer(model=AutoModelForCausalLM.from_pretrained(path), args=args, train_dataset=data,
+                              processing_class=AutoTokenizer.from_pretrained(path),
+                              reward_funcs=lambda completions, **_: [0.0] * len(completions))
+    trainer.current_gradient_accumulation_steps = 2  # set by the training loop; 2 so the accumulation divisor counts
+    return trainer
+
+
+def _batch(advantages):
+    """A micro-batch as TRL hands it to the loss: left-padded prompts, right-padded completions. The zero rows
+    are the longest, so skipping them also cuts completion columns."""
+    g = torch.Generator().manual_seed(1)
+    prompt_ids = torch.randint(3, 500, (B, P), generator=g)
+    prompt_mask = torch.ones(B, P, dtype=torch.long)
+    prompt_mask[::3, :2] = 0  # some prompts are shorter (left padding)
+    completion_ids = torch.randint(3, 500, (B, T), generator=g)
+    advantages = torch.tensor(advantages)
+    lengths = torch.where(advantages == 0, T, torch.arange(B) % 4 + 3)
+    completion_mask = (torch.arange(T)[None] < lengths[:, None]).long()
+    return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+            "completion_mask": completion_mask, "advantages": advantages,
+            "num_items_in_batch": completion_mask.sum().float()}
+
+
+def _sgd_step(trainer, loss_fn, inputs, lr=1e-1):
+    """The parameters after one SGD step on ``loss_fn``'s loss (from the same start), and the loss."""
+    model = trainer.model
+    start = {n: p.detach().clone() for n, p in model.named_parameters()}
+    model.train()
+    model.zero_grad()
+    loss = loss_fn(model, inputs)
+    loss.backward()
+    after = {n: (p.detach() - lr * p.grad if p.grad is not None else p.detach()).clone()
+             for n, p in model.named_parameters()}
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(start[n])
+    model.zero_grad()
+    return after, float(loss.detach())
+
+
+MIXED = [0.5, -1.0, 0.25, 0.25, 0.0, 0.0, 0.0, 0.0]  # the second group has no spread: advantage exactly 0
+
+
+@pytest.mark.parametrize("loss_type", list(DIVISORS))
+def test_a_step_that_skips_zero_rows_is_trls_step(tiny_model_dir, tmp_path, loss_type):
+    trainer = _trainer(tiny_model_dir, tmp_path, loss_type=loss_type)
+    assert trainer.zero_advantage.enabled, trainer.zero_advantage.record
+    inputs = _batch(MIXED)
+    theirs, their_loss = _sgd_step(trainer, lambda m, x: GRPOTrainer._compute_loss(trainer, m, x), inputs)
+    ours, our_loss = _sgd_step(trainer, trainer._compute_loss, inputs)
+    assert our_loss == pytest.approx(their_loss, rel=1e-5, abs=1e-7)
+    moved = [n for n in theirs if not torch.equal(theirs[n], dict(trainer.model.named_parameters())[n].detach())]
+    assert moved  # the step changes parameters, so equal parameters mean something
+    for name in theirs:
+        torch.testing.assert_close(ours[name], theirs[name], rtol=1e-5, atol=1e-6, msg=name)
+    record = trainer.zero_advantage.record
+    assert record["skipped_rows"] == 4 and record["rows"] == 8
+    # the kept rows are at most 6 completion tokens wide: half the rows and 4 of 10 columns were not forwarded
+    assert record["skipped_positions"] == B * (P + T) - 4 * (P + 6)
+    assert trainer._metrics["train"]["skip/zero_advantage_rows"][-1] == 0.5
+
+
+def test_an_all_zero_batch_runs_one_row_and_moves_nothing(tiny_model_dir, tmp_path):
+    trainer = _trainer(tiny_model_dir, tmp_path)
+    inputs = _batch([0.0] * B)
+    plan = split(inputs, "rows")
+    assert plan.kept_rows == 1 and plan.scale == 0.0
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    after, loss = _sgd_step(trainer, trainer._compute_loss, inputs)
+    assert loss == 0.0 and all(torch.equal(after[n], before[n]) for n in before)
+
+
+def test_a_batch_without_zero_rows_is_left_whole():
+    assert split(_batch([1.0, -1.0] * 4), "rows") is None
+
+
+def test_terms_that_read_every_row_keep_trls_path(tiny_model_dir, tmp_path):
+    trainer = _trainer(tiny_model_dir, tmp_path, beta=0.04)
+    assert not trainer.zero_advantage.enabled and "beta=0.04" in trainer.zero_advantage.record["off"]
+    trainer = _trainer(tiny_model_dir, tmp_path, entropy_coef=0.01)
+    assert "entropy" in trainer.zero_advantage.record["off"]
+
+
+def test_another_trl_loss_falls_back_with_one_warning(tiny_model_dir, tmp_path, monkeypatch, caplog):
+    original = GRPOTrainer._compute_loss
+
+    def next_release_loss(self, model, inputs):  # a release whose loss reads more than the code read here
+        return original(self, model, inputs) + 0.0
+
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", next_release_loss)
+    with caplog.at_level(logging.WARNING):
+        trainer = _trainer(tiny_model_dir, tmp_path)
+    assert not trainer.zero_advantage.enabled and "_compute_loss is not the code read" in trainer.zero_advantage.record["off"]
+    assert any("zero-advantage skip off" in r.getMessage() for r in caplog.records)

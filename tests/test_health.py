@@ -228,7 +228,7 @@ def test_the_cli_flag_reaches_train(monkeypatch):
 
     def fake_train(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - records what the command passed
         seen.update(kwargs)
-        return types.SimpleNamespace(interrupted=False, steps=1, wall_seconds=1.0, model_dir="m")
+        return types.SimpleNamespace(interrupted=False, already_finished=False, steps=1, wall_seconds=1.0, model_dir="m")
 
     monkeypatch.setattr("grpo_lite.training.trainer.train", fake_train)
     parser = argparse.ArgumentParser()

@@ -125,6 +125,23 @@ def test_time_limit_starts_no_step_that_would_end_past_the_budget(bench: Any) ->
     assert (limit.steps, limit.wall, limit.cpu) == (3, 9.5, 19.0)
     with pytest.raises(ValueError, match="budget_s must be > 0"):
         bench.TimeLimit(0)
+    with pytest.raises(ValueError, match="budget_clock must be one of wall, cpu"):
+        bench.TimeLimit(10.0, "cycles")
+
+
+def test_time_limit_on_the_cpu_clock_counts_cpu_seconds(bench: Any) -> None:
+    from types import SimpleNamespace
+
+    now = [0.0]  # two threads busy: two CPU seconds a second
+    limit = bench.TimeLimit(10.0, "cpu", clock=lambda: now[0], cpu_clock=lambda: 2 * now[0])
+    control = SimpleNamespace(should_training_stop=False)
+    limit.on_train_begin(None, None, control)
+    now[0] = 2.0
+    limit.on_step_end(None, None, control)
+    assert not control.should_training_stop  # 4 CPU s done, the next step ends at 8
+    now[0] = 4.0
+    limit.on_step_end(None, None, control)
+    assert control.should_training_stop  # 8 CPU s done, the next ends at 12 (on the wall clock: 4 s, next at 6)
 
 
 def test_wilson_interval_and_the_run_order(bench: Any) -> None:

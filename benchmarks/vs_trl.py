@@ -170,7 +170,7 @@ class TimeLimit(TrainerCallback):
     The clocks start at ``on_train_begin`` (model loaded, trainer built); at least one step runs.
     ``budget_clock`` says which clock the budget counts: ``"wall"`` seconds, or ``"cpu"`` seconds of this
     process (all its threads), which other jobs on the same cores slow down far less. ``wall`` and ``cpu``
-    hold both, measured to ``on_train_end``.
+    hold both, measured to ``on_train_end``; ``step_cpu`` the CPU seconds of each step.
     """
 
     def __init__(self, budget_s: float, budget_clock: Clock = "wall", clock: Callable[[], float] = time.perf_counter,
@@ -183,12 +183,14 @@ class TimeLimit(TrainerCallback):
         self.start = self.cpu_start = 0.0
         self.wall = self.cpu = 0.0
         self.steps = 0
+        self.step_cpu: list[float] = []
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self.start, self.cpu_start, self.steps = self.clock(), self.cpu_clock(), 0
+        self.start, self.cpu_start, self.steps, self.step_cpu = self.clock(), self.cpu_clock(), 0, []
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.steps += 1
+        self.step_cpu.append(self.cpu_clock() - self.cpu_start - sum(self.step_cpu))
         elapsed = self.clock() - self.start if self.budget_clock == "wall" else self.cpu_clock() - self.cpu_start
         if elapsed + elapsed / self.steps > self.budget_s:
             control.should_training_stop = True
@@ -260,7 +262,7 @@ def _child(args: argparse.Namespace) -> None:
             trainer = trl_trainer(args.child, args.model, rows, args.seed, out / "run", [limit], max_steps=args.train_n)
             trainer.train()
             model = trainer.model
-        record = {"steps": limit.steps, "train_wall_s": limit.wall, "train_cpu_s": limit.cpu,
+        record = {"steps": limit.steps, "train_wall_s": limit.wall, "train_cpu_s": limit.cpu, "step_cpu_s": limit.step_cpu,
                   "dtype": str(next(model.parameters()).dtype)}
         mark = time.perf_counter()
         record["eval"] = _evaluate(model, args)
@@ -270,6 +272,10 @@ def _child(args: argparse.Namespace) -> None:
 
 def _run(name: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     out = tmp / f"{name}-seed{seed}"
+    if args.reuse and (out / "result.json").is_file():  # finished by an earlier call with the same --out
+        record = {**json.loads((out / "result.json").read_text()), "arm": name, "seed": seed, "reused": True}
+        print(f"  {name} seed {seed}: reused from {out}", flush=True)
+        return record
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--seed", str(seed), "--out", str(out),
            "--budget", str(args.budget), "--clock", args.clock, "--eval-n", str(args.eval_n), "--eval-tokens", str(args.eval_tokens),
@@ -290,16 +296,18 @@ def _run(name: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[str,
 
 
 def schedule(seeds: Sequence[int], defaults_seeds: Sequence[int]) -> list[tuple[Arm, int]]:
-    """The runs in order: per seed the headline pair, rotated one place per seed, then trl-defaults if due.
+    """The runs in order: per seed the headline pair, rotated one place per seed; then trl-defaults.
+
+    trl-defaults comes last: its steps are the longest (512 tokens, bf16 autocast on CPU), and the
+    headline pair's seeds come first when the machine is slower than planned.
 
     >>> schedule([0, 1], [0])
-    [('trl-lite-hp', 0), ('grpo-lite', 0), ('trl-defaults', 0), ('grpo-lite', 1), ('trl-lite-hp', 1)]
+    [('trl-lite-hp', 0), ('grpo-lite', 0), ('grpo-lite', 1), ('trl-lite-hp', 1), ('trl-defaults', 0)]
     """
     runs: list[tuple[Arm, int]] = []
     for i, seed in enumerate(seeds):
-        pair = HEADLINE if i % 2 == 0 else HEADLINE[::-1]
-        runs += [(arm, seed) for arm in pair] + ([("trl-defaults", seed)] if seed in defaults_seeds else [])
-    return runs
+        runs += [(arm, seed) for arm in (HEADLINE if i % 2 == 0 else HEADLINE[::-1])]
+    return runs + [("trl-defaults", seed) for seed in defaults_seeds]
 
 
 # ---- the report ---------------------------------------------------------------------------------------
@@ -316,11 +324,14 @@ def report(before: dict, runs: list[dict]) -> str:
     n = before["n"]
     lines = [f"before (common to every arm): accuracy {share(before['correct'], n)}, "
              f"format {share(before['formatted'], n)} (n={n})", "",
-             "| arm | seed | steps | train wall s | train CPU s | accuracy after [95%] | format after [95%] "
-             "| gain pts/min (wall) | gain pts/CPU-min |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| arm | seed | steps | train wall s | train CPU s | CPU s/step: first, later | accuracy after [95%] "
+             "| format after [95%] | gain pts/min (wall) | gain pts/CPU-min |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in runs:
-        e = r["eval"]
-        lines.append(f"| {r['arm']} | {r['seed']} | {r['steps']} | {r['train_wall_s']:.0f} | {r['train_cpu_s']:.0f} | "
+        e, per_step = r["eval"], r.get("step_cpu_s") or []
+        later = f"{sum(per_step[1:]) / len(per_step[1:]):.1f}" if per_step[1:] else "-"
+        first = f"{per_step[0]:.1f}, {later}" if per_step else "-"
+        lines.append(f"| {r['arm']} | {r['seed']} | {r['steps']} | {r['train_wall_s']:.0f} | {r['train_cpu_s']:.0f} | {first} | "
                      f"{share(e['correct'], e['n'])} | {share(e['formatted'], e['n'])} | "
                      f"{gain_per_minute(before, e, r['train_wall_s']):+.2f} | {gain_per_minute(before, e, r['train_cpu_s']):+.2f} |")
     lines += ["", "| arm | seeds | steps (mean) | s/step (wall) | accuracy after, pooled [95%] | format after, pooled [95%] "
@@ -357,6 +368,23 @@ def report(before: dict, runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def summarize(args: argparse.Namespace) -> int:
+    """The report from the runs that finished in ``--out`` (a run cut short leaves no result.json)."""
+    if args.out is None:
+        raise SystemExit("--summarize reads the runs' folders: give the --out of the run")
+    found = [(arm, seed, args.out / f"{arm}-seed{seed}" / "result.json") for arm, seed in
+             [("before", EVAL_SEED), *schedule(args.seeds, args.defaults_seeds)]]
+    records = {(arm, seed): {**json.loads(path.read_text()), "arm": arm, "seed": seed}
+               for arm, seed, path in found if path.is_file()}
+    if ("before", EVAL_SEED) not in records:
+        raise SystemExit(f"no evaluation before training in {args.out}: run the benchmark with --out {args.out} first")
+    runs = [r for key, r in records.items() if key[0] != "before"]
+    missing = [f"{arm} seed {seed}" for arm, seed, path in found[1:] if not path.is_file()]
+    print(f"{len(runs)} runs finished in {args.out}" + (f"; not finished: {', '.join(missing)}" if missing else "") + "\n")
+    print(report(records[("before", EVAL_SEED)]["eval"], runs))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smoke configuration: seed 0, 20 s a run, n=16")
@@ -371,9 +399,13 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per run (1: robust on shared cores)")
     parser.add_argument("--model", default=None, help="model path; default: the demo's SmolLM2 GGUF")
     parser.add_argument("--out", type=Path, default=None, help="keep each run's folder and vs_trl.json here")
+    parser.add_argument("--reuse", action="store_true", help="keep the runs already finished in --out (same settings)")
+    parser.add_argument("--summarize", action="store_true", help="only print the report from the runs finished in --out")
     parser.add_argument("--child", choices=("before", *ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.summarize:
+        return summarize(args)
     if args.model is None:
         from grpo_lite.training.loading import demo_model_path
 

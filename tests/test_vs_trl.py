@@ -123,6 +123,7 @@ def test_time_limit_starts_no_step_that_would_end_past_the_budget(bench: Any) ->
     assert control.should_training_stop  # would end near 12.7
     limit.on_train_end(None, None, control)
     assert (limit.steps, limit.wall, limit.cpu) == (3, 9.5, 19.0)
+    assert limit.step_cpu == [6.0, 6.0, 7.0]  # each step's CPU seconds
     with pytest.raises(ValueError, match="budget_s must be > 0"):
         bench.TimeLimit(0)
     with pytest.raises(ValueError, match="budget_clock must be one of wall, cpu"):
@@ -153,4 +154,5 @@ def test_wilson_interval_and_the_run_order(bench: Any) -> None:
     runs = bench.schedule([0, 1, 2], [0])
     firsts = [next(arm for arm, s in runs if s == seed) for seed in (0, 1, 2)]
     assert firsts == ["trl-lite-hp", "grpo-lite", "trl-lite-hp"]
+    assert runs[-1] == ("trl-defaults", 0)  # the longest steps come after the headline pair's seeds
     assert sorted(runs) == sorted([(a, s) for s in (0, 1, 2) for a in ("trl-lite-hp", "grpo-lite")] + [("trl-defaults", 0)])

@@ -236,6 +236,10 @@ def _evaluate(model: Any, args: argparse.Namespace) -> dict[str, Any]:
     from grpo_lite.evaluation import evaluate
     from grpo_lite.training.loading import load_tokenizer
 
+    from accelerate.utils import extract_model_from_parallel
+
+    # a bf16 run leaves accelerate's autocast around forward: evaluate every arm's weights in fp32 alike
+    model = extract_model_from_parallel(model, keep_fp32_wrapper=False)
     if hasattr(model, "merge_and_unload"):  # fold the adapter in, as the demo does before its evaluation
         model = model.merge_and_unload()
     model.config.use_cache = True  # TRL turns the cache off for gradient checkpointing; evaluate() decodes with it
@@ -262,7 +266,7 @@ def _child(args: argparse.Namespace) -> None:
             trainer = trl_trainer(args.child, args.model, rows, args.seed, out / "run", [limit], max_steps=args.train_n)
             trainer.train()
             model = trainer.model
-        record = {"steps": limit.steps, "train_wall_s": limit.wall, "train_cpu_s": limit.cpu, "step_cpu_s": limit.step_cpu,
+        record = {"autocast_after_training": "_original_forward" in vars(model), "steps": limit.steps, "train_wall_s": limit.wall, "train_cpu_s": limit.cpu, "step_cpu_s": limit.step_cpu,
                   "dtype": str(next(model.parameters()).dtype)}
         mark = time.perf_counter()
         record["eval"] = _evaluate(model, args)

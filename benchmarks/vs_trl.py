@@ -22,7 +22,7 @@ Each run uses ``--threads`` CPU threads (default 1): on cores shared with other 
 process wait for each other at every operation (8 held-out problems decoded in 147 s with 2 threads
 against 9 s with 1, on this project's 2-core machine under a load of 9); pass ``--threads 2`` on a quiet machine.
 
-    python benchmarks/vs_trl.py                 # 3 seeds, 2 min a run, n=200: about 25 min on 2 cores
+    python benchmarks/vs_trl.py                 # 3 seeds, 2 min a run, n=200: planned for 30 min on 2 quiet cores
     python benchmarks/vs_trl.py --quick         # the smoke configuration: 1 seed, 20 s, n=16
 
 The last line is ``vs_trl: grpo-lite/trl-lite-hp gain_per_min_ratio=<r> ...``.

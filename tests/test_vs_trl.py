@@ -1,0 +1,158 @@
+"""benchmarks/vs_trl.py's arms build what they claim, on the tiny model, without training.
+
+- trl-defaults is GRPOConfig at its defaults except the deviations the benchmark lists (and needs);
+- trl-lite-hp hands plain TRL the GRPOConfig, LoRA and load dtype that train() builds for the same run;
+- every arm gets the same problems, the same rendered prompt and the same reward functions;
+- the time limit stops before a step that would end past the budget; the Wilson interval; the run order.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    spec = importlib.util.spec_from_file_location("vs_trl", ROOT / "benchmarks" / "vs_trl.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["vs_trl"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Captured(Exception):
+    """Raised in place of grpo-lite's trainer: train() got as far as building it."""
+
+
+@pytest.fixture(scope="module")
+def lite_build(bench: Any, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What train() hands its trainer for the grpo-lite arm (the trainer itself is never built)."""
+    import grpo_lite.training.build as build
+
+    seen: dict[str, Any] = {}
+
+    def capture(source, recipe, settings, dataset, tokenizer, reward_funcs, callbacks, **options):
+        seen.update(recipe=recipe, settings=settings, dataset=dataset, reward_funcs=reward_funcs)
+        raise _Captured
+
+    original, build.build_trainer = build.build_trainer, capture
+    try:
+        with pytest.raises(_Captured):
+            bench.lite_train(tiny_model_dir, bench.problems("train", 6, seed=3), 3,
+                             tmp_path_factory.mktemp("lite") / "run", max_steps=4)
+    finally:
+        build.build_trainer = original
+    return seen
+
+
+@pytest.fixture(scope="module")
+def trl_arms(bench: Any, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    rows = bench.problems("train", 6, seed=3)
+    return {arm: bench.trl_trainer(arm, tiny_model_dir, rows, 3, tmp_path_factory.mktemp(arm), max_steps=4)
+            for arm in ("trl-defaults", "trl-lite-hp")}
+
+
+def test_trl_defaults_arm_is_grpoconfig_defaults_except_the_listed_deviations(bench: Any, tmp_path: Path) -> None:
+    from trl import GRPOConfig
+
+    with pytest.raises(ValueError, match="use_cpu"):  # the deviation it lists as necessary on a CPU machine
+        GRPOConfig(output_dir=str(tmp_path))
+    arm = bench.trl_defaults_config(tmp_path, seed=3).to_dict()
+    reference = GRPOConfig(output_dir=str(tmp_path), use_cpu=True).to_dict()  # the defaults, runnable here
+    assert {k for k in arm if arm[k] != reference.get(k)} == {"seed"}
+    assert set(bench.TRL_DEFAULT_DEVIATIONS) == {"use_cpu", "seed"}
+    assert arm["seed"] == 3 and reference["seed"] == 42
+    # what TRL's defaults mean for this run: full fine-tuning at 1e-6, temperature 1, 512 tokens, bf16 autocast
+    assert (arm["learning_rate"], arm["temperature"], arm["max_completion_length"], arm["bf16"]) == (1e-6, 1.0, 512, True)
+
+
+def test_trl_defaults_arm_trains_every_weight(trl_arms: dict[str, Any]) -> None:
+    trainer = trl_arms["trl-defaults"]
+    assert not hasattr(trainer.model, "peft_config")
+    assert all(p.requires_grad for p in trainer.model.parameters())
+
+
+def test_trl_lite_hp_arm_gets_the_settings_train_builds(trl_arms: dict[str, Any], lite_build: dict[str, Any]) -> None:
+    from grpo_lite.recipe.recipe import make_grpo_config
+
+    mine = trl_arms["trl-lite-hp"].args.to_dict()
+    lite = make_grpo_config(lite_build["settings"]).to_dict()
+    differ = {k for k in mine if mine[k] != lite.get(k)}
+    assert differ == {"output_dir"}, {k: (mine[k], lite.get(k)) for k in differ}
+    # the demo's settings reached TRL (not TRL's defaults)
+    assert (mine["learning_rate"], mine["temperature"], mine["max_completion_length"], mine["num_generations"]) == (
+        2e-4, 0.7, 64, 8)
+    lora = trl_arms["trl-lite-hp"].model.peft_config["default"]
+    assert lora.r == lite_build["recipe"].lora["r"] == 16 and lora.lora_alpha == lite_build["recipe"].lora["lora_alpha"]
+    assert sorted(lora.target_modules) == sorted(lite_build["recipe"].lora["target_modules"])
+    assert str(next(trl_arms["trl-lite-hp"].model.parameters()).dtype) == f"torch.{lite_build['recipe'].dtype}"
+
+
+def test_the_arms_share_problems_prompt_and_rewards(trl_arms: dict[str, Any], lite_build: dict[str, Any]) -> None:
+    prompts = list(lite_build["dataset"]["prompt"])
+    assert len(prompts) == 6 and all(p.endswith("<reasoning>\n") for p in prompts)  # rendered, with the prefill
+    for trainer in trl_arms.values():
+        assert list(trainer.train_dataset["prompt"]) == prompts
+        assert list(trainer.train_dataset["answer"]) == list(lite_build["dataset"]["answer"])
+        assert trainer.reward_func_names == [f.__name__ for f in lite_build["reward_funcs"]]
+    assert len(lite_build["reward_funcs"]) == 5
+
+
+def test_time_limit_starts_no_step_that_would_end_past_the_budget(bench: Any) -> None:
+    from types import SimpleNamespace
+
+    now = [0.0]
+    limit = bench.TimeLimit(10.0, clock=lambda: now[0], cpu_clock=lambda: 2 * now[0])
+    control = SimpleNamespace(should_training_stop=False)
+    limit.on_train_begin(None, None, control)
+    now[0] = 3.0
+    limit.on_step_end(None, None, control)
+    assert not control.should_training_stop  # 3 s done, one more at 3 s a step ends at 6
+    now[0] = 6.0
+    limit.on_step_end(None, None, control)
+    assert not control.should_training_stop  # ends at 9
+    now[0] = 9.5
+    limit.on_step_end(None, None, control)
+    assert control.should_training_stop  # would end near 12.7
+    limit.on_train_end(None, None, control)
+    assert (limit.steps, limit.wall, limit.cpu) == (3, 9.5, 19.0)
+    assert limit.step_cpu == [6.0, 6.0, 7.0]  # each step's CPU seconds
+    with pytest.raises(ValueError, match="budget_s must be > 0"):
+        bench.TimeLimit(0)
+    with pytest.raises(ValueError, match="budget_clock must be one of wall, cpu"):
+        bench.TimeLimit(10.0, "cycles")
+
+
+def test_time_limit_on_the_cpu_clock_counts_cpu_seconds(bench: Any) -> None:
+    from types import SimpleNamespace
+
+    now = [0.0]  # two threads busy: two CPU seconds a second
+    limit = bench.TimeLimit(10.0, "cpu", clock=lambda: now[0], cpu_clock=lambda: 2 * now[0])
+    control = SimpleNamespace(should_training_stop=False)
+    limit.on_train_begin(None, None, control)
+    now[0] = 2.0
+    limit.on_step_end(None, None, control)
+    assert not control.should_training_stop  # 4 CPU s done, the next step ends at 8
+    now[0] = 4.0
+    limit.on_step_end(None, None, control)
+    assert control.should_training_stop  # 8 CPU s done, the next ends at 12 (on the wall clock: 4 s, next at 6)
+
+
+def test_wilson_interval_and_the_run_order(bench: Any) -> None:
+    assert [round(x, 4) for x in bench.wilson(5, 10)] == [0.2366, 0.7634]
+    assert [round(x, 4) for x in bench.wilson(20, 100)] == [0.1334, 0.2888]  # 0.13337, 0.28878
+    assert [round(x, 4) for x in bench.wilson(10, 10)] == [0.7225, 1.0]
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        bench.wilson(3, 2)
+    runs = bench.schedule([0, 1, 2], [0])
+    firsts = [next(arm for arm, s in runs if s == seed) for seed in (0, 1, 2)]
+    assert firsts == ["trl-lite-hp", "grpo-lite", "trl-lite-hp"]
+    assert runs[-1] == ("trl-defaults", 0)  # the longest steps come after the headline pair's seeds
+    assert sorted(runs) == sorted([(a, s) for s in (0, 1, 2) for a in ("trl-lite-hp", "grpo-lite")] + [("trl-defaults", 0)])

@@ -72,7 +72,7 @@ def test_bad_override_from_python_is_the_same_error(tiny_model_dir, tmp_path, no
 
 
 def test_good_overrides_pass():
-    from grpo_lite.training.checks import check_overrides
+    from grpo_lite.recipe.values import check_overrides
 
     check_overrides({"learning_rate": 1e-5, "warmup_steps": 3, "lr_scheduler_type": "cosine", "bf16": None,
                      "report_to": ["tensorboard"], "optim": "adamw_8bit", "lora_target_modules": ["q_proj"],

@@ -11,17 +11,41 @@ new one is complete. A run folder is exported under its run lock: a run still tr
 
 from __future__ import annotations
 
+import errno
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Iterator, Literal
 
-from grpo_lite.errors import ExportError, ModelError
+from grpo_lite.errors import ExportError, GrpoLiteError, ModelError
 from grpo_lite.export.tensors import Quantization
+from grpo_lite.files import atomic_write, remove_stale_temporaries
 
-__all__ = ["GGUF_DEPENDENCY", "default_gguf_path", "export_gguf", "write_gguf"]
+__all__ = ["GGUF_DEPENDENCY", "default_gguf_path", "export_file", "export_gguf", "write_gguf"]
 
 GGUF_DEPENDENCY = "pip install 'grpo-lite[gguf]'"
 RUN_GGUF = "final.gguf"  # a run's export, next to its final/ model
+
+_WHY = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+        errno.EROFS: "the folder is read-only", errno.EACCES: "the folder is not writable",
+        errno.EPERM: "the folder is not writable"}  # anything else: the system's own words
+
+
+@contextmanager
+def export_file(path: Path, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
+    """:func:`grpo_lite.files.atomic_write`, with an error of the filesystem as one :class:`ExportError` line;
+    the temporaries of ``path`` that an export killed outright left behind are removed first."""
+    try:
+        remove_stale_temporaries(path.parent, (path.name,))
+        with atomic_write(path, mode) as handle:
+            yield handle
+    except OSError as exc:
+        if isinstance(exc, GrpoLiteError):
+            raise
+        why = _WHY.get(exc.errno or 0, exc.strerror or str(exc))
+        fix = "free some space, or pass" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "pass"
+        raise ExportError(f"cannot write {path}: {why}; nothing was written there (an older file is kept whole); {fix} "
+                          "a path in another folder: grpo-lite export ... --output PATH") from exc
 
 
 def default_gguf_path(model_dir: str | os.PathLike) -> Path:
@@ -70,7 +94,6 @@ def write_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None, qua
     ``loaded`` when given: the model ``model_dir`` holds, already in memory (``train(export="gguf")`` passes
     its own; it is read, never changed)."""
     from grpo_lite.export.hparams import find_arch
-    from grpo_lite.export.runtimes import export_file
     from grpo_lite.export.source import find_source
     from grpo_lite.export.tensors import check_quantization
 

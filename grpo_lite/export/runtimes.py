@@ -2,7 +2,7 @@
 
 Next to ``NAME.gguf`` they are ``NAME.Modelfile`` and ``NAME.system_prompt.txt``: named after the file, so an
 export never replaces another model's files in a shared folder. Every file is written atomically
-(:func:`export_file`), and an error writing one is one line that says why (a full disk, a read-only folder).
+(:func:`~grpo_lite.export.gguf_file.export_file`), and an error writing one is one line that says why (a full disk, a read-only folder).
 
 The model was trained on prompts of one :class:`~grpo_lite.data.prompts.PromptStyle` (read back from
 the run's ``run.json``): the Modelfile gives Ollama that style's system prompt and worked examples
@@ -14,46 +14,22 @@ open the assistant's turn with the style's prefill (``<reasoning>``), which trai
 
 from __future__ import annotations
 
-import errno
 import os
 import shlex
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterator, Literal
+from typing import TYPE_CHECKING, Any
 
 from grpo_lite.data.prompts import Example, PromptStyle
-from grpo_lite.errors import ConfigError, ExportError, GrpoLiteError
-from grpo_lite.files import atomic_write, remove_stale_temporaries
+from grpo_lite.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.export.tensors import Quantization
 
-__all__ = ["RuntimeFiles", "companions", "export_file", "export_for_runtimes", "llama_cli_command", "modelfile_text",
+__all__ = ["RuntimeFiles", "companions", "export_for_runtimes", "llama_cli_command", "modelfile_text",
            "run_exports", "style_of_run", "write_runtime_files"]
-
-_WHY = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
-        errno.EROFS: "the folder is read-only", errno.EACCES: "the folder is not writable",
-        errno.EPERM: "the folder is not writable"}  # anything else: the system's own words
-
-
-@contextmanager
-def export_file(path: Path, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
-    """:func:`grpo_lite.files.atomic_write`, with an error of the filesystem as one :class:`ExportError` line;
-    the temporaries of ``path`` that an export killed outright left behind are removed first."""
-    try:
-        remove_stale_temporaries(path.parent, (path.name,))
-        with atomic_write(path, mode) as handle:
-            yield handle
-    except OSError as exc:
-        if isinstance(exc, GrpoLiteError):
-            raise
-        why = _WHY.get(exc.errno or 0, exc.strerror or str(exc))
-        fix = "free some space, or pass" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "pass"
-        raise ExportError(f"cannot write {path}: {why}; nothing was written there (an older file is kept whole); {fix} "
-                          "a path in another folder: grpo-lite export ... --output PATH") from exc
-
 
 def companions(gguf: Path) -> tuple[Path, Path]:
     """The Modelfile and the system prompt file that go next to ``gguf``.
@@ -171,6 +147,8 @@ def llama_cli_command(gguf: Path, system_prompt: Path | None) -> str:
 
 def write_runtime_files(gguf: str | os.PathLike, record: dict[str, Any]) -> RuntimeFiles:
     """Write ``NAME.Modelfile`` (and ``NAME.system_prompt.txt``) next to ``NAME.gguf``, from a run's ``run.json``."""
+    from grpo_lite.export.gguf_file import export_file
+
     path = Path(gguf)
     style = style_of_run(record)
     modelfile, system_file = companions(path)

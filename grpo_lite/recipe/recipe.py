@@ -442,7 +442,7 @@ def _typed(key: str, value: Any, written: str | None = None) -> Any:
 
 def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
     """A recipe mapping with each value typed; a message names the file, the key and the value as written."""
-    from grpo_lite.training.checks import check_overrides
+    from grpo_lite.recipe.values import check_overrides
 
     def typed(path: str, key: str, value: Any) -> Any:
         from grpo_lite.recipe.costs import show_value

@@ -65,6 +65,7 @@ def trainer_for(built: Built, s: StepSettings, autocast: Callable[[], AbstractCo
     """A ``LiteGRPOTrainer`` for the simulated step (see the module): TRL's loss settings from the ``GRPOConfig``,
     grpo-lite's shared prefix as the plan has it, no self-check (it runs once, in the first step)."""
     from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.zero_advantage import ZeroAdvantageSkip
 
     args = built.args
     trainer = object.__new__(LiteGRPOTrainer)
@@ -87,6 +88,8 @@ def trainer_for(built: Built, s: StepSettings, autocast: Callable[[], AbstractCo
         # LiteGRPOTrainer's shared prefix: as planned, checked against TRL's path in the first step only
         "shared_prefix": s.shared_prefix, "_verify_pending": False, "shared_prefix_atol": None,
         "shared_prefix_record": {"requested": s.shared_prefix, "calls": {"shared": 0, "trl": 0}},
+        # the zero-advantage skip only ever trains fewer rows: the step is simulated with every row trained
+        "zero_advantage": ZeroAdvantageSkip(False, "simulated: the peak of a batch whose every row trains"),
     }
     values["aux_loss_enabled"] = hasattr(text, "output_router_logits") and values["router_aux_loss_coef"] != 0.0
     vars(trainer).update(values)

@@ -6,16 +6,13 @@ carried state when stepping down after an out-of-memory error. Imported only ins
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from grpo_lite.errors import ConfigError
-from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS  # the one list of each
 from grpo_lite.recipe.recipe import RUN_DEFAULTS, make_grpo_config
+from grpo_lite.recipe.values import check_config_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -23,23 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.recipe.recipe import Recipe
 
 __all__ = ["RUN_DEFAULTS", "build_trainer", "carry_weights", "grpo_settings", "measure_prompt_tokens", "save_final"]
-
-
-def check_config_keys(settings: dict[str, Any], also: Sequence[str] = ()) -> None:
-    """Raise ConfigError for keys that are not GRPOConfig fields (or in ``also``), with the closest valid name."""
-    from trl import GRPOConfig
-
-    valid = {f.name for f in dataclasses.fields(GRPOConfig)} | set(also)
-    unknown = sorted(set(settings) - valid)
-    if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, sorted(valid) + [*LORA_KEYS, *MODEL_KEYS], n=1)
-            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-        raise ConfigError(
-            f"unknown training setting(s): {', '.join(hints)}; pass GRPOConfig/TrainingArguments fields, "
-            f"LoRA settings ({', '.join(LORA_KEYS)}) or the weights' dtype ({', '.join(MODEL_KEYS)})"
-        )
 
 
 def grpo_settings(recipe: Recipe, *, output_dir: Path, seed: int, max_steps: int | None) -> dict[str, Any]:

@@ -13,88 +13,17 @@ as ``--set key=value`` and as ``train(..., key=value)``.
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from grpo_lite.errors import ConfigError, OutputDirError
-from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
+from grpo_lite.errors import OutputDirError
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["RANGES", "check_before_launch", "check_free_space", "check_output_dir", "check_overrides", "format_bytes"]
-
-_R = tuple[Callable[[Any], bool], str, Any]  # (accepts, what it must be, a value that works)
-RANGES: dict[str, _R] = {
-    "learning_rate": (lambda x: x > 0, "> 0", 1e-5),
-    "weight_decay": (lambda x: x >= 0, ">= 0", 0.1),
-    "adam_beta1": (lambda x: 0 <= x < 1, "in [0, 1)", 0.9),
-    "adam_beta2": (lambda x: 0 <= x < 1, "in [0, 1)", 0.99),
-    "adam_epsilon": (lambda x: x > 0, "> 0", 1e-8),
-    "max_grad_norm": (lambda x: x >= 0, ">= 0 (0 turns clipping off)", 0.1),
-    "warmup_steps": (lambda x: x >= 0, ">= 0 (below 1: a share of the steps)", 0.1),
-    "num_train_epochs": (lambda x: x > 0, "> 0", 1),
-    "logging_steps": (lambda x: x > 0, "> 0", 1),
-    "save_steps": (lambda x: x > 0, "> 0 (below 1: a share of the steps)", 50),
-    "save_total_limit": (lambda x: x >= 0, ">= 0 (0 or None keeps every checkpoint)", 2),
-    "temperature": (lambda x: x > 0, "> 0", 0.7),
-    "top_p": (lambda x: 0 < x <= 1, "in (0, 1]", 1.0),
-    "top_k": (lambda x: x >= 0, ">= 0 (0 turns it off)", 0),
-    "min_p": (lambda x: 0 <= x <= 1, "in [0, 1]", 0.05),
-    "repetition_penalty": (lambda x: x > 0, "> 0", 1.0),
-    "beta": (lambda x: x >= 0, ">= 0", 0.0),
-    "epsilon": (lambda x: x > 0, "> 0", 0.2),
-    "epsilon_high": (lambda x: x > 0, "> 0", 0.28),
-    "num_iterations": (lambda x: x >= 1, ">= 1", 1),
-    "lora_r": (lambda x: x >= 1, ">= 1", 16),
-    "lora_alpha": (lambda x: x > 0, "> 0", 32),
-    "lora_dropout": (lambda x: 0 <= x < 1, "in [0, 1)", 0.05),
-}
-"""Settings with a range, in GRPOConfig's order where it has them: (accepts, what it must be, an example)."""
-
-def _example(key: str) -> str:
-    """``; e.g. key=<a value that works>`` for a setting with a range."""
-    return f"; e.g. {key}={RANGES[key][2]!r}" if key in RANGES else ""
-
-
-def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) -> dict[str, Any]:
-    """Check every override's name, type and range before anything loads; return them typed.
-
-    Args:
-        overrides: ``train(**overrides)``, or the parsed ``--set`` values.
-        n_rewards: the number of reward functions (``reward_weights`` must give one weight each).
-
-    Returns:
-        The overrides typed as TRL's parser types them (``"1e-5"`` -> ``1e-05``; :func:`grpo_lite.recipe.values.typed`).
-
-    Raises:
-        ConfigError: an unknown name (with the closest valid one), a value of the wrong type, a
-            non-finite number, a value out of range, an unknown choice; the message shows a value that works.
-    """
-    from grpo_lite.recipe.values import typed
-    from grpo_lite.training.build import check_config_keys
-
-    check_config_keys(overrides, also=(*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS))
-    overrides = {key: typed(key, value) for key, value in overrides.items()}
-    for key, value in overrides.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{key}={value!r} must be a finite number{_example(key)}")
-        if key in RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
-            accepts, what, _ = RANGES[key]
-            if not accepts(value):
-                raise ConfigError(f"{key}={value!r} must be {what}{_example(key)}")
-    weights = overrides.get("reward_weights")
-    if weights is not None:
-        if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) for w in weights):
-            raise ConfigError(f"reward_weights={weights!r} must be finite numbers, one per reward")
-        if n_rewards is not None and len(weights) != n_rewards:
-            raise ConfigError(f"reward_weights has {len(weights)} weights for {n_rewards} rewards; give one per "
-                              "reward, in the order of the rewards")
-    return overrides
-
+__all__ = ["check_before_launch", "check_free_space", "check_output_dir", "format_bytes"]
 
 def check_output_dir(out: Path) -> None:
     """Create ``out`` if needed and check that files can be written there.
@@ -129,6 +58,8 @@ def check_before_launch(output_dir: str | os.PathLike | None, overrides: dict[st
     the folder, and whether a live run holds it (a rank's error would come back inside the launcher's
     traceback). Each rank checks again, and takes the lock."""
     from grpo_lite.training.runlock import RunLock
+
+    from grpo_lite.recipe.values import check_overrides
 
     check_overrides(overrides, n_rewards=n_rewards)
     if output_dir is not None:

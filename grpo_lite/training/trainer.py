@@ -337,7 +337,7 @@ def _check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides
     """Reject bad arguments and settings before anything is loaded; return the reward callables and the
     overrides typed as TRL's parser types them."""
     from grpo_lite import rewards as reward_lib
-    from grpo_lite.training.checks import check_overrides
+    from grpo_lite.recipe.values import check_overrides
 
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ConfigError(f"max_steps must be a positive integer, got {max_steps!r}")

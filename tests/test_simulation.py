@@ -269,6 +269,37 @@ def test_sliding_window_models_simulate_with_the_cache_transformers_builds(tmp_p
     assert kept["gemma3"] == [(True, tokens, 15, 16 * row)] * 5 + [(False, tokens, tokens, tokens * row)]
 
 
+def test_the_plan_packs_the_prompt_only_where_training_will(tmp_path: Path) -> None:
+    """The planner and the trainer decide with one rule: a sliding layer, or a window shorter than the sequence."""
+    from transformers import AutoConfig, AutoModelForCausalLM, MistralConfig
+
+    from grpo_lite.training.shared_prefix import unsupported_reason
+
+    folders = _sliding_configs(tmp_path)
+    MistralConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=16, vocab_size=512, sliding_window=512).save_pretrained(
+        tmp_path / "mistral-512")
+    folders["mistral-512"] = tmp_path / "mistral-512"
+    prompt, completion, n = 8, 248, 4  # 256 tokens: longer than 16 and 32, shorter than 512
+    ids = torch.randint(1, 500, (prompt,)).repeat(n, 1)
+    batch = torch.cat([ids, torch.randint(1, 500, (n, completion))], 1), torch.ones(n, prompt + completion, dtype=torch.long)
+    planned = {}
+    for name, folder in folders.items():
+        the_plan = plan(str(folder), 8, method="lora", max_prompt_length=prompt, max_completion_length=completion,
+                        num_generations=n)
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder), attn_implementation="sdpa")
+        trained = unsupported_reason(model, *batch, completion)
+        planned[name] = the_plan.estimate.settings.shared_prefix
+        assert planned[name] == (trained is None), name
+        assert any(r.startswith("shared_prefix planned off: training turns it off for this model (sliding-window "
+                                "attention") for r in the_plan.reasons) == (not planned[name])
+    assert planned == {"mistral-16": False, "mistral-32": False, "mistral-None": True, "gemma3": False,
+                       "mistral-512": True}
+    off = {key: plan(str(folders["gemma3"]), 8, method="lora", num_generations=n, **key_value).estimate.total_bytes
+           for key, key_value in (("default", {}), ("asked off", {"shared_prefix": False}))}
+    assert off["default"] == off["asked off"]  # the default plans what training runs: no packing
+
+
 def test_a_failure_on_meta_is_one_line_that_says_what_to_do(tiny_model_dir: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from grpo_lite.errors import SimulationError

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.memory import terms as T
 from grpo_lite.memory import tokens as K
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
+from grpo_lite.memory.packing import planned_off_reason
 from grpo_lite.memory.settings import Method, Sharding, StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -357,8 +358,15 @@ def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, *, blocks
     refuse_moe(arch)
     source = block_source(blocks)
     s = StepSettings.resolve(**settings)
+    prefix_off = planned_off_reason(arch, s)
+    if prefix_off is not None:  # training turns it off for this model: plan what it will run
+        s = replace(s, shared_prefix=False)
     block = source(arch, s) if source is not None else None
     phases = build_phases(arch, s, block)
     peak = max(phases, key=lambda p: p.total_bytes)  # the peak over time: phases never overlap
-    return MemoryEstimate(arch=arch, settings=s, phases=phases, peak_phase=peak.name, notes=_notes(s, block),
+    notes = _notes(s, block)
+    if prefix_off is not None:
+        notes = (f"shared_prefix planned off: training turns it off for this model ({prefix_off}: the packed "
+                 "block mask would not carry the window)", *notes)
+    return MemoryEstimate(arch=arch, settings=s, phases=phases, peak_phase=peak.name, notes=notes,
                           block_terms=block.how if block is not None else FORMULAS, blocks=blocks)

@@ -43,10 +43,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["TRACE_LENGTHS", "traced_block_terms"]
 
-TRACE_LENGTHS = (256, 512, 1024)  # row lengths traced; bytes per token fitted as a + b S + c / S
+TRACE_LENGTHS = (256, 1024, 4096)  # row lengths traced; bytes per token fitted as a + b S + c / S
 _LAYERS = 3  # the middle one is measured: a real layer above it sends its gradient, one below keeps its own
 _PER_LAYER_LISTS = ("layer_types", "no_rope_layers")  # config lists that make layers differ
-_VERSION = 3  # bump when what is traced changes: the disk cache keys on it
+_VERSION = 4  # bump when what is traced changes: the disk cache keys on it
 _MEMORY: dict[str, BlockTerms | None] = {}
 
 
@@ -82,7 +82,7 @@ def _key(arch: Architecture, s: StepSettings) -> str:
                "lora_r": s.lora_r, "lora_dropout": s.lora_dropout,
                "targets": list(_targets(arch, s)) if s.is_peft else None, "quantization": s.quantization,
                "double_quant": s.double_quant, "checkpointing": s.gradient_checkpointing,
-               "shared_prefix": s.shared_prefix,
+               "shared_prefix": s.shared_prefix, "lengths": TRACE_LENGTHS,
                "versions": [version(p) for p in ("torch", "transformers", "peft", "bitsandbytes")] + [_VERSION]}
     return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:24]
 

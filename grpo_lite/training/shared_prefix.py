@@ -31,6 +31,9 @@ from typing import Any
 import torch
 from accelerate.utils import extract_model_from_parallel, is_peft_model
 from torch import Tensor, nn
+
+from grpo_lite.memory.packing import sliding_window_reason
+
 __all__ = [
     "SUPPORTED_ATTENTION", "PackedGroups", "SelfCheck", "default_tolerances", "group_prompts", "is_packable",
     "pack_groups", "self_check", "shared_prefix_logps_and_entropies", "unsupported_reason",
@@ -232,12 +235,9 @@ def unsupported_reason(
         return "not a text-only decoder"
     if config._attn_implementation not in SUPPORTED_ATTENTION:
         return f"attention {config._attn_implementation!r} does not take a custom 4-D mask"
-    layer_types = getattr(config, "layer_types", None) or ()
-    window = getattr(config, "sliding_window", None)
-    if any(t != "full_attention" for t in layer_types) or (
-        not layer_types and window is not None and attention_mask.size(1) > window
-    ):
-        return "sliding-window attention"
+    window_reason = sliding_window_reason(config, attention_mask.size(1))  # the planner's rule too
+    if window_reason is not None:
+        return window_reason
     prompt_mask, completion_mask = attention_mask[:, :-logits_to_keep], attention_mask[:, -logits_to_keep:]
     if not is_packable(prompt_mask, completion_mask) or not completion_mask.any():
         return "not TRL's padding layout, or no completion token"

@@ -1,0 +1,55 @@
+"""Where the shared-prefix packing cannot serve a model: one rule for the planner and for the trainer.
+
+The trainer (:func:`grpo_lite.training.shared_prefix.unsupported_reason`) asks it of the loaded model's config
+and the batch's padded width; the planner (:func:`grpo_lite.memory.estimate.estimate`) asks it of the model's
+config and the longest sequence the settings allow, so a plan packs the prompt only where training will.
+No torch here: ``import grpo_lite.memory`` stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.settings import StepSettings
+
+__all__ = ["SLIDING_WINDOW", "planned_off_reason", "sliding_window_reason"]
+
+SLIDING_WINDOW = "sliding-window attention"
+
+
+def sliding_window_reason(config: Any, sequence_length: int) -> str | None:
+    """Why the packed block mask would be wrong for this config, or None.
+
+    A layer of another kind than ``full_attention`` (Gemma 2 / 3's sliding layers) masks by its own rule, which
+    the 4-D block mask does not carry; a config with a window and no layer kinds (Mistral-7B-v0.1, Phi-3-mini)
+    slides over every layer once the sequence is longer than its window.
+
+    >>> from types import SimpleNamespace as C
+    >>> sliding_window_reason(C(layer_types=["sliding_attention", "full_attention"], sliding_window=512), 64)
+    'sliding-window attention'
+    >>> sliding_window_reason(C(layer_types=None, sliding_window=4096), 1024) is None
+    True
+    """
+    layer_types = getattr(config, "layer_types", None) or ()
+    window = getattr(config, "sliding_window", None)
+    if any(t != "full_attention" for t in layer_types) or (
+        not layer_types and window is not None and sequence_length > window
+    ):
+        return SLIDING_WINDOW
+    return None
+
+
+def planned_off_reason(arch: Architecture, s: StepSettings) -> str | None:
+    """Why training will turn the shared prefix off for this model and these settings, or None (also when it is off).
+
+    The rule is :func:`sliding_window_reason` on transformers' config of the row (its layer kinds are the config
+    class's own) at the longest sequence, ``max_prompt_length + max_completion_length``. The config is built only
+    for a row with a sliding window: it imports transformers.
+    """
+    if not s.shared_prefix or not arch.config_values.get("sliding_window"):
+        return None
+    from grpo_lite.memory.models import transformers_config
+
+    return sliding_window_reason(transformers_config(arch), s.max_prompt_length + s.max_completion_length)

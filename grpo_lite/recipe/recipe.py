@@ -403,7 +403,7 @@ def from_pretrained_kwargs(dtype: str | None, quantization: dict[str, Any] | Non
     """
     import torch
 
-    if dtype not in get_args(Dtype):
+    if dtype is None or dtype not in get_args(Dtype):
         raise ConfigError(f"unknown dtype {dtype!r}: use one of {', '.join(get_args(Dtype))}")
     kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}
     if quantization:

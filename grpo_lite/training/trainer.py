@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS  # the XML format's end: nothing after it earns a reward
 from grpo_lite.errors import ConfigError
@@ -218,7 +218,7 @@ def train(
     """
     from grpo_lite.training.attempts import Attempts, run_attempts
 
-    recipe: Recipe | None = config  # a Recipe, the arguments passed already applied (_recipe_with_passed_arguments)
+    recipe = cast("Recipe | None", config)  # a Recipe, the arguments passed already applied (_recipe_with_passed_arguments)
     if recipe is not None:
         _check_recipe_launch(recipe)
         model, budget_gb, dataset, rewards, seed, max_steps = (recipe.model, recipe.budget_gb, recipe.dataset,
@@ -257,8 +257,9 @@ def train(
                                   run, quiet or run.finished, show_plan)
             if run.finished:
                 return _already_finished(run, inputs, the_plan)
-            the_recipe = Recipe.from_plan(the_plan, dataset=dataset, rewards=rewards, prompt_style=inputs.style,
-                                          seed=seed, max_steps=max_steps, stop_strings=stop_strings)
+            the_recipe = Recipe.from_plan(the_plan, dataset=dataset, rewards=None if rewards is None else list(rewards),
+                                          prompt_style=inputs.style, seed=seed, max_steps=max_steps,
+                                          stop_strings=stop_strings)
         else:  # the recipe as written: the estimate of its settings against its budget, then the recipe runs
             the_plan = _make_plan(inputs, plan_kwargs, method, recipe.preset, recipe.plan_settings(), run,
                                   quiet or run.finished, show_plan, recipe=recipe)

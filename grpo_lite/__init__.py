@@ -5,7 +5,7 @@ function that needs them is called (PEP 562 lazy attributes).
 
 >>> import grpo_lite
 >>> grpo_lite.__version__
-'0.3.0'
+'0.4.0'
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ recipe's cost figures. :func:`block_source` turns a :data:`BlockMode` into the s
 so it lives there and is imported only when a block is traced: planning a Llama block, or importing
 ``grpo_lite``, loads no torch.
 
->>> terms = BlockTerms(saved=(100.0, 2.0, 4096.0), backward=(300.0, 4.0, 0.0), how="example")
->>> terms.saved_at(512, tokens=1024), terms.backward_at(512, tokens=1024)
-(1128.0, 2348.0)
+>>> terms = BlockTerms(saved=(100.0, 2.0, 4096.0), backward=((300.0, 4.0, 0.0), (200.0, 0.0, 2**20)), how="example")
+>>> terms.saved_at(512, tokens=1024), terms.backward_at(512, tokens=1024), terms.backward_at(64, tokens=64)
+(1128.0, 2348.0, 16584.0)
 """
 
 from __future__ import annotations
@@ -46,13 +46,15 @@ class BlockTerms:
 
     Attributes:
         saved: ``(a, b, c)`` of what one block keeps for backward (its checkpoint only, when checkpointing).
-        backward: ``(a, b, c)`` of one block's own high point in its backward, beyond the blocks below it: what
-            it still keeps, what it recomputes (checkpointing) and the gradients of its intermediates.
+        backward: one ``(a, b, c)`` per moment of one block's backward that can be its high point, beyond the
+            blocks below it: what it still keeps, what it recomputes (checkpointing) and the gradients of its
+            intermediates. The high point is the largest at the plan's row length and tokens: which moment leads
+            depends on both (the recomputed weights at few tokens, eager attention's ``S x S`` scores at long rows).
         how: where the numbers come from, for the plan's table.
     """
 
     saved: tuple[float, float, float]
-    backward: tuple[float, float, float]
+    backward: tuple[tuple[float, float, float], ...]
     how: str
 
     def saved_at(self, seq: int, *, tokens: int) -> float:
@@ -62,8 +64,7 @@ class BlockTerms:
 
     def backward_at(self, seq: int, *, tokens: int) -> float:
         """Bytes per token of one block's backward high point, for ``tokens`` tokens in rows of ``seq``."""
-        a, b, c = self.backward
-        return a + b * seq + c / tokens
+        return max(a + b * seq + c / tokens for a, b, c in self.backward)
 
 
 # (shapes, resolved settings) -> the block's terms, or None where it cannot trace (then the formulas hold)

@@ -12,7 +12,10 @@ the attention kernel of a padded batch, emulated bf16 autocast) with the :class:
   what was alive as it started its forward: what it keeps, recomputes, and its gradients.
 
 Both are traced at three row lengths of one row and fitted as ``a + b S + c / S`` per token: per token, the
-attention bias that grows with the keys, and ``c`` bytes per block whatever the tokens (casts of weights).
+attention bias (or eager attention's scores) that grows with the keys, and ``c`` bytes per block whatever the
+tokens (casts of weights). The backward is fitted at each moment of its timeline (the same ops at each length),
+not at its high point alone: which moment leads changes with the row length and the number of rows, so the plan
+takes the largest of them at its own length and tokens.
 Layers of different kinds (Gemma's sliding and full attention, SmolLM3's NoPE layers) are traced one kind at
 a time and weighed by their count. Results are cached in memory and on disk
 (``blocks/`` under :func:`grpo_lite.cache.cache_root`), keyed by the config, the settings that shape a block and the
@@ -46,8 +49,9 @@ __all__ = ["TRACE_LENGTHS", "traced_block_terms"]
 TRACE_LENGTHS = (256, 1024, 4096)  # row lengths traced; bytes per token fitted as a + b S + c / S
 _LAYERS = 3  # the middle one is measured: a real layer above it sends its gradient, one below keeps its own
 _PER_LAYER_LISTS = ("layer_types", "no_rope_layers")  # config lists that make layers differ
-_VERSION = 4  # bump when what is traced changes: the disk cache keys on it
+_VERSION = 5  # bump when what is traced changes: the disk cache keys on it
 _MEMORY: dict[str, BlockTerms | None] = {}
+Triple = tuple[float, float, float]  # (a, b, c): a + b S + c / tokens bytes per token
 
 
 def _why_not(arch: Architecture, s: StepSettings) -> str | None:
@@ -95,7 +99,8 @@ def _read(key: str) -> BlockTerms | None:
     path = _cache_dir() / f"{key}.json"
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return BlockTerms(tuple(data["saved"]), tuple(data["backward"]), data["how"])  # type: ignore[arg-type]
+        backward = tuple((float(a), float(b), float(c)) for a, b, c in data["backward"])
+        return BlockTerms(tuple(data["saved"]), backward, data["how"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -169,23 +174,53 @@ def _fit(values: list[float]) -> tuple[float, float, float]:
 
 
 def _trace_all(arch: Architecture, s: StepSettings, config: Any) -> BlockTerms:
-    """Trace each kind of layer; the saved bytes are the layers' average, the backward the worst kind's."""
+    """Trace each kind of layer; the saved bytes are the layers' average, the backward the worst kind's at each
+    plan's length and tokens (the upper envelope of every kind's backward timeline)."""
     kinds = _kinds(config)
     layers = sum(kinds.values())
     saved = [0.0, 0.0, 0.0]
-    extras = []
+    extras: list[Triple] = []
     for kind, count in kinds.items():
         points = [_trace(arch, s, config, dict(kind), seq) for seq in TRACE_LENGTHS]
         own = _fit([p[0] for p in points])
-        back = _fit([p[1] for p in points])
         saved = [total + x * count / layers for total, x in zip(saved, own)]
-        extras.append(tuple(b - o for b, o in zip(back, own)))
-    longest = TRACE_LENGTHS[-1]
-    extra = max(extras, key=lambda abc: abc[0] + abc[1] * longest + abc[2] / longest)
+        extras += [_minus(back, own) for back in _timeline_fits([p[1] for p in points])]
     kinds_note = f", {len(kinds)} layer kinds" if len(kinds) > 1 else ""
     how = f"traced: {_layer_class(config)} on meta{kinds_note}"
-    return BlockTerms((saved[0], saved[1], saved[2]), (saved[0] + extra[0], saved[1] + extra[1], saved[2] + extra[2]),
-                      how)
+    base = (saved[0], saved[1], saved[2])
+    return BlockTerms(base, _envelope([_plus(base, extra) for extra in extras]), how)
+
+
+def _minus(x: Triple, y: Triple) -> Triple:
+    return x[0] - y[0], x[1] - y[1], x[2] - y[2]
+
+
+def _plus(x: Triple, y: Triple) -> Triple:
+    return x[0] + y[0], x[1] + y[1], x[2] + y[2]
+
+
+def _timeline_fits(timelines: list[list[float]]) -> list[Triple]:
+    """``(a, b, c)`` of each moment of the backward, fitted through the same moment at each traced length.
+
+    The high point is a maximum over moments: at short rows the recomputed weights (``c``) can lead it, at long ones
+    the attention's ``S x S`` scores (``b``); one fit through the three high points would mix moments and mis-plan
+    every other length and row count. The same op sequence runs at every length; where it does not (an op whose
+    count depends on the length), the three high points are fitted instead.
+    """
+    if len({len(line) for line in timelines}) != 1:
+        return [_fit([max(line) for line in timelines])]
+    return [_fit([line[k] for line in timelines]) for k in range(len(timelines[0]))]
+
+
+def _envelope(triples: list[Triple]) -> tuple[Triple, ...]:
+    """The triples not dominated by another (at least as large in each term): the only ones a maximum can pick."""
+    import numpy as np
+
+    unique = np.unique(np.array(triples, dtype=float), axis=0)
+    above: np.ndarray = np.all(unique[:, None, :] >= unique[None, :, :], axis=2)  # i dominates (or equals) j
+    np.fill_diagonal(above, False)
+    kept = unique[~above.any(axis=0)]
+    return tuple((float(a), float(b), float(c)) for a, b, c in kept)
 
 
 def _layer_class(config: Any) -> str:
@@ -195,8 +230,11 @@ def _layer_class(config: Any) -> str:
     return name.replace("ForCausalLM", "DecoderLayer")
 
 
-def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any], seq: int) -> tuple[float, float]:
-    """``(saved, backward)`` bytes per token of the middle of three layers of ``kind``, rows of ``seq`` tokens."""
+def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any], seq: int,
+           rows: int = 1) -> tuple[float, list[float]]:
+    """``(saved, backward)`` bytes per token of the middle of three layers of ``kind``, ``rows`` rows of ``seq``
+    tokens. ``backward`` is the middle layer's backward as a timeline: the live transient bytes above what was alive
+    as it started its forward, after each op from its output's gradient to its input's."""
     import copy
 
     import torch
@@ -214,12 +252,20 @@ def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any
         setattr(small, name, [value] * _LAYERS)
     meta = torch.device("meta")
     clock = PhaseClock()
-    tracker = TensorTracker(clock, device_type="meta")
-    clock.backends = [tracker]
     marks: dict[str, int] = {}
+    timeline: list[int] = []
 
     def transient() -> int:
         return tracker.live - sum(tracker.by_category[c] for c in PERSISTENT)
+
+    class Timeline(TensorTracker):  # the transient bytes after each op of the middle layer's backward
+        def _check_peak(self) -> None:
+            super()._check_peak()
+            if clock.phase == "block":
+                timeline.append(transient())
+
+    tracker = Timeline(clock, device_type="meta")
+    clock.backends = [tracker]
 
     quiet = logging.getLogger("bitsandbytes")  # its CPU backend warns at import about an optional kernel package
     level = quiet.level
@@ -240,17 +286,21 @@ def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any
                 marks["first"] = transient()
                 hidden.register_hook(lambda _g: clock.pop())
 
+        def start_block(_grad: Any) -> None:  # the middle layer's backward starts: its timeline opens
+            clock.push("block")
+            timeline.append(transient())
+
         def before_last(_m: Any, args: Any, kwargs: Any) -> None:  # one more layer's tensors, the middle's output
             hidden = args[0] if args else kwargs["hidden_states"]
             if "middle" not in marks:
                 marks["middle"] = transient()
-                hidden.register_hook(lambda _g: clock.push("block"))
+                hidden.register_hook(start_block)
 
         handles = [middle.register_forward_pre_hook(before_middle, with_kwargs=True),
                    last.register_forward_pre_hook(before_last, with_kwargs=True)]
-        ids = torch.zeros(1, seq, dtype=torch.long, device=meta)
+        ids = torch.zeros(rows, seq, dtype=torch.long, device=meta)
         if s.shared_prefix:  # the packed forward: a 4-D block mask and explicit positions
-            inputs = {"attention_mask": torch.ones(1, 1, seq, seq, dtype=torch.bool, device=meta), "position_ids": ids}
+            inputs = {"attention_mask": torch.ones(rows, 1, seq, seq, dtype=torch.bool, device=meta), "position_ids": ids}
         else:
             inputs = {"attention_mask": ids}
         autocast = amp.CudaAutocast(torch.bfloat16) if s.bf16 else contextlib.nullcontext()
@@ -267,6 +317,5 @@ def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any
             quiet.setLevel(level)
             for handle in handles:
                 handle.remove()
-    peak = tracker.segments()[clock.segments.index((0, "block"))]  # closed when the middle layer's backward ended
-    high = peak.peak_bytes - sum(peak.categories.get(c, 0) for c in PERSISTENT) - outside
-    return (marks["middle"] - marks["first"]) / seq, (high - marks["first"]) / seq  # one row: seq tokens
+    tokens = rows * seq
+    return (marks["middle"] - marks["first"]) / tokens, [(live - outside - marks["first"]) / tokens for live in timeline]

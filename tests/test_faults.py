@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_run import TINY_RUN
+from tiny_run import TINY_RUN, signal_during_step
 
 from grpo_lite import OutputDirError, train
 from grpo_lite.cli import main
@@ -149,18 +149,6 @@ def _break_save(step: int, where: str, action: str) -> None:
         setattr(owner, name, wrapper)
 
 
-def _sigint_during_step(step: int):
-    """A callback that sends the first Ctrl-C while ``step`` runs."""
-    from transformers import TrainerCallback
-
-    class FirstCtrlC(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            if state.global_step + 1 == step:
-                os.kill(os.getpid(), signal.SIGINT)
-
-    return FirstCtrlC()
-
-
 def _record(out: Path) -> dict:
     return json.loads((out / "run.json").read_text())
 
@@ -216,7 +204,7 @@ def test_second_ctrl_c_during_a_save_then_resume(tiny_model_dir, tmp_path):
         from grpo_lite.training import trainer
 
         original = trainer.train  # the CLI calls train(); add the first Ctrl-C during step 3
-        trainer.train = lambda *a, **k: original(*a, **k, callbacks=[_sigint_during_step(3)])
+        trainer.train = lambda *a, **k: original(*a, **k, callbacks=[signal_during_step(3)])
         return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
 
     code, output = _in_child(body)

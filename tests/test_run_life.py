@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_faults import CLI_RUN, RUN, _break_save, _in_child, _one_thread  # noqa: F401 - _one_thread: autouse fixture
+from tiny_run import signal_during_step
 
 from grpo_lite import ConfigError, OutputDirError, train
 from grpo_lite.cli import main
@@ -175,17 +176,6 @@ def test_sigterm_stops_at_a_step_boundary_and_the_resume_matches_an_uninterrupte
         torch.testing.assert_close(ours[name], straight[name], atol=1e-4, rtol=1e-3, msg=name)
 
 
-def _sigterm_during_step(step: int):
-    from transformers import TrainerCallback
-
-    class FirstSigterm(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kwargs):
-            if state.global_step + 1 == step:
-                os.kill(os.getpid(), signal.SIGTERM)
-
-    return FirstSigterm()
-
-
 def test_a_second_sigterm_during_the_save_aborts_and_the_run_resumes(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
 
@@ -194,7 +184,7 @@ def test_a_second_sigterm_during_the_save_aborts_and_the_run_resumes(tiny_model_
         from grpo_lite.training import trainer
 
         original = trainer.train  # the CLI calls train(); the first SIGTERM comes during step 3
-        trainer.train = lambda *a, **k: original(*a, **k, callbacks=[_sigterm_during_step(3)])
+        trainer.train = lambda *a, **k: original(*a, **k, callbacks=[signal_during_step(3, signal.SIGTERM)])
         return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
 
     code, output = _in_child(body)
@@ -240,7 +230,7 @@ def test_a_run_stopped_before_its_first_checkpoint_says_overwrite_which_works(ti
 
 def test_a_stop_asked_during_the_last_step_leaves_a_finished_run(tiny_model_dir, tmp_path):
     out, before = tmp_path / "run", signal.getsignal(signal.SIGTERM)
-    result = train(str(tiny_model_dir), output_dir=out, callbacks=[_sigterm_during_step(2)], **{**RUN, "max_steps": 2})
+    result = train(str(tiny_model_dir), output_dir=out, callbacks=[signal_during_step(2, signal.SIGTERM)], **{**RUN, "max_steps": 2})
     assert signal.getsignal(signal.SIGTERM) is before  # train() puts back the handler it found
     assert not result.interrupted and result.stop_signal is None and result.steps == 2
     assert _record(out)["status"] == "finished" and (out / "final" / "adapter_model.safetensors").is_file()

@@ -1,4 +1,7 @@
-"""Settings shared by the tests that train the tiny random Llama for a few steps."""
+"""Settings and helpers shared by the tests that train the tiny random Llama for a few steps."""
+
+import os
+import signal
 
 # 4 generations of 16 tokens per prompt and a dense reward: a random model earns no XML reward.
 TINY_RUN = dict(
@@ -11,3 +14,15 @@ TINY_RUN = dict(
     learning_rate=1e-2,
     quiet=True,
 )
+
+
+def signal_during_step(step: int, signum: int = signal.SIGINT):
+    """A trainer callback that sends this process ``signum`` (the first Ctrl-C, or SIGTERM) while ``step`` runs."""
+    from transformers import TrainerCallback
+
+    class FirstSignal(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step + 1 == step:
+                os.kill(os.getpid(), signum)
+
+    return FirstSignal()

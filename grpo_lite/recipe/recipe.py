@@ -22,7 +22,6 @@ True
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -64,6 +63,10 @@ _RUN_HINTS = {
     "sharding": "launch it with grpo-lite train --config FILE, or set sharding in the file",
     "quantization": "it follows the preset and the dtype: choose another preset (qlora loads NF4) or drop the section",
 }
+_MAPPING = "a mapping (one setting per line)"
+# a recipe's keys that hold more than one value: the type each must be, and how to write it
+_SHAPES = (("trl", dict, _MAPPING), ("lora", dict, _MAPPING), ("quantization", dict, _MAPPING),
+           ("rewards", list, "a list of reward names (rewards: [correctness, xml_format])"))
 
 
 @dataclass
@@ -167,10 +170,13 @@ class Recipe:
         >>> r.lora["r"], r.trl["learning_rate"], r.seed
         (8, 1e-05, 3)
         """
+        from grpo_lite.recipe.values import typed
+
         names = {f.name for f in dataclasses.fields(self)} - {"plan", "trl"}
-        overrides = {key: value if key in ("trl", "lora") else _typed(key, value) for key, value in overrides.items()}
         changes: dict[str, Any] = {"trl": dict(self.trl), "lora": None if self.lora is None else dict(self.lora)}
         for key, value in overrides.items():
+            if key not in ("trl", "lora"):
+                value = typed(key, value, optional=key == "max_steps")  # a recipe's max_steps may be None
             if key == "trl":
                 changes["trl"].update(value)
             elif key in names:
@@ -256,8 +262,9 @@ class Recipe:
                 value = f"<{type(value).__name__}: {len(value)} rows>" if hasattr(value, "__len__") else repr(value)
             elif f.name == "rewards" and value is not None:
                 value = [r if isinstance(r, str) else getattr(r, "__name__", repr(r)) for r in value]
-            elif f.name == "prompt_style":
-                value = _style_value(value)
+            elif f.name == "prompt_style":  # its name, or its fields
+                value = _style_name(value)
+                value = dataclasses.asdict(value) if isinstance(value, PromptStyle) else value
             elif f.name == "stop_strings":
                 value = list(value)
             out[f.name] = str(value) if isinstance(value, os.PathLike) else _copy(value)
@@ -274,28 +281,23 @@ class Recipe:
         if not isinstance(data, dict):
             raise ConfigError(f"{source} must be a YAML mapping of settings (model: ..., preset: ...), "
                               f"got {type(data).__name__}")
+        from grpo_lite.recipe.values import closest_names
+
         names = [f.name for f in dataclasses.fields(cls) if f.name != "plan"]
         unknown = [k for k in data if k not in names]
         if unknown:
-            hints = [f"{k!r}" + (f" (did you mean {c[0]!r}?)" if (c := difflib.get_close_matches(str(k), names, n=1))
-                                 else "") for k in unknown]
-            raise ConfigError(f"{source}: unknown key(s) {', '.join(hints)}; GRPOConfig fields go under trl:, "
-                              f"LoRA settings under lora:; valid top-level keys: {', '.join(names)}")
+            raise ConfigError(f"{source}: unknown key(s) {closest_names(unknown, names)}; GRPOConfig fields go under "
+                              f"trl:, LoRA settings under lora:; valid top-level keys: {', '.join(names)}")
         missing = [k for k in ("model", "preset") if data.get(k) in (None, "")]
         if missing:
             raise ConfigError(f"{source} has no {' or '.join(missing)}: every recipe names its model and its preset "
                               "(grpo-lite plan MODEL --budget-gb N --write FILE writes one)")
-        for key in ("trl", "lora", "quantization"):
-            if data.get(key) is not None and not isinstance(data[key], dict):
-                raise ConfigError(f"{source}: {key} must be a mapping (one setting per line) or null, "
-                                  f"got {data[key]!r:.60}")
-        if data.get("rewards") is not None and not isinstance(data["rewards"], list):
-            raise ConfigError(f"{source}: rewards must be a list of reward names (rewards: [correctness, xml_format]) "
-                              f"or null, got {data['rewards']!r:.60}")
+        for key, kind, what in _SHAPES:
+            if data.get(key) is not None and not isinstance(data[key], kind):
+                raise ConfigError(f"{source}: {key} must be {what} or null, got {data[key]!r:.60}")
         if data.get("prompt_style") is not None:
             _style_object(data["prompt_style"])  # an unknown style name fails here, naming the valid ones
         values = _typed_fields(data, source)
-        values["trl"] = dict(values.get("trl") or {})
         values.setdefault("stop_strings", list(DEFAULT_STOP_STRINGS))
         return cls(**values)
 
@@ -431,32 +433,22 @@ def make_grpo_config(settings: dict[str, Any]) -> Any:
 
 
 # ---- helpers --------------------------------------------------------------------------------------
-def _typed(key: str, value: Any, written: str | None = None) -> Any:
-    """A recipe field or a GRPOConfig / LoRA setting, typed as TRL's parser types it (:mod:`grpo_lite.recipe.values`)."""
-    from grpo_lite.recipe.values import typed
-
-    if key in ("dataset", "rewards", "prompt_style", "quantization", "plan"):  # checked where they are used
-        return value
-    return typed(key, value, optional=key == "max_steps", written=written)
-
-
 def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
     """A recipe mapping with each value typed; a message names the file, the key and the value as written."""
-    from grpo_lite.recipe.values import check_overrides
+    from grpo_lite.recipe.costs import show_value
+    from grpo_lite.recipe.values import check_overrides, typed
 
-    def typed(path: str, key: str, value: Any) -> Any:
-        from grpo_lite.recipe.costs import show_value
+    def typed_as(path: str, key: str, value: Any) -> Any:
+        return typed(key, value, optional=key == "max_steps", written=f"{source}: {path}: {show_value(value)}")
 
-        return _typed(key, value, f"{source}: {path}: {show_value(value)}")
-
-    values = {key: value if key in ("trl", "lora") else typed(key, key, value) for key, value in data.items()}
-    values["trl"] = {k: typed(f"trl.{k}", k, v) for k, v in (values.get("trl") or {}).items()}
+    values = {key: value if key in ("trl", "lora") else typed_as(key, key, value) for key, value in data.items()}
+    values["trl"] = {k: typed_as(f"trl.{k}", k, v) for k, v in (values.get("trl") or {}).items()}
     try:
         check_overrides(values["trl"])  # unknown names (with the closest valid one) and ranges
     except ConfigError as exc:
         raise ConfigError(f"{source}: trl: {exc}") from None
     if values.get("lora") is not None:
-        values["lora"] = {k: typed(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
+        values["lora"] = {k: typed_as(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
                           for k, v in values["lora"].items()}
     return values
 
@@ -476,15 +468,6 @@ def _style_name(style: Any) -> Any:
         return "guided"
     if isinstance(style, PromptStyle):
         return next((name for name, (known, _) in PROMPT_STYLES.items() if known == style), style)
-    return style
-
-
-def _style_value(style: Any) -> Any:
-    """What the file holds for a style: its name, or its fields."""
-    style = _style_name(style)
-    if isinstance(style, PromptStyle):
-        return {"system_prompt": style.system_prompt, "one_shot": style.one_shot, "prefill": style.prefill,
-                "examples": [dataclasses.asdict(e) for e in style.examples]}
     return style
 
 

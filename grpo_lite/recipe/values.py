@@ -29,7 +29,8 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
 
-__all__ = ["RANGES", "OwnSettings", "check_config_keys", "check_overrides", "load_yaml", "read_mapping", "typed"]
+__all__ = ["RANGES", "OwnSettings", "check_config_keys", "check_overrides", "closest_names", "load_yaml", "read_mapping",
+           "typed"]
 
 
 @dataclass
@@ -63,7 +64,6 @@ _PLANNER_CHOICES = {"optim"}  # choices the planner checks against what it model
 @functools.lru_cache(maxsize=1)
 def _actions() -> dict[str, tuple[argparse.Action, bool]]:
     """Setting -> (the action TRL's parser builds for it, whether it takes None)."""
-    import dataclasses
     import typing
 
     from transformers import HfArgumentParser
@@ -204,14 +204,24 @@ def check_config_keys(settings: dict[str, Any], also: Sequence[str] = ()) -> Non
     valid = {f.name for f in dataclasses.fields(GRPOConfig)} | set(also)
     unknown = sorted(set(settings) - valid)
     if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, sorted(valid) + [*LORA_KEYS, *MODEL_KEYS], n=1)
-            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise ConfigError(
-            f"unknown training setting(s): {', '.join(hints)}; pass GRPOConfig/TrainingArguments fields, "
-            f"LoRA settings ({', '.join(LORA_KEYS)}) or the weights' dtype ({', '.join(MODEL_KEYS)})"
+            f"unknown training setting(s): {closest_names(unknown, [*valid, *LORA_KEYS, *MODEL_KEYS])}; pass "
+            f"GRPOConfig/TrainingArguments fields, LoRA settings ({', '.join(LORA_KEYS)}) or the weights' dtype "
+            f"({', '.join(MODEL_KEYS)})"
         )
+
+
+def closest_names(unknown: Sequence[Any], valid: Sequence[str]) -> str:
+    """``'presets' (did you mean 'preset'?), 'x'``: each unknown name with the closest valid one, when one is close.
+
+    >>> closest_names(["lerning_rate", "zzz"], ["learning_rate", "seed"])
+    "'lerning_rate' (did you mean 'learning_rate'?), 'zzz'"
+    """
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), sorted(valid), n=1)
+        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return ", ".join(hints)
 
 
 _R = tuple[Callable[[Any], bool], str, Any]  # (accepts, what it must be, a value that works)

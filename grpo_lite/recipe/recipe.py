@@ -240,7 +240,7 @@ class Recipe:
             if a is None:  # the planner's to choose
                 continue
             if isinstance(a, dict) and isinstance(b, dict):  # the keys written must agree; the rest is filled
-                a, b = a, {k: b.get(k) for k in a}
+                b = {k: b.get(k) for k in a}
             if a != b:
                 hint = _RUN_HINTS.get(key, "")
                 out.append(f"{key}: the recipe says {mine[key]!r}, the run would use {theirs[key]!r}"

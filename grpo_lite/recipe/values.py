@@ -54,10 +54,11 @@ class OwnSettings:
     lora_target_modules: Union[None, str, list[str]] = None  # names, or a pattern ("all-linear"): typed as text
 
 
-# what a value must be for an action's type, when it is not text (text goes through the type itself); the parser
-# types a field of several types (``str | list[str]``, ``dict | str``) as text: lists and mappings pass to TRL
-_KINDS: dict[Any, tuple[tuple[type, ...], str]] = {int: ((int,), "a whole number"),
-                                                   float: ((int, float), "a number"), str: ((list, dict), "text")}
+# what a value must be for an action's type (by the type's name), when it is not text (text goes through the type
+# itself); the parser types a field of several types (``str | list[str]``, ``dict | str``) as text: lists and
+# mappings pass to TRL. Booleans parse with transformers' string_to_bool.
+_KINDS: dict[str, tuple[tuple[type, ...], str]] = {"int": ((int,), "a whole number"), "float": ((int, float), "a number"),
+                                                   "str": ((list, dict), "text"), "string_to_bool": ((bool,), "True or False")}
 _PLANNER_CHOICES = {"optim"}  # choices the planner checks against what it models (a shorter, truer list)
 
 
@@ -81,9 +82,8 @@ def _actions() -> dict[str, tuple[argparse.Action, bool]]:
 def _kind(action: argparse.Action) -> str:
     if action.choices is not None:
         return "one of " + ", ".join(map(str, action.choices))
-    if getattr(action.type, "__name__", "") == "string_to_bool":
-        return "True or False"
-    return _KINDS.get(action.type, ((), getattr(action.type, "__name__", "a value")))[1]
+    name = getattr(action.type, "__name__", "a value")
+    return _KINDS[name][1] if name in _KINDS else name
 
 
 def _one(action: argparse.Action, value: Any) -> Any:
@@ -92,11 +92,9 @@ def _one(action: argparse.Action, value: Any) -> Any:
         value = value.value
     if isinstance(value, str):
         value = action.type(value) if action.type is not None else value  # TRL's parser: text -> the type
-    elif getattr(action.type, "__name__", "") == "string_to_bool":
-        if not isinstance(value, bool):
+    elif (kind := _KINDS.get(getattr(action.type, "__name__", ""))) is not None:
+        if not isinstance(value, kind[0]) or (isinstance(value, bool) and bool not in kind[0]):  # True is an int
             raise ValueError
-    elif action.type in _KINDS and (isinstance(value, bool) or not isinstance(value, _KINDS[action.type][0])):
-        raise ValueError
     if action.choices is not None and action.dest not in _PLANNER_CHOICES and value not in action.choices:
         raise ValueError
     return value
@@ -127,13 +125,12 @@ def typed(key: str, value: Any, *, optional: bool = False, written: str | None =
         return [_one(action, v) for v in value] if many else _one(action, value)
     except (ValueError, TypeError, argparse.ArgumentTypeError):
         pass
+    written = written or f"{key}={value!r}"
     kind = f"a list of {_kind(action).removeprefix('a ')}" if many else _kind(action)
     if action.choices is not None and value is not None and not many:
-        problem = f"{written or f'{key}={value!r}'} is not valid; choose {kind}"
-    else:
-        kind = kind.replace(" or ", ", ") + " or None" if takes_none or optional else kind
-        problem = f"{written or f'{key}={value!r}'}: {key} takes {kind}"
-    raise ConfigError(problem + _example(key, action, value, many))
+        raise ConfigError(f"{written} is not valid; choose {kind}{_example(key, action, value, many)}")
+    kind = kind.replace(" or ", ", ") + " or None" if takes_none or optional else kind
+    raise ConfigError(f"{written}: {key} takes {kind}{_example(key, action, value, many)}")
 
 
 def _example(key: str, action: argparse.Action, value: Any, many: bool) -> str:

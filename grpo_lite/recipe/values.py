@@ -16,6 +16,7 @@ grpo_lite.errors.ConfigError: stop_strings='</answer>': stop_strings takes a lis
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import functools
@@ -59,6 +60,7 @@ class OwnSettings:
 # mappings pass to TRL. Booleans parse with transformers' string_to_bool.
 _KINDS: dict[str, tuple[tuple[type, ...], str]] = {"int": ((int,), "a whole number"), "float": ((int, float), "a number"),
                                                    "str": ((list, dict), "text"), "string_to_bool": ((bool,), "True or False")}
+_NOT_OF_TYPE = (ValueError, TypeError, argparse.ArgumentTypeError)  # what a type or _one raises for a value not of it
 _PLANNER_CHOICES = {"optim"}  # choices the planner checks against what it models (a shorter, truer list)
 
 
@@ -123,10 +125,11 @@ def typed(key: str, value: Any, *, optional: bool = False, written: str | None =
         if value is None or (many and not isinstance(value, (list, tuple))):
             raise ValueError
         return [_one(action, v) for v in value] if many else _one(action, value)
-    except (ValueError, TypeError, argparse.ArgumentTypeError):
+    except _NOT_OF_TYPE:
         pass
     written = written or f"{key}={value!r}"
-    kind = f"a list of {_kind(action).removeprefix('a ')}" if many else _kind(action)
+    kind = _kind(action)
+    kind = f"a list of {kind.removeprefix('a ')}{'s' if kind.endswith('number') else ''}" if many else kind
     if action.choices is not None and value is not None and not many:
         raise ConfigError(f"{written} is not valid; choose {kind}{_example(key, action, value, many)}")
     kind = kind.replace(" or ", ", ") + " or None" if takes_none or optional else kind
@@ -134,9 +137,10 @@ def typed(key: str, value: Any, *, optional: bool = False, written: str | None =
 
 
 def _example(key: str, action: argparse.Action, value: Any, many: bool) -> str:
-    """``; e.g. key=<a value that works>``: the value in a list, or the field's default."""
-    if many and isinstance(value, str):
-        return f"; e.g. {key}={[value]!r}"
+    """``; e.g. key=<a value that works>``: the value in a list (when it is of the type), or the field's default."""
+    if many and not isinstance(value, (list, tuple)):
+        with contextlib.suppress(*_NOT_OF_TYPE):
+            return f"; e.g. {key}={[_one(action, value)]!r}"
     default = action.default
     if isinstance(default, Enum):
         default = default.value
@@ -277,9 +281,9 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
             accepts, what, _ = RANGES[key]
             if not accepts(value):
                 raise ConfigError(f"{key}={value!r} must be {what}{_range_example(key)}")
-    weights = overrides.get("reward_weights")
+    weights = overrides.get("reward_weights")  # typed above: a list of numbers
     if weights is not None:
-        if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) for w in weights):
+        if not all(math.isfinite(w) for w in weights):
             raise ConfigError(f"reward_weights={weights!r} must be finite numbers, one per reward")
         if n_rewards is not None and len(weights) != n_rewards:
             raise ConfigError(f"reward_weights has {len(weights)} weights for {n_rewards} rewards; give one per "

@@ -195,14 +195,9 @@ class Recipe:
         With every setting written (as ``grpo-lite plan --write`` writes them) the planner has one candidate: the
         recipe itself, whose estimate is checked against the budget.
         """
-        settings: dict[str, Any] = {**self.trl, "shared_prefix": self.shared_prefix}
-        for key in ("dtype", "update_rounding"):  # None: the planner's
-            if getattr(self, key) is not None:
-                settings[key] = getattr(self, key)
-        for key, value in (self.lora or {}).items():
-            if key in _LORA_ARGUMENTS:
-                settings[_LORA_ARGUMENTS[key]] = value
-        return settings
+        written = {key: getattr(self, key) for key in ("dtype", "update_rounding") if getattr(self, key) is not None}
+        lora = {_LORA_ARGUMENTS[key]: value for key, value in (self.lora or {}).items() if key in _LORA_ARGUMENTS}
+        return {**self.trl, "shared_prefix": self.shared_prefix, **written, **lora}
 
     def style(self) -> PromptStyle:
         """The :class:`~grpo_lite.data.prompts.PromptStyle` that :attr:`prompt_style` names or spells out."""
@@ -265,8 +260,6 @@ class Recipe:
             elif f.name == "prompt_style":  # its name, or its fields
                 value = _style_name(value)
                 value = dataclasses.asdict(value) if isinstance(value, PromptStyle) else value
-            elif f.name == "stop_strings":
-                value = list(value)
             out[f.name] = str(value) if isinstance(value, os.PathLike) else _copy(value)
         return out
 
@@ -411,10 +404,7 @@ def from_pretrained_kwargs(dtype: str | None, quantization: dict[str, Any] | Non
     if quantization:
         from transformers import BitsAndBytesConfig
 
-        q = dict(quantization)
-        if isinstance(q.get("bnb_4bit_compute_dtype"), str):
-            q["bnb_4bit_compute_dtype"] = getattr(torch, q["bnb_4bit_compute_dtype"])
-        kwargs["quantization_config"] = BitsAndBytesConfig(**q)
+        kwargs["quantization_config"] = BitsAndBytesConfig(**quantization)  # it reads a compute dtype's name too
     if device_map is not None:
         kwargs["device_map"] = device_map
     return kwargs

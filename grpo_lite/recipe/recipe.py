@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from grpo_lite._version import __version__
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example, PromptStyle
-from grpo_lite.errors import ConfigError
+from grpo_lite.errors import ConfigError, OutputDirError
 from grpo_lite.files import write_text
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS
+from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, typed
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -170,8 +171,6 @@ class Recipe:
         >>> r.lora["r"], r.trl["learning_rate"], r.seed
         (8, 1e-05, 3)
         """
-        from grpo_lite.recipe.values import typed
-
         names = {f.name for f in dataclasses.fields(self)} - {"plan", "trl"}
         changes: dict[str, Any] = {"trl": dict(self.trl), "lora": None if self.lora is None else dict(self.lora)}
         for key, value in overrides.items():
@@ -274,8 +273,6 @@ class Recipe:
         if not isinstance(data, dict):
             raise ConfigError(f"{source} must be a YAML mapping of settings (model: ..., preset: ...), "
                               f"got {type(data).__name__}")
-        from grpo_lite.recipe.values import closest_names
-
         names = [f.name for f in dataclasses.fields(cls) if f.name != "plan"]
         unknown = [k for k in data if k not in names]
         if unknown:
@@ -328,8 +325,6 @@ class Recipe:
     @classmethod
     def from_yaml(cls, text: str, *, source: str = "the recipe") -> Recipe:
         """Parse the YAML text of a recipe (see :meth:`from_dict` for the errors)."""
-        from grpo_lite.recipe.values import load_yaml
-
         return cls.from_dict(load_yaml(text, source), source=source)
 
     def write(self, path: str | os.PathLike) -> Path:
@@ -338,8 +333,6 @@ class Recipe:
         Raises:
             OutputDirError: ``path`` is a folder, or the file cannot be written there (read-only, a file in the way).
         """
-        from grpo_lite.errors import OutputDirError
-
         out = Path(path)
         if out.is_dir():
             raise OutputDirError(f"{out} is a folder: give the recipe a file name, e.g. {out / 'recipe.yaml'}")
@@ -357,8 +350,6 @@ class Recipe:
             ConfigError: the file is missing, not UTF-8 or not YAML (one line naming the file, the line and the key),
                 or holds an invalid recipe (naming the key).
         """
-        from grpo_lite.recipe.values import read_mapping
-
         p = Path(path)
         return cls.from_dict(read_mapping(p), source=str(p))
 
@@ -426,7 +417,6 @@ def make_grpo_config(settings: dict[str, Any]) -> Any:
 def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
     """A recipe mapping with each value typed; a message names the file, the key and the value as written."""
     from grpo_lite.recipe.costs import show_value
-    from grpo_lite.recipe.values import check_overrides, typed
 
     def typed_as(path: str, key: str, value: Any) -> Any:
         return typed(key, value, optional=key == "max_steps", written=f"{source}: {path}: {show_value(value)}")
@@ -471,9 +461,9 @@ def _style_object(value: Any) -> PromptStyle:
         return PromptStyle.named(value)
     if isinstance(value, dict):
         fields = dict(value)
-        if "examples" in fields:
-            fields["examples"] = tuple(Example(**e) for e in fields["examples"])
         try:
+            if "examples" in fields:  # a bad example is the same one line as a bad field
+                fields["examples"] = tuple(Example(**e) for e in fields["examples"])
             return PromptStyle(**fields)
         except TypeError as exc:
             raise ConfigError(f"prompt_style: {exc}; give a name ({', '.join(PROMPT_STYLES)}) or the fields "

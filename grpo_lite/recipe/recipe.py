@@ -236,9 +236,8 @@ class Recipe:
             if isinstance(a, dict) and isinstance(b, dict):  # the keys written must agree; the rest is filled
                 b = {k: b.get(k) for k in a}
             if a != b:
-                hint = _RUN_HINTS.get(key, "")
-                out.append(f"{key}: the recipe says {mine[key]!r}, the run would use {theirs[key]!r}"
-                           + (f" ({hint})" if hint else ""))
+                hint = f" ({_RUN_HINTS[key]})" if key in _RUN_HINTS else ""
+                out.append(f"{key}: the recipe says {mine[key]!r}, the run would use {theirs[key]!r}{hint}")
         for key, value in mine["trl"].items():
             if theirs["trl"].get(key, value) != value:
                 out.append(f"trl.{key}: the recipe says {value!r}, the run would use {theirs['trl'][key]!r}")
@@ -314,11 +313,10 @@ class Recipe:
         for key in ("update_rounding", "shared_prefix", "stop_strings"):
             lines.append(_line(key, data[key], notes.get(key)))
         lines += ["", "# GRPOConfig, verbatim (output_dir, seed and max_steps come from the run)", "trl:"]
-        shown = False
+        first_default = next((key for key in data["trl"] if key in RUN_DEFAULTS), None)
         for key, value in data["trl"].items():
-            if key in RUN_DEFAULTS and not shown:
+            if key == first_default:
                 lines.append("  # not about memory: grpo-lite's run defaults, change them freely")
-                shown = True
             lines.append(_line(key, value, notes.get(f"trl.{key}"), indent=1))
         return "\n".join(lines) + "\n"
 

@@ -80,10 +80,6 @@ class Recipe:
         device: ``"cuda"`` or ``"cpu"``, the device it was planned for.
         budget_gb: the card's nominal GB per device (RAM on CPU); None: a CPU plan without a budget.
         num_processes, sharding: the launch it was planned for.
-
-    A setting that is None (or missing from a file) is the planner's to choose, as in ``train()``:
-    ``device``, ``sharding``, ``dtype``, ``quantization``, ``lora``, ``update_rounding`` and any
-    ``trl`` key; every setting present is kept as written.
         dataset: ``"gsm8k"``, ``"synthetic"`` or a path (a ``datasets.Dataset`` in memory only).
         rewards: reward names (callables in memory only). Default: the five GSM8K rewards.
         prompt_style: a name in ``PROMPT_STYLES`` or a :class:`~grpo_lite.data.prompts.PromptStyle`.
@@ -96,6 +92,10 @@ class Recipe:
         stop_strings: sampling stops at these (grpo-lite's trainer).
         trl: ``GRPOConfig`` keyword arguments, verbatim (``output_dir``, ``seed`` and ``max_steps`` aside).
         plan: the plan it was written from (its estimate gives the comments), or None.
+
+    A setting that is None (or missing from a file) is the planner's to choose, as in ``train()``:
+    ``device``, ``sharding``, ``dtype``, ``quantization``, ``lora``, ``update_rounding`` and any
+    ``trl`` key; every setting present is kept as written.
     """
 
     model: str

@@ -1,4 +1,4 @@
-"""Every file grpo-lite writes is written whole or not at all: :func:`atomic_write` (standard library only).
+"""Every file grpo-lite writes is written whole or not at all: :func:`atomic_write`.
 
 The file is written as ``.<name>.tmp-<pid>-<random>`` beside ``path``, synced and renamed over it; any error
 removes it. A killed process cannot: :func:`remove_stale_temporaries` removes those whose PID is gone.
@@ -51,19 +51,11 @@ def write_json(path: str | os.PathLike, data: Any) -> Path:
 
 
 def remove_stale_temporaries(folder: Path, names: tuple[str, ...]) -> None:
-    """Remove the temporaries of ``names`` in ``folder`` whose process is gone (a live one may be writing)."""
+    """Remove the temporaries of ``names`` in ``folder`` whose process is gone (a live one may be writing;
+    another user's process counts as live)."""
+    from psutil import pid_exists
+
     for child in folder.glob(".*.tmp-*"):
         found = re.fullmatch(r"\.(.+)\.tmp-(\d+)-[0-9a-f]+", child.name)
-        if found and found[1] in names and not _pid_alive(int(found[2])):
+        if found and found[1] in names and not pid_exists(int(found[2])):
             child.unlink(missing_ok=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists on this machine (signal 0 probes without sending anything)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True

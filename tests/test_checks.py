@@ -51,6 +51,8 @@ BAD_SETTINGS = [
     ("lora_r=0", "lora_r=0 must be >= 1"),
     ("lora_dropout=1", "lora_dropout=1 must be in [0, 1)"),
     ("reward_weights=[1,2]", "reward_weights has 2 weights for 1 rewards"),
+    ("reward_weights=2", "reward_weights=2: reward_weights takes a list of numbers or None; e.g. reward_weights=[2]"),
+    ("reward_weights=x", "reward_weights='x': reward_weights takes a list of numbers or None"),  # no [x] to suggest
     ("learning_rat=1e-5", "did you mean 'learning_rate'"),
 ]
 

@@ -98,6 +98,9 @@ def test_yaml_round_trip(name):
     ({"model": "m", "preset": "lora", "device": "tpu"}, "the recipe: device: tpu is not valid; choose one of cuda, cpu"),
     ({"model": "m", "preset": "lora", "trl": [1]}, "trl must be a mapping"),
     ({"model": "m", "preset": "lora", "prompt_style": "chatty"}, "unknown prompt style 'chatty'"),
+    ({"model": "m", "preset": "lora", "prompt_style": {"examples": [{"q": "1+1"}]}},
+     "prompt_style: Example.__init__() got an unexpected keyword argument 'q'; give a name"),
+    ({"model": "m", "preset": "lora", "rewards": "correctness"}, "rewards must be a list of reward names"),
     (["model"], "must be a YAML mapping"),
 ])
 def test_bad_recipes_say_what_to_change(data, message):

@@ -9,6 +9,7 @@ written on the command line, even one written at its default, and ``--set KEY=VA
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, Callable
 
 from grpo_lite.cli.options import SHARED, add_options, parse_set
@@ -82,15 +83,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("grpo-lite train needs a MODEL, or --config FILE (a recipe: grpo-lite plan MODEL --write FILE)")
     overrides = parse_set(args.set, own_options=vars(args))
     recipe = _recipe(args, overrides) if args.config is not None else None
-    if args.num_processes > 1 and not in_launched_process():  # settle what it can before the ranks start
-        from grpo_lite.rewards import resolve_rewards
-        from grpo_lite.training.checks import check_before_launch
-
-        check_before_launch(args.output_dir, overrides, n_rewards=len(resolve_rewards(args.rewards)))
+    if args.num_processes > 1 and not in_launched_process():
+        _check_before_launch(args, overrides)
     code = maybe_relaunch(args)  # reruns this command under N processes when asked
     if code is not None:
         return code
-    result = _train_recipe(args, recipe) if recipe is not None else _train_model(args, overrides)
+    result = _train(args, recipe, overrides)
     if result.interrupted:  # 130 after Ctrl-C, 143 after SIGTERM: the shell's code for the signal
         import signal
 
@@ -99,6 +97,21 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"trained {result.steps} steps in {result.wall_seconds:.0f} s; model in {result.model_dir}")
     return 0
+
+
+def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any]) -> None:
+    """What can be checked before ``--num-processes N`` starts its ranks: the settings, the folder, and whether a
+    live run holds it (a rank's error would come back inside the launcher's traceback). Each rank checks again,
+    and takes the lock."""
+    from grpo_lite.recipe.values import check_overrides
+    from grpo_lite.rewards import resolve_rewards
+    from grpo_lite.training.checks import check_output_dir
+    from grpo_lite.training.runlock import RunLock
+
+    check_overrides(overrides, n_rewards=len(resolve_rewards(args.rewards)))
+    if args.output_dir is not None:
+        check_output_dir(Path(args.output_dir))
+        RunLock.check(Path(args.output_dir))  # raises when a live run holds the folder
 
 
 def _recipe(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
@@ -115,33 +128,13 @@ def _recipe(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
     return recipe
 
 
-def _train_recipe(args: argparse.Namespace, recipe: Any) -> Any:
+def _train(args: argparse.Namespace, recipe: Any, overrides: dict[str, Any]) -> Any:
+    """train() with the recipe (its settings already hold the flags and --set), or with the flags and --set."""
     from grpo_lite.training.trainer import train
 
-    return train(config=recipe, output_dir=args.output_dir, method=args.method, resume=args.resume,
-                 overwrite=args.overwrite, on_oom=args.on_oom, on_stall=args.on_stall, skip_invalid=args.skip_invalid,
-                 show_plan=args.show_plan)
-
-
-def _train_model(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
-    from grpo_lite.training.trainer import train
-
-    return train(
-        args.model,
-        args.budget_gb,
-        dataset=args.dataset,
-        rewards=args.rewards,
-        output_dir=args.output_dir,
-        max_steps=args.max_steps,
-        method=args.method,
-        preset=args.preset,
-        seed=args.seed,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        on_oom=args.on_oom,
-        on_stall=args.on_stall,
-        shared_prefix=args.shared_prefix,
-        skip_invalid=args.skip_invalid,
-        show_plan=args.show_plan,
-        **overrides,
-    )
+    run: dict[str, Any] = {key: getattr(args, key) for key in ("output_dir", "method", "resume", "overwrite", "on_oom",
+                                                               "on_stall", "skip_invalid", "show_plan")}
+    if recipe is not None:
+        return train(config=recipe, **run)
+    return train(args.model, args.budget_gb, dataset=args.dataset, rewards=args.rewards, max_steps=args.max_steps,
+                 preset=args.preset, seed=args.seed, shared_prefix=args.shared_prefix, **run, **overrides)

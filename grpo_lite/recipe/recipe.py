@@ -22,7 +22,6 @@ True
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -31,10 +30,11 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from grpo_lite._version import __version__
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example, PromptStyle
-from grpo_lite.errors import ConfigError
+from grpo_lite.errors import ConfigError, OutputDirError
 from grpo_lite.files import write_text
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS
+from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, typed
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -64,6 +64,10 @@ _RUN_HINTS = {
     "sharding": "launch it with grpo-lite train --config FILE, or set sharding in the file",
     "quantization": "it follows the preset and the dtype: choose another preset (qlora loads NF4) or drop the section",
 }
+_MAPPING = "a mapping (one setting per line)"
+# a recipe's keys that hold more than one value: the type each must be, and how to write it
+_SHAPES = (("trl", dict, _MAPPING), ("lora", dict, _MAPPING), ("quantization", dict, _MAPPING),
+           ("rewards", list, "a list of reward names (rewards: [correctness, xml_format])"))
 
 
 @dataclass
@@ -76,10 +80,6 @@ class Recipe:
         device: ``"cuda"`` or ``"cpu"``, the device it was planned for.
         budget_gb: the card's nominal GB per device (RAM on CPU); None: a CPU plan without a budget.
         num_processes, sharding: the launch it was planned for.
-
-    A setting that is None (or missing from a file) is the planner's to choose, as in ``train()``:
-    ``device``, ``sharding``, ``dtype``, ``quantization``, ``lora``, ``update_rounding`` and any
-    ``trl`` key; every setting present is kept as written.
         dataset: ``"gsm8k"``, ``"synthetic"`` or a path (a ``datasets.Dataset`` in memory only).
         rewards: reward names (callables in memory only). Default: the five GSM8K rewards.
         prompt_style: a name in ``PROMPT_STYLES`` or a :class:`~grpo_lite.data.prompts.PromptStyle`.
@@ -92,6 +92,10 @@ class Recipe:
         stop_strings: sampling stops at these (grpo-lite's trainer).
         trl: ``GRPOConfig`` keyword arguments, verbatim (``output_dir``, ``seed`` and ``max_steps`` aside).
         plan: the plan it was written from (its estimate gives the comments), or None.
+
+    A setting that is None (or missing from a file) is the planner's to choose, as in ``train()``:
+    ``device``, ``sharding``, ``dtype``, ``quantization``, ``lora``, ``update_rounding`` and any
+    ``trl`` key; every setting present is kept as written.
     """
 
     model: str
@@ -168,9 +172,10 @@ class Recipe:
         (8, 1e-05, 3)
         """
         names = {f.name for f in dataclasses.fields(self)} - {"plan", "trl"}
-        overrides = {key: value if key in ("trl", "lora") else _typed(key, value) for key, value in overrides.items()}
         changes: dict[str, Any] = {"trl": dict(self.trl), "lora": None if self.lora is None else dict(self.lora)}
         for key, value in overrides.items():
+            if key not in ("trl", "lora"):
+                value = typed(key, value, optional=key == "max_steps")  # a recipe's max_steps may be None
             if key == "trl":
                 changes["trl"].update(value)
             elif key in names:
@@ -189,14 +194,9 @@ class Recipe:
         With every setting written (as ``grpo-lite plan --write`` writes them) the planner has one candidate: the
         recipe itself, whose estimate is checked against the budget.
         """
-        settings: dict[str, Any] = {**self.trl, "shared_prefix": self.shared_prefix}
-        for key in ("dtype", "update_rounding"):  # None: the planner's
-            if getattr(self, key) is not None:
-                settings[key] = getattr(self, key)
-        for key, value in (self.lora or {}).items():
-            if key in _LORA_ARGUMENTS:
-                settings[_LORA_ARGUMENTS[key]] = value
-        return settings
+        written = {key: getattr(self, key) for key in ("dtype", "update_rounding") if getattr(self, key) is not None}
+        lora = {_LORA_ARGUMENTS[key]: value for key, value in (self.lora or {}).items() if key in _LORA_ARGUMENTS}
+        return {**self.trl, "shared_prefix": self.shared_prefix, **written, **lora}
 
     def style(self) -> PromptStyle:
         """The :class:`~grpo_lite.data.prompts.PromptStyle` that :attr:`prompt_style` names or spells out."""
@@ -234,11 +234,10 @@ class Recipe:
             if a is None:  # the planner's to choose
                 continue
             if isinstance(a, dict) and isinstance(b, dict):  # the keys written must agree; the rest is filled
-                a, b = a, {k: b.get(k) for k in a}
+                b = {k: b.get(k) for k in a}
             if a != b:
-                hint = _RUN_HINTS.get(key, "")
-                out.append(f"{key}: the recipe says {mine[key]!r}, the run would use {theirs[key]!r}"
-                           + (f" ({hint})" if hint else ""))
+                hint = f" ({_RUN_HINTS[key]})" if key in _RUN_HINTS else ""
+                out.append(f"{key}: the recipe says {mine[key]!r}, the run would use {theirs[key]!r}{hint}")
         for key, value in mine["trl"].items():
             if theirs["trl"].get(key, value) != value:
                 out.append(f"trl.{key}: the recipe says {value!r}, the run would use {theirs['trl'][key]!r}")
@@ -256,10 +255,9 @@ class Recipe:
                 value = f"<{type(value).__name__}: {len(value)} rows>" if hasattr(value, "__len__") else repr(value)
             elif f.name == "rewards" and value is not None:
                 value = [r if isinstance(r, str) else getattr(r, "__name__", repr(r)) for r in value]
-            elif f.name == "prompt_style":
-                value = _style_value(value)
-            elif f.name == "stop_strings":
-                value = list(value)
+            elif f.name == "prompt_style":  # its name, or its fields
+                value = _style_name(value)
+                value = dataclasses.asdict(value) if isinstance(value, PromptStyle) else value
             out[f.name] = str(value) if isinstance(value, os.PathLike) else _copy(value)
         return out
 
@@ -277,25 +275,18 @@ class Recipe:
         names = [f.name for f in dataclasses.fields(cls) if f.name != "plan"]
         unknown = [k for k in data if k not in names]
         if unknown:
-            hints = [f"{k!r}" + (f" (did you mean {c[0]!r}?)" if (c := difflib.get_close_matches(str(k), names, n=1))
-                                 else "") for k in unknown]
-            raise ConfigError(f"{source}: unknown key(s) {', '.join(hints)}; GRPOConfig fields go under trl:, "
-                              f"LoRA settings under lora:; valid top-level keys: {', '.join(names)}")
+            raise ConfigError(f"{source}: unknown key(s) {closest_names(unknown, names)}; GRPOConfig fields go under "
+                              f"trl:, LoRA settings under lora:; valid top-level keys: {', '.join(names)}")
         missing = [k for k in ("model", "preset") if data.get(k) in (None, "")]
         if missing:
             raise ConfigError(f"{source} has no {' or '.join(missing)}: every recipe names its model and its preset "
                               "(grpo-lite plan MODEL --budget-gb N --write FILE writes one)")
-        for key in ("trl", "lora", "quantization"):
-            if data.get(key) is not None and not isinstance(data[key], dict):
-                raise ConfigError(f"{source}: {key} must be a mapping (one setting per line) or null, "
-                                  f"got {data[key]!r:.60}")
-        if data.get("rewards") is not None and not isinstance(data["rewards"], list):
-            raise ConfigError(f"{source}: rewards must be a list of reward names (rewards: [correctness, xml_format]) "
-                              f"or null, got {data['rewards']!r:.60}")
+        for key, kind, what in _SHAPES:
+            if data.get(key) is not None and not isinstance(data[key], kind):
+                raise ConfigError(f"{source}: {key} must be {what} or null, got {data[key]!r:.60}")
         if data.get("prompt_style") is not None:
             _style_object(data["prompt_style"])  # an unknown style name fails here, naming the valid ones
         values = _typed_fields(data, source)
-        values["trl"] = dict(values.get("trl") or {})
         values.setdefault("stop_strings", list(DEFAULT_STOP_STRINGS))
         return cls(**values)
 
@@ -322,19 +313,16 @@ class Recipe:
         for key in ("update_rounding", "shared_prefix", "stop_strings"):
             lines.append(_line(key, data[key], notes.get(key)))
         lines += ["", "# GRPOConfig, verbatim (output_dir, seed and max_steps come from the run)", "trl:"]
-        shown = False
+        first_default = next((key for key in data["trl"] if key in RUN_DEFAULTS), None)
         for key, value in data["trl"].items():
-            if key in RUN_DEFAULTS and not shown:
+            if key == first_default:
                 lines.append("  # not about memory: grpo-lite's run defaults, change them freely")
-                shown = True
             lines.append(_line(key, value, notes.get(f"trl.{key}"), indent=1))
         return "\n".join(lines) + "\n"
 
     @classmethod
     def from_yaml(cls, text: str, *, source: str = "the recipe") -> Recipe:
         """Parse the YAML text of a recipe (see :meth:`from_dict` for the errors)."""
-        from grpo_lite.recipe.values import load_yaml
-
         return cls.from_dict(load_yaml(text, source), source=source)
 
     def write(self, path: str | os.PathLike) -> Path:
@@ -343,8 +331,6 @@ class Recipe:
         Raises:
             OutputDirError: ``path`` is a folder, or the file cannot be written there (read-only, a file in the way).
         """
-        from grpo_lite.errors import OutputDirError
-
         out = Path(path)
         if out.is_dir():
             raise OutputDirError(f"{out} is a folder: give the recipe a file name, e.g. {out / 'recipe.yaml'}")
@@ -362,8 +348,6 @@ class Recipe:
             ConfigError: the file is missing, not UTF-8 or not YAML (one line naming the file, the line and the key),
                 or holds an invalid recipe (naming the key).
         """
-        from grpo_lite.recipe.values import read_mapping
-
         p = Path(path)
         return cls.from_dict(read_mapping(p), source=str(p))
 
@@ -409,10 +393,7 @@ def from_pretrained_kwargs(dtype: str | None, quantization: dict[str, Any] | Non
     if quantization:
         from transformers import BitsAndBytesConfig
 
-        q = dict(quantization)
-        if isinstance(q.get("bnb_4bit_compute_dtype"), str):
-            q["bnb_4bit_compute_dtype"] = getattr(torch, q["bnb_4bit_compute_dtype"])
-        kwargs["quantization_config"] = BitsAndBytesConfig(**q)
+        kwargs["quantization_config"] = BitsAndBytesConfig(**quantization)  # it reads a compute dtype's name too
     if device_map is not None:
         kwargs["device_map"] = device_map
     return kwargs
@@ -431,32 +412,21 @@ def make_grpo_config(settings: dict[str, Any]) -> Any:
 
 
 # ---- helpers --------------------------------------------------------------------------------------
-def _typed(key: str, value: Any, written: str | None = None) -> Any:
-    """A recipe field or a GRPOConfig / LoRA setting, typed as TRL's parser types it (:mod:`grpo_lite.recipe.values`)."""
-    from grpo_lite.recipe.values import typed
-
-    if key in ("dataset", "rewards", "prompt_style", "quantization", "plan"):  # checked where they are used
-        return value
-    return typed(key, value, optional=key == "max_steps", written=written)
-
-
 def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
     """A recipe mapping with each value typed; a message names the file, the key and the value as written."""
-    from grpo_lite.recipe.values import check_overrides
+    from grpo_lite.recipe.costs import show_value
 
-    def typed(path: str, key: str, value: Any) -> Any:
-        from grpo_lite.recipe.costs import show_value
+    def typed_as(path: str, key: str, value: Any) -> Any:
+        return typed(key, value, optional=key == "max_steps", written=f"{source}: {path}: {show_value(value)}")
 
-        return _typed(key, value, f"{source}: {path}: {show_value(value)}")
-
-    values = {key: value if key in ("trl", "lora") else typed(key, key, value) for key, value in data.items()}
-    values["trl"] = {k: typed(f"trl.{k}", k, v) for k, v in (values.get("trl") or {}).items()}
+    values = {key: value if key in ("trl", "lora") else typed_as(key, key, value) for key, value in data.items()}
+    values["trl"] = {k: typed_as(f"trl.{k}", k, v) for k, v in (values.get("trl") or {}).items()}
     try:
         check_overrides(values["trl"])  # unknown names (with the closest valid one) and ranges
     except ConfigError as exc:
         raise ConfigError(f"{source}: trl: {exc}") from None
     if values.get("lora") is not None:
-        values["lora"] = {k: typed(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
+        values["lora"] = {k: typed_as(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
                           for k, v in values["lora"].items()}
     return values
 
@@ -479,15 +449,6 @@ def _style_name(style: Any) -> Any:
     return style
 
 
-def _style_value(style: Any) -> Any:
-    """What the file holds for a style: its name, or its fields."""
-    style = _style_name(style)
-    if isinstance(style, PromptStyle):
-        return {"system_prompt": style.system_prompt, "one_shot": style.one_shot, "prefill": style.prefill,
-                "examples": [dataclasses.asdict(e) for e in style.examples]}
-    return style
-
-
 def _style_object(value: Any) -> PromptStyle:
     """The PromptStyle a recipe's ``prompt_style`` names or spells out."""
     if isinstance(value, PromptStyle):
@@ -498,9 +459,9 @@ def _style_object(value: Any) -> PromptStyle:
         return PromptStyle.named(value)
     if isinstance(value, dict):
         fields = dict(value)
-        if "examples" in fields:
-            fields["examples"] = tuple(Example(**e) for e in fields["examples"])
         try:
+            if "examples" in fields:  # a bad example is the same one line as a bad field
+                fields["examples"] = tuple(Example(**e) for e in fields["examples"])
             return PromptStyle(**fields)
         except TypeError as exc:
             raise ConfigError(f"prompt_style: {exc}; give a name ({', '.join(PROMPT_STYLES)}) or the fields "

@@ -16,6 +16,7 @@ grpo_lite.errors.ConfigError: stop_strings='</answer>': stop_strings takes a lis
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import functools
@@ -29,7 +30,8 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
 
-__all__ = ["RANGES", "OwnSettings", "check_config_keys", "check_overrides", "load_yaml", "read_mapping", "typed"]
+__all__ = ["RANGES", "OwnSettings", "check_config_keys", "check_overrides", "closest_names", "load_yaml", "read_mapping",
+           "typed"]
 
 
 @dataclass
@@ -53,17 +55,18 @@ class OwnSettings:
     lora_target_modules: Union[None, str, list[str]] = None  # names, or a pattern ("all-linear"): typed as text
 
 
-# what a value must be for an action's type, when it is not text (text goes through the type itself); the parser
-# types a field of several types (``str | list[str]``, ``dict | str``) as text: lists and mappings pass to TRL
-_KINDS: dict[Any, tuple[tuple[type, ...], str]] = {int: ((int,), "a whole number"),
-                                                   float: ((int, float), "a number"), str: ((list, dict), "text")}
+# what a value must be for an action's type (by the type's name), when it is not text (text goes through the type
+# itself); the parser types a field of several types (``str | list[str]``, ``dict | str``) as text: lists and
+# mappings pass to TRL. Booleans parse with transformers' string_to_bool.
+_KINDS: dict[str, tuple[tuple[type, ...], str]] = {"int": ((int,), "a whole number"), "float": ((int, float), "a number"),
+                                                   "str": ((list, dict), "text"), "string_to_bool": ((bool,), "True or False")}
+_NOT_OF_TYPE = (ValueError, TypeError, argparse.ArgumentTypeError)  # what a type or _one raises for a value not of it
 _PLANNER_CHOICES = {"optim"}  # choices the planner checks against what it models (a shorter, truer list)
 
 
 @functools.lru_cache(maxsize=1)
 def _actions() -> dict[str, tuple[argparse.Action, bool]]:
     """Setting -> (the action TRL's parser builds for it, whether it takes None)."""
-    import dataclasses
     import typing
 
     from transformers import HfArgumentParser
@@ -81,9 +84,8 @@ def _actions() -> dict[str, tuple[argparse.Action, bool]]:
 def _kind(action: argparse.Action) -> str:
     if action.choices is not None:
         return "one of " + ", ".join(map(str, action.choices))
-    if getattr(action.type, "__name__", "") == "string_to_bool":
-        return "True or False"
-    return _KINDS.get(action.type, ((), getattr(action.type, "__name__", "a value")))[1]
+    name = getattr(action.type, "__name__", "a value")
+    return _KINDS[name][1] if name in _KINDS else name
 
 
 def _one(action: argparse.Action, value: Any) -> Any:
@@ -92,11 +94,9 @@ def _one(action: argparse.Action, value: Any) -> Any:
         value = value.value
     if isinstance(value, str):
         value = action.type(value) if action.type is not None else value  # TRL's parser: text -> the type
-    elif getattr(action.type, "__name__", "") == "string_to_bool":
-        if not isinstance(value, bool):
+    elif (kind := _KINDS.get(getattr(action.type, "__name__", ""))) is not None:
+        if not isinstance(value, kind[0]) or (isinstance(value, bool) and bool not in kind[0]):  # True is an int
             raise ValueError
-    elif action.type in _KINDS and (isinstance(value, bool) or not isinstance(value, _KINDS[action.type][0])):
-        raise ValueError
     if action.choices is not None and action.dest not in _PLANNER_CHOICES and value not in action.choices:
         raise ValueError
     return value
@@ -125,21 +125,22 @@ def typed(key: str, value: Any, *, optional: bool = False, written: str | None =
         if value is None or (many and not isinstance(value, (list, tuple))):
             raise ValueError
         return [_one(action, v) for v in value] if many else _one(action, value)
-    except (ValueError, TypeError, argparse.ArgumentTypeError):
+    except _NOT_OF_TYPE:
         pass
-    kind = f"a list of {_kind(action).removeprefix('a ')}" if many else _kind(action)
+    written = written or f"{key}={value!r}"
+    kind = _kind(action)
+    kind = f"a list of {kind.removeprefix('a ')}{'s' if kind.endswith('number') else ''}" if many else kind
     if action.choices is not None and value is not None and not many:
-        problem = f"{written or f'{key}={value!r}'} is not valid; choose {kind}"
-    else:
-        kind = kind.replace(" or ", ", ") + " or None" if takes_none or optional else kind
-        problem = f"{written or f'{key}={value!r}'}: {key} takes {kind}"
-    raise ConfigError(problem + _example(key, action, value, many))
+        raise ConfigError(f"{written} is not valid; choose {kind}{_example(key, action, value, many)}")
+    kind = kind.replace(" or ", ", ") + " or None" if takes_none or optional else kind
+    raise ConfigError(f"{written}: {key} takes {kind}{_example(key, action, value, many)}")
 
 
 def _example(key: str, action: argparse.Action, value: Any, many: bool) -> str:
-    """``; e.g. key=<a value that works>``: the value in a list, or the field's default."""
-    if many and isinstance(value, str):
-        return f"; e.g. {key}={[value]!r}"
+    """``; e.g. key=<a value that works>``: the value in a list (when it is of the type), or the field's default."""
+    if many and not isinstance(value, (list, tuple)):
+        with contextlib.suppress(*_NOT_OF_TYPE):
+            return f"; e.g. {key}={[_one(action, value)]!r}"
     default = action.default
     if isinstance(default, Enum):
         default = default.value
@@ -204,14 +205,24 @@ def check_config_keys(settings: dict[str, Any], also: Sequence[str] = ()) -> Non
     valid = {f.name for f in dataclasses.fields(GRPOConfig)} | set(also)
     unknown = sorted(set(settings) - valid)
     if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, sorted(valid) + [*LORA_KEYS, *MODEL_KEYS], n=1)
-            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         raise ConfigError(
-            f"unknown training setting(s): {', '.join(hints)}; pass GRPOConfig/TrainingArguments fields, "
-            f"LoRA settings ({', '.join(LORA_KEYS)}) or the weights' dtype ({', '.join(MODEL_KEYS)})"
+            f"unknown training setting(s): {closest_names(unknown, [*valid, *LORA_KEYS, *MODEL_KEYS])}; pass "
+            f"GRPOConfig/TrainingArguments fields, LoRA settings ({', '.join(LORA_KEYS)}) or the weights' dtype "
+            f"({', '.join(MODEL_KEYS)})"
         )
+
+
+def closest_names(unknown: Sequence[Any], valid: Sequence[str]) -> str:
+    """``'presets' (did you mean 'preset'?), 'x'``: each unknown name with the closest valid one, when one is close.
+
+    >>> closest_names(["lerning_rate", "zzz"], ["learning_rate", "seed"])
+    "'lerning_rate' (did you mean 'learning_rate'?), 'zzz'"
+    """
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), sorted(valid), n=1)
+        hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return ", ".join(hints)
 
 
 _R = tuple[Callable[[Any], bool], str, Any]  # (accepts, what it must be, a value that works)
@@ -270,9 +281,9 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
             accepts, what, _ = RANGES[key]
             if not accepts(value):
                 raise ConfigError(f"{key}={value!r} must be {what}{_range_example(key)}")
-    weights = overrides.get("reward_weights")
+    weights = overrides.get("reward_weights")  # typed above: a list of numbers
     if weights is not None:
-        if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) for w in weights):
+        if not all(math.isfinite(w) for w in weights):
             raise ConfigError(f"reward_weights={weights!r} must be finite numbers, one per reward")
         if n_rewards is not None and len(weights) != n_rewards:
             raise ConfigError(f"reward_weights has {len(weights)} weights for {n_rewards} rewards; give one per "

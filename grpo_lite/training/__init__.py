@@ -5,7 +5,7 @@
 - :mod:`~grpo_lite.training.build`: plan -> GRPOConfig, PEFT, the GRPOTrainer; saving and carrying weights.
 - :mod:`~grpo_lite.training.loading`: model and tokenizer loading (GGUF converted once into a cache).
 - :mod:`~grpo_lite.training.callbacks`: history and memory callbacks.
-- :mod:`~grpo_lite.training.checks`: settings typed and range-checked, the output folder and free disk, before loading.
+- :mod:`~grpo_lite.training.checks`: the output folder and free disk, before loading.
 - :mod:`~grpo_lite.training.runlock`: one run per output folder (a filelock naming its PID; stale ones taken over).
 - :mod:`~grpo_lite.training.resilience`: output-folder guard, Ctrl-C and SIGTERM checkpoint, the next rung down, a full disk.
 - :mod:`~grpo_lite.training.checkpoints`: a checkpoint counts when complete (marker written last).

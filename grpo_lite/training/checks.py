@@ -1,14 +1,9 @@
-"""What train() checks before it loads anything: the settings and the output folder.
+"""What train() checks about its output folder before it loads anything (its settings:
+:func:`grpo_lite.recipe.values.check_overrides`). Model loading takes minutes; a bad folder must not wait for it.
 
-- :func:`check_overrides`: every ``train(**overrides)`` / ``--set KEY=VALUE`` value, typed as TRL's own
-  parser types GRPOConfig's fields (:func:`grpo_lite.recipe.values.typed`) and range-checked (:data:`RANGES`: a learning rate
-  must be > 0, a beta below 1...). Model loading takes minutes; a typo must not wait for it.
 - :func:`check_output_dir`: the folder can be created and written (not a file, not read-only).
 - :func:`check_free_space`: after planning, before the model loads: the disk has room for one
   checkpoint (size from the memory model, :func:`grpo_lite.training.checkpoints.checkpoint_bytes`).
-
-Every message names the setting and a value that works, written ``key=value``: the same words work
-as ``--set key=value`` and as ``train(..., key=value)``.
 """
 
 from __future__ import annotations
@@ -16,14 +11,15 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from grpo_lite.errors import OutputDirError
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["check_before_launch", "check_free_space", "check_output_dir", "format_bytes"]
+__all__ = ["check_free_space", "check_output_dir", "format_bytes"]
+_FOLDER_OPTION = "(--output-dir DIR; Python: output_dir=...)"
 
 def check_output_dir(out: Path) -> None:
     """Create ``out`` if needed and check that files can be written there.
@@ -31,7 +27,7 @@ def check_output_dir(out: Path) -> None:
     Raises:
         OutputDirError: ``out`` (or a folder above it) is a file, or the folder cannot be created or written.
     """
-    hint = "pass a folder you can write to (--output-dir DIR; Python: output_dir=...)"
+    hint = f"pass a folder you can write to {_FOLDER_OPTION}"
     if out.exists() and not out.is_dir():
         raise OutputDirError(f"output folder {out} is a file, not a folder; {hint}")
     try:
@@ -53,20 +49,6 @@ def check_output_dir(out: Path) -> None:
         raise OutputDirError(f"cannot write in the output folder {out}: {exc.strerror}; {hint}") from None
 
 
-def check_before_launch(output_dir: str | os.PathLike | None, overrides: dict[str, Any], *, n_rewards: int) -> None:
-    """What can be checked before ``grpo-lite train --num-processes N`` starts its ranks: the settings,
-    the folder, and whether a live run holds it (a rank's error would come back inside the launcher's
-    traceback). Each rank checks again, and takes the lock."""
-    from grpo_lite.training.runlock import RunLock
-
-    from grpo_lite.recipe.values import check_overrides
-
-    check_overrides(overrides, n_rewards=n_rewards)
-    if output_dir is not None:
-        check_output_dir(Path(output_dir))
-        RunLock.check(Path(output_dir))  # raises when a live run holds the folder
-
-
 def format_bytes(n: float) -> str:
     """``3 * 2**30`` -> '3.00 GiB'; below 1 GiB in MiB.
 
@@ -74,10 +56,6 @@ def format_bytes(n: float) -> str:
     ('3.00 GiB', '5.0 MiB')
     """
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-
-def _folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
 
 
 def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
@@ -98,12 +76,12 @@ def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
     need = checkpoint_bytes(plan)
     free = shutil.disk_usage(out).free
     if free < need:
-        cut_off = _folder_bytes(out / INCOMPLETE_DIR)
+        cut_off = sum(p.stat().st_size for p in (out / INCOMPLETE_DIR).rglob("*") if p.is_file())
         note = (f"; {out / INCOMPLETE_DIR} holds {format_bytes(cut_off)} of cut-off checkpoints you can delete"
                 if cut_off else "")
         raise OutputDirError(f"the disk holding {out} has {format_bytes(free)} free; one checkpoint of this run needs "
                              f"about {format_bytes(need)}: free some space or pass another output folder "
-                             f"(--output-dir DIR; Python: output_dir=...){note}")
+                             f"{_FOLDER_OPTION}{note}")
     whole = need * ((keep or 1) + 1) + need  # the checkpoints kept, the one being written, the final model
     if free < whole:
         return (f"disk: {format_bytes(free)} free in {out}; this run may write up to {format_bytes(whole)} "

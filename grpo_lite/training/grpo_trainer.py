@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -115,6 +115,9 @@ class LiteGRPOTrainer(GRPOTrainer):
         if shared_prefix and "shared_sampling" in seam:
             self.shared_prefix_record["sampling_off"] = f"TRL {trl.__version__}: {seam['shared_sampling']}"
         self._verify_pending = verify_shared_prefix
+        # called when the first micro-batch's self-check turns the shared prefix off, before TRL's forward serves
+        # that call: the run re-plans there (Attempts.plan_as_built), and may stop when it no longer fits
+        self.on_shared_off: Callable[[], None] | None = None
         self._verify_sampling_pending = verify_shared_prefix
         self.shared_prefix_atol = shared_prefix_atol
         self.stop_strings = () if "stop_strings" in seam else tuple(stop_strings)
@@ -187,6 +190,8 @@ class LiteGRPOTrainer(GRPOTrainer):
             del logps, entropies  # the shared graph goes before TRL's forward builds its own
             self._shared_off(f"self-check: log-probs differ from TRL's by up to {check.max_abs_diff:.2g}")
             self.shared_prefix, reason = False, "self-check failed"
+            if self.on_shared_off is not None:
+                self.on_shared_off()
         if reason is not None:
             calls["trl"] += 1
             return super()._get_per_token_logps_and_entropies(*args, batch_size, compute_entropy, compute_aux_loss,

@@ -34,6 +34,7 @@ penalty and the like) and before temperature, top-k and top-p.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -185,15 +186,19 @@ def checked_generate(generate: Callable[..., Any], plain: dict[str, Any], shared
     from transformers import LogitsProcessorList
 
     device = plain["input_ids"].device
-    configured = getattr(plain.get("generation_config"), "max_new_tokens", None)
-    cap = {"max_new_tokens": max_new_tokens if configured is None else min(configured, max_new_tokens)}
+    config = plain.get("generation_config")
+    if config is None:
+        cap: dict[str, Any] = {"max_new_tokens": max_new_tokens}
+    else:  # a copy capped: transformers refuses a config and generation keywords together
+        cap = {"generation_config": copy.deepcopy(config)}
+        cap["generation_config"].max_new_tokens = min(config.max_new_tokens or max_new_tokens, max_new_tokens)
     ours, ref = _SampledLogProbs(), _SampledLogProbs()
     devices = [] if device.type == "cpu" else [device]
     fork = {"devices": devices, "device_type": "cuda" if device.type == "cpu" else device.type}
     with torch.random.fork_rng(**fork):
-        shared_out = generate(**shared, **cap, logits_processor=LogitsProcessorList([ours]))
+        shared_out = generate(**{**shared, **cap}, logits_processor=LogitsProcessorList([ours]))
     with torch.random.fork_rng(**fork):
-        plain_out = generate(**plain, **cap, logits_processor=LogitsProcessorList([ref]))
+        plain_out = generate(**{**plain, **cap}, logits_processor=LogitsProcessorList([ref]))
     width, shared_width = plain["input_ids"].size(1), shared["input_ids"].size(1)
     ref_ids = getattr(plain_out, "sequences", plain_out)[:, width:].cpu()
     ids = getattr(shared_out, "sequences", shared_out)[:, width:].cpu()  # TRL's slice, whatever the layout

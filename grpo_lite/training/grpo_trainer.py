@@ -63,7 +63,7 @@ class LiteGRPOTrainer(GRPOTrainer):
             Off under FSDP and DeepSpeed ZeRO-3, where each forward is a collective and ranks must run
             the same number of them.
         verify_shared_prefix: check the first shared scoring micro-batch and the first shared sampling
-            call against TRL's own path. Default: True.
+            call against TRL's own path, each on a slice (a few rows; a few sampled tokens). Default: True.
         shared_prefix_atol: tolerance of those checks on the largest per-token log-prob difference
             (Default: 1e-3 in fp32, 1.0 in bf16/fp16; see :class:`~grpo_lite.training.shared_prefix.SelfCheck`
             and :class:`~grpo_lite.training.sampling_check.SamplingCheck`).

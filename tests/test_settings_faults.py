@@ -214,6 +214,88 @@ def test_a_shared_prefix_turned_off_after_the_model_loads_is_planned_again(tiny_
     assert {k: record["plan"]["settings"][k] for k in without.settings} == without.settings
 
 
+@pytest.fixture
+def leaky_mask(monkeypatch):
+    """A layout bug in the shared prefix that the first micro-batch's self-check finds during step 1: each
+    completion's block mask lets it see the completions packed before it."""
+    import dataclasses
+
+    import torch
+
+    from grpo_lite.training import shared_prefix
+
+    real = shared_prefix.pack_groups
+
+    def leaky(*args, **kwargs):
+        packed = real(*args, **kwargs)
+        causal = torch.ones(packed.allowed.size(-1), packed.allowed.size(-1), dtype=torch.bool).tril()
+        return dataclasses.replace(packed, allowed=packed.allowed | causal)
+
+    monkeypatch.setattr(shared_prefix, "pack_groups", leaky)
+
+
+def test_a_shared_prefix_the_self_check_turns_off_is_planned_again(tiny_model_dir, tmp_path, leaky_mask, capsys):
+    """Step 1's self-check fails: the run goes on without the shared prefix, planned again as at build time."""
+    import json
+
+    from grpo_lite import plan
+
+    recipe = _tiny_recipe(tiny_model_dir)
+    train(config=recipe, output_dir=tmp_path / "run")
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["status"] == "finished" and record["steps"] == 1
+    assert not record["shared_prefix"]["self_check"]["ok"] and record["shared_prefix"]["calls"]["shared"] == 0
+    replanned = [e for e in record["events"] if e["event"] == "replanned"]
+    assert len(replanned) == 1, record["events"]
+    assert replanned[0]["reason"].startswith("shared prefix off: self-check: log-probs differ from TRL's by up to ")
+    without = plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4, per_device_train_batch_size=4,
+                   max_completion_length=16, max_prompt_length=record["measured_prompt_tokens"], shared_prefix=False)
+    assert record["planned_peak_gib"] == replanned[0]["to_peak_gib"] == round(without.estimate.total_gib, 3)
+    assert replanned[0]["from_peak_gib"] < replanned[0]["to_peak_gib"]
+    assert record["recipe"]["shared_prefix"] is False and record["plan"]["estimate_gib"] == replanned[0]["to_peak_gib"]
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the shared prefix is off (self-check: log-probs differ from TRL's by up to" in out, out
+    assert f"the run is planned again without it, peak {replanned[0]['from_peak_gib']:.2f} -> " in out, out
+
+
+def test_a_run_that_no_longer_fits_once_the_self_check_fails_stops_in_one_line(tiny_model_dir, tmp_path,
+                                                                                leaky_mask):
+    """A budget that the plan with the shared prefix fits and the plan without it does not (the planner's own
+    boundary, found by bisection): step 1's failed self-check stops the run with a DoesNotFitError, recorded."""
+    import json
+
+    from grpo_lite import plan
+    from grpo_lite.errors import DoesNotFitError
+
+    recipe = _tiny_recipe(tiny_model_dir)
+    train(config=recipe, output_dir=tmp_path / "probe", quiet=True)  # the prompt length train() measures
+    prompt_tokens = json.loads((tmp_path / "probe" / "run.json").read_text())["measured_prompt_tokens"]
+
+    def fits(budget: float, shared: bool) -> bool:
+        try:
+            plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4, per_device_train_batch_size=4,
+                 max_completion_length=16, max_prompt_length=prompt_tokens, shared_prefix=shared, budget_gb=budget)
+        except DoesNotFitError:
+            return False
+        return True
+
+    low, high = 0.2, 4.0  # without the shared prefix: fits at high, not at low
+    assert fits(high, False) and not fits(low, False)
+    for _ in range(30):
+        low, high = (low, (low + high) / 2) if fits((low + high) / 2, False) else ((low + high) / 2, high)
+    assert fits(low, True), "the shared prefix must lower the tiny run's peak for this test"
+    with pytest.raises(DoesNotFitError) as caught:
+        train(config=recipe.with_overrides(budget_gb=low), output_dir=tmp_path / "run", quiet=True)
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1, message
+    assert message.startswith("the shared prefix is off (self-check: log-probs differ from TRL's"), message
+    assert "and without it the run does not fit: " in message and "with preset lora" in message, message
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["status"] == "failed" and record["steps"] == 0 and record["history"] == []
+    assert record["events"][-1]["event"] == "failed" and record["events"][-1]["error"].startswith("DoesNotFitError: ")
+    assert not (tmp_path / "run" / ".grpo-lite.lock").exists()  # the folder is free for a resume or a new run
+
+
 # ---- dead ends of grpo-lite plan --write --------------------------------------------------------------------
 PLAN = ["plan", "Llama-3.2-1B-Instruct", "--budget-gb", "16"]
 

@@ -297,6 +297,7 @@ def test_trainer_matches_trl(tiny_model_dir, tmp_path, lora: bool, multiple: int
     logs, _, trainer = run(LiteGRPOTrainer, path, tmp_path / "shared", lora=lora, pad_to_multiple_of=multiple)
     record = trainer.shared_prefix_record
     assert trainer.shared_prefix and record["calls"] == {"shared": 4, "trl": 0} and record["self_check"]["ok"]
+    assert 1 <= record["self_check"]["rows"] <= 2  # TRL's forward of one row per group, not of the micro-batch
     sampling = record["sampling_check"]  # the first sampling call against TRL's, from the same RNG state
     assert trainer.shared_sampling and sampling["ok"] and sampling["rows_parted"] == 0 and sampling["n_tokens"] > 0
     assert sampling["shared_width"] == sampling["width"] and sampling["max_abs_diff"] <= 1e-5
@@ -314,3 +315,29 @@ def test_a_failed_self_check_falls_back_to_trl(tiny_model_dir, tmp_path, caplog)
     record = failing.shared_prefix_record
     assert not failing.shared_prefix and record["calls"]["shared"] == 0 and not record["self_check"]["ok"]
     assert record["off"].startswith("self-check") and "shared-prefix forward off" in caplog.text
+
+
+def test_the_self_check_on_a_few_rows_catches_a_leaking_mask(tiny_model_dir, tmp_path, monkeypatch, caplog) -> None:
+    """A block mask that lets each completion see the completions packed before it (a real layout bug, not a
+    tolerance): the self-check compares the last row of each group only, the row that bug moves, and turns the
+    shared prefix off; the call it checked is served by TRL's forward."""
+    import dataclasses
+
+    from grpo_lite.training import shared_prefix
+    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+
+    real = shared_prefix.pack_groups
+
+    def leaky(*args: object, **kwargs: object) -> shared_prefix.PackedGroups:
+        packed = real(*args, **kwargs)
+        length = packed.allowed.size(-1)
+        causal = torch.ones(length, length, dtype=torch.bool).tril()
+        return dataclasses.replace(packed, allowed=packed.allowed | causal)
+
+    monkeypatch.setattr(shared_prefix, "pack_groups", leaky)
+    _, _, trainer = run(LiteGRPOTrainer, str(tiny_model_dir), tmp_path, steps=1)
+    record = trainer.shared_prefix_record
+    check = record["self_check"]
+    assert not check["ok"] and check["max_abs_diff"] > 1e-2 and 1 <= check["rows"] <= 2
+    assert not trainer.shared_prefix and record["calls"]["shared"] == 0 and record["calls"]["trl"] >= 1
+    assert record["off"].startswith("self-check") and caplog.text.count("shared-prefix forward off") == 1

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from trl import GRPOTrainer
 
 from grpo_lite.training.prefix_cache import MIN_SHARED_PREFIX, common_prefix_length, prefix_cache_inputs
-from grpo_lite.training.sampling_check import checked_generate, compare_samples
+from grpo_lite.training.sampling_check import CHECK_ROWS, CHECK_TOKENS, checked_generate, compare_samples
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +78,10 @@ def test_shared_sampling_is_trls(trainer, prefix, groups, multiple, side, seed):
     assert checked == ref  # the checked call hands TRL's own output on
     check = trainer.shared_prefix_record.get("sampling_check")
     assert (check is not None) == shared
-    if check is not None:
+    if check is not None:  # on a slice: every distinct prompt up to CHECK_ROWS rows, CHECK_TOKENS tokens each
         assert check["ok"] and check["rows_parted"] == 0 and check["shared_width"] == check["width"]
-        assert check["n_tokens"] > 0 and check["max_abs_diff"] <= 1e-5
+        assert check["rows"] == min(max(len({tuple(p) for p in prompts}), 2), CHECK_ROWS)
+        assert 0 < check["n_tokens"] <= check["rows"] * CHECK_TOKENS and check["max_abs_diff"] <= 1e-5
     assert trainer.shared_sampling
 
 
@@ -106,11 +107,12 @@ def test_a_cut_layout_fails_the_check(trainer):
     plain = {k: torch.nn.functional.pad(v, (8, 0), value=0) if k != "generation_config" else v
              for k, v in plain.items()}  # TRL padded to a multiple: 8 more columns
     _, narrow = _inputs(trainer, prompts)  # the old layout: as wide as the longest prompt
+    state = torch.get_rng_state()
     with torch.no_grad():
-        out, check = checked_generate(trainer.model.generate, plain, narrow, trainer.eos_token_ids, exact=True,
-                                      atol=1e-3, mean_atol=1e-4)
+        check = checked_generate(trainer.model.generate, plain, narrow, trainer.eos_token_ids, exact=True,
+                                 atol=1e-3, mean_atol=1e-4)
     assert not check.ok and "would be cut" in check.reason() and check.width == check.shared_width + 8
-    assert out.size(1) > plain["input_ids"].size(1)  # TRL's own output is what comes back
+    assert torch.equal(torch.get_rng_state(), state)  # the batch is then sampled from the state the check found
 
 
 def test_the_trainer_turns_shared_sampling_off_on_a_failed_check(trainer, monkeypatch, caplog):

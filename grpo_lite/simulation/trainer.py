@@ -86,7 +86,7 @@ def trainer_for(built: Built, s: StepSettings, autocast: Callable[[], AbstractCo
         "router_aux_loss_coef": getattr(text, "router_aux_loss_coef", 0.0) if coef is None else coef,
         "_metrics": {"train": defaultdict(list), "eval": defaultdict(list)},
         # LiteGRPOTrainer's shared prefix: as planned, checked against TRL's path in the first step only
-        "shared_prefix": s.shared_prefix, "_verify_pending": False, "shared_prefix_atol": None,
+        "shared_prefix": s.shared_prefix, "_verify_pending": False, "shared_prefix_atol": None, "on_shared_off": None,
         "shared_prefix_record": {"requested": s.shared_prefix, "calls": {"shared": 0, "trl": 0}},
         # the zero-advantage skip only ever trains fewer rows: the step is simulated with every row trained
         "zero_advantage": ZeroAdvantageSkip(False, "simulated: the peak of a batch whose every row trains"),

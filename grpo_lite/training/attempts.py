@@ -179,13 +179,17 @@ class Attempts:
 
     def plan_as_built(self, trainer: Any, plan_kwargs: dict[str, Any]) -> None:
         """The plan of what the trainer runs: when it turned the shared prefix off once the model loaded (TRL's
-        fused LM head differs, FSDP or ZeRO-3), the recipe is estimated again without it (the same settings
-        otherwise) and the run says so, on the console and as a ``replanned`` event in run.json.
+        fused LM head differs, FSDP or ZeRO-3), or turns it off later (the first micro-batch's self-check, through
+        ``trainer.on_shared_off``, at that moment), the recipe is estimated again without it (the same settings
+        otherwise) and the run says so, on the console and as a ``replanned`` event in run.json. Shared sampling
+        turned off alone changes no plan: the plan counts sampling's KV cache for every row either way.
 
         Raises:
             DoesNotFitError: without the shared prefix the recipe no longer fits its budget.
         """
         assert self.recipe is not None
+        if hasattr(trainer, "on_shared_off"):  # grpo-lite's trainer: the same rule when its self-check fails
+            trainer.on_shared_off = lambda: self.plan_as_built(trainer, plan_kwargs)
         if not self.recipe.shared_prefix or trainer.shared_prefix:
             return
         from grpo_lite.errors import DoesNotFitError
@@ -198,16 +202,19 @@ class Attempts:
             lower = plan(self.plan.model, preset=self.plan.preset.name, **{**plan_kwargs, **budget},
                          **recipe.plan_settings())
         except DoesNotFitError as exc:
-            raise DoesNotFitError(f"the shared prefix is off once the model loaded ({why}), and without it the run "
-                                  f"does not fit: {exc}", exc.smallest_budget_gb, exc.preset) from None
+            raise DoesNotFitError(f"the shared prefix is off ({why}), and without it the run does not fit: {exc}",
+                                  exc.smallest_budget_gb, exc.preset) from None
         event = {"event": "replanned", "reason": f"shared prefix off: {why}",
                  "from_peak_gib": round(self.plan.estimate.total_gib, 3),
                  "to_peak_gib": round(lower.estimate.total_gib, 3)}
         self.plan, self.recipe = lower, recipe.filled(lower)
+        if self.health is not None:
+            self.health.advisor.plan = lower  # on_stall="adapt" re-plans from the plan trained
         self.events.append(event)
         self.run.console.print(f"[yellow]the shared prefix is off ({why}): the run is planned again without it, "
                                f"peak {event['from_peak_gib']:.2f} -> {event['to_peak_gib']:.2f} GiB[/yellow]",
                                highlight=False)
+        self.write_record(status="running")
 
     def record_health(self, finding: Any) -> None:
         """A health finding: one line in the progress output, one event in run.json."""

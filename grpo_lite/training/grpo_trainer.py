@@ -4,9 +4,11 @@
   forwards of the loss and of the old / reference scoring put each prompt through the model once for all
   its completions (:mod:`grpo_lite.training.shared_prefix`), and sampling forwards the batch's common
   prompt prefix once (:mod:`grpo_lite.training.prefix_cache`). The first call of each is checked against
-  TRL's own path (:func:`~grpo_lite.training.shared_prefix.self_check` on the same micro-batch;
-  :func:`~grpo_lite.training.sampling_check.checked_generate` from the same RNG state, tokens and
-  log-probs); a mismatch turns that one off for the run, with one warning.
+  TRL's own path on a slice, so that the check costs a small part of a step
+  (:func:`~grpo_lite.training.shared_prefix.self_check`: TRL's forward of one row per prompt group, two at most,
+  against the call's own shared forward, which then serves it; :func:`~grpo_lite.training.sampling_check.checked_generate`:
+  a few rows for a few tokens both ways from the same RNG state, tokens and log-probs, before the batch is
+  sampled once); a mismatch turns that one off for the run, with one warning.
 - **Stop strings** (``_generate_single_turn``): sampling stops a completion once it writes one of
   ``stop_strings`` (``</answer>`` for the GSM8K format), and the completion ends with the EOS token
   as if the model had closed its turn, so no token is sampled only to be thrown away by the rewards.
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,7 +40,7 @@ from grpo_lite.memory.settings import UpdateRounding, default_update_rounding
 from grpo_lite.precision.monitor import UpdateMonitor
 from grpo_lite.precision.rounding import install_update_rounding
 from grpo_lite.training.prefix_cache import prefix_cache_inputs
-from grpo_lite.training.sampling_check import SamplingCheck, checked_generate
+from grpo_lite.training.sampling_check import SamplingCheck, check_rows, checked_generate
 from grpo_lite.training.shared_prefix import (
     default_tolerances,
     self_check,
@@ -61,7 +63,7 @@ class LiteGRPOTrainer(GRPOTrainer):
             Off under FSDP and DeepSpeed ZeRO-3, where each forward is a collective and ranks must run
             the same number of them.
         verify_shared_prefix: check the first shared scoring micro-batch and the first shared sampling
-            call against TRL's own path. Default: True.
+            call against TRL's own path, each on a slice (a few rows; a few sampled tokens). Default: True.
         shared_prefix_atol: tolerance of those checks on the largest per-token log-prob difference
             (Default: 1e-3 in fp32, 1.0 in bf16/fp16; see :class:`~grpo_lite.training.shared_prefix.SelfCheck`
             and :class:`~grpo_lite.training.sampling_check.SamplingCheck`).
@@ -113,6 +115,9 @@ class LiteGRPOTrainer(GRPOTrainer):
         if shared_prefix and "shared_sampling" in seam:
             self.shared_prefix_record["sampling_off"] = f"TRL {trl.__version__}: {seam['shared_sampling']}"
         self._verify_pending = verify_shared_prefix
+        # called when the first micro-batch's self-check turns the shared prefix off, before TRL's forward serves
+        # that call: the run re-plans there (Attempts.plan_as_built), and may stop when it no longer fits
+        self.on_shared_off: Callable[[], None] | None = None
         self._verify_sampling_pending = verify_shared_prefix
         self.shared_prefix_atol = shared_prefix_atol
         self.stop_strings = () if "stop_strings" in seam else tuple(stop_strings)
@@ -164,25 +169,35 @@ class LiteGRPOTrainer(GRPOTrainer):
                                            **extra: Any) -> tuple[Tensor, Tensor | None, Tensor | None]:
         args = (model, input_ids, attention_mask, logits_to_keep)
         reason = "disabled" if not self.shared_prefix else unsupported_reason(*args, compute_aux_loss, extra)
-        if reason is None and self._verify_pending:
+
+        def shared(entropy: bool) -> tuple[Tensor, Tensor | None]:
+            return shared_prefix_logps_and_entropies(*args, batch_size=batch_size, compute_entropy=entropy,
+                                                     autocast=self.accelerator.autocast)
+
+        calls = self.shared_prefix_record["calls"]
+        if reason is None and self._verify_pending:  # this call's shared forward serves it once checked
             self._verify_pending = False
-            check = self_check(self, super()._get_per_token_logps_and_entropies, *args, atol=self.shared_prefix_atol)
+            check, (logps, entropies) = self_check(self, super()._get_per_token_logps_and_entropies,
+                                                   lambda entropy: shared(entropy or compute_entropy), *args,
+                                                   atol=self.shared_prefix_atol)
             self.shared_prefix_record["self_check"] = {
                 "max_abs_diff": check.max_abs_diff, "mean_abs_diff": check.mean_abs_diff,
                 "max_entropy_diff": check.max_entropy_diff, "atol": check.atol, "tokens": check.n_tokens,
-                "ok": check.ok}  # fmt: skip
-            if not check.ok:
-                self._shared_off(f"self-check: log-probs differ from TRL's by up to {check.max_abs_diff:.2g}")
-                self.shared_prefix, reason = False, "self-check failed"
-        calls = self.shared_prefix_record["calls"]
+                "rows": check.n_rows, "ok": check.ok}  # fmt: skip
+            if check.ok:
+                calls["shared"] += 1
+                return logps, entropies if compute_entropy else None, None
+            del logps, entropies  # the shared graph goes before TRL's forward builds its own
+            self._shared_off(f"self-check: log-probs differ from TRL's by up to {check.max_abs_diff:.2g}")
+            self.shared_prefix, reason = False, "self-check failed"
+            if self.on_shared_off is not None:
+                self.on_shared_off()
         if reason is not None:
             calls["trl"] += 1
             return super()._get_per_token_logps_and_entropies(*args, batch_size, compute_entropy, compute_aux_loss,
                                                               **extra)
         calls["shared"] += 1
-        logps, entropies = shared_prefix_logps_and_entropies(
-            *args, batch_size=batch_size, compute_entropy=compute_entropy, autocast=self.accelerator.autocast
-        )
+        logps, entropies = shared(compute_entropy)
         return logps, entropies, None
 
     def _check_sampling(self, check: SamplingCheck) -> None:
@@ -212,16 +227,17 @@ class LiteGRPOTrainer(GRPOTrainer):
         pad, eos = self._tokenizer.pad_token_id, self.eos_token_ids
         return [end_at_stop(ids, pad, eos) for ids in completion_ids], logprobs
 
-    def _checked_generate(self, generate: Any, plain: dict[str, Any], shared: dict[str, Any]) -> Any:
-        """The first shared sampling call, run both ways (:func:`~grpo_lite.training.sampling_check.checked_generate`):
-        TRL's output goes on, the check is recorded, a mismatch turns shared sampling off."""
+    def _checked_generate(self, generate: Any, plain: dict[str, Any], shared: dict[str, Any]) -> bool:
+        """A slice of the first shared sampling call, run both ways for a few tokens
+        (:func:`~grpo_lite.training.sampling_check.checked_generate`): the check is recorded, a mismatch turns
+        shared sampling off. Whether the batch may be sampled on the shared layout."""
         self._verify_sampling_pending = False
         low, atol, mean_atol = default_tolerances(self, self.accelerator.unwrap_model(self.model))
-        out, check = checked_generate(generate, plain, shared, self.eos_token_ids, exact=not low,
-                                      atol=atol if self.shared_prefix_atol is None else self.shared_prefix_atol,
-                                      mean_atol=mean_atol)
+        check = checked_generate(generate, plain, shared, self.eos_token_ids, exact=not low,
+                                 atol=atol if self.shared_prefix_atol is None else self.shared_prefix_atol,
+                                 mean_atol=mean_atol)
         self._check_sampling(check)
-        return out
+        return check.ok
 
 
 @contextmanager
@@ -230,7 +246,9 @@ def _patched_generate(model: nn.Module, tokenizer: Any, *, stops: bool, share: b
     """TRL's call to ``generate``, with the tokenizer that stop strings need (TRL does not pass it) and,
     with ``share``, the group's common prompt prefix forwarded once (:mod:`~grpo_lite.training.prefix_cache`).
 
-    ``check(generate, plain_kwargs, shared_kwargs)``, when given, serves the first call that shares a prefix.
+    ``check(generate, plain_kwargs, shared_kwargs) -> bool``, when given, is called on a slice of the first call
+    that shares a prefix (:func:`~grpo_lite.training.sampling_check.check_rows`); the batch is then sampled on
+    the shared layout when it returns True, else by TRL's own call.
     """
     bound = model.generate
 
@@ -241,11 +259,15 @@ def _patched_generate(model: nn.Module, tokenizer: Any, *, stops: bool, share: b
         if share and not args and set(kwargs) <= {"input_ids", "attention_mask", "generation_config", "tokenizer"}:
             ids, mask = kwargs["input_ids"], kwargs["attention_mask"].bool()
             lists = [row[m].tolist() for row, m in zip(ids, mask)]  # TRL slices the output at ids' own width
-            shared = {**kwargs, **prefix_cache_inputs(model, lists, pad_token_id, width=ids.size(1))}
-            if check is not None and len(shared) > len(kwargs):  # a prefix cache is in: compare with TRL's call
-                run, check = check, None
-                return run(bound, kwargs, shared)
-            kwargs = shared
+            shared: dict[str, Any] | None = {**kwargs, **prefix_cache_inputs(model, lists, pad_token_id, width=ids.size(1))}
+            if check is not None and len(shared) > len(kwargs):  # a prefix cache is in: check a slice against TRL's
+                run, check, rows = check, None, check_rows(lists)
+                plain = {**kwargs, "input_ids": ids[rows], "attention_mask": kwargs["attention_mask"][rows]}
+                part = prefix_cache_inputs(model, [lists[r] for r in rows], pad_token_id, width=ids.size(1))
+                if not run(bound, plain, {**plain, **part}):
+                    shared = None  # TRL's own call samples the batch; the shared layout's cache goes first
+            if shared is not None:
+                kwargs = shared
         return bound(*args, **kwargs)
 
     own = vars(model).get("generate")  # a wrapper already there (a memory measurement's) comes back after

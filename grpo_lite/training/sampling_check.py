@@ -1,10 +1,20 @@
-"""The first shared-prefix sampling call of a run, checked against TRL's own: same RNG state, same tokens.
+"""The first shared-prefix sampling call of a run, checked against TRL's own on a slice: same RNG state, same tokens.
 
 :class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer` samples with the group's common prompt prefix
 forwarded once (:mod:`~grpo_lite.training.prefix_cache`). On the first call, :func:`checked_generate`
-runs ``generate`` twice from one RNG state: on the shared layout, then on TRL's own left-padded inputs.
-It compares the completions after TRL's slice (at the padded prompt width) and the log-prob of each
-sampled token, and returns TRL's own output, so the run continues exactly as TRL's would.
+runs ``generate`` twice from one RNG state on a slice of the batch (:func:`check_rows`: at most
+:data:`CHECK_ROWS` rows, one per distinct prompt, the longest and the shortest first, at TRL's padded width)
+for at most :data:`CHECK_TOKENS` tokens: on the shared layout, then on TRL's own left-padded inputs. It
+compares the completions after TRL's slice (at the padded prompt width) and the log-prob of each sampled
+token, and leaves the RNG state as it found it: the batch is then sampled once, on the shared layout when
+the check passed (the same tokens as TRL's, which is what the check is for), else by TRL's own call.
+
+The trade-off: the slice costs a few rows' prefill and a few decoding steps instead of a second pass over
+the whole batch, and it sees every layout the batch has (the same width, the same common prefix when every
+distinct prompt is in it, the most and the least padding between prefix and suffix), since a layout error
+(a cut, a shifted position, a wrong mask) shows on every row from the first tokens on. What it does not
+see: a row outside the slice whose prompt is neither the longest nor the shortest, and tokens past
+:data:`CHECK_TOKENS`; neither changes the layout.
 
 The rule (:attr:`SamplingCheck.ok`):
 
@@ -24,6 +34,7 @@ penalty and the like) and before temperature, top-k and top-p.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -31,7 +42,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["SamplingCheck", "checked_generate", "compare_samples"]
+__all__ = ["CHECK_ROWS", "CHECK_TOKENS", "SamplingCheck", "check_rows", "checked_generate", "compare_samples"]
+
+CHECK_ROWS = 4  # rows of the batch the first call is checked on
+CHECK_TOKENS = 8  # tokens sampled per row for the check: a layout error shows from the first
 
 
 @dataclass(frozen=True)
@@ -133,10 +147,32 @@ def compare_samples(ref_ids: Tensor, ids: Tensor, ref_logps: Tensor, logps: Tens
     )  # fmt: skip
 
 
+def check_rows(lists: Sequence[Sequence[int]], max_rows: int = CHECK_ROWS) -> list[int]:
+    """The rows the first call is checked on: one per distinct prompt, the longest and the shortest first (the
+    least and the most padding between the shared prefix and a row's suffix), then in batch order, up to
+    ``max_rows``; at least two rows, so that the shared layout has a prefix to share.
+
+    >>> check_rows([[1, 2], [1, 2, 3, 4], [1, 2], [1, 5, 6], [1, 7, 8]], max_rows=3)
+    [1, 0, 3]
+    >>> check_rows([[1, 2, 3]] * 8)
+    [0, 1]
+    """
+    first: dict[tuple[int, ...], int] = {}
+    for row, ids in enumerate(lists):
+        first.setdefault(tuple(ids), row)
+    distinct = list(first.values())
+    kept = set(distinct)
+    ends = [max(distinct, key=lambda r: len(lists[r])), min(distinct, key=lambda r: len(lists[r]))]
+    ordered = list(dict.fromkeys([*ends, *distinct]))
+    repeats = [row for row in range(len(lists)) if row not in kept]
+    return (ordered + repeats[: max(0, 2 - len(ordered))])[: max(max_rows, 2)]
+
+
 def checked_generate(generate: Callable[..., Any], plain: dict[str, Any], shared: dict[str, Any],
-                     eos_token_ids: Sequence[int], *, exact: bool, atol: float,
-                     mean_atol: float) -> tuple[Any, SamplingCheck]:
-    """``generate(**shared)`` then ``generate(**plain)`` from one RNG state; TRL's (``plain``) output and the check.
+                     eos_token_ids: Sequence[int], *, exact: bool, atol: float, mean_atol: float,
+                     max_new_tokens: int = CHECK_TOKENS) -> SamplingCheck:
+    """``generate(**shared)`` then ``generate(**plain)`` from one RNG state, each for at most ``max_new_tokens``
+    tokens; the RNG state afterwards is the one before. Call it on a slice (:func:`check_rows`).
 
     Args:
         generate: the model's ``generate``.
@@ -144,18 +180,27 @@ def checked_generate(generate: Callable[..., Any], plain: dict[str, Any], shared
         shared: the same with the shared layout (:func:`~grpo_lite.training.prefix_cache.prefix_cache_inputs`).
         eos_token_ids: where TRL cuts a completion.
         exact, atol, mean_atol: see :class:`SamplingCheck`.
+        max_new_tokens: the cap on each row's sampled tokens (Default: :data:`CHECK_TOKENS`; never more than
+            the generation config's own).
     """
     from transformers import LogitsProcessorList
 
     device = plain["input_ids"].device
+    config = plain.get("generation_config")
+    if config is None:
+        cap: dict[str, Any] = {"max_new_tokens": max_new_tokens}
+    else:  # a copy capped: transformers refuses a config and generation keywords together
+        cap = {"generation_config": copy.deepcopy(config)}
+        cap["generation_config"].max_new_tokens = min(config.max_new_tokens or max_new_tokens, max_new_tokens)
     ours, ref = _SampledLogProbs(), _SampledLogProbs()
     devices = [] if device.type == "cpu" else [device]
-    with torch.random.fork_rng(devices=devices, device_type="cuda" if device.type == "cpu" else device.type):
-        shared_out = generate(**shared, logits_processor=LogitsProcessorList([ours]))
-    plain_out = generate(**plain, logits_processor=LogitsProcessorList([ref]))
+    fork = {"devices": devices, "device_type": "cuda" if device.type == "cpu" else device.type}
+    with torch.random.fork_rng(**fork):
+        shared_out = generate(**{**shared, **cap}, logits_processor=LogitsProcessorList([ours]))
+    with torch.random.fork_rng(**fork):
+        plain_out = generate(**{**plain, **cap}, logits_processor=LogitsProcessorList([ref]))
     width, shared_width = plain["input_ids"].size(1), shared["input_ids"].size(1)
     ref_ids = getattr(plain_out, "sequences", plain_out)[:, width:].cpu()
     ids = getattr(shared_out, "sequences", shared_out)[:, width:].cpu()  # TRL's slice, whatever the layout
-    check = compare_samples(ref_ids, ids, ref.finish(ref_ids), ours.finish(ids), eos_token_ids, width=width,
-                            shared_width=shared_width, exact=exact, atol=atol, mean_atol=mean_atol)
-    return plain_out, check
+    return compare_samples(ref_ids, ids, ref.finish(ref_ids), ours.finish(ids), eos_token_ids, width=width,
+                           shared_width=shared_width, exact=exact, atol=atol, mean_atol=mean_atol)

@@ -17,7 +17,7 @@ logit scaling or soft-capping and ``cast_lm_head_to_fp32`` are applied exactly a
 
 :class:`grpo_lite.training.grpo_trainer.LiteGRPOTrainer` calls it from TRL's one log-prob hook,
 ``_get_per_token_logps_and_entropies`` (the loss and the old / reference scoring), checks it once
-against TRL's own forward (:func:`self_check`) and falls back where :func:`unsupported_reason` says.
+against TRL's own forward on a few rows (:func:`self_check`) and falls back where :func:`unsupported_reason` says.
 Why not in TRL: TRL 1.16 has no shared-prefix path; this module needs no fork, only that hook.
 """
 
@@ -35,7 +35,8 @@ from torch import Tensor, nn
 from grpo_lite.memory.packing import sliding_window_reason
 
 __all__ = [
-    "SUPPORTED_ATTENTION", "PackedGroups", "SelfCheck", "default_tolerances", "group_prompts", "is_packable",
+    "CHECK_GROUPS", "SUPPORTED_ATTENTION", "PackedGroups", "SelfCheck", "check_rows", "default_tolerances",
+    "group_prompts", "is_packable",
     "pack_groups", "self_check", "shared_prefix_logps_and_entropies", "unsupported_reason",
 ]  # fmt: skip
 
@@ -247,9 +248,9 @@ def unsupported_reason(
 
 @dataclass(frozen=True)
 class SelfCheck:
-    """|TRL - shared| per-token log-probs (and entropies) over one micro-batch's completion mask. SmolLM2-135M:
-    fp32 max 3e-5 / mean 4e-6; bf16 max 0.2 / mean 0.05, as far as either path is from fp32. A mask bug costs
-    tenths of a nat on the mean."""
+    """|TRL - shared| per-token log-probs (and entropies) over the checked rows' completion tokens (:func:`check_rows`).
+    SmolLM2-135M: fp32 max 3e-5 / mean 4e-6; bf16 max 0.2 / mean 0.05, as far as either path is from fp32. A mask bug
+    costs tenths of a nat on the mean."""
 
     max_abs_diff: float
     mean_abs_diff: float
@@ -257,10 +258,38 @@ class SelfCheck:
     atol: float  # on the max differences; default 1e-3 in fp32, 1.0 in bf16/fp16
     mean_atol: float  # on the mean log-prob difference; default 1e-4 in fp32, 0.1 in bf16/fp16
     n_tokens: int
+    n_rows: int = 0  # rows of the micro-batch compared
 
     @property
     def ok(self) -> bool:
         return max(self.max_abs_diff, self.max_entropy_diff) <= self.atol and self.mean_abs_diff <= self.mean_atol
+
+
+CHECK_GROUPS = 2  # prompt groups of the first micro-batch whose last row the self-check compares
+
+
+def check_rows(input_ids: Tensor, attention_mask: Tensor, logits_to_keep: int, max_groups: int = CHECK_GROUPS) -> Tensor:
+    """The rows :func:`self_check` compares: of the groups with the longest and the shortest prompt (up to
+    ``max_groups`` groups), the last row with a completion token. Packed after every other completion of its
+    group, it is the row a leaking mask, a shifted position or a wrong hidden-state index moves; the two
+    groups have the least and the most left padding.
+
+    >>> mask = torch.tensor([[0, 1, 1, 1, 0], [1, 1, 1, 1, 1], [0, 1, 1, 1, 1], [1, 1, 1, 1, 0], [0, 1, 1, 0, 0]])
+    >>> ids = torch.tensor([[0, 5, 6, 7, 0], [4, 5, 6, 7, 8], [0, 5, 6, 7, 9], [4, 5, 6, 7, 0], [0, 5, 6, 0, 0]])
+    >>> check_rows(ids, mask, 2).tolist()  # rows 0, 2, 4 share prompt [5, 6]; 1, 3 share [4, 5, 6]
+    [3, 2]
+    """
+    prompt_mask, completion_mask = attention_mask[:, :-logits_to_keep], attention_mask[:, -logits_to_keep:]
+    groups = group_prompts(input_ids[:, :-logits_to_keep], prompt_mask)
+    scored = completion_mask.any(1)
+    lasts = []
+    for g in range(int(groups.max()) + 1):
+        members = ((groups == g) & scored).nonzero().flatten()
+        if members.numel():
+            lasts.append(int(members.max()))
+    lasts.sort(key=lambda row: -int(prompt_mask[row].sum()))
+    ends = lasts[:1] + lasts[-1:] + lasts[1:-1]
+    return torch.tensor(list(dict.fromkeys(ends))[: max(max_groups, 1)], dtype=torch.long, device=input_ids.device)
 
 
 def default_tolerances(trainer: Any, lm: nn.Module) -> tuple[bool, float, float]:
@@ -271,31 +300,38 @@ def default_tolerances(trainer: Any, lm: nn.Module) -> tuple[bool, float, float]
 
 
 def self_check(
-    trainer: Any, reference: Callable[..., tuple[Tensor, Tensor | None, Any]], model: nn.Module, input_ids: Tensor,
+    trainer: Any, reference: Callable[..., tuple[Tensor, Tensor | None, Any]],
+    shared: Callable[[bool], tuple[Tensor, Tensor | None]], model: nn.Module, input_ids: Tensor,
     attention_mask: Tensor, logits_to_keep: int, atol: float | None = None, mean_atol: float | None = None,
-) -> SelfCheck:  # fmt: skip
-    """Run TRL's path (``reference``, the trainer's TRL ``_get_per_token_logps_and_entropies``) and the shared
-    one on the same inputs, without gradient, and compare them.
+) -> tuple[SelfCheck, tuple[Tensor, Tensor | None]]:  # fmt: skip
+    """Run TRL's path (``reference``, the trainer's TRL ``_get_per_token_logps_and_entropies``) without gradient on
+    a few rows of the micro-batch (:func:`check_rows`), then ``shared(compute_entropy)``, the call's own
+    shared-prefix forward on the whole micro-batch, and compare them on those rows.
 
-    The model is unwrapped from DDP first, so these two extra forwards hold no collective.
+    Returns the check and the shared forward's output, which serves the call when the check passes: the check
+    costs TRL's forward of those rows, not a second pass over the micro-batch. TRL's forward runs first, on the
+    model unwrapped from DDP (no collective), so its working memory is gone before the shared forward keeps
+    its graph. Entropies are compared where TRL's fused head computes them (the policy).
     """
-    model = extract_model_from_parallel(model)
-    lm = _patched_lm(model)
+    unwrapped = extract_model_from_parallel(model)
+    lm = _patched_lm(unwrapped)
     entropy = lm is _patched_lm(trainer.model)  # TRL's fused head computes entropies for the policy only
-    args = (model, input_ids, attention_mask, logits_to_keep)
+    rows = check_rows(input_ids, attention_mask, logits_to_keep)
     with torch.no_grad():
-        ref, ref_entropy, _ = reference(*args, compute_entropy=entropy)
-        shared, entropies = shared_prefix_logps_and_entropies(
-            *args, compute_entropy=entropy, autocast=trainer.accelerator.autocast
-        )
-    mask = attention_mask[:, -logits_to_keep:].bool()
-    diff = (ref - shared)[mask].abs()
+        ref, ref_entropy, _ = reference(unwrapped, input_ids[rows], attention_mask[rows], logits_to_keep,
+                                        compute_entropy=entropy)
+    logps, entropies = shared(entropy)
+    mask = attention_mask[rows, -logits_to_keep:].bool()
+    diff = (ref - logps[rows].detach())[mask].abs()
     _, default_atol, default_mean_atol = default_tolerances(trainer, lm)
-    return SelfCheck(
+    check = SelfCheck(
         max_abs_diff=float(diff.max()),
         mean_abs_diff=float(diff.mean()),
-        max_entropy_diff=0.0 if ref_entropy is None else float((ref_entropy - entropies)[mask].abs().max()),
+        max_entropy_diff=0.0 if ref_entropy is None or entropies is None else
+        float((ref_entropy - entropies[rows].detach())[mask].abs().max()),
         atol=default_atol if atol is None else atol,
         mean_atol=default_mean_atol if mean_atol is None else mean_atol,
         n_tokens=int(mask.sum()),
+        n_rows=len(rows),
     )
+    return check, (logps, entropies)

@@ -120,7 +120,7 @@ def test_too_little_disk_for_one_checkpoint_is_refused_before_the_model_loads(ti
 
 
 def test_checkpoint_size_estimate_matches_a_real_checkpoint(tiny_model_dir, tmp_path):
-    from grpo_lite.training.checkpoints import _EXTRA_BYTES, checkpoint_bytes
+    from grpo_lite.training.run.checkpoints import _EXTRA_BYTES, checkpoint_bytes
 
     torch.set_num_threads(1)
     for method in ("lora", "full"):
@@ -135,7 +135,7 @@ def test_checkpoint_size_estimate_matches_a_real_checkpoint(tiny_model_dir, tmp_
 def test_planner_advice_from_train_can_be_followed():
     """plan() advises shortening max_prompt_length, which train() refuses: train()'s message says what works."""
     from grpo_lite import plan
-    from grpo_lite.training.resilience import train_advice
+    from grpo_lite.training.run.resilience import train_advice
 
     with pytest.raises(DoesNotFitError) as caught:
         plan("Llama-3.1-8B-Instruct", budget_gb=4)

@@ -329,7 +329,7 @@ def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
     from grpo_lite.memory.models import resolve_model
     from grpo_lite.planning.choose import plan
     from grpo_lite.training import trainer
-    from grpo_lite.training.attempts import RunInputs
+    from grpo_lite.training.run.attempts import RunInputs
 
     class Planned(Exception):
         pass

@@ -125,7 +125,7 @@ class Started(Exception):
 @pytest.fixture
 def started(monkeypatch):
     """train(config=...) stops where the attempts start and hands over (plan, recipe)."""
-    from grpo_lite.training import attempts
+    from grpo_lite.training.run import attempts
 
     def stop(cls, plan, inputs, run, recipe, **kwargs):
         raise Started(plan, recipe)
@@ -189,8 +189,8 @@ def test_a_shared_prefix_turned_off_after_the_model_loads_is_planned_again(tiny_
     import json
 
     from grpo_lite import plan
-    from grpo_lite.training import trl_seam
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step import trl_seam
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     monkeypatch.setattr(trl_seam, "_fused_head_problem", lambda trainer: "the fused LM head takes no shift_labels")
 
@@ -247,7 +247,7 @@ def test_compare_with_write_is_refused_not_ignored(tmp_path, capsys):
 def test_prompts_and_completions_beyond_the_context_are_reported_before_training(tiny_model_dir, tmp_path, capsys,
                                                                                  monkeypatch):
     """The tiny model has 1024 positions: 1100 completion tokens cannot fit, whatever the memory."""
-    from grpo_lite.training import attempts
+    from grpo_lite.training.run import attempts
 
     monkeypatch.setattr(attempts.Attempts, "start", lambda *a, **k: pytest.fail("training started"))
     error = _cli_error(["train", str(tiny_model_dir), "--dataset", "synthetic", "--reward", "length", "--set",

@@ -3,7 +3,7 @@
 - :func:`add_launch_arguments`: the two options on a subcommand's parser.
 - :func:`namespace_argv`: parsed arguments back to a command line (what each launched rank parses).
 - :func:`maybe_relaunch`: rerun ``grpo-lite train`` under :func:`grpo_lite.scale.distributed.launch_command`
-  and check the ranks' records (:func:`grpo_lite.training.ranks.check_ranks`).
+  and check the ranks' records (:func:`grpo_lite.training.run.ranks.check_ranks`).
 
 Cheap to import: no torch, transformers or yaml at the top (the GPU count is asked in a child process).
 
@@ -26,7 +26,7 @@ from typing import Any
 import grpo_lite.scale.distributed as _distributed
 from grpo_lite.scale.distributed import SHARDINGS, _check_processes, _mode, in_launched_process, launch_command
 from grpo_lite.errors import ConfigError
-from grpo_lite.training.ranks import _clear_records, check_ranks
+from grpo_lite.training.run.ranks import _clear_records, check_ranks
 from grpo_lite.memory.settings import Sharding
 
 __all__ = ["add_launch_arguments", "namespace_argv", "maybe_relaunch"]

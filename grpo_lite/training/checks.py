@@ -5,7 +5,7 @@
   must be > 0, a beta below 1...). Model loading takes minutes; a typo must not wait for it.
 - :func:`check_output_dir`: the folder can be created and written (not a file, not read-only).
 - :func:`check_free_space`: after planning, before the model loads: the disk has room for one
-  checkpoint (size from the memory model, :func:`grpo_lite.training.checkpoints.checkpoint_bytes`).
+  checkpoint (size from the memory model, :func:`grpo_lite.training.run.checkpoints.checkpoint_bytes`).
 
 Every message names the setting and a value that works, written ``key=value``: the same words work
 as ``--set key=value`` and as ``train(..., key=value)``.
@@ -57,7 +57,7 @@ def check_before_launch(output_dir: str | os.PathLike | None, overrides: dict[st
     """What can be checked before ``grpo-lite train --num-processes N`` starts its ranks: the settings,
     the folder, and whether a live run holds it (a rank's error would come back inside the launcher's
     traceback). Each rank checks again, and takes the lock."""
-    from grpo_lite.training.runlock import RunLock
+    from grpo_lite.training.run.lock import RunLock
 
     from grpo_lite.recipe.values import check_overrides
 
@@ -93,7 +93,7 @@ def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
     Raises:
         OutputDirError: less free space than one checkpoint needs; the message gives both sizes.
     """
-    from grpo_lite.training.checkpoints import INCOMPLETE_DIR, checkpoint_bytes
+    from grpo_lite.training.run.checkpoints import INCOMPLETE_DIR, checkpoint_bytes
 
     need = checkpoint_bytes(plan)
     free = shutil.disk_usage(out).free

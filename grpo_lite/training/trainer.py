@@ -7,7 +7,7 @@ model and build TRL's ``GRPOTrainer`` from the Recipe, train, save the model or 
 ``run.json`` atomically, and print a summary. Before anything loads, every setting and the output folder are checked
 (:mod:`grpo_lite.training.checks`). Around the loop: one run per folder (a lock), a guard against
 overwriting another run, resume from the newest complete checkpoint, Ctrl-C that saves before it
-exits, a step down the preset ladder on CUDA out-of-memory (see :mod:`grpo_lite.training.resilience`),
+exits, a step down the preset ladder on CUDA out-of-memory (see :mod:`grpo_lite.training.run.resilience`),
 and a full disk reported as such. TRL, PEFT and bitsandbytes are imported inside the
 function, never at ``import grpo_lite``.
 """
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS  # the XML format's end: nothing after it earns a reward
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
-from grpo_lite.training.advice import OnStall
-from grpo_lite.training.attempts import OnOOM, RunFolder, RunInputs
-from grpo_lite.training.quiet import quiet_libraries
+from grpo_lite.training.report.advice import OnStall
+from grpo_lite.training.run.attempts import OnOOM, RunFolder, RunInputs
+from grpo_lite.training.report.quiet import quiet_libraries
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -92,7 +92,7 @@ class TrainResult:
 
     def reward_change(self, window: int = 3) -> tuple[float | None, float | None]:
         """Mean total reward over the first and the last ``window`` logged steps."""
-        from grpo_lite.training.report import first_last
+        from grpo_lite.training.report.summary import first_last
 
         return first_last(self.history, window).get("reward", (None, None))
 
@@ -216,7 +216,7 @@ def train(
             file, read-only, full or held by another run, or the disk filled up during the run.
         RewardError: a reward function returned something other than one number (or None) per completion.
     """
-    from grpo_lite.training.attempts import Attempts, run_attempts
+    from grpo_lite.training.run.attempts import Attempts, run_attempts
 
     recipe = cast("Recipe | None", config)  # a Recipe, the arguments passed already applied (_recipe_with_passed_arguments)
     if recipe is not None:
@@ -321,7 +321,7 @@ def _check_recipe_launch(recipe: Recipe) -> None:
 def _seam_replan(shared_prefix: bool, console: Any) -> bool:
     """Whether the run shares prompts: not when TRL's code turns the shared prefix off
     (trl_seam.code_problems), which is said before planning, so the plan printed is the plan trained."""
-    from grpo_lite.training.trl_seam import code_problems, seam_warning
+    from grpo_lite.training.step.trl_seam import code_problems, seam_warning
 
     problems = code_problems() if shared_prefix else {}
     if not problems:
@@ -364,8 +364,9 @@ def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *,
     from rich.console import Console
 
     from grpo_lite.errors import GrpoLiteError
-    from grpo_lite.training import checks, resilience, resume_checks, resume as resuming
-    from grpo_lite.training.runlock import RunLock
+    from grpo_lite.training import checks
+    from grpo_lite.training.run import resilience, resume_checks, resume as resuming
+    from grpo_lite.training.run.lock import RunLock
 
     state = process_state()
     console = Console(quiet=quiet or not state.is_main_process)
@@ -414,7 +415,7 @@ def _open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *,
 
 def _already_finished(run: RunFolder, inputs: RunInputs, the_plan: Plan) -> TrainResult:
     """The result of resuming a finished run: what run.json records; nothing trained or written."""
-    from grpo_lite.training.resume import read_record
+    from grpo_lite.training.run.resume import read_record
 
     record, _ = read_record(run.out, move=False)
     record = record or {}
@@ -441,8 +442,8 @@ def _shared_error(state: Any, error: GrpoLiteError | None) -> GrpoLiteError | No
 
 def _record_crash(out: Path, earlier: Any) -> None:
     """A run whose record said ``running`` when nobody held its lock crashed: say so in run.json now."""
-    from grpo_lite.training.report import write_json_atomic
-    from grpo_lite.training.resume import read_record
+    from grpo_lite.training.report.summary import write_json_atomic
+    from grpo_lite.training.run.resume import read_record
 
     if not any(e.get("event") == "crashed" for e in earlier.events[-1:]):
         return
@@ -498,7 +499,7 @@ def _make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | 
     """
     from grpo_lite.errors import DoesNotFitError
     from grpo_lite.planning.choose import plan
-    from grpo_lite.training.resilience import train_advice
+    from grpo_lite.training.run.resilience import train_advice
 
     try:
         the_plan = plan(inputs.spec, method=method, preset=preset, **plan_kwargs, **overrides)
@@ -573,15 +574,16 @@ def _check_disk(run: RunFolder, the_plan: Plan) -> None:
 
 def _disk_full(exc: BaseException, run: RunFolder, the_plan: Plan) -> Exception | None:
     """A failure caused by a full disk, as an OutputDirError that says so (None for any other failure)."""
-    from grpo_lite.training import checkpoints
-    from grpo_lite.training.resilience import disk_full_error
+    from grpo_lite.training.run import checkpoints
+    from grpo_lite.training.run.resilience import disk_full_error
 
     return disk_full_error(exc, run.out, checkpoints.checkpoint_bytes(the_plan), checkpoints.scan(run.out).newest)
 
 
 def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder) -> TrainResult:
     """Save the final model (unless interrupted), write run.json, print the summary."""
-    from grpo_lite.training import build, checkpoints
+    from grpo_lite.training import build
+    from grpo_lite.training.run import checkpoints
 
     out = run.out
     # a stop asked during the last step leaves nothing to resume: the run is finished
@@ -599,7 +601,7 @@ def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder) -> Train
     )  # fmt: skip
     loop.write_record(status="interrupted" if interrupted else "finished", model_dir=model_dir)
     if run.state.is_main_process:
-        from grpo_lite.training.report import finish_report
+        from grpo_lite.training.report.summary import finish_report
 
         finish_report(result, run.console)
         if interrupted:

@@ -105,7 +105,7 @@ def _build_rank_record_callback() -> type:
     import torch
     from transformers import TrainerCallback
 
-    from grpo_lite.training.report import write_json_atomic
+    from grpo_lite.training.report.summary import write_json_atomic
 
     class RankRecordCallback(TrainerCallback):
         """Writes ``<output_dir>/ranks/rank<R>.json`` (a :class:`RankRecord`) on EVERY rank at train end.

@@ -1,4 +1,4 @@
-"""What :class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer` needs of TRL's private code, checked when it is built.
+"""What :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` needs of TRL's private code, checked when it is built.
 
 LiteGRPOTrainer overrides two private methods of TRL's ``GRPOTrainer`` and reads a few of its private
 attributes. Each of its features depends on a part of that code, and each part is checked against the
@@ -10,7 +10,7 @@ code grpo-lite was written for (TRL :data:`TESTED_TRL`):
 | shared-prefix sampling | ``_generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)``: left-padded prompts, ``unwrapped_model.generate(**generate_inputs, generation_config=...)``, the completions sliced at ``generate_inputs["input_ids"].size(1)``; ``_tokenizer``, ``use_vllm``, ``use_transformers_continuous_batching`` |
 | stop strings | the same method and ``generate`` call, the cut at the first of ``eos_token_ids``; ``generation_config``, ``_tokenizer`` |
 | update monitor | ``_metrics["train"]``, the lists TRL averages at each log |
-| zero-advantage skip | ``_compute_loss`` exactly as TRL 1.16 wrote it (its source's digest, whitespace ignored): every loss type's per-token loss and divisor (:mod:`grpo_lite.training.zero_advantage`) |
+| zero-advantage skip | ``_compute_loss`` exactly as TRL 1.16 wrote it (its source's digest, whitespace ignored): every loss type's per-token loss and divisor (:mod:`grpo_lite.training.step.zero_advantage`) |
 
 :func:`seam_problems` names what differs, per feature. The trainer turns such a feature off and runs
 TRL's own code in its place, with one warning naming the TRL version: a changed seam costs speed or a
@@ -101,7 +101,7 @@ def _attribute_problem(trainer: Any, checks: dict[str, Callable[[Any], bool]]) -
 
 
 def _fused_head_problem(trainer: Any) -> str | None:
-    from grpo_lite.training.shared_prefix import _patched_lm
+    from grpo_lite.training.step.shared_prefix import _patched_lm
 
     try:
         params = inspect.signature(_patched_lm(trainer.model).forward, follow_wrapped=False).parameters

@@ -23,12 +23,12 @@ FAST = ["--dataset", "synthetic", "--reward", "length", "--max-steps", "1", "--s
 @pytest.fixture
 def nothing_loads(monkeypatch):
     """Fail the test if train() gets as far as loading the tokenizer or the dataset."""
-    from grpo_lite.training import trainer
+    from grpo_lite.training import prepare
 
     def loaded(*args, **kwargs):
         raise AssertionError("train() loaded its inputs before rejecting the setting")
 
-    monkeypatch.setattr(trainer, "_load_inputs", loaded)
+    monkeypatch.setattr(prepare, "load_inputs", loaded)
 
 
 # (--set value, the fragment the error line must contain): every bad value of the issue, and their kin

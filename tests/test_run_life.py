@@ -256,15 +256,15 @@ def test_sigterm_before_training_starts_stops_the_run_and_gives_the_folder_back(
     out = tmp_path / "run"
 
     def body():
-        from grpo_lite.training import trainer
+        from grpo_lite.training import prepare
 
-        original = trainer._load_inputs  # the signal comes while the dataset and tokenizer load
+        original = prepare.load_inputs  # the signal comes while the dataset and tokenizer load
 
         def load_inputs(*args, **kwargs):
             os.kill(os.getpid(), signal.SIGTERM)
             return original(*args, **kwargs)
 
-        trainer._load_inputs = load_inputs
+        prepare.load_inputs = load_inputs
         return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
 
     code, output = _in_child(body)

@@ -19,12 +19,12 @@ class Resolved(Exception):
 @pytest.fixture
 def resolved_recipe(monkeypatch):
     """train() stops once it has the recipe it would run, and hands it over."""
-    from grpo_lite.training import trainer
+    from grpo_lite.training import arguments
 
     def stop(recipe):
         raise Resolved(recipe)
 
-    monkeypatch.setattr(trainer, "_check_recipe_launch", stop)
+    monkeypatch.setattr(arguments, "check_recipe_launch", stop)
 
     def run(**kwargs):
         with pytest.raises(Resolved) as caught:
@@ -283,9 +283,9 @@ def test_a_trl_seam_that_turns_the_shared_prefix_off_replans_and_says_so(tiny_mo
 
 
 def test_the_same_arguments_without_a_recipe_are_typed_alike(tmp_path, monkeypatch):
-    from grpo_lite.training import trainer
+    from grpo_lite.training.run import folder
 
-    monkeypatch.setattr(trainer, "_open_run", lambda *a, **k: pytest.fail("the output folder was touched"))
+    monkeypatch.setattr(folder, "open_run", lambda *a, **k: pytest.fail("the output folder was touched"))
     for kwargs, message in (({"seed": None}, "seed=None: seed takes a whole number"),
                             ({"stop_strings": "</answer>"}, "stop_strings='</answer>': stop_strings takes a list"),
                             ({"shared_prefix": "no way"}, "shared_prefix='no way': shared_prefix takes True or False")):

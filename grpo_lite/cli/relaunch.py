@@ -117,7 +117,7 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
     missing = [pkg for pkg in _mode(sharding).requires if not _importable(pkg)]
     if missing:
         raise ConfigError(f"sharding {sharding!r} needs {', '.join(missing)}: pip install {' '.join(missing)}")
-    from grpo_lite.training.trainer import default_output_dir
+    from grpo_lite.training.run.folder import default_output_dir
 
     out = Path(args.output_dir) if args.output_dir is not None else default_output_dir(str(args.model))
     argv = ["train", *namespace_argv(args._launch_parser, args, output_dir=str(out), sharding=sharding)]

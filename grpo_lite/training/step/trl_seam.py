@@ -14,7 +14,8 @@ code grpo-lite was written for (TRL :data:`TESTED_TRL`):
 
 :func:`seam_problems` names what differs, per feature. The trainer turns such a feature off and runs
 TRL's own code in its place, with one warning naming the TRL version: a changed seam costs speed or a
-feature, never a log-prob computed differently in silence.
+feature, never a log-prob computed differently in silence. :func:`seam_replan` says it before planning, so
+that a run whose TRL turns the shared prefix off is planned without it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
-__all__ = ["FEATURES", "TESTED_TRL", "Feature", "code_problems", "seam_problems", "seam_warning"]
+__all__ = ["FEATURES", "TESTED_TRL", "Feature", "code_problems", "seam_problems", "seam_replan", "seam_warning"]
 
 # The TRL releases the trainer, shared-prefix and stop-string tests passed with (pyproject.toml's bound).
 # 1.13.0 and 1.14.0 differ at the seam (the trainer warns and runs TRL's code); 1.15.0 has the same seam but its
@@ -167,3 +168,16 @@ def seam_warning(problems: dict[Feature, str], version: str) -> str:
     return (f"grpo-lite: TRL {version} differs from the code grpo-lite was tested with (TRL "
             f"{', '.join(TESTED_TRL)}): {off}. TRL's own code runs instead; docs/troubleshooting.md says how "
             "to check a TRL release")
+
+
+def seam_replan(shared_prefix: bool, console: Any) -> bool:
+    """Whether the run shares prompts: not when TRL's code turns the shared prefix off
+    (:func:`code_problems`), which is said before planning, so the plan printed is the plan trained."""
+    problems = code_problems() if shared_prefix else {}
+    if not problems:
+        return shared_prefix
+    import trl
+
+    console.print(f"[yellow]{seam_warning(problems, trl.__version__)}. The run is planned without the shared "
+                  "prefix: the plan below is the plan trained[/yellow]", highlight=False)
+    return False

@@ -53,7 +53,7 @@ def _raw_trl_trainer() -> type:
 
 
 def _child(arm: str, steps: int, out: Path, seed: int) -> None:
-    import grpo_lite.training.grpo_trainer as grpo_trainer
+    import grpo_lite.training.step.grpo_trainer as grpo_trainer
     from grpo_lite import DemoConfig, train
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.data.prompts import PromptStyle

@@ -23,7 +23,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import grpo_lite.evaluation as ev
-    import grpo_lite.training.prefix_cache as pc
+    import grpo_lite.training.step.prefix_cache as pc
     from grpo_lite import DemoConfig
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.training.loading import demo_model_path

@@ -125,7 +125,7 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
 
     from grpo_lite.memory.measure import measure_training
     from grpo_lite.precision.rounding import state_nbytes
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     the_plan = case_plan(name, budget_gb, device=device, tiny=tiny, prompt_tokens=prompt_tokens)
     arch = the_plan.model.arch

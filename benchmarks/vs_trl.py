@@ -115,13 +115,13 @@ def lite_recipe(model: str | os.PathLike, rows: Any, seed: int, max_steps: int,
     from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.training.build import measure_prompt_tokens
     from grpo_lite.training.loading import load_tokenizer
-    from grpo_lite.training.trainer import _plan_kwargs
+    from grpo_lite.training.prepare import plan_kwargs
 
     overrides = dict(DemoConfig().train_settings() if settings is None else settings)
     method = overrides.pop("method", None)
     spec = resolve_model(model)
     tokens = measure_prompt_tokens(trl_dataset(rows, load_tokenizer(spec.model_id)), load_tokenizer(spec.model_id))
-    the_plan = plan(spec, method=method, **_plan_kwargs(None, tokens), **overrides, shared_prefix=SHARED_PREFIX_DEFAULT)
+    the_plan = plan(spec, method=method, **plan_kwargs(None, tokens), **overrides, shared_prefix=SHARED_PREFIX_DEFAULT)
     return Recipe.from_plan(the_plan, dataset=rows, prompt_style=DemoConfig().style(), seed=seed, max_steps=max_steps,
                             stop_strings=DEFAULT_STOP_STRINGS)
 

@@ -28,7 +28,7 @@ def _trainer(out: str, layers: int | None = None):
     from trl import GRPOConfig
 
     from grpo_lite import DemoConfig
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
     from grpo_lite.training.loading import demo_model_path, load_model, load_tokenizer
 
     cfg = DemoConfig()

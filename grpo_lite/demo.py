@@ -32,7 +32,7 @@ from typing import Any
 from grpo_lite.data.prompts import PromptStyle, PromptStyleName
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
-from grpo_lite.training.quiet import quiet_libraries
+from grpo_lite.training.report.quiet import quiet_libraries
 
 __all__ = ["DemoConfig", "DemoResult", "demo_line", "run_demo"]
 

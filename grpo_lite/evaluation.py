@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from grpo_lite.training.quiet import quiet_libraries
+from grpo_lite.training.report.quiet import quiet_libraries
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -141,7 +141,7 @@ def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens
     import torch
 
     from grpo_lite.data.prompts import prompt_token_ids
-    from grpo_lite.training.prefix_cache import prefix_cache_inputs
+    from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
 
     with torch.inference_mode():
         enc = prefix_cache_inputs(model, prompt_token_ids(tokenizer, prompts), tokenizer.pad_token_id)

@@ -16,7 +16,7 @@ STAGES = ("errors", "data", "rewards", "memory", "planning", "scale", "precision
           "simulation", "evaluation", "demo", "cli")
 BASE = {"grpo_lite", "grpo_lite._version", "grpo_lite.errors", "grpo_lite.tiny", "grpo_lite.__main__",
         "grpo_lite.files", "grpo_lite.cache",  # standard library only, used by every stage
-        "grpo_lite.training.runlock"}  # standard library and filelock only: a run's export holds the run's lock too
+        "grpo_lite.training.run.lock"}  # standard library and filelock only: a run's export holds the run's lock too
 # The one import that runs back up, on purpose, inside the one function that traces (never at import time):
 # the planner's traced block terms run a decoder block through the simulation's model build and GPU semantics.
 # Moving the tracer below planning would move the simulation's build (the trainer's own model) down with it.
@@ -147,8 +147,8 @@ def test_the_upward_import_is_the_lazy_one_it_names() -> None:
 
 def test_lazy_and_function_level_imports_count() -> None:
     graph = import_graph()
-    assert "grpo_lite.training.trainer" in graph["grpo_lite.training.attempts"] or \
-        "grpo_lite.training.attempts" in graph["grpo_lite.training.trainer"]
+    assert "grpo_lite.training.trainer" in graph["grpo_lite.training.run.attempts"] or \
+        "grpo_lite.training.run.attempts" in graph["grpo_lite.training.trainer"]
     assert "grpo_lite.planning.search" in graph["grpo_lite.planning.choose"]
 
 

@@ -23,12 +23,12 @@ FAST = ["--dataset", "synthetic", "--reward", "length", "--max-steps", "1", "--s
 @pytest.fixture
 def nothing_loads(monkeypatch):
     """Fail the test if train() gets as far as loading the tokenizer or the dataset."""
-    from grpo_lite.training import trainer
+    from grpo_lite.training import prepare
 
     def loaded(*args, **kwargs):
         raise AssertionError("train() loaded its inputs before rejecting the setting")
 
-    monkeypatch.setattr(trainer, "_load_inputs", loaded)
+    monkeypatch.setattr(prepare, "load_inputs", loaded)
 
 
 # (--set value, the fragment the error line must contain): every bad value of the issue, and their kin
@@ -122,7 +122,7 @@ def test_too_little_disk_for_one_checkpoint_is_refused_before_the_model_loads(ti
 
 
 def test_checkpoint_size_estimate_matches_a_real_checkpoint(tiny_model_dir, tmp_path):
-    from grpo_lite.training.checkpoints import _EXTRA_BYTES, checkpoint_bytes
+    from grpo_lite.training.run.checkpoints import _EXTRA_BYTES, checkpoint_bytes
 
     torch.set_num_threads(1)
     for method in ("lora", "full"):
@@ -137,7 +137,7 @@ def test_checkpoint_size_estimate_matches_a_real_checkpoint(tiny_model_dir, tmp_
 def test_planner_advice_from_train_can_be_followed():
     """plan() advises shortening max_prompt_length, which train() refuses: train()'s message says what works."""
     from grpo_lite import plan
-    from grpo_lite.training.resilience import train_advice
+    from grpo_lite.training.run.resilience import train_advice
 
     with pytest.raises(DoesNotFitError) as caught:
         plan("Llama-3.1-8B-Instruct", budget_gb=4)

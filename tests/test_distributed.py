@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from grpo_lite.scale import distributed as D
-from grpo_lite.training import ranks as RR
+from grpo_lite.training.run import ranks as RR
 from grpo_lite.cli import relaunch as RL
 from grpo_lite.errors import ConfigError, GrpoLiteError
 

@@ -83,7 +83,7 @@ def _read_only(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
 
 def test_a_run_still_training_is_refused_and_nothing_is_written(run_dir, capsys):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from grpo_lite.training.runlock import "
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from grpo_lite.training.run.lock import "
          "RunLock; lock = RunLock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)", str(run_dir)],
         stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
@@ -100,7 +100,7 @@ def test_a_run_still_training_is_refused_and_nothing_is_written(run_dir, capsys)
 
 def test_the_export_holds_the_run_lock_and_gives_it_back(run_dir, capsys, monkeypatch):
     from grpo_lite.export import gguf_file
-    from grpo_lite.training.runlock import RunLock
+    from grpo_lite.training.run.lock import RunLock
 
     seen = []
     real = gguf_file.write_gguf
@@ -118,7 +118,7 @@ def test_the_export_holds_the_run_lock_and_gives_it_back(run_dir, capsys, monkey
 def _locked(run: Path) -> bool:
     """Whether another process could not take the lock of ``run`` now (a child process tries)."""
     probe = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from grpo_lite.training.runlock import RunLock\n"
+        [sys.executable, "-c", "import sys; from pathlib import Path; from grpo_lite.training.run.lock import RunLock\n"
          "try: RunLock.check(Path(sys.argv[1]))\nexcept OSError: sys.exit(3)", str(run)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     return probe.wait() == 3
@@ -194,7 +194,7 @@ def test_a_temporary_left_by_a_killed_export_is_removed_by_the_next(run_dir, cap
 
 
 def test_overwrite_removes_the_old_runs_exports(run_dir, capsys):
-    from grpo_lite.training.resilience import guard_output_dir
+    from grpo_lite.training.run.resilience import guard_output_dir
 
     assert _export(run_dir, capsys)[0] == 0
     (run_dir / "notes.txt").write_text("mine")

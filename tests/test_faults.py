@@ -108,7 +108,7 @@ def _break_save(step: int, where: str, action: str) -> None:
     from transformers import Trainer
     from transformers.trainer_callback import TrainerState
 
-    from grpo_lite.training import checkpoints
+    from grpo_lite.training.run import checkpoints
 
     def fault() -> None:
         if action == "kill":
@@ -390,7 +390,7 @@ def test_a_write_error_without_errno_on_a_full_disk_is_recognised(tmp_path, monk
     """torch's zip writer reports a full disk as a RuntimeError with no errno: the free space left decides."""
     import shutil as shutil_module
 
-    from grpo_lite.training import resilience
+    from grpo_lite.training.run import resilience
 
     usage = shutil_module._ntuple_diskusage
     torch_error = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 101312 vs 101204")
@@ -406,7 +406,7 @@ def test_a_write_error_without_errno_on_a_full_disk_is_recognised(tmp_path, monk
 
 
 def test_lock_check_leaves_a_stale_lock_for_the_run_to_report(tmp_path):
-    from grpo_lite.training.runlock import LOCK_NAME, RunLock
+    from grpo_lite.training.run.lock import LOCK_NAME, RunLock
 
     (tmp_path / LOCK_NAME).write_text('{"pid": 999999999, "host": "here", "started": 0}')
     RunLock.check(tmp_path)  # nobody holds it: no error, and the record stays for the run to report

@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from grpo_lite.training import health
-from grpo_lite.training.health import HealthMonitor, LearningStalledWarning
+from grpo_lite.training.report import health
+from grpo_lite.training.report.health import HealthMonitor, LearningStalledWarning
 from tiny_run import TINY_RUN
 
 
@@ -79,7 +79,7 @@ def test_on_stall_is_checked():
 def test_the_length_remedy_is_the_longest_that_fits_and_plans_as_written():
     from grpo_lite import plan
     from grpo_lite.errors import DoesNotFitError
-    from grpo_lite.training.advice import LENGTH_STEP, Advisor
+    from grpo_lite.training.report.advice import LENGTH_STEP, Advisor
     from grpo_lite.cli.options import parse_set
 
     kwargs = {"budget_gb": 8, "max_prompt_length": 256}
@@ -97,7 +97,7 @@ def test_the_length_remedy_is_the_longest_that_fits_and_plans_as_written():
 def test_the_generations_remedy_refits_a_fixed_batch():
     from grpo_lite import plan
     from grpo_lite.cli.options import parse_set
-    from grpo_lite.training.advice import Advisor
+    from grpo_lite.training.report.advice import Advisor
 
     kwargs = {"budget_gb": 24, "max_prompt_length": 128}
     current = plan("Qwen2.5-0.5B-Instruct", **kwargs, num_generations=4, per_device_train_batch_size=4)
@@ -204,7 +204,7 @@ def test_adapt_raises_the_completion_length_at_a_checkpoint(tiny_model_dir, tmp_
 
 def test_adapt_is_declined_where_it_cannot_happen():
     from grpo_lite import plan
-    from grpo_lite.training.advice import Advisor
+    from grpo_lite.training.report.advice import Advisor
 
     said = []
     advisor = Advisor(plan("Qwen2.5-0.5B-Instruct", budget_gb=8), {"budget_gb": 8},

@@ -328,8 +328,8 @@ def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
     """train() plans as plan() does: on a 16 GB card, Qwen3-0.6B's plan carries the traced terms."""
     from grpo_lite.memory.models import resolve_model
     from grpo_lite.planning.choose import plan
-    from grpo_lite.training import trainer
-    from grpo_lite.training.attempts import RunInputs
+    from grpo_lite.training import prepare, trainer
+    from grpo_lite.training.run.attempts import RunInputs
 
     class Planned(Exception):
         pass
@@ -337,10 +337,10 @@ def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
     def inputs(model, dataset, reward_funcs, style, *_args):  # no tokenizer or dataset: only the plan is looked at
         return RunInputs(resolve_model(model), None, [], reward_funcs, style, 256)
 
-    plan_kwargs = trainer._plan_kwargs
-    monkeypatch.setattr(trainer, "_load_inputs", inputs)
-    monkeypatch.setattr(trainer, "_plan_kwargs", lambda *a: {**plan_kwargs(*a), "device": "cuda"})  # a GPU run
-    monkeypatch.setattr(trainer, "_check_context", lambda the_plan, *a, **k: (_ for _ in ()).throw(Planned(the_plan)))
+    plan_kwargs = prepare.plan_kwargs
+    monkeypatch.setattr(prepare, "load_inputs", inputs)
+    monkeypatch.setattr(prepare, "plan_kwargs", lambda *a: {**plan_kwargs(*a), "device": "cuda"})  # a GPU run
+    monkeypatch.setattr(prepare, "check_context", lambda the_plan, *a, **k: (_ for _ in ()).throw(Planned(the_plan)))
     with pytest.raises(Planned) as caught:
         trainer.train("Qwen3-0.6B", budget_gb=16, method="lora", gradient_checkpointing=False,
                       output_dir=tmp_path / "run", quiet=True)

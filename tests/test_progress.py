@@ -7,7 +7,7 @@ from tiny_run import TINY_RUN
 
 from grpo_lite import train
 from grpo_lite.rewards import correctness_reward, soft_format_reward
-from grpo_lite.training.progress import _duration, format_line, reward_shares
+from grpo_lite.training.report.progress import _duration, format_line, reward_shares
 
 LOGS = {"reward": 1.5, "completions/mean_length": 40.0, "completions/clipped_ratio": 0.5}
 

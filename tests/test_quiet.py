@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from grpo_lite.training.quiet import quiet_libraries
+from grpo_lite.training.report.quiet import quiet_libraries
 
 NOISE = ("Loading weights", "Writing model shards", "Converting and de-quantizing", "it/s]", "gemm_4bit_forward",
          "FutureWarning", "is_gradient_checkpointing", "memory not checked")

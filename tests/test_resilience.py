@@ -206,7 +206,7 @@ def _check_schedule_across_a_step_down(tiny_model_dir, tmp_path):
 def test_step_down_skips_rungs_whose_package_is_missing(monkeypatch):
     from grpo_lite import plan
     from grpo_lite.planning import hardware
-    from grpo_lite.training.resilience import next_plan
+    from grpo_lite.training.run.resilience import next_plan
 
     missing = hardware.Extras(liger_kernel=False, vllm=False, galore_torch=False, bitsandbytes=True, deepspeed=False)
     monkeypatch.setattr(hardware, "installed_extras", lambda: missing)
@@ -216,7 +216,7 @@ def test_step_down_skips_rungs_whose_package_is_missing(monkeypatch):
 
 def test_step_down_skips_rungs_that_a_fixed_optimizer_rules_out():
     from grpo_lite import plan
-    from grpo_lite.training.resilience import next_plan
+    from grpo_lite.training.run.resilience import next_plan
 
     current = plan("Llama-3.2-1B-Instruct", budget_gb=24, preset="full-8bit-ckpt", optim="adamw_torch")
     assert next_plan(current, budget_gb=24).preset.method != "galore"

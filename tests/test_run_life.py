@@ -239,8 +239,8 @@ def test_a_stop_asked_during_the_last_step_leaves_a_finished_run(tiny_model_dir,
 def test_the_checks_accept_the_command_that_started_the_run(tmp_path):
     """Without fingerprints (a record older than them, a hub model not downloaded) the name decides; a run that
     stepped down accepts the preset and method it started with (the resume goes on with the lower rung)."""
-    from grpo_lite.training.resume import EarlierRun
-    from grpo_lite.training.resume_checks import check_same_run
+    from grpo_lite.training.run.resume import EarlierRun
+    from grpo_lite.training.run.resume_checks import check_same_run
 
     earlier = EarlierRun(preset="lora", source=None, done=2, checkpoint_step=1, max_steps=4, model="org/base-a",
                          events=[{"event": "out_of_memory", "from_preset": "full", "to_preset": "lora"}])
@@ -256,15 +256,15 @@ def test_sigterm_before_training_starts_stops_the_run_and_gives_the_folder_back(
     out = tmp_path / "run"
 
     def body():
-        from grpo_lite.training import trainer
+        from grpo_lite.training import prepare
 
-        original = trainer._load_inputs  # the signal comes while the dataset and tokenizer load
+        original = prepare.load_inputs  # the signal comes while the dataset and tokenizer load
 
         def load_inputs(*args, **kwargs):
             os.kill(os.getpid(), signal.SIGTERM)
             return original(*args, **kwargs)
 
-        trainer._load_inputs = load_inputs
+        prepare.load_inputs = load_inputs
         return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
 
     code, output = _in_child(body)

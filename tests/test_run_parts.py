@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from grpo_lite import ModelError
-from grpo_lite.training.report import first_last, write_json_atomic
+from grpo_lite.training.report.summary import first_last, write_json_atomic
 
 
 def test_memory_callback_records_each_steps_peak(monkeypatch):
-    from grpo_lite.training.callbacks import MemoryCallback
+    from grpo_lite.training.report.callbacks import MemoryCallback
 
     peaks = iter([3 * 1024**3, 5 * 1024**3])
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -33,7 +33,7 @@ def test_memory_callback_records_each_steps_peak(monkeypatch):
 
 
 def test_memory_callback_is_silent_on_cpu(monkeypatch):
-    from grpo_lite.training.callbacks import MemoryCallback
+    from grpo_lite.training.report.callbacks import MemoryCallback
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     cb = MemoryCallback()
@@ -123,7 +123,7 @@ def test_demo_cli_options_reach_the_config(monkeypatch, capsys):
 
 def test_evaluation_forwards_the_common_prefix_once_and_decodes_the_same(tiny_model_dir, monkeypatch):
     import grpo_lite.evaluation as ev
-    import grpo_lite.training.prefix_cache as pc
+    import grpo_lite.training.step.prefix_cache as pc
 
     calls = []
     real = pc.prefix_cache_inputs

@@ -19,12 +19,12 @@ class Resolved(Exception):
 @pytest.fixture
 def resolved_recipe(monkeypatch):
     """train() stops once it has the recipe it would run, and hands it over."""
-    from grpo_lite.training import trainer
+    from grpo_lite.training import arguments
 
     def stop(recipe):
         raise Resolved(recipe)
 
-    monkeypatch.setattr(trainer, "_check_recipe_launch", stop)
+    monkeypatch.setattr(arguments, "check_recipe_launch", stop)
 
     def run(**kwargs):
         with pytest.raises(Resolved) as caught:
@@ -125,7 +125,7 @@ class Started(Exception):
 @pytest.fixture
 def started(monkeypatch):
     """train(config=...) stops where the attempts start and hands over (plan, recipe)."""
-    from grpo_lite.training import attempts
+    from grpo_lite.training.run import attempts
 
     def stop(cls, plan, inputs, run, recipe, **kwargs):
         raise Started(plan, recipe)
@@ -189,8 +189,8 @@ def test_a_shared_prefix_turned_off_after_the_model_loads_is_planned_again(tiny_
     import json
 
     from grpo_lite import plan
-    from grpo_lite.training import trl_seam
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step import trl_seam
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     monkeypatch.setattr(trl_seam, "_fused_head_problem", lambda trainer: "the fused LM head takes no shift_labels")
 
@@ -222,7 +222,7 @@ def leaky_mask(monkeypatch):
 
     import torch
 
-    from grpo_lite.training import shared_prefix
+    from grpo_lite.training.step import shared_prefix
 
     real = shared_prefix.pack_groups
 
@@ -329,7 +329,7 @@ def test_compare_with_write_is_refused_not_ignored(tmp_path, capsys):
 def test_prompts_and_completions_beyond_the_context_are_reported_before_training(tiny_model_dir, tmp_path, capsys,
                                                                                  monkeypatch):
     """The tiny model has 1024 positions: 1100 completion tokens cannot fit, whatever the memory."""
-    from grpo_lite.training import attempts
+    from grpo_lite.training.run import attempts
 
     monkeypatch.setattr(attempts.Attempts, "start", lambda *a, **k: pytest.fail("training started"))
     error = _cli_error(["train", str(tiny_model_dir), "--dataset", "synthetic", "--reward", "length", "--set",
@@ -365,9 +365,9 @@ def test_a_trl_seam_that_turns_the_shared_prefix_off_replans_and_says_so(tiny_mo
 
 
 def test_the_same_arguments_without_a_recipe_are_typed_alike(tmp_path, monkeypatch):
-    from grpo_lite.training import trainer
+    from grpo_lite.training.run import folder
 
-    monkeypatch.setattr(trainer, "_open_run", lambda *a, **k: pytest.fail("the output folder was touched"))
+    monkeypatch.setattr(folder, "open_run", lambda *a, **k: pytest.fail("the output folder was touched"))
     for kwargs, message in (({"seed": None}, "seed=None: seed takes a whole number"),
                             ({"stop_strings": "</answer>"}, "stop_strings='</answer>': stop_strings takes a list"),
                             ({"shared_prefix": "no way"}, "shared_prefix='no way': shared_prefix takes True or False")):

@@ -17,7 +17,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from trl import GRPOTrainer
 from trl.trainer.utils import add_fused_lm_head
 
-from grpo_lite.training.shared_prefix import (
+from grpo_lite.training.step.shared_prefix import (
     group_prompts,
     is_packable,
     pack_groups,
@@ -290,7 +290,7 @@ def test_trainer_matches_trl(tiny_model_dir, tmp_path, lora: bool, multiple: int
     """Same losses, lengths and metrics as TRL's own trainer; with ``pad_to_multiple_of=8`` the shared
     sampling once cut the first tokens of every completion (mean length 16, 11, 9 against 16, 16, 16),
     which the first-call sampling check now also catches (tests/test_shared_sampling.py)."""
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     path = str(tiny_model_dir)
     ref_logs, _, _ = run(GRPOTrainer, path, tmp_path / "trl", lora=lora, pad_to_multiple_of=multiple)
@@ -309,7 +309,7 @@ def test_trainer_matches_trl(tiny_model_dir, tmp_path, lora: bool, multiple: int
 
 
 def test_a_failed_self_check_falls_back_to_trl(tiny_model_dir, tmp_path, caplog) -> None:
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     _, _, failing = run(LiteGRPOTrainer, str(tiny_model_dir), tmp_path, steps=1, shared_prefix_atol=-1.0)
     record = failing.shared_prefix_record
@@ -323,8 +323,8 @@ def test_the_self_check_on_a_few_rows_catches_a_leaking_mask(tiny_model_dir, tmp
     shared prefix off; the call it checked is served by TRL's forward."""
     import dataclasses
 
-    from grpo_lite.training import shared_prefix
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step import shared_prefix
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     real = shared_prefix.pack_groups
 

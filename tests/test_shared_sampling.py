@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trl import GRPOTrainer
 
-from grpo_lite.training.prefix_cache import MIN_SHARED_PREFIX, common_prefix_length, prefix_cache_inputs
-from grpo_lite.training.sampling_check import CHECK_ROWS, CHECK_TOKENS, checked_generate, compare_samples
+from grpo_lite.training.step.prefix_cache import MIN_SHARED_PREFIX, common_prefix_length, prefix_cache_inputs
+from grpo_lite.training.step.sampling_check import CHECK_ROWS, CHECK_TOKENS, checked_generate, compare_samples
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def trainer(tiny_model_dir, tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
@@ -116,7 +116,7 @@ def test_a_cut_layout_fails_the_check(trainer):
 
 
 def test_the_trainer_turns_shared_sampling_off_on_a_failed_check(trainer, monkeypatch, caplog):
-    from grpo_lite.training import grpo_trainer
+    from grpo_lite.training.step import grpo_trainer
 
     monkeypatch.setattr(grpo_trainer, "prefix_cache_inputs",
                         lambda model, lists, pad, width=None: prefix_cache_inputs(model, lists, pad))  # the old cut

@@ -327,7 +327,7 @@ def test_the_plan_packs_the_prompt_only_where_training_will(tmp_path: Path) -> N
     """The planner and the trainer decide with one rule: a sliding layer, or a window shorter than the sequence."""
     from transformers import AutoConfig, AutoModelForCausalLM, MistralConfig
 
-    from grpo_lite.training.shared_prefix import unsupported_reason
+    from grpo_lite.training.step.shared_prefix import unsupported_reason
 
     folders = _sliding_configs(tmp_path)
     MistralConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
@@ -402,7 +402,7 @@ def test_the_step_runs_trls_loss_and_the_shared_prefix_packing_on_the_trainers_b
     import trl
 
     from grpo_lite.simulation.run import simulate
-    from grpo_lite.training import shared_prefix
+    from grpo_lite.training.step import shared_prefix
 
     losses: list = []
     packs: list = []

@@ -8,7 +8,7 @@ import pytest
 from tiny_run import TINY_RUN
 
 from grpo_lite import train
-from grpo_lite.training.grpo_trainer import end_at_stop
+from grpo_lite.training.step.grpo_trainer import end_at_stop
 
 
 @pytest.mark.parametrize("ids, pad, eos, expected", [
@@ -42,7 +42,7 @@ def test_sampling_forwards_the_group_prompt_once_and_decodes_the_same(tiny_model
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    from grpo_lite.training.grpo_trainer import _patched_generate
+    from grpo_lite.training.step.grpo_trainer import _patched_generate
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)

@@ -11,7 +11,7 @@ import torch
 import trl
 from trl import GRPOTrainer
 
-from grpo_lite.training.trl_seam import TESTED_TRL, seam_problems
+from grpo_lite.training.step.trl_seam import TESTED_TRL, seam_problems
 
 ORIGINAL_SCORING = GRPOTrainer._get_per_token_logps_and_entropies
 ORIGINAL_SAMPLING = GRPOTrainer._generate_single_turn
@@ -22,7 +22,7 @@ def _build(path, out, cls=None, max_steps=1, **kwargs):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)

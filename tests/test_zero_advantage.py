@@ -8,7 +8,7 @@ import pytest
 import torch
 from trl import GRPOTrainer
 
-from grpo_lite.training.zero_advantage import DIVISORS, split
+from grpo_lite.training.step.zero_advantage import DIVISORS, split
 
 B, P, T = 8, 6, 10  # rows (two groups of 4), prompt width, completion width
 
@@ -18,7 +18,7 @@ def _trainer(path, out, **config):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig
 
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     torch.manual_seed(0)
     args = GRPOConfig(output_dir=str(out), use_cpu=True, bf16=False, seed=0, max_steps=1, num_generations=4,

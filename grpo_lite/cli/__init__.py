@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     except GrpoLiteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:  # a second Ctrl-C or SIGTERM (training.resilience.Aborted carries which)
+    except KeyboardInterrupt as exc:  # a second Ctrl-C or SIGTERM (training.run.resilience.Aborted carries which)
         print(args._interrupted, file=sys.stderr)
         return 128 + getattr(exc, "signum", 2)
 

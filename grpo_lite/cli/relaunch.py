@@ -3,7 +3,7 @@
 - :func:`add_launch_arguments`: the two options on a subcommand's parser.
 - :func:`namespace_argv`: parsed arguments back to a command line (what each launched rank parses).
 - :func:`maybe_relaunch`: rerun ``grpo-lite train`` under :func:`grpo_lite.scale.distributed.launch_command`
-  and check the ranks' records (:func:`grpo_lite.training.ranks.check_ranks`).
+  and check the ranks' records (:func:`grpo_lite.training.run.ranks.check_ranks`).
 
 Cheap to import: no torch, transformers or yaml at the top (the GPU count is asked in a child process).
 
@@ -26,7 +26,7 @@ from typing import Any
 import grpo_lite.scale.distributed as _distributed
 from grpo_lite.scale.distributed import SHARDINGS, _check_processes, _mode, in_launched_process, launch_command
 from grpo_lite.errors import ConfigError
-from grpo_lite.training.ranks import _clear_records, check_ranks
+from grpo_lite.training.run.ranks import _clear_records, check_ranks
 from grpo_lite.memory.settings import Sharding
 
 __all__ = ["add_launch_arguments", "namespace_argv", "maybe_relaunch"]
@@ -117,7 +117,7 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
     missing = [pkg for pkg in _mode(sharding).requires if not _importable(pkg)]
     if missing:
         raise ConfigError(f"sharding {sharding!r} needs {', '.join(missing)}: pip install {' '.join(missing)}")
-    from grpo_lite.training.trainer import default_output_dir
+    from grpo_lite.training.run.folder import default_output_dir
 
     out = Path(args.output_dir) if args.output_dir is not None else default_output_dir(str(args.model))
     argv = ["train", *namespace_argv(args._launch_parser, args, output_dir=str(out), sharding=sharding)]

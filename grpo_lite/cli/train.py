@@ -106,7 +106,7 @@ def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any]) ->
     from grpo_lite.recipe.values import check_overrides
     from grpo_lite.rewards import resolve_rewards
     from grpo_lite.training.checks import check_output_dir
-    from grpo_lite.training.runlock import RunLock
+    from grpo_lite.training.run.lock import RunLock
 
     check_overrides(overrides, n_rewards=len(resolve_rewards(args.rewards)))
     if args.output_dir is not None:

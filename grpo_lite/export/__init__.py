@@ -9,5 +9,5 @@
 - :mod:`~grpo_lite.export.runtimes`: what a runtime needs next to the file: an Ollama Modelfile, the system prompt, the llama-cli line.
 
 ``train(..., export="gguf")`` calls this stage at the end of a run, so it sits before training in the
-pipeline and imports nothing from it but the run lock (:mod:`grpo_lite.training.runlock`, standard library only). torch, transformers, PEFT and gguf are imported inside functions.
+pipeline and imports nothing from it but the run lock (:mod:`grpo_lite.training.run.lock`, standard library only). torch, transformers, PEFT and gguf are imported inside functions.
 """

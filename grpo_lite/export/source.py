@@ -183,7 +183,7 @@ def _run_record(run_dir: Path) -> dict[str, Any]:
 
 @contextmanager
 def holding_run(path: str | os.PathLike) -> Iterator[None]:
-    """Hold the lock of the run ``path`` belongs to (:mod:`grpo_lite.training.runlock`) while it is exported.
+    """Hold the lock of the run ``path`` belongs to (:mod:`grpo_lite.training.run.lock`) while it is exported.
 
     A run still training there is refused (its ``final/`` is an earlier one, or half-saved), and no run
     starts there until the export is done. A model folder outside any run is not locked, and a read-only
@@ -192,7 +192,7 @@ def holding_run(path: str | os.PathLike) -> Iterator[None]:
     Raises:
         ExportError: a live run holds the folder; the message names its PID.
     """
-    from grpo_lite.training.runlock import RunLock
+    from grpo_lite.training.run.lock import RunLock
 
     run_dir = find_source(path).run_dir
     lock = None

@@ -1,6 +1,6 @@
 """Where the shared-prefix packing cannot serve a model: one rule for the planner and for the trainer.
 
-The trainer (:func:`grpo_lite.training.shared_prefix.unsupported_reason`) asks it of the loaded model's config
+The trainer (:func:`grpo_lite.training.step.shared_prefix.unsupported_reason`) asks it of the loaded model's config
 and the batch's padded width; the planner (:func:`grpo_lite.memory.estimate.estimate`) asks it of the model's
 config and the longest sequence the settings allow, so a plan packs the prompt only where training will.
 No torch here: ``import grpo_lite.memory`` stays light.

@@ -8,7 +8,7 @@ candidate; or the candidate's own algorithm on fp32 weights for GaLore, whose up
 
 The tests (tests/test_precision.py) and ``benchmarks/precision.py`` build optimizers the way
 training does: :func:`planned_optimizer` asks transformers for the ``optim`` a rung names and wraps it
-as :class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer` does.
+as :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` does.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
   reruns ``grpo-lite train`` under N processes; :func:`detect_sharding` / :func:`in_launched_process`
   read what the launcher set.
 - Elsewhere: the CLI side in :mod:`grpo_lite.cli.relaunch` (``add_launch_arguments``, ``maybe_relaunch``)
-  and the per-rank records in :mod:`grpo_lite.training.ranks` (``check_ranks``).
+  and the per-rank records in :mod:`grpo_lite.training.run.ranks` (``check_ranks``).
 
 Cheap to import: no torch, transformers or yaml at the top.
 ``python -m grpo_lite.scale.distributed zero3 --num-processes 4 --output zero3.yaml`` writes a config.

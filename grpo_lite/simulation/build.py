@@ -10,7 +10,7 @@
 - TRL's fused LM head: ``add_fused_lm_head`` on the causal LM, as ``GRPOTrainer.__init__`` adds it.
 - Gradient checkpointing: ``activation_checkpointing_enable`` with the ``GRPOConfig``'s keywords, as the
   Trainer calls it.
-- The optimizer: :class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer`'s own ``create_optimizer``
+- The optimizer: :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer`'s own ``create_optimizer``
   (transformers' parameter groups, optimizer class and keywords, bitsandbytes' 32-bit override for
   embeddings, layer-wise GaLore hooks; stochastic rounding when the plan asks), then the update monitor.
 
@@ -141,7 +141,7 @@ def _checkpointing(model: nn.Module, checkpointing_kwargs: dict[str, Any] | None
 
 def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
     """``LiteGRPOTrainer.create_optimizer`` on a trainer shell holding only what it reads."""
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     try:  # bitsandbytes' override registry is process-wide: start from a fresh process's (empty) one
         from bitsandbytes.optim import GlobalOptimManager

@@ -1,4 +1,4 @@
-"""The trainer whose loss the simulated step runs: :class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer` itself,
+"""The trainer whose loss the simulated step runs: :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` itself,
 on a light instance holding what its loss code reads.
 
 ``GRPOTrainer.__init__`` cannot run on a meta model (it moves the model to a device, reads a tokenizer and a
@@ -64,8 +64,8 @@ def trainer_for(built: Built, s: StepSettings, autocast: Callable[[], AbstractCo
                 ) -> Any:
     """A ``LiteGRPOTrainer`` for the simulated step (see the module): TRL's loss settings from the ``GRPOConfig``,
     grpo-lite's shared prefix as the plan has it, no self-check (it runs once, in the first step)."""
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
-    from grpo_lite.training.zero_advantage import ZeroAdvantageSkip
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.zero_advantage import ZeroAdvantageSkip
 
     args = built.args
     trainer = object.__new__(LiteGRPOTrainer)

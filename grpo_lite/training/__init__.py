@@ -1,18 +1,23 @@
 """Stage 5 of the pipeline: a plan -> TRL's GRPOTrainer -> a run folder (model, run.json, curve).
 
+At the top, ``train()`` and what it builds from:
+
 - :mod:`~grpo_lite.training.trainer`: ``train()``, a short sequence of named steps, and ``TrainResult``.
-- :mod:`~grpo_lite.training.attempts`: one attempt of the training loop, and the step down on out-of-memory.
+- :mod:`~grpo_lite.training.arguments`: train()'s arguments checked before anything loads; a recipe's device
+  and processes.
+- :mod:`~grpo_lite.training.prepare`: the inputs loaded and measured, the plan (or the recipe's fit), the context.
+- :mod:`~grpo_lite.training.checks`: settings typed and range-checked, the output folder and free disk, before loading.
 - :mod:`~grpo_lite.training.build`: plan -> GRPOConfig, PEFT, the GRPOTrainer; saving and carrying weights.
 - :mod:`~grpo_lite.training.loading`: model and tokenizer loading (GGUF converted once into a cache).
-- :mod:`~grpo_lite.training.callbacks`: history and memory callbacks.
-- :mod:`~grpo_lite.training.checks`: the output folder and free disk, before loading.
-- :mod:`~grpo_lite.training.runlock`: one run per output folder (a filelock naming its PID; stale ones taken over).
-- :mod:`~grpo_lite.training.resilience`: output-folder guard, Ctrl-C and SIGTERM checkpoint, the next rung down, a full disk.
-- :mod:`~grpo_lite.training.checkpoints`: a checkpoint counts when complete (marker written last).
-- :mod:`~grpo_lite.training.resume`: what a resume takes over: checkpoint, record, every completed step, crashes.
-- :mod:`~grpo_lite.training.resume_checks`: whether a resume may go on: same model, preset, method; steps left.
-- :mod:`~grpo_lite.training.ranks`: every rank writes ``ranks/rank<R>.json``; the launching command checks them.
-- :mod:`~grpo_lite.training.report`: run.json writing, the summary table, the reward curve.
+
+Three packages, one concern each:
+
+- :mod:`~grpo_lite.training.step`: the GRPO step, what ``LiteGRPOTrainer`` adds to TRL's (shared prefix,
+  the sampling check, the zero-advantage skip, the TRL seam they rely on).
+- :mod:`~grpo_lite.training.run`: the run's life (its folder opened, lock, attempts and the step down on out-of-memory, signals,
+  checkpoints, resume and its checks, per-rank records).
+- :mod:`~grpo_lite.training.report`: what the run says (progress line, run.json and the summary, history and
+  memory callbacks, the learning-health monitor and its advice, the libraries' noise filtered).
 
 torch, TRL and PEFT are imported inside functions. Nothing is imported here.
 """

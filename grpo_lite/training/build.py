@@ -55,11 +55,11 @@ def build_trainer(
     **trainer_options: Any,
 ) -> Any:
     """Load the model from ``source`` as the recipe says and wrap everything in a GRPOTrainer
-    (:class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer`: the recipe's shared prefix, stop strings
+    (:class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer`: the recipe's shared prefix, stop strings
     and update rounding; ``trainer_options`` are its other keyword arguments)."""
     import torch
 
-    from grpo_lite.training.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
     from grpo_lite.training.loading import load_model
 
     args = make_grpo_config(settings)

@@ -3,7 +3,7 @@
 
 - :func:`check_output_dir`: the folder can be created and written (not a file, not read-only).
 - :func:`check_free_space`: after planning, before the model loads: the disk has room for one
-  checkpoint (size from the memory model, :func:`grpo_lite.training.checkpoints.checkpoint_bytes`).
+  checkpoint (size from the memory model, :func:`grpo_lite.training.run.checkpoints.checkpoint_bytes`).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
     Raises:
         OutputDirError: less free space than one checkpoint needs; the message gives both sizes.
     """
-    from grpo_lite.training.checkpoints import INCOMPLETE_DIR, checkpoint_bytes
+    from grpo_lite.training.run.checkpoints import INCOMPLETE_DIR, checkpoint_bytes
 
     need = checkpoint_bytes(plan)
     free = shutil.disk_usage(out).free

@@ -24,7 +24,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from grpo_lite.cache import cache_root
 from grpo_lite.errors import ModelError
-from grpo_lite.training.quiet import quiet_gguf_conversion, quiet_libraries
+from grpo_lite.training.report.quiet import quiet_gguf_conversion, quiet_libraries
 
 __all__ = ["DEMO_MODEL_FILE", "DEMO_PACKAGE", "demo_model_path", "gguf_cache_dir", "load_model", "load_tokenizer"]
 

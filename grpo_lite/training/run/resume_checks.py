@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.training.resume import EarlierRun, earlier_run, resume_point
+from grpo_lite.training.run.resume import EarlierRun, earlier_run, resume_point
 
 __all__ = ["check_resume", "check_same_run", "check_steps", "model_fingerprint"]
 

@@ -1,7 +1,7 @@
 """The first shared-prefix sampling call of a run, checked against TRL's own on a slice: same RNG state, same tokens.
 
-:class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer` samples with the group's common prompt prefix
-forwarded once (:mod:`~grpo_lite.training.prefix_cache`). On the first call, :func:`checked_generate`
+:class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` samples with the group's common prompt prefix
+forwarded once (:mod:`~grpo_lite.training.step.prefix_cache`). On the first call, :func:`checked_generate`
 runs ``generate`` twice from one RNG state on a slice of the batch (:func:`check_rows`: at most
 :data:`CHECK_ROWS` rows, one per distinct prompt, the longest and the shortest first, at TRL's padded width)
 for at most :data:`CHECK_TOKENS` tokens: on the shared layout, then on TRL's own left-padded inputs. It
@@ -25,7 +25,7 @@ The rule (:attr:`SamplingCheck.ok`):
   error, so past a row's first differing token nothing is compared.
 - **Log-probs**: while a row's tokens agree, both paths see the same context, so the log-probs of the
   tokens drawn must agree within ``atol`` (largest difference) and ``mean_atol`` (mean); the defaults are
-  :class:`~grpo_lite.training.shared_prefix.SelfCheck`'s (fp32 1e-3 / 1e-4, bf16 and fp16 1.0 / 0.1).
+  :class:`~grpo_lite.training.step.shared_prefix.SelfCheck`'s (fp32 1e-3 / 1e-4, bf16 and fp16 1.0 / 0.1).
   A shifted position or a wrong mask moves every row's distribution from the first token on.
 
 The log-probs are those of the model's logits after ``generate``'s logits processors (repetition
@@ -177,7 +177,7 @@ def checked_generate(generate: Callable[..., Any], plain: dict[str, Any], shared
     Args:
         generate: the model's ``generate``.
         plain: TRL's own keyword arguments (left-padded ``input_ids`` and ``attention_mask``, ...).
-        shared: the same with the shared layout (:func:`~grpo_lite.training.prefix_cache.prefix_cache_inputs`).
+        shared: the same with the shared layout (:func:`~grpo_lite.training.step.prefix_cache.prefix_cache_inputs`).
         eos_token_ids: where TRL cuts a completion.
         exact, atol, mean_atol: see :class:`SamplingCheck`.
         max_new_tokens: the cap on each row's sampled tokens (Default: :data:`CHECK_TOKENS`; never more than

@@ -137,7 +137,7 @@ def _fsync(path: Path) -> None:
 
 def mark_complete(folder: Path, run: dict[str, Any]) -> Path:
     """Flush every file of ``folder`` to disk, then write :data:`MARKER` atomically (last)."""
-    from grpo_lite.training.report import write_json_atomic
+    from grpo_lite.training.report.summary import write_json_atomic
 
     files = _files(folder)
     for name in files:

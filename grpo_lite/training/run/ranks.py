@@ -3,6 +3,7 @@
 - :class:`RankRecord`: one process's steps, samples, backend and parameter sum.
 - ``RankRecordCallback``: every rank writes its record when training ends.
 - :func:`read_rank_records` / :func:`check_ranks`: read them back; fail if a rank is missing or trained alone.
+- :func:`process_state`: accelerate's view of this process (its rank, the world size, the main process).
 
 Cheap to import: no torch or transformers at the top. ``RankRecordCallback`` subclasses transformers'
 ``TrainerCallback`` and is built on first access (PEP 562 module ``__getattr__``).
@@ -21,7 +22,7 @@ from typing import Any
 
 from grpo_lite.errors import GrpoLiteError
 
-__all__ = ["RankRecord", "RankRecordCallback", "read_rank_records", "check_ranks"]
+__all__ = ["RankRecord", "RankRecordCallback", "check_ranks", "process_state", "read_rank_records"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,18 @@ class RankRecord:
     param_sum: float | None = None
     pid: int = 0
     wall_seconds: float = 0.0
+
+
+def process_state() -> Any:
+    """accelerate's view of this process: rank, world size, main process.
+
+    On CPU it must be asked with ``cpu=True``: otherwise accelerate ignores a torchrun launch (each
+    rank would think it is alone, write run.json and record one process in the plan).
+    """
+    import torch
+    from accelerate import PartialState
+
+    return PartialState(cpu=not torch.cuda.is_available())
 
 
 def _records_dir(output_dir: str | os.PathLike[str]) -> Path:
@@ -105,7 +118,7 @@ def _build_rank_record_callback() -> type:
     import torch
     from transformers import TrainerCallback
 
-    from grpo_lite.training.report import write_json_atomic
+    from grpo_lite.training.report.summary import write_json_atomic
 
     class RankRecordCallback(TrainerCallback):
         """Writes ``<output_dir>/ranks/rank<R>.json`` (a :class:`RankRecord`) on EVERY rank at train end.

@@ -3,8 +3,8 @@
 An attempt builds the trainer from the current plan and trains until the run ends. A CUDA
 out-of-memory error within the first ``oom_window_steps`` steps ends the attempt instead: the weights
 reached are carried (LoRA merged), the next cheaper rung that fits is planned
-(:func:`grpo_lite.training.resilience.next_plan`) and a new attempt goes on with the steps left, its
-learning-rate schedule continuing where the run was (:func:`~grpo_lite.training.resilience.continue_schedule`).
+(:func:`grpo_lite.training.run.resilience.next_plan`) and a new attempt goes on with the steps left, its
+learning-rate schedule continuing where the run was (:func:`~grpo_lite.training.run.resilience.continue_schedule`).
 
 What is on disk at any instant: ``history.jsonl`` gets every logged step as it happens; ``run.json``
 is rewritten at the start of every attempt, after every checkpoint and at the end, with its
@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
-from grpo_lite.training.advice import OnStall
+from grpo_lite.training.report.advice import OnStall
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
@@ -109,14 +109,14 @@ class Attempts:
               on_stall: OnStall = "warn") -> Attempts:
         """The first attempt's state, the trainer built from ``recipe`` (its seed and max_steps are the run's);
         a resumed run takes over the earlier run's steps, events and history."""
-        from grpo_lite.training.advice import Advisor
-        from grpo_lite.training.callbacks import HistoryCallback, MemoryCallback
-        from grpo_lite.training.health import HealthMonitor
-        from grpo_lite.training.checkpoints import CompletionCallback
-        from grpo_lite.training.ranks import RankRecordCallback
-        from grpo_lite.training.resilience import InterruptCallback, SaveAtEndCallback, StopWhenDone
-        from grpo_lite.training.resume import HISTORY_FILE
-        from grpo_lite.training.resume_checks import model_fingerprint
+        from grpo_lite.training.report.advice import Advisor
+        from grpo_lite.training.report.callbacks import HistoryCallback, MemoryCallback
+        from grpo_lite.training.report.health import HealthMonitor
+        from grpo_lite.training.run.checkpoints import CompletionCallback
+        from grpo_lite.training.run.ranks import RankRecordCallback
+        from grpo_lite.training.run.resilience import InterruptCallback, SaveAtEndCallback, StopWhenDone
+        from grpo_lite.training.run.resume import HISTORY_FILE
+        from grpo_lite.training.run.resume_checks import model_fingerprint
 
         max_steps = recipe.max_steps
         loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, recipe.seed, callbacks,
@@ -147,8 +147,9 @@ class Attempts:
     def build(self) -> Any:
         """GRPOConfig settings for the steps left, run.json marked running, and the trainer."""
         from grpo_lite.rewards.checked import check_rewards
-        from grpo_lite.training import build, resilience
-        from grpo_lite.training.progress import ProgressLine, replace_printer
+        from grpo_lite.training import build
+        from grpo_lite.training.run import resilience
+        from grpo_lite.training.report.progress import ProgressLine, replace_printer
 
         steps_left = None if self.max_steps is None else self.max_steps - self.done
         step_downs = sum(e["event"] == "out_of_memory" for e in self.events)  # a new seed after each step down
@@ -258,7 +259,8 @@ class Attempts:
 
     def step_down(self, trainer: Any, reached: int, error: str, plan_kwargs: dict[str, Any]) -> None:
         """Carry the weights reached to the next cheaper rung that fits (DoesNotFitError at the bottom)."""
-        from grpo_lite.training import build, resilience
+        from grpo_lite.training import build
+        from grpo_lite.training.run import resilience
 
         out = self.run.out
         if self.max_steps is None:  # an epoch: keep its total, not a new epoch per attempt
@@ -281,7 +283,7 @@ class Attempts:
         """Write run.json atomically (main process only)."""
         if not self.run.state.is_main_process:
             return
-        from grpo_lite.training.report import first_last, versions, write_json_atomic
+        from grpo_lite.training.report.summary import first_last, versions, write_json_atomic
 
         running = status == "running"
         plan, history_cb, memory_cb = self.plan, self.history_cb, self.memory_cb
@@ -338,7 +340,7 @@ def run_attempts(loop: Attempts, plan_kwargs: dict[str, Any], *, on_oom: OnOOM, 
     """Train until the run ends, stepping down on an early CUDA out-of-memory error; return the last trainer."""
     import torch
 
-    from grpo_lite.training import resilience
+    from grpo_lite.training.run import resilience
 
     while True:
         trainer = loop.build()

@@ -9,7 +9,7 @@ gives the same tokens as with left padding. The rows are exactly as wide as the 
 its prompts to ``pad_to_multiple_of``), or the longest prompt's by default, so whatever cuts the
 completions off at the prompt's width cuts at the same column: not one completion token is lost.
 
-Used by sampling in :class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer` (with the shared
+Used by sampling in :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` (with the shared
 prefix on) and by :func:`grpo_lite.evaluation.evaluate`.
 """
 

@@ -4,7 +4,7 @@
 - :class:`InterruptCallback` with :func:`stop_signals_save`: the first Ctrl-C or SIGTERM (Slurm, Kubernetes,
   ``timeout``) finishes the current step, saves a loadable checkpoint and stops; a second one aborts at
   once (:class:`Aborted`; a save it cuts off is incomplete, and a resume skips it:
-  :mod:`grpo_lite.training.checkpoints`), as does the scheduler's SIGKILL. Before and after the
+  :mod:`grpo_lite.training.run.checkpoints`), as does the scheduler's SIGKILL. Before and after the
   loop, :func:`sigterm_raises` makes SIGTERM stop a run as Ctrl-C does (an exception, the lock released).
 - :class:`SaveAtEndCallback`: the last step always leaves a checkpoint, so every run can be resumed.
 - :class:`StopWhenDone`: a resumed checkpoint that holds every step trains none (transformers would
@@ -63,7 +63,7 @@ def drop_checkpoints(output_dir: Path) -> None:
 
 
 def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None:
-    """Check ``output_dir`` before a run (the resume point is :func:`grpo_lite.training.resume.resume_point`).
+    """Check ``output_dir`` before a run (the resume point is :func:`grpo_lite.training.run.resume.resume_point`).
 
     Raises:
         ConfigError: the folder holds another run and neither resume nor overwrite was asked, or both were asked.
@@ -77,7 +77,7 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
     if not holds_run:
         return
     if not overwrite:
-        from grpo_lite.training.checkpoints import scan
+        from grpo_lite.training.run.checkpoints import scan
 
         way = ("pass resume=True (--resume) to continue it, " if scan(output_dir).newest is not None else
                "it has no complete checkpoint to resume: pass ")

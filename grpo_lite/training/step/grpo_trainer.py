@@ -2,11 +2,11 @@
 
 - **Shared prefix** (``_get_per_token_logps_and_entropies`` and ``_generate_single_turn``): the log-prob
   forwards of the loss and of the old / reference scoring put each prompt through the model once for all
-  its completions (:mod:`grpo_lite.training.shared_prefix`), and sampling forwards the batch's common
-  prompt prefix once (:mod:`grpo_lite.training.prefix_cache`). The first call of each is checked against
+  its completions (:mod:`grpo_lite.training.step.shared_prefix`), and sampling forwards the batch's common
+  prompt prefix once (:mod:`grpo_lite.training.step.prefix_cache`). The first call of each is checked against
   TRL's own path on a slice, so that the check costs a small part of a step
-  (:func:`~grpo_lite.training.shared_prefix.self_check`: TRL's forward of one row per prompt group, two at most,
-  against the call's own shared forward, which then serves it; :func:`~grpo_lite.training.sampling_check.checked_generate`:
+  (:func:`~grpo_lite.training.step.shared_prefix.self_check`: TRL's forward of one row per prompt group, two at most,
+  against the call's own shared forward, which then serves it; :func:`~grpo_lite.training.step.sampling_check.checked_generate`:
   a few rows for a few tokens both ways from the same RNG state, tokens and log-probs, before the batch is
   sampled once); a mismatch turns that one off for the run, with one warning.
 - **Stop strings** (``_generate_single_turn``): sampling stops a completion once it writes one of
@@ -16,11 +16,11 @@
   bf16 parameters are stepped in fp32 and rounded back stochastically; the update monitor logs
   ``update/realized`` and warns once when the weights receive less than half of their updates.
 - **Zero-advantage skip** (``_compute_loss``): sequences whose advantage is exactly zero skip their forward and
-  backward where that leaves the gradient unchanged (:mod:`grpo_lite.training.zero_advantage`); the kept rows'
+  backward where that leaves the gradient unchanged (:mod:`grpo_lite.training.step.zero_advantage`); the kept rows'
   loss is rescaled to TRL's divisor. :attr:`LiteGRPOTrainer.zero_advantage` counts what was saved.
 
 When the trainer is built, the TRL code each addition relies on is checked
-(:mod:`grpo_lite.training.trl_seam`); where it differs, that addition is off and TRL's own method runs.
+(:mod:`grpo_lite.training.step.trl_seam`); where it differs, that addition is off and TRL's own method runs.
 :attr:`LiteGRPOTrainer.shared_prefix_record` says what ran, for run.json.
 """
 
@@ -39,16 +39,16 @@ from trl import GRPOTrainer
 from grpo_lite.memory.settings import UpdateRounding, default_update_rounding
 from grpo_lite.precision.monitor import UpdateMonitor
 from grpo_lite.precision.rounding import install_update_rounding
-from grpo_lite.training.prefix_cache import prefix_cache_inputs
-from grpo_lite.training.sampling_check import SamplingCheck, check_rows, checked_generate
-from grpo_lite.training.shared_prefix import (
+from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
+from grpo_lite.training.step.sampling_check import SamplingCheck, check_rows, checked_generate
+from grpo_lite.training.step.shared_prefix import (
     default_tolerances,
     self_check,
     shared_prefix_logps_and_entropies,
     unsupported_reason,
 )
-from grpo_lite.training.trl_seam import seam_problems, seam_warning
-from grpo_lite.training.zero_advantage import DIVISORS, ZeroAdvantageSkip, config_reason, split
+from grpo_lite.training.step.trl_seam import seam_problems, seam_warning
+from grpo_lite.training.step.zero_advantage import DIVISORS, ZeroAdvantageSkip, config_reason, split
 
 __all__ = ["LiteGRPOTrainer"]
 
@@ -65,8 +65,8 @@ class LiteGRPOTrainer(GRPOTrainer):
         verify_shared_prefix: check the first shared scoring micro-batch and the first shared sampling
             call against TRL's own path, each on a slice (a few rows; a few sampled tokens). Default: True.
         shared_prefix_atol: tolerance of those checks on the largest per-token log-prob difference
-            (Default: 1e-3 in fp32, 1.0 in bf16/fp16; see :class:`~grpo_lite.training.shared_prefix.SelfCheck`
-            and :class:`~grpo_lite.training.sampling_check.SamplingCheck`).
+            (Default: 1e-3 in fp32, 1.0 in bf16/fp16; see :class:`~grpo_lite.training.step.shared_prefix.SelfCheck`
+            and :class:`~grpo_lite.training.step.sampling_check.SamplingCheck`).
         stop_strings: end a sampled completion at the first of these strings. Default: none.
         update_rounding: ``"stochastic"`` steps each bf16 parameter on an fp32 copy and rounds it back
             stochastically, so small updates land; ``"nearest"`` leaves the optimizer as built. Default:
@@ -75,7 +75,7 @@ class LiteGRPOTrainer(GRPOTrainer):
         update_monitor: log ``update/realized`` (:class:`~grpo_lite.precision.monitor.UpdateMonitor`),
             the share of the intended update the weights received. Default: True.
         skip_zero_advantage: sequences whose advantage is exactly zero skip their forward and backward when
-            that leaves the gradient unchanged (beta 0, no entropy term; :mod:`grpo_lite.training.zero_advantage`).
+            that leaves the gradient unchanged (beta 0, no entropy term; :mod:`grpo_lite.training.step.zero_advantage`).
             Default: True.
         *args, **kwargs: ``GRPOTrainer``'s own.
     """
@@ -152,7 +152,7 @@ class LiteGRPOTrainer(GRPOTrainer):
     # ---- zero-advantage rows skip their forward ---------------------------------------------------
     def _compute_loss(self, model: nn.Module, inputs: dict[str, Any]) -> Tensor:
         """TRL's loss over the rows whose advantage is not zero, rescaled to TRL's divisor for the whole
-        micro-batch (:mod:`grpo_lite.training.zero_advantage`); TRL's own call when nothing is skipped."""
+        micro-batch (:mod:`grpo_lite.training.step.zero_advantage`); TRL's own call when nothing is skipped."""
         if not (self.zero_advantage.enabled and self.model.training):
             return super()._compute_loss(model, inputs)
         plan = split(inputs, DIVISORS[self.loss_type])
@@ -229,7 +229,7 @@ class LiteGRPOTrainer(GRPOTrainer):
 
     def _checked_generate(self, generate: Any, plain: dict[str, Any], shared: dict[str, Any]) -> bool:
         """A slice of the first shared sampling call, run both ways for a few tokens
-        (:func:`~grpo_lite.training.sampling_check.checked_generate`): the check is recorded, a mismatch turns
+        (:func:`~grpo_lite.training.step.sampling_check.checked_generate`): the check is recorded, a mismatch turns
         shared sampling off. Whether the batch may be sampled on the shared layout."""
         self._verify_sampling_pending = False
         low, atol, mean_atol = default_tolerances(self, self.accelerator.unwrap_model(self.model))
@@ -244,10 +244,10 @@ class LiteGRPOTrainer(GRPOTrainer):
 def _patched_generate(model: nn.Module, tokenizer: Any, *, stops: bool, share: bool, pad_token_id: int,
                       check: Any = None) -> Iterator[None]:
     """TRL's call to ``generate``, with the tokenizer that stop strings need (TRL does not pass it) and,
-    with ``share``, the group's common prompt prefix forwarded once (:mod:`~grpo_lite.training.prefix_cache`).
+    with ``share``, the group's common prompt prefix forwarded once (:mod:`~grpo_lite.training.step.prefix_cache`).
 
     ``check(generate, plain_kwargs, shared_kwargs) -> bool``, when given, is called on a slice of the first call
-    that shares a prefix (:func:`~grpo_lite.training.sampling_check.check_rows`); the batch is then sampled on
+    that shares a prefix (:func:`~grpo_lite.training.step.sampling_check.check_rows`); the batch is then sampled on
     the shared layout when it returns True, else by TRL's own call.
     """
     bound = model.generate

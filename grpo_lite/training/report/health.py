@@ -13,7 +13,7 @@ kind and run:
 | ``reward_flat`` | the mean reward has not moved at all | nothing the rewards measure changes |
 
 Each finding goes to ``report`` (train(): one line in the progress output and a ``health`` event in run.json;
-by default a :class:`LearningStalledWarning`). Its remedy comes from an :class:`~grpo_lite.training.advice.Advisor`
+by default a :class:`LearningStalledWarning`). Its remedy comes from an :class:`~grpo_lite.training.report.advice.Advisor`
 when one is given (train() gives one: the planner's longest ``max_completion_length`` and largest
 ``num_generations`` that fit this card), with the exact ``--set`` flags and Python arguments; otherwise a remedy
 that names what to change. The thresholds are the named constants below, each with its reason.
@@ -30,10 +30,10 @@ from typing import Any, Literal
 
 from transformers import TrainerCallback
 
-from grpo_lite.training.progress import reward_shares
+from grpo_lite.training.report.progress import reward_shares
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.training.advice import OnStall
+from grpo_lite.training.report.advice import OnStall
 
 __all__ = ["Finding", "FindingKind", "HealthMonitor", "LearningStalledWarning"]
 
@@ -89,9 +89,9 @@ class HealthMonitor(TrainerCallback):
 
     Args:
         reward_funcs: the run's reward functions (the format and correctness shares come from
-            :func:`~grpo_lite.training.progress.reward_shares`).
+            :func:`~grpo_lite.training.report.progress.reward_shares`).
         report: receives each :class:`Finding`. Default: a :class:`LearningStalledWarning`.
-        advisor: the remedies' numbers (:class:`~grpo_lite.training.advice.Advisor`); None: remedies without them.
+        advisor: the remedies' numbers (:class:`~grpo_lite.training.report.advice.Advisor`); None: remedies without them.
         on_stall: ``"warn"`` reports; ``"adapt"`` also lets the advisor raise ``max_completion_length`` at the
             next checkpoint after a ``length_cut`` finding. Default: ``"warn"``.
         step_offset: steps done by earlier attempts (the step a finding names is the run's).

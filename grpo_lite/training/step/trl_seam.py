@@ -1,4 +1,4 @@
-"""What :class:`~grpo_lite.training.grpo_trainer.LiteGRPOTrainer` needs of TRL's private code, checked when it is built.
+"""What :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` needs of TRL's private code, checked when it is built.
 
 LiteGRPOTrainer overrides two private methods of TRL's ``GRPOTrainer`` and reads a few of its private
 attributes. Each of its features depends on a part of that code, and each part is checked against the
@@ -10,11 +10,12 @@ code grpo-lite was written for (TRL :data:`TESTED_TRL`):
 | shared-prefix sampling | ``_generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)``: left-padded prompts, ``unwrapped_model.generate(**generate_inputs, generation_config=...)``, the completions sliced at ``generate_inputs["input_ids"].size(1)``; ``_tokenizer``, ``use_vllm``, ``use_transformers_continuous_batching`` |
 | stop strings | the same method and ``generate`` call, the cut at the first of ``eos_token_ids``; ``generation_config``, ``_tokenizer`` |
 | update monitor | ``_metrics["train"]``, the lists TRL averages at each log |
-| zero-advantage skip | ``_compute_loss`` exactly as TRL 1.16 wrote it (its source's digest, whitespace ignored): every loss type's per-token loss and divisor (:mod:`grpo_lite.training.zero_advantage`) |
+| zero-advantage skip | ``_compute_loss`` exactly as TRL 1.16 wrote it (its source's digest, whitespace ignored): every loss type's per-token loss and divisor (:mod:`grpo_lite.training.step.zero_advantage`) |
 
 :func:`seam_problems` names what differs, per feature. The trainer turns such a feature off and runs
 TRL's own code in its place, with one warning naming the TRL version: a changed seam costs speed or a
-feature, never a log-prob computed differently in silence.
+feature, never a log-prob computed differently in silence. :func:`seam_replan` says it before planning, so
+that a run whose TRL turns the shared prefix off is planned without it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
-__all__ = ["FEATURES", "TESTED_TRL", "Feature", "code_problems", "seam_problems", "seam_warning"]
+__all__ = ["FEATURES", "TESTED_TRL", "Feature", "code_problems", "seam_problems", "seam_replan", "seam_warning"]
 
 # The TRL releases the trainer, shared-prefix and stop-string tests passed with (pyproject.toml's bound).
 # 1.13.0 and 1.14.0 differ at the seam (the trainer warns and runs TRL's code); 1.15.0 has the same seam but its
@@ -101,7 +102,7 @@ def _attribute_problem(trainer: Any, checks: dict[str, Callable[[Any], bool]]) -
 
 
 def _fused_head_problem(trainer: Any) -> str | None:
-    from grpo_lite.training.shared_prefix import _patched_lm
+    from grpo_lite.training.step.shared_prefix import _patched_lm
 
     try:
         params = inspect.signature(_patched_lm(trainer.model).forward, follow_wrapped=False).parameters
@@ -167,3 +168,16 @@ def seam_warning(problems: dict[Feature, str], version: str) -> str:
     return (f"grpo-lite: TRL {version} differs from the code grpo-lite was tested with (TRL "
             f"{', '.join(TESTED_TRL)}): {off}. TRL's own code runs instead; docs/troubleshooting.md says how "
             "to check a TRL release")
+
+
+def seam_replan(shared_prefix: bool, console: Any) -> bool:
+    """Whether the run shares prompts: not when TRL's code turns the shared prefix off
+    (:func:`code_problems`), which is said before planning, so the plan printed is the plan trained."""
+    problems = code_problems() if shared_prefix else {}
+    if not problems:
+        return shared_prefix
+    import trl
+
+    console.print(f"[yellow]{seam_warning(problems, trl.__version__)}. The run is planned without the shared "
+                  "prefix: the plan below is the plan trained[/yellow]", highlight=False)
+    return False

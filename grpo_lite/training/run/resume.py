@@ -10,7 +10,7 @@
 - :func:`read_record`: ``run.json``, or None when it is missing; an unreadable one (cut off, edited)
   is moved to ``run.json.corrupt`` and the run is rebuilt from the checkpoint and the history file.
 - Whether a resume may go on at all (same model, preset, method; steps left) is
-  :mod:`grpo_lite.training.resume_checks`.
+  :mod:`grpo_lite.training.run.resume_checks`.
 
 Imported only inside train().
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.training import checkpoints
+from grpo_lite.training.run import checkpoints
 
 __all__ = ["HISTORY_FILE", "EarlierRun", "earlier_run", "read_history", "read_record", "resume_point"]
 

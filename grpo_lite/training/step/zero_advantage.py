@@ -17,7 +17,7 @@ known without the row's forward:
 Not skipped (the whole micro-batch runs, as TRL does): ``beta != 0`` (the KL term has a gradient whatever the
 advantage), an entropy bonus or ``top_entropy_quantile < 1`` (both read every row's entropies), a router
 auxiliary loss, multimodal inputs, evaluation, and any TRL whose ``_compute_loss`` is not the code read here
-(:mod:`grpo_lite.training.trl_seam` compares its source with TRL 1.16's; another one runs TRL's path, one warning).
+(:mod:`grpo_lite.training.step.trl_seam` compares its source with TRL 1.16's; another one runs TRL's path, one warning).
 
 The skipped rows leave the micro-batch before the forward; the completion columns that only they used are cut
 too (the completions are right-padded and attention is causal, so the kept tokens' log-probs are unchanged). A

@@ -15,7 +15,7 @@ Only the hidden states that predict completion tokens (the last prompt token for
 j - 1 for token j) reach the LM head, TRL's fused one (``add_fused_lm_head``), so the temperature,
 logit scaling or soft-capping and ``cast_lm_head_to_fp32`` are applied exactly as TRL does.
 
-:class:`grpo_lite.training.grpo_trainer.LiteGRPOTrainer` calls it from TRL's one log-prob hook,
+:class:`grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` calls it from TRL's one log-prob hook,
 ``_get_per_token_logps_and_entropies`` (the loss and the old / reference scoring), checks it once
 against TRL's own forward on a few rows (:func:`self_check`) and falls back where :func:`unsupported_reason` says.
 Why not in TRL: TRL 1.16 has no shared-prefix path; this module needs no fork, only that hook.

@@ -14,18 +14,27 @@ wall-clock training budget:
 
 Each arm runs in a fresh process. :class:`TimeLimit` (the same callback in every arm) starts the clock at
 ``on_train_begin`` and starts no step that would end past the budget at the pace so far, so the training
-time is measured without model loading, trainer building and evaluation; process CPU time is recorded
-beside wall time (the cores may be shared). Every arm is scored by ``grpo_lite.evaluation.evaluate``
-(greedy, stop at ``</answer>``) on the same held-out problems; the common "before" is evaluated once.
-The arms' order rotates per seed, so that a busy spell on the machine does not fall on one arm only.
-Each run uses ``--threads`` CPU threads (default 1): on cores shared with other jobs, two threads per
-process wait for each other at every operation (8 held-out problems decoded in 147 s with 2 threads
-against 9 s with 1, on this project's 2-core machine under a load of 9); pass ``--threads 2`` on a quiet machine.
+time is measured without model loading, trainer building and evaluation. The budget counts the run's own
+CPU seconds by default (``--clock cpu``: a process with one thread on a core of its own spends a CPU second a
+wall second, and other jobs on the machine slow it without eating its budget); ``--clock wall`` counts wall
+seconds, fair only on cores nothing else uses. Both are recorded. Every arm is scored by
+``grpo_lite.evaluation.evaluate`` (greedy, stop at ``</answer>``) on the same held-out problems; the common
+"before" (the untrained model, the same for every arm) is evaluated once.
 
-    python benchmarks/vs_trl.py                 # 3 seeds, 2 min a run, n=200: planned for 30 min on 2 quiet cores
-    python benchmarks/vs_trl.py --quick         # the smoke configuration: 1 seed, 20 s, n=16
+Runs go in waves of ``--parallel`` (default 2) side by side, one core each: first the "before" evaluation
+beside ``trl-defaults``, then each seed's headline pair together, so that the two arms of a seed train under
+the same load. The pair's order rotates per seed. Each run uses ``--threads`` CPU threads (default 1): on cores
+shared with other jobs, two threads per process wait for each other at every operation (8 held-out problems
+decoded in 147 s with 2 threads against 9 s with 1, on this project's 2-core machine under a load of 9);
+``--parallel`` times ``--threads`` may not exceed the cores. The run prints where each process's time went
+(start-up, model load and trainer build, training, evaluation) and, last, its total wall time.
 
-The last line is ``vs_trl: grpo-lite/trl-lite-hp gain_per_min_ratio=<r> ...``.
+    python benchmarks/vs_trl.py            # 3 seeds, 120 CPU s a run, n=200, 2 at a time: about 20 min on 2 cores
+    python benchmarks/vs_trl.py --long     # 600 CPU s a run (tens of optimizer steps): about an hour, on quiet cores
+    python benchmarks/vs_trl.py --quick    # the smoke configuration: 1 seed, 20 s, n=16
+
+The report's closing verdict line is ``vs_trl: grpo-lite/trl-lite-hp gain_per_min_ratio=<r> ...``, and the
+last line ``vs_trl: <s> s of wall time in all``.
 """
 
 from __future__ import annotations
@@ -54,6 +63,10 @@ TRL_DEFAULT_DEVIATIONS: dict[str, tuple[Any, str]] = {
     "seed": (None, "the run's seed instead of 42, so that every arm draws the same problems in the same order"),
 }
 EVAL_SEED = 0  # the held-out problems are the same for every seed and arm: one common "before"
+# Training seconds a run (on --clock): the default fits the whole run in 30 minutes on 2 cores (docs/vs_trl.md,
+# "Where the time goes"); --long gives tens of optimizer steps a run; --quick is the smoke test.
+PRESET_BUDGET_S = {"default": 120.0, "long": 600.0, "quick": 20.0}
+LONG_TRAIN_N = 256  # --long's training problems: one a step, more than 600 s can use on a machine 2x this one's speed
 
 
 # ---- the problems, the prompt and the rewards every arm shares ----------------------------------------
@@ -252,12 +265,14 @@ def _child(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    out = Path(args.out)
+    out, begin = Path(args.out), time.perf_counter()
     if args.child == "before":
         from grpo_lite.evaluation import load_for_eval
 
         model, _ = load_for_eval(model_folder(args.model))
-        record: dict[str, Any] = {"eval": _evaluate(model, args)}
+        mark = time.perf_counter()
+        record: dict[str, Any] = {"setup_s": mark - begin, "eval": _evaluate(model, args)}
+        record["eval_wall_s"] = time.perf_counter() - mark
     else:
         limit, rows = TimeLimit(args.budget, args.clock), problems("train", args.train_n, args.seed)
         if args.child == "grpo-lite":
@@ -266,8 +281,9 @@ def _child(args: argparse.Namespace) -> None:
             trainer = trl_trainer(args.child, args.model, rows, args.seed, out / "run", [limit], max_steps=args.train_n)
             trainer.train()
             model = trainer.model
-        record = {"autocast_after_training": "_original_forward" in vars(model), "steps": limit.steps, "train_wall_s": limit.wall, "train_cpu_s": limit.cpu, "step_cpu_s": limit.step_cpu,
-                  "dtype": str(next(model.parameters()).dtype)}
+        record = {"autocast_after_training": "_original_forward" in vars(model), "steps": limit.steps,
+                  "setup_s": limit.start - begin, "train_wall_s": limit.wall, "train_cpu_s": limit.cpu,
+                  "step_cpu_s": limit.step_cpu, "dtype": str(next(model.parameters()).dtype)}
         mark = time.perf_counter()
         record["eval"] = _evaluate(model, args)
         record["eval_wall_s"] = time.perf_counter() - mark
@@ -286,7 +302,7 @@ def _run(name: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[str,
            "--train-n", str(args.train_n), "--model", str(args.model), "--threads", str(args.threads)]
     mark = time.perf_counter()
     with (out / "log.txt").open("w") as log:
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(args.threads)}
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
         done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     if done.returncode != 0:  # said, and left out of the tables; the other runs go on
         tail = (out / "log.txt").read_text(errors="replace")[-2000:]
@@ -299,19 +315,51 @@ def _run(name: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[str,
     return record
 
 
-def schedule(seeds: Sequence[int], defaults_seeds: Sequence[int]) -> list[tuple[Arm, int]]:
-    """The runs in order: per seed the headline pair, rotated one place per seed; then trl-defaults.
+Job = tuple[Literal["before"] | Arm, int]
 
-    trl-defaults comes last: its steps are the longest (512 tokens, bf16 autocast on CPU), and the
-    headline pair's seeds come first when the machine is slower than planned.
+
+def schedule(seeds: Sequence[int], defaults_seeds: Sequence[int], parallel: int = 2) -> list[list[Job]]:
+    """The runs in waves of ``parallel`` run side by side: first the "before" evaluation and trl-defaults, then per
+    seed the headline pair, rotated one place per seed.
+
+    With ``parallel=2`` the two arms of a seed train side by side, one per core, under the same load; the next wave
+    starts when both have finished. The "before" evaluation (its model is the untrained one, the same for every
+    arm) runs once, beside trl-defaults, so that a run cut short still has it for ``--summarize``.
 
     >>> schedule([0, 1], [0])
-    [('trl-lite-hp', 0), ('grpo-lite', 0), ('grpo-lite', 1), ('trl-lite-hp', 1), ('trl-defaults', 0)]
+    [[('before', 0), ('trl-defaults', 0)], [('trl-lite-hp', 0), ('grpo-lite', 0)], [('grpo-lite', 1), ('trl-lite-hp', 1)]]
+    >>> schedule([0], [0], parallel=1)
+    [[('before', 0)], [('trl-defaults', 0)], [('trl-lite-hp', 0)], [('grpo-lite', 0)]]
     """
-    runs: list[tuple[Arm, int]] = []
+    if parallel < 1:
+        raise ValueError(f"parallel must be >= 1 run at a time, got {parallel}")
+    first: list[Job] = [("before", EVAL_SEED), *(("trl-defaults", seed) for seed in defaults_seeds)]
+    pairs: list[Job] = []
     for i, seed in enumerate(seeds):
-        runs += [(arm, seed) for arm in (HEADLINE if i % 2 == 0 else HEADLINE[::-1])]
-    return runs + [("trl-defaults", seed) for seed in defaults_seeds]
+        pairs += [(arm, seed) for arm in (HEADLINE if i % 2 == 0 else HEADLINE[::-1])]
+    return [jobs[i:i + parallel] for jobs in (first, pairs) for i in range(0, len(jobs), parallel)]
+
+
+def run_waves(waves: Sequence[Sequence[Job]], run: Callable[[Job], dict[str, Any]]) -> list[dict[str, Any]]:
+    """``run`` on every job, the jobs of a wave at once (one thread each, waiting on its process); in wave order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    records: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(max_workers=max(len(wave) for wave in waves)) as pool:
+        for wave in waves:
+            records += pool.map(run, wave)
+    return records
+
+
+def check_cores(parallel: int, threads: int, cores: int | None = None) -> None:
+    """Refuse more threads at once than cores: threads that wait for a parked sibling measure the scheduler."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if parallel < 1 or threads < 1:
+        raise SystemExit(f"--parallel and --threads must be >= 1, got {parallel} and {threads}")
+    if parallel * threads > cores:
+        raise SystemExit(f"--parallel {parallel} runs of --threads {threads} need {parallel * threads} cores, this machine "
+                         f"gives {cores}: lower --parallel (or --threads) so that their product is at most {cores}")
 
 
 # ---- the report ---------------------------------------------------------------------------------------
@@ -374,31 +422,64 @@ def report(before: dict, runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def timings(before: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    """Where each process's wall time went: start-up (interpreter, imports), setup (model load, trainer build),
+    training, evaluation. Runs reused from an earlier call have no process time (shown as "-")."""
+    lines = ["| run | seed | start-up s | setup s | train wall s | eval wall s | process wall s |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in [before, *runs]:
+        train = r.get("train_wall_s", 0.0)  # the "before" evaluation trains nothing
+        setup, evaluation, total = r.get("setup_s"), r.get("eval_wall_s"), r.get("process_wall_s")
+        startup = None if None in (setup, evaluation, total) else total - setup - train - evaluation
+        cells = [startup, setup, train if r["arm"] != "before" else None, evaluation, total]
+        lines.append(f"| {r['arm']} | {r['seed']} | " + " | ".join("-" if c is None else f"{c:.0f}" for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def summarize(args: argparse.Namespace) -> int:
     """The report from the runs that finished in ``--out`` (a run cut short leaves no result.json)."""
     if args.out is None:
         raise SystemExit("--summarize reads the runs' folders: give the --out of the run")
-    found = [(arm, seed, args.out / f"{arm}-seed{seed}" / "result.json") for arm, seed in
-             [("before", EVAL_SEED), *schedule(args.seeds, args.defaults_seeds)]]
+    found = [(arm, seed, args.out / f"{arm}-seed{seed}" / "result.json")
+             for wave in schedule(args.seeds, args.defaults_seeds, parallel=1) for arm, seed in wave]
     records = {(arm, seed): {**json.loads(path.read_text()), "arm": arm, "seed": seed}
                for arm, seed, path in found if path.is_file()}
     if ("before", EVAL_SEED) not in records:
         raise SystemExit(f"no evaluation before training in {args.out}: run the benchmark with --out {args.out} first")
     runs = [r for key, r in records.items() if key[0] != "before"]
-    missing = [f"{arm} seed {seed}" for arm, seed, path in found[1:] if not path.is_file()]
+    missing = [f"{arm} seed {seed}" for arm, seed, path in found if not path.is_file()]
     print(f"{len(runs)} runs finished in {args.out}" + (f"; not finished: {', '.join(missing)}" if missing else "") + "\n")
     print(report(records[("before", EVAL_SEED)]["eval"], runs))
     return 0
 
 
+def resolve_preset(args: argparse.Namespace) -> None:
+    """Fill what ``--quick`` or ``--long`` set (an explicit ``--budget`` wins), else the default budget."""
+    if args.quick and args.long:
+        raise SystemExit("--quick and --long are two presets: choose one")
+    if args.quick:
+        args.seeds, args.defaults_seeds, args.eval_n, args.train_n = [0], [0], 16, 8
+    if args.budget is None:
+        args.budget = PRESET_BUDGET_S["quick" if args.quick else "long" if args.long else "default"]
+    if args.long:
+        args.train_n = max(args.train_n, LONG_TRAIN_N)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke configuration: seed 0, 20 s a run, n=16")
+    presets = parser.add_mutually_exclusive_group()
+    presets.add_argument("--quick", action="store_true", help="smoke configuration: seed 0, 20 s a run, n=16")
+    presets.add_argument("--long", action="store_true",
+                         help=f"{PRESET_BUDGET_S['long']:.0f} s a run (tens of optimizer steps): the verdict run, for quiet cores")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the headline pair")
     parser.add_argument("--defaults-seeds", type=int, nargs="*", default=[0], help="seeds of the trl-defaults arm")
-    parser.add_argument("--budget", type=float, default=120.0, help="training seconds per run (wall)")
-    parser.add_argument("--clock", choices=CLOCKS, default="wall",
-                        help="what the budget counts: wall seconds, or the run's CPU seconds (steadier on shared cores)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help=f"training seconds per run, on --clock (default {PRESET_BUDGET_S['default']:.0f})")
+    parser.add_argument("--clock", choices=CLOCKS, default="cpu",
+                        help="what the budget counts: the run's own CPU seconds (default; fair when runs or other jobs "
+                             "share the cores), or wall seconds")
+    parser.add_argument("--parallel", type=int, default=2,
+                        help="runs side by side, one core each (default 2: a seed's headline pair at once)")
     parser.add_argument("--eval-n", type=int, default=200, help="held-out problems")
     parser.add_argument("--eval-tokens", type=int, default=64, help="greedy tokens per held-out answer")
     parser.add_argument("--train-n", type=int, default=64, help="training problems (more than a run can use)")
@@ -419,23 +500,27 @@ def main() -> int:
     if args.child:
         _child(args)
         return 0
-    if args.quick:
-        args.seeds, args.defaults_seeds, args.budget, args.eval_n, args.train_n = [0], [0], 20.0, 16, 8
+    resolve_preset(args)
+    check_cores(args.parallel, args.threads)
+    start = time.perf_counter()
+    waves = schedule(args.seeds, args.defaults_seeds, args.parallel)
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.out or Path(scratch)
-        start = time.perf_counter()
-        print(f"vs_trl: {len(schedule(args.seeds, args.defaults_seeds))} runs of {args.budget:.0f} {args.clock} s, n={args.eval_n}, "
-              f"{args.eval_tokens} eval tokens, {args.threads} thread(s) a run", flush=True)
-        before = _run("before", EVAL_SEED, args, tmp).get("eval")
-        if before is None:
+        print(f"vs_trl: {sum(map(len, waves)) - 1} runs of {args.budget:.0f} {args.clock} s and the evaluation before "
+              f"training, {args.parallel} at a time ({len(waves)} waves), n={args.eval_n}, {args.eval_tokens} eval tokens, "
+              f"{args.threads} thread(s) a run", flush=True)
+        records = run_waves(waves, lambda job: _run(job[0], job[1], args, tmp))
+        before = next(r for r in records if r["arm"] == "before")
+        if "failed" in before:
             raise SystemExit("the evaluation before training failed: its log is above")
-        runs = [_run(arm, seed, args, tmp) for arm, seed in schedule(args.seeds, args.defaults_seeds)]
-        runs = [r for r in runs if "failed" not in r]
+        runs = [r for r in records if r["arm"] != "before" and "failed" not in r]
         if args.out:
             (args.out / "vs_trl.json").write_text(json.dumps({"before": before, "runs": runs, "args": vars(args)},
                                                              default=str, indent=1))
-    print(f"\nwall {time.perf_counter() - start:.0f} s in all; os.cpu_count()={os.cpu_count()}\n")
-    print(report(before, runs))
+    print(f"\nos.cpu_count()={os.cpu_count()}, {args.parallel} run(s) at a time\n")
+    print(timings(before, runs) + "\n")
+    print(report(before["eval"], runs))
+    print(f"\nvs_trl: {time.perf_counter() - start:.0f} s of wall time in all")
     return 0
 
 

@@ -265,14 +265,13 @@ def _child(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    out, begin = Path(args.out), time.perf_counter()
+    out, begin, begin_cpu = Path(args.out), time.perf_counter(), time.process_time()  # CPU since the process began
     if args.child == "before":
         from grpo_lite.evaluation import load_for_eval
 
         model, _ = load_for_eval(model_folder(args.model))
-        mark = time.perf_counter()
-        record: dict[str, Any] = {"setup_s": mark - begin, "eval": _evaluate(model, args)}
-        record["eval_wall_s"] = time.perf_counter() - mark
+        mark, mark_cpu = time.perf_counter(), time.process_time()
+        record: dict[str, Any] = {"setup_s": mark - begin, "setup_cpu_s": mark_cpu - begin_cpu}
     else:
         limit, rows = TimeLimit(args.budget, args.clock), problems("train", args.train_n, args.seed)
         if args.child == "grpo-lite":
@@ -282,11 +281,13 @@ def _child(args: argparse.Namespace) -> None:
             trainer.train()
             model = trainer.model
         record = {"autocast_after_training": "_original_forward" in vars(model), "steps": limit.steps,
-                  "setup_s": limit.start - begin, "train_wall_s": limit.wall, "train_cpu_s": limit.cpu,
+                  "setup_s": limit.start - begin, "setup_cpu_s": limit.cpu_start - begin_cpu,
+                  "train_wall_s": limit.wall, "train_cpu_s": limit.cpu,
                   "step_cpu_s": limit.step_cpu, "dtype": str(next(model.parameters()).dtype)}
-        mark = time.perf_counter()
-        record["eval"] = _evaluate(model, args)
-        record["eval_wall_s"] = time.perf_counter() - mark
+        mark, mark_cpu = time.perf_counter(), time.process_time()
+    record["eval"] = _evaluate(model, args)
+    record["eval_wall_s"], record["eval_cpu_s"] = time.perf_counter() - mark, time.process_time() - mark_cpu
+    record["startup_cpu_s"], record["process_cpu_s"] = begin_cpu, time.process_time()
     (out / "result.json").write_text(json.dumps(record))
 
 
@@ -303,11 +304,11 @@ def _run(name: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[str,
     mark = time.perf_counter()
     with (out / "log.txt").open("w") as log:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
-        done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    if done.returncode != 0:  # said, and left out of the tables; the other runs go on
+        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    if code != 0:  # said, and left out of the tables; the other runs go on
         tail = (out / "log.txt").read_text(errors="replace")[-2000:]
-        print(f"  {name} seed {seed} FAILED (exit code {done.returncode}), its log ends:\n{tail}", flush=True)
-        return {"arm": name, "seed": seed, "failed": done.returncode}
+        print(f"  {name} seed {seed} FAILED (exit code {code}), its log ends:\n{tail}", flush=True)
+        return {"arm": name, "seed": seed, "failed": code}
     record = json.loads((out / "result.json").read_text())
     record.update(arm=name, seed=seed, process_wall_s=time.perf_counter() - mark)
     print(f"  {name} seed {seed}: {record.get('steps', '-')} steps, accuracy {share(record['eval']['correct'], record['eval']['n'])}"
@@ -423,16 +424,19 @@ def report(before: dict, runs: list[dict]) -> str:
 
 
 def timings(before: dict[str, Any], runs: list[dict[str, Any]]) -> str:
-    """Where each process's wall time went: start-up (interpreter, imports), setup (model load, trainer build),
-    training, evaluation. Runs reused from an earlier call have no process time (shown as "-")."""
-    lines = ["| run | seed | start-up s | setup s | train wall s | eval wall s | process wall s |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    """Where each process's time went, wall / CPU seconds: start-up (interpreter, imports), setup (model load, trainer
+    build), training, evaluation, the whole process. "-" where a record has no figure (a run reused from an earlier call
+    has no process wall time; records of older versions lack the CPU seconds)."""
+    lines = ["| run | seed | start-up s | setup s | train s | eval s | process s |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in [before, *runs]:
-        train = r.get("train_wall_s", 0.0)  # the "before" evaluation trains nothing
+        trained = r["arm"] != "before"
         setup, evaluation, total = r.get("setup_s"), r.get("eval_wall_s"), r.get("process_wall_s")
-        startup = None if None in (setup, evaluation, total) else total - setup - train - evaluation
-        cells = [startup, setup, train if r["arm"] != "before" else None, evaluation, total]
-        lines.append(f"| {r['arm']} | {r['seed']} | " + " | ".join("-" if c is None else f"{c:.0f}" for c in cells) + " |")
+        train = r.get("train_wall_s") if trained else 0.0
+        startup = None if None in (setup, train, evaluation, total) else total - setup - train - evaluation
+        walls = [startup, setup, train if trained else None, evaluation, total]
+        cpus = [r.get(k) for k in ("startup_cpu_s", "setup_cpu_s", "train_cpu_s", "eval_cpu_s", "process_cpu_s")]
+        cells = [" / ".join("-" if x is None else f"{x:.0f}" for x in pair) for pair in zip(walls, cpus)]
+        lines.append(f"| {r['arm']} | {r['seed']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -216,11 +216,12 @@ def test_presets_set_the_budget_unless_given(bench: Any) -> None:
 
 
 def test_timings_split_each_process_into_its_parts(bench: Any) -> None:
-    before = {"arm": "before", "seed": 0, "setup_s": 2.0, "eval_wall_s": 150.0, "process_wall_s": 160.0}
+    before = {"arm": "before", "seed": 0, "setup_s": 2.0, "eval_wall_s": 150.0, "process_wall_s": 160.0,
+              "startup_cpu_s": 7.0, "setup_cpu_s": 1.5, "eval_cpu_s": 149.0, "process_cpu_s": 157.5}
     run = {"arm": "grpo-lite", "seed": 1, "setup_s": 12.0, "train_wall_s": 118.0, "eval_wall_s": 140.0,
-           "process_wall_s": 279.0}
+           "process_wall_s": 279.0, "train_cpu_s": 117.0}
     reused = {"arm": "trl-lite-hp", "seed": 1, "setup_s": 9.0, "train_wall_s": 121.0, "eval_wall_s": 139.0}
     lines = bench.timings(before, [run, reused]).splitlines()
-    assert lines[2] == "| before | 0 | 8 | 2 | - | 150 | 160 |"
-    assert lines[3] == "| grpo-lite | 1 | 9 | 12 | 118 | 140 | 279 |"
-    assert lines[4] == "| trl-lite-hp | 1 | - | 9 | 121 | 139 | - |"
+    assert lines[2] == "| before | 0 | 8 / 7 | 2 / 2 | - / - | 150 / 149 | 160 / 158 |"
+    assert lines[3] == "| grpo-lite | 1 | 9 / - | 12 / - | 118 / 117 | 140 / - | 279 / - |"  # start-up: 279 - 12 - 118 - 140
+    assert lines[4] == "| trl-lite-hp | 1 | - / - | 9 / - | 121 / - | 139 / - | - / - |"  # reused: no process time

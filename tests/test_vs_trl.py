@@ -121,7 +121,7 @@ def test_time_limit_starts_no_step_that_would_end_past_the_budget(bench: Any) ->
     assert not control.should_training_stop  # ends at 9
     now[0] = 9.5
     limit.on_step_end(None, None, control)
-    assert control.should_training_stop  # would end near 12.7
+    assert control.should_training_stop  # would end at 12.75 (the steps after the first: 3 and 3.5 s)
     limit.on_train_end(None, None, control)
     assert (limit.steps, limit.wall, limit.cpu) == (3, 9.5, 19.0)
     assert limit.step_cpu == [6.0, 6.0, 7.0]  # each step's CPU seconds
@@ -129,6 +129,22 @@ def test_time_limit_starts_no_step_that_would_end_past_the_budget(bench: Any) ->
         bench.TimeLimit(0)
     with pytest.raises(ValueError, match="budget_clock must be one of wall, cpu"):
         bench.TimeLimit(10.0, "cycles")
+
+
+def test_time_limit_predicts_the_next_step_by_the_steps_after_the_first(bench: Any) -> None:
+    from types import SimpleNamespace
+
+    now = [0.0]
+    limit = bench.TimeLimit(90.0, clock=lambda: now[0], cpu_clock=lambda: now[0])
+    control = SimpleNamespace(should_training_stop=False)
+    limit.on_train_begin(None, None, control)
+    for end in (45.0, 65.0):  # a first step of 45 s (one-off costs), then one of 20 s
+        now[0] = end
+        limit.on_step_end(None, None, control)
+    assert not control.should_training_stop  # the next ends at 85 (at the mean pace so far, 32.5 s, past 90)
+    now[0] = 85.0
+    limit.on_step_end(None, None, control)
+    assert control.should_training_stop and limit.steps == 3  # the next would end at 105
 
 
 def test_time_limit_on_the_cpu_clock_counts_cpu_seconds(bench: Any) -> None:
@@ -205,7 +221,7 @@ def test_presets_set_the_budget_unless_given(bench: Any) -> None:
         bench.resolve_preset(args)
         return args
 
-    assert (resolved().budget, resolved().train_n, resolved().eval_n) == (120.0, 64, 200)
+    assert (resolved().budget, resolved().train_n, resolved().eval_n) == (90.0, 64, 200)
     long = resolved(long=True)
     assert (long.budget, long.train_n, long.seeds, long.eval_n) == (600.0, 256, [0, 1, 2], 200)
     assert resolved(long=True, budget=300.0).budget == 300.0

@@ -459,6 +459,7 @@ def summarize(args: argparse.Namespace) -> int:
     runs = [r for key, r in records.items() if key[0] != "before"]
     missing = [f"{arm} seed {seed}" for arm, seed, path in found if not path.is_file()]
     print(f"{len(runs)} runs finished in {args.out}" + (f"; not finished: {', '.join(missing)}" if missing else "") + "\n")
+    print(timings(records[("before", EVAL_SEED)], runs) + "\n")
     print(report(records[("before", EVAL_SEED)]["eval"], runs))
     return 0
 
@@ -501,6 +502,7 @@ def main() -> int:
     parser.add_argument("--child", choices=("before", *ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    resolve_preset(args)
     if args.summarize:
         return summarize(args)
     if args.model is None:
@@ -510,7 +512,6 @@ def main() -> int:
     if args.child:
         _child(args)
         return 0
-    resolve_preset(args)
     check_cores(args.parallel, args.threads)
     start = time.perf_counter()
     waves = schedule(args.seeds, args.defaults_seeds, args.parallel)

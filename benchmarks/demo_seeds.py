@@ -25,8 +25,17 @@ _TOOK = re.compile(r"^demo took (\d+) s")
 
 def run_seed(seed: int, out: Path, extra: list[str]) -> None:
     log = out / f"demo_seed{seed}.log"
-    cmd = [sys.executable, "-m", "grpo_lite", "demo", "--seed", str(seed), "--output-dir",
-           str(out / f"demo_seed{seed}"), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "grpo_lite",
+        "demo",
+        "--seed",
+        str(seed),
+        "--output-dir",
+        str(out / f"demo_seed{seed}"),
+        *extra,
+    ]
     with log.open("w") as f:
         subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=True)
 
@@ -63,16 +72,20 @@ def main() -> int:
     if not args.summarize:
         for seed in args.seeds:
             run_seed(seed, args.out, extra)
-    print("| seed | accuracy before -> after | among formatted before -> after | format before -> after "
-          "| training correct %, first -> second half | steps with a right sample | wall s |")
+    print(
+        "| seed | accuracy before -> after | among formatted before -> after | format before -> after "
+        "| training correct %, first -> second half | steps with a right sample | wall s |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for seed in args.seeds:
         r = summarize(seed, args.out)
         b, a = r["before"], r["after"]
-        print(f"| {seed} | {b['accuracy']:.0f}% -> {a['accuracy']:.0f}% | {b['formatted_accuracy']:.1f}% -> "
-              f"{a['formatted_accuracy']:.1f}% | {b['format']:.0f}% -> {a['format']:.0f}% | "
-              f"{r['correct_first_half']:.1f} -> {r['correct_second_half']:.1f} | {r['steps_with_a_right_answer']} of "
-              f"{r['steps']} | {r.get('seconds', '-')} |")
+        print(
+            f"| {seed} | {b['accuracy']:.0f}% -> {a['accuracy']:.0f}% | {b['formatted_accuracy']:.1f}% -> "
+            f"{a['formatted_accuracy']:.1f}% | {b['format']:.0f}% -> {a['format']:.0f}% | "
+            f"{r['correct_first_half']:.1f} -> {r['correct_second_half']:.1f} | {r['steps_with_a_right_answer']} of "
+            f"{r['steps']} | {r.get('seconds', '-')} |"
+        )
     return 0
 
 

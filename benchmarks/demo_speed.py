@@ -35,6 +35,7 @@ from typing import Any
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 from shared_prefix import step_timer  # noqa: E402  (the same step clock as the shared-prefix benchmark)
+
 ARMS = ("trl", "+stop", "+stop+shared", "guided prompt")
 
 
@@ -43,8 +44,14 @@ def _raw_trl_trainer() -> type:
     from trl import GRPOTrainer
 
     class RawGRPOTrainer(GRPOTrainer):
-        def __init__(self, *args: Any, shared_prefix: bool = False, stop_strings: Any = (),
-                     update_rounding: str = "nearest", **kwargs: Any) -> None:
+        def __init__(
+            self,
+            *args: Any,
+            shared_prefix: bool = False,
+            stop_strings: Any = (),
+            update_rounding: str = "nearest",
+            **kwargs: Any,
+        ) -> None:
             super().__init__(*args, **kwargs)
             self.shared_prefix_record: dict[str, Any] = {"requested": False, "calls": {}}
             self.update_monitor = None
@@ -64,23 +71,49 @@ def _child(arm: str, steps: int, out: Path, seed: int) -> None:
     cfg, timer = DemoConfig(seed=seed), step_timer()
     style = PromptStyle() if arm == "guided prompt" else cfg.style()
     data = load_dataset("synthetic", split="train", style=style, limit=steps * 4, seed=seed, levels=cfg.levels)
-    result = train(str(demo_model_path()), dataset=data, output_dir=out / "run", overwrite=True, max_steps=steps,
-                   prompt_style=style, seed=seed, quiet=True, shared_prefix=arm.endswith("shared") or arm == "guided prompt",
-                   stop_strings=() if arm == "trl" else ("</answer>",), callbacks=[timer], **cfg.train_settings())
+    result = train(
+        str(demo_model_path()),
+        dataset=data,
+        output_dir=out / "run",
+        overwrite=True,
+        max_steps=steps,
+        prompt_style=style,
+        seed=seed,
+        quiet=True,
+        shared_prefix=arm.endswith("shared") or arm == "guided prompt",
+        stop_strings=() if arm == "trl" else ("</answer>",),
+        callbacks=[timer],
+        **cfg.train_settings(),
+    )
     record = json.loads((out / "run" / "run.json").read_text())
-    (out / "arm.json").write_text(json.dumps({
-        "step_seconds": timer.times, "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-        "prompt_tokens": record["measured_prompt_tokens"],
-        "completion_length": [row.get("completions/mean_length") for row in result.history],
-        "num_generations": cfg.num_generations,
-    }))
+    (out / "arm.json").write_text(
+        json.dumps(
+            {
+                "step_seconds": timer.times,
+                "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                "prompt_tokens": record["measured_prompt_tokens"],
+                "completion_length": [row.get("completions/mean_length") for row in result.history],
+                "num_generations": cfg.num_generations,
+            }
+        )
+    )
 
 
 def _run_arm(arm: str, args: argparse.Namespace, tmp: Path) -> dict:
     out = tmp / arm.replace(" ", "_").replace("+", "p")
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(HERE), "--child", arm, "--steps", str(args.steps), "--out", str(out),
-           "--seed", str(args.seed)]
+    cmd = [
+        sys.executable,
+        str(HERE),
+        "--child",
+        arm,
+        "--steps",
+        str(args.steps),
+        "--out",
+        str(out),
+        "--seed",
+        str(args.seed),
+    ]
     subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     return json.loads((out / "arm.json").read_text())
 
@@ -106,15 +139,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         runs = {arm: _run_arm(arm, args, Path(tmp)) for arm in args.arms}
     base = _summary(runs["trl"])[0] if "trl" in runs else None
-    print("\n| arm | prompt tokens (max) | completion tokens (mean) | s/step | completion tokens/s | peak RSS GiB "
-          "| step vs trl |")
+    print(
+        "\n| arm | prompt tokens (max) | completion tokens (mean) | s/step | completion tokens/s | peak RSS GiB "
+        "| step vs trl |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for arm, run in runs.items():
         per_step, tps = _summary(run)
         lengths = [x for x in run["completion_length"][1:] if x is not None] or [0.0]
         ratio = f"{per_step / base:.2f}" if base else "-"
-        print(f"| {arm} | {run['prompt_tokens']} | {statistics.mean(lengths):.1f} | {per_step:.1f} | {tps:.1f} "
-              f"| {run['peak_rss_gib']:.2f} | {ratio} |")
+        print(
+            f"| {arm} | {run['prompt_tokens']} | {statistics.mean(lengths):.1f} | {per_step:.1f} | {tps:.1f} "
+            f"| {run['peak_rss_gib']:.2f} | {ratio} |"
+        )
     if base and "+stop+shared" in runs:
         print(f"demo_speed: grpo-lite/trl step_ratio={_summary(runs['+stop+shared'])[0] / base:.3f}")
 

@@ -32,8 +32,12 @@ def main() -> None:
     style = cfg.style()
     data = load_dataset("synthetic", split="test", style=style, limit=args.n, seed=cfg.seed, levels=cfg.levels)
     model, tokenizer = ev.load_for_eval(str(demo_model_path()))
-    kwargs = {"tokenizer": tokenizer, "prompt_style": style, "max_new_tokens": cfg.max_completion_length,
-              "batch_size": args.batch_size}
+    kwargs = {
+        "tokenizer": tokenizer,
+        "prompt_style": style,
+        "max_new_tokens": cfg.max_completion_length,
+        "batch_size": args.batch_size,
+    }
     ev.evaluate(model, data.select(range(4)), **kwargs)  # warm-up
     results = {}
     for label, min_prefix in (("left padding", 10**9), ("shared prefix", pc.MIN_SHARED_PREFIX)):
@@ -41,8 +45,9 @@ def main() -> None:
         start = time.perf_counter()
         results[label] = (ev.evaluate(model, data, **kwargs), time.perf_counter() - start)
         print(f"{label}: {results[label][1]:.1f} s, {results[label][0].summary()}", flush=True)
-    same = [s["completion"] for s in results["left padding"][0].samples] == \
-        [s["completion"] for s in results["shared prefix"][0].samples]
+    same = [s["completion"] for s in results["left padding"][0].samples] == [
+        s["completion"] for s in results["shared prefix"][0].samples
+    ]
     ratio = results["shared prefix"][1] / results["left padding"][1]
     print(f"eval_speed: shared/left-padding time ratio={ratio:.2f}, identical answers: {same}")
 

@@ -55,8 +55,16 @@ def _child(arm: str, steps: int, seed: int, out: Path) -> None:
         recipe = lite_recipe(model, rows, seed, steps)
         settings = build.grpo_settings(recipe, output_dir=out / "run", seed=seed, max_steps=steps)
         tokenizer = load_tokenizer(model)
-        trainer = build.build_trainer(model, recipe, settings, trl_dataset(rows, tokenizer), tokenizer, rewards(),
-                                      [clock], verify_shared_prefix=arm == "checked")
+        trainer = build.build_trainer(
+            model,
+            recipe,
+            settings,
+            trl_dataset(rows, tokenizer),
+            tokenizer,
+            rewards(),
+            [clock],
+            verify_shared_prefix=arm == "checked",
+        )
     trainer.train()
     record = getattr(trainer, "shared_prefix_record", None)
     (out / "arm.json").write_text(json.dumps({"step_cpu_s": clock.step_cpu, "shared_prefix": record}, default=str))
@@ -65,8 +73,18 @@ def _child(arm: str, steps: int, seed: int, out: Path) -> None:
 def _run(arm: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     out = tmp / arm
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(HERE), "--child", arm, "--steps", str(args.steps), "--seed", str(args.seed),
-           "--out", str(out)]
+    cmd = [
+        sys.executable,
+        str(HERE),
+        "--child",
+        arm,
+        "--steps",
+        str(args.steps),
+        "--seed",
+        str(args.seed),
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     subprocess.run(cmd, check=True, env=env)
     return json.loads((out / "arm.json").read_text())
@@ -98,8 +116,11 @@ def main() -> None:
         for arm in args.arms:
             runs[arm] = _run(arm, args, Path(tmp))
             steps = runs[arm]["step_cpu_s"]
-            print(f"{arm}: CPU s per step {', '.join(f'{s:.1f}' for s in steps)}; "
-                  f"first/later {first_over_later(steps):.2f}", flush=True)
+            print(
+                f"{arm}: CPU s per step {', '.join(f'{s:.1f}' for s in steps)}; "
+                f"first/later {first_over_later(steps):.2f}",
+                flush=True,
+            )
             record = runs[arm]["shared_prefix"] or {}
             for key in ("sampling_check", "self_check"):
                 if key in record:

@@ -56,8 +56,28 @@ def llama_completion(binary: Path, gguf: Path, prompt: str, n_predict: int, work
     """Greedy completion of ``prompt`` by llama.cpp: (generated text, the command)."""
     prompt_file = workdir / "prompt.txt"
     prompt_file.write_text(prompt + "\n", encoding="utf-8")  # -f drops one trailing newline
-    command = [str(binary), "-m", str(gguf), "-f", str(prompt_file), "-n", str(n_predict), "--temp", "0",
-               "--seed", "0", "-c", "2048", "-t", "2", "-no-cnv", "--no-display-prompt", "--no-warmup", "--simple-io", "--no-escape"]
+    command = [
+        str(binary),
+        "-m",
+        str(gguf),
+        "-f",
+        str(prompt_file),
+        "-n",
+        str(n_predict),
+        "--temp",
+        "0",
+        "--seed",
+        "0",
+        "-c",
+        "2048",
+        "-t",
+        "2",
+        "-no-cnv",
+        "--no-display-prompt",
+        "--no-warmup",
+        "--simple-io",
+        "--no-escape",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         raise SystemExit(f"llama-completion failed ({done.returncode}): {done.stderr[-2000:]}")
@@ -74,8 +94,15 @@ def compare_with_convert(source: Path, run: Path, ours: Path, workdir: Path) -> 
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     theirs = workdir / "convert_hf_to_gguf.gguf"
-    command = [sys.executable, str(source / "convert_hf_to_gguf.py"), str(folder), "--outtype", "q8_0",
-               "--outfile", str(theirs)]
+    command = [
+        sys.executable,
+        str(source / "convert_hf_to_gguf.py"),
+        str(folder),
+        "--outtype",
+        "q8_0",
+        "--outfile",
+        str(theirs),
+    ]
     print("$ " + shlex.join(command), flush=True)
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     print("\n".join(done.stderr.strip().splitlines()[-3:]))
@@ -86,15 +113,21 @@ def compare_with_convert(source: Path, run: Path, ours: Path, workdir: Path) -> 
     ta = {t.name: (tuple(int(x) for x in t.shape), t.tensor_type.name) for t in a.tensors}
     tb = {t.name: (tuple(int(x) for x in t.shape), t.tensor_type.name) for t in b.tensors}
     data_a, data_b = {t.name: t.data for t in a.tensors}, {t.name: t.data for t in b.tensors}
-    print(f"tensors: ours {len(ta)}, convert_hf_to_gguf {len(tb)}; names only in ours {sorted(set(ta) - set(tb))}, "
-          f"only in theirs {sorted(set(tb) - set(ta))}")
-    print(f"same shape and type: {sum(ta[n] == tb[n] for n in set(ta) & set(tb))}/{len(set(ta) & set(tb))}; "
-          f"differing: {[(n, ta[n], tb[n]) for n in sorted(set(ta) & set(tb)) if ta[n] != tb[n]][:5]}; "
-          f"identical bytes: {sum(bytes(data_a[n].tobytes()) == bytes(data_b[n].tobytes()) for n in set(ta) & set(tb))}"
-          f"/{len(set(ta) & set(tb))}")
+    print(
+        f"tensors: ours {len(ta)}, convert_hf_to_gguf {len(tb)}; names only in ours {sorted(set(ta) - set(tb))}, "
+        f"only in theirs {sorted(set(tb) - set(ta))}"
+    )
+    print(
+        f"same shape and type: {sum(ta[n] == tb[n] for n in set(ta) & set(tb))}/{len(set(ta) & set(tb))}; "
+        f"differing: {[(n, ta[n], tb[n]) for n in sorted(set(ta) & set(tb)) if ta[n] != tb[n]][:5]}; "
+        f"identical bytes: {sum(bytes(data_a[n].tobytes()) == bytes(data_b[n].tobytes()) for n in set(ta) & set(tb))}"
+        f"/{len(set(ta) & set(tb))}"
+    )
     ka = {k for k in a.fields if not k.startswith("GGUF.")}
     kb = {k for k in b.fields if not k.startswith("GGUF.")}
-    print(f"metadata keys: ours {len(ka)}, theirs {len(kb)}; only in ours {sorted(ka - kb)}; only in theirs {sorted(kb - ka)}")
+    print(
+        f"metadata keys: ours {len(ka)}, theirs {len(kb)}; only in ours {sorted(ka - kb)}; only in theirs {sorted(kb - ka)}"
+    )
     differ = [k for k in sorted(ka & kb) if a.fields[k].contents() != b.fields[k].contents()]
     print(f"keys in both with different values: {differ}")
 
@@ -104,9 +137,15 @@ def main() -> None:
     parser.add_argument("build", help="a llama.cpp build folder (with bin/llama-completion)")
     parser.add_argument("run", nargs="?", default="runs/demo", help="a finished, exported run (default runs/demo)")
     parser.add_argument("--prompts", type=int, default=20, help="held-out problems decoded (default 20)")
-    parser.add_argument("--gguf", metavar="FILE", help="decode this export of the run instead of RUN/final.gguf "
-                        "(e.g. an f16 one from grpo-lite export RUN --gguf --quant f16 -o FILE)")
-    parser.add_argument("--convert", metavar="SOURCE", help="llama.cpp's source folder: also compare with convert_hf_to_gguf.py")
+    parser.add_argument(
+        "--gguf",
+        metavar="FILE",
+        help="decode this export of the run instead of RUN/final.gguf "
+        "(e.g. an f16 one from grpo-lite export RUN --gguf --quant f16 -o FILE)",
+    )
+    parser.add_argument(
+        "--convert", metavar="SOURCE", help="llama.cpp's source folder: also compare with convert_hf_to_gguf.py"
+    )
     args = parser.parse_args()
 
     from grpo_lite import evaluate
@@ -120,7 +159,7 @@ def main() -> None:
     model, tokenizer = read_gguf(gguf_path)
     result = evaluate(model, data, tokenizer=tokenizer, **kwargs)
     prefill = kwargs["prompt_style"].prefill
-    ours = [cut(s["completion"][len(prefill):]) for s in result.samples]
+    ours = [cut(s["completion"][len(prefill) :]) for s in result.samples]
     prompts = list(apply_prompt_style(data, tokenizer, kwargs["prompt_style"])["prompt"])
     same, start = 0, time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,8 +173,11 @@ def main() -> None:
             elif theirs != ours[i]:
                 print(f"prompt {i} differs:\n  llama.cpp:    {theirs!r}\n  transformers: {ours[i]!r}")
         took = time.perf_counter() - start
-        print(f"llama.cpp vs transformers on {gguf_path}: {same}/{len(prompts)} greedy completions identical "
-              f"(llama.cpp {took:.0f} s for {len(prompts)} prompts)", flush=True)
+        print(
+            f"llama.cpp vs transformers on {gguf_path}: {same}/{len(prompts)} greedy completions identical "
+            f"(llama.cpp {took:.0f} s for {len(prompts)} prompts)",
+            flush=True,
+        )
         print(json.dumps({"identical": same, "prompts": len(prompts)}))
         if args.convert:
             compare_with_convert(Path(args.convert), run, gguf_path, Path(tmp))

@@ -78,8 +78,10 @@ def prompt_logprobs(model, tokenizer, prompts: list[str]):  # noqa: ANN001, ANN2
 
 def logprob_gaps(ref, got) -> tuple[float, float]:  # noqa: ANN001
     """(max |d log p| of the prompts' own next tokens, max |d log p| over the whole vocabulary)."""
-    own = max((a[:-1].gather(1, n[:, None]) - b[:-1].gather(1, n[:, None])).abs().max().item()
-              for (a, n), (b, _) in zip(ref, got))
+    own = max(
+        (a[:-1].gather(1, n[:, None]) - b[:-1].gather(1, n[:, None])).abs().max().item()
+        for (a, n), (b, _) in zip(ref, got)
+    )
     return own, max((a - b).abs().max().item() for (a, _), (b, _) in zip(ref, got))
 
 
@@ -124,17 +126,24 @@ def main() -> None:
             same_first = sum(a == b for a, b in zip(first[: args.prompts], completions[: args.prompts]))
             same_all = sum(a == b for a, b in zip(first, completions))
             rows.append((quant, path.stat().st_size, result, same_first, same_all, own, worst))
-            print(f"{quant}: {path} {path.stat().st_size / 1e6:.1f} MB (export {exported:.0f} s), {result.summary()} "
-                  f"({took:.0f} s); identical completions {same_first}/{min(args.prompts, len(first))} first, "
-                  f"{same_all}/{len(first)} all; same prompt ids: {same_ids}; max |d log-prob|: prompt tokens {own:.2e}, "
-                  f"whole vocabulary {worst:.2e}", flush=True)
+            print(
+                f"{quant}: {path} {path.stat().st_size / 1e6:.1f} MB (export {exported:.0f} s), {result.summary()} "
+                f"({took:.0f} s); identical completions {same_first}/{min(args.prompts, len(first))} first, "
+                f"{same_all}/{len(first)} all; same prompt ids: {same_ids}; max |d log-prob|: prompt tokens {own:.2e}, "
+                f"whole vocabulary {worst:.2e}",
+                flush=True,
+            )
             del back
-    print(f"\n| file | size (MB) | accuracy (trained {ref.accuracy:.0%}) | identical completions, first {args.prompts} "
-          f"| identical, all {len(first)} | max abs d log-prob, prompt tokens | whole vocabulary |")
+    print(
+        f"\n| file | size (MB) | accuracy (trained {ref.accuracy:.0%}) | identical completions, first {args.prompts} "
+        f"| identical, all {len(first)} | max abs d log-prob, prompt tokens | whole vocabulary |"
+    )
     print("|---|---|---|---|---|---|---|")
     for quant, size, result, same_first, same_all, own, worst in rows:
-        print(f"| {quant} | {size / 1e6:.1f} | {result.accuracy:.0%} ({100 * (result.accuracy - ref.accuracy):+.0f} pt) "
-              f"| {same_first} | {same_all} | {own:.1e} | {worst:.1e} |")
+        print(
+            f"| {quant} | {size / 1e6:.1f} | {result.accuracy:.0%} ({100 * (result.accuracy - ref.accuracy):+.0f} pt) "
+            f"| {same_first} | {same_all} | {own:.1e} | {worst:.1e} |"
+        )
 
 
 if __name__ == "__main__":

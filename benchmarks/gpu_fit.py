@@ -47,8 +47,14 @@ def case_plan(name: str, budget_gb: float, *, device: str, tiny: bool, prompt_to
     real = plan(spec, budget_gb, device="cuda", max_prompt_length=prompt_tokens)
     arch = dataclasses.replace(spec.arch, name=f"tiny-{spec.arch.name}", n_params=0, **TINY)
     tiny_spec = ModelSpec(name=arch.name, model_id="(random weights)", kind="local", arch=arch)
-    return plan(tiny_spec, budget_gb, device=device, preset=real.preset.name,  # type: ignore[arg-type]
-                max_prompt_length=prompt_tokens, **TINY_FIXED)
+    return plan(
+        tiny_spec,
+        budget_gb,
+        device=device,
+        preset=real.preset.name,  # type: ignore[arg-type]
+        max_prompt_length=prompt_tokens,
+        **TINY_FIXED,
+    )
 
 
 def synthetic_tokenizer(vocab: int) -> Any:
@@ -69,8 +75,9 @@ def random_model(the_plan: Any, device: str) -> Any:
 
     from grpo_lite.memory.models import transformers_config
 
-    config = transformers_config(the_plan.model.arch, pad_token_id=0, eos_token_id=1, bos_token_id=1,
-                                 max_position_embeddings=4096)
+    config = transformers_config(
+        the_plan.model.arch, pad_token_id=0, eos_token_id=1, bos_token_id=1, max_position_embeddings=4096
+    )
     with torch.device(device):
         return AutoModelForCausalLM.from_config(config, dtype=getattr(torch, the_plan.model_kwargs["dtype"]))
 
@@ -96,9 +103,12 @@ def load_model(the_plan: Any, device: str, workdir: str) -> Any:
     if quant is None:
         return random_model(the_plan, device)
     kwargs = {k: getattr(torch, v) if k.endswith("_dtype") else v for k, v in quant.items()}
-    return AutoModelForCausalLM.from_pretrained(workdir, quantization_config=BitsAndBytesConfig(**kwargs),
-                                                dtype=getattr(torch, the_plan.model_kwargs["dtype"]),
-                                                device_map={"": 0} if device == "cuda" else None)
+    return AutoModelForCausalLM.from_pretrained(
+        workdir,
+        quantization_config=BitsAndBytesConfig(**kwargs),
+        dtype=getattr(torch, the_plan.model_kwargs["dtype"]),
+        device_map={"": 0} if device == "cuda" else None,
+    )
 
 
 def cap_memory(usable_gib: float) -> dict[str, float]:
@@ -129,29 +139,47 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
 
     the_plan = case_plan(name, budget_gb, device=device, tiny=tiny, prompt_tokens=prompt_tokens)
     arch = the_plan.model.arch
-    row: dict[str, Any] = {"case": name, "budget_gb": budget_gb, "tiny": tiny, "device": device,
-                           "preset": the_plan.preset.name, "planned_gib": round(the_plan.estimate.total_gib, 3),
-                           "planned_phase": the_plan.estimate.peak_phase,
-                           "planned_components": {k: round(v, 3) for k, v in the_plan.estimate.component_gib().items()},
-                           "settings": the_plan.settings}
+    row: dict[str, Any] = {
+        "case": name,
+        "budget_gb": budget_gb,
+        "tiny": tiny,
+        "device": device,
+        "preset": the_plan.preset.name,
+        "planned_gib": round(the_plan.estimate.total_gib, 3),
+        "planned_phase": the_plan.estimate.peak_phase,
+        "planned_components": {k: round(v, 3) for k, v in the_plan.estimate.component_gib().items()},
+        "settings": the_plan.settings,
+    }
     tokenizer = synthetic_tokenizer(arch.vocab)
     rng = random.Random(0)
-    prompts = [" ".join(f"t{rng.randrange(2, arch.vocab)}" for _ in range(the_plan.max_prompt_length))
-               for _ in range(256)]
+    prompts = [
+        " ".join(f"t{rng.randrange(2, arch.vocab)}" for _ in range(the_plan.max_prompt_length)) for _ in range(256)
+    ]
     per_step: list[dict[str, float]] = []
 
     class Peaks(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if device == "cuda":
-                per_step.append({"allocated_gib": torch.cuda.max_memory_allocated() / GIB,
-                                 "reserved_gib": torch.cuda.max_memory_reserved() / GIB})
+                per_step.append(
+                    {
+                        "allocated_gib": torch.cuda.max_memory_allocated() / GIB,
+                        "reserved_gib": torch.cuda.max_memory_reserved() / GIB,
+                    }
+                )
 
     def random_reward(completions: list, **kwargs: Any) -> list[float]:
         return [rng.random() for _ in completions]
 
     completion = the_plan.settings["max_completion_length"]
-    settings = {**the_plan.settings, "output_dir": "", "max_steps": steps, "logging_steps": 1, "report_to": "none",
-                "save_strategy": "no", "generation_kwargs": {"min_new_tokens": completion}}
+    settings = {
+        **the_plan.settings,
+        "output_dir": "",
+        "max_steps": steps,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "no",
+        "generation_kwargs": {"min_new_tokens": completion},
+    }
     with tempfile.TemporaryDirectory() as workdir:
         settings["output_dir"] = os.path.join(workdir, "out")
         weights = os.path.join(workdir, "model")
@@ -168,10 +196,17 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
 
                 peft_config = LoraConfig(**the_plan.lora)
             planned = the_plan.estimate.settings  # the trainer train() builds: rounding and monitor as planned
-            trainer = LiteGRPOTrainer(model=model, reward_funcs=random_reward, args=GRPOConfig(**settings),
-                                      train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tokenizer,
-                                      peft_config=peft_config, callbacks=[Peaks()],
-                                      shared_prefix=planned.shared_prefix, update_rounding=planned.update_rounding)
+            trainer = LiteGRPOTrainer(
+                model=model,
+                reward_funcs=random_reward,
+                args=GRPOConfig(**settings),
+                train_dataset=Dataset.from_dict({"prompt": prompts}),
+                processing_class=tokenizer,
+                peft_config=peft_config,
+                callbacks=[Peaks()],
+                shared_prefix=planned.shared_prefix,
+                update_rounding=planned.update_rounding,
+            )
             backend = "cuda" if device == "cuda" else "tensor"
             report = measure_training(trainer, (backend,), pad_one=True)  # per phase, padding like real batches
             row["phases"] = phase_rows(the_plan, report.last().phases[backend], backend)
@@ -183,14 +218,19 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
         inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
         lengths = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
         realized = [h["update/realized"] for h in trainer.state.log_history if "update/realized" in h]
-        row.update(update_rounding=planned.update_rounding, update_realized=[round(r, 3) for r in realized],
-                   optimizer_state_gib=round(state_nbytes(trainer.optimizer) / GIB, 3),
-                   monitor_mib=round(trainer.update_monitor.nbytes() / 2**20, 2) if trainer.update_monitor else None)
-        row.update(optimizer=f"{type(inner).__module__}.{type(inner).__name__}",
-                   model_class=type(trainer.model).__name__,
-                   loaded_in_4bit=bool(getattr(model, "is_loaded_in_4bit", False)),
-                   checkpointing=bool(getattr(trainer.model, "is_gradient_checkpointing", False)),
-                   mean_completion_length=lengths)
+        row.update(
+            update_rounding=planned.update_rounding,
+            update_realized=[round(r, 3) for r in realized],
+            optimizer_state_gib=round(state_nbytes(trainer.optimizer) / GIB, 3),
+            monitor_mib=round(trainer.update_monitor.nbytes() / 2**20, 2) if trainer.update_monitor else None,
+        )
+        row.update(
+            optimizer=f"{type(inner).__module__}.{type(inner).__name__}",
+            model_class=type(trainer.model).__name__,
+            loaded_in_4bit=bool(getattr(model, "is_loaded_in_4bit", False)),
+            checkpointing=bool(getattr(trainer.model, "is_gradient_checkpointing", False)),
+            mean_completion_length=lengths,
+        )
     if device == "cuda":
         row["measured_allocated_gib"] = round(torch.cuda.max_memory_allocated() / GIB, 3)
         row["measured_reserved_gib"] = round(torch.cuda.max_memory_reserved() / GIB, 3)
@@ -203,8 +243,9 @@ def phase_rows(the_plan: Any, measured: dict[str, Any], backend: str) -> dict[st
     """Each phase of the last step: planned tensor bytes (no context, no reserve) against the allocator's peaks."""
     from grpo_lite.memory.calibration import PROCESS_COMPONENTS
 
-    planned = {p.name: sum(c.bytes for c in p.components if c.name not in PROCESS_COMPONENTS)
-               for p in the_plan.estimate.phases}
+    planned = {
+        p.name: sum(c.bytes for c in p.components if c.name not in PROCESS_COMPONENTS) for p in the_plan.estimate.phases
+    }
     out = {}
     for phase, peak in measured.items():
         if phase not in planned:
@@ -221,13 +262,25 @@ def _print_phases(rows: list[dict]) -> None:
     for r in rows:
         for phase, p in (r.get("phases") or {}).items():
             ratio = p["allocated_gib"] / p["planned_gib"] if p["planned_gib"] else float("nan")
-            print(f"{r['case']:14} {phase:16} {p['planned_gib']:8.2f} {p['allocated_gib']:9.2f} {ratio:6.2f} "
-                  f"{p.get('reserved_gib', '-'):>8}")
+            print(
+                f"{r['case']:14} {phase:16} {p['planned_gib']:8.2f} {p['allocated_gib']:9.2f} {ratio:6.2f} "
+                f"{p.get('reserved_gib', '-'):>8}"
+            )
 
 
 def _subprocess(index: int, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, __file__, "--case", str(index), "--device", args.device, "--steps", str(args.steps),
-           "--prompt-tokens", str(args.prompt_tokens)] + (["--tiny"] if args.tiny else [])
+    cmd = [
+        sys.executable,
+        __file__,
+        "--case",
+        str(index),
+        "--device",
+        args.device,
+        "--steps",
+        str(args.steps),
+        "--prompt-tokens",
+        str(args.prompt_tokens),
+    ] + (["--tiny"] if args.tiny else [])
     name, budget = CASES[index]
     # torch prefers cuDNN attention on compute capability 9.0 / 10.x (H100, H200, B200); consumer cards, and the
     # simulation (benchmarks/gpu_sim.py), run flash / memory-efficient: ask for those so the figures compare
@@ -251,13 +304,20 @@ def _print_table(rows: list[dict]) -> None:
             continue
         measured = r.get("measured_total_gib")
         ratio = f"{measured / r['planned_gib']:.2f}" if measured else "-"
-        note = "OOM: " + r["error"] if r.get("oom") else (
-            f"{r.get('optimizer')} in {r.get('seconds')} s; update {r.get('update_rounding')}, realized "
-            f"{r.get('update_realized')}, optimizer state {r.get('optimizer_state_gib')} GiB "
-            f"(planned {r['planned_components'].get('optimizer_state')}), monitor {r.get('monitor_mib')} MiB")
-        print(f"{r['case']:14} {r['budget_gb']:>4g} {r['preset']:15} {r['planned_gib']:>8.2f} "
-              f"{measured if measured is not None else '-':>9} {r.get('measured_allocated_gib', '-'):>7} {ratio:>6}  "
-              f"{note}")
+        note = (
+            "OOM: " + r["error"]
+            if r.get("oom")
+            else (
+                f"{r.get('optimizer')} in {r.get('seconds')} s; update {r.get('update_rounding')}, realized "
+                f"{r.get('update_realized')}, optimizer state {r.get('optimizer_state_gib')} GiB "
+                f"(planned {r['planned_components'].get('optimizer_state')}), monitor {r.get('monitor_mib')} MiB"
+            )
+        )
+        print(
+            f"{r['case']:14} {r['budget_gb']:>4g} {r['preset']:15} {r['planned_gib']:>8.2f} "
+            f"{measured if measured is not None else '-':>9} {r.get('measured_allocated_gib', '-'):>7} {ratio:>6}  "
+            f"{note}"
+        )
     print("planned: grpo_lite estimate (GiB); measured: max reserved + CUDA context; alloc: max allocated")
 
 
@@ -276,8 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.case is not None:
         name, budget = CASES[args.case]
-        row = run_case(name, budget, device=args.device, tiny=args.tiny, steps=args.steps,
-                       prompt_tokens=args.prompt_tokens)
+        row = run_case(
+            name, budget, device=args.device, tiny=args.tiny, steps=args.steps, prompt_tokens=args.prompt_tokens
+        )
         print(json.dumps(row, default=str))
         return 0
     chosen = [i for i, (name, _) in enumerate(CASES) if not args.only or name in args.only]
@@ -285,8 +346,10 @@ def main(argv: list[str] | None = None) -> int:
         for i in chosen:
             name, budget = CASES[i]
             p = case_plan(name, budget, device=args.device, tiny=args.tiny, prompt_tokens=args.prompt_tokens)
-            print(f"{name} at {budget:g} GB: preset {p.preset.name}, planned {p.estimate.total_gib:.2f} GiB "
-                  f"({p.estimate.peak_phase}); settings {json.dumps(p.settings)}")
+            print(
+                f"{name} at {budget:g} GB: preset {p.preset.name}, planned {p.estimate.total_gib:.2f} GiB "
+                f"({p.estimate.peak_phase}); settings {json.dumps(p.settings)}"
+            )
         return 0
     rows = [_subprocess(i, args) for i in chosen]
     _print_table(rows)

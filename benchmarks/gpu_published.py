@@ -76,18 +76,29 @@ def trl_dir(root: Path, version: str) -> Path:
     """Where TRL ``version`` is installed for the rows that run it (see the module notes)."""
     path = root / f"trl-old-{version}"
     if not (path / "trl" / "__init__.py").is_file():
-        raise SystemExit(f"TRL {version} is not installed in {path}: run "
-                         f"`pip install --no-deps --target {path} trl=={version}` (or pass another --sources)")
+        raise SystemExit(
+            f"TRL {version} is not installed in {path}: run "
+            f"`pip install --no-deps --target {path} trl=={version}` (or pass another --sources)"
+        )
     return path
 
 
 def simulate_row(row: Published, root: Path) -> dict[str, Any]:
     """The row's simulation, in a subprocess whose ``PYTHONPATH`` starts with the row's TRL."""
     paths = ([str(trl_dir(root, row.trl))] if row.trl else []) + [str(ROOT)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]),
-           "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, __file__, "--worker", row.label, "--sources", str(root)], env=env,
-                          capture_output=True, text=True, timeout=1800, check=False)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]),
+        "HF_HUB_OFFLINE": "1",
+    }
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", row.label, "--sources", str(root)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{row.label}: the simulation failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -98,8 +109,9 @@ def device_figure(row: Published, sim: dict[str, Any]) -> int:
     if row.measures in ("max_allocated", "allocated_delta"):  # the simulations return the figure's own window
         return sim["peak_bytes"]
     if row.measures != "nvidia_smi":
-        raise ValueError(f"{row.label}: unknown measure {row.measures!r}; 'max_allocated', 'allocated_delta' or "
-                         "'nvidia_smi'")
+        raise ValueError(
+            f"{row.label}: unknown measure {row.measures!r}; 'max_allocated', 'allocated_delta' or 'nvidia_smi'"
+        )
     from grpo_lite.memory.terms import CUDA_CONTEXT_BYTES, FRAGMENTATION
     from grpo_lite.memory.tracker import PERSISTENT
 
@@ -120,11 +132,20 @@ def planned(row: Published) -> int | None:
     c = row.config
     spec = dict(ARCHS[c["model"]])
     arch = architecture_from_config(AutoConfig.for_model(spec.pop("model_type"), **spec), name=c["model"])
-    est = estimate(arch, method=c["method"], device="cuda", dtype=c["dtype"], bf16=c["bf16"], beta=c["beta"],
-                   per_device_train_batch_size=c["per_device_train_batch_size"],
-                   num_generations=c["num_generations"], max_prompt_length=c["max_prompt_length"],
-                   max_completion_length=c["max_completion_length"],
-                   gradient_checkpointing=c["gradient_checkpointing"], optim=c["optimizer"])
+    est = estimate(
+        arch,
+        method=c["method"],
+        device="cuda",
+        dtype=c["dtype"],
+        bf16=c["bf16"],
+        beta=c["beta"],
+        per_device_train_batch_size=c["per_device_train_batch_size"],
+        num_generations=c["num_generations"],
+        max_prompt_length=c["max_prompt_length"],
+        max_completion_length=c["max_completion_length"],
+        gradient_checkpointing=c["gradient_checkpointing"],
+        optim=c["optimizer"],
+    )
     if row.measures == "max_allocated":
         from grpo_lite.simulation.result import NON_TENSOR
 
@@ -136,13 +157,24 @@ def result_row(row: Published, sim: dict[str, Any]) -> dict[str, Any]:
     simulated = device_figure(row, sim)
     plan = planned(row)
     return {
-        "label": row.label, "cite": row.cite, "quote": row.quote, "measures": row.measures, "gpu": row.gpu,
-        "kind": row.kind, "trl": row.trl, "config": row.config, "assumed": row.assumed,
-        "measured_bytes": row.measured_bytes, "simulated_tensor_peak_bytes": sim["peak_bytes"],
-        "simulated_bytes": simulated, "simulated_categories": sim["categories"], "planned_bytes": plan,
+        "label": row.label,
+        "cite": row.cite,
+        "quote": row.quote,
+        "measures": row.measures,
+        "gpu": row.gpu,
+        "kind": row.kind,
+        "trl": row.trl,
+        "config": row.config,
+        "assumed": row.assumed,
+        "measured_bytes": row.measured_bytes,
+        "simulated_tensor_peak_bytes": sim["peak_bytes"],
+        "simulated_bytes": simulated,
+        "simulated_categories": sim["categories"],
+        "planned_bytes": plan,
         "simulated_error": simulated / row.measured_bytes - 1,
         "planned_error": None if plan is None else plan / row.measured_bytes - 1,
-        "attention": sim.get("attention", {}), "wall_s": sim["wall_s"],
+        "attention": sim.get("attention", {}),
+        "wall_s": sim["wall_s"],
     }
 
 
@@ -162,28 +194,38 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The docs' table of published against simulated and planned figures."""
-    lines = ["| published figure | source | GPU | TRL | what it counts | measured GiB | simulated GiB | error | "
-             "planned GiB (TRL 1.16) | planned vs measured |",
-             "|---|---|---|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| published figure | source | GPU | TRL | what it counts | measured GiB | simulated GiB | error | "
+        "planned GiB (TRL 1.16) | planned vs measured |",
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        what = {"max_allocated": "max allocated", "allocated_delta": "peak allocated over the inputs",
-                "nvidia_smi": "nvidia-smi (context + reserved)"}[r["measures"]]
-        lines.append(f"| {r['label']} | `{r['cite']}` | {r['gpu']} | {r['trl'] or '-'} | {what} | "
-                     f"{_gib(r['measured_bytes'])} | {_gib(r['simulated_bytes'])} | {_pct(r['simulated_error'])} | "
-                     f"{_gib(r['planned_bytes'])} | {_pct(r['planned_error'])} |")
+        what = {
+            "max_allocated": "max allocated",
+            "allocated_delta": "peak allocated over the inputs",
+            "nvidia_smi": "nvidia-smi (context + reserved)",
+        }[r["measures"]]
+        lines.append(
+            f"| {r['label']} | `{r['cite']}` | {r['gpu']} | {r['trl'] or '-'} | {what} | "
+            f"{_gib(r['measured_bytes'])} | {_gib(r['simulated_bytes'])} | {_pct(r['simulated_error'])} | "
+            f"{_gib(r['planned_bytes'])} | {_pct(r['planned_error'])} |"
+        )
     s = summary(rows)
     lines.append("")
-    lines.append(f"Simulated against measured, {len(rows)} rows: median error {s['median']:.1%}, "
-                 f"worst {s['worst']:.1%}.")
+    lines.append(
+        f"Simulated against measured, {len(rows)} rows: median error {s['median']:.1%}, worst {s['worst']:.1%}."
+    )
     return "\n".join(lines)
 
 
 def show(rows: list[dict[str, Any]]) -> None:
     for r in rows:
-        print(f"{r['label']}\n  {r['cite']}\n  measured {_gib(r['measured_bytes'])} GiB ({r['measures']}), simulated "
-              f"{_gib(r['simulated_bytes'])} GiB ({_pct(r['simulated_error'])}; tensors "
-              f"{_gib(r['simulated_tensor_peak_bytes'])} GiB), planned {_gib(r['planned_bytes'])} GiB "
-              f"({_pct(r['planned_error'])})")
+        print(
+            f"{r['label']}\n  {r['cite']}\n  measured {_gib(r['measured_bytes'])} GiB ({r['measures']}), simulated "
+            f"{_gib(r['simulated_bytes'])} GiB ({_pct(r['simulated_error'])}; tensors "
+            f"{_gib(r['simulated_tensor_peak_bytes'])} GiB), planned {_gib(r['planned_bytes'])} GiB "
+            f"({_pct(r['planned_error'])})"
+        )
     s = summary(rows)
     print(f"\nsimulated vs measured: median {s['median']:.1%}, worst {s['worst']:.1%} over {len(rows)} rows")
 
@@ -192,9 +234,19 @@ def write(rows: list[dict[str, Any]]) -> None:
     """Rewrite docs/memory_published.json and the published-figures table of docs/memory.md."""
     from grpo_lite.planning.tables import splice_section
 
-    STORED.write_text(json.dumps({"about": "grpo-lite: published GPU memory figures against their simulation "
-                                           "(benchmarks/gpu_published.py)", "summary": summary(rows), "rows": rows},
-                                 indent=1) + "\n", encoding="utf-8")
+    STORED.write_text(
+        json.dumps(
+            {
+                "about": "grpo-lite: published GPU memory figures against their simulation "
+                "(benchmarks/gpu_published.py)",
+                "summary": summary(rows),
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     page = MEMORY_DOC.read_text(encoding="utf-8")
     MEMORY_DOC.write_text(splice_section(page, DOC_START, DOC_END, markdown(rows)), encoding="utf-8")
     print(f"wrote {STORED.relative_to(ROOT)} and the table in {MEMORY_DOC.relative_to(ROOT)}")
@@ -202,9 +254,13 @@ def write(rows: list[dict[str, Any]]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sources", type=Path, default=Path.home() / ".cache" / "grpo-lite",
-                        help="folder holding the published code: trl-old-<version>/, liger_kernel-0.6.1/, ... (module "
-                             "notes; default: ~/.cache/grpo-lite)")
+    parser.add_argument(
+        "--sources",
+        type=Path,
+        default=Path.home() / ".cache" / "grpo-lite",
+        help="folder holding the published code: trl-old-<version>/, liger_kernel-0.6.1/, ... (module "
+        "notes; default: ~/.cache/grpo-lite)",
+    )
     parser.add_argument("--only", action="append", metavar="TEXT", help="rows whose label contains TEXT")
     parser.add_argument("--write", action="store_true", help="rewrite docs/memory_published.json and docs/memory.md")
     parser.add_argument("--show", action="store_true", help="print the stored rows (no simulation)")

@@ -32,19 +32,35 @@ from typing import Any, Iterator
 
 # The model and settings every run uses: fixed, so the planner's numbers are reproducible.
 MODEL_SHAPE = dict(hidden_size=2048, num_layers=16, num_heads=32)  # ~0.55B parameters, 2 KV heads
-RUN_SETTINGS = dict(num_generations=8, per_device_train_batch_size=8, gradient_accumulation_steps=1,
-                    max_completion_length=256, gradient_checkpointing=True, use_vllm=False, save_strategy="no")
+RUN_SETTINGS = dict(
+    num_generations=8,
+    per_device_train_batch_size=8,
+    gradient_accumulation_steps=1,
+    max_completion_length=256,
+    gradient_checkpointing=True,
+    use_vllm=False,
+    save_strategy="no",
+)
 COUNTS = (1, 2, 4, 8)
 # docs/scaling.md: one full fine-tune compared across shardings, and what the planner picks.
 DOC_MODEL = "Qwen2.5-7B-Instruct"
-DOC_SETTINGS = dict(method="full", optim="adamw_torch_fused", gradient_checkpointing=True, num_generations=8,
-                    per_device_train_batch_size=2, gradient_accumulation_steps=4, max_completion_length=512,
-                    max_prompt_length=256)
+DOC_SETTINGS = dict(
+    method="full",
+    optim="adamw_torch_fused",
+    gradient_checkpointing=True,
+    num_generations=8,
+    per_device_train_batch_size=2,
+    gradient_accumulation_steps=4,
+    max_completion_length=512,
+    max_prompt_length=256,
+)
 DOC_PROCESSES = 4
 DOC_PLANS = (("Llama-3.1-8B-Instruct", (24, 80)), ("Qwen2.5-14B-Instruct", (8, 24, 80)))
-DOC_MARKERS = {"modes": ("<!-- modes-table:start -->", "<!-- modes-table:end -->"),
-               "sharding": ("<!-- sharding-table:start -->", "<!-- sharding-table:end -->"),
-               "planner": ("<!-- planner-table:start -->", "<!-- planner-table:end -->")}
+DOC_MARKERS = {
+    "modes": ("<!-- modes-table:start -->", "<!-- modes-table:end -->"),
+    "sharding": ("<!-- sharding-table:start -->", "<!-- sharding-table:end -->"),
+    "planner": ("<!-- planner-table:start -->", "<!-- planner-table:end -->"),
+}
 
 
 # ---- planned numbers (no GPU) -----------------------------------------------------------------------
@@ -62,8 +78,8 @@ def _doc_extras() -> Iterator[None]:
 
 def sharding_rows(model: str, num_processes: int, **settings: Any) -> list[dict[str, Any]]:
     """Per-device GiB of each sharding (``none`` on one process) from :func:`grpo_lite.memory.estimate.estimate`."""
-    from grpo_lite.scale.distributed import SHARDINGS
     from grpo_lite.memory.estimate import estimate
+    from grpo_lite.scale.distributed import SHARDINGS
 
     rows = []
     for name in SHARDINGS:
@@ -87,16 +103,34 @@ def planner_rows(model: str, budget_gb: float, counts: tuple[int, ...] = COUNTS,
         try:
             p = plan(model, budget_gb, num_processes=n, **fixed)
         except DoesNotFitError as exc:
-            rows.append({"model": model, "budget_gb": budget_gb, "processes": n, "fits": False,
-                         "smallest_gb": exc.smallest_budget_gb, "preset": exc.preset})
+            rows.append(
+                {
+                    "model": model,
+                    "budget_gb": budget_gb,
+                    "processes": n,
+                    "fits": False,
+                    "smallest_gb": exc.smallest_budget_gb,
+                    "preset": exc.preset,
+                }
+            )
             continue
         s = p.settings
-        rows.append({"model": model, "budget_gb": budget_gb, "processes": n, "fits": True, "preset": p.preset.name,
-                     "sharding": p.sharding, "micro_batch": s["per_device_train_batch_size"],
-                     "accumulation": s["gradient_accumulation_steps"], "generations": s["num_generations"],
-                     "completion": s["max_completion_length"],
-                     "generation_batch": p.estimate.settings.generation_batch_per_device * n,
-                     "peak": p.estimate.total_gib})
+        rows.append(
+            {
+                "model": model,
+                "budget_gb": budget_gb,
+                "processes": n,
+                "fits": True,
+                "preset": p.preset.name,
+                "sharding": p.sharding,
+                "micro_batch": s["per_device_train_batch_size"],
+                "accumulation": s["gradient_accumulation_steps"],
+                "generations": s["num_generations"],
+                "completion": s["max_completion_length"],
+                "generation_batch": p.estimate.settings.generation_batch_per_device * n,
+                "peak": p.estimate.total_gib,
+            }
+        )
     return rows
 
 
@@ -109,17 +143,36 @@ def modes_markdown() -> str:
     """docs/scaling.md's table of sharding modes, from grpo_lite.scale.distributed.SHARDINGS."""
     from grpo_lite.scale.distributed import SHARDINGS
 
-    rows = [[f"`{m.name}`", m.engine, m.divided, m.whole, f"`{m.config}`" if m.config else "-",
-             ", ".join(m.requires) or "-", "yes" if m.cpu else "no"] for m in SHARDINGS.values()]
-    return _md(["sharding", "engine", "divided across N", "whole on every device", "accelerate config", "needs",
-                "CPU"], rows)
+    rows = [
+        [
+            f"`{m.name}`",
+            m.engine,
+            m.divided,
+            m.whole,
+            f"`{m.config}`" if m.config else "-",
+            ", ".join(m.requires) or "-",
+            "yes" if m.cpu else "no",
+        ]
+        for m in SHARDINGS.values()
+    ]
+    return _md(
+        ["sharding", "engine", "divided across N", "whole on every device", "accelerate config", "needs", "CPU"], rows
+    )
 
 
 def sharding_markdown() -> str:
     """docs/scaling.md's per-device table (DOC_MODEL, DOC_SETTINGS, DOC_PROCESSES)."""
     cols = ("weights", "gradients", "grad_buckets", "optimizer_state", "gathered_weights", "activations")
-    rows = [[r["sharding"], str(r["processes"]), *(f"{r.get(c, 0.0):.2f}" for c in cols), f"**{r['peak']:.2f}**",
-             r["phase"]] for r in sharding_rows(DOC_MODEL, DOC_PROCESSES, **DOC_SETTINGS)]
+    rows = [
+        [
+            r["sharding"],
+            str(r["processes"]),
+            *(f"{r.get(c, 0.0):.2f}" for c in cols),
+            f"**{r['peak']:.2f}**",
+            r["phase"],
+        ]
+        for r in sharding_rows(DOC_MODEL, DOC_PROCESSES, **DOC_SETTINGS)
+    ]
     return _md(["sharding", "processes", *cols, "peak GiB / device", "peak phase"], rows)
 
 
@@ -134,11 +187,30 @@ def planner_markdown() -> str:
                     if not r["fits"]:
                         rows.append(head + [f"does not fit (needs {r['smallest_gb']:g} GB, {r['preset']})"] + [""] * 4)
                         continue
-                    rows.append(head + [r["preset"], r["sharding"], f"{r['micro_batch']} x {r['accumulation']}",
-                                        f"{r['generation_batch']} = {r['generations']} x "
-                                        f"{r['generation_batch'] // r['generations']}", f"{r['peak']:.2f}"])
-    return _md(["model", "GB / device", "processes", "preset", "sharding", "micro-batch x accumulation",
-                "generation batch = generations x prompts", "peak GiB / device"], rows)
+                    rows.append(
+                        head
+                        + [
+                            r["preset"],
+                            r["sharding"],
+                            f"{r['micro_batch']} x {r['accumulation']}",
+                            f"{r['generation_batch']} = {r['generations']} x "
+                            f"{r['generation_batch'] // r['generations']}",
+                            f"{r['peak']:.2f}",
+                        ]
+                    )
+    return _md(
+        [
+            "model",
+            "GB / device",
+            "processes",
+            "preset",
+            "sharding",
+            "micro-batch x accumulation",
+            "generation batch = generations x prompts",
+            "peak GiB / device",
+        ],
+        rows,
+    )
 
 
 def update_doc(path: Path, *, check: bool = False) -> bool:
@@ -156,8 +228,23 @@ def update_doc(path: Path, *, check: bool = False) -> bool:
 # ---- the GPU runs -----------------------------------------------------------------------------------
 def train_command(model_dir: Path, out: Path, sharding: str, steps: int, budget_gb: float | None) -> list[str]:
     """``grpo-lite train`` for one sharding (one process), full fine-tuning, the fixed RUN_SETTINGS."""
-    cmd = [sys.executable, "-m", "grpo_lite", "train", str(model_dir), "--method", "full", "--dataset", "synthetic",
-           "--reward", "length", "--max-steps", str(steps), "--output-dir", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "grpo_lite",
+        "train",
+        str(model_dir),
+        "--method",
+        "full",
+        "--dataset",
+        "synthetic",
+        "--reward",
+        "length",
+        "--max-steps",
+        str(steps),
+        "--output-dir",
+        str(out),
+    ]
     cmd += [f"--set={k}={v}" for k, v in RUN_SETTINGS.items()]
     if budget_gb is not None:
         cmd += ["--budget-gb", f"{budget_gb:g}"]
@@ -179,9 +266,14 @@ def _measure(cmd: list[str], out: Path, timeout: int) -> dict[str, Any]:
         return result
     record = json.loads((out / "run.json").read_text())
     peak = record.get("peak_memory") or {}
-    result.update(planned_gib=record["planned_peak_gib"], measured_allocated_gib=peak.get("max_allocated_gib"),
-                  measured_reserved_gib=peak.get("max_reserved_gib"), planned_sharding=record["plan"]["sharding"],
-                  steps=record["steps"], train_wall_s=record["wall_seconds"])
+    result.update(
+        planned_gib=record["planned_peak_gib"],
+        measured_allocated_gib=peak.get("max_allocated_gib"),
+        measured_reserved_gib=peak.get("max_reserved_gib"),
+        planned_sharding=record["plan"]["sharding"],
+        steps=record["steps"],
+        train_wall_s=record["wall_seconds"],
+    )
     ranks = sorted((out / "ranks").glob("rank*.json")) if (out / "ranks").is_dir() else []
     result["ranks"] = [json.loads(p.read_text()) for p in ranks]
     return result
@@ -217,14 +309,21 @@ def main() -> int:
     budget = args.budget_gb if args.budget_gb is not None else (141.0 if args.dry_run else None)
     plan_budget = budget if budget is not None else _detected_budget()
     fixed = {k: v for k, v in RUN_SETTINGS.items() if k != "save_strategy"}
-    planned = {s: planner_rows(str(model_dir), plan_budget, COUNTS[1:], method="full", sharding=s, **fixed)
-               for s in ("ddp", "zero2", "zero3", "fsdp")}
+    planned = {
+        s: planner_rows(str(model_dir), plan_budget, COUNTS[1:], method="full", sharding=s, **fixed)
+        for s in ("ddp", "zero2", "zero3", "fsdp")
+    }
     planned["none"] = planner_rows(str(model_dir), plan_budget, (1,), method="full", **fixed)
     print(f"planned peak GiB per device ({plan_budget:g} GB cards); none: N=1, the others: N = {COUNTS[1:]}")
     for s, rows in planned.items():
         print(f"  {s:6s} " + "  ".join("-" if not r["fits"] else f"{r['peak']:.2f}" for r in rows))
-    summary: dict[str, Any] = {"model": MODEL_SHAPE, "settings": RUN_SETTINGS, "budget_gb": plan_budget,
-                               "planned_by_processes": planned, "runs": {}}
+    summary: dict[str, Any] = {
+        "model": MODEL_SHAPE,
+        "settings": RUN_SETTINGS,
+        "budget_gb": plan_budget,
+        "planned_by_processes": planned,
+        "runs": {},
+    }
     ok = True
     for sharding in args.shardings:
         out = work / f"run-{sharding}"
@@ -249,9 +348,16 @@ def _config_only(path: Path) -> None:
     from transformers import LlamaConfig
 
     h = MODEL_SHAPE["hidden_size"]
-    LlamaConfig(vocab_size=512, hidden_size=h, intermediate_size=2 * h, num_hidden_layers=MODEL_SHAPE["num_layers"],
-                num_attention_heads=MODEL_SHAPE["num_heads"], num_key_value_heads=2, max_position_embeddings=1024,
-                tie_word_embeddings=True).save_pretrained(path)
+    LlamaConfig(
+        vocab_size=512,
+        hidden_size=h,
+        intermediate_size=2 * h,
+        num_hidden_layers=MODEL_SHAPE["num_layers"],
+        num_attention_heads=MODEL_SHAPE["num_heads"],
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+    ).save_pretrained(path)
 
 
 def _detected_budget() -> float:

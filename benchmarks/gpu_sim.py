@@ -39,35 +39,54 @@ GIB = 1024**3
 # label -> model, nominal budget (GB) and what plan() is given; plan(), grpo-lite plan and train() plan with the shared
 # prefix on (their default), the rows without it say shared_prefix=False
 ROWS: dict[str, dict[str, Any]] = {
-    "Llama-3.2-1B @ 16 GB, train()'s plan": dict(model="meta-llama/Llama-3.2-1B-Instruct", budget=16,
-                                                 shared_prefix=True),
-    "Llama-3.2-1B @ 16 GB, no shared prefix": dict(model="meta-llama/Llama-3.2-1B-Instruct", budget=16,
-                                                   shared_prefix=False),
-    "Llama-3.2-1B @ 16 GB, 4 x 1024 tokens": dict(model="meta-llama/Llama-3.2-1B-Instruct", budget=16,
-                                                  num_generations=4, max_completion_length=1024, shared_prefix=True),
-    "Llama-3.2-3B @ 16 GB, train()'s plan": dict(model="meta-llama/Llama-3.2-3B-Instruct", budget=16,
-                                                 shared_prefix=True),
-    "Llama-3.1-8B QLoRA @ 16 GB": dict(model="meta-llama/Llama-3.1-8B-Instruct", budget=16, method="qlora",
-                                       shared_prefix=False),
-    "Llama-3.1-8B QLoRA @ 16 GB, shared prefix": dict(model="meta-llama/Llama-3.1-8B-Instruct", budget=16,
-                                                      method="qlora", shared_prefix=True),
-    "Qwen2.5-14B QLoRA @ 16 GB": dict(model="Qwen/Qwen2.5-14B-Instruct", budget=16, method="qlora",
-                                      shared_prefix=True),
-    "Qwen2.5-1.5B LoRA @ 6 GB": dict(model="Qwen/Qwen2.5-1.5B-Instruct", budget=6, method="lora",
-                                     shared_prefix=True),
-    "Qwen2.5-1.5B LoRA @ 6 GB, 4 x 256 tokens": dict(model="Qwen/Qwen2.5-1.5B-Instruct", budget=6, method="lora",
-                                                     num_generations=4, max_completion_length=256, shared_prefix=False),
-    "Qwen2.5-1.5B LoRA @ 6 GB, beta 0.04 (reference scoring)": dict(model="Qwen/Qwen2.5-1.5B-Instruct", budget=6,
-                                                                    method="lora", beta=0.04, shared_prefix=False),
-    "Qwen2.5-7B GaLore @ 24 GB": dict(model="Qwen/Qwen2.5-7B-Instruct", budget=24, method="galore",
-                                      shared_prefix=False),
-    "Qwen2.5-0.5B full @ 8 GB": dict(model="Qwen/Qwen2.5-0.5B-Instruct", budget=8, method="full",
-                                     shared_prefix=False),
-    "Qwen2.5-0.5B full @ 8 GB, 16 x 1024 tokens": dict(model="Qwen/Qwen2.5-0.5B-Instruct", budget=8, method="full",
-                                                       num_generations=16, max_completion_length=1024,
-                                                       shared_prefix=True),
+    "Llama-3.2-1B @ 16 GB, train()'s plan": dict(
+        model="meta-llama/Llama-3.2-1B-Instruct", budget=16, shared_prefix=True
+    ),
+    "Llama-3.2-1B @ 16 GB, no shared prefix": dict(
+        model="meta-llama/Llama-3.2-1B-Instruct", budget=16, shared_prefix=False
+    ),
+    "Llama-3.2-1B @ 16 GB, 4 x 1024 tokens": dict(
+        model="meta-llama/Llama-3.2-1B-Instruct",
+        budget=16,
+        num_generations=4,
+        max_completion_length=1024,
+        shared_prefix=True,
+    ),
+    "Llama-3.2-3B @ 16 GB, train()'s plan": dict(
+        model="meta-llama/Llama-3.2-3B-Instruct", budget=16, shared_prefix=True
+    ),
+    "Llama-3.1-8B QLoRA @ 16 GB": dict(
+        model="meta-llama/Llama-3.1-8B-Instruct", budget=16, method="qlora", shared_prefix=False
+    ),
+    "Llama-3.1-8B QLoRA @ 16 GB, shared prefix": dict(
+        model="meta-llama/Llama-3.1-8B-Instruct", budget=16, method="qlora", shared_prefix=True
+    ),
+    "Qwen2.5-14B QLoRA @ 16 GB": dict(model="Qwen/Qwen2.5-14B-Instruct", budget=16, method="qlora", shared_prefix=True),
+    "Qwen2.5-1.5B LoRA @ 6 GB": dict(model="Qwen/Qwen2.5-1.5B-Instruct", budget=6, method="lora", shared_prefix=True),
+    "Qwen2.5-1.5B LoRA @ 6 GB, 4 x 256 tokens": dict(
+        model="Qwen/Qwen2.5-1.5B-Instruct",
+        budget=6,
+        method="lora",
+        num_generations=4,
+        max_completion_length=256,
+        shared_prefix=False,
+    ),
+    "Qwen2.5-1.5B LoRA @ 6 GB, beta 0.04 (reference scoring)": dict(
+        model="Qwen/Qwen2.5-1.5B-Instruct", budget=6, method="lora", beta=0.04, shared_prefix=False
+    ),
+    "Qwen2.5-7B GaLore @ 24 GB": dict(
+        model="Qwen/Qwen2.5-7B-Instruct", budget=24, method="galore", shared_prefix=False
+    ),
+    "Qwen2.5-0.5B full @ 8 GB": dict(model="Qwen/Qwen2.5-0.5B-Instruct", budget=8, method="full", shared_prefix=False),
+    "Qwen2.5-0.5B full @ 8 GB, 16 x 1024 tokens": dict(
+        model="Qwen/Qwen2.5-0.5B-Instruct",
+        budget=8,
+        method="full",
+        num_generations=16,
+        max_completion_length=1024,
+        shared_prefix=True,
+    ),
 }
-
 
 
 def _held(model: str, preset: str, checkpointing: bool) -> dict[str, Any]:
@@ -131,8 +150,13 @@ def replan(row: dict[str, Any]) -> dict[str, Any]:
     for phase, (_, simulated) in row["phases"].items():
         phases[phase] = [round(sum(planned_tensor_bytes(est, phase).values())), simulated]
     non_tensor = sum(c.bytes for c in est.peak.components if c.name in _non_tensor())
-    return {**row, "phases": phases, "planned_total": round(est.total_bytes), "planned_peak_phase": est.peak_phase,
-            "non_tensor": round(non_tensor)}
+    return {
+        **row,
+        "phases": phases,
+        "planned_total": round(est.total_bytes),
+        "planned_peak_phase": est.peak_phase,
+        "non_tensor": round(non_tensor),
+    }
 
 
 def _non_tensor() -> tuple[str, ...]:
@@ -143,11 +167,15 @@ def _non_tensor() -> tuple[str, ...]:
 
 def show(rows: list[dict[str, Any]]) -> None:
     for row in rows:
-        print(f"\n{row['label']}: {row['preset']}, {row['shape']}, shared prefix "
-              f"{'on' if row['shared_prefix'] else 'off'} (simulated in {row['wall_s']} s)")
+        print(
+            f"\n{row['label']}: {row['preset']}, {row['shape']}, shared prefix "
+            f"{'on' if row['shared_prefix'] else 'off'} (simulated in {row['wall_s']} s)"
+        )
         for phase, (planned, simulated) in row["phases"].items():
-            print(f"  {phase:16s} planned {planned / GIB:7.3f} GiB  simulated {simulated / GIB:7.3f} GiB  "
-                  f"{simulated / planned - 1:+.1%}")
+            print(
+                f"  {phase:16s} planned {planned / GIB:7.3f} GiB  simulated {simulated / GIB:7.3f} GiB  "
+                f"{simulated / planned - 1:+.1%}"
+            )
 
 
 def write(rows: list[dict[str, Any]], held_out: bool = False) -> None:
@@ -157,9 +185,18 @@ def write(rows: list[dict[str, Any]], held_out: bool = False) -> None:
 
     stored = HELD_OUT_STORED if held_out else STORED
     about = "held-out rows, no term tuned on them" if held_out else "the rows the memory model's terms were tuned on"
-    stored.write_text(json.dumps({"about": f"grpo-lite: planned vs simulated at full size on the meta device, {about} "
-                                           f"(benchmarks/gpu_sim.py{' --held-out' if held_out else ''})",
-                                  "rows": rows}, indent=1) + "\n", encoding="utf-8")
+    stored.write_text(
+        json.dumps(
+            {
+                "about": f"grpo-lite: planned vs simulated at full size on the meta device, {about} "
+                f"(benchmarks/gpu_sim.py{' --held-out' if held_out else ''})",
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     page = MEMORY_DOC.read_text(encoding="utf-8")
     if held_out:
         page = splice_section(page, report.HELD_OUT_START, report.HELD_OUT_END, report.held_out_markdown(rows))
@@ -180,11 +217,17 @@ def _try_row(label: str, config: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", metavar="TEXT", help="rows whose label contains TEXT")
-    parser.add_argument("--write", action="store_true",
-                        help="rewrite the stored rows (docs/memory_simulation.json) and their table in docs/memory.md")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="rewrite the stored rows (docs/memory_simulation.json) and their table in docs/memory.md",
+    )
     parser.add_argument("--show", action="store_true", help="the stored rows against the current memory model")
-    parser.add_argument("--held-out", action="store_true",
-                        help="the held-out rows (docs/memory_heldout.json): no term was tuned on them")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="the held-out rows (docs/memory_heldout.json): no term was tuned on them",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     table, stored = (HELD_OUT, HELD_OUT_STORED) if args.held_out else (ROWS, STORED)
@@ -195,8 +238,11 @@ def main(argv: list[str] | None = None) -> int:
             write(rows, args.held_out)
         return 0
     labels = [k for k in table if not args.only or any(t in k for t in args.only)]
-    kept = ({r["label"]: r for r in json.loads(stored.read_text(encoding="utf-8"))["rows"]}
-            if args.only and stored.is_file() else {})  # --only keeps the other stored rows
+    kept = (
+        {r["label"]: r for r in json.loads(stored.read_text(encoding="utf-8"))["rows"]}
+        if args.only and stored.is_file()
+        else {}
+    )  # --only keeps the other stored rows
     rows = []
     start = time.perf_counter()
     for label in labels:

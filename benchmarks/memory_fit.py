@@ -38,27 +38,83 @@ WIDE = {"vocab_size": 512, "hidden_size": 256, "num_layers": 4, "num_heads": 8}
 
 # label -> model ("tiny", "wide" or "demo"), prompt tokens, and the settings fixed for plan()
 CONFIGS: dict[str, dict[str, Any]] = {
-    "tiny full fp32, G8, C48": dict(model="tiny", prompt=24, method="full", num_generations=8,
-                                    per_device_train_batch_size=8, max_completion_length=48),
-    "tiny lora fp32, G4 x2, C32": dict(model="tiny", prompt=24, method="lora", num_generations=4,
-                                       per_device_train_batch_size=8, max_completion_length=32),
-    "wide full bf16, G16, C64": dict(model="wide", prompt=32, method="full", dtype="bfloat16", num_generations=16,
-                                     per_device_train_batch_size=16, max_completion_length=64),
-    "wide lora bf16, G8, C128": dict(model="wide", prompt=32, method="lora", dtype="bfloat16", num_generations=8,
-                                     per_device_train_batch_size=8, max_completion_length=128),
-    "wide lora fp32 shared prefix, G4 x4, C64": dict(model="wide", prompt=48, method="lora", num_generations=4,
-                                                    per_device_train_batch_size=16, max_completion_length=64,
-                                                    shared_prefix=True),
-    "SmolLM2-135M lora fp32, G8, C64": dict(model="demo", prompt=128, method="lora", num_generations=8,
-                                            per_device_train_batch_size=8, max_completion_length=64),
-    "SmolLM2-135M lora fp32 shared prefix, G8, C64": dict(model="demo", prompt=160, method="lora", num_generations=8,
-                                                          per_device_train_batch_size=8, max_completion_length=64,
-                                                          shared_prefix=True),
-    "SmolLM2-135M full fp32, G4, C32": dict(model="demo", prompt=96, method="full", num_generations=4,
-                                            per_device_train_batch_size=4, max_completion_length=32),
-    "SmolLM2-135M full bf16, G4, C64": dict(model="demo", prompt=64, method="full", dtype="bfloat16",
-                                            num_generations=4, per_device_train_batch_size=4,
-                                            max_completion_length=64),
+    "tiny full fp32, G8, C48": dict(
+        model="tiny",
+        prompt=24,
+        method="full",
+        num_generations=8,
+        per_device_train_batch_size=8,
+        max_completion_length=48,
+    ),
+    "tiny lora fp32, G4 x2, C32": dict(
+        model="tiny",
+        prompt=24,
+        method="lora",
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_completion_length=32,
+    ),
+    "wide full bf16, G16, C64": dict(
+        model="wide",
+        prompt=32,
+        method="full",
+        dtype="bfloat16",
+        num_generations=16,
+        per_device_train_batch_size=16,
+        max_completion_length=64,
+    ),
+    "wide lora bf16, G8, C128": dict(
+        model="wide",
+        prompt=32,
+        method="lora",
+        dtype="bfloat16",
+        num_generations=8,
+        per_device_train_batch_size=8,
+        max_completion_length=128,
+    ),
+    "wide lora fp32 shared prefix, G4 x4, C64": dict(
+        model="wide",
+        prompt=48,
+        method="lora",
+        num_generations=4,
+        per_device_train_batch_size=16,
+        max_completion_length=64,
+        shared_prefix=True,
+    ),
+    "SmolLM2-135M lora fp32, G8, C64": dict(
+        model="demo",
+        prompt=128,
+        method="lora",
+        num_generations=8,
+        per_device_train_batch_size=8,
+        max_completion_length=64,
+    ),
+    "SmolLM2-135M lora fp32 shared prefix, G8, C64": dict(
+        model="demo",
+        prompt=160,
+        method="lora",
+        num_generations=8,
+        per_device_train_batch_size=8,
+        max_completion_length=64,
+        shared_prefix=True,
+    ),
+    "SmolLM2-135M full fp32, G4, C32": dict(
+        model="demo",
+        prompt=96,
+        method="full",
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=32,
+    ),
+    "SmolLM2-135M full bf16, G4, C64": dict(
+        model="demo",
+        prompt=64,
+        method="full",
+        dtype="bfloat16",
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=64,
+    ),
 }
 
 
@@ -113,13 +169,17 @@ def show(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         est = planned(row)
         plan_rss, meas_rss = rss_check(row, est)
-        print(f"\n{row['label']}  (P={row['settings']['max_prompt_length']}, C={row['settings']['max_completion_length']}"
-              f", peak RSS planned {plan_rss / MIB:,.0f} MiB, measured {meas_rss / MIB:,.0f} MiB, "
-              f"{meas_rss / plan_rss:.2f}; wall {row.get('wall_s')} s)")
+        print(
+            f"\n{row['label']}  (P={row['settings']['max_prompt_length']}, C={row['settings']['max_completion_length']}"
+            f", peak RSS planned {plan_rss / MIB:,.0f} MiB, measured {meas_rss / MIB:,.0f} MiB, "
+            f"{meas_rss / plan_rss:.2f}; wall {row.get('wall_s')} s)"
+        )
         for check in compare(row, est):
             comps = "  ".join(f"{n}={p / MIB:.1f}/{m / MIB:.1f}" for n, (p, m) in check.components.items())
-            print(f"  {check.phase:16s} planned {check.planned / MIB:9.2f}  measured {check.measured / MIB:9.2f}  "
-                  f"{check.ratio:5.2f}   {comps}")
+            print(
+                f"  {check.phase:16s} planned {check.planned / MIB:9.2f}  measured {check.measured / MIB:9.2f}  "
+                f"{check.ratio:5.2f}   {comps}"
+            )
 
 
 def write(rows: list[dict[str, Any]]) -> None:

@@ -50,7 +50,6 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from grpo_lite import rewards, train
-
     from grpo_lite.data import prompts
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.tiny import build_tiny_model

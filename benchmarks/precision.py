@@ -50,8 +50,9 @@ Factory = Callable[[nn.Module], Any]
 
 def _planned(optim: str, rounding: str, optim_args: str | None = None) -> Factory:
     targets = TARGETS if optim.startswith(("galore", "apollo")) else None
-    return lambda m: planned_optimizer(m, optim, learning_rate=LR, update_rounding=rounding, optim_args=optim_args,
-                                       target_modules=targets)
+    return lambda m: planned_optimizer(
+        m, optim, learning_rate=LR, update_rounding=rounding, optim_args=optim_args, target_modules=targets
+    )
 
 
 def _torchao_adamw8bit(m: nn.Module) -> Any:
@@ -82,8 +83,13 @@ def rows() -> list[tuple[str, Factory, Factory | None]]:
     for rung in (p for p in LADDER if p.method in ("full", "galore")):
         optim = rung.optim if device == "cuda" else rung.cpu_optim
         same = _planned(optim, "nearest", rung.galore_args) if rung.method == "galore" else None
-        out.append((f"{rung.name}: {optim} + stochastic rounding (planned)",
-                    _planned(optim, "stochastic", rung.galore_args), same))
+        out.append(
+            (
+                f"{rung.name}: {optim} + stochastic rounding (planned)",
+                _planned(optim, "stochastic", rung.galore_args),
+                same,
+            )
+        )
         out.append((f"{rung.name}: {optim}, round to nearest", _planned(optim, "nearest", rung.galore_args), same))
     if importlib.util.find_spec("torchao") and device == "cuda":  # its CPU path compiles for minutes
         out.append(("torchao AdamW8bit, bf16_stochastic_round", _torchao_adamw8bit, None))
@@ -134,8 +140,10 @@ def main() -> int:
     base = tiny_llama(hidden=256, layers=4)
     grads = lm_gradients(base)
     base_ms, _ = _step_ms(lambda m: torch.optim.AdamW(m.parameters(), lr=LR, weight_decay=0.0))
-    print(f"device: {'cuda' if torch.cuda.is_available() else 'cpu'}, lr {LR:g}, "
-          f"{sum(p.numel() for p in base.parameters()):,} params; torch AdamW on bf16: {base_ms:.0f} ms/step\n")
+    print(
+        f"device: {'cuda' if torch.cuda.is_available() else 'cpu'}, lr {LR:g}, "
+        f"{sum(p.numel() for p in base.parameters()):,} params; torch AdamW on bf16: {base_ms:.0f} ms/step\n"
+    )
     print("| optimizer | realized, 10 steps | realized, 50 steps | step time vs torch AdamW | state B/param |")
     print("|---|---|---|---|---|")
     for label, make, reference in rows():

@@ -24,7 +24,7 @@ def _trl_flags_fixed() -> None:
 
     for name, value in list(vars(iu).items()):
         if name.startswith("_") and name.endswith("_available") and not callable(value):
-            setattr(iu, name, importlib.util.find_spec(name[1:-len("_available")]) is not None)
+            setattr(iu, name, importlib.util.find_spec(name[1 : -len("_available")]) is not None)
 
 
 def _naive_logprobs(logits: Any, index: Any) -> Any:
@@ -50,8 +50,10 @@ def _tracked(run: Any, register: Any = None, *, saved_hook: bool = True) -> dict
         hook = getattr(tracker, "_saved_hooks", None)
         if hook is None:
             tracker.stop()
-            raise RuntimeError("TensorTracker no longer keeps its saved-tensor hook in _saved_hooks: update _tracked "
-                               "(grpo_lite/memory/tracker.py) to turn it off for torch.func code")
+            raise RuntimeError(
+                "TensorTracker no longer keeps its saved-tensor hook in _saved_hooks: update _tracked "
+                "(grpo_lite/memory/tracker.py) to turn it off for torch.func code"
+            )
         hook.__exit__(None, None, None)
         tracker._saved_hooks = None
     try:
@@ -122,13 +124,25 @@ def _simulate_hf_trainer_step(row: Published, sources: Path) -> dict[str, Any]:
     if (c["head"], c["attention"], c["zero_grad"]) != ("sequence_classification", "eager", "in_place"):
         raise ValueError(f"{row.label}: only an eager sequence classifier with in-place zero_grad is simulated here")
     path, name = _source(sources, c["optimizer"])
-    optimizer_cls = _definition_from_source(path, name, {
-        "torch": torch, "nn": nn, "math": math, "warnings": warnings, "Optimizer": torch.optim.Optimizer,
-        **{n: getattr(typing, n) for n in ("Callable", "Iterable", "Optional", "Tuple", "Union")},
-        "require_version": lambda *_a, **_k: None})
+    optimizer_cls = _definition_from_source(
+        path,
+        name,
+        {
+            "torch": torch,
+            "nn": nn,
+            "math": math,
+            "warnings": warnings,
+            "Optimizer": torch.optim.Optimizer,
+            **{n: getattr(typing, n) for n in ("Callable", "Iterable", "Optional", "Tuple", "Union")},
+            "require_version": lambda *_a, **_k: None,
+        },
+    )
     # Trainer.get_optimizer_cls_and_kwargs of 4.16 with TrainingArguments' defaults (lr 5e-5, eps 1e-8)
-    kwargs = ({"lr": 5e-5, "scale_parameter": False, "relative_step": False} if name == "Adafactor" else
-              {"lr": 5e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": c["weight_decay"]})
+    kwargs = (
+        {"lr": 5e-5, "scale_parameter": False, "relative_step": False}
+        if name == "Adafactor"
+        else {"lr": 5e-5, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": c["weight_decay"]}
+    )
     if name == "AdamW":
         kwargs["no_deprecation_warning"] = True
     spec = dict(ARCHS[c["model"]])
@@ -172,8 +186,9 @@ def _definition_from_source(path: Path, name: str, namespace: dict[str, Any]) ->
     if not path.is_file():
         raise RuntimeError(f"{path} is missing: fetch the published sources (module notes)")
     source = path.read_text(encoding="utf-8")
-    node = next((n for n in ast.parse(source).body
-                 if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name), None)
+    node = next(
+        (n for n in ast.parse(source).body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == name), None
+    )
     if node is None:
         raise RuntimeError(f"{path} defines no {name}: not the source this row was written against")
     exec(compile(ast.Module([node], type_ignores=[]), str(path), "exec"), namespace)  # noqa: S102
@@ -229,8 +244,10 @@ def _simulate_cce_baseline(row: Published, sources: Path) -> dict[str, Any]:
     c = row.config
     harness, _ = _source(sources, c["harness"])
     if "allocated_bytes.all.peak" not in (harness.read_text(encoding="utf-8") if harness.is_file() else ""):
-        raise RuntimeError(f"{harness}: not the harness this row was written against (it measures "
-                           "allocated_bytes.all.peak deltas); fetch the published sources (module notes)")
+        raise RuntimeError(
+            f"{harness}: not the harness this row was written against (it measures "
+            "allocated_bytes.all.peak deltas); fetch the published sources (module notes)"
+        )
     baseline = _definition_from_source(*_source(sources, c["source"]), {"torch": torch, "F": F, "IGNORE_INDEX": -100})
     if c["phase"] not in ("loss-fw", "loss-bw", "loss-fw-bw"):
         raise ValueError(f"{row.label}: unknown phase {c['phase']!r}; 'loss-fw', 'loss-bw' or 'loss-fw-bw'")
@@ -283,8 +300,11 @@ def _simulate_lora_head_ce(row: Published, sources: Path) -> dict[str, Any]:
     constants: dict[str, Any] = {}
     for node in ast.parse(path.read_text(encoding="utf-8")).body:  # the script's own sizes, checked against the row
         if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Tuple, ast.Constant)):
-            names = [t.id for t in (node.targets[0].elts if isinstance(node.targets[0], ast.Tuple) else node.targets)
-                     if isinstance(t, ast.Name)]
+            names = [
+                t.id
+                for t in (node.targets[0].elts if isinstance(node.targets[0], ast.Tuple) else node.targets)
+                if isinstance(t, ast.Name)
+            ]
             values = ast.literal_eval(node.value)
             values = values if isinstance(values, tuple) else (values,)
             if len(names) == len(values):  # plain names only (not ``m.weight.requires_grad = False``)
@@ -295,18 +315,38 @@ def _simulate_lora_head_ce(row: Published, sources: Path) -> dict[str, Any]:
     dtype = getattr(torch, c["dtype"])
     b, t, d, v, r = c["batch"], c["seq_len"], c["hidden"], c["vocab"], c["rank"]
     with torch.device("meta"):
-        head, lora_a, lora_b = (nn.Linear(d, v, bias=False).to(dtype), nn.Linear(d, r, bias=False).to(dtype),
-                                nn.Linear(r, v, bias=False).to(dtype))
+        head, lora_a, lora_b = (
+            nn.Linear(d, v, bias=False).to(dtype),
+            nn.Linear(d, r, bias=False).to(dtype),
+            nn.Linear(r, v, bias=False).to(dtype),
+        )
         head.weight.requires_grad = False
         x = torch.empty(b, t, d, dtype=dtype, requires_grad=True)
         label = torch.empty(b, t, dtype=torch.long)
-    namespace: dict[str, Any] = {"torch": torch, "nn": nn, "m": head, "m_a": lora_a, "m_b": lora_b, "r": c["scale"],
-                                 "ce": nn.CrossEntropyLoss(), "D": d, "V": v}
+    namespace: dict[str, Any] = {
+        "torch": torch,
+        "nn": nn,
+        "m": head,
+        "m_a": lora_a,
+        "m_b": lora_b,
+        "r": c["scale"],
+        "ce": nn.CrossEntropyLoss(),
+        "D": d,
+        "V": v,
+    }
     if name == "chunked_f":
         namespace["ChunkedCE"] = _definition_from_source(
-            path.parents[1] / "chunk_loss_lora" / "ce.py", "ChunkedCE",
-            {"torch": torch, "nn": nn, "nullcontext": contextlib.nullcontext, "deepspeed": None,
-             "CHUNK_SIZE": c["chunk_size"], "ce": nn.CrossEntropyLoss()})
+            path.parents[1] / "chunk_loss_lora" / "ce.py",
+            "ChunkedCE",
+            {
+                "torch": torch,
+                "nn": nn,
+                "nullcontext": contextlib.nullcontext,
+                "deepspeed": None,
+                "CHUNK_SIZE": c["chunk_size"],
+                "ce": nn.CrossEntropyLoss(),
+            },
+        )
     fn = _definition_from_source(path, name, namespace)
     fn(x, label)  # the warm-up calls: the gradients they leave stay for the measured ones
 
@@ -371,21 +411,29 @@ def _simulate_grpo_step(row: Published) -> dict[str, Any]:
     shell.max_completion_length = c["max_completion_length"]
     shell.control = types.SimpleNamespace(should_evaluate=False)
     shell.args = types.SimpleNamespace(report_to=[])  # TRL's profiling decorator reads it
-    shell.accelerator = types.SimpleNamespace(gather_for_metrics=lambda t: torch.zeros(1),  # metrics: not memory
-                                              is_main_process=True)
+    shell.accelerator = types.SimpleNamespace(
+        gather_for_metrics=lambda t: torch.zeros(1),  # metrics: not memory
+        is_main_process=True,
+    )
     shell._metrics = {"train": collections.defaultdict(list), "eval": collections.defaultdict(list)}
 
     b, p, n = c["per_device_train_batch_size"], c["max_prompt_length"], c["max_completion_length"]
 
     def inputs() -> dict[str, Any]:
         ids = lambda k: torch.empty(b, k, dtype=torch.long, device="meta")  # noqa: E731
-        batch = {"prompt_ids": ids(p), "prompt_mask": ids(p), "completion_ids": ids(n), "completion_mask": ids(n),
-                 "advantages": torch.empty(b, device="meta")}
+        batch = {
+            "prompt_ids": ids(p),
+            "prompt_mask": ids(p),
+            "completion_ids": ids(n),
+            "completion_mask": ids(n),
+            "advantages": torch.empty(b, device="meta"),
+        }
         if c["beta"] != 0:
             with torch.no_grad():  # TRL scores the reference log-probs before the loss
                 full = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
                 batch["ref_per_token_logps"] = GRPOTrainer._get_per_token_logps(
-                    shell, ref, full, torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1), n)
+                    shell, ref, full, torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1), n
+                )
         return batch
 
     def one_step() -> None:
@@ -427,8 +475,9 @@ def worker(label: str, sources: Path) -> dict[str, Any]:
         import trl
 
         if trl.__version__ != row.trl:
-            raise RuntimeError(f"{label}: needs TRL {row.trl}, this process imports TRL {trl.__version__} "
-                               f"from {trl.__file__}")
+            raise RuntimeError(
+                f"{label}: needs TRL {row.trl}, this process imports TRL {trl.__version__} from {trl.__file__}"
+            )
     start = time.perf_counter()
     if row.kind == "logprob":
         out = _simulate_logprob(row)

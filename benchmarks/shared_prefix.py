@@ -64,22 +64,52 @@ def _child(arm: str, setting: str, steps: int, out: Path, gsm8k: Path, seed: int
         data = load_dataset("synthetic", split="train", style=style, limit=steps * 4, seed=seed, levels=cfg.levels)
     else:
         data = load_dataset(str(gsm8k / "train.jsonl"), split="train", style=style, limit=steps * 4)
-    result = train(str(demo_model_path()), dataset=data, output_dir=out / "run", overwrite=True, max_steps=steps,
-                   prompt_style=style, seed=seed, quiet=True, shared_prefix=arm == "shared",
-                   callbacks=[timer], **cfg.train_settings())
+    result = train(
+        str(demo_model_path()),
+        dataset=data,
+        output_dir=out / "run",
+        overwrite=True,
+        max_steps=steps,
+        prompt_style=style,
+        seed=seed,
+        quiet=True,
+        shared_prefix=arm == "shared",
+        callbacks=[timer],
+        **cfg.train_settings(),
+    )
     record = json.loads((out / "run" / "run.json").read_text())
-    (out / "arm.json").write_text(json.dumps({
-        "step_seconds": timer.times, "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-        "prompt_tokens": record["measured_prompt_tokens"], "shared_prefix": record["shared_prefix"],
-        "completion_length": [row.get("completions/mean_length") for row in result.history],
-    }))
+    (out / "arm.json").write_text(
+        json.dumps(
+            {
+                "step_seconds": timer.times,
+                "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                "prompt_tokens": record["measured_prompt_tokens"],
+                "shared_prefix": record["shared_prefix"],
+                "completion_length": [row.get("completions/mean_length") for row in result.history],
+            }
+        )
+    )
 
 
 def _run_arm(arm: str, setting: str, args: argparse.Namespace, tmp: Path, pair: int) -> dict:
     out = tmp / f"{setting}-{arm}-{pair}"
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(HERE), "--child", arm, "--settings", setting, "--steps", str(args.steps),
-           "--out", str(out), "--gsm8k", str(args.gsm8k), "--seed", str(args.seed)]
+    cmd = [
+        sys.executable,
+        str(HERE),
+        "--child",
+        arm,
+        "--settings",
+        setting,
+        "--steps",
+        str(args.steps),
+        "--out",
+        str(out),
+        "--gsm8k",
+        str(args.gsm8k),
+        "--seed",
+        str(args.seed),
+    ]
     subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     return json.loads((out / "arm.json").read_text())
 
@@ -98,9 +128,11 @@ def _report(setting: str, runs: dict[str, list[dict]]) -> None:
         rss = ", ".join(f"{r['peak_rss_gib']:.2f}" for r in runs[arm])
         print(f"| {arm} | {steps} | {rss} |")
     check = runs["shared"][0]["shared_prefix"].get("self_check") or {}
-    print(f"self-check on the first micro-batch: max |dlogp| {check.get('max_abs_diff', float('nan')):.2e}, "
-          f"mean {check.get('mean_abs_diff', float('nan')):.2e} over {check.get('tokens')} tokens; "
-          f"calls {runs['shared'][0]['shared_prefix']['calls']}")
+    print(
+        f"self-check on the first micro-batch: max |dlogp| {check.get('max_abs_diff', float('nan')):.2e}, "
+        f"mean {check.get('mean_abs_diff', float('nan')):.2e} over {check.get('tokens')} tokens; "
+        f"calls {runs['shared'][0]['shared_prefix']['calls']}"
+    )
     step = statistics.median(_median_step(s) / _median_step(t) for s, t in zip(runs["shared"], runs["trl"]))
     rss = statistics.median(s["peak_rss_gib"] / t["peak_rss_gib"] for s, t in zip(runs["shared"], runs["trl"]))
     print(f"{setting}: step_ratio={step:.3f} rss_ratio={rss:.3f}")
@@ -125,7 +157,7 @@ def main() -> None:
                 continue
             runs: dict[str, list[dict]] = {"trl": [], "shared": []}
             for pair in range(args.pairs):
-                for arm in (("trl", "shared") if pair % 2 == 0 else ("shared", "trl")):
+                for arm in ("trl", "shared") if pair % 2 == 0 else ("shared", "trl"):
                     runs[arm].append(_run_arm(arm, setting, args, Path(tmp), pair))
             _report(setting, runs)
 

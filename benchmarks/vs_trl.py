@@ -60,7 +60,10 @@ ARMS: tuple[Arm, ...] = ("trl-defaults", "trl-lite-hp", "grpo-lite")
 HEADLINE: tuple[Arm, Arm] = ("trl-lite-hp", "grpo-lite")
 # What the trl-defaults arm sets on top of GRPOConfig's defaults, and why (output_dir is the arm's folder).
 TRL_DEFAULT_DEVIATIONS: dict[str, tuple[Any, str]] = {
-    "use_cpu": (True, "GRPOConfig's default bf16=True refuses to start on a machine without a GPU unless use_cpu is set"),
+    "use_cpu": (
+        True,
+        "GRPOConfig's default bf16=True refuses to start on a machine without a GPU unless use_cpu is set",
+    ),
     "seed": (None, "the run's seed instead of 42, so that every arm draws the same problems in the same order"),
 }
 EVAL_SEED = 0  # the held-out problems are the same for every seed and arm: one common "before"
@@ -115,8 +118,9 @@ def trl_defaults_config(output_dir: str | os.PathLike, seed: int) -> Any:
     return GRPOConfig(output_dir=str(output_dir), **values)
 
 
-def lite_recipe(model: str | os.PathLike, rows: Any, seed: int, max_steps: int,
-                settings: dict[str, Any] | None = None) -> Any:
+def lite_recipe(
+    model: str | os.PathLike, rows: Any, seed: int, max_steps: int, settings: dict[str, Any] | None = None
+) -> Any:
     """The recipe ``train()`` plans for these rows and settings (``DemoConfig().train_settings()`` by default).
 
     The same steps as ``train()``: measure the longest prompt, plan for this machine, the plan as a recipe.
@@ -136,45 +140,86 @@ def lite_recipe(model: str | os.PathLike, rows: Any, seed: int, max_steps: int,
     spec = resolve_model(model)
     tokens = measure_prompt_tokens(trl_dataset(rows, load_tokenizer(spec.model_id)), load_tokenizer(spec.model_id))
     the_plan = plan(spec, method=method, **plan_kwargs(None, tokens), **overrides, shared_prefix=SHARED_PREFIX_DEFAULT)
-    return Recipe.from_plan(the_plan, dataset=rows, prompt_style=DemoConfig().style(), seed=seed, max_steps=max_steps,
-                            stop_strings=DEFAULT_STOP_STRINGS)
+    return Recipe.from_plan(
+        the_plan,
+        dataset=rows,
+        prompt_style=DemoConfig().style(),
+        seed=seed,
+        max_steps=max_steps,
+        stop_strings=DEFAULT_STOP_STRINGS,
+    )
 
 
-def trl_trainer(arm: Arm, model: str | os.PathLike, rows: Any, seed: int, output_dir: str | os.PathLike,
-                callbacks: Sequence[Any] = (), max_steps: int = 1, settings: dict[str, Any] | None = None) -> Any:
+def trl_trainer(
+    arm: Arm,
+    model: str | os.PathLike,
+    rows: Any,
+    seed: int,
+    output_dir: str | os.PathLike,
+    callbacks: Sequence[Any] = (),
+    max_steps: int = 1,
+    settings: dict[str, Any] | None = None,
+) -> Any:
     """Plain ``trl.GRPOTrainer`` for ``trl-defaults`` or ``trl-lite-hp`` (``max_steps``, ``settings``: the latter's)."""
     import torch
     from transformers import AutoModelForCausalLM
     from trl import GRPOTrainer
 
+    from grpo_lite.recipe.recipe import make_grpo_config
     from grpo_lite.training.build import grpo_settings
     from grpo_lite.training.loading import load_tokenizer
-    from grpo_lite.recipe.recipe import make_grpo_config
 
     folder = model_folder(model)
     data = trl_dataset(rows, load_tokenizer(folder))
     if arm == "trl-defaults":  # as TRL's quickstart: the model by name, TRL loads it and its tokenizer
-        return GRPOTrainer(model=folder, reward_funcs=rewards(), train_dataset=data,
-                           args=trl_defaults_config(output_dir, seed), callbacks=list(callbacks))
+        return GRPOTrainer(
+            model=folder,
+            reward_funcs=rewards(),
+            train_dataset=data,
+            args=trl_defaults_config(output_dir, seed),
+            callbacks=list(callbacks),
+        )
     if arm != "trl-lite-hp":
         raise ValueError(f"unknown TRL arm {arm!r}: choose 'trl-defaults' or 'trl-lite-hp'")
     recipe = lite_recipe(model, rows, seed, max_steps, settings)
     args = make_grpo_config(grpo_settings(recipe, output_dir=Path(output_dir), seed=seed, max_steps=max_steps))
     torch.manual_seed(seed)  # as train() does before loading: the same LoRA initialisation
     policy = AutoModelForCausalLM.from_pretrained(folder, **recipe.from_pretrained_kwargs())
-    return GRPOTrainer(model=policy, reward_funcs=rewards(), train_dataset=data, args=args,
-                       peft_config=recipe.lora_config(), callbacks=list(callbacks))
+    return GRPOTrainer(
+        model=policy,
+        reward_funcs=rewards(),
+        train_dataset=data,
+        args=args,
+        peft_config=recipe.lora_config(),
+        callbacks=list(callbacks),
+    )
 
 
-def lite_train(model: str | os.PathLike, rows: Any, seed: int, output_dir: str | os.PathLike,
-               callbacks: Sequence[Any] = (), max_steps: int = 1) -> Any:
+def lite_train(
+    model: str | os.PathLike,
+    rows: Any,
+    seed: int,
+    output_dir: str | os.PathLike,
+    callbacks: Sequence[Any] = (),
+    max_steps: int = 1,
+) -> Any:
     """``grpo_lite.train()`` with the demo's settings, as ``grpo-lite demo`` calls it (without the export)."""
     from grpo_lite import DemoConfig, train
 
     cfg = DemoConfig()
-    return train(str(model), dataset=rows, output_dir=str(output_dir), overwrite=True, max_steps=max_steps,
-                 prompt_style=cfg.style(), shared_prefix=cfg.shared_prefix, seed=seed, quiet=True,
-                 callbacks=list(callbacks), **cfg.train_settings())
+    return train(
+        str(model),
+        dataset=rows,
+        output_dir=str(output_dir),
+        overwrite=True,
+        max_steps=max_steps,
+        prompt_style=cfg.style(),
+        shared_prefix=cfg.shared_prefix,
+        seed=seed,
+        quiet=True,
+        callbacks=list(callbacks),
+        **cfg.train_settings(),
+    )
 
 
 # ---- the clock ----------------------------------------------------------------------------------------
@@ -190,8 +235,13 @@ class TimeLimit(TrainerCallback):
     hold both, measured to ``on_train_end``; ``step_cpu`` the CPU seconds of each step.
     """
 
-    def __init__(self, budget_s: float, budget_clock: Clock = "wall", clock: Callable[[], float] = time.perf_counter,
-                 cpu_clock: Callable[[], float] = time.process_time) -> None:
+    def __init__(
+        self,
+        budget_s: float,
+        budget_clock: Clock = "wall",
+        clock: Callable[[], float] = time.perf_counter,
+        cpu_clock: Callable[[], float] = time.process_time,
+    ) -> None:
         if not budget_s > 0:
             raise ValueError(f"budget_s must be > 0 seconds, got {budget_s}")
         if budget_clock not in CLOCKS:
@@ -248,16 +298,20 @@ def gain_per_minute(before: dict, after: dict, seconds: float) -> float:
 
 # ---- one process per arm ------------------------------------------------------------------------------
 def _scores(result: Any) -> dict[str, Any]:
-    return {"n": result.n, "correct": sum(bool(s["correct"]) for s in result.samples),
-            "formatted": sum(bool(s["formatted"]) for s in result.samples), "mean_reward": result.mean_reward}
+    return {
+        "n": result.n,
+        "correct": sum(bool(s["correct"]) for s in result.samples),
+        "formatted": sum(bool(s["formatted"]) for s in result.samples),
+        "mean_reward": result.mean_reward,
+    }
 
 
 def _evaluate(model: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from accelerate.utils import extract_model_from_parallel
+
     from grpo_lite import DemoConfig
     from grpo_lite.evaluation import evaluate
     from grpo_lite.training.loading import load_tokenizer
-
-    from accelerate.utils import extract_model_from_parallel
 
     # a bf16 run leaves accelerate's autocast around forward: evaluate every arm's weights in fp32 alike
     model = extract_model_from_parallel(model, keep_fp32_wrapper=False)
@@ -265,8 +319,16 @@ def _evaluate(model: Any, args: argparse.Namespace) -> dict[str, Any]:
         model = model.merge_and_unload()
     model.config.use_cache = True  # TRL turns the cache off for gradient checkpointing; evaluate() decodes with it
     cfg = DemoConfig()
-    return _scores(evaluate(model, problems("test", args.eval_n, EVAL_SEED), tokenizer=load_tokenizer(model_folder(args.model)),
-                            prompt_style=cfg.style(), max_new_tokens=args.eval_tokens, batch_size=cfg.eval_batch_size))
+    return _scores(
+        evaluate(
+            model,
+            problems("test", args.eval_n, EVAL_SEED),
+            tokenizer=load_tokenizer(model_folder(args.model)),
+            prompt_style=cfg.style(),
+            max_new_tokens=args.eval_tokens,
+            batch_size=cfg.eval_batch_size,
+        )
+    )
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -288,10 +350,16 @@ def _child(args: argparse.Namespace) -> None:
             trainer = trl_trainer(args.child, args.model, rows, args.seed, out / "run", [limit], max_steps=args.train_n)
             trainer.train()
             model = trainer.model
-        record = {"autocast_after_training": "_original_forward" in vars(model), "steps": limit.steps,
-                  "setup_s": limit.start - begin, "setup_cpu_s": limit.cpu_start - begin_cpu,
-                  "train_wall_s": limit.wall, "train_cpu_s": limit.cpu,
-                  "step_cpu_s": limit.step_cpu, "dtype": str(next(model.parameters()).dtype)}
+        record = {
+            "autocast_after_training": "_original_forward" in vars(model),
+            "steps": limit.steps,
+            "setup_s": limit.start - begin,
+            "setup_cpu_s": limit.cpu_start - begin_cpu,
+            "train_wall_s": limit.wall,
+            "train_cpu_s": limit.cpu,
+            "step_cpu_s": limit.step_cpu,
+            "dtype": str(next(model.parameters()).dtype),
+        }
         mark, mark_cpu = time.perf_counter(), time.process_time()
     record["eval"] = _evaluate(model, args)
     record["eval_wall_s"], record["eval_cpu_s"] = time.perf_counter() - mark, time.process_time() - mark_cpu
@@ -306,12 +374,38 @@ def _run(name: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[str,
         print(f"  {name} seed {seed}: reused from {out}", flush=True)
         return record
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", name, "--seed", str(seed), "--out", str(out),
-           "--budget", str(args.budget), "--clock", args.clock, "--eval-n", str(args.eval_n), "--eval-tokens", str(args.eval_tokens),
-           "--train-n", str(args.train_n), "--model", str(args.model), "--threads", str(args.threads)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        name,
+        "--seed",
+        str(seed),
+        "--out",
+        str(out),
+        "--budget",
+        str(args.budget),
+        "--clock",
+        args.clock,
+        "--eval-n",
+        str(args.eval_n),
+        "--eval-tokens",
+        str(args.eval_tokens),
+        "--train-n",
+        str(args.train_n),
+        "--model",
+        str(args.model),
+        "--threads",
+        str(args.threads),
+    ]
     mark = time.perf_counter()
     with (out / "log.txt").open("w") as log:
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "OMP_NUM_THREADS": str(args.threads),
+            "TOKENIZERS_PARALLELISM": "false",
+        }
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
     if code != 0:  # said, and left out of the tables; the other runs go on
         tail = (out / "log.txt").read_text(errors="replace")[-2000:]
@@ -319,8 +413,11 @@ def _run(name: str, seed: int, args: argparse.Namespace, tmp: Path) -> dict[str,
         return {"arm": name, "seed": seed, "failed": code}
     record = json.loads((out / "result.json").read_text())
     record.update(arm=name, seed=seed, process_wall_s=time.perf_counter() - mark)
-    print(f"  {name} seed {seed}: {record.get('steps', '-')} steps, accuracy {share(record['eval']['correct'], record['eval']['n'])}"
-          f" ({record['process_wall_s']:.0f} s in all)", flush=True)
+    print(
+        f"  {name} seed {seed}: {record.get('steps', '-')} steps, accuracy {share(record['eval']['correct'], record['eval']['n'])}"
+        f" ({record['process_wall_s']:.0f} s in all)",
+        flush=True,
+    )
     return record
 
 
@@ -346,7 +443,7 @@ def schedule(seeds: Sequence[int], defaults_seeds: Sequence[int], parallel: int 
     pairs: list[Job] = []
     for i, seed in enumerate(seeds):
         pairs += [(arm, seed) for arm in (HEADLINE if i % 2 == 0 else HEADLINE[::-1])]
-    return [jobs[i:i + parallel] for jobs in (first, pairs) for i in range(0, len(jobs), parallel)]
+    return [jobs[i : i + parallel] for jobs in (first, pairs) for i in range(0, len(jobs), parallel)]
 
 
 def run_waves(waves: Sequence[Sequence[Job]], run: Callable[[Job], dict[str, Any]]) -> list[dict[str, Any]]:
@@ -367,8 +464,10 @@ def check_cores(parallel: int, threads: int, cores: int | None = None) -> None:
     if parallel < 1 or threads < 1:
         raise SystemExit(f"--parallel and --threads must be >= 1, got {parallel} and {threads}")
     if parallel * threads > cores:
-        raise SystemExit(f"--parallel {parallel} runs of --threads {threads} need {parallel * threads} cores, this machine "
-                         f"gives {cores}: lower --parallel (or --threads) so that their product is at most {cores}")
+        raise SystemExit(
+            f"--parallel {parallel} runs of --threads {threads} need {parallel * threads} cores, this machine "
+            f"gives {cores}: lower --parallel (or --threads) so that their product is at most {cores}"
+        )
 
 
 # ---- the report ---------------------------------------------------------------------------------------
@@ -383,20 +482,29 @@ def _ratio(a: float, b: float) -> str:
 def report(before: dict, runs: list[dict]) -> str:
     """The tables and the closing ``vs_trl:`` line, from the before evaluation and the runs' records."""
     n = before["n"]
-    lines = [f"before (common to every arm): accuracy {share(before['correct'], n)}, "
-             f"format {share(before['formatted'], n)} (n={n})", "",
-             "| arm | seed | steps | train wall s | train CPU s | CPU s/step: first, later | accuracy after [95%] "
-             "| format after [95%] | gain pts/min (wall) | gain pts/CPU-min |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"before (common to every arm): accuracy {share(before['correct'], n)}, "
+        f"format {share(before['formatted'], n)} (n={n})",
+        "",
+        "| arm | seed | steps | train wall s | train CPU s | CPU s/step: first, later | accuracy after [95%] "
+        "| format after [95%] | gain pts/min (wall) | gain pts/CPU-min |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in runs:
         e, per_step = r["eval"], r.get("step_cpu_s") or []
         later = f"{sum(per_step[1:]) / len(per_step[1:]):.1f}" if per_step[1:] else "-"
         first = f"{per_step[0]:.1f}, {later}" if per_step else "-"
-        lines.append(f"| {r['arm']} | {r['seed']} | {r['steps']} | {r['train_wall_s']:.0f} | {r['train_cpu_s']:.0f} | {first} | "
-                     f"{share(e['correct'], e['n'])} | {share(e['formatted'], e['n'])} | "
-                     f"{gain_per_minute(before, e, r['train_wall_s']):+.2f} | {gain_per_minute(before, e, r['train_cpu_s']):+.2f} |")
-    lines += ["", "| arm | seeds | steps (mean) | s/step (wall) | accuracy after, pooled [95%] | format after, pooled [95%] "
-                  "| gain pts/min (wall, mean) | gain pts/CPU-min (mean) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines.append(
+            f"| {r['arm']} | {r['seed']} | {r['steps']} | {r['train_wall_s']:.0f} | {r['train_cpu_s']:.0f} | {first} | "
+            f"{share(e['correct'], e['n'])} | {share(e['formatted'], e['n'])} | "
+            f"{gain_per_minute(before, e, r['train_wall_s']):+.2f} | {gain_per_minute(before, e, r['train_cpu_s']):+.2f} |"
+        )
+    lines += [
+        "",
+        "| arm | seeds | steps (mean) | s/step (wall) | accuracy after, pooled [95%] | format after, pooled [95%] "
+        "| gain pts/min (wall, mean) | gain pts/CPU-min (mean) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     summary: dict[str, dict[str, float]] = {}
     paired = set.intersection(*({r["seed"] for r in runs if r["arm"] == arm} for arm in HEADLINE))
     for arm in ARMS:  # the headline pair over the seeds both finished, so that the ratios compare like with like
@@ -406,28 +514,40 @@ def report(before: dict, runs: list[dict]) -> str:
         wall, cpu = (sum(r[k] for r in rows) for k in ("train_wall_s", "train_cpu_s"))
         steps = sum(r["steps"] for r in rows)
         s = summary[arm] = {
-            "steps": steps / len(rows), "s_per_step": wall / steps,
+            "steps": steps / len(rows),
+            "s_per_step": wall / steps,
             "gain_wall": sum(gain_per_minute(before, r["eval"], r["train_wall_s"]) for r in rows) / len(rows),
             "gain_cpu": sum(gain_per_minute(before, r["eval"], r["train_cpu_s"]) for r in rows) / len(rows),
-            "interval": wilson(*_pooled(rows, "correct")), "accuracy": _pooled(rows, "correct")[0] / _pooled(rows, "correct")[1]}
-        lines.append(f"| {arm} | {len(rows)} | {s['steps']:.1f} | {s['s_per_step']:.1f} | {share(*_pooled(rows, 'correct'))} | "
-                     f"{share(*_pooled(rows, 'formatted'))} | {s['gain_wall']:+.2f} | {s['gain_cpu']:+.2f} |")
+            "interval": wilson(*_pooled(rows, "correct")),
+            "accuracy": _pooled(rows, "correct")[0] / _pooled(rows, "correct")[1],
+        }
+        lines.append(
+            f"| {arm} | {len(rows)} | {s['steps']:.1f} | {s['s_per_step']:.1f} | {share(*_pooled(rows, 'correct'))} | "
+            f"{share(*_pooled(rows, 'formatted'))} | {s['gain_wall']:+.2f} | {s['gain_cpu']:+.2f} |"
+        )
     if not all(arm in summary for arm in HEADLINE):
         return "\n".join(lines)
     trl, lite = summary["trl-lite-hp"], summary["grpo-lite"]
     faster = lite["gain_wall"] >= 1.5 * trl["gain_wall"] if trl["gain_wall"] > 0 else lite["gain_wall"] > 0
     beyond = lite["interval"][0] > trl["interval"][1]
-    lines += ["", f"grpo-lite / trl-lite-hp, seeds {sorted(paired)}: steps {lite['steps'] / trl['steps']:.2f}x, gain per minute "
-              f"{_ratio(lite['gain_wall'], trl['gain_wall'])} (wall), {_ratio(lite['gain_cpu'], trl['gain_cpu'])} (CPU)"]
+    lines += [
+        "",
+        f"grpo-lite / trl-lite-hp, seeds {sorted(paired)}: steps {lite['steps'] / trl['steps']:.2f}x, gain per minute "
+        f"{_ratio(lite['gain_wall'], trl['gain_wall'])} (wall), {_ratio(lite['gain_cpu'], trl['gain_cpu'])} (CPU)",
+    ]
     if "trl-defaults" in summary:
         d = summary["trl-defaults"]
-        lines.append(f"grpo-lite / trl-defaults: steps {lite['steps'] / d['steps']:.2f}x, gain per minute "
-                     f"{_ratio(lite['gain_wall'], d['gain_wall'])} (wall)")
+        lines.append(
+            f"grpo-lite / trl-defaults: steps {lite['steps'] / d['steps']:.2f}x, gain per minute "
+            f"{_ratio(lite['gain_wall'], d['gain_wall'])} (wall)"
+        )
     verdict = "beats" if beyond and faster else "does not beat"
     ratio = f"{lite['gain_wall'] / trl['gain_wall']:.2f}" if trl["gain_wall"] > 0 else "n/a"
-    lines.append(f"vs_trl: grpo-lite/trl-lite-hp gain_per_min_ratio={ratio} steps_ratio={lite['steps'] / trl['steps']:.2f} "
-                 f"accuracy {100 * lite['accuracy']:.1f}% vs {100 * trl['accuracy']:.1f}% -> grpo-lite {verdict} TRL at the "
-                 f"same hyper-parameters (rule: pooled 95% intervals apart and gain/min >= 1.5x)")
+    lines.append(
+        f"vs_trl: grpo-lite/trl-lite-hp gain_per_min_ratio={ratio} steps_ratio={lite['steps'] / trl['steps']:.2f} "
+        f"accuracy {100 * lite['accuracy']:.1f}% vs {100 * trl['accuracy']:.1f}% -> grpo-lite {verdict} TRL at the "
+        f"same hyper-parameters (rule: pooled 95% intervals apart and gain/min >= 1.5x)"
+    )
     return "\n".join(lines)
 
 
@@ -435,7 +555,10 @@ def timings(before: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     """Where each process's time went, wall / CPU seconds: start-up (interpreter, imports), setup (model load, trainer
     build), training, evaluation, the whole process. "-" where a record has no figure (a run reused from an earlier call
     has no process wall time; records of older versions lack the CPU seconds)."""
-    lines = ["| run | seed | start-up s | setup s | train s | eval s | process s |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| run | seed | start-up s | setup s | train s | eval s | process s |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in [before, *runs]:
         trained = r["arm"] != "before"
         setup, evaluation, total = r.get("setup_s"), r.get("eval_wall_s"), r.get("process_wall_s")
@@ -452,15 +575,23 @@ def summarize(args: argparse.Namespace) -> int:
     """The report from the runs that finished in ``--out`` (a run cut short leaves no result.json)."""
     if args.out is None:
         raise SystemExit("--summarize reads the runs' folders: give the --out of the run")
-    found = [(arm, seed, args.out / f"{arm}-seed{seed}" / "result.json")
-             for wave in schedule(args.seeds, args.defaults_seeds, parallel=1) for arm, seed in wave]
-    records = {(arm, seed): {**json.loads(path.read_text()), "arm": arm, "seed": seed}
-               for arm, seed, path in found if path.is_file()}
+    found = [
+        (arm, seed, args.out / f"{arm}-seed{seed}" / "result.json")
+        for wave in schedule(args.seeds, args.defaults_seeds, parallel=1)
+        for arm, seed in wave
+    ]
+    records = {
+        (arm, seed): {**json.loads(path.read_text()), "arm": arm, "seed": seed}
+        for arm, seed, path in found
+        if path.is_file()
+    }
     if ("before", EVAL_SEED) not in records:
         raise SystemExit(f"no evaluation before training in {args.out}: run the benchmark with --out {args.out} first")
     runs = [r for key, r in records.items() if key[0] != "before"]
     missing = [f"{arm} seed {seed}" for arm, seed, path in found if not path.is_file()]
-    print(f"{len(runs)} runs finished in {args.out}" + (f"; not finished: {', '.join(missing)}" if missing else "") + "\n")
+    print(
+        f"{len(runs)} runs finished in {args.out}" + (f"; not finished: {', '.join(missing)}" if missing else "") + "\n"
+    )
     print(timings(records[("before", EVAL_SEED)], runs) + "\n")
     print(report(records[("before", EVAL_SEED)]["eval"], runs))
     return 0
@@ -482,17 +613,32 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     presets = parser.add_mutually_exclusive_group()
     presets.add_argument("--quick", action="store_true", help="smoke configuration: seed 0, 20 s a run, n=16")
-    presets.add_argument("--long", action="store_true",
-                         help=f"{PRESET_BUDGET_S['long']:.0f} s a run (tens of optimizer steps): the verdict run, for quiet cores")
+    presets.add_argument(
+        "--long",
+        action="store_true",
+        help=f"{PRESET_BUDGET_S['long']:.0f} s a run (tens of optimizer steps): the verdict run, for quiet cores",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds of the headline pair")
     parser.add_argument("--defaults-seeds", type=int, nargs="*", default=[0], help="seeds of the trl-defaults arm")
-    parser.add_argument("--budget", type=float, default=None,
-                        help=f"training seconds per run, on --clock (default {PRESET_BUDGET_S['default']:.0f})")
-    parser.add_argument("--clock", choices=CLOCKS, default="cpu",
-                        help="what the budget counts: the run's own CPU seconds (default; fair when runs or other jobs "
-                             "share the cores), or wall seconds")
-    parser.add_argument("--parallel", type=int, default=2,
-                        help="runs side by side, one core each (default 2: a seed's headline pair at once)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help=f"training seconds per run, on --clock (default {PRESET_BUDGET_S['default']:.0f})",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        default="cpu",
+        help="what the budget counts: the run's own CPU seconds (default; fair when runs or other jobs "
+        "share the cores), or wall seconds",
+    )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=2,
+        help="runs side by side, one core each (default 2: a seed's headline pair at once)",
+    )
     parser.add_argument("--eval-n", type=int, default=200, help="held-out problems")
     parser.add_argument("--eval-tokens", type=int, default=64, help="greedy tokens per held-out answer")
     parser.add_argument("--train-n", type=int, default=64, help="training problems (more than a run can use)")
@@ -500,7 +646,9 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="model path; default: the demo's SmolLM2 GGUF")
     parser.add_argument("--out", type=Path, default=None, help="keep each run's folder and vs_trl.json here")
     parser.add_argument("--reuse", action="store_true", help="keep the runs already finished in --out (same settings)")
-    parser.add_argument("--summarize", action="store_true", help="only print the report from the runs finished in --out")
+    parser.add_argument(
+        "--summarize", action="store_true", help="only print the report from the runs finished in --out"
+    )
     parser.add_argument("--child", choices=("before", *ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -519,9 +667,13 @@ def main() -> int:
     waves = schedule(args.seeds, args.defaults_seeds, args.parallel)
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.out or Path(scratch)
-        print(f"vs_trl: {sum(map(len, waves)) - 1} runs of {args.budget:.0f} {args.clock} s and the evaluation before "
-              f"training, {args.parallel} at a time ({len(waves)} waves), n={args.eval_n}, {args.eval_tokens} eval tokens, "
-              f"{args.threads} thread(s) a run", flush=True)
+        print(
+            f"vs_trl: {sum(map(len, waves)) - 1} runs of {args.budget:.0f} {args.clock} s and the evaluation before "
+            f"training, {args.parallel} at a time ({len(waves)} waves), n={args.eval_n}, {args.eval_tokens} eval tokens, "
+            f"{args.threads} thread(s) a run",
+            flush=True,
+        )
+
         def run(job: Job) -> dict[str, Any]:
             return _run(job[0], job[1], args, tmp)
 
@@ -532,8 +684,9 @@ def main() -> int:
         records += run_waves(waves[1:], run) if waves[1:] else []
         runs = [r for r in records if r["arm"] != "before" and "failed" not in r]
         if args.out:
-            (args.out / "vs_trl.json").write_text(json.dumps({"before": before, "runs": runs, "args": vars(args)},
-                                                             default=str, indent=1))
+            (args.out / "vs_trl.json").write_text(
+                json.dumps({"before": before, "runs": runs, "args": vars(args)}, default=str, indent=1)
+            )
     print(f"\nos.cpu_count()={os.cpu_count()}, {args.parallel} run(s) at a time\n")
     print(timings(before, runs) + "\n")
     print(report(before["eval"], runs))

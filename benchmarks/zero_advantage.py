@@ -28,8 +28,8 @@ def _trainer(out: str, layers: int | None = None):
     from trl import GRPOConfig
 
     from grpo_lite import DemoConfig
-    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
     from grpo_lite.training.loading import demo_model_path, load_model, load_tokenizer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     cfg = DemoConfig()
     settings = cfg.train_settings()
@@ -37,18 +37,34 @@ def _trainer(out: str, layers: int | None = None):
     tokenizer = load_tokenizer(model_path)
     from peft import LoraConfig
 
-    args = GRPOConfig(output_dir=out, use_cpu=True, bf16=False, seed=0, max_steps=1, report_to=[],
-                      save_strategy="no", num_generations=8, per_device_train_batch_size=8,
-                      max_completion_length=settings["max_completion_length"], beta=0.0)
+    args = GRPOConfig(
+        output_dir=out,
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        max_steps=1,
+        report_to=[],
+        save_strategy="no",
+        num_generations=8,
+        per_device_train_batch_size=8,
+        max_completion_length=settings["max_completion_length"],
+        beta=0.0,
+    )
     data = Dataset.from_list([{"prompt": "x"}] * 8)
     model = load_model(model_path, dtype="float32")
     if layers is not None:  # the first N decoder layers: same widths, vocabulary and LM head
         model.model.layers = model.model.layers[:layers]
         model.config.num_hidden_layers = layers
-    trainer = LiteGRPOTrainer(model=model, args=args, train_dataset=data,
-                              processing_class=tokenizer, reward_funcs=lambda completions, **_: [0.0] * len(completions),
-                              peft_config=LoraConfig(r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, target_modules="all-linear",
-                                                     task_type="CAUSAL_LM"))
+    trainer = LiteGRPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        reward_funcs=lambda completions, **_: [0.0] * len(completions),
+        peft_config=LoraConfig(
+            r=cfg.lora_r, lora_alpha=2 * cfg.lora_r, target_modules="all-linear", task_type="CAUSAL_LM"
+        ),
+    )
     trainer.current_gradient_accumulation_steps = 1
     return trainer, tokenizer, cfg
 
@@ -61,8 +77,11 @@ def _batch(tokenizer, cfg, share: float):
 
     rows = load_dataset("synthetic", split="train", style=cfg.style(), limit=1, seed=0, levels=cfg.levels)
     prompt = apply_prompt_style(rows, tokenizer, cfg.style())[0]["prompt"]
-    text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True) \
-        if isinstance(prompt, list) else prompt
+    text = (
+        tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+        if isinstance(prompt, list)
+        else prompt
+    )
     ids = torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"])
     n, width = 8, cfg.max_completion_length
     g = torch.Generator().manual_seed(0)
@@ -71,10 +90,15 @@ def _batch(tokenizer, cfg, share: float):
     completion_mask = (torch.arange(width)[None] < lengths[:, None]).long()
     zero = round(share * n)
     advantages = torch.randn(n, generator=g)
-    advantages[n - zero:] = 0.0  # the longest rows tie: what a skip saves is not flattered by short rows
-    return {"prompt_ids": ids.repeat(n, 1), "prompt_mask": torch.ones(n, ids.numel(), dtype=torch.long),
-            "completion_ids": completion_ids, "completion_mask": completion_mask, "advantages": advantages,
-            "num_items_in_batch": completion_mask.sum().float()}
+    advantages[n - zero :] = 0.0  # the longest rows tie: what a skip saves is not flattered by short rows
+    return {
+        "prompt_ids": ids.repeat(n, 1),
+        "prompt_mask": torch.ones(n, ids.numel(), dtype=torch.long),
+        "completion_ids": completion_ids,
+        "completion_mask": completion_mask,
+        "advantages": advantages,
+        "num_items_in_batch": completion_mask.sum().float(),
+    }
 
 
 def _time(trainer, inputs, skip: bool) -> float:
@@ -98,8 +122,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as out:
         trainer, tokenizer, cfg = _trainer(out, args.layers)
         layers = trainer.model.config.num_hidden_layers
-        print(f"model SmolLM2-135M-Instruct ({layers} decoder layers) + LoRA r={cfg.lora_r}, 8 rows, completions 24-{cfg.max_completion_length} "
-              f"tokens, torch threads {torch.get_num_threads()}")
+        print(
+            f"model SmolLM2-135M-Instruct ({layers} decoder layers) + LoRA r={cfg.lora_r}, 8 rows, completions 24-{cfg.max_completion_length} "
+            f"tokens, torch threads {torch.get_num_threads()}"
+        )
         for share in args.shares:
             inputs = _batch(tokenizer, cfg, share)
             _time(trainer, inputs, False), _time(trainer, inputs, True)  # warm-up

@@ -60,24 +60,33 @@ __all__ = ["__version__", *_EXPORTS, *_SUBMODULES]
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite import rewards
     from grpo_lite.data.loaders import load_dataset, load_gsm8k
+    from grpo_lite.data.prompts import PromptStyle
+    from grpo_lite.data.synthetic import synthetic_problems
     from grpo_lite.demo import DemoConfig, run_demo
-    from grpo_lite.planning.hardware import detect_vram
-    from grpo_lite.training.loading import demo_model_path
-    from grpo_lite.planning.tables import plan_table
-    from grpo_lite.recipe.recipe import Recipe
-    from grpo_lite.errors import (ConfigError, DataError, DoesNotFitError, ExportError, GrpoLiteError, ModelError,
-                                  OutputDirError, RewardError, SimulationError)
+    from grpo_lite.errors import (
+        ConfigError,
+        DataError,
+        DoesNotFitError,
+        ExportError,
+        GrpoLiteError,
+        ModelError,
+        OutputDirError,
+        RewardError,
+        SimulationError,
+    )
     from grpo_lite.evaluation import EvalResult, evaluate
     from grpo_lite.export.gguf_file import export_gguf
     from grpo_lite.memory.estimate import MemoryEstimate, estimate
     from grpo_lite.memory.models import ModelSpec, resolve_model
     from grpo_lite.planning.choose import plan
+    from grpo_lite.planning.hardware import detect_vram
     from grpo_lite.planning.ladder import LADDER, Preset, get_preset
     from grpo_lite.planning.result import Plan
+    from grpo_lite.planning.tables import plan_table
+    from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.simulation.result import Simulation
     from grpo_lite.simulation.run import simulate
-    from grpo_lite.data.prompts import PromptStyle
-    from grpo_lite.data.synthetic import synthetic_problems
+    from grpo_lite.training.loading import demo_model_path
     from grpo_lite.training.trainer import TrainResult, train
 
 

@@ -186,8 +186,14 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False, show_plan
     model_path = str(cfg.model) if cfg.model else str(demo_model_path())
     style = cfg.style()
     eval_set = load_dataset("synthetic", split="test", style=style, limit=cfg.eval_n, seed=cfg.seed, levels=cfg.levels)
-    train_set = load_dataset("synthetic", split="train", style=style, limit=cfg.steps * 4, seed=cfg.seed, levels=cfg.levels)
-    eval_kwargs: dict[str, Any] = {"prompt_style": style, "max_new_tokens": cfg.max_completion_length, "batch_size": cfg.eval_batch_size}
+    train_set = load_dataset(
+        "synthetic", split="train", style=style, limit=cfg.steps * 4, seed=cfg.seed, levels=cfg.levels
+    )
+    eval_kwargs: dict[str, Any] = {
+        "prompt_style": style,
+        "max_new_tokens": cfg.max_completion_length,
+        "batch_size": cfg.eval_batch_size,
+    }
 
     console.print(f"[bold]demo[/bold]: {Path(model_path).name}, {cfg.steps} GRPO steps, eval n={cfg.eval_n}")
     phases: dict[str, float] = {}
@@ -221,5 +227,11 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False, show_plan
     after = evaluate(model, eval_set, tokenizer=result.tokenizer, **eval_kwargs)
     phases["eval_after"] = time.perf_counter() - mark
     console.print(f"after: {after.summary()}")
-    return DemoResult(before=before, after=after, train=result, wall_seconds=time.perf_counter() - start, config=cfg,
-                      phase_seconds={k: round(v, 1) for k, v in phases.items()})
+    return DemoResult(
+        before=before,
+        after=after,
+        train=result,
+        wall_seconds=time.perf_counter() - start,
+        config=cfg,
+        phase_seconds={k: round(v, 1) for k, v in phases.items()},
+    )

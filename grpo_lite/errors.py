@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-__all__ = ["GrpoLiteError", "ConfigError", "DataError", "ModelError", "DoesNotFitError", "OutputDirError", "RewardError",
-           "ExportError", "SimulationError"]
+__all__ = [
+    "GrpoLiteError",
+    "ConfigError",
+    "DataError",
+    "ModelError",
+    "DoesNotFitError",
+    "OutputDirError",
+    "RewardError",
+    "ExportError",
+    "SimulationError",
+]
 
 
 class GrpoLiteError(Exception):
@@ -42,6 +51,8 @@ class OutputDirError(GrpoLiteError, OSError):
 
 class RewardError(GrpoLiteError, ValueError):
     """A reward function returned something that is not one number (or None) per completion."""
+
+
 class ExportError(GrpoLiteError, OSError):
     """Writing an exported file failed (a full disk, a folder that cannot be written); nothing is left half-written."""
 

@@ -114,16 +114,18 @@ def formatted_accuracy(samples: Sequence[dict[str, Any]]) -> tuple[float, int]:
 @quiet_libraries()
 def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     """Load a model and tokenizer from a hub id, folder, GGUF file, or a saved LoRA adapter folder."""
-    from grpo_lite.training.loading import load_model, load_tokenizer
-    from grpo_lite.memory.models import resolve_model
-
     import torch
 
+    from grpo_lite.memory.models import resolve_model
     from grpo_lite.memory.settings import load_dtype
+    from grpo_lite.training.loading import load_model, load_tokenizer
 
     # the first GPU when there is one (greedy decoding of a 1B model on CPU takes hours), else the CPU
     cuda = torch.cuda.is_available()
-    place: dict[str, Any] = {"dtype": load_dtype("cuda" if cuda else "cpu"), **({"device_map": {"": 0}} if cuda else {})}
+    place: dict[str, Any] = {
+        "dtype": load_dtype("cuda" if cuda else "cpu"),
+        **({"device_map": {"": 0}} if cuda else {}),
+    }
     path = Path(model)
     adapter = path / "adapter_config.json"
     if adapter.is_file():
@@ -146,14 +148,21 @@ def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens
     with torch.inference_mode():
         enc = prefix_cache_inputs(model, prompt_token_ids(tokenizer, prompts), tokenizer.pad_token_id)
         out = model.generate(
-            **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id,
+            **enc,
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id,
             **({"stop_strings": stops, "tokenizer": tokenizer} if stops else {}),
         )
     return tokenizer.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
-def _score_batch(batch: dict[str, list[Any]], texts: list[str], reward_funcs: Sequence[Callable[..., list[float]]],
-                 soft_format: Callable[..., list[float]]) -> list[dict[str, Any]]:
+def _score_batch(
+    batch: dict[str, list[Any]],
+    texts: list[str],
+    reward_funcs: Sequence[Callable[..., list[float]]],
+    soft_format: Callable[..., list[float]],
+) -> list[dict[str, Any]]:
     """One sample record per completion: the answer read from it, correctness, format and summed reward."""
     from grpo_lite.data.answers import answers_match, extract_answer
 
@@ -166,15 +175,17 @@ def _score_batch(batch: dict[str, list[Any]], texts: list[str], reward_funcs: Se
     samples = []
     for i, text in enumerate(texts):
         predicted = extract_answer(prefills[i] + text)
-        samples.append({
-            "question": batch["question"][i],
-            "gold": batch["answer"][i],
-            "completion": prefills[i] + text,
-            "predicted": predicted,
-            "correct": answers_match(predicted, batch["answer"][i]),
-            "formatted": bool(formatted[i] and formatted[i] > 0),
-            "reward": float(sum(r[i] or 0.0 for r in per_func)),
-        })
+        samples.append(
+            {
+                "question": batch["question"][i],
+                "gold": batch["answer"][i],
+                "completion": prefills[i] + text,
+                "predicted": predicted,
+                "correct": answers_match(predicted, batch["answer"][i]),
+                "formatted": bool(formatted[i] and formatted[i] > 0),
+                "reward": float(sum(r[i] or 0.0 for r in per_func)),
+            }
+        )
     return samples
 
 
@@ -215,8 +226,8 @@ def evaluate(
             (:data:`grpo_lite.data.prompts.DEFAULT_STOP_STRINGS`); ``()`` decodes to ``max_new_tokens``.
         skip_invalid: skip dataset rows without a usable question or answer (with a warning) instead of raising.
     """
-    from grpo_lite.data import prompts as prompt_lib
     from grpo_lite import rewards as reward_lib
+    from grpo_lite.data import prompts as prompt_lib
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.errors import ConfigError
 

@@ -113,8 +113,14 @@ def _command_section(name: str, parser: argparse.ArgumentParser) -> str:
     actions = [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
     positionals = [a for a in actions if not a.option_strings]
     synopsis = " ".join(
-        [f"grpo-lite {name}", *(f"{a.metavar or a.dest} [{a.metavar or a.dest} ...]" if a.nargs == "+"
-                                else a.metavar or a.dest for a in positionals), "[options]"]
+        [
+            f"grpo-lite {name}",
+            *(
+                f"{a.metavar or a.dest} [{a.metavar or a.dest} ...]" if a.nargs == "+" else a.metavar or a.dest
+                for a in positionals
+            ),
+            "[options]",
+        ]
     )
     rows = ["| argument | value | default | what it does |", "|---|---|---|---|"]
     for a in actions:
@@ -192,8 +198,16 @@ def replace_sections(text: str, sections: dict[str, str]) -> str:
     return text
 
 
-ERRORS = ("ConfigError", "DataError", "ModelError", "DoesNotFitError", "ExportError", "GrpoLiteError", "OutputDirError",
-          "RewardError")
+ERRORS = (
+    "ConfigError",
+    "DataError",
+    "ModelError",
+    "DoesNotFitError",
+    "ExportError",
+    "GrpoLiteError",
+    "OutputDirError",
+    "RewardError",
+)
 
 
 def _constant_parts(node: ast.AST) -> list[str]:

@@ -12,11 +12,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "grpo_lite"
 # the stages in pipeline order; a module may import its own stage and the stages before it
-STAGES = ("errors", "data", "rewards", "memory", "planning", "scale", "precision", "recipe", "export", "training",
-          "simulation", "evaluation", "demo", "cli")
-BASE = {"grpo_lite", "grpo_lite._version", "grpo_lite.errors", "grpo_lite.tiny", "grpo_lite.__main__",
-        "grpo_lite.files", "grpo_lite.cache",  # standard library only, used by every stage
-        "grpo_lite.training.run.lock"}  # standard library and filelock only: a run's export holds the run's lock too
+STAGES = (
+    "errors",
+    "data",
+    "rewards",
+    "memory",
+    "planning",
+    "scale",
+    "precision",
+    "recipe",
+    "export",
+    "training",
+    "simulation",
+    "evaluation",
+    "demo",
+    "cli",
+)
+BASE = {
+    "grpo_lite",
+    "grpo_lite._version",
+    "grpo_lite.errors",
+    "grpo_lite.tiny",
+    "grpo_lite.__main__",
+    "grpo_lite.files",
+    "grpo_lite.cache",  # standard library only, used by every stage
+    "grpo_lite.training.run.lock",
+}  # standard library and filelock only: a run's export holds the run's lock too
 # The one import that runs back up, on purpose, inside the one function that traces (never at import time):
 # the planner's traced block terms run a decoder block through the simulation's model build and GPU semantics.
 # Moving the tracer below planning would move the simulation's build (the trainer's own model) down with it.
@@ -127,8 +148,13 @@ def _stage(module: str) -> int:
 
 def test_arrows_run_down_the_pipeline() -> None:
     """No module imports a later stage (data never imports training, planning never imports cli)."""
-    back = [f"{m} -> {d}" for m, deps in import_graph().items() if m not in BASE
-            for d in deps if d not in BASE and _stage(d) > _stage(m)]
+    back = [
+        f"{m} -> {d}"
+        for m, deps in import_graph().items()
+        if m not in BASE
+        for d in deps
+        if d not in BASE and _stage(d) > _stage(m)
+    ]
     assert not back, "imports that run back up the pipeline: " + "; ".join(sorted(back))
 
 
@@ -147,8 +173,10 @@ def test_the_upward_import_is_the_lazy_one_it_names() -> None:
 
 def test_lazy_and_function_level_imports_count() -> None:
     graph = import_graph()
-    assert "grpo_lite.training.trainer" in graph["grpo_lite.training.run.attempts"] or \
-        "grpo_lite.training.run.attempts" in graph["grpo_lite.training.trainer"]
+    assert (
+        "grpo_lite.training.trainer" in graph["grpo_lite.training.run.attempts"]
+        or "grpo_lite.training.run.attempts" in graph["grpo_lite.training.trainer"]
+    )
     assert "grpo_lite.planning.search" in graph["grpo_lite.planning.choose"]
 
 

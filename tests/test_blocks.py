@@ -11,8 +11,15 @@ from grpo_lite.memory.estimate import FORMULAS, estimate
 from grpo_lite.memory.settings import StepSettings
 from grpo_lite.simulation import block
 
-LORA = dict(device="cuda", budget_gib=23.0, method="lora", per_device_train_batch_size=8, num_generations=8,
-            max_completion_length=512, shared_prefix=False)
+LORA = dict(
+    device="cuda",
+    budget_gib=23.0,
+    method="lora",
+    per_device_train_batch_size=8,
+    num_generations=8,
+    max_completion_length=512,
+    shared_prefix=False,
+)
 
 
 def _terms(name: str, **settings: object) -> tuple[block.BlockTerms, StepSettings]:
@@ -104,8 +111,15 @@ def test_a_held_out_architecture_plans_what_the_simulation_holds() -> None:
     from grpo_lite.planning.choose import plan
     from grpo_lite.simulation.run import simulate
 
-    the_plan = plan("allenai/OLMo-2-0425-1B-Instruct", 24, blocks="auto", method="lora",
-                    gradient_checkpointing=False, num_generations=8, max_completion_length=256)
+    the_plan = plan(
+        "allenai/OLMo-2-0425-1B-Instruct",
+        24,
+        blocks="auto",
+        method="lora",
+        gradient_checkpointing=False,
+        num_generations=8,
+        max_completion_length=256,
+    )
     assert the_plan.estimate.block_terms.startswith("traced: Olmo2DecoderLayer")
     sim = simulate(the_plan)
     assert sim.worst_error() < 0.05, [(c.phase, round(c.ratio, 3)) for c in sim.checks()]

@@ -16,8 +16,22 @@ from grpo_lite import ConfigError, DoesNotFitError, OutputDirError, RewardError,
 from grpo_lite.cli import main
 from grpo_lite.rewards.checked import NoRewardWarning, check_rewards, check_values
 
-FAST = ["--dataset", "synthetic", "--reward", "length", "--max-steps", "1", "--set", "max_completion_length=8",
-        "--set", "num_generations=4", "--set", "per_device_train_batch_size=4", "--set", "save_strategy=no"]
+FAST = [
+    "--dataset",
+    "synthetic",
+    "--reward",
+    "length",
+    "--max-steps",
+    "1",
+    "--set",
+    "max_completion_length=8",
+    "--set",
+    "num_generations=4",
+    "--set",
+    "per_device_train_batch_size=4",
+    "--set",
+    "save_strategy=no",
+]
 
 
 @pytest.fixture
@@ -58,7 +72,9 @@ BAD_SETTINGS = [
 
 
 @pytest.mark.parametrize(("item", "fragment"), BAD_SETTINGS, ids=[i for i, _ in BAD_SETTINGS])
-def test_bad_set_value_is_one_line_before_anything_loads(item, fragment, tiny_model_dir, tmp_path, capsys, nothing_loads):
+def test_bad_set_value_is_one_line_before_anything_loads(
+    item, fragment, tiny_model_dir, tmp_path, capsys, nothing_loads
+):
     out = tmp_path / "out"
     assert main(["train", str(tiny_model_dir), *FAST, "--set", item, "--output-dir", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -76,9 +92,21 @@ def test_bad_override_from_python_is_the_same_error(tiny_model_dir, tmp_path, no
 def test_good_overrides_pass():
     from grpo_lite.recipe.values import check_overrides
 
-    check_overrides({"learning_rate": 1e-5, "warmup_steps": 3, "lr_scheduler_type": "cosine", "bf16": None,
-                     "report_to": ["tensorboard"], "optim": "adamw_8bit", "lora_target_modules": ["q_proj"],
-                     "dtype": "bfloat16", "save_total_limit": None, "reward_weights": [1, 0.5]}, n_rewards=2)
+    check_overrides(
+        {
+            "learning_rate": 1e-5,
+            "warmup_steps": 3,
+            "lr_scheduler_type": "cosine",
+            "bf16": None,
+            "report_to": ["tensorboard"],
+            "optim": "adamw_8bit",
+            "lora_target_modules": ["q_proj"],
+            "dtype": "bfloat16",
+            "save_total_limit": None,
+            "reward_weights": [1, 0.5],
+        },
+        n_rewards=2,
+    )
 
 
 def test_output_dir_that_is_a_file_is_one_line(tiny_model_dir, tmp_path, capsys, nothing_loads):
@@ -116,7 +144,9 @@ def test_too_little_disk_for_one_checkpoint_is_refused_before_the_model_loads(ti
         raise AssertionError("the model was loaded")
 
     monkeypatch.setattr(loading, "load_model", no_model)
-    monkeypatch.setattr(checks.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 2**20, 2**20))
+    monkeypatch.setattr(
+        checks.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 2**20, 2**20)
+    )
     with pytest.raises(OutputDirError, match=r"has 1.0 MiB free; one checkpoint of this run needs about 1\d.\d MiB"):
         train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=1, method="lora", **TINY_RUN)
 
@@ -149,6 +179,7 @@ def test_planner_advice_from_train_can_be_followed():
 
 # ---- reward values at the boundary -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("values", "n", "fragment"),
     [
@@ -164,8 +195,11 @@ def test_planner_advice_from_train_can_be_followed():
     ],
 )
 def test_bad_reward_values_name_the_function(values, n, fragment):
-    with pytest.raises(RewardError, match="reward function 'my_reward' " + fragment.replace("(", r"\(").replace(")", r"\)")
-                       .replace("[", r"\[").replace("]", r"\]").replace(".", r"\.")):
+    with pytest.raises(
+        RewardError,
+        match="reward function 'my_reward' "
+        + fragment.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[").replace("]", r"\]").replace(".", r"\."),
+    ):
         check_values("my_reward", values, n)
 
 
@@ -179,8 +213,13 @@ def test_good_reward_values_pass():
 def _bad_reward(kind: str):
     def reward(prompts, completions, **kwargs):
         n = len(completions)
-        return {"strings": ["1.0"] * n, "scalar": 1.0, "inf": [math.inf] + [0.0] * (n - 1),
-                "nan": [math.nan] * n, "short": [0.0]}[kind]
+        return {
+            "strings": ["1.0"] * n,
+            "scalar": 1.0,
+            "inf": [math.inf] + [0.0] * (n - 1),
+            "nan": [math.nan] * n,
+            "short": [0.0],
+        }[kind]
 
     reward.__name__ = f"{kind}_reward"
     return reward
@@ -191,7 +230,9 @@ def test_bad_reward_is_one_line_from_the_cli_at_the_first_step(kind, tiny_model_
     from grpo_lite.rewards import registry
 
     spec = registry.REWARDS["length"]
-    monkeypatch.setitem(registry.REWARDS, "length", registry.RewardSpec("length", _bad_reward(kind), spec.description, 1.0))
+    monkeypatch.setitem(
+        registry.REWARDS, "length", registry.RewardSpec("length", _bad_reward(kind), spec.description, 1.0)
+    )
     torch.set_num_threads(1)
     out = tmp_path / "run"
     assert main(["train", str(tiny_model_dir), *FAST, "--output-dir", str(out)]) == 2
@@ -209,8 +250,13 @@ def test_async_reward_is_checked_too(tiny_model_dir, tmp_path):
 
     torch.set_num_threads(1)
     with pytest.raises(RewardError, match="reward function 'async_inf_reward' returned inf at index 0"):
-        train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=1, save_strategy="no",
-              **{**TINY_RUN, "rewards": [async_inf_reward]})
+        train(
+            str(tiny_model_dir),
+            output_dir=tmp_path / "run",
+            max_steps=1,
+            save_strategy="no",
+            **{**TINY_RUN, "rewards": [async_inf_reward]},
+        )
 
 
 def test_every_reward_none_warns_once(tiny_model_dir, tmp_path):
@@ -220,8 +266,13 @@ def test_every_reward_none_warns_once(tiny_model_dir, tmp_path):
     torch.set_num_threads(1)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        result = train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=2, save_strategy="no",
-                       **{**TINY_RUN, "rewards": [never]})
+        result = train(
+            str(tiny_model_dir),
+            output_dir=tmp_path / "run",
+            max_steps=2,
+            save_strategy="no",
+            **{**TINY_RUN, "rewards": [never]},
+        )
     assert result.steps == 2
     mine = [w for w in seen if issubclass(w.category, NoRewardWarning)]
     assert len(mine) == 1 and "every reward function (never) returned None" in str(mine[0].message)
@@ -251,8 +302,10 @@ def test_several_processes_are_not_launched_for_a_bad_setting_or_folder(tiny_mod
     monkeypatch.setattr(relaunch.subprocess, "Popen", no_launch)
     a_file = tmp_path / "a_file"
     a_file.write_text("")
-    for extra, fragment in ((["--output-dir", str(a_file)], "is a file, not a folder"),
-                            (["--output-dir", str(tmp_path / "run"), "--set", "learning_rate=-1"], "learning_rate=-1 must be > 0")):
+    for extra, fragment in (
+        (["--output-dir", str(a_file)], "is a file, not a folder"),
+        (["--output-dir", str(tmp_path / "run"), "--set", "learning_rate=-1"], "learning_rate=-1 must be > 0"),
+    ):
         assert main(["train", str(tiny_model_dir), *FAST, "--num-processes", "2", *extra]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and fragment in err[0], err

@@ -28,8 +28,21 @@ CASES = [
     (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--set", "num_generations=1"], "num_generations"),
     (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--preset", "huge"], "full, full-8bit"),
     (["plan", "Llama-3.1-8B-Instruct", "--budget-gb", "4"], "smallest budget that fits is"),
-    (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--set", "per_device_train_batch_size=3",
-      "--set", "gradient_accumulation_steps=1", "--set", "num_generations=8"], "per_device_train_batch_size"),
+    (
+        [
+            "plan",
+            "Llama-3.2-1B",
+            "--budget-gb",
+            "16",
+            "--set",
+            "per_device_train_batch_size=3",
+            "--set",
+            "gradient_accumulation_steps=1",
+            "--set",
+            "num_generations=8",
+        ],
+        "per_device_train_batch_size",
+    ),
     (["train", TINY, "--reward", "nope", "--dataset", "synthetic"], "correctness"),
     (["train", TINY, "--dataset", "{tmp}/missing.jsonl"], "missing.jsonl"),
     (["train", TINY, "--dataset", "@empty.jsonl"], "empty"),
@@ -106,8 +119,9 @@ def test_a_failed_simulation_keeps_the_plan_and_says_so_in_one_line(monkeypatch,
     out, err = capsys.readouterr()
     assert "Llama-3.2-1B: preset" in out  # the plan is printed
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --simulate failed for Llama-3.2-1B (RuntimeError: a "
-                                                   "sliding-window mask of the wrong shape)"), lines
+    assert len(lines) == 1 and lines[0].startswith(
+        "error: --simulate failed for Llama-3.2-1B (RuntimeError: a sliding-window mask of the wrong shape)"
+    ), lines
     assert lines[0].endswith("rerun without --simulate")
 
 

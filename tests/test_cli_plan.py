@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite.planning import hardware
 from grpo_lite.cli import plan as plan_cli
 from grpo_lite.cli import presets as presets_cli
 from grpo_lite.errors import ConfigError, DoesNotFitError
+from grpo_lite.planning import hardware
 from grpo_lite.planning.hardware import Extras
 from grpo_lite.planning.ladder import LADDER
 
@@ -39,13 +39,17 @@ def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("model,budget,extra,preset", [
-    ("meta-llama/Llama-3.2-1B-Instruct", "16", [], "full-8bit"),
-    ("meta-llama/Llama-3.1-8B-Instruct", "16", [], "qlora"),
-    ("Qwen/Qwen2.5-7B-Instruct", "32", ["--method", "galore"], "galore"),
-])
-def test_done_when_fits(capsys: pytest.CaptureFixture[str], model: str, budget: str, extra: list[str],
-                        preset: str) -> None:
+@pytest.mark.parametrize(
+    "model,budget,extra,preset",
+    [
+        ("meta-llama/Llama-3.2-1B-Instruct", "16", [], "full-8bit"),
+        ("meta-llama/Llama-3.1-8B-Instruct", "16", [], "qlora"),
+        ("Qwen/Qwen2.5-7B-Instruct", "32", ["--method", "galore"], "galore"),
+    ],
+)
+def test_done_when_fits(
+    capsys: pytest.CaptureFixture[str], model: str, budget: str, extra: list[str], preset: str
+) -> None:
     data = _json(capsys, [model, "--budget-gb", budget, *extra])
     assert data["preset"] == preset and data["fits"] is True
     assert {"preset", "fits", "estimate_gib", "budget_gib", "components", "settings"} <= set(data)
@@ -59,9 +63,12 @@ def test_8b_at_4gb_is_a_clear_error() -> None:
 
 
 def test_8b_at_4gb_through_the_console_script() -> None:
-    out = subprocess.run([sys.executable, "-m", "grpo_lite", "plan", "meta-llama/Llama-3.1-8B-Instruct",
-                          "--budget-gb", "4"], capture_output=True, text=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    out = subprocess.run(
+        [sys.executable, "-m", "grpo_lite", "plan", "meta-llama/Llama-3.1-8B-Instruct", "--budget-gb", "4"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert out.returncode == 2
     assert out.stderr.startswith("error: meta-llama/Llama-3.1-8B-Instruct does not fit a 4 GB card")
     assert len(out.stderr.strip().splitlines()) == 1
@@ -70,14 +77,34 @@ def test_8b_at_4gb_through_the_console_script() -> None:
 def test_table_output_names_components_and_settings(capsys: pytest.CaptureFixture[str]) -> None:
     assert _run(plan_cli, ["plan", "Llama-3.2-1B-Instruct", "--budget-gb", "16"]) == 0
     out = capsys.readouterr().out
-    for text in ("preset full-8bit fits", "weights", "optimizer_state", "total", "headroom",
-                 "per_device_train_batch_size", "chose full-8bit", "bfloat16 weights, updates: stochastic rounding"):
+    for text in (
+        "preset full-8bit fits",
+        "weights",
+        "optimizer_state",
+        "total",
+        "headroom",
+        "per_device_train_batch_size",
+        "chose full-8bit",
+        "bfloat16 weights, updates: stochastic rounding",
+    ):
         assert text in out
 
 
 def test_set_values_are_typed_and_kept(capsys: pytest.CaptureFixture[str]) -> None:
-    data = _json(capsys, ["Llama-3.2-1B", "--budget-gb", "16", "--set", "num_generations=4", "--set",
-                          "learning_rate=2e-6", "--set", "logging_steps=3"])
+    data = _json(
+        capsys,
+        [
+            "Llama-3.2-1B",
+            "--budget-gb",
+            "16",
+            "--set",
+            "num_generations=4",
+            "--set",
+            "learning_rate=2e-6",
+            "--set",
+            "logging_steps=3",
+        ],
+    )
     assert data["settings"]["num_generations"] == 4 and data["settings"]["learning_rate"] == 2e-6
     assert data["settings"]["logging_steps"] == 3
     assert data["fixed"] == {"num_generations": 4, "learning_rate": 2e-6, "logging_steps": 3}
@@ -85,8 +112,19 @@ def test_set_values_are_typed_and_kept(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_broken_batch_rule_names_the_fields() -> None:
     with pytest.raises(ConfigError, match="per_device_train_batch_size .* num_generations"):
-        _run(plan_cli, ["plan", "Llama-3.2-1B", "--budget-gb", "16", "--set", "per_device_train_batch_size=3",
-                        "--set", "gradient_accumulation_steps=1"])
+        _run(
+            plan_cli,
+            [
+                "plan",
+                "Llama-3.2-1B",
+                "--budget-gb",
+                "16",
+                "--set",
+                "per_device_train_batch_size=3",
+                "--set",
+                "gradient_accumulation_steps=1",
+            ],
+        )
 
 
 def test_several_models_need_compare() -> None:
@@ -126,15 +164,22 @@ def test_no_cuda_prints_the_cpu_note(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_plan_path_imports_no_heavy_library() -> None:
-    code = ("import argparse, sys\n"
-            "from grpo_lite.cli import plan\n"
-            "p = argparse.ArgumentParser(); s = p.add_subparsers(dest='c'); plan.add_parser(s)\n"
-            "plan.run(p.parse_args(['plan', 'Llama-3.1-8B-Instruct', '--budget-gb', '16', '--json']))\n"
-            "heavy = [m for m in ('torch', 'trl', 'peft', 'bitsandbytes', 'datasets', 'transformers') "
-            "if m in sys.modules]\n"
-            "print('HEAVY', heavy, file=sys.stderr)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    code = (
+        "import argparse, sys\n"
+        "from grpo_lite.cli import plan\n"
+        "p = argparse.ArgumentParser(); s = p.add_subparsers(dest='c'); plan.add_parser(s)\n"
+        "plan.run(p.parse_args(['plan', 'Llama-3.1-8B-Instruct', '--budget-gb', '16', '--json']))\n"
+        "heavy = [m for m in ('torch', 'trl', 'peft', 'bitsandbytes', 'datasets', 'transformers') "
+        "if m in sys.modules]\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert "HEAVY []" in out.stderr
 
 
@@ -172,10 +217,31 @@ def test_measure_runs_two_steps_and_compares_each_phase(tiny_model_dir: Path) ->
     # A fresh process, as `grpo-lite plan --measure` always runs: peak RSS is the process's lifetime
     # peak, so inside pytest it would carry the peaks of every test before this one.
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-m", "grpo_lite", "plan", str(tiny_model_dir), "--device", "cpu",
-                          "--method", "lora", "--max-prompt-length", "16", "--set", "num_generations=2",
-                          "--set", "max_completion_length=8", "--measure", "--json"],
-                         capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpo_lite",
+            "plan",
+            str(tiny_model_dir),
+            "--device",
+            "cpu",
+            "--method",
+            "lora",
+            "--max-prompt-length",
+            "16",
+            "--set",
+            "num_generations=2",
+            "--set",
+            "max_completion_length=8",
+            "--measure",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     measured = json.loads(out.stdout)["measured"]
     assert measured["lengths"] == [16, 8]

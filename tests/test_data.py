@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from grpo_lite.data.loaders import DATASETS, GSM8K_DIR_ENV, load_dataset, load_gsm8k
-from grpo_lite.errors import ConfigError, DataError
 from grpo_lite.data.prompts import PromptStyle, build_messages
 from grpo_lite.data.synthetic import synthetic_problems
+from grpo_lite.errors import ConfigError, DataError
 
 ROWS = [
     {"question": "Ana has 3 kites and buys 4 more. How many kites?", "answer": "3 + 4 = 7\n#### 7"},
@@ -123,13 +123,29 @@ def test_skip_invalid_warns_with_the_count(tmp_path: Path) -> None:
     [
         ("train.jsonl", "", r"train\.jsonl: the file is empty"),
         ("train.jsonl", "\n  \n", r"the file is empty"),
-        ("train.jsonl", '{"question": "a", "answer": "#### 1"}\n{"question": \n', r"train\.jsonl, line 2: not valid JSON"),
+        (
+            "train.jsonl",
+            '{"question": "a", "answer": "#### 1"}\n{"question": \n',
+            r"train\.jsonl, line 2: not valid JSON",
+        ),
         ("train.jsonl", '["a", "#### 1"]\n', r"line 1: expected a JSON object"),
         ("rows.json", '[{"question": "a",', r"rows\.json: not valid JSON \(.* at line 1"),
         ("rows.json", '"just text"', r"expected a list of objects"),
-        ("train.jsonl", '{"answer": "#### 1"}\n', r"no 'question' column \(columns: answer\); GSM8K rows need 'question'"),
-        ("train.jsonl", '{"question": "a", "solution": "#### 1"}\n', r"no 'answer' column \(columns: question, solution\)"),
-        ("rows.txt", "question,answer\n", r"unsupported file type '\.txt'; use one of \.jsonl, \.json, \.parquet, \.csv"),
+        (
+            "train.jsonl",
+            '{"answer": "#### 1"}\n',
+            r"no 'question' column \(columns: answer\); GSM8K rows need 'question'",
+        ),
+        (
+            "train.jsonl",
+            '{"question": "a", "solution": "#### 1"}\n',
+            r"no 'answer' column \(columns: question, solution\)",
+        ),
+        (
+            "rows.txt",
+            "question,answer\n",
+            r"unsupported file type '\.txt'; use one of \.jsonl, \.json, \.parquet, \.csv",
+        ),
     ],
 )
 def test_unreadable_files(tmp_path: Path, name: str, content: str, message: str) -> None:
@@ -183,7 +199,9 @@ def test_bad_arguments(tmp_path: Path, kwargs: dict, message: str) -> None:
 
 
 def test_hub_unreachable_says_what_to_do(no_hub: None) -> None:
-    with pytest.raises(DataError, match=r"cannot load openai/gsm8k \(test\).*pass a local folder.*--dataset PATH.*'synthetic'"):
+    with pytest.raises(
+        DataError, match=r"cannot load openai/gsm8k \(test\).*pass a local folder.*--dataset PATH.*'synthetic'"
+    ):
         load_gsm8k("test")
 
 
@@ -265,7 +283,10 @@ def test_user_csv_with_other_column_names(tmp_path: Path) -> None:
     ds = load_dataset(path, prompt_column="problem", answer_column="solution")
     assert list(ds["question"]) == ["Add 2, 3", "Double 4"]
     assert list(ds["answer"]) == ["5", "8"]
-    with pytest.raises(DataError, match=r"no 'question' column \(columns: problem, solution\); rename those columns to 'question' and 'answer'"):
+    with pytest.raises(
+        DataError,
+        match=r"no 'question' column \(columns: problem, solution\); rename those columns to 'question' and 'answer'",
+    ):
         load_dataset(path)
 
 

@@ -16,27 +16,60 @@ from types import SimpleNamespace
 
 import pytest
 
-from grpo_lite.scale import distributed as D
-from grpo_lite.training.run import ranks as RR
 from grpo_lite.cli import relaunch as RL
 from grpo_lite.errors import ConfigError, GrpoLiteError
+from grpo_lite.scale import distributed as D
+from grpo_lite.training.run import ranks as RR
 
-TINY_RUN = ["--dataset", "synthetic", "--reward", "length", "--max-steps", "2", "--set", "num_generations=4",
-            "--set", "per_device_train_batch_size=2", "--set", "max_completion_length=16", "--set", "save_strategy=no"]
+TINY_RUN = [
+    "--dataset",
+    "synthetic",
+    "--reward",
+    "length",
+    "--max-steps",
+    "2",
+    "--set",
+    "num_generations=4",
+    "--set",
+    "per_device_train_batch_size=2",
+    "--set",
+    "max_completion_length=16",
+    "--set",
+    "save_strategy=no",
+]
 
 
 # ---- shipped configs, read back by accelerate -------------------------------------------------------
-@pytest.mark.parametrize("sharding, distributed_type, section, expected", [
-    ("ddp", "MULTI_GPU", None, {}),
-    ("zero2", "DEEPSPEED", "deepspeed_config", {"zero_stage": 2, "zero3_init_flag": False,
-                                                "offload_param_device": "none"}),
-    ("zero3", "DEEPSPEED", "deepspeed_config", {"zero_stage": 3, "zero3_init_flag": True,
-                                                "zero3_save_16bit_model": True}),
-    ("fsdp", "FSDP", "fsdp_config", {"fsdp_version": 2, "fsdp_reshard_after_forward": True,
-                                     "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-                                     "fsdp_state_dict_type": "FULL_STATE_DICT",
-                                     "fsdp_activation_checkpointing": False}),
-])
+@pytest.mark.parametrize(
+    "sharding, distributed_type, section, expected",
+    [
+        ("ddp", "MULTI_GPU", None, {}),
+        (
+            "zero2",
+            "DEEPSPEED",
+            "deepspeed_config",
+            {"zero_stage": 2, "zero3_init_flag": False, "offload_param_device": "none"},
+        ),
+        (
+            "zero3",
+            "DEEPSPEED",
+            "deepspeed_config",
+            {"zero_stage": 3, "zero3_init_flag": True, "zero3_save_16bit_model": True},
+        ),
+        (
+            "fsdp",
+            "FSDP",
+            "fsdp_config",
+            {
+                "fsdp_version": 2,
+                "fsdp_reshard_after_forward": True,
+                "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+                "fsdp_state_dict_type": "FULL_STATE_DICT",
+                "fsdp_activation_checkpointing": False,
+            },
+        ),
+    ],
+)
 def test_written_config_loads_in_accelerate(tmp_path, sharding, distributed_type, section, expected):
     from accelerate.commands.config.config_args import ClusterConfig
 
@@ -82,14 +115,28 @@ def test_accelerate_launch_sets_what_detect_sharding_reads(sharding):
 def test_fsdp_launch_is_full_shard_with_layer_wrap():
     env = _accelerate_env(D.launch_command(["train", "m"], 2, "fsdp", cuda=True))
     assert (env["FSDP_VERSION"], env["FSDP_RESHARD_AFTER_FORWARD"], env["FSDP_AUTO_WRAP_POLICY"]) == (
-        "2", "true", "TRANSFORMER_BASED_WRAP")
+        "2",
+        "true",
+        "TRANSFORMER_BASED_WRAP",
+    )
 
 
 # ---- launch commands and their errors ---------------------------------------------------------------
 def test_cpu_launch_uses_torchrun_standalone():
     cmd = D.launch_command(["train", "m", "--max-steps=2"], 3, None, cuda=False, python="py")
-    assert cmd == ["py", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3", "-m", "grpo_lite",
-                   "train", "m", "--max-steps=2"]
+    assert cmd == [
+        "py",
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "3",
+        "-m",
+        "grpo_lite",
+        "train",
+        "m",
+        "--max-steps=2",
+    ]
 
 
 def test_cuda_launch_uses_the_shipped_config_unless_given():
@@ -97,25 +144,33 @@ def test_cuda_launch_uses_the_shipped_config_unless_given():
     assert D.launch_command(["train", "m"], 2, "zero2", cuda=True, config_file="my.yaml")[4] == "my.yaml"
 
 
-@pytest.mark.parametrize("sharding, n, cuda, message", [
-    ("none", 2, True, "sharding 'none' runs one process"),
-    ("ddp", 1, True, "'ddp' needs at least 2 processes"),
-    ("zero3", 2, False, r"'zero3' \(DeepSpeed ZeRO stage 3\) runs only on CUDA GPUs"),
-    ("fsdp", 2, False, "on CPU use --sharding ddp"),
-    ("zero4", 2, True, "sharding='zero4' is not valid; choose one of none, ddp, zero2, zero3, fsdp"),
-    ("ddp", 0, True, "num_processes=0 must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "sharding, n, cuda, message",
+    [
+        ("none", 2, True, "sharding 'none' runs one process"),
+        ("ddp", 1, True, "'ddp' needs at least 2 processes"),
+        ("zero3", 2, False, r"'zero3' \(DeepSpeed ZeRO stage 3\) runs only on CUDA GPUs"),
+        ("fsdp", 2, False, "on CPU use --sharding ddp"),
+        ("zero4", 2, True, "sharding='zero4' is not valid; choose one of none, ddp, zero2, zero3, fsdp"),
+        ("ddp", 0, True, "num_processes=0 must be a positive integer"),
+    ],
+)
 def test_launch_command_rejects(sharding, n, cuda, message):
     with pytest.raises(ConfigError, match=message):
         D.launch_command(["train", "m"], n, sharding, cuda=cuda)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(sharding="ddp", num_processes=1), "'ddp' needs at least 2 processes"),
-    (dict(sharding="fsdp", num_processes=2, mixed_precision="fp8"),
-     "mixed_precision='fp8' is not valid; choose one of no, fp16, bf16"),
-    (dict(sharding="none", num_processes=2), "sharding 'none' runs one process without a launcher"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(sharding="ddp", num_processes=1), "'ddp' needs at least 2 processes"),
+        (
+            dict(sharding="fsdp", num_processes=2, mixed_precision="fp8"),
+            "mixed_precision='fp8' is not valid; choose one of no, fp16, bf16",
+        ),
+        (dict(sharding="none", num_processes=2), "sharding 'none' runs one process without a launcher"),
+    ],
+)
 def test_accelerate_config_rejects(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         D.accelerate_config(**kwargs)
@@ -125,14 +180,17 @@ def test_one_process_zero3_config_is_allowed_for_smoke_tests():
     assert D.accelerate_config("zero3", 1)["num_processes"] == 1
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({}, "none"),
-    ({"WORLD_SIZE": "1", "LOCAL_RANK": "0"}, "none"),
-    ({"WORLD_SIZE": "2", "LOCAL_RANK": "1"}, "ddp"),
-    ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2"}, "zero2"),
-    ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}, "zero3"),
-    ({"ACCELERATE_USE_FSDP": "true", "WORLD_SIZE": "4"}, "fsdp"),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, "none"),
+        ({"WORLD_SIZE": "1", "LOCAL_RANK": "0"}, "none"),
+        ({"WORLD_SIZE": "2", "LOCAL_RANK": "1"}, "ddp"),
+        ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2"}, "zero2"),
+        ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}, "zero3"),
+        ({"ACCELERATE_USE_FSDP": "true", "WORLD_SIZE": "4"}, "fsdp"),
+    ],
+)
 def test_detect_sharding(env, expected):
     assert D.detect_sharding(env) == expected
 
@@ -150,14 +208,17 @@ def _train_parser():
     return args._launch_parser
 
 
-@pytest.mark.parametrize("argv", [
-    ["m"],
-    ["m", "--num-processes", "2", "--sharding", "zero3", "--budget-gb", "80"],
-    ["m", "--reward", "length", "--reward", "format", "--set", "beta=0.04", "--set", "lr_scheduler_type=constant"],
-    ["m", "--method", "lora", "--max-steps", "3", "--seed", "-1", "--output-dir", "runs/a b"],
-    ["m", "--resume", "--on-oom", "raise", "--dataset", "synthetic"],
-    ["m", "--no-shared-prefix"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["m"],
+        ["m", "--num-processes", "2", "--sharding", "zero3", "--budget-gb", "80"],
+        ["m", "--reward", "length", "--reward", "format", "--set", "beta=0.04", "--set", "lr_scheduler_type=constant"],
+        ["m", "--method", "lora", "--max-steps", "3", "--seed", "-1", "--output-dir", "runs/a b"],
+        ["m", "--resume", "--on-oom", "raise", "--dataset", "synthetic"],
+        ["m", "--no-shared-prefix"],
+    ],
+)
 def test_namespace_argv_round_trips_the_train_parser(argv):
     parser = _train_parser()
     args = parser.parse_args(argv)
@@ -205,11 +266,17 @@ def test_check_ranks_accepts_a_full_world(tmp_path):
     assert [r.rank for r in RR.check_ranks(tmp_path, 2)] == [0, 1]
 
 
-@pytest.mark.parametrize("records, message", [
-    ([RR.RankRecord(0, 2, 2, 4, "gloo")], r"expected records of ranks 0..1 .* found \[0\]"),
-    ([RR.RankRecord(0, 1, 2, 4, None), RR.RankRecord(0, 1, 2, 4, None)], r"found \[0, 0\]"),
-    ([RR.RankRecord(0, 2, 2, 4, "gloo"), RR.RankRecord(1, 1, 2, 4, None)], r"ranks \[1\] ran with world size 1, not 2"),
-])
+@pytest.mark.parametrize(
+    "records, message",
+    [
+        ([RR.RankRecord(0, 2, 2, 4, "gloo")], r"expected records of ranks 0..1 .* found \[0\]"),
+        ([RR.RankRecord(0, 1, 2, 4, None), RR.RankRecord(0, 1, 2, 4, None)], r"found \[0, 0\]"),
+        (
+            [RR.RankRecord(0, 2, 2, 4, "gloo"), RR.RankRecord(1, 1, 2, 4, None)],
+            r"ranks \[1\] ran with world size 1, not 2",
+        ),
+    ],
+)
 def test_check_ranks_rejects(tmp_path, records, message):
     (tmp_path / "ranks").mkdir()
     for i, r in enumerate(records):
@@ -238,7 +305,13 @@ def test_rank_record_callback_counts_micro_batches_and_writes_its_rank(tmp_path)
     cb.on_train_end(args, state, None, model=model)
     record = json.loads((tmp_path / "ranks" / "rank3.json").read_text())
     assert {k: record[k] for k in ("rank", "world_size", "steps", "local_samples", "micro_batches", "backend")} == {
-        "rank": 3, "world_size": 4, "steps": 2, "local_samples": 8, "micro_batches": 4, "backend": None}
+        "rank": 3,
+        "world_size": 4,
+        "steps": 2,
+        "local_samples": 8,
+        "micro_batches": 4,
+        "backend": None,
+    }
     assert record["param_sum"] == pytest.approx(6 * 0.5 - 2.0)
     assert record["pid"] == os.getpid()
 
@@ -267,12 +340,15 @@ def per_device():
     return {r["sharding"]: r for r in bench.sharding_rows(bench.DOC_MODEL, 4, **bench.DOC_SETTINGS)}
 
 
-@pytest.mark.parametrize("sharding, weights, gradients, buckets", [
-    ("ddp", 1, 1, 1),       # a full replica plus DDP's bucket copy of the gradients
-    ("zero2", 1, 1 / 4, 0),  # gradients and optimizer state divided, weights whole
-    ("zero3", 1 / 4, 1 / 4, 0),
-    ("fsdp", 1 / 4, 1 / 4, 0),
-])
+@pytest.mark.parametrize(
+    "sharding, weights, gradients, buckets",
+    [
+        ("ddp", 1, 1, 1),  # a full replica plus DDP's bucket copy of the gradients
+        ("zero2", 1, 1 / 4, 0),  # gradients and optimizer state divided, weights whole
+        ("zero3", 1 / 4, 1 / 4, 0),
+        ("fsdp", 1 / 4, 1 / 4, 0),
+    ],
+)
 def test_per_device_shares_over_four_processes(per_device, sharding, weights, gradients, buckets):
     one, row = per_device["none"], per_device[sharding]
     assert row["processes"] == 4
@@ -284,7 +360,8 @@ def test_per_device_shares_over_four_processes(per_device, sharding, weights, gr
 def test_optimizer_state_division(per_device):
     monitor = 3 * 4096 * 8 / 2**30  # the update monitor's shadow moments (GiB), kept whole on every process
     assert per_device["fsdp"]["optimizer_state"] - monitor == pytest.approx(
-        (per_device["none"]["optimizer_state"] - monitor) / 4)
+        (per_device["none"]["optimizer_state"] - monitor) / 4
+    )
     # DeepSpeed: fp32 master weights + fp32 Adam states, divided; the same for ZeRO-2 and ZeRO-3
     assert per_device["zero2"]["optimizer_state"] == pytest.approx(per_device["zero3"]["optimizer_state"])
     assert per_device["zero2"]["optimizer_state"] > per_device["fsdp"]["optimizer_state"]
@@ -325,8 +402,18 @@ def _assert_two_ranks_trained(out: Path) -> list[RR.RankRecord]:
 @pytest.mark.slow
 def test_grpo_lite_train_num_processes_2_runs_two_ranks(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "grpo_lite", "train", str(tiny_model_dir), "--num-processes", "2",
-           "--output-dir", str(out), *TINY_RUN]
+    cmd = [
+        sys.executable,
+        "-m",
+        "grpo_lite",
+        "train",
+        str(tiny_model_dir),
+        "--num-processes",
+        "2",
+        "--output-dir",
+        str(out),
+        *TINY_RUN,
+    ]
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     wall = time.perf_counter() - start

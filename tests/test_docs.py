@@ -25,11 +25,11 @@ from doc_sections import (
     PAGES,
     RENDERED,
     ROOT,
-    subparsers,
     code_blocks,
     error_sites,
     replace_sections,
     shell_commands,
+    subparsers,
 )
 
 CHEAP_COMMANDS = ("plan", "presets")
@@ -99,9 +99,7 @@ def _cheap(words: list[str]) -> bool:
     return words[1] in CHEAP_COMMANDS or any(w in ("--help", "-h", "--version") for w in words)
 
 
-@pytest.mark.parametrize(
-    "words", [c for _, c in CLI_COMMANDS if _cheap(c)], ids=lambda c: " ".join(c)[:60]
-)
+@pytest.mark.parametrize("words", [c for _, c in CLI_COMMANDS if _cheap(c)], ids=lambda c: " ".join(c)[:60])
 def test_cheap_cli_commands_in_the_docs_exit_0(words, tmp_path, monkeypatch, capsys):
     from grpo_lite.cli import main
 
@@ -113,9 +111,7 @@ def test_cheap_cli_commands_in_the_docs_exit_0(words, tmp_path, monkeypatch, cap
     assert code == 0, capsys.readouterr().err
 
 
-@pytest.mark.parametrize(
-    "words", [c for _, c in CLI_COMMANDS if not _cheap(c)], ids=lambda c: " ".join(c)[:60]
-)
+@pytest.mark.parametrize("words", [c for _, c in CLI_COMMANDS if not _cheap(c)], ids=lambda c: " ".join(c)[:60])
 def test_every_documented_cli_command_parses(words):
     from grpo_lite.cli import build_parser
 
@@ -183,8 +179,11 @@ def test_error_sites_are_found():
 # README, the doc pages, the changelog and every docstring and comment of the package, the benchmarks and
 # the examples: nothing a user of the repository does not have, no link that leaves it.
 OUTSIDE_FILES = re.compile(r"\.\./shared|shared/reference|/work/")
-SPOKEN = [*PAGES, ROOT / "CHANGELOG.md",
-          *(p for folder in ("grpo_lite", "benchmarks", "examples") for p in sorted((ROOT / folder).rglob("*.py")))]
+SPOKEN = [
+    *PAGES,
+    ROOT / "CHANGELOG.md",
+    *(p for folder in ("grpo_lite", "benchmarks", "examples") for p in sorted((ROOT / folder).rglob("*.py"))),
+]
 
 
 def _links_leaving(path: Path, text: str) -> list[str]:
@@ -194,7 +193,8 @@ def _links_leaving(path: Path, text: str) -> list[str]:
         for target in LINK.findall(text):
             local = target.partition("#")[0]
             if re.match(r"^[a-z][a-z0-9+.-]*:", target) or (
-                    local and not (path.parent / local).resolve().is_relative_to(ROOT)):
+                local and not (path.parent / local).resolve().is_relative_to(ROOT)
+            ):
                 found.append(target)
     return sorted(set(found))
 
@@ -209,5 +209,7 @@ def test_speaks_of_the_project_only(path: Path) -> None:
 def test_a_link_leaving_the_repository_is_caught(tmp_path: Path) -> None:
     page = ROOT / "docs" / "page.md"  # not written: the text is checked as if it were this page
     assert _links_leaving(page, "[a](https://example.org) [b](../../elsewhere.md) [c](index.md) [d](#x)") == [
-        "../../elsewhere.md", "https://example.org"]
+        "../../elsewhere.md",
+        "https://example.org",
+    ]
     assert OUTSIDE_FILES.findall("see ../shared/reference/cpu-facts.md")

@@ -20,8 +20,9 @@ def _run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]
     # One thread: a tiny model gains nothing from more, and threads fighting another job for the
     # cores made a 0.3 s step take 15 s.
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([sys.executable, str(EXAMPLES / script), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
 
@@ -47,9 +48,26 @@ def test_example_length_is_what_a_newcomer_reads(script, low, high):
 
 def test_gsm8k_example_two_steps_on_the_tiny_model(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
-    proc = _run("gsm8k_grpo.py", "--model", str(tiny_model_dir), "--steps", "2", "--eval-n", "4",
-                "--reward", "length", "--dataset", "synthetic", "--num-generations", "4",
-                "--max-completion-length", "16", "--output-dir", str(out), cwd=tmp_path)
+    proc = _run(
+        "gsm8k_grpo.py",
+        "--model",
+        str(tiny_model_dir),
+        "--steps",
+        "2",
+        "--eval-n",
+        "4",
+        "--reward",
+        "length",
+        "--dataset",
+        "synthetic",
+        "--num-generations",
+        "4",
+        "--max-completion-length",
+        "16",
+        "--output-dir",
+        str(out),
+        cwd=tmp_path,
+    )
     text = proc.stdout
     assert "no CUDA device" in text  # the detection line
     assert "preset lora on CPU" in text  # the plan's table
@@ -75,8 +93,9 @@ def test_gsm8k_example_two_steps_on_the_tiny_model(tiny_model_dir, tmp_path):
 
 def test_custom_reward_example_passes_its_reward_to_train(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
-    proc = _run("custom_reward.py", "--model", str(tiny_model_dir), "--steps", "1", "--output-dir", str(out),
-                cwd=tmp_path)
+    proc = _run(
+        "custom_reward.py", "--model", str(tiny_model_dir), "--steps", "1", "--output-dir", str(out), cwd=tmp_path
+    )
     assert "close_answer:" in proc.stdout and "(last step)" in proc.stdout
     record = json.loads((out / "run.json").read_text())
     assert record["rewards"] == ["soft_format_reward", "close_answer"]

@@ -122,8 +122,9 @@ def test_a_lora_adapter_is_merged_first(sharp_model_dir, tmp_path):
     from grpo_lite.export.source import lazily_mergeable
 
     base = AutoModelForCausalLM.from_pretrained(sharp_model_dir)
-    peft = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"],
-                                           init_lora_weights=False))  # random A and B: the adapter moves the output
+    peft = get_peft_model(
+        base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "down_proj"], init_lora_weights=False)
+    )  # random A and B: the adapter moves the output
     adapter = tmp_path / "adapter"
     peft.save_pretrained(adapter)
     tokenizer = AutoTokenizer.from_pretrained(sharp_model_dir)
@@ -139,8 +140,9 @@ def test_a_lora_adapter_is_merged_first(sharp_model_dir, tmp_path):
     got, merged = _logprobs(back, tokenizer), _logprobs(merged_model, tokenizer)
     plain = _logprobs(AutoModelForCausalLM.from_pretrained(sharp_model_dir).eval(), tokenizer)
     assert (merged - got).abs().max().item() <= 1e-2 < (plain - got).abs().max().item()
-    dora = get_peft_model(AutoModelForCausalLM.from_pretrained(sharp_model_dir),
-                          LoraConfig(r=4, target_modules=["q_proj"], use_dora=True))
+    dora = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(sharp_model_dir), LoraConfig(r=4, target_modules=["q_proj"], use_dora=True)
+    )
     assert not lazily_mergeable(dora)  # left to PEFT's own merge
 
 
@@ -155,9 +157,19 @@ def test_train_exports_the_model_it_holds_without_changing_it(tiny_model_dir, tm
 
     with monkeypatch.context() as patch:
         patch.setattr(ExportSource, "load_model", from_disk)
-        result = train(str(tiny_model_dir), dataset="synthetic", output_dir=tmp_path / "run", max_steps=1,
-                       method="lora", num_generations=2, per_device_train_batch_size=2, max_completion_length=8,
-                       save_strategy="no", quiet=True, export="gguf")
+        result = train(
+            str(tiny_model_dir),
+            dataset="synthetic",
+            output_dir=tmp_path / "run",
+            max_steps=1,
+            method="lora",
+            num_generations=2,
+            per_device_train_batch_size=2,
+            max_completion_length=8,
+            save_strategy="no",
+            quiet=True,
+            export="gguf",
+        )
     assert result.exported.gguf == tmp_path / "run" / "final.gguf" and hasattr(result.model, "peft_config")
     assert _tensors(result.exported.gguf) == _tensors(export_gguf(tmp_path / "run", tmp_path / "disk.gguf"))
     from grpo_lite.evaluation import load_for_eval
@@ -172,10 +184,19 @@ def test_qwen2_round_trips_with_its_biases(tiny_model_dir, tmp_path):
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model = Qwen2ForCausalLM(config)
     with torch.no_grad():
         for layer in model.model.layers:
@@ -201,9 +222,18 @@ def test_llama3_rope_scaling_is_written_as_rope_freqs():
 
     from grpo_lite.export.tensors import rope_freqs
 
-    config = LlamaConfig(hidden_size=256, num_attention_heads=2, rope_parameters={
-        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+    config = LlamaConfig(
+        hidden_size=256,
+        num_attention_heads=2,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 32.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+    )
     scaled, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
     plain = 1.0 / (500000.0 ** (torch.arange(0, 128, 2, dtype=torch.float32) / 128))
     assert torch.allclose(plain / rope_freqs(config), scaled, rtol=1e-5)
@@ -214,8 +244,11 @@ def _fake_run(tmp_path: Path, model_dir: Path, origin: Path | None) -> Path:
     run = tmp_path / "run"
     run.mkdir()
     shutil.copytree(model_dir, run / "final")
-    record = {"model": str(origin) if origin else str(model_dir), "stop_strings": ["</answer>"],
-              "prompt_style": {"system_prompt": "Answer.", "one_shot": False, "prefill": "", "examples": []}}
+    record = {
+        "model": str(origin) if origin else str(model_dir),
+        "stop_strings": ["</answer>"],
+        "prompt_style": {"system_prompt": "Answer.", "one_shot": False, "prefill": "", "examples": []},
+    }
     (run / "run.json").write_text(json.dumps(record))
     return run
 
@@ -233,7 +266,10 @@ def test_metadata_of_the_source_gguf_is_carried_over(sharp_model_dir, tmp_path):
     for key in source:
         if not key.startswith("GGUF.") and key != "general.file_type":
             assert exported[key].contents() == source[key].contents(), key
-    assert exported["general.file_type"].contents() == 7 and exported["tokenizer.ggml.custom_marker"].contents() == "carried"
+    assert (
+        exported["general.file_type"].contents() == 7
+        and exported["tokenizer.ggml.custom_marker"].contents() == "carried"
+    )
 
 
 def _add_key(path: Path, key: str, value: str) -> None:
@@ -245,8 +281,9 @@ def _add_key(path: Path, key: str, value: str) -> None:
     for name, field in reader.fields.items():
         if not name.startswith("GGUF.") and name != "general.architecture":
             kind = field.types[0]
-            writer.add_key_value(name, field.contents(), kind,
-                                 sub_type=field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None)
+            writer.add_key_value(
+                name, field.contents(), kind, sub_type=field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+            )
     writer.add_string(key, value)
     for t in reader.tensors:
         writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
@@ -288,11 +325,14 @@ def _empty_folder(root: Path) -> Path:
     return root / "empty"
 
 
-@pytest.mark.parametrize(("make", "message"), [
-    (lambda root: root / "missing", "no such folder"),
-    (_interrupted_run, "has no final model"),
-    (_empty_folder, "neither config.json"),
-])
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda root: root / "missing", "no such folder"),
+        (_interrupted_run, "has no final model"),
+        (_empty_folder, "neither config.json"),
+    ],
+)
 def test_a_missing_run_or_model_gets_a_clear_error(tmp_path, make, message):
     with pytest.raises(ModelError, match=message):
         export_gguf(make(tmp_path), tmp_path / "out.gguf")
@@ -361,11 +401,35 @@ def test_llama_cpp_decodes_the_tiny_export_like_transformers(sharp_model_dir, tm
     model, tokenizer = _read_back(path)
     ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
     out = model.generate(ids, max_new_tokens=24, min_new_tokens=24, do_sample=False, pad_token_id=0)
-    ours = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    ours = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
     (tmp_path / "prompt.txt").write_text(prompt + "\n")
-    done = subprocess.run([str(binary), "-m", str(path), "-f", str(tmp_path / "prompt.txt"), "-n", "24", "--temp", "0",
-                           "--ignore-eos", "-no-cnv", "--no-display-prompt", "--no-warmup", "--simple-io", "--no-escape",
-                           "-t", "1", "-c", "256"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [
+            str(binary),
+            "-m",
+            str(path),
+            "-f",
+            str(tmp_path / "prompt.txt"),
+            "-n",
+            "24",
+            "--temp",
+            "0",
+            "--ignore-eos",
+            "-no-cnv",
+            "--no-display-prompt",
+            "--no-warmup",
+            "--simple-io",
+            "--no-escape",
+            "-t",
+            "1",
+            "-c",
+            "256",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == ours + "\n\n" and len(ours) > 10, (done.stdout, ours)  # llama-completion ends with 2 newlines
 

@@ -32,8 +32,11 @@ def run_dir(tiny_model_dir: Path, tmp_path: Path) -> Path:
     run = tmp_path / "run"
     run.mkdir()
     shutil.copytree(tiny_model_dir, run / "final")
-    record = {"model": str(tiny_model_dir), "stop_strings": ["</answer>"],
-              "prompt_style": {"system_prompt": "Answer.", "one_shot": False, "prefill": "", "examples": []}}
+    record = {
+        "model": str(tiny_model_dir),
+        "stop_strings": ["</answer>"],
+        "prompt_style": {"system_prompt": "Answer.", "one_shot": False, "prefill": "", "examples": []},
+    }
     (run / "run.json").write_text(json.dumps(record))
     return run
 
@@ -50,7 +53,9 @@ def _failing_open(monkeypatch: pytest.MonkeyPatch, fails: callable) -> None:  # 
     real = builtins.open
 
     def fake(file, mode="r", *args, **kwargs):  # noqa: ANN001, ANN202
-        error = fails(Path(os.fsdecode(file))) if isinstance(file, (str, os.PathLike)) and set(mode) & set("wxa") else None
+        error = (
+            fails(Path(os.fsdecode(file))) if isinstance(file, (str, os.PathLike)) and set(mode) & set("wxa") else None
+        )
         if error is not None:
             raise error
         return real(file, mode, *args, **kwargs)
@@ -61,6 +66,7 @@ def _failing_open(monkeypatch: pytest.MonkeyPatch, fails: callable) -> None:  # 
 
 def _read_only(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
     """``folder`` as on a read-only filesystem (the tests run as root, where chmod does not stop writes)."""
+
     def rofs(path: Path) -> OSError | None:
         return OSError(errno.EROFS, "Read-only file system", str(path)) if folder in path.parents else None
 
@@ -83,9 +89,18 @@ def _read_only(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
 
 def test_a_run_still_training_is_refused_and_nothing_is_written(run_dir, capsys):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from grpo_lite.training.run.lock import "
-         "RunLock; lock = RunLock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)", str(run_dir)],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from grpo_lite.training.run.lock import "
+            "RunLock; lock = RunLock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(60)",
+            str(run_dir),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         code, err = _export(run_dir, capsys)
@@ -118,9 +133,16 @@ def test_the_export_holds_the_run_lock_and_gives_it_back(run_dir, capsys, monkey
 def _locked(run: Path) -> bool:
     """Whether another process could not take the lock of ``run`` now (a child process tries)."""
     probe = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from grpo_lite.training.run.lock import RunLock\n"
-         "try: RunLock.check(Path(sys.argv[1]))\nexcept OSError: sys.exit(3)", str(run)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from grpo_lite.training.run.lock import RunLock\n"
+            "try: RunLock.check(Path(sys.argv[1]))\nexcept OSError: sys.exit(3)",
+            str(run),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     return probe.wait() == 3
 
 
@@ -128,8 +150,10 @@ def test_a_read_only_folder_is_one_line_that_says_so(run_dir, capsys, monkeypatc
     _read_only(monkeypatch, run_dir)
     code, err = _export(run_dir, capsys)
     assert code == 2, err
-    assert err == (f"error: cannot write {run_dir / 'final.gguf'}: the folder is read-only; nothing was written there (an "
-                   "older file is kept whole); pass a path in another folder: grpo-lite export ... --output PATH")
+    assert err == (
+        f"error: cannot write {run_dir / 'final.gguf'}: the folder is read-only; nothing was written there (an "
+        "older file is kept whole); pass a path in another folder: grpo-lite export ... --output PATH"
+    )
     monkeypatch.undo()
     out = run_dir.parent / "elsewhere"
     out.mkdir()
@@ -149,8 +173,12 @@ def test_a_full_disk_at_the_modelfile_leaves_no_empty_file(run_dir, capsys, monk
 
     def fake(file, mode="r", *args, **kwargs):  # noqa: ANN001, ANN202
         handle = real(file, mode, *args, **kwargs)
-        if isinstance(file, (str, os.PathLike)) and ".Modelfile" in os.fsdecode(file) and "b" not in mode and \
-                set(mode) & set("wx"):
+        if (
+            isinstance(file, (str, os.PathLike))
+            and ".Modelfile" in os.fsdecode(file)
+            and "b" not in mode
+            and set(mode) & set("wx")
+        ):
             monkeypatch.setattr(handle, "write", FullDisk().write)
         return handle
 
@@ -163,27 +191,36 @@ def test_a_full_disk_at_the_modelfile_leaves_no_empty_file(run_dir, capsys, monk
     assert not [p.name for p in run_dir.iterdir() if ".tmp" in p.name]
 
 
-@pytest.mark.parametrize("text, why", [('{"model": "x", "prompt_st', "Unterminated string"), ("[1, 2]", "not a JSON object")])
+@pytest.mark.parametrize(
+    "text, why", [('{"model": "x", "prompt_st', "Unterminated string"), ("[1, 2]", "not a JSON object")]
+)
 def test_a_broken_run_json_is_one_line(run_dir, capsys, text, why):
     (run_dir / "run.json").write_text(text)
     code, err = _export(run_dir, capsys)
     assert code == 2
     assert err.startswith(f"error: cannot export the run {run_dir}: its run.json is broken ({why}")
-    assert err.endswith(f"mv {run_dir / 'run.json'} {run_dir / 'run.json.corrupt'} && grpo-lite export "
-                        f"{run_dir / 'final'} --gguf")
+    assert err.endswith(
+        f"mv {run_dir / 'run.json'} {run_dir / 'run.json.corrupt'} && grpo-lite export {run_dir / 'final'} --gguf"
+    )
     assert not (run_dir / "final.gguf").exists()
     (run_dir / "run.json").rename(run_dir / "run.json.corrupt")  # the advice, as written
     assert main(["export", str(run_dir / "final"), "--gguf", "--quant", "f16"]) == 0
-    assert (run_dir / "final.gguf").stat().st_size > 0 and "Respond in the following format" in \
-        (run_dir / "final.Modelfile").read_text()
+    assert (run_dir / "final.gguf").stat().st_size > 0 and "Respond in the following format" in (
+        run_dir / "final.Modelfile"
+    ).read_text()
 
 
 def test_a_temporary_left_by_a_killed_export_is_removed_by_the_next(run_dir, capsys):
-    script = ("import os, sys; from grpo_lite.files import atomic_write\n"
-              "with atomic_write(sys.argv[1], 'wb') as f:\n"
-              "    f.write(b'GGUF half'); f.flush(); os.kill(os.getpid(), 9)")
-    killed = subprocess.run([sys.executable, "-c", script, str(run_dir / "final.gguf")], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    script = (
+        "import os, sys; from grpo_lite.files import atomic_write\n"
+        "with atomic_write(sys.argv[1], 'wb') as f:\n"
+        "    f.write(b'GGUF half'); f.flush(); os.kill(os.getpid(), 9)"
+    )
+    killed = subprocess.run(
+        [sys.executable, "-c", script, str(run_dir / "final.gguf")],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert killed.returncode == -9
     left = [p for p in run_dir.iterdir() if p.name.startswith(".final.gguf.tmp-")]
     assert len(left) == 1 and left[0].read_bytes() == b"GGUF half"
@@ -203,11 +240,14 @@ def test_overwrite_removes_the_old_runs_exports(run_dir, capsys):
     assert sorted(p.name for p in run_dir.iterdir()) == ["notes.txt", "other.gguf"]
 
 
-@pytest.mark.parametrize("command, target, expected", [
-    (["export", "RUN", "--gguf"], "grpo_lite.export.runtimes.export_for_runtimes", "nothing was exported"),
-    (["eval", "RUN"], "grpo_lite.evaluation.evaluate", "the evaluation stopped before its result"),
-    (["demo", "--steps", "1"], "grpo_lite.demo.run_demo", "the demo stopped; run the same command again"),
-])
+@pytest.mark.parametrize(
+    "command, target, expected",
+    [
+        (["export", "RUN", "--gguf"], "grpo_lite.export.runtimes.export_for_runtimes", "nothing was exported"),
+        (["eval", "RUN"], "grpo_lite.evaluation.evaluate", "the evaluation stopped before its result"),
+        (["demo", "--steps", "1"], "grpo_lite.demo.run_demo", "the demo stopped; run the same command again"),
+    ],
+)
 def test_ctrl_c_says_what_to_run_again(command, target, expected, monkeypatch, capsys):
     module, name = target.rsplit(".", 1)
 

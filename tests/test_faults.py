@@ -42,9 +42,28 @@ from grpo_lite import OutputDirError, train
 from grpo_lite.cli import main
 
 RUN = dict(TINY_RUN, method="lora", max_steps=4, save_steps=1)
-CLI_RUN = ["--dataset", "synthetic", "--reward", "length", "--method", "lora", "--max-steps", "4",
-           "--set", "num_generations=4", "--set", "per_device_train_batch_size=4", "--set", "max_completion_length=16",
-           "--set", "gradient_accumulation_steps=1", "--set", "learning_rate=0.01", "--set", "save_steps=1"]
+CLI_RUN = [
+    "--dataset",
+    "synthetic",
+    "--reward",
+    "length",
+    "--method",
+    "lora",
+    "--max-steps",
+    "4",
+    "--set",
+    "num_generations=4",
+    "--set",
+    "per_device_train_batch_size=4",
+    "--set",
+    "max_completion_length=16",
+    "--set",
+    "gradient_accumulation_steps=1",
+    "--set",
+    "learning_rate=0.01",
+    "--set",
+    "save_steps=1",
+]
 
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="the faults are injected in a forked child (POSIX)")
@@ -209,7 +228,9 @@ def test_second_ctrl_c_during_a_save_then_resume(tiny_model_dir, tmp_path):
 
     code, output = _in_child(body)
     assert code == 130, output[-2000:]
-    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith("interrupted: stopped without saving")
+    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith(
+        "interrupted: stopped without saving"
+    )
     record = _record(out)
     assert record["status"] == "aborted" and record["events"][-1] == {"event": "aborted", "after_step": 3}
     _resume_and_check(tiny_model_dir, out, from_step=2)
@@ -236,8 +257,9 @@ def test_full_disk_during_a_save_is_one_line_then_resume(tiny_model_dir, tmp_pat
 def _can_mount_tmpfs() -> bool:
     if not sys.platform.startswith("linux") or shutil.which("unshare") is None:
         return False
-    probe = subprocess.run(["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=1m none /tmp"],
-                           capture_output=True, timeout=30)
+    probe = subprocess.run(
+        ["unshare", "-Urm", "sh", "-c", "mount -t tmpfs -o size=1m none /tmp"], capture_output=True, timeout=30
+    )
     return probe.returncode == 0
 
 
@@ -273,11 +295,13 @@ def test_full_disk_on_a_real_tmpfs_then_resume(tiny_model_dir, tmp_path):
     train_cmd = f"{sys.executable} {script} train {tiny_model_dir} {' '.join(CLI_RUN)} --output-dir {mount}/run"
     read_only = tmp_path / "ro"
     read_only.mkdir()
-    shell = (f"mount -t tmpfs -o size=24m none {mount} && {{ {train_cmd} > {tmp_path}/first.log 2>&1; "
-             f"echo $? > {tmp_path}/first.rc; rm -f {mount}/filler; {train_cmd} --resume > {tmp_path}/second.log 2>&1; "
-             f"echo $? > {tmp_path}/second.rc; cp -r {mount}/run {keep}; }} && "
-             f"mount -t tmpfs -o size=1m,ro none {read_only} && {{ {sys.executable} -m grpo_lite train {tiny_model_dir} "
-             f"{' '.join(CLI_RUN)} --output-dir {read_only}/run > {tmp_path}/ro.log 2>&1; echo $? > {tmp_path}/ro.rc; }}")
+    shell = (
+        f"mount -t tmpfs -o size=24m none {mount} && {{ {train_cmd} > {tmp_path}/first.log 2>&1; "
+        f"echo $? > {tmp_path}/first.rc; rm -f {mount}/filler; {train_cmd} --resume > {tmp_path}/second.log 2>&1; "
+        f"echo $? > {tmp_path}/second.rc; cp -r {mount}/run {keep}; }} && "
+        f"mount -t tmpfs -o size=1m,ro none {read_only} && {{ {sys.executable} -m grpo_lite train {tiny_model_dir} "
+        f"{' '.join(CLI_RUN)} --output-dir {read_only}/run > {tmp_path}/ro.log 2>&1; echo $? > {tmp_path}/ro.rc; }}"
+    )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     subprocess.run(["unshare", "-Urm", "sh", "-c", shell], env=env, timeout=300, check=True)
     first = (tmp_path / "first.log").read_text()
@@ -288,8 +312,11 @@ def test_full_disk_on_a_real_tmpfs_then_resume(tiny_model_dir, tmp_path):
     assert [r["step"] for r in record["history"]] == [1, 2, 3, 4] and record["status"] == "finished"
     assert [e["event"] for e in record["events"]] == ["failed", "resume"]
     ro = (tmp_path / "ro.log").read_text().strip().splitlines()  # a real read-only folder, too
-    assert (tmp_path / "ro.rc").read_text().strip() == "2" and ro[-1].startswith("error: cannot create the output "
-                                                                              "folder") and "Read-only" in ro[-1], ro[-5:]
+    assert (
+        (tmp_path / "ro.rc").read_text().strip() == "2"
+        and ro[-1].startswith("error: cannot create the output folder")
+        and "Read-only" in ro[-1]
+    ), ro[-5:]
 
 
 @needs_fork
@@ -306,7 +333,11 @@ def test_a_second_run_into_a_live_runs_folder_is_refused(tiny_model_dir, tmp_pat
                 time.sleep(0.05)
 
     def body():
-        return 0 if train(str(tiny_model_dir), output_dir=out, callbacks=[Hold()], **{**RUN, "max_steps": 2}).steps == 2 else 3
+        return (
+            0
+            if train(str(tiny_model_dir), output_dir=out, callbacks=[Hold()], **{**RUN, "max_steps": 2}).steps == 2
+            else 3
+        )
 
     child, output_file = _spawn(body)
     deadline = time.monotonic() + 60

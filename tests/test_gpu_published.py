@@ -30,8 +30,9 @@ CITE = re.compile(r"^[\w.-]+/[\w.-]+(#\d+|@[0-9a-f]{7,40}:\S+)$")
 
 def test_the_docs_table_is_the_stored_results():
     start, end = PAGE.index(gp.DOC_START) + len(gp.DOC_START), PAGE.index(gp.DOC_END)
-    assert PAGE[start:end].strip() == gp.markdown(STORED["rows"]).strip(), \
+    assert PAGE[start:end].strip() == gp.markdown(STORED["rows"]).strip(), (
         "stale: python benchmarks/gpu_published.py --write"
+    )
     assert STORED["summary"] == gp.summary(STORED["rows"])
 
 
@@ -58,7 +59,7 @@ def test_a_row_without_a_field_its_kind_needs_is_caught():
 
 
 def test_every_gap_over_ten_percent_has_its_reason_in_the_page():
-    reasons = PAGE[PAGE.index("Why a row is more than 10% off"):PAGE.index("Found, and not reproduced")]
+    reasons = PAGE[PAGE.index("Why a row is more than 10% off") : PAGE.index("Found, and not reproduced")]
     reasons = " ".join(reasons.split())  # a label may wrap across lines
     for r in STORED["rows"]:
         if abs(r["simulated_error"]) > 0.10:
@@ -115,20 +116,26 @@ def _cce_sources(root: Path, harness: str = "s0 = torch.cuda.memory_stats()['all
     (bench / "__main__.py").write_text(
         "def baseline(e, c, targets, softcap=None, ignore_index=-100, reduction='mean'):\n"
         "    logits = e @ c.T\n"
-        "    return F.cross_entropy(logits.float(), targets, ignore_index=ignore_index, reduction=reduction)\n")
+        "    return F.cross_entropy(logits.float(), targets, ignore_index=ignore_index, reduction=reduction)\n"
+    )
     return root
 
 
 def _tiny_cce(phase: str):
     row = ROWS_BY_LABEL["Cut Cross-Entropy benchmark, baseline loss-fw, 8192 tokens x 256000 (Gemma 2 2B head)"]
-    return gp.Published(**{**row.__dict__, "config": {**row.config, "tokens": 64, "hidden": 32, "vocab": 1000,
-                                                      "softcap": None, "phase": phase}})
+    return gp.Published(
+        **{
+            **row.__dict__,
+            "config": {**row.config, "tokens": 64, "hidden": 32, "vocab": 1000, "softcap": None, "phase": phase},
+        }
+    )
 
 
 def test_the_cut_cross_entropy_harness_measures_over_the_inputs_in_each_window(tmp_path):
     sources = _cce_sources(tmp_path)
-    fw, bw, fw_bw = (sims._simulate_cce_baseline(_tiny_cce(p), sources)["peak_bytes"]
-                     for p in ("loss-fw", "loss-bw", "loss-fw-bw"))
+    fw, bw, fw_bw = (
+        sims._simulate_cce_baseline(_tiny_cce(p), sources)["peak_bytes"] for p in ("loss-fw", "loss-bw", "loss-fw-bw")
+    )
     bf16, fp32 = 64 * 1000 * 2, 64 * 1000 * 4
     # forward: the bf16 logits, their fp32 copy and the saved fp32 log_softmax (the inputs are not counted)
     assert bf16 + 2 * fp32 <= fw < bf16 + 2 * fp32 + 64
@@ -159,7 +166,7 @@ def test_a_missing_published_source_says_how_to_fetch_it(tmp_path):
         sims._simulate_lora_head_ce(row, tmp_path)
 
 
-_STAND_IN_ADAMW = '''
+_STAND_IN_ADAMW = """
 class AdamW(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0, no_deprecation_warning=False):
         super().__init__(params, dict(lr=lr))
@@ -170,13 +177,24 @@ class AdamW(Optimizer):
                 if not self.state[p]:
                     self.state[p]["exp_avg"] = torch.zeros_like(p)
                     self.state[p]["exp_avg_sq"] = torch.zeros_like(p)
-'''
+"""
 
 
 def _tiny_trainer_step(monkeypatch, tmp_path, **changes):
-    monkeypatch.setitem(sims.ARCHS, "tiny-bert", dict(
-        model_type="bert", hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        vocab_size=100, max_position_embeddings=64, type_vocab_size=2))
+    monkeypatch.setitem(
+        sims.ARCHS,
+        "tiny-bert",
+        dict(
+            model_type="bert",
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            vocab_size=100,
+            max_position_embeddings=64,
+            type_vocab_size=2,
+        ),
+    )
     source = tmp_path / "transformers-4.16.0" / "transformers" / "optimization.py"
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_text(_STAND_IN_ADAMW)
@@ -189,8 +207,9 @@ def _tiny_trainer_step(monkeypatch, tmp_path, **changes):
 def test_the_trainer_step_applies_accumulation_checkpointing_and_the_optimizer_state(monkeypatch, tmp_path):
     plain = _tiny_trainer_step(monkeypatch, tmp_path)
     accumulated = _tiny_trainer_step(monkeypatch, tmp_path, batch=1, gradient_accumulation_steps=4)
-    checkpointed = _tiny_trainer_step(monkeypatch, tmp_path, batch=1, gradient_accumulation_steps=4,
-                                      gradient_checkpointing=True)
+    checkpointed = _tiny_trainer_step(
+        monkeypatch, tmp_path, batch=1, gradient_accumulation_steps=4, gradient_checkpointing=True
+    )
     cats = plain["categories"]
     weights = cats["param"] - 4 * 64 * 8 - 4 * 8  # the int64 input ids and labels are held with the weights
     assert cats["optimizer_state"] == 2 * weights  # the stand-in AdamW's two states, from the warm-up step

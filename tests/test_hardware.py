@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from grpo_lite.planning import hardware
 from grpo_lite.errors import ConfigError
+from grpo_lite.planning import hardware
 
 
 @pytest.mark.parametrize("nominal,usable", [(16, 15.73), (24, 23.67), (8, 7.79), (6, 5.80), (80, 79.25)])
@@ -22,17 +22,20 @@ def test_round_trip(nominal: float) -> None:
     assert hardware.usable_to_nominal_gb(hardware.nominal_to_usable_gib(nominal)) == pytest.approx(nominal)
 
 
-@pytest.mark.parametrize("value,match", [
-    (0, "must be > 0"),
-    (-4, "must be > 0"),
-    (float("nan"), "not a finite number"),
-    (float("inf"), "not a finite number"),
-    ("16", "is not a number"),
-    (True, "is not a number"),
-    (None, "is not a number"),
-    (4096, "larger than any single GPU"),
-    (0.1, "no usable memory"),
-])
+@pytest.mark.parametrize(
+    "value,match",
+    [
+        (0, "must be > 0"),
+        (-4, "must be > 0"),
+        (float("nan"), "not a finite number"),
+        (float("inf"), "not a finite number"),
+        ("16", "is not a number"),
+        (True, "is not a number"),
+        (None, "is not a number"),
+        (4096, "larger than any single GPU"),
+        (0.1, "no usable memory"),
+    ],
+)
 def test_invalid_budgets(value: object, match: str) -> None:
     with pytest.raises(ConfigError, match=match) as info:
         hardware.validate_budget_gb(value)
@@ -69,8 +72,9 @@ def _fake_torch(total_bytes: int, free_bytes: int, available: bool = True) -> ty
     cuda = types.SimpleNamespace(
         is_available=lambda: available,
         current_device=lambda: 0,
-        get_device_properties=lambda i: types.SimpleNamespace(name="NVIDIA GeForce RTX 3080 Laptop GPU",
-                                                              total_memory=total_bytes),
+        get_device_properties=lambda i: types.SimpleNamespace(
+            name="NVIDIA GeForce RTX 3080 Laptop GPU", total_memory=total_bytes
+        ),
         mem_get_info=lambda i: (free_bytes, total_bytes),
     )
     module = types.ModuleType("torch")

@@ -8,10 +8,10 @@ import random
 import types
 
 import pytest
+from tiny_run import TINY_RUN
 
 from grpo_lite.training.report import health
 from grpo_lite.training.report.health import HealthMonitor, LearningStalledWarning
-from tiny_run import TINY_RUN
 
 
 def _reward(name: str, value: float):
@@ -22,11 +22,16 @@ def _reward(name: str, value: float):
 REWARDS = [_reward("soft_format_reward", 0.5), _reward("correctness_reward", 2.0)]
 
 
-def _row(step: int, *, fmt: float, correct: float, clipped: float = 0.05, zero: float = 0.25,
-         reward: float | None = None) -> dict:
-    return {"completions/clipped_ratio": clipped, "frac_reward_zero_std": zero,
-            "rewards/soft_format_reward/mean": 0.5 * fmt, "rewards/correctness_reward/mean": 2.0 * correct,
-            "reward": 0.5 * fmt + 2.0 * correct if reward is None else reward}
+def _row(
+    step: int, *, fmt: float, correct: float, clipped: float = 0.05, zero: float = 0.25, reward: float | None = None
+) -> dict:
+    return {
+        "completions/clipped_ratio": clipped,
+        "frac_reward_zero_std": zero,
+        "rewards/soft_format_reward/mean": 0.5 * fmt,
+        "rewards/correctness_reward/mean": 2.0 * correct,
+        "reward": 0.5 * fmt + 2.0 * correct if reward is None else reward,
+    }
 
 
 def _stream(rows) -> list:
@@ -39,20 +44,41 @@ def _stream(rows) -> list:
 
 def test_a_run_that_learns_raises_no_finding():
     noise = random.Random(0)
-    rows = [_row(s, fmt=min(1.0, 0.5 + 0.012 * s + noise.uniform(-0.05, 0.05)),
-                 correct=max(0.0, 0.1 + 0.008 * s + noise.uniform(-0.05, 0.05)),
-                 clipped=noise.uniform(0.0, 0.3), zero=noise.uniform(0.1, 0.6)) for s in range(60)]
+    rows = [
+        _row(
+            s,
+            fmt=min(1.0, 0.5 + 0.012 * s + noise.uniform(-0.05, 0.05)),
+            correct=max(0.0, 0.1 + 0.008 * s + noise.uniform(-0.05, 0.05)),
+            clipped=noise.uniform(0.0, 0.3),
+            zero=noise.uniform(0.1, 0.6),
+        )
+        for s in range(60)
+    ]
     assert _stream(rows) == []
 
 
-@pytest.mark.parametrize(("kind", "rows", "words"), [
-    ("length_cut", [_row(s, fmt=0.5, correct=0.2, clipped=0.97) for s in range(8)], "97% of completions were cut at "
-     "max_completion_length=64"),
-    ("zero_spread", [_row(s, fmt=0.0, correct=0.0, zero=1.0, reward=0.0) for s in range(8)], "too hard"),
-    ("format_only", [_row(s, fmt=0.3 + 0.03 * s, correct=0.02) for s in range(20)], "learns the format, not the answers"),
-    ("correctness_falling", [_row(s, fmt=0.9, correct=0.4 - 0.02 * s) for s in range(20)], "correct share fell"),
-    ("reward_flat", [_row(s, fmt=0.5, correct=0.0, reward=0.25) for s in range(20)], "has been 0.25 for the last 20"),
-])
+@pytest.mark.parametrize(
+    ("kind", "rows", "words"),
+    [
+        (
+            "length_cut",
+            [_row(s, fmt=0.5, correct=0.2, clipped=0.97) for s in range(8)],
+            "97% of completions were cut at max_completion_length=64",
+        ),
+        ("zero_spread", [_row(s, fmt=0.0, correct=0.0, zero=1.0, reward=0.0) for s in range(8)], "too hard"),
+        (
+            "format_only",
+            [_row(s, fmt=0.3 + 0.03 * s, correct=0.02) for s in range(20)],
+            "learns the format, not the answers",
+        ),
+        ("correctness_falling", [_row(s, fmt=0.9, correct=0.4 - 0.02 * s) for s in range(20)], "correct share fell"),
+        (
+            "reward_flat",
+            [_row(s, fmt=0.5, correct=0.0, reward=0.25) for s in range(20)],
+            "has been 0.25 for the last 20",
+        ),
+    ],
+)
 def test_each_finding_is_seen_once_with_its_cause(kind, rows, words):
     found = _stream(rows + rows[-1:] * 3)  # more of the same reports nothing new
     assert [f.kind for f in found if f.kind == kind] == [kind]
@@ -78,9 +104,9 @@ def test_on_stall_is_checked():
 # ---- remedies: the planner's numbers, as flags that plan as written ----------------------------------------
 def test_the_length_remedy_is_the_longest_that_fits_and_plans_as_written():
     from grpo_lite import plan
+    from grpo_lite.cli.options import parse_set
     from grpo_lite.errors import DoesNotFitError
     from grpo_lite.training.report.advice import LENGTH_STEP, Advisor
-    from grpo_lite.cli.options import parse_set
 
     kwargs = {"budget_gb": 8, "max_prompt_length": 256}
     current = plan("Qwen2.5-1.5B-Instruct", **kwargs)
@@ -88,7 +114,10 @@ def test_the_length_remedy_is_the_longest_that_fits_and_plans_as_written():
     flags = remedy.split(": ", 1)[1].split(" (Python")[0].split()
     fixed = parse_set([f for f in flags if f != "--set"])
     assert fixed["max_completion_length"] > current.settings["max_completion_length"], remedy
-    assert plan("Qwen2.5-1.5B-Instruct", **kwargs, **fixed).settings["max_completion_length"] == fixed["max_completion_length"]
+    assert (
+        plan("Qwen2.5-1.5B-Instruct", **kwargs, **fixed).settings["max_completion_length"]
+        == fixed["max_completion_length"]
+    )
     longer = {**fixed, "max_completion_length": fixed["max_completion_length"] + LENGTH_STEP}
     with pytest.raises(DoesNotFitError):  # the longest: one step more does not fit this rung
         plan("Qwen2.5-1.5B-Instruct", **kwargs, **longer, preset=current.preset.name)
@@ -142,20 +171,30 @@ def _constant(completions, **_):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("kinds", "settings"), [
-    (("length_cut", "zero_spread"), {"max_completion_length": 4, "stop_strings": (), "rewards": [_constant],
-                                     "max_steps": 3}),
-    (("format_only",), {"rewards": "rising", "max_steps": 6}),
-], ids=["cut-and-spread", "format-only"])
-def test_train_says_each_finding_in_a_line_and_in_run_json(tiny_model_dir, tmp_path, capsys, short_windows,
-                                                            kinds, settings):
+@pytest.mark.parametrize(
+    ("kinds", "settings"),
+    [
+        (
+            ("length_cut", "zero_spread"),
+            {"max_completion_length": 4, "stop_strings": (), "rewards": [_constant], "max_steps": 3},
+        ),
+        (("format_only",), {"rewards": "rising", "max_steps": 6}),
+    ],
+    ids=["cut-and-spread", "format-only"],
+)
+def test_train_says_each_finding_in_a_line_and_in_run_json(
+    tiny_model_dir, tmp_path, capsys, short_windows, kinds, settings
+):
     from grpo_lite import train
 
     settings = dict(settings)
     if settings.get("rewards") == "rising":
         settings["rewards"] = [_RisingFormat(), _never_right]
-    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", **{**TINY_RUN, "quiet": False,
-                                                                          "save_strategy": "no", **settings})
+    result = train(
+        str(tiny_model_dir),
+        output_dir=tmp_path / "run",
+        **{**TINY_RUN, "quiet": False, "save_strategy": "no", **settings},
+    )
     out = " ".join(capsys.readouterr().out.split())
     events = [e for e in json.loads((tmp_path / "run" / "run.json").read_text())["events"] if e["event"] == "health"]
     for kind in kinds:
@@ -174,9 +213,17 @@ def test_a_tiny_run_whose_completions_end_raises_no_finding(tiny_model_dir, tmp_
     so completions end before the limit and the length reward varies within each group."""
     from grpo_lite import train
 
-    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", **{
-        **TINY_RUN, "max_steps": health.WINDOW_STEPS + 2, "save_strategy": "no", "stop_strings": (),
-        "generation_kwargs": {"exponential_decay_length_penalty": (3, 1.6)}})
+    result = train(
+        str(tiny_model_dir),
+        output_dir=tmp_path / "run",
+        **{
+            **TINY_RUN,
+            "max_steps": health.WINDOW_STEPS + 2,
+            "save_strategy": "no",
+            "stop_strings": (),
+            "generation_kwargs": {"exponential_decay_length_penalty": (3, 1.6)},
+        },
+    )
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert [e for e in record["events"] if e["event"] == "health"] == [] and record["health"]["findings"] == []
     cut = [r["completions/clipped_ratio"] for r in result.history]
@@ -190,8 +237,12 @@ def test_adapt_raises_the_completion_length_at_a_checkpoint(tiny_model_dir, tmp_
     from grpo_lite import train
 
     monkeypatch.setattr(health, "WINDOW_STEPS", 2)
-    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", on_stall="adapt", **{
-        **TINY_RUN, "quiet": False, "max_completion_length": 4, "stop_strings": (), "max_steps": 4, "save_steps": 2})
+    result = train(
+        str(tiny_model_dir),
+        output_dir=tmp_path / "run",
+        on_stall="adapt",
+        **{**TINY_RUN, "quiet": False, "max_completion_length": 4, "stop_strings": (), "max_steps": 4, "save_steps": 2},
+    )
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     adapted = [e for e in record["events"] if e["event"] == "adapted"]
     assert len(adapted) == 1 and adapted[0]["step"] == 2, record["events"]
@@ -207,11 +258,17 @@ def test_adapt_is_declined_where_it_cannot_happen():
     from grpo_lite.training.report.advice import Advisor
 
     said = []
-    advisor = Advisor(plan("Qwen2.5-0.5B-Instruct", budget_gb=8), {"budget_gb": 8},
-                      on_adapt=lambda step, new_plan, event: said.append((new_plan, event)))
-    advisor.trainer = types.SimpleNamespace(use_vllm=False, use_transformers_continuous_batching=False,
-                                            accelerator=types.SimpleNamespace(num_processes=1),
-                                            args=types.SimpleNamespace(save_strategy="no"))
+    advisor = Advisor(
+        plan("Qwen2.5-0.5B-Instruct", budget_gb=8),
+        {"budget_gb": 8},
+        on_adapt=lambda step, new_plan, event: said.append((new_plan, event)),
+    )
+    advisor.trainer = types.SimpleNamespace(
+        use_vllm=False,
+        use_transformers_continuous_batching=False,
+        accelerator=types.SimpleNamespace(num_processes=1),
+        args=types.SimpleNamespace(save_strategy="no"),
+    )
     monitor = HealthMonitor(REWARDS, report=lambda f: None, advisor=advisor, on_stall="adapt")
     for step in range(health.WINDOW_STEPS):
         monitor.observe(_row(step, fmt=0.5, correct=0.1, clipped=1.0), step)
@@ -228,7 +285,9 @@ def test_the_cli_flag_reaches_train(monkeypatch):
 
     def fake_train(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - records what the command passed
         seen.update(kwargs)
-        return types.SimpleNamespace(interrupted=False, already_finished=False, steps=1, wall_seconds=1.0, model_dir="m")
+        return types.SimpleNamespace(
+            interrupted=False, already_finished=False, steps=1, wall_seconds=1.0, model_dir="m"
+        )
 
     monkeypatch.setattr("grpo_lite.training.trainer.train", fake_train)
     parser = argparse.ArgumentParser()

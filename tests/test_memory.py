@@ -6,16 +6,32 @@ import math
 
 import pytest
 
-from grpo_lite.memory.architectures import Architecture, find_architecture
 from grpo_lite.errors import ConfigError
+from grpo_lite.memory.architectures import Architecture, find_architecture
 from grpo_lite.memory.estimate import COMPONENTS, GIB, MemoryEstimate, estimate
 from grpo_lite.memory.settings import StepSettings
 
-TOY = Architecture(name="toy", hub_ids=("toy",), family="llama", layers=2, hidden=64, heads=4, kv_heads=2,
-                   head_dim=16, intermediate=128, vocab=1000, tied=True)
+TOY = Architecture(
+    name="toy",
+    hub_ids=("toy",),
+    family="llama",
+    layers=2,
+    hidden=64,
+    heads=4,
+    kv_heads=2,
+    head_dim=16,
+    intermediate=128,
+    vocab=1000,
+    tied=True,
+)
 TOY_PARAMS = 2 * (64 * 64 * 2 + 2 * 32 * 64 + 3 * 128 * 64 + 2 * 64) + 1000 * 64 + 64
-SMALL = dict(per_device_train_batch_size=2, gradient_accumulation_steps=2, num_generations=4,
-             max_prompt_length=8, max_completion_length=16)
+SMALL = dict(
+    per_device_train_batch_size=2,
+    gradient_accumulation_steps=2,
+    num_generations=4,
+    max_prompt_length=8,
+    max_completion_length=16,
+)
 
 
 def phase(est: MemoryEstimate, name: str) -> dict[str, float]:
@@ -58,14 +74,17 @@ def test_every_component_by_hand_full_adamw() -> None:
     assert gen["gradients"] == 0
 
 
-@pytest.mark.parametrize("method,optim,ckpt", [
-    ("full", "adamw_torch_fused", False),
-    ("full", "adamw_8bit", True),
-    ("galore", "galore_adamw_8bit_layerwise", True),
-    ("galore", "galore_adamw", False),
-    ("lora", "adamw_torch_fused", True),
-    ("qlora", "paged_adamw_8bit", True),
-])
+@pytest.mark.parametrize(
+    "method,optim,ckpt",
+    [
+        ("full", "adamw_torch_fused", False),
+        ("full", "adamw_8bit", True),
+        ("galore", "galore_adamw_8bit_layerwise", True),
+        ("galore", "galore_adamw", False),
+        ("lora", "adamw_torch_fused", True),
+        ("qlora", "paged_adamw_8bit", True),
+    ],
+)
 @pytest.mark.parametrize("model", ["Llama-3.2-1B", "Qwen2.5-7B", "SmolLM2-135M"])
 def test_components_sum_to_total_and_peak_is_largest_phase(model: str, method: str, optim: str, ckpt: bool) -> None:
     batch = dict(per_device_train_batch_size=8, gradient_accumulation_steps=1) if "layerwise" in optim else {}
@@ -108,18 +127,27 @@ EMBEDDING_1B = 128256 * 2048
 BNB_1B = (2.03125 * (1_235_814_400 - EMBEDDING_1B) + 8 * EMBEDDING_1B) / 1_235_814_400
 
 
-@pytest.mark.parametrize("optim,rounding,bytes_per_param", [
-    ("adamw_torch_fused", "nearest", 4.0), ("adamw_torch", "nearest", 4.0),
-    ("adamw_torch_fused", "stochastic", 8.0),  # the step runs on an fp32 copy: states are created in fp32
-    ("paged_adamw_32bit", "stochastic", 8.0), ("adamw_8bit", "stochastic", BNB_1B), ("adamw_8bit", "nearest", BNB_1B)])
+@pytest.mark.parametrize(
+    "optim,rounding,bytes_per_param",
+    [
+        ("adamw_torch_fused", "nearest", 4.0),
+        ("adamw_torch", "nearest", 4.0),
+        ("adamw_torch_fused", "stochastic", 8.0),  # the step runs on an fp32 copy: states are created in fp32
+        ("paged_adamw_32bit", "stochastic", 8.0),
+        ("adamw_8bit", "stochastic", BNB_1B),
+        ("adamw_8bit", "nearest", BNB_1B),
+    ],
+)
 def test_optimizer_state_per_param(optim: str, rounding: str, bytes_per_param: float) -> None:
     arch = find_architecture("Llama-3.2-1B")
     est = estimate(arch, optim=optim, update_rounding=rounding, **SMALL)  # type: ignore[arg-type]
     assert phase(est, "generation")["optimizer_state"] / arch.n_params == pytest.approx(bytes_per_param, rel=0.01)
 
 
-@pytest.mark.parametrize("method, optim", [("full", "adamw_torch"), ("full", "adamw_8bit"),
-                                           ("lora", "paged_adamw_8bit"), ("galore", "galore_adamw_8bit")])
+@pytest.mark.parametrize(
+    "method, optim",
+    [("full", "adamw_torch"), ("full", "adamw_8bit"), ("lora", "paged_adamw_8bit"), ("galore", "galore_adamw_8bit")],
+)
 def test_the_update_monitors_shadow_state_is_fp32_whatever_the_runs(method: str, optim: str) -> None:
     from grpo_lite.memory.terms import monitor_state
 
@@ -152,8 +180,10 @@ def test_galore_state_is_far_below_adamw() -> None:
     assert phase(galore, "backward_layers")["gradients"] in (18944 * 3584 * 2, 152064 * 3584 * 2)
 
 
-@pytest.mark.parametrize("method,beta,has_reference", [
-    ("full", 0.0, False), ("full", 0.04, True), ("lora", 0.04, False), ("qlora", 0.04, False)])
+@pytest.mark.parametrize(
+    "method,beta,has_reference",
+    [("full", 0.0, False), ("full", 0.04, True), ("lora", 0.04, False), ("qlora", 0.04, False)],
+)
 def test_reference_model_only_with_beta_and_no_peft(method: str, beta: float, has_reference: bool) -> None:
     optim = "paged_adamw_8bit" if method == "qlora" else "adamw_torch_fused"
     est = estimate(TOY, method=method, optim=optim, beta=beta, **SMALL)
@@ -214,22 +244,27 @@ def test_cpu_has_no_context_or_reserve_and_fp32() -> None:
     assert phase(est, "generation")["process_baseline"] >= 0.5 * GIB  # the process, not only its tensors
 
 
-@pytest.mark.parametrize("settings,match", [
-    ({"per_device_batch_size": 4}, "unknown memory setting"),
-    ({"method": "dora"}, "method='dora' is not valid; choose one of full, galore, lora, qlora"),
-    ({"sharding": "zero9"}, "choose one of none, ddp, zero2, zero3, fsdp"),
-    ({"optim": "sgd"}, "not modelled"),
-    ({"per_device_train_batch_size": 3, "gradient_accumulation_steps": 1, "num_generations": 8},
-     r"per_device_train_batch_size \(3\) x num_processes \(1\) x steps_per_generation \(1\) = 3"),
-    ({"num_generations": 1}, "at least 2"),
-    ({"method": "galore", "optim": "galore_adamw_layerwise", "gradient_accumulation_steps": 2}, "accumulation"),
-    ({"method": "galore", "optim": "adamw_torch"}, "does not match method"),
-    ({"device": "cpu", "method": "galore", "optim": "galore_adamw_8bit"}, "GPU-only"),
-    ({"method": "full", "quantization": "nf4"}, "cannot be quantized"),
-    ({"num_processes": 2, "sharding": "none"}, "one process"),
-    ({"use_vllm": True}, "budget_gib"),
-    ({"steps_per_generation": 2, "generation_batch_size": 8}, "not both"),
-])
+@pytest.mark.parametrize(
+    "settings,match",
+    [
+        ({"per_device_batch_size": 4}, "unknown memory setting"),
+        ({"method": "dora"}, "method='dora' is not valid; choose one of full, galore, lora, qlora"),
+        ({"sharding": "zero9"}, "choose one of none, ddp, zero2, zero3, fsdp"),
+        ({"optim": "sgd"}, "not modelled"),
+        (
+            {"per_device_train_batch_size": 3, "gradient_accumulation_steps": 1, "num_generations": 8},
+            r"per_device_train_batch_size \(3\) x num_processes \(1\) x steps_per_generation \(1\) = 3",
+        ),
+        ({"num_generations": 1}, "at least 2"),
+        ({"method": "galore", "optim": "galore_adamw_layerwise", "gradient_accumulation_steps": 2}, "accumulation"),
+        ({"method": "galore", "optim": "adamw_torch"}, "does not match method"),
+        ({"device": "cpu", "method": "galore", "optim": "galore_adamw_8bit"}, "GPU-only"),
+        ({"method": "full", "quantization": "nf4"}, "cannot be quantized"),
+        ({"num_processes": 2, "sharding": "none"}, "one process"),
+        ({"use_vllm": True}, "budget_gib"),
+        ({"steps_per_generation": 2, "generation_batch_size": 8}, "not both"),
+    ],
+)
 def test_invalid_settings_raise_config_error(settings: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         StepSettings.resolve(**settings)
@@ -246,8 +281,9 @@ def test_defaults_resolve_by_device() -> None:
 def test_generation_batch_follows_trl_rules() -> None:
     s = StepSettings.resolve(per_device_train_batch_size=2, gradient_accumulation_steps=4, num_generations=8)
     assert (s.spg, s.generation_batch_per_device, s.needs_scoring) == (4, 8, False)
-    s = StepSettings.resolve(per_device_train_batch_size=2, gradient_accumulation_steps=2, steps_per_generation=4,
-                             num_generations=4)
+    s = StepSettings.resolve(
+        per_device_train_batch_size=2, gradient_accumulation_steps=2, steps_per_generation=4, num_generations=4
+    )
     assert (s.spg, s.generation_batch_per_device, s.needs_scoring) == (4, 8, True)  # misaligned: old log-probs
     s = StepSettings.resolve(per_device_train_batch_size=2, generation_batch_size=16, num_generations=8)
     assert s.spg == 8
@@ -261,23 +297,43 @@ def test_estimate_accepts_a_model_name() -> None:
 def test_gradients_alive_while_sampling_mid_accumulation(accum: int, spg: int | None, alive: bool) -> None:
     """TRL generates every spg micro-steps; gradients are None after every optimizer step (every accum
     micro-steps): a generation sees gradients only when spg is not a multiple of accum."""
-    est = estimate(TOY, per_device_train_batch_size=4, gradient_accumulation_steps=accum, steps_per_generation=spg,
-                   num_generations=4, max_prompt_length=8, max_completion_length=16)
+    est = estimate(
+        TOY,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=accum,
+        steps_per_generation=spg,
+        num_generations=4,
+        max_prompt_length=8,
+        max_completion_length=16,
+    )
     assert (phase(est, "generation").get("gradients", 0.0) > 0) == alive
 
 
 @pytest.mark.parametrize("accum,alive", [(1, False), (2, True)])
 def test_gradients_at_the_head_only_after_the_first_micro_batch(accum: int, alive: bool) -> None:
     """Measured: with one micro-batch per step no gradient exists when backward starts (set to None)."""
-    est = estimate(TOY, per_device_train_batch_size=4, gradient_accumulation_steps=accum, num_generations=4,
-                   max_prompt_length=8, max_completion_length=16)
+    est = estimate(
+        TOY,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=accum,
+        num_generations=4,
+        max_prompt_length=8,
+        max_completion_length=16,
+    )
     assert (phase(est, "backward_head")["gradients"] > 0) == alive
     assert phase(est, "optimizer_step")["gradients"] == TOY_PARAMS * 2
 
 
 def test_shared_prefix_counts_packed_rows_and_completion_tokens_only() -> None:
-    base = dict(per_device_train_batch_size=8, gradient_accumulation_steps=1, num_generations=4,
-                max_prompt_length=100, max_completion_length=50, device="cpu", optim="adamw_torch")
+    base = dict(
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=1,
+        num_generations=4,
+        max_prompt_length=100,
+        max_completion_length=50,
+        device="cpu",
+        optim="adamw_torch",
+    )
     plain = estimate(TOY, shared_prefix=False, **base)
     shared = estimate(TOY, shared_prefix=True, **base)
     from grpo_lite.memory import tokens as K
@@ -296,8 +352,14 @@ def test_shared_prefix_counts_packed_rows_and_completion_tokens_only() -> None:
 def test_shared_prefix_worst_case_when_groups_are_split() -> None:
     from grpo_lite.memory import tokens as K
 
-    s = StepSettings.resolve(per_device_train_batch_size=4, gradient_accumulation_steps=2, num_generations=4,
-                             max_prompt_length=10, max_completion_length=5, shared_prefix=True)
+    s = StepSettings.resolve(
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        num_generations=4,
+        max_prompt_length=10,
+        max_completion_length=5,
+        shared_prefix=True,
+    )
     assert K.packing(s) == K.Packing(rows=4, groups=2, seq=10 + 3 * 5)  # shuffled: 2 prompts, up to 3 rows each
 
 
@@ -305,10 +367,12 @@ def test_batch_shapes_prefer_whole_groups_with_a_shared_prefix() -> None:
     from grpo_lite.planning.candidates import batch_shapes
 
     fixed = {"generation_batch_size": 16}
-    plain = [s["per_device_train_batch_size"] for s in batch_shapes(8, num_processes=1, fixed=fixed,
-                                                                      shared_prefix=False)]
-    shared = [s["per_device_train_batch_size"] for s in batch_shapes(8, num_processes=1, fixed=fixed,
-                                                                       shared_prefix=True)]
+    plain = [
+        s["per_device_train_batch_size"] for s in batch_shapes(8, num_processes=1, fixed=fixed, shared_prefix=False)
+    ]
+    shared = [
+        s["per_device_train_batch_size"] for s in batch_shapes(8, num_processes=1, fixed=fixed, shared_prefix=True)
+    ]
     assert plain == [8, 4, 2, 1] and shared[:2] == [16, 8]
 
 
@@ -320,7 +384,9 @@ def test_plan_takes_shared_prefix_but_does_not_pass_it_to_grpoconfig() -> None:
     assert p.fixed == {"shared_prefix": True}
     off = plan("SmolLM2-135M-Instruct", device="cpu", shared_prefix=False)
     assert p.estimate.total_bytes < off.estimate.total_bytes
-    default = plan("SmolLM2-135M-Instruct", device="cpu")  # on by default, as train() runs: the plan shown is the one trained
+    default = plan(
+        "SmolLM2-135M-Instruct", device="cpu"
+    )  # on by default, as train() runs: the plan shown is the one trained
     assert default.fixed == {} and default.estimate.total_bytes == p.estimate.total_bytes
 
 
@@ -340,8 +406,15 @@ def test_cpu_budget_picks_settings_that_fit_in_ram() -> None:
 
 def test_vllm_sleep_mode_frees_the_share_outside_generation() -> None:
     """TRL 1.16 sleeps a colocated engine at level 2 after each generation: weights and KV cache freed."""
-    common = dict(device="cuda", budget_gib=23.67, method="lora", use_vllm=True, vllm_gpu_memory_utilization=0.3,
-                  per_device_train_batch_size=8, num_generations=8)
+    common = dict(
+        device="cuda",
+        budget_gib=23.67,
+        method="lora",
+        use_vllm=True,
+        vllm_gpu_memory_utilization=0.3,
+        per_device_train_batch_size=8,
+        num_generations=8,
+    )
     awake = estimate("Llama-3.2-1B", **common)
     asleep = estimate("Llama-3.2-1B", vllm_enable_sleep_mode=True, **common)
     share = 0.3 * 23.67 * GIB
@@ -355,8 +428,9 @@ def test_vllm_sleep_mode_frees_the_share_outside_generation() -> None:
     assert asleep.phase_gib()["backward_head"] < awake.phase_gib()["backward_head"] - 5
 
 
-@pytest.mark.parametrize("name, windows", [("gemma-3-1b", ((512, 22),)), ("Mistral-7B-v0.1", ((4096, 32),)),
-                                           ("Qwen3-0.6B", ())])
+@pytest.mark.parametrize(
+    "name, windows", [("gemma-3-1b", ((512, 22),)), ("Mistral-7B-v0.1", ((4096, 32),)), ("Qwen3-0.6B", ())]
+)
 def test_sliding_window_layers_cache_only_their_window(name: str, windows: tuple) -> None:
     """The KV cache at the last decoding step is what transformers' own DynamicCache holds for the config."""
     import torch
@@ -368,8 +442,14 @@ def test_sliding_window_layers_cache_only_their_window(name: str, windows: tuple
     arch = find_architecture(name)
     assert arch is not None and kv_windows(arch) == windows
     prompt = 4600  # past every window: a sliding layer keeps its last window only
-    s = StepSettings.resolve(device="cuda", method="lora", num_generations=2, per_device_train_batch_size=2,
-                             max_prompt_length=prompt, max_completion_length=1)
+    s = StepSettings.resolve(
+        device="cuda",
+        method="lora",
+        num_generations=2,
+        per_device_train_batch_size=2,
+        max_prompt_length=prompt,
+        max_completion_length=1,
+    )
     config = transformers_config(arch)
     cache = DynamicCache(config=config)
     batch, meta = s.generation_batch_per_device, torch.device("meta")

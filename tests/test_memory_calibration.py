@@ -33,8 +33,10 @@ def test_the_rows_cover_the_settings_the_issue_names() -> None:
     assert {s["method"] for s in settings} == {"full", "lora"}
     assert {s["dtype"] for s in settings} == {"float32", "bfloat16"}
     assert {s["num_generations"] for s in settings} >= {4, 8, 16}
-    assert min(s["max_completion_length"] for s in settings) <= 32 and max(s["max_completion_length"]
-                                                                             for s in settings) >= 128
+    assert (
+        min(s["max_completion_length"] for s in settings) <= 32
+        and max(s["max_completion_length"] for s in settings) >= 128
+    )
     assert all(s["device"] == "cpu" for s in settings)
 
 

@@ -32,8 +32,16 @@ def measured(tiny_model_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
     try:
         for method, dtype in CASES:
             torch.manual_seed(0)
-            the_plan = plan(str(tiny_model_dir), device="cpu", method=method, dtype=dtype, max_prompt_length=12,
-                            num_generations=4, per_device_train_batch_size=8, max_completion_length=16)
+            the_plan = plan(
+                str(tiny_model_dir),
+                device="cpu",
+                method=method,
+                dtype=dtype,
+                max_prompt_length=12,
+                num_generations=4,
+                per_device_train_batch_size=8,
+                max_completion_length=16,
+            )
             rows[(method, dtype)] = measure_plan(the_plan)
     finally:
         torch.set_num_threads(before)
@@ -111,8 +119,15 @@ def test_tracker_categories_on_a_toy_step() -> None:
     params = 4 * (100 * 100 + 100)
     assert tracker.by_category["param"] == params == tracker.by_category["gradient"]
     assert tracker.by_category["optimizer_state"] >= 2 * params
-    assert [phase for _, phase in clock.segments] == ["other", "forward", "other", "backward_layers", "other",
-                                                      "optimizer_step", "other"]
+    assert [phase for _, phase in clock.segments] == [
+        "other",
+        "forward",
+        "other",
+        "backward_layers",
+        "other",
+        "optimizer_step",
+        "other",
+    ]
     assert max(s.peak_bytes for s in tracker.segments()) >= 4 * params
 
 

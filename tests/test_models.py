@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture, known_names
 from grpo_lite.errors import ModelError
+from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture, known_names
 from grpo_lite.memory.models import architecture_from_config, resolve_model, smollm2_gguf_path
 
 # Published parameter counts (model cards / safetensors index), tied weights counted once.
@@ -55,9 +55,15 @@ def _config_for(arch: Architecture):  # noqa: ANN202 - a transformers config
         values = arch.config_values
         return AutoConfig.for_model(values.pop("model_type"), **values)
 
-    common = dict(hidden_size=arch.hidden, intermediate_size=arch.intermediate, num_hidden_layers=arch.layers,
-                  num_attention_heads=arch.heads, num_key_value_heads=arch.kv_heads, vocab_size=arch.vocab,
-                  tie_word_embeddings=arch.tied)
+    common = dict(
+        hidden_size=arch.hidden,
+        intermediate_size=arch.intermediate,
+        num_hidden_layers=arch.layers,
+        num_attention_heads=arch.heads,
+        num_key_value_heads=arch.kv_heads,
+        vocab_size=arch.vocab,
+        tie_word_embeddings=arch.tied,
+    )
     if arch.family == "qwen2":
         return Qwen2Config(**common)
     return LlamaConfig(head_dim=arch.head_dim, **common)
@@ -160,8 +166,16 @@ def test_folder_without_config_is_a_model_error(tmp_path: Path) -> None:
 
 
 def test_local_folder_counts_on_meta_device(tmp_path: Path) -> None:
-    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512, "tie_word_embeddings": True}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 512,
+        "tie_word_embeddings": True,
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
     spec = resolve_model(tmp_path)
     assert spec.kind == "local" and spec.model_id == str(tmp_path)
@@ -172,8 +186,15 @@ def test_local_folder_counts_on_meta_device(tmp_path: Path) -> None:
 
 
 def test_untied_local_config_counts_lm_head(tmp_path: Path) -> None:
-    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-              "num_attention_heads": 4, "vocab_size": 100, "tie_word_embeddings": False}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "vocab_size": 100,
+        "tie_word_embeddings": False,
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
     arch = resolve_model(tmp_path).arch
     assert arch.n_params == arch.formula_params() and arch.lm_head_params == 100 * 64
@@ -205,8 +226,15 @@ def test_resolving_a_known_name_does_not_import_torch() -> None:
     import subprocess
     import sys
 
-    code = ("import sys; from grpo_lite.memory.models import resolve_model; resolve_model('Llama-3.2-1B'); "
-            "print('torch' in sys.modules, 'transformers' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    code = (
+        "import sys; from grpo_lite.memory.models import resolve_model; resolve_model('Llama-3.2-1B'); "
+        "print('torch' in sys.modules, 'transformers' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert out.stdout.split() == ["False", "False"]

@@ -50,13 +50,25 @@ def _resumed(base, grads, make, monitor: UpdateMonitor, steps_before: int = 3) -
 
 
 def _make(optim: str, optim_args: str | None = None):  # noqa: ANN202
-    return lambda m: planned_optimizer(m, optim, learning_rate=LR, update_rounding="nearest", optim_args=optim_args,
-                                       target_modules=TARGETS if optim.startswith("galore") else None)
+    return lambda m: planned_optimizer(
+        m,
+        optim,
+        learning_rate=LR,
+        update_rounding="nearest",
+        optim_args=optim_args,
+        target_modules=TARGETS if optim.startswith("galore") else None,
+    )
 
 
-@pytest.mark.parametrize("optim, args", [("adamw_torch", None), ("adamw_8bit", None),
-                                         ("galore_adamw", "rank=8,update_proj_gap=2"),
-                                         ("galore_adamw_layerwise", "rank=8,update_proj_gap=3")])  # step 4 refreshes
+@pytest.mark.parametrize(
+    "optim, args",
+    [
+        ("adamw_torch", None),
+        ("adamw_8bit", None),
+        ("galore_adamw", "rank=8,update_proj_gap=2"),
+        ("galore_adamw_layerwise", "rank=8,update_proj_gap=3"),
+    ],
+)  # step 4 refreshes
 def test_a_monitor_set_up_over_a_stepped_optimizer_replays_its_step(optim, args, base, grads) -> None:  # noqa: ANN001
     # fp32 weights: every intended update lands, so the share is 1 when the replay is the live step
     monitor = UpdateMonitor()
@@ -133,8 +145,9 @@ def test_an_fp32_lora_run_realizes_its_update_right_after_a_resume(tiny_model_di
 
 
 def test_a_bf16_8bit_run_realizes_its_update_right_after_a_resume(tiny_model_dir: Path, tmp_path: Path) -> None:
-    row, lost = _first_window_after_a_resume(tiny_model_dir, tmp_path / "run", preset="full-8bit", dtype="bfloat16",
-                                             learning_rate=1e-4)  # steps near a bf16 spacing: little rounding noise
+    row, lost = _first_window_after_a_resume(
+        tiny_model_dir, tmp_path / "run", preset="full-8bit", dtype="bfloat16", learning_rate=1e-4
+    )  # steps near a bf16 spacing: little rounding noise
     assert row["plan"].precision == {"weights": "bfloat16", "update": "stochastic rounding"}
     assert row["plan"].settings["optim"] == "adamw_8bit"
     assert row["update/realized"] >= 0.9 and not lost, (row["update/realized"], row["update/realized_stderr"], lost)

@@ -42,11 +42,13 @@ Site = tuple[str, str]  # (file relative to the root, enclosing function or clas
 
 def _walk(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """Every node with the name of the function or class it sits in ("" at module level)."""
+
     def visit(node: ast.AST, scope: str) -> Iterator[tuple[ast.AST, str]]:
         for child in ast.iter_child_nodes(node):
             inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else scope
             yield child, inner
             yield from visit(child, inner)
+
     yield from visit(tree, "")
 
 
@@ -56,8 +58,9 @@ def _constants(node: ast.AST) -> set[str]:
 
 def _mentions_cuda(node: ast.AST) -> bool:
     """A device test: the string "cuda" or torch.cuda.is_available()."""
-    return "cuda" in _constants(node) or any(isinstance(n, ast.Attribute) and n.attr == "is_available"
-                                              for n in ast.walk(node))
+    return "cuda" in _constants(node) or any(
+        isinstance(n, ast.Attribute) and n.attr == "is_available" for n in ast.walk(node)
+    )
 
 
 def dtype_choices(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
@@ -93,16 +96,25 @@ def rounding_defaults(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """A rounding mode chosen or defaulted: in a conditional or an ``or`` fallback, or as the default value of a
     parameter or a field named ``update_rounding``."""
     for node, scope in _walk(tree):
-        if isinstance(node, ast.IfExp) and _constants(node) & ROUNDINGS or \
-                isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and _constants(node) & ROUNDINGS:
+        if (
+            isinstance(node, ast.IfExp)
+            and _constants(node) & ROUNDINGS
+            or isinstance(node, ast.BoolOp)
+            and isinstance(node.op, ast.Or)
+            and _constants(node) & ROUNDINGS
+        ):
             yield node, scope
         elif isinstance(node, ast.arguments):
-            named = [*node.posonlyargs, *node.args][-len(node.defaults):] if node.defaults else []
+            named = [*node.posonlyargs, *node.args][-len(node.defaults) :] if node.defaults else []
             pairs = list(zip(named, node.defaults)) + list(zip(node.kwonlyargs, node.kw_defaults))
             if any(a.arg == "update_rounding" and d is not None and _constants(d) & ROUNDINGS for a, d in pairs):
                 yield node, scope
-        elif isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "update_rounding" \
-                and node.value is not None and _constants(node.value) & ROUNDINGS:
+        elif (
+            isinstance(node, ast.AnnAssign)
+            and getattr(node.target, "id", None) == "update_rounding"
+            and node.value is not None
+            and _constants(node.value) & ROUNDINGS
+        ):
             yield node, scope
 
 
@@ -110,11 +122,17 @@ def method_lists(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """Every spelling-out of the method names: a tuple/list/set of all of them (the Literal included), and
     every ``get_args(Method)``."""
     for node, scope in _walk(tree):
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and all(isinstance(e, ast.Constant) for e in node.elts) \
-                and _constants(node) >= METHOD_NAMES:
+        if (
+            isinstance(node, (ast.Tuple, ast.List, ast.Set))
+            and all(isinstance(e, ast.Constant) for e in node.elts)
+            and _constants(node) >= METHOD_NAMES
+        ):
             yield node, scope
-        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "get_args" and \
-                any(getattr(a, "id", None) == "Method" for a in node.args):
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) == "get_args"
+            and any(getattr(a, "id", None) == "Method" for a in node.args)
+        ):
             yield node, scope
 
 
@@ -126,8 +144,12 @@ def prompt_tokenisations(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
             yield node, scope
         elif isinstance(node, ast.keyword) and node.arg == "add_special_tokens":
             yield node, scope
-        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) and \
-                "tokenizer" in ast.unparse(node.value.func).lower() and _constants(node.slice) == {"input_ids"}:
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Call)
+            and "tokenizer" in ast.unparse(node.value.func).lower()
+            and _constants(node.slice) == {"input_ids"}
+        ):
             yield node, scope
 
 
@@ -141,6 +163,7 @@ def trl_object_builds(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
 def name_lists(names: set[str]) -> Callable[[ast.AST], Iterator[tuple[ast.AST, str]]]:
     """A list of names that spells out every one of ``names``: a tuple, list or set of strings, or a dict from
     strings to strings or to the values of a name (settings built from values are not lists of names)."""
+
     def finder(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
         for node, scope in _walk(tree):
             if isinstance(node, ast.Dict):
@@ -149,7 +172,10 @@ def name_lists(names: set[str]) -> Callable[[ast.AST], Iterator[tuple[ast.AST, s
                 items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else []
             if {i.value for i in items if isinstance(i, ast.Constant)} >= names:
                 yield node, scope
+
     return finder
+
+
 def block_defaults(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
     """A block source chosen in place of the default: a ``DEFAULT_BLOCKS`` assigned, a parameter, keyword or option
     (``--blocks``) given a mode by name."""
@@ -159,15 +185,22 @@ def block_defaults(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
             if any(getattr(t, "id", None) == "DEFAULT_BLOCKS" for t in targets):
                 yield node, scope
         elif isinstance(node, ast.arguments):
-            named = [*node.posonlyargs, *node.args][-len(node.defaults):] if node.defaults else []
+            named = [*node.posonlyargs, *node.args][-len(node.defaults) :] if node.defaults else []
             pairs = list(zip(named, node.defaults)) + list(zip(node.kwonlyargs, node.kw_defaults))
             if any(d is not None and isinstance(d, ast.Constant) and d.value in BLOCK_MODES for _, d in pairs):
                 yield node, scope
-        elif isinstance(node, ast.keyword) and node.arg in ("blocks", "block_source") and \
-                isinstance(node.value, ast.Constant) and node.value.value in BLOCK_MODES:
+        elif (
+            isinstance(node, ast.keyword)
+            and node.arg in ("blocks", "block_source")
+            and isinstance(node.value, ast.Constant)
+            and node.value.value in BLOCK_MODES
+        ):
             yield node, scope
-        elif isinstance(node, ast.Call) and "--blocks" in _constants(node) and \
-                any(k.arg == "default" and isinstance(k.value, ast.Constant) for k in node.keywords):
+        elif (
+            isinstance(node, ast.Call)
+            and "--blocks" in _constants(node)
+            and any(k.arg == "default" and isinstance(k.value, ast.Constant) for k in node.keywords)
+        ):
             yield node, scope
 
 
@@ -184,13 +217,20 @@ DECISIONS = {
     "bf16 flag": (bf16_choices, {("grpo_lite/memory/settings.py", "resolve")}),
     "rounding default": (rounding_defaults, {("grpo_lite/memory/settings.py", "default_update_rounding")}),
     "method names": (method_lists, {("grpo_lite/memory/settings.py", "")}),
-    "prompt tokenisation": (prompt_tokenisations, {("grpo_lite/data/prompts.py", "prompt_token_ids"),
-                                                   ("grpo_lite/data/prompts.py", "adds_bos_token"),
-                                                   ("grpo_lite/data/prompts.py", "_render")}),
+    "prompt tokenisation": (
+        prompt_tokenisations,
+        {
+            ("grpo_lite/data/prompts.py", "prompt_token_ids"),
+            ("grpo_lite/data/prompts.py", "adds_bos_token"),
+            ("grpo_lite/data/prompts.py", "_render"),
+        },
+    ),
     "load dtype names": (name_lists(DTYPES), {("grpo_lite/memory/settings.py", "")}),
     "LoRA keys": (name_lists(LORA_NAMES), {("grpo_lite/planning/candidates.py", "")}),
-    "TRL objects from a recipe": (trl_object_builds, {("grpo_lite/recipe/recipe.py", "from_pretrained_kwargs"),
-                                                      ("grpo_lite/recipe/recipe.py", "make_grpo_config")}),
+    "TRL objects from a recipe": (
+        trl_object_builds,
+        {("grpo_lite/recipe/recipe.py", "from_pretrained_kwargs"), ("grpo_lite/recipe/recipe.py", "make_grpo_config")},
+    ),
     "block source default": (block_defaults, {("grpo_lite/memory/blocks.py", "")}),
 }
 
@@ -198,7 +238,9 @@ DECISIONS = {
 @pytest.mark.parametrize("decision", DECISIONS)
 def test_each_decision_has_one_definition(decision):
     finder, expected = DECISIONS[decision]
-    assert sites(finder) == expected, f"{decision}: defined at {sorted(sites(finder))}, expected only {sorted(expected)}"
+    assert sites(finder) == expected, (
+        f"{decision}: defined at {sorted(sites(finder))}, expected only {sorted(expected)}"
+    )
 
 
 SECOND_DEFINITIONS = {  # a made-up module with a second definition of each decision
@@ -211,7 +253,7 @@ SECOND_DEFINITIONS = {  # a made-up module with a second definition of each deci
     "load dtype names": '_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}\n',
     "LoRA keys": 'KEYS = {"r": "lora_r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout"}\n',
     "block source default": 'def plan(model, blocks="formulas"):\n    return estimate(model, blocks="traced")\n'
-                            'p.add_argument("--blocks", default="auto")\n',
+    'p.add_argument("--blocks", default="auto")\n',
 }
 
 
@@ -259,8 +301,11 @@ def test_every_dtype_check_accepts_the_same_names(name):
     from grpo_lite.recipe.values import typed
 
     valid = name in DTYPES
-    for check in (lambda: from_pretrained_kwargs(name), lambda: typed("dtype", name),
-                  lambda: Recipe.from_dict({"model": "m", "preset": "lora", "dtype": name})):
+    for check in (
+        lambda: from_pretrained_kwargs(name),
+        lambda: typed("dtype", name),
+        lambda: Recipe.from_dict({"model": "m", "preset": "lora", "dtype": name}),
+    ):
         if valid:
             check()
         else:
@@ -275,9 +320,13 @@ def test_a_plans_lora_settings_come_back_through_a_recipe():
     arguments = Recipe.from_plan(p).plan_settings()
     assert (arguments["lora_r"], arguments["lora_alpha"], arguments["lora_dropout"]) == (8, 16, 0.05)
     assert arguments["lora_target_modules"] == p.lora["target_modules"]
-    again = plan("Qwen2.5-0.5B", device="cpu", preset="lora", **{k: v for k, v in arguments.items() if k.startswith("lora")})
+    again = plan(
+        "Qwen2.5-0.5B", device="cpu", preset="lora", **{k: v for k, v in arguments.items() if k.startswith("lora")}
+    )
     assert again.lora == p.lora
     assert Recipe.from_plan(p).with_overrides(lora_r=4).lora["r"] == 4
+
+
 QWEN3 = {"budget_gb": 16, "method": "lora", "gradient_checkpointing": False}  # a traced block: not Llama / Qwen2
 
 
@@ -293,8 +342,22 @@ def test_plan_from_python_traces_as_the_cli_does(qwen3_plan, capsys):
     from grpo_lite.cli import main
 
     assert qwen3_plan.estimate.block_terms.startswith("traced: Qwen3DecoderLayer")
-    assert main(["plan", "Qwen3-0.6B", "--budget-gb", "16", "--method", "lora", "--set",
-                 "gradient_checkpointing=false", "--json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "Qwen3-0.6B",
+                "--budget-gb",
+                "16",
+                "--method",
+                "lora",
+                "--set",
+                "gradient_checkpointing=false",
+                "--json",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     assert printed["block_terms"] == qwen3_plan.estimate.block_terms
     assert printed["estimate_gib"] == round(qwen3_plan.estimate.total_gib, 3)
@@ -319,8 +382,10 @@ def test_the_recipe_costs_use_the_plans_block_terms(qwen3_plan):
     assert note.alternative == {"gradient_checkpointing": True} and note.delta_gib is not None
     from grpo_lite.planning.choose import plan
 
-    checkpointed = plan("Qwen3-0.6B", **{**QWEN3, "preset": qwen3_plan.preset.name, **dict(qwen3_plan.settings),
-                                         "gradient_checkpointing": True})
+    checkpointed = plan(
+        "Qwen3-0.6B",
+        **{**QWEN3, "preset": qwen3_plan.preset.name, **dict(qwen3_plan.settings), "gradient_checkpointing": True},
+    )
     assert note.delta_gib == pytest.approx(checkpointed.estimate.total_gib - qwen3_plan.estimate.total_gib, abs=1e-9)
 
 
@@ -342,11 +407,16 @@ def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
     monkeypatch.setattr(prepare, "plan_kwargs", lambda *a: {**plan_kwargs(*a), "device": "cuda"})  # a GPU run
     monkeypatch.setattr(prepare, "check_context", lambda the_plan, *a, **k: (_ for _ in ()).throw(Planned(the_plan)))
     with pytest.raises(Planned) as caught:
-        trainer.train("Qwen3-0.6B", budget_gb=16, method="lora", gradient_checkpointing=False,
-                      output_dir=tmp_path / "run", quiet=True)
+        trainer.train(
+            "Qwen3-0.6B",
+            budget_gb=16,
+            method="lora",
+            gradient_checkpointing=False,
+            output_dir=tmp_path / "run",
+            quiet=True,
+        )
     trained = caught.value.args[0]
-    expected = plan("Qwen3-0.6B", 16, method="lora", device="cuda", max_prompt_length=256,
-                    gradient_checkpointing=False)
+    expected = plan("Qwen3-0.6B", 16, method="lora", device="cuda", max_prompt_length=256, gradient_checkpointing=False)
     assert trained.estimate.block_terms.startswith("traced: Qwen3DecoderLayer")
     assert trained.estimate.total_bytes == expected.estimate.total_bytes
     assert dict(trained.settings) == dict(expected.settings)

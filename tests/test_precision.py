@@ -39,8 +39,14 @@ def grads(base: torch.nn.Module) -> list:
 
 def _make(optim: str, rounding: str, optim_args: str | None = None):  # noqa: ANN202
     targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    return lambda m: planned_optimizer(m, optim, learning_rate=LR, update_rounding=rounding, optim_args=optim_args,
-                                       target_modules=targets if optim.startswith("galore") else None)
+    return lambda m: planned_optimizer(
+        m,
+        optim,
+        learning_rate=LR,
+        update_rounding=rounding,
+        optim_args=optim_args,
+        target_modules=targets if optim.startswith("galore") else None,
+    )
 
 
 def test_sr_is_unbiased_and_leaves_bf16_values_alone() -> None:
@@ -55,16 +61,25 @@ def test_sr_is_unbiased_and_leaves_bf16_values_alone() -> None:
 
 @pytest.mark.parametrize("rung", FULL_RUNGS, ids=lambda p: p.name)
 def test_each_full_parameter_rung_realizes_its_update(rung, base, grads) -> None:  # noqa: ANN001
-    settings = StepSettings.resolve(method=rung.method, device="cpu", dtype="bfloat16", optim=rung.cpu_optim,
-                                    optim_args=rung.galore_args, gradient_checkpointing=False)
+    settings = StepSettings.resolve(
+        method=rung.method,
+        device="cpu",
+        dtype="bfloat16",
+        optim=rung.cpu_optim,
+        optim_args=rung.galore_args,
+        gradient_checkpointing=False,
+    )
     assert settings.update_rounding == "stochastic"  # what the plan asks for bf16 weights
     # the reference: fp32 AdamW, or the rung's own algorithm on fp32 weights for GaLore (not AdamW's update)
-    reference = _make(rung.cpu_optim, "nearest", rung.galore_args) if rung.method == "galore" else \
-        (lambda m: fp32_adamw(m, LR))
-    planned = realized_share(_make(rung.cpu_optim, "stochastic", rung.galore_args), *bf16_and_fp32_copies(base),
-                             grads, 20, reference)
-    lost = realized_share(_make(rung.cpu_optim, "nearest", rung.galore_args), *bf16_and_fp32_copies(base),
-                          grads, 20, reference)
+    reference = (
+        _make(rung.cpu_optim, "nearest", rung.galore_args) if rung.method == "galore" else (lambda m: fp32_adamw(m, LR))
+    )
+    planned = realized_share(
+        _make(rung.cpu_optim, "stochastic", rung.galore_args), *bf16_and_fp32_copies(base), grads, 20, reference
+    )
+    lost = realized_share(
+        _make(rung.cpu_optim, "nearest", rung.galore_args), *bf16_and_fp32_copies(base), grads, 20, reference
+    )
     assert planned.share >= 0.9, planned  # (its cosine is lower: stochastic rounding adds zero-mean noise)
     assert lost.share < 0.1, lost  # the same optimizer rounding to nearest: the test can fail
 
@@ -78,8 +93,13 @@ def test_qlora_adapters_are_bf16_on_every_device_and_rounded() -> None:
 
 
 def test_pure_bf16_adamw_loses_the_update(base, grads) -> None:  # noqa: ANN001
-    lost = realized_share(lambda m: torch.optim.AdamW(m.parameters(), lr=LR, weight_decay=0.0),
-                          *bf16_and_fp32_copies(base), grads, 20, lambda m: fp32_adamw(m, LR))
+    lost = realized_share(
+        lambda m: torch.optim.AdamW(m.parameters(), lr=LR, weight_decay=0.0),
+        *bf16_and_fp32_copies(base),
+        grads,
+        20,
+        lambda m: fp32_adamw(m, LR),
+    )
     assert lost.share < 0.1
 
 
@@ -112,8 +132,9 @@ def _drive(model: torch.nn.Module, optimizer, grads: list, steps: int = 20) -> d
 
 def test_monitor_sees_rounded_updates_land(base, grads) -> None:  # noqa: ANN001
     model, _ = bf16_and_fp32_copies(base)
-    metrics = _drive(model, planned_optimizer(model, "adamw_torch", learning_rate=LR, update_rounding="stochastic"),
-                     grads)
+    metrics = _drive(
+        model, planned_optimizer(model, "adamw_torch", learning_rate=LR, update_rounding="stochastic"), grads
+    )
     assert metrics["update/realized"] >= 0.9 and metrics["update/realized_stderr"] < 0.05
     assert 0 < metrics["update/relative_step"] < 1
 
@@ -121,25 +142,29 @@ def test_monitor_sees_rounded_updates_land(base, grads) -> None:  # noqa: ANN001
 def test_monitor_sees_lost_updates_and_warns_once(base, grads) -> None:  # noqa: ANN001
     model, _ = bf16_and_fp32_copies(base)
     with pytest.warns(UpdatesLostWarning, match=r"update/realized = 0\.\d\d: .* set update_rounding='stochastic'"):
-        metrics = _drive(model, planned_optimizer(model, "adamw_torch", learning_rate=LR, update_rounding="nearest"), grads)
+        metrics = _drive(
+            model, planned_optimizer(model, "adamw_torch", learning_rate=LR, update_rounding="nearest"), grads
+        )
     assert metrics["update/realized"] < 0.1
 
 
 def _train_bf16(tmp_path: Path, tiny_model_dir: Path, preset: str = "full", **kwargs) -> dict:  # noqa: ANN003
-    from grpo_lite import train
-
     from tiny_run import TINY_RUN
 
+    from grpo_lite import train
+
     run = {**TINY_RUN, "learning_rate": LR, "logging_steps": 2}
-    train(str(tiny_model_dir), output_dir=str(tmp_path), preset=preset, max_steps=4, dtype="bfloat16",
-          **{**run, **kwargs})
+    train(
+        str(tiny_model_dir), output_dir=str(tmp_path), preset=preset, max_steps=4, dtype="bfloat16", **{**run, **kwargs}
+    )
     return json.loads((tmp_path / "run.json").read_text())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", ["full-8bit", "galore", "qlora"])
-def test_each_full_parameter_rung_lands_its_updates_in_a_grpo_run(tmp_path: Path, tiny_model_dir: Path,
-                                                                 preset: str, monkeypatch) -> None:  # noqa: ANN001
+def test_each_full_parameter_rung_lands_its_updates_in_a_grpo_run(
+    tmp_path: Path, tiny_model_dir: Path, preset: str, monkeypatch
+) -> None:  # noqa: ANN001
     import grpo_lite.precision.rounding as rounding
 
     monkeypatch.setattr(rounding, "SR_CHUNK", 4096)  # the tiny model's embedding, MLP and head step in slices
@@ -165,8 +190,9 @@ def test_a_bf16_grpo_run_reports_updates_that_land(tmp_path: Path, tiny_model_di
     assert any(issubclass(w.category, UpdatesLostWarning) for w in caught)
 
 
-@pytest.mark.parametrize("optim, args", [("adamw_torch", None), ("adamw_8bit", None),
-                                         ("galore_adamw_layerwise", "rank=8,update_proj_gap=2")])
+@pytest.mark.parametrize(
+    "optim, args", [("adamw_torch", None), ("adamw_8bit", None), ("galore_adamw_layerwise", "rank=8,update_proj_gap=2")]
+)
 def test_a_tensor_stepped_in_slices_gets_exactly_the_whole_step(optim, args, base, grads, monkeypatch) -> None:  # noqa: ANN001
     import grpo_lite.precision.rounding as rounding
 
@@ -203,8 +229,9 @@ def test_a_galore_bf16_grpo_step_in_slices_lands_its_updates(base, grads, monkey
     monkeypatch.setattr(rounding, "SR_CHUNK", 4096)  # the tiny model's embedding and MLP weights go in slices
     rung = next(p for p in LADDER if p.method == "galore")
     reference = _make(rung.cpu_optim, "nearest", rung.galore_args)
-    got = realized_share(_make(rung.cpu_optim, "stochastic", rung.galore_args), *bf16_and_fp32_copies(base), grads,
-                         20, reference)
+    got = realized_share(
+        _make(rung.cpu_optim, "stochastic", rung.galore_args), *bf16_and_fp32_copies(base), grads, 20, reference
+    )
     assert got.share >= 0.9, got
 
 

@@ -7,17 +7,30 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite.planning import hardware
 from grpo_lite.errors import ConfigError, DoesNotFitError
-from grpo_lite.planning.hardware import Extras
+from grpo_lite.planning import hardware
 from grpo_lite.planning.choose import plan
+from grpo_lite.planning.hardware import Extras
 from grpo_lite.planning.ladder import LADDER, get_preset
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "presets.md"
 NO_EXTRAS = Extras(liger_kernel=False, vllm=False, galore_torch=True, bitsandbytes=True, deepspeed=False)
-CONTRACT_KEYS = {"per_device_train_batch_size", "gradient_accumulation_steps", "num_generations",
-                 "max_completion_length", "gradient_checkpointing", "optim", "optim_target_modules", "optim_args",
-                 "bf16", "use_cpu", "beta", "learning_rate", "use_liger_kernel", "use_vllm"}
+CONTRACT_KEYS = {
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_generations",
+    "max_completion_length",
+    "gradient_checkpointing",
+    "optim",
+    "optim_target_modules",
+    "optim_args",
+    "bf16",
+    "use_cpu",
+    "beta",
+    "learning_rate",
+    "use_liger_kernel",
+    "use_vllm",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -37,12 +50,15 @@ def test_get_preset_lists_names() -> None:
         get_preset("huge")
 
 
-@pytest.mark.parametrize("model,budget,method,preset", [
-    ("meta-llama/Llama-3.2-1B-Instruct", 16, None, "full-8bit"),  # full: fp32 states for stochastic rounding
-    ("meta-llama/Llama-3.2-1B-Instruct", 24, None, "full"),
-    ("meta-llama/Llama-3.1-8B-Instruct", 16, None, "qlora"),
-    ("Qwen/Qwen2.5-7B-Instruct", 32, "galore", "galore"),
-])
+@pytest.mark.parametrize(
+    "model,budget,method,preset",
+    [
+        ("meta-llama/Llama-3.2-1B-Instruct", 16, None, "full-8bit"),  # full: fp32 states for stochastic rounding
+        ("meta-llama/Llama-3.2-1B-Instruct", 24, None, "full"),
+        ("meta-llama/Llama-3.1-8B-Instruct", 16, None, "qlora"),
+        ("Qwen/Qwen2.5-7B-Instruct", 32, "galore", "galore"),
+    ],
+)
 def test_done_when_outcomes_fit(model: str, budget: float, method: str | None, preset: str) -> None:
     p = plan(model, budget, method=method)
     assert p.fits and p.preset.name == preset and p.device == "cuda"
@@ -58,8 +74,15 @@ def test_galore_plan_is_full_parameter_and_runnable() -> None:
     assert p.lora is None and p.model_kwargs == {"dtype": "bfloat16"}
     assert p.settings["optim"] == "galore_adamw_8bit_layerwise"
     assert p.settings["gradient_accumulation_steps"] == 1  # layerwise GaLore refuses accumulation
-    assert p.settings["optim_target_modules"] == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
-                                                  "down_proj"]
+    assert p.settings["optim_target_modules"] == [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ]
     assert p.settings["optim_args"] == "rank=128,update_proj_gap=200,scale=0.25,proj_type=std"
 
 
@@ -78,19 +101,37 @@ def test_8b_at_4gb_names_the_smallest_budget() -> None:
 
 def test_qlora_plan_settings_for_the_trainer() -> None:
     p = plan("meta-llama/Llama-3.1-8B-Instruct", 16)
-    assert p.model_kwargs == {"dtype": "bfloat16", "quantization": {
-        "load_in_4bit": True, "bnb_4bit_quant_type": "nf4", "bnb_4bit_compute_dtype": "bfloat16",
-        "bnb_4bit_use_double_quant": True}}
-    assert p.lora == {"r": 16, "lora_alpha": 32, "lora_dropout": 0.0, "target_modules": [
-        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], "task_type": "CAUSAL_LM"}
+    assert p.model_kwargs == {
+        "dtype": "bfloat16",
+        "quantization": {
+            "load_in_4bit": True,
+            "bnb_4bit_quant_type": "nf4",
+            "bnb_4bit_compute_dtype": "bfloat16",
+            "bnb_4bit_use_double_quant": True,
+        },
+    }
+    assert p.lora == {
+        "r": 16,
+        "lora_alpha": 32,
+        "lora_dropout": 0.0,
+        "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        "task_type": "CAUSAL_LM",
+    }
     assert p.settings["optim"] == "paged_adamw_8bit" and p.settings["gradient_checkpointing"] is True
     assert CONTRACT_KEYS <= set(p.settings)
     assert any("full: does not fit, needs at least" in r for r in p.reasons)
 
 
 def test_fixed_keys_are_kept_verbatim() -> None:
-    fixed = dict(num_generations=16, learning_rate=3e-6, logging_steps=5, temperature=0.7, lora_r=32, lora_alpha=8,
-                 lora_target_modules=["q_proj", "v_proj"])
+    fixed = dict(
+        num_generations=16,
+        learning_rate=3e-6,
+        logging_steps=5,
+        temperature=0.7,
+        lora_r=32,
+        lora_alpha=8,
+        lora_target_modules=["q_proj", "v_proj"],
+    )
     p = plan("Llama-3.2-1B", 16, **fixed)
     assert p.fixed == fixed
     for key in ("num_generations", "learning_rate", "logging_steps", "temperature"):
@@ -98,7 +139,10 @@ def test_fixed_keys_are_kept_verbatim() -> None:
     assert not any(key.startswith("lora_") for key in p.settings)
     assert p.preset.method in ("lora", "qlora")  # fixing LoRA keys restricts the ladder to LoRA rungs
     assert p.lora is not None and (p.lora["r"], p.lora["lora_alpha"], p.lora["target_modules"]) == (
-        32, 8, ["q_proj", "v_proj"])
+        32,
+        8,
+        ["q_proj", "v_proj"],
+    )
     assert any("kept as you set" in r for r in p.reasons)
 
 
@@ -107,17 +151,22 @@ def test_fixed_optimizer_overrides_the_rung() -> None:
     assert p.settings["optim"] == "adamw_8bit" and p.estimate.settings.optim == "adamw_8bit"
 
 
-@pytest.mark.parametrize("fixed,match", [
-    (dict(per_device_train_batch_size=1, gradient_accumulation_steps=1, num_generations=8),
-     r"per_device_train_batch_size \(1\) x num_processes \(1\) x steps_per_generation \(1\) = 1 must be divisible "
-     r"by num_generations \(8\)"),
-    (dict(optim="lion"), "optim='lion' is not modelled"),
-    (dict(lora_r=8, method="full"), "only apply to method lora or qlora"),
-    (dict(method="dora"), "method='dora' is not valid"),
-    (dict(preset="galore", method="lora"), "preset 'galore' is method 'galore', not 'lora'"),
-    (dict(sharding="zero4"), "sharding='zero4' is not valid"),
-    (dict(num_processes=0), "num_processes=0 must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "fixed,match",
+    [
+        (
+            dict(per_device_train_batch_size=1, gradient_accumulation_steps=1, num_generations=8),
+            r"per_device_train_batch_size \(1\) x num_processes \(1\) x steps_per_generation \(1\) = 1 must be divisible "
+            r"by num_generations \(8\)",
+        ),
+        (dict(optim="lion"), "optim='lion' is not modelled"),
+        (dict(lora_r=8, method="full"), "only apply to method lora or qlora"),
+        (dict(method="dora"), "method='dora' is not valid"),
+        (dict(preset="galore", method="lora"), "preset 'galore' is method 'galore', not 'lora'"),
+        (dict(sharding="zero4"), "sharding='zero4' is not valid"),
+        (dict(num_processes=0), "num_processes=0 must be a positive integer"),
+    ],
+)
 def test_config_errors(fixed: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         plan("Llama-3.2-1B", 16, **fixed)
@@ -147,8 +196,9 @@ def test_no_cuda_gives_a_cpu_plan() -> None:
 def test_cpu_plan_that_fits_the_ram_says_so() -> None:
     p = plan("SmolLM2-135M-Instruct")
     assert p.budget_gib is None and p.preset.method == "lora"
-    assert p.reasons[-1] == (f"64.0 GiB of RAM available now (pinned by the tests): the plan's peak of "
-                             f"{p.estimate.total_gib:.2f} GiB fits")
+    assert p.reasons[-1] == (
+        f"64.0 GiB of RAM available now (pinned by the tests): the plan's peak of {p.estimate.total_gib:.2f} GiB fits"
+    )
 
 
 def test_cpu_plan_is_planned_again_for_the_ram_available(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,8 +222,11 @@ def test_cpu_plan_with_several_processes_is_not_planned_again(monkeypatch: pytes
 
 def test_cpu_plan_for_too_little_ram_names_what_is_needed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hardware, "detect_ram", lambda: (1.0, "1.0 GiB of RAM available now (test)"))
-    with pytest.raises(DoesNotFitError, match=r"smallest budget that fits is \d+ GB.*Planned for the RAM available "
-                       r"now \(1\.0 GiB of RAM available now \(test\)\); pass budget_gb with device='cpu'") as info:
+    with pytest.raises(
+        DoesNotFitError,
+        match=r"smallest budget that fits is \d+ GB.*Planned for the RAM available "
+        r"now \(1\.0 GiB of RAM available now \(test\)\); pass budget_gb with device='cpu'",
+    ) as info:
         plan("SmolLM2-135M-Instruct", device="cpu")
     assert info.value.smallest_budget_gb is not None and info.value.smallest_budget_gb > 1
 

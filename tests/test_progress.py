@@ -12,13 +12,23 @@ from grpo_lite.training.report.progress import _duration, format_line, reward_sh
 LOGS = {"reward": 1.5, "completions/mean_length": 40.0, "completions/clipped_ratio": 0.5}
 
 
-@pytest.mark.parametrize("step, total, logs, shares, per_step, expected", [
-    (1, 16, LOGS, {}, None, "step  1/16  reward 1.50  len 40 (cut 50%)"),
-    (16, 16, LOGS, {"format": 1.0}, 10.0, "step 16/16  reward 1.50  format 100%  len 40 (cut 50%)  10.0 s/step  0s left"),
-    (2, None, {"reward": 0.1}, {}, 3.0, "step 2  reward 0.10  3.0 s/step"),
-    (1, 4, {"update/realized": 0.04}, {}, None, "step 1/4  realized 0.04"),
-    (1, 2, {"reward": None}, {"correct": 0.125}, None, "step 1/2  correct 12%"),
-])
+@pytest.mark.parametrize(
+    "step, total, logs, shares, per_step, expected",
+    [
+        (1, 16, LOGS, {}, None, "step  1/16  reward 1.50  len 40 (cut 50%)"),
+        (
+            16,
+            16,
+            LOGS,
+            {"format": 1.0},
+            10.0,
+            "step 16/16  reward 1.50  format 100%  len 40 (cut 50%)  10.0 s/step  0s left",
+        ),
+        (2, None, {"reward": 0.1}, {}, 3.0, "step 2  reward 0.10  3.0 s/step"),
+        (1, 4, {"update/realized": 0.04}, {}, None, "step 1/4  realized 0.04"),
+        (1, 2, {"reward": None}, {"correct": 0.125}, None, "step 1/2  correct 12%"),
+    ],
+)
 def test_format_line(step, total, logs, shares, per_step, expected):
     assert format_line(step, total, logs, shares, per_step) == expected
 

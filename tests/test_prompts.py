@@ -7,24 +7,24 @@ from typing import get_args
 
 import pytest
 
-from grpo_lite.errors import ConfigError, DataError, ModelError
 from grpo_lite.data.prompts import (
-    ONE_STEP_EXAMPLES,
     COMPACT_SYSTEM_PROMPT,
     GUIDED_EXAMPLE,
     ONE_SHOT_ANSWER,
     ONE_SHOT_QUESTION,
     ONE_SHOT_REASONING,
+    ONE_STEP_EXAMPLES,
     PROMPT_STYLES,
     SYSTEM_PROMPT,
+    Example,
     PromptStyle,
     PromptStyleName,
     apply_prompt_style,
-    Example,
     build_messages,
     format_solution,
     render_prompt,
 )
+from grpo_lite.errors import ConfigError, DataError, ModelError
 
 TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
@@ -119,7 +119,9 @@ def test_named_returns_the_registered_style(name: str) -> None:
 
 
 def test_named_unknown_lists_valid_names() -> None:
-    with pytest.raises(ConfigError, match=r"unknown prompt style 'fancy'; valid styles: 'guided', 'plain', 'one_step'$"):
+    with pytest.raises(
+        ConfigError, match=r"unknown prompt style 'fancy'; valid styles: 'guided', 'plain', 'one_step'$"
+    ):
         PromptStyle.named("fancy")
 
 

@@ -79,8 +79,14 @@ def test_downstream_app_imports_only_public_names():
 
 
 def test_downstream_app_trains_and_evaluates_on_the_public_api(tiny_model_dir, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "downstream_app", str(tiny_model_dir), str(tmp_path / "run")],
-                          cwd=DOWNSTREAM, env=ENV, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "downstream_app", str(tiny_model_dir), str(tmp_path / "run")],
+        cwd=DOWNSTREAM,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["version"] == grpo_lite.__version__
@@ -156,8 +162,11 @@ def test_version_lives_in_one_place():
     assert "version" in pyproject["project"]["dynamic"] and "version" not in pyproject["project"]
     assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "grpo_lite._version.__version__"}
     assert re.fullmatch(r"\d+\.\d+\.\d+([ab]\d+|rc\d+|\.dev\d+)?", grpo_lite.__version__)
-    stray = [str(p.relative_to(ROOT)) for p in (ROOT / "grpo_lite").rglob("*.py")
-             if p.name != "_version.py" and re.search(r"__version__\s*=", p.read_text())]
+    stray = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "grpo_lite").rglob("*.py")
+        if p.name != "_version.py" and re.search(r"__version__\s*=", p.read_text())
+    ]
     assert not stray, f"a second __version__ assignment: {stray}"
 
 

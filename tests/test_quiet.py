@@ -10,8 +10,16 @@ import pytest
 
 from grpo_lite.training.report.quiet import quiet_libraries
 
-NOISE = ("Loading weights", "Writing model shards", "Converting and de-quantizing", "it/s]", "gemm_4bit_forward",
-         "FutureWarning", "is_gradient_checkpointing", "memory not checked")
+NOISE = (
+    "Loading weights",
+    "Writing model shards",
+    "Converting and de-quantizing",
+    "it/s]",
+    "gemm_4bit_forward",
+    "FutureWarning",
+    "is_gradient_checkpointing",
+    "memory not checked",
+)
 FAST = ["--dataset", "synthetic", "--reward", "length", "--max-steps", "1", "--set", "max_completion_length=8"]
 BNB = "bitsandbytes.backends.cpu.ops"
 
@@ -31,7 +39,9 @@ def test_the_known_noise_is_dropped_and_the_rest_shows(caplog):
         logging.getLogger(BNB).warning("Failed to load CPU gemm_4bit_forward from kernels-community: after")
     assert [str(w.message) for w in seen] == ["a warning a user should see"]
     assert [r.getMessage() for r in caplog.records] == [
-        "another bitsandbytes warning", "Failed to load CPU gemm_4bit_forward from kernels-community: after"]
+        "another bitsandbytes warning",
+        "Failed to load CPU gemm_4bit_forward from kernels-community: after",
+    ]
     assert hf_logging.is_progress_bar_enabled() == bars and not logging.getLogger(BNB).filters
 
 
@@ -46,7 +56,9 @@ def test_train_prints_only_its_own_lines(tiny_model_dir, tmp_path, capfd):
     assert not [n for n in NOISE if n in printed], printed
     assert not [w for w in seen if "is_gradient_checkpointing" in str(w.message)]
     plan_lines = [line for line in out.splitlines() if line.startswith("plan: ")]
-    assert len(plan_lines) == 1 and "peak" in plan_lines[0] and "fits the 64.0 GiB of RAM available now" in plan_lines[0]
+    assert (
+        len(plan_lines) == 1 and "peak" in plan_lines[0] and "fits the 64.0 GiB of RAM available now" in plan_lines[0]
+    )
     assert "--show-plan" in out and "┏" not in out.split("step 1/1")[0]  # no table before the first step
     assert out.splitlines()[-1].startswith("trained 1 steps")
 
@@ -67,10 +79,13 @@ def test_the_cpu_plan_says_what_its_memory_was_checked_against(monkeypatch):
     assert f"peak {budget.estimate.total_gib:.2f} of {budget.budget_gib:.2f} GiB usable" in plan_summary(budget)
 
 
-@pytest.mark.parametrize(("command", "target"), [
-    (["train", "some-model", "--show-plan"], "grpo_lite.training.trainer.train"),
-    (["demo", "--show-plan"], "grpo_lite.demo.run_demo"),
-])
+@pytest.mark.parametrize(
+    ("command", "target"),
+    [
+        (["train", "some-model", "--show-plan"], "grpo_lite.training.trainer.train"),
+        (["demo", "--show-plan"], "grpo_lite.demo.run_demo"),
+    ],
+)
 def test_show_plan_reaches_train(command, target, monkeypatch):
     from grpo_lite.cli import main
 

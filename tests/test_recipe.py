@@ -68,8 +68,11 @@ def test_every_gib_figure_in_the_comments_is_what_the_memory_model_says(name):
 def test_the_gradient_checkpointing_note_reads_as_a_trade_off():
     text = Recipe.from_plan(PLANS["llama-8b-16gb-qlora"]()).to_yaml()
     line = next(x for x in text.splitlines() if x.strip().startswith("gradient_checkpointing:"))
-    assert re.search(r"gradient_checkpointing: true  # saves \d+\.\d\d GiB at the peak \(activations\) vs "
-                     r"gradient_checkpointing=false; .*~20-30% slower", line), line
+    assert re.search(
+        r"gradient_checkpointing: true  # saves \d+\.\d\d GiB at the peak \(activations\) vs "
+        r"gradient_checkpointing=false; .*~20-30% slower",
+        line,
+    ), line
 
 
 def test_the_header_has_the_peak_the_budget_and_the_commands():
@@ -90,19 +93,29 @@ def test_yaml_round_trip(name):
     assert set(RUN_DEFAULTS) <= set(again.trl)
 
 
-@pytest.mark.parametrize(("data", "message"), [
-    ({"model": "m", "preset": "lora", "learning_rate": 1e-5},
-     "unknown key(s) 'learning_rate'; GRPOConfig fields go under trl:"),
-    ({"model": "m", "preset": "lora", "presets": "x"}, "'presets' (did you mean 'preset'?)"),
-    ({"preset": "lora"}, "has no model: every recipe names its model and its preset"),
-    ({"model": "m", "preset": "lora", "device": "tpu"}, "the recipe: device: tpu is not valid; choose one of cuda, cpu"),
-    ({"model": "m", "preset": "lora", "trl": [1]}, "trl must be a mapping"),
-    ({"model": "m", "preset": "lora", "prompt_style": "chatty"}, "unknown prompt style 'chatty'"),
-    ({"model": "m", "preset": "lora", "prompt_style": {"examples": [{"q": "1+1"}]}},
-     "prompt_style: Example.__init__() got an unexpected keyword argument 'q'; give a name"),
-    ({"model": "m", "preset": "lora", "rewards": "correctness"}, "rewards must be a list of reward names"),
-    (["model"], "must be a YAML mapping"),
-])
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"model": "m", "preset": "lora", "learning_rate": 1e-5},
+            "unknown key(s) 'learning_rate'; GRPOConfig fields go under trl:",
+        ),
+        ({"model": "m", "preset": "lora", "presets": "x"}, "'presets' (did you mean 'preset'?)"),
+        ({"preset": "lora"}, "has no model: every recipe names its model and its preset"),
+        (
+            {"model": "m", "preset": "lora", "device": "tpu"},
+            "the recipe: device: tpu is not valid; choose one of cuda, cpu",
+        ),
+        ({"model": "m", "preset": "lora", "trl": [1]}, "trl must be a mapping"),
+        ({"model": "m", "preset": "lora", "prompt_style": "chatty"}, "unknown prompt style 'chatty'"),
+        (
+            {"model": "m", "preset": "lora", "prompt_style": {"examples": [{"q": "1+1"}]}},
+            "prompt_style: Example.__init__() got an unexpected keyword argument 'q'; give a name",
+        ),
+        ({"model": "m", "preset": "lora", "rewards": "correctness"}, "rewards must be a list of reward names"),
+        (["model"], "must be a YAML mapping"),
+    ],
+)
 def test_bad_recipes_say_what_to_change(data, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         Recipe.from_dict(data)
@@ -127,8 +140,10 @@ def test_flags_override_the_file_as_in_trls_cli(tmp_path, monkeypatch):
     ran = []
     monkeypatch.setattr(trainer, "train", lambda **kwargs: ran.append(kwargs["config"]) or 1 / 0)
     path = Recipe.from_plan(PLANS["qwen-0.5b-cpu-lora"](), seed=5, max_steps=7).write(tmp_path / "r.yaml")
-    for argv, expected in ((["--config", str(path)], ("Qwen/Qwen2.5-0.5B", 5, 7, "lora")),
-                           (["--config", str(path), "--seed", "0", "--max-steps", "2", "my-model"], ("my-model", 0, 2, "lora"))):
+    for argv, expected in (
+        (["--config", str(path)], ("Qwen/Qwen2.5-0.5B", 5, 7, "lora")),
+        (["--config", str(path), "--seed", "0", "--max-steps", "2", "my-model"], ("my-model", 0, 2, "lora")),
+    ):
         with pytest.raises(ZeroDivisionError):
             main(["train", *argv])
         assert (ran[-1].model, ran[-1].seed, ran[-1].max_steps, ran[-1].preset) == expected
@@ -160,13 +175,36 @@ def recipe_run(tiny_model_dir, tmp_path_factory):
     ``grpo-lite train --config``."""
     folder = tmp_path_factory.mktemp("recipe")
     path = folder / "recipe.yaml"
-    assert main(["plan", str(tiny_model_dir), "--device", "cpu", "--preset", "lora", "--write", str(path),
-                 "--set", "num_generations=4", "--set", "per_device_train_batch_size=4",
-                 "--set", "max_completion_length=16", "--json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                str(tiny_model_dir),
+                "--device",
+                "cpu",
+                "--preset",
+                "lora",
+                "--write",
+                str(path),
+                "--set",
+                "num_generations=4",
+                "--set",
+                "per_device_train_batch_size=4",
+                "--set",
+                "max_completion_length=16",
+                "--json",
+            ]
+        )
+        == 0
+    )
     text = path.read_text()
-    for old, new in (("dataset: gsm8k", "dataset: synthetic"), ("max_steps: null", "max_steps: 2"),
-                     ("learning_rate: 1.0e-05", "learning_rate: 0.01"), ("report_to: none", "report_to: tensorboard"),
-                     ("save_strategy: steps", "save_strategy: 'no'")):
+    for old, new in (
+        ("dataset: gsm8k", "dataset: synthetic"),
+        ("max_steps: null", "max_steps: 2"),
+        ("learning_rate: 1.0e-05", "learning_rate: 0.01"),
+        ("report_to: none", "report_to: tensorboard"),
+        ("save_strategy: steps", "save_strategy: 'no'"),
+    ):
         assert old in text, old
         text = text.replace(old, new)
     text = re.sub(r"rewards: \[.*\]", "rewards: [length]", text)
@@ -185,8 +223,12 @@ def recipe_run(tiny_model_dir, tmp_path_factory):
 def test_run_json_settings_equal_the_files(recipe_run):
     written, run, _ = recipe_run
     assert run["steps"] == 2
-    assert run["settings"] == {**written["trl"], "output_dir": run["settings"]["output_dir"], "seed": written["seed"],
-                               "max_steps": written["max_steps"]}
+    assert run["settings"] == {
+        **written["trl"],
+        "output_dir": run["settings"]["output_dir"],
+        "seed": written["seed"],
+        "max_steps": written["max_steps"],
+    }
     recorded = run["recipe"]
     assert {k: v for k, v in recorded.items() if k in written} == written  # every line of the file, as it ran
     assert run["plan"]["preset"] == written["preset"] and run["plan"]["lora"] == written["lora"]
@@ -214,13 +256,27 @@ def test_plain_trl_trains_two_steps_from_the_recipe(tiny_model_dir, tmp_path):
 
     from grpo_lite.rewards import length_reward
 
-    recipe = Recipe.from_plan(plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4,
-                                   per_device_train_batch_size=4, max_completion_length=8, learning_rate=1e-2))
+    recipe = Recipe.from_plan(
+        plan(
+            str(tiny_model_dir),
+            device="cpu",
+            preset="lora",
+            num_generations=4,
+            per_device_train_batch_size=4,
+            max_completion_length=8,
+            learning_rate=1e-2,
+        )
+    )
     model = AutoModelForCausalLM.from_pretrained(recipe.model, **recipe.from_pretrained_kwargs())
     args = recipe.grpo_config(tmp_path / "trl", max_steps=2, save_strategy="no")
     assert type(args).__module__.startswith("trl") and args.optim == recipe.trl["optim"]
-    trainer = GRPOTrainer(model=model, reward_funcs=[length_reward], args=args, peft_config=recipe.lora_config(),
-                          train_dataset=Dataset.from_dict({"prompt": [f"Count to {i}:" for i in range(8)]}))
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[length_reward],
+        args=args,
+        peft_config=recipe.lora_config(),
+        train_dataset=Dataset.from_dict({"prompt": [f"Count to {i}:" for i in range(8)]}),
+    )
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
     torch.set_num_threads(1)
     trainer.train()
@@ -243,9 +299,20 @@ def test_trackio_logs_the_reward_to_a_local_database(tiny_model_dir, tmp_path):
 
     torch.set_num_threads(1)
     project = f"recipe-test-{uuid.uuid4().hex[:8]}"
-    result = train(str(tiny_model_dir), dataset="synthetic", rewards=["length"], output_dir=tmp_path / "run",
-                   max_steps=2, num_generations=2, per_device_train_batch_size=2, max_completion_length=8,
-                   save_strategy="no", report_to="trackio", project=project, quiet=True)
+    result = train(
+        str(tiny_model_dir),
+        dataset="synthetic",
+        rewards=["length"],
+        output_dir=tmp_path / "run",
+        max_steps=2,
+        num_generations=2,
+        per_device_train_batch_size=2,
+        max_completion_length=8,
+        save_strategy="no",
+        report_to="trackio",
+        project=project,
+        quiet=True,
+    )
     database = SQLiteStorage.get_project_db_path(project)  # under $TRACKIO_DIR (tests/conftest.py sets it)
     rows = [json.loads(r[0]) for r in sqlite3.connect(database).execute("select metrics from metrics")]
     logged = [r["train/reward"] for r in rows if "train/reward" in r]

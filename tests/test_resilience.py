@@ -49,7 +49,9 @@ def test_output_dir_with_another_run_is_refused_and_kept(tiny_model_dir, tmp_pat
     out = tmp_path / "run"
     out.mkdir()
     (out / "run.json").write_text('{"status": "finished"}')
-    with pytest.raises(ConfigError, match=r"already holds a run.*no complete checkpoint to resume: pass overwrite=True"):
+    with pytest.raises(
+        ConfigError, match=r"already holds a run.*no complete checkpoint to resume: pass overwrite=True"
+    ):
         train(str(tiny_model_dir), output_dir=out, max_steps=1, save_strategy="no", **FAST)
     (out / "checkpoint-1").mkdir()
     (out / "checkpoint-1" / "trainer_state.json").write_text("{}")  # a complete checkpoint: resume is the way on
@@ -200,7 +202,9 @@ def _check_schedule_across_a_step_down(tiny_model_dir, tmp_path):
     assert rates[2] > 0  # before the fix the next rung warmed up again: 0.0 at step 3
     oom = [e for e in stepped.events if e["event"] == "out_of_memory"]
     assert oom[0]["lr_schedule"] == "continues at step 2 of 4"
-    assert json.loads((tmp_path / "stepped" / "run.json").read_text())["events"][0]["lr_schedule"] == oom[0]["lr_schedule"]
+    assert (
+        json.loads((tmp_path / "stepped" / "run.json").read_text())["events"][0]["lr_schedule"] == oom[0]["lr_schedule"]
+    )
 
 
 def test_step_down_skips_rungs_whose_package_is_missing(monkeypatch):

@@ -191,7 +191,14 @@ def test_batch_of_several_completions_keeps_order() -> None:
         ("plain", "plain"),
         (None, ""),
         ({"role": "assistant", "content": "one"}, "one"),
-        ([{"role": "assistant", "content": "a"}, {"role": "tool", "content": "T"}, {"role": "assistant", "content": "b"}], "ab"),
+        (
+            [
+                {"role": "assistant", "content": "a"},
+                {"role": "tool", "content": "T"},
+                {"role": "assistant", "content": "b"},
+            ],
+            "ab",
+        ),
         ([{"role": "assistant", "content": [{"type": "text", "text": "x"}, {"type": "text", "text": "y"}]}], "xy"),
         ([{"role": "assistant", "content": None}], ""),
         ([], ""),

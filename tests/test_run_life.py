@@ -40,8 +40,11 @@ from grpo_lite.cli import main
 
 def _files(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` (the lock excepted) -> its sha256."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".grpo-lite.lock"}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != ".grpo-lite.lock"
+    }
 
 
 def _record(out: Path) -> dict:
@@ -129,8 +132,11 @@ def test_resuming_on_another_model_is_refused_before_anything_is_written(tiny_mo
     before = _files(out)
     same_shape = build_tiny_model(tmp_path / "other", seed=1)
     assert (same_shape / "config.json").read_bytes() == (tiny_model_dir / "config.json").read_bytes()
-    with pytest.raises(ConfigError, match=rf"was trained from {tiny_model_dir}; {same_shape} is another model \(its "
-                                          rf"weights differ\): pass {tiny_model_dir} to resume the run, or --overwrite"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"was trained from {tiny_model_dir}; {same_shape} is another model \(its "
+        rf"weights differ\): pass {tiny_model_dir} to resume the run, or --overwrite",
+    ):
         train(str(same_shape), output_dir=out, resume=True, **RUN)
     wider = build_tiny_model(tmp_path / "wider", hidden_size=128)
     with pytest.raises(ConfigError, match=r"is another model \(its config and weights differ\)"):
@@ -145,11 +151,17 @@ def test_resuming_on_another_model_is_refused_before_anything_is_written(tiny_mo
 
 @pytest.mark.slow  # two CLI processes (about 55 s on a 2-core machine)
 def test_sigterm_stops_at_a_step_boundary_and_the_resume_matches_an_uninterrupted_run(
-        tiny_model_dir, finished_run, tmp_path):
+    tiny_model_dir, finished_run, tmp_path
+):
     out = tmp_path / "run"
     stop_after = random.Random().choice([1, 2])  # the signal comes during step stop_after + 1
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
     cmd = [sys.executable, "-m", "grpo_lite", "train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     deadline = time.monotonic() + 180
@@ -189,7 +201,9 @@ def test_a_second_sigterm_during_the_save_aborts_and_the_run_resumes(tiny_model_
 
     code, output = _in_child(body)
     assert code == 143, output[-2000:]
-    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith("interrupted: stopped without saving")
+    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith(
+        "interrupted: stopped without saving"
+    )
     assert _record(out)["status"] == "aborted" and not (out / ".grpo-lite.lock").exists()
     result = train(str(tiny_model_dir), output_dir=out, resume=True, **RUN)
     assert result.steps == 4 and _history_steps(out) == [1, 2, 3, 4]
@@ -230,7 +244,12 @@ def test_a_run_stopped_before_its_first_checkpoint_says_overwrite_which_works(ti
 
 def test_a_stop_asked_during_the_last_step_leaves_a_finished_run(tiny_model_dir, tmp_path):
     out, before = tmp_path / "run", signal.getsignal(signal.SIGTERM)
-    result = train(str(tiny_model_dir), output_dir=out, callbacks=[signal_during_step(2, signal.SIGTERM)], **{**RUN, "max_steps": 2})
+    result = train(
+        str(tiny_model_dir),
+        output_dir=out,
+        callbacks=[signal_during_step(2, signal.SIGTERM)],
+        **{**RUN, "max_steps": 2},
+    )
     assert signal.getsignal(signal.SIGTERM) is before  # train() puts back the handler it found
     assert not result.interrupted and result.stop_signal is None and result.steps == 2
     assert _record(out)["status"] == "finished" and (out / "final" / "adapter_model.safetensors").is_file()
@@ -242,8 +261,15 @@ def test_the_checks_accept_the_command_that_started_the_run(tmp_path):
     from grpo_lite.training.run.resume import EarlierRun
     from grpo_lite.training.run.resume_checks import check_same_run
 
-    earlier = EarlierRun(preset="lora", source=None, done=2, checkpoint_step=1, max_steps=4, model="org/base-a",
-                         events=[{"event": "out_of_memory", "from_preset": "full", "to_preset": "lora"}])
+    earlier = EarlierRun(
+        preset="lora",
+        source=None,
+        done=2,
+        checkpoint_step=1,
+        max_steps=4,
+        model="org/base-a",
+        events=[{"event": "out_of_memory", "from_preset": "full", "to_preset": "lora"}],
+    )
     for preset, method in [("full", None), ("lora", None), (None, "full"), (None, "lora")]:
         check_same_run(tmp_path, earlier, model_id="org/base-a", preset=preset, method=method)
     with pytest.raises(ConfigError, match=r"trained from org/base-a; org/base-b is another model \(another name\)"):
@@ -269,6 +295,8 @@ def test_sigterm_before_training_starts_stops_the_run_and_gives_the_folder_back(
 
     code, output = _in_child(body)
     assert code == 143, output[-2000:]
-    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith("interrupted: stopped without saving")
+    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith(
+        "interrupted: stopped without saving"
+    )
     assert not out.exists()  # the run made the folder and wrote nothing in it: gone with its lock
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # this process's handler is untouched

@@ -52,11 +52,14 @@ def test_an_argument_written_at_its_default_wins_over_the_recipe(tmp_path, resol
     assert (as_object.seed, as_object.trl["learning_rate"]) == (0, 2e-6)
 
 
-@pytest.mark.parametrize(("text", "fragment"), [
-    ("max_steps: [unclosed\n", "line 4 (max_steps)"),
-    ("presets: lora\n", "'presets' (did you mean 'preset'?)"),
-    ("dataset: !!python/object/apply:os.system ['touch pwned']\n", "line 4 (dataset)"),
-])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("max_steps: [unclosed\n", "line 4 (max_steps)"),
+        ("presets: lora\n", "'presets' (did you mean 'preset'?)"),
+        ("dataset: !!python/object/apply:os.system ['touch pwned']\n", "line 4 (dataset)"),
+    ],
+)
 def test_a_bad_recipe_file_is_one_line_from_the_cli(text, fragment, tmp_path, capsys):
     path = tmp_path / "r.yaml"
     path.write_text(BASE + text)
@@ -65,18 +68,23 @@ def test_a_bad_recipe_file_is_one_line_from_the_cli(text, fragment, tmp_path, ca
     assert not (tmp_path / "run").exists() and not (tmp_path / "pwned").exists()
 
 
-@pytest.mark.parametrize(("text", "fragment"), [
-    ("stop_strings: </answer>\n", "stop_strings: </answer>: stop_strings takes a list of text; e.g. "
-                                  "stop_strings=['</answer>']"),
-    ("seed: null\n", "seed: null: seed takes a whole number; e.g. seed=42"),
-    ("rewards: 5\n", "rewards must be a list of reward names"),
-    ("budget_gb: lots\n", "budget_gb: lots: budget_gb takes a number or None"),
-    ("trl:\n  learning_rat: 1.0e-5\n", "did you mean 'learning_rate'?"),
-    ("trl:\n  num_generations: 2.5\n", "trl.num_generations: 2.5: num_generations takes a whole number"),
-    ("trl:\n  learning_rate: -1\n", "trl: learning_rate=-1 must be > 0"),
-    ("dtype: bf16\n", "dtype: bf16 is not valid; choose one of bfloat16, float16, float32"),
-    ("lora:\n  r: eight\n", "lora.r: eight: lora_r takes a whole number"),
-])
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (
+            "stop_strings: </answer>\n",
+            "stop_strings: </answer>: stop_strings takes a list of text; e.g. stop_strings=['</answer>']",
+        ),
+        ("seed: null\n", "seed: null: seed takes a whole number; e.g. seed=42"),
+        ("rewards: 5\n", "rewards must be a list of reward names"),
+        ("budget_gb: lots\n", "budget_gb: lots: budget_gb takes a number or None"),
+        ("trl:\n  learning_rat: 1.0e-5\n", "did you mean 'learning_rate'?"),
+        ("trl:\n  num_generations: 2.5\n", "trl.num_generations: 2.5: num_generations takes a whole number"),
+        ("trl:\n  learning_rate: -1\n", "trl: learning_rate=-1 must be > 0"),
+        ("dtype: bf16\n", "dtype: bf16 is not valid; choose one of bfloat16, float16, float32"),
+        ("lora:\n  r: eight\n", "lora.r: eight: lora_r takes a whole number"),
+    ],
+)
 def test_a_wrong_value_in_a_recipe_names_the_file_and_key_before_any_folder_is_made(text, fragment, tmp_path, capsys):
     path = tmp_path / "r.yaml"
     path.write_text(BASE.replace("model: some-model\n", "") + "model: some-model\n" + text)
@@ -143,8 +151,14 @@ def started(monkeypatch):
 def _tiny_recipe(tiny_model_dir, **changes) -> Recipe:
     from grpo_lite import plan
 
-    p = plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4, per_device_train_batch_size=4,
-             max_completion_length=16)
+    p = plan(
+        str(tiny_model_dir),
+        device="cpu",
+        preset="lora",
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=16,
+    )
     return Recipe.from_plan(p, dataset="synthetic", rewards=["length"], max_steps=1).with_overrides(**changes)
 
 
@@ -164,8 +178,9 @@ def test_a_recipe_runs_as_written_and_only_its_gaps_are_planned(tiny_model_dir, 
 
 
 def test_a_recipe_that_does_not_fit_its_budget_is_refused_naming_its_keys(tiny_model_dir, tmp_path, started):
-    recipe = _tiny_recipe(tiny_model_dir, budget_gb=0.25, num_generations=64, per_device_train_batch_size=64,
-                          max_completion_length=4096)
+    recipe = _tiny_recipe(
+        tiny_model_dir, budget_gb=0.25, num_generations=64, per_device_train_batch_size=64, max_completion_length=4096
+    )
     from grpo_lite.errors import DoesNotFitError
 
     with pytest.raises(DoesNotFitError) as caught:
@@ -206,8 +221,16 @@ def test_a_shared_prefix_turned_off_after_the_model_loads_is_planned_again(tiny_
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     replanned = [e for e in record["events"] if e["event"] == "replanned"]
     assert len(replanned) == 1 and "shift_labels" in replanned[0]["reason"], record["events"]
-    without = plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4, per_device_train_batch_size=4,
-                   max_completion_length=16, max_prompt_length=record["measured_prompt_tokens"], shared_prefix=False)
+    without = plan(
+        str(tiny_model_dir),
+        device="cpu",
+        preset="lora",
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=16,
+        max_prompt_length=record["measured_prompt_tokens"],
+        shared_prefix=False,
+    )
     assert record["planned_peak_gib"] == replanned[0]["to_peak_gib"] == round(without.estimate.total_gib, 3)
     assert replanned[0]["from_peak_gib"] != replanned[0]["to_peak_gib"]
     assert record["recipe"]["shared_prefix"] is False
@@ -248,8 +271,16 @@ def test_a_shared_prefix_the_self_check_turns_off_is_planned_again(tiny_model_di
     replanned = [e for e in record["events"] if e["event"] == "replanned"]
     assert len(replanned) == 1, record["events"]
     assert replanned[0]["reason"].startswith("shared prefix off: self-check: log-probs differ from TRL's by up to ")
-    without = plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4, per_device_train_batch_size=4,
-                   max_completion_length=16, max_prompt_length=record["measured_prompt_tokens"], shared_prefix=False)
+    without = plan(
+        str(tiny_model_dir),
+        device="cpu",
+        preset="lora",
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=16,
+        max_prompt_length=record["measured_prompt_tokens"],
+        shared_prefix=False,
+    )
     assert record["planned_peak_gib"] == replanned[0]["to_peak_gib"] == round(without.estimate.total_gib, 3)
     assert replanned[0]["from_peak_gib"] < replanned[0]["to_peak_gib"]
     assert record["recipe"]["shared_prefix"] is False and record["plan"]["estimate_gib"] == replanned[0]["to_peak_gib"]
@@ -258,8 +289,7 @@ def test_a_shared_prefix_the_self_check_turns_off_is_planned_again(tiny_model_di
     assert f"the run is planned again without it, peak {replanned[0]['from_peak_gib']:.2f} -> " in out, out
 
 
-def test_a_run_that_no_longer_fits_once_the_self_check_fails_stops_in_one_line(tiny_model_dir, tmp_path,
-                                                                                leaky_mask):
+def test_a_run_that_no_longer_fits_once_the_self_check_fails_stops_in_one_line(tiny_model_dir, tmp_path, leaky_mask):
     """A budget that the plan with the shared prefix fits and the plan without it does not (the planner's own
     boundary, found by bisection): step 1's failed self-check stops the run with a DoesNotFitError, recorded."""
     import json
@@ -273,8 +303,17 @@ def test_a_run_that_no_longer_fits_once_the_self_check_fails_stops_in_one_line(t
 
     def fits(budget: float, shared: bool) -> bool:
         try:
-            plan(str(tiny_model_dir), device="cpu", preset="lora", num_generations=4, per_device_train_batch_size=4,
-                 max_completion_length=16, max_prompt_length=prompt_tokens, shared_prefix=shared, budget_gb=budget)
+            plan(
+                str(tiny_model_dir),
+                device="cpu",
+                preset="lora",
+                num_generations=4,
+                per_device_train_batch_size=4,
+                max_completion_length=16,
+                max_prompt_length=prompt_tokens,
+                shared_prefix=shared,
+                budget_gb=budget,
+            )
         except DoesNotFitError:
             return False
         return True
@@ -326,15 +365,32 @@ def test_compare_with_write_is_refused_not_ignored(tmp_path, capsys):
     assert not (tmp_path / "r.yaml").exists()
 
 
-def test_prompts_and_completions_beyond_the_context_are_reported_before_training(tiny_model_dir, tmp_path, capsys,
-                                                                                 monkeypatch):
+def test_prompts_and_completions_beyond_the_context_are_reported_before_training(
+    tiny_model_dir, tmp_path, capsys, monkeypatch
+):
     """The tiny model has 1024 positions: 1100 completion tokens cannot fit, whatever the memory."""
     from grpo_lite.training.run import attempts
 
     monkeypatch.setattr(attempts.Attempts, "start", lambda *a, **k: pytest.fail("training started"))
-    error = _cli_error(["train", str(tiny_model_dir), "--dataset", "synthetic", "--reward", "length", "--set",
-                        "max_completion_length=1100", "--set", "num_generations=2", "--set",
-                        "per_device_train_batch_size=2", "--output-dir", str(tmp_path / "run")], capsys)
+    error = _cli_error(
+        [
+            "train",
+            str(tiny_model_dir),
+            "--dataset",
+            "synthetic",
+            "--reward",
+            "length",
+            "--set",
+            "max_completion_length=1100",
+            "--set",
+            "num_generations=2",
+            "--set",
+            "per_device_train_batch_size=2",
+            "--output-dir",
+            str(tmp_path / "run"),
+        ],
+        capsys,
+    )
     assert "has a context of 1024 tokens: set max_completion_length=" in error
     room = int(error.split("set max_completion_length=")[1].split(" ")[0])
     assert 0 < room < 1024 and f"--set max_completion_length={room}" in error
@@ -355,8 +411,13 @@ def test_a_trl_seam_that_turns_the_shared_prefix_off_replans_and_says_so(tiny_mo
 
     monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", changed)
     torch.set_num_threads(1)
-    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=1, save_strategy="no",
-                   **{**TINY_RUN, "quiet": False})
+    result = train(
+        str(tiny_model_dir),
+        output_dir=tmp_path / "run",
+        max_steps=1,
+        save_strategy="no",
+        **{**TINY_RUN, "quiet": False},
+    )
     printed = " ".join(capsys.readouterr().out.split())
     assert "shared-prefix scoring off" in printed and "planned without the shared prefix" in printed
     assert result.plan.estimate.settings.shared_prefix is False  # the plan trained
@@ -368,16 +429,21 @@ def test_the_same_arguments_without_a_recipe_are_typed_alike(tmp_path, monkeypat
     from grpo_lite.training.run import folder
 
     monkeypatch.setattr(folder, "open_run", lambda *a, **k: pytest.fail("the output folder was touched"))
-    for kwargs, message in (({"seed": None}, "seed=None: seed takes a whole number"),
-                            ({"stop_strings": "</answer>"}, "stop_strings='</answer>': stop_strings takes a list"),
-                            ({"shared_prefix": "no way"}, "shared_prefix='no way': shared_prefix takes True or False")):
+    for kwargs, message in (
+        ({"seed": None}, "seed=None: seed takes a whole number"),
+        ({"stop_strings": "</answer>"}, "stop_strings='</answer>': stop_strings takes a list"),
+        ({"shared_prefix": "no way"}, "shared_prefix='no way': shared_prefix takes True or False"),
+    ):
         with pytest.raises(ConfigError, match=message):
             train("some-model", output_dir=tmp_path / "run", **kwargs)
 
 
 def test_lora_target_modules_take_names_or_peft_s_pattern():
     base = {"model": "m", "preset": "lora"}
-    assert Recipe.from_dict({**base, "lora": {"r": 8, "target_modules": "all-linear"}}).lora["target_modules"] == "all-linear"
+    assert (
+        Recipe.from_dict({**base, "lora": {"r": 8, "target_modules": "all-linear"}}).lora["target_modules"]
+        == "all-linear"
+    )
     assert Recipe.from_dict({**base, "lora": {"target_modules": ["q_proj"]}}).lora["target_modules"] == ["q_proj"]
     with pytest.raises(ConfigError, match=r"the recipe: lora.target_modules: 5: lora_target_modules takes text"):
         Recipe.from_dict({**base, "lora": {"target_modules": 5}})

@@ -220,8 +220,14 @@ def reward_len(completions: list, **_: object) -> list[float]:
 
 
 def run(
-    cls: type, path: str, out: object, lora: bool = False, attn: str = "sdpa", steps: int = 2,
-    pad_to_multiple_of: int | None = None, **kwargs: object,
+    cls: type,
+    path: str,
+    out: object,
+    lora: bool = False,
+    attn: str = "sdpa",
+    steps: int = 2,
+    pad_to_multiple_of: int | None = None,
+    **kwargs: object,
 ) -> tuple[list[dict], float, GRPOTrainer]:
     """Two GRPO steps of ``cls`` on the tiny model: G=4, micro-batches of 4 from a shuffled generation batch of 8
     (partial groups), old and ref log-probs scored (steps_per_generation=2, beta>0), gradient checkpointing on."""
@@ -283,9 +289,9 @@ def run(
     return logs, seconds, trainer
 
 
-
-@pytest.mark.parametrize(("lora", "multiple"), [(False, None), (True, None), (False, 8)],
-                         ids=["full", "lora", "full-pad8"])
+@pytest.mark.parametrize(
+    ("lora", "multiple"), [(False, None), (True, None), (False, 8)], ids=["full", "lora", "full-pad8"]
+)
 def test_trainer_matches_trl(tiny_model_dir, tmp_path, lora: bool, multiple: int | None) -> None:
     """Same losses, lengths and metrics as TRL's own trainer; with ``pad_to_multiple_of=8`` the shared
     sampling once cut the first tokens of every completion (mean length 16, 11, 9 against 16, 16, 16),

@@ -29,12 +29,28 @@ def trainer(tiny_model_dir, tmp_path_factory):
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    args = GRPOConfig(output_dir=str(tmp_path_factory.mktemp("sampling")), use_cpu=True, bf16=False, seed=0,
-                      max_steps=1, num_generations=4, per_device_train_batch_size=4, max_completion_length=8,
-                      temperature=0.9, report_to=[], save_strategy="no", disable_tqdm=True)
+    args = GRPOConfig(
+        output_dir=str(tmp_path_factory.mktemp("sampling")),
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        temperature=0.9,
+        report_to=[],
+        save_strategy="no",
+        disable_tqdm=True,
+    )
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": "two apples?"}]}] * 4)
-    built = LiteGRPOTrainer(model=model, reward_funcs=lambda completions, **_: [0.0] * len(completions), args=args,
-                            train_dataset=data, processing_class=tokenizer)
+    built = LiteGRPOTrainer(
+        model=model,
+        reward_funcs=lambda completions, **_: [0.0] * len(completions),
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+    )
     built.model.eval()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -46,12 +62,12 @@ def _tokens(draw_ids: list[int], specials: set[int]) -> list[int]:
     return [10 + (t % 480) if t in specials else t for t in draw_ids]
 
 
-@settings(max_examples=24, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=24, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     prefix=st.lists(st.integers(10, 500), min_size=MIN_SHARED_PREFIX, max_size=48),  # the system prompt's part
-    groups=st.lists(st.tuples(st.lists(st.integers(10, 500), min_size=1, max_size=24), st.integers(2, 4)),
-                    min_size=1, max_size=3),
+    groups=st.lists(
+        st.tuples(st.lists(st.integers(10, 500), min_size=1, max_size=24), st.integers(2, 4)), min_size=1, max_size=3
+    ),
     multiple=st.sampled_from([None, 8, 64]),
     side=st.sampled_from(["left", "right"]),
     seed=st.integers(0, 2**16),
@@ -91,8 +107,11 @@ def _inputs(trainer, prompts, width=None):
     longest = max(map(len, prompts))
     rows = [[pad] * (longest - len(p)) + p for p in prompts]
     mask = [[0] * (longest - len(p)) + [1] * len(p) for p in prompts]
-    plain = {"input_ids": torch.tensor(rows), "attention_mask": torch.tensor(mask),
-             "generation_config": trainer.generation_config}
+    plain = {
+        "input_ids": torch.tensor(rows),
+        "attention_mask": torch.tensor(mask),
+        "generation_config": trainer.generation_config,
+    }
     with torch.no_grad():
         shared = {**plain, **prefix_cache_inputs(model, prompts, pad, width=width)}
     return plain, shared
@@ -104,13 +123,15 @@ def test_a_cut_layout_fails_the_check(trainer):
     head = list(range(20, 60))
     prompts = [head + [70, 71], head + [70, 71], head + [80], head + [80]]
     plain, _ = _inputs(trainer, prompts)
-    plain = {k: torch.nn.functional.pad(v, (8, 0), value=0) if k != "generation_config" else v
-             for k, v in plain.items()}  # TRL padded to a multiple: 8 more columns
+    plain = {
+        k: torch.nn.functional.pad(v, (8, 0), value=0) if k != "generation_config" else v for k, v in plain.items()
+    }  # TRL padded to a multiple: 8 more columns
     _, narrow = _inputs(trainer, prompts)  # the old layout: as wide as the longest prompt
     state = torch.get_rng_state()
     with torch.no_grad():
-        check = checked_generate(trainer.model.generate, plain, narrow, trainer.eos_token_ids, exact=True,
-                                 atol=1e-3, mean_atol=1e-4)
+        check = checked_generate(
+            trainer.model.generate, plain, narrow, trainer.eos_token_ids, exact=True, atol=1e-3, mean_atol=1e-4
+        )
     assert not check.ok and "would be cut" in check.reason() and check.width == check.shared_width + 8
     assert torch.equal(torch.get_rng_state(), state)  # the batch is then sampled from the state the check found
 
@@ -118,8 +139,11 @@ def test_a_cut_layout_fails_the_check(trainer):
 def test_the_trainer_turns_shared_sampling_off_on_a_failed_check(trainer, monkeypatch, caplog):
     from grpo_lite.training.step import grpo_trainer
 
-    monkeypatch.setattr(grpo_trainer, "prefix_cache_inputs",
-                        lambda model, lists, pad, width=None: prefix_cache_inputs(model, lists, pad))  # the old cut
+    monkeypatch.setattr(
+        grpo_trainer,
+        "prefix_cache_inputs",
+        lambda model, lists, pad, width=None: prefix_cache_inputs(model, lists, pad),
+    )  # the old cut
     monkeypatch.setattr(trainer, "shared_sampling", True)
     monkeypatch.setattr(trainer, "_verify_sampling_pending", True)
     monkeypatch.setattr(trainer, "pad_to_multiple_of", 64)
@@ -141,14 +165,34 @@ def test_a_row_may_part_ways_only_in_low_precision(exact, ok):
     ref_ids = torch.tensor([[5, 6, 7, 8], [5, 6, 7, 8]])
     ids = torch.tensor([[5, 6, 7, 8], [5, 6, 9, 3]])
     logps = torch.tensor([[-1.0, -2.0, -0.5, -0.1]] * 2)
-    check = compare_samples(ref_ids, ids, logps, logps + 0.01, [2], width=4, shared_width=4, exact=exact,
-                            atol=0.05 if exact else 1.0, mean_atol=0.05 if exact else 0.1)
+    check = compare_samples(
+        ref_ids,
+        ids,
+        logps,
+        logps + 0.01,
+        [2],
+        width=4,
+        shared_width=4,
+        exact=exact,
+        atol=0.05 if exact else 1.0,
+        mean_atol=0.05 if exact else 0.1,
+    )
     assert check.ok == ok and check.rows_parted == 1 and check.n_tokens == 4 + 2
 
 
 def test_log_probs_that_differ_fail_the_check():
     ids = torch.tensor([[5, 6, 7, 8]])
     logps = torch.tensor([[-1.0, -2.0, -0.5, -0.1]])
-    check = compare_samples(ids, ids, logps, logps + torch.tensor([[0.0, 0.3, 0.0, 0.0]]), [2], width=4,
-                            shared_width=4, exact=True, atol=1e-3, mean_atol=1e-4)
+    check = compare_samples(
+        ids,
+        ids,
+        logps,
+        logps + torch.tensor([[0.0, 0.3, 0.0, 0.0]]),
+        [2],
+        width=4,
+        shared_width=4,
+        exact=True,
+        atol=1e-3,
+        mean_atol=1e-4,
+    )
     assert not check.ok and check.max_abs_diff == pytest.approx(0.3) and "differ" in check.reason()

@@ -63,6 +63,7 @@ def _held(sim) -> None:  # noqa: ANN001
 
 # ---- the planner held to full-size simulations ------------------------------------------------------------------
 
+
 def test_llama_8b_qlora_on_a_16_gb_card() -> None:
     sim = _simulate("meta-llama/Llama-3.1-8B-Instruct", 16)
     assert sim.preset == "qlora"
@@ -110,13 +111,21 @@ def test_a_dropped_term_fails_the_comparison(monkeypatch: pytest.MonkeyPatch) ->
 
 # ---- the stored table against the current planner -------------------------------------------------------------
 
+
 def test_the_stored_rows_cover_the_ladder_at_full_size() -> None:
     assert len(STORED) >= 10
     presets = {r["preset"] for r in STORED}
     assert presets >= {"full-8bit", "galore", "lora", "qlora"}
     models = " ".join(r["model"] for r in STORED)
-    for name in ("Llama-3.2-1B", "Llama-3.2-3B", "Llama-3.1-8B", "Qwen2.5-14B", "Qwen2.5-1.5B", "Qwen2.5-7B",
-                 "Qwen2.5-0.5B"):
+    for name in (
+        "Llama-3.2-1B",
+        "Llama-3.2-3B",
+        "Llama-3.1-8B",
+        "Qwen2.5-14B",
+        "Qwen2.5-1.5B",
+        "Qwen2.5-7B",
+        "Qwen2.5-0.5B",
+    ):
         assert name in models
     assert {r["shared_prefix"] for r in STORED} == {True, False}
     shapes = [r["shape"] for r in STORED]
@@ -145,6 +154,7 @@ def test_the_docs_table_is_rendered_from_the_stored_rows() -> None:
 
 # ---- the held-out rows: no term was tuned on them ---------------------------------------------------------------
 
+
 def _gpu_sim() -> object:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
@@ -157,8 +167,17 @@ def _gpu_sim() -> object:
 def test_the_held_out_rows_cover_every_new_architecture_and_method() -> None:
     ran = [r for r in HELD_OUT if "error" not in r]
     assert len(ran) == len(HELD_OUT) >= 18
-    for name in ("Qwen3", "gemma-2", "gemma-3", "Mistral-7B-Instruct-v0.1", "Phi-3-mini", "Phi-4-mini", "SmolLM3",
-                 "granite-3.1", "OLMo-2"):
+    for name in (
+        "Qwen3",
+        "gemma-2",
+        "gemma-3",
+        "Mistral-7B-Instruct-v0.1",
+        "Phi-3-mini",
+        "Phi-4-mini",
+        "SmolLM3",
+        "granite-3.1",
+        "OLMo-2",
+    ):
         assert {r["checkpointing"] for r in ran if name in r["model"]} == {True, False}, name
     presets = [r["preset"] for r in ran]
     assert all(presets.count(p) >= 2 for p in ("full", "full-8bit", "galore", "lora", "qlora"))
@@ -183,7 +202,8 @@ def test_the_held_out_table_is_rendered_from_the_stored_rows() -> None:
     page = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
     table = page.split(HELD_OUT_START, 1)[1].split(HELD_OUT_END, 1)[0].strip()
     assert table == held_out_markdown([_gpu_sim().replan(r) for r in HELD_OUT]), (  # type: ignore[attr-defined]
-        "stale: python benchmarks/gpu_sim.py --held-out --show --write")
+        "stale: python benchmarks/gpu_sim.py --held-out --show --write"
+    )
 
 
 @pytest.mark.slow
@@ -203,16 +223,33 @@ def test_a_held_out_row_simulates_as_stored(label: str) -> None:
 
 # ---- the GPU's choices ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("arch,dtype,head_dim,masked,grad,kernel", [
-    ("sm86", torch.bfloat16, 64, False, True, "flash"),       # no padding: flash, native grouped-query attention
-    ("sm86", torch.bfloat16, 128, True, True, "efficient"),   # a padding mask: the memory-efficient kernel
-    ("sm80", torch.float32, 64, False, True, "efficient"),    # flash takes 16-bit inputs only
-    ("sm86", torch.bfloat16, 200, False, True, "efficient"),  # sm86/89 flash refuses head dims in (192, 224] to train
-    ("sm80", torch.bfloat16, 200, False, True, "flash"),
-    ("sm86", torch.bfloat16, 60, True, False, "math"),        # not aligned to 8
-])
-def test_the_attention_kernel_follows_torchs_cuda_dispatch(arch, dtype, head_dim, masked, grad,  # noqa: ANN001
-                                                           kernel) -> None:
+
+@pytest.mark.parametrize(
+    "arch,dtype,head_dim,masked,grad,kernel",
+    [
+        ("sm86", torch.bfloat16, 64, False, True, "flash"),  # no padding: flash, native grouped-query attention
+        ("sm86", torch.bfloat16, 128, True, True, "efficient"),  # a padding mask: the memory-efficient kernel
+        ("sm80", torch.float32, 64, False, True, "efficient"),  # flash takes 16-bit inputs only
+        (
+            "sm86",
+            torch.bfloat16,
+            200,
+            False,
+            True,
+            "efficient",
+        ),  # sm86/89 flash refuses head dims in (192, 224] to train
+        ("sm80", torch.bfloat16, 200, False, True, "flash"),
+        ("sm86", torch.bfloat16, 60, True, False, "math"),  # not aligned to 8
+    ],
+)
+def test_the_attention_kernel_follows_torchs_cuda_dispatch(
+    arch,
+    dtype,
+    head_dim,
+    masked,
+    grad,  # noqa: ANN001
+    kernel,
+) -> None:
     assert choose_kernel(arch, dtype, head_dim=head_dim, masked=masked, requires_grad=grad) == kernel
 
 
@@ -236,12 +273,20 @@ def test_cuda_semantics_puts_everything_back() -> None:
 
     from grpo_lite.simulation.cuda import cuda_semantics
 
-    before = (F.scaled_dot_product_attention, chunked._use_triton, torch.is_autocast_enabled,
-              hasattr(chunked, "triton"))
+    before = (
+        F.scaled_dot_product_attention,
+        chunked._use_triton,
+        torch.is_autocast_enabled,
+        hasattr(chunked, "triton"),
+    )
     with cuda_semantics("sm86") as choices:
         assert F.scaled_dot_product_attention is not before[0] and chunked._use_triton(torch.device("meta"))
-    assert (F.scaled_dot_product_attention, chunked._use_triton, torch.is_autocast_enabled,
-            hasattr(chunked, "triton")) == before
+    assert (
+        F.scaled_dot_product_attention,
+        chunked._use_triton,
+        torch.is_autocast_enabled,
+        hasattr(chunked, "triton"),
+    ) == before
     assert "Triton path" in choices.lm_head
 
 
@@ -273,9 +318,23 @@ def test_plan_simulate_json_on_a_tiny_model(tiny_model_dir: Path, capsys: pytest
 
     parser = argparse.ArgumentParser(prog="grpo-lite")
     plan_cli.add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["plan", str(tiny_model_dir), "--budget-gb", "4", "--simulate", "--no-padding",
-                              "--set", "num_generations=4", "--set", "max_completion_length=16", "--set", "shared_prefix=false",
-                              "--json"])
+    args = parser.parse_args(
+        [
+            "plan",
+            str(tiny_model_dir),
+            "--budget-gb",
+            "4",
+            "--simulate",
+            "--no-padding",
+            "--set",
+            "num_generations=4",
+            "--set",
+            "max_completion_length=16",
+            "--set",
+            "shared_prefix=false",
+            "--json",
+        ]
+    )
     assert plan_cli.run(args) == 0
     data = json.loads(capsys.readouterr().out)["simulated"]
     assert set(data["phases"]) >= {"generation", "forward", "backward_head", "backward_layers"}
@@ -285,12 +344,14 @@ def test_plan_simulate_json_on_a_tiny_model(tiny_model_dir: Path, capsys: pytest
 
 # ---- sliding-window models -------------------------------------------------------------------------------------
 
+
 def _sliding_configs(root: Path) -> dict[str, Path]:
     """Tiny config.json folders from transformers' own config classes (Mistral with and without a window, Gemma 3)."""
     from transformers import Gemma3TextConfig, MistralConfig
 
-    small = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                 vocab_size=512)
+    small = dict(
+        hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=512
+    )
     configs = {f"mistral-{w}": MistralConfig(num_hidden_layers=2, sliding_window=w, **small) for w in (16, 32, None)}
     configs["gemma3"] = Gemma3TextConfig(num_hidden_layers=6, sliding_window=16, **small)  # 5 sliding, 1 full
     for name, config in configs.items():
@@ -298,8 +359,9 @@ def _sliding_configs(root: Path) -> dict[str, Path]:
     return {name: root / name for name in configs}
 
 
-def test_sliding_window_models_simulate_with_the_cache_transformers_builds(tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sliding_window_models_simulate_with_the_cache_transformers_builds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from grpo_lite.simulation import step
     from grpo_lite.simulation.run import simulate
 
@@ -309,11 +371,22 @@ def test_sliding_window_models_simulate_with_the_cache_transformers_builds(tmp_p
     prompt, completion, n = 8, 248, 4
     kept = {}
     for name, folder in _sliding_configs(tmp_path).items():
-        sim = simulate(plan(str(folder), 8, method="lora", max_prompt_length=prompt,
-                            max_completion_length=completion, num_generations=n, shared_prefix=False))
+        sim = simulate(
+            plan(
+                str(folder),
+                8,
+                method="lora",
+                max_prompt_length=prompt,
+                max_completion_length=completion,
+                num_generations=n,
+                shared_prefix=False,
+            )
+        )
         assert next(p for p in sim.phases if p.name == "generation").peak_bytes > 0
-        kept[name] = [(layer.is_sliding, layer.get_seq_length(), layer.keys.size(-2),
-                       layer.keys.untyped_storage().nbytes()) for layer in caches[-1].layers]
+        kept[name] = [
+            (layer.is_sliding, layer.get_seq_length(), layer.keys.size(-2), layer.keys.untyped_storage().nbytes())
+            for layer in caches[-1].layers
+        ]
     row = n * 2 * 16 * 2  # one cached token of one layer: sequences x kv heads x head dim x bf16
     tokens = prompt + completion  # the cache after the last decoding step
     assert kept["mistral-None"] == [(False, tokens, tokens, tokens * row)] * 2
@@ -330,32 +403,53 @@ def test_the_plan_packs_the_prompt_only_where_training_will(tmp_path: Path) -> N
     from grpo_lite.training.step.shared_prefix import unsupported_reason
 
     folders = _sliding_configs(tmp_path)
-    MistralConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                  num_key_value_heads=2, head_dim=16, vocab_size=512, sliding_window=512).save_pretrained(
-        tmp_path / "mistral-512")
+    MistralConfig(
+        num_hidden_layers=2,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        vocab_size=512,
+        sliding_window=512,
+    ).save_pretrained(tmp_path / "mistral-512")
     folders["mistral-512"] = tmp_path / "mistral-512"
     prompt, completion, n = 8, 248, 4  # 256 tokens: longer than 16 and 32, shorter than 512
     ids = torch.randint(1, 500, (prompt,)).repeat(n, 1)
-    batch = torch.cat([ids, torch.randint(1, 500, (n, completion))], 1), torch.ones(n, prompt + completion, dtype=torch.long)
+    batch = (
+        torch.cat([ids, torch.randint(1, 500, (n, completion))], 1),
+        torch.ones(n, prompt + completion, dtype=torch.long),
+    )
     planned = {}
     for name, folder in folders.items():
-        the_plan = plan(str(folder), 8, method="lora", max_prompt_length=prompt, max_completion_length=completion,
-                        num_generations=n)
+        the_plan = plan(
+            str(folder), 8, method="lora", max_prompt_length=prompt, max_completion_length=completion, num_generations=n
+        )
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder), attn_implementation="sdpa")
         trained = unsupported_reason(model, *batch, completion)
         planned[name] = the_plan.estimate.settings.shared_prefix
         assert planned[name] == (trained is None), name
-        assert any(r.startswith("shared_prefix planned off: training turns it off for this model (sliding-window "
-                                "attention") for r in the_plan.reasons) == (not planned[name])
-    assert planned == {"mistral-16": False, "mistral-32": False, "mistral-None": True, "gemma3": False,
-                       "mistral-512": True}
-    off = {key: plan(str(folders["gemma3"]), 8, method="lora", num_generations=n, **key_value).estimate.total_bytes
-           for key, key_value in (("default", {}), ("asked off", {"shared_prefix": False}))}
+        assert any(
+            r.startswith("shared_prefix planned off: training turns it off for this model (sliding-window attention")
+            for r in the_plan.reasons
+        ) == (not planned[name])
+    assert planned == {
+        "mistral-16": False,
+        "mistral-32": False,
+        "mistral-None": True,
+        "gemma3": False,
+        "mistral-512": True,
+    }
+    off = {
+        key: plan(str(folders["gemma3"]), 8, method="lora", num_generations=n, **key_value).estimate.total_bytes
+        for key, key_value in (("default", {}), ("asked off", {"shared_prefix": False}))
+    }
     assert off["default"] == off["asked off"]  # the default plans what training runs: no packing
 
 
-def test_a_failure_on_meta_is_one_line_that_says_what_to_do(tiny_model_dir: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_on_meta_is_one_line_that_says_what_to_do(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from grpo_lite.errors import SimulationError
     from grpo_lite.simulation import step
     from grpo_lite.simulation.run import simulate
@@ -364,14 +458,18 @@ def test_a_failure_on_meta_is_one_line_that_says_what_to_do(tiny_model_dir: Path
         raise RuntimeError("Attempting to broadcast a dimension of length 257\nmore")
 
     monkeypatch.setattr(step, "_grow_cache", broken)
-    with pytest.raises(SimulationError, match=r"running the step failed at tests/test_simulation.py:\d+ \(broken\): "
-                                              r"RuntimeError: Attempting to broadcast .* 257\. The plan .* drop "
-                                              r"--simulate") as caught:
+    with pytest.raises(
+        SimulationError,
+        match=r"running the step failed at tests/test_simulation.py:\d+ \(broken\): "
+        r"RuntimeError: Attempting to broadcast .* 257\. The plan .* drop "
+        r"--simulate",
+    ) as caught:
         simulate(plan(str(tiny_model_dir), 4, num_generations=4, max_completion_length=16))
     assert "\n" not in str(caught.value)
 
 
 # ---- the trainer's own code on the trainer's batch --------------------------------------------------------------
+
 
 def test_batch_data_keeps_the_values_that_decide_shapes() -> None:
     from grpo_lite.simulation.data import BatchData
@@ -398,7 +496,8 @@ def _spy(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, seen: list) 
 
 
 def test_the_step_runs_trls_loss_and_the_shared_prefix_packing_on_the_trainers_batch(
-        tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import trl
 
     from grpo_lite.simulation.run import simulate
@@ -408,8 +507,16 @@ def test_the_step_runs_trls_loss_and_the_shared_prefix_packing_on_the_trainers_b
     packs: list = []
     _spy(monkeypatch, trl.GRPOTrainer, "_compute_loss", losses)
     _spy(monkeypatch, shared_prefix, "pack_groups", packs)
-    the_plan = plan(str(tiny_model_dir), 4, num_generations=4, per_device_train_batch_size=8, max_prompt_length=24,
-                    max_completion_length=16, shared_prefix=True, gradient_accumulation_steps=1)
+    the_plan = plan(
+        str(tiny_model_dir),
+        4,
+        num_generations=4,
+        per_device_train_batch_size=8,
+        max_prompt_length=24,
+        max_completion_length=16,
+        shared_prefix=True,
+        gradient_accumulation_steps=1,
+    )
     simulate(the_plan)
     b, p, c, g = 8, 24, 16, 4
     assert len(losses) == 2  # TRL's own loss ran: the warm-up step, then the measured one
@@ -423,16 +530,20 @@ def test_the_step_runs_trls_loss_and_the_shared_prefix_packing_on_the_trainers_b
     assert packed.hidden_index.shape == (b * c,)  # every completion token scored (each completion at its maximum)
 
 
-def test_a_trl_loss_that_reads_more_stops_the_simulation_with_its_name(tiny_model_dir: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_trl_loss_that_reads_more_stops_the_simulation_with_its_name(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import trl
 
     from grpo_lite.errors import SimulationError
     from grpo_lite.simulation.run import simulate
 
     monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", _a_newer_loss)
-    with pytest.raises(SimulationError, match=r"loss reads new_knob, which the simulation does not set .*drop "
-                                              r"--simulate"):
+    with pytest.raises(
+        SimulationError,
+        match=r"loss reads new_knob, which the simulation does not set .*drop "
+        r"--simulate",
+    ):
         simulate(plan(str(tiny_model_dir), 4, num_generations=4, max_completion_length=16))
 
 

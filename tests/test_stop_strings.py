@@ -11,13 +11,16 @@ from grpo_lite import train
 from grpo_lite.training.step.grpo_trainer import end_at_stop
 
 
-@pytest.mark.parametrize("ids, pad, eos, expected", [
-    ([5, 6, 0, 0], 0, [2], [5, 6, 2]),  # stopped early: pads dropped, EOS closes the completion
-    ([5, 6, 2], 2, [2], [5, 6, 2]),  # pad is EOS: TRL already cut there
-    ([5, 6, 7], 0, [2], [5, 6, 7]),  # ran to the length limit: unchanged
-    ([], 0, [2], []),
-    ([5, 0], None, [2], [5, 0]),  # no pad token: nothing to strip
-])
+@pytest.mark.parametrize(
+    "ids, pad, eos, expected",
+    [
+        ([5, 6, 0, 0], 0, [2], [5, 6, 2]),  # stopped early: pads dropped, EOS closes the completion
+        ([5, 6, 2], 2, [2], [5, 6, 2]),  # pad is EOS: TRL already cut there
+        ([5, 6, 7], 0, [2], [5, 6, 7]),  # ran to the length limit: unchanged
+        ([], 0, [2], []),
+        ([5, 0], None, [2], [5, 0]),  # no pad token: nothing to strip
+    ],
+)
 def test_end_at_stop(ids, pad, eos, expected):
     assert end_at_stop(ids, pad, eos) == expected
 

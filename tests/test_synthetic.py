@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_lite.errors import ConfigError
 from grpo_lite.data.prompts import ONE_SHOT_QUESTION, PromptStyle, build_messages
 from grpo_lite.data.synthetic import (
     LEVELS,
@@ -26,6 +25,7 @@ from grpo_lite.data.synthetic import (
     solution_text,
     synthetic_problems,
 )
+from grpo_lite.errors import ConfigError
 
 STEP = re.compile(r"((?:\d+ [-+x/] )+\d+) = (\d+)")
 STRICT_FORMAT = re.compile(r"^<reasoning>\n.+?\n</reasoning>\n<answer>\n\d+\n</answer>$", re.DOTALL)

@@ -26,14 +26,31 @@ def _build(path, out, cls=None, max_steps=1, **kwargs):
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)
-    args = GRPOConfig(output_dir=str(out), use_cpu=True, bf16=False, seed=0, max_steps=max_steps, num_generations=4,
-                      per_device_train_batch_size=4, max_completion_length=8, temperature=0.9, report_to=[],
-                      save_strategy="no", disable_tqdm=True, logging_steps=1)
+    args = GRPOConfig(
+        output_dir=str(out),
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        max_steps=max_steps,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=8,
+        temperature=0.9,
+        report_to=[],
+        save_strategy="no",
+        disable_tqdm=True,
+        logging_steps=1,
+    )
     head = "a long system prompt that every question of this batch starts with " * 2
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": head + f"question {i}?"}]} for i in range(8)])
-    return (cls or LiteGRPOTrainer)(model=model, args=args, train_dataset=data, processing_class=tokenizer,
-                                    reward_funcs=lambda completions, **_: [float(len(c[0]["content"])) for c in completions],
-                                    **kwargs)
+    return (cls or LiteGRPOTrainer)(
+        model=model,
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        reward_funcs=lambda completions, **_: [float(len(c[0]["content"])) for c in completions],
+        **kwargs,
+    )
 
 
 def test_the_installed_trl_is_one_tested_and_its_seam_is_whole(tiny_model_dir, tmp_path):
@@ -66,28 +83,39 @@ def _scoring_1_14(self, model, *args, batch_size=None, compute_aux_loss=False, *
     return ORIGINAL_SCORING(self, model, *args, batch_size=batch_size, compute_aux_loss=compute_aux_loss, **kwargs)
 
 
-def _sampling_with_a_new_parameter(self, prompt_ids, images, multimodal_fields, num_generations,
-                                   has_tool_images=False, *, tool_budget=None):
+def _sampling_with_a_new_parameter(
+    self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False, *, tool_budget=None
+):
     self.calls_of_the_fake += 1
     return ORIGINAL_SAMPLING(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
 
-@pytest.mark.parametrize(("method", "fake", "off"), [
-    ("_get_per_token_logps_and_entropies", _scoring_1_14, {"shared_scoring"}),
-    ("_generate_single_turn", _sampling_with_a_new_parameter, {"shared_sampling", "stop_strings"}),
-], ids=["scoring", "sampling"])
-def test_a_changed_signature_falls_back_to_trls_own_method(tiny_model_dir, tmp_path, monkeypatch, caplog,
-                                                           method, fake, off):
+@pytest.mark.parametrize(
+    ("method", "fake", "off"),
+    [
+        ("_get_per_token_logps_and_entropies", _scoring_1_14, {"shared_scoring"}),
+        ("_generate_single_turn", _sampling_with_a_new_parameter, {"shared_sampling", "stop_strings"}),
+    ],
+    ids=["scoring", "sampling"],
+)
+def test_a_changed_signature_falls_back_to_trls_own_method(
+    tiny_model_dir, tmp_path, monkeypatch, caplog, method, fake, off
+):
     monkeypatch.setattr(GRPOTrainer, method, fake)
     monkeypatch.setattr(GRPOTrainer, "calls_of_the_fake", 0, raising=False)
     with caplog.at_level(logging.WARNING):
         trainer = _build(tiny_model_dir, tmp_path, stop_strings=("1",))
-    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "grpo-lite" in r.getMessage()]
+    warnings = [
+        r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "grpo-lite" in r.getMessage()
+    ]
     assert len(warnings) == 1, warnings
     assert f"TRL {trl.__version__}" in warnings[0] and method in warnings[0]
     for feature in off:
-        assert {"shared_scoring": "shared-prefix scoring", "shared_sampling": "shared-prefix sampling",
-                "stop_strings": "stop strings"}[feature] + " off" in warnings[0]
+        assert {
+            "shared_scoring": "shared-prefix scoring",
+            "shared_sampling": "shared-prefix sampling",
+            "stop_strings": "stop strings",
+        }[feature] + " off" in warnings[0]
     record = trainer.shared_prefix_record
     assert set(record["trl_seam"]["off"]) == off and record["trl_seam"]["trl"] == trl.__version__
     assert getattr(trainer, method).__func__ is fake  # TRL's callers reach TRL's method, not the override
@@ -106,15 +134,20 @@ def _sampling_sliced_elsewhere(self, prompt_ids, images, multimodal_fields, num_
     padded_ids = pad(prompt_ids, padding_value=0, padding_side="left")  # noqa: F821
     generate_inputs = {"input_ids": padded_ids}
     prompt_completion_ids = unwrapped_model.generate(**generate_inputs, generation_config=self.generation_config)  # noqa: F821
-    completion_ids = prompt_completion_ids[:, self.max_prompt_length:]
+    completion_ids = prompt_completion_ids[:, self.max_prompt_length :]
     return torch.isin(completion_ids, torch.tensor(self.eos_token_ids, device="cpu"))
 
 
 def test_a_changed_slice_turns_only_the_shared_sampling_off():
     fake_trainer = types.SimpleNamespace(
-        model=torch.nn.Linear(1, 1), use_vllm=False, use_transformers_continuous_batching=False,
-        _tokenizer=types.SimpleNamespace(pad_token_id=0), generation_config=object(), eos_token_ids=[2],
-        _metrics={"train": {}})
+        model=torch.nn.Linear(1, 1),
+        use_vllm=False,
+        use_transformers_continuous_batching=False,
+        _tokenizer=types.SimpleNamespace(pad_token_id=0),
+        generation_config=object(),
+        eos_token_ids=[2],
+        _metrics={"train": {}},
+    )
     next_trl = type("NextGRPOTrainer", (GRPOTrainer,), {"_generate_single_turn": _sampling_sliced_elsewhere})
     problems = seam_problems(fake_trainer, trl_class=next_trl)
     assert 'prompt_length = generate_inputs["input_ids"].size(1)' in problems["shared_sampling"]
@@ -148,15 +181,18 @@ def _installed(trainer) -> dict:
     return {
         "ChunkedLogProbFunction": [ChunkedLogProbFunction.__dict__[n] for n in ("forward", "backward")],
         "DynamicLayer.update": DynamicLayer.__dict__["update"],
-        "trainer": {n: vars(trainer).get(n) for n in ("_get_per_token_logps_and_entropies", "compute_loss",
-                                                        "_clip_grad_norm")},
+        "trainer": {
+            n: vars(trainer).get(n) for n in ("_get_per_token_logps_and_entropies", "compute_loss", "_clip_grad_norm")
+        },
         "model.generate": vars(trainer.model).get("generate"),
         "accelerator.backward": vars(trainer.accelerator).get("backward"),
         "callbacks": [type(c).__name__ for c in trainer.callback_handler.callbacks],
         "optimizer hooks": dict(_global_optimizer_post_hooks),
         "dispatch mode": _get_current_dispatch_mode(),
         "head hooks": (dict(head._forward_pre_hooks), dict(head._forward_hooks)),
-        "grad hooks": sum(len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) for p in trainer.model.parameters()),
+        "grad hooks": sum(
+            len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) for p in trainer.model.parameters()
+        ),
     }
 
 

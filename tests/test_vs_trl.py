@@ -46,8 +46,13 @@ def lite_build(bench: Any, tiny_model_dir: Path, tmp_path_factory: pytest.TempPa
     original, build.build_trainer = build.build_trainer, capture
     try:
         with pytest.raises(_Captured):
-            bench.lite_train(tiny_model_dir, bench.problems("train", 6, seed=3), 3,
-                             tmp_path_factory.mktemp("lite") / "run", max_steps=4)
+            bench.lite_train(
+                tiny_model_dir,
+                bench.problems("train", 6, seed=3),
+                3,
+                tmp_path_factory.mktemp("lite") / "run",
+                max_steps=4,
+            )
     finally:
         build.build_trainer = original
     return seen
@@ -56,8 +61,10 @@ def lite_build(bench: Any, tiny_model_dir: Path, tmp_path_factory: pytest.TempPa
 @pytest.fixture(scope="module")
 def trl_arms(bench: Any, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     rows = bench.problems("train", 6, seed=3)
-    return {arm: bench.trl_trainer(arm, tiny_model_dir, rows, 3, tmp_path_factory.mktemp(arm), max_steps=4)
-            for arm in ("trl-defaults", "trl-lite-hp")}
+    return {
+        arm: bench.trl_trainer(arm, tiny_model_dir, rows, 3, tmp_path_factory.mktemp(arm), max_steps=4)
+        for arm in ("trl-defaults", "trl-lite-hp")
+    }
 
 
 def test_trl_defaults_arm_is_grpoconfig_defaults_except_the_listed_deviations(bench: Any, tmp_path: Path) -> None:
@@ -71,7 +78,12 @@ def test_trl_defaults_arm_is_grpoconfig_defaults_except_the_listed_deviations(be
     assert set(bench.TRL_DEFAULT_DEVIATIONS) == {"use_cpu", "seed"}
     assert arm["seed"] == 3 and reference["seed"] == 42
     # what TRL's defaults mean for this run: full fine-tuning at 1e-6, temperature 1, 512 tokens, bf16 autocast
-    assert (arm["learning_rate"], arm["temperature"], arm["max_completion_length"], arm["bf16"]) == (1e-6, 1.0, 512, True)
+    assert (arm["learning_rate"], arm["temperature"], arm["max_completion_length"], arm["bf16"]) == (
+        1e-6,
+        1.0,
+        512,
+        True,
+    )
 
 
 def test_trl_defaults_arm_trains_every_weight(trl_arms: dict[str, Any]) -> None:
@@ -89,7 +101,11 @@ def test_trl_lite_hp_arm_gets_the_settings_train_builds(trl_arms: dict[str, Any]
     assert differ == {"output_dir"}, {k: (mine[k], lite.get(k)) for k in differ}
     # the demo's settings reached TRL (not TRL's defaults)
     assert (mine["learning_rate"], mine["temperature"], mine["max_completion_length"], mine["num_generations"]) == (
-        2e-4, 0.7, 64, 8)
+        2e-4,
+        0.7,
+        64,
+        8,
+    )
     lora = trl_arms["trl-lite-hp"].model.peft_config["default"]
     assert lora.r == lite_build["recipe"].lora["r"] == 16 and lora.lora_alpha == lite_build["recipe"].lora["lora_alpha"]
     assert sorted(lora.target_modules) == sorted(lite_build["recipe"].lora["target_modules"])
@@ -216,8 +232,18 @@ def test_presets_set_the_budget_unless_given(bench: Any) -> None:
     from types import SimpleNamespace
 
     def resolved(**given: Any) -> Any:
-        args = SimpleNamespace(**{"quick": False, "long": False, "budget": None, "seeds": [0, 1, 2],
-                                  "defaults_seeds": [0], "eval_n": 200, "train_n": 64, **given})
+        args = SimpleNamespace(
+            **{
+                "quick": False,
+                "long": False,
+                "budget": None,
+                "seeds": [0, 1, 2],
+                "defaults_seeds": [0],
+                "eval_n": 200,
+                "train_n": 64,
+                **given,
+            }
+        )
         bench.resolve_preset(args)
         return args
 
@@ -232,14 +258,32 @@ def test_presets_set_the_budget_unless_given(bench: Any) -> None:
 
 
 def test_timings_split_each_process_into_its_parts(bench: Any) -> None:
-    before = {"arm": "before", "seed": 0, "setup_s": 2.0, "eval_wall_s": 150.0, "process_wall_s": 160.0,
-              "startup_cpu_s": 7.0, "setup_cpu_s": 1.5, "eval_cpu_s": 149.0, "process_cpu_s": 157.5}
-    run = {"arm": "grpo-lite", "seed": 1, "setup_s": 12.0, "train_wall_s": 118.0, "eval_wall_s": 140.0,
-           "process_wall_s": 279.0, "train_cpu_s": 117.0}
+    before = {
+        "arm": "before",
+        "seed": 0,
+        "setup_s": 2.0,
+        "eval_wall_s": 150.0,
+        "process_wall_s": 160.0,
+        "startup_cpu_s": 7.0,
+        "setup_cpu_s": 1.5,
+        "eval_cpu_s": 149.0,
+        "process_cpu_s": 157.5,
+    }
+    run = {
+        "arm": "grpo-lite",
+        "seed": 1,
+        "setup_s": 12.0,
+        "train_wall_s": 118.0,
+        "eval_wall_s": 140.0,
+        "process_wall_s": 279.0,
+        "train_cpu_s": 117.0,
+    }
     reused = {"arm": "trl-lite-hp", "seed": 1, "setup_s": 9.0, "train_wall_s": 121.0, "eval_wall_s": 139.0}
     lines = bench.timings(before, [run, reused]).splitlines()
     assert lines[2] == "| before | 0 | 8 / 7 | 2 / 2 | - / - | 150 / 149 | 160 / 158 |"
-    assert lines[3] == "| grpo-lite | 1 | 9 / - | 12 / - | 118 / 117 | 140 / - | 279 / - |"  # start-up: 279 - 12 - 118 - 140
+    assert (
+        lines[3] == "| grpo-lite | 1 | 9 / - | 12 / - | 118 / 117 | 140 / - | 279 / - |"
+    )  # start-up: 279 - 12 - 118 - 140
     assert lines[4] == "| trl-lite-hp | 1 | - / - | 9 / - | 121 / - | 139 / - | - / - |"  # reused: no process time
 
 
@@ -253,14 +297,36 @@ def test_the_benchmark_runs_end_to_end_two_at_a_time(tiny_model_dir: Path, tmp_p
 
     out = tmp_path / "runs"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "vs_trl.py"), "--model", str(tiny_model_dir), "--seeds", "0",
-         "--budget", "1", "--eval-n", "4", "--train-n", "4", "--eval-tokens", "8", "--out", str(out)],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=900)
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "vs_trl.py"),
+            "--model",
+            str(tiny_model_dir),
+            "--seeds",
+            "0",
+            "--budget",
+            "1",
+            "--eval-n",
+            "4",
+            "--train-n",
+            "4",
+            "--eval-tokens",
+            "8",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     assert lines[0].startswith("vs_trl: 3 runs of 1 cpu s and the evaluation before training, 2 at a time (2 waves)")
     assert re.fullmatch(r"vs_trl: \d+ s of wall time in all", lines[-1])
-    split = [line for line in lines if re.match(r"\| (before|trl-defaults|trl-lite-hp|grpo-lite) \| 0 \| \d+ / \d+ \|", line)]
+    split = [
+        line for line in lines if re.match(r"\| (before|trl-defaults|trl-lite-hp|grpo-lite) \| 0 \| \d+ / \d+ \|", line)
+    ]
     assert [line.split(" | ")[0] for line in split] == ["| before", "| trl-defaults", "| trl-lite-hp", "| grpo-lite"]
     record = json.loads((out / "vs_trl.json").read_text())
     assert record["before"]["eval"]["n"] == 4 and record["args"]["clock"] == "cpu"

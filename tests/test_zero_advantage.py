@@ -21,13 +21,29 @@ def _trainer(path, out, **config):
     from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     torch.manual_seed(0)
-    args = GRPOConfig(output_dir=str(out), use_cpu=True, bf16=False, seed=0, max_steps=1, num_generations=4,
-                      per_device_train_batch_size=4, max_completion_length=T, report_to=[], save_strategy="no",
-                      disable_tqdm=True, logging_steps=1, **config)
+    args = GRPOConfig(
+        output_dir=str(out),
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        max_steps=1,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=T,
+        report_to=[],
+        save_strategy="no",
+        disable_tqdm=True,
+        logging_steps=1,
+        **config,
+    )
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"question {i}?"}]} for i in range(8)])
-    trainer = LiteGRPOTrainer(model=AutoModelForCausalLM.from_pretrained(path), args=args, train_dataset=data,
-                              processing_class=AutoTokenizer.from_pretrained(path),
-                              reward_funcs=lambda completions, **_: [0.0] * len(completions))
+    trainer = LiteGRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(path),
+        args=args,
+        train_dataset=data,
+        processing_class=AutoTokenizer.from_pretrained(path),
+        reward_funcs=lambda completions, **_: [0.0] * len(completions),
+    )
     trainer.current_gradient_accumulation_steps = 2  # set by the training loop; 2 so the accumulation divisor counts
     return trainer
 
@@ -43,9 +59,14 @@ def _batch(advantages):
     advantages = torch.tensor(advantages)
     lengths = torch.where(advantages == 0, T, torch.arange(B) % 4 + 3)
     completion_mask = (torch.arange(T)[None] < lengths[:, None]).long()
-    return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
-            "completion_mask": completion_mask, "advantages": advantages,
-            "num_items_in_batch": completion_mask.sum().float()}
+    return {
+        "prompt_ids": prompt_ids,
+        "prompt_mask": prompt_mask,
+        "completion_ids": completion_ids,
+        "completion_mask": completion_mask,
+        "advantages": advantages,
+        "num_items_in_batch": completion_mask.sum().float(),
+    }
 
 
 def _sgd_step(trainer, loss_fn, inputs, lr=1e-1):
@@ -56,8 +77,9 @@ def _sgd_step(trainer, loss_fn, inputs, lr=1e-1):
     model.zero_grad()
     loss = loss_fn(model, inputs)
     loss.backward()
-    after = {n: (p.detach() - lr * p.grad if p.grad is not None else p.detach()).clone()
-             for n, p in model.named_parameters()}
+    after = {
+        n: (p.detach() - lr * p.grad if p.grad is not None else p.detach()).clone() for n, p in model.named_parameters()
+    }
     with torch.no_grad():
         for n, p in model.named_parameters():
             p.copy_(start[n])
@@ -117,5 +139,8 @@ def test_another_trl_loss_falls_back_with_one_warning(tiny_model_dir, tmp_path, 
     monkeypatch.setattr(GRPOTrainer, "_compute_loss", next_release_loss)
     with caplog.at_level(logging.WARNING):
         trainer = _trainer(tiny_model_dir, tmp_path)
-    assert not trainer.zero_advantage.enabled and "_compute_loss is not the code read" in trainer.zero_advantage.record["off"]
+    assert (
+        not trainer.zero_advantage.enabled
+        and "_compute_loss is not the code read" in trainer.zero_advantage.record["off"]
+    )
     assert any("zero-advantage skip off" in r.getMessage() for r in caplog.records)

@@ -8,8 +8,9 @@ from grpo_lite.cli.options import add_options
 
 __all__ = ["INTERRUPTED", "add_parser", "run"]
 
-INTERRUPTED = ("interrupted: the demo stopped; run the same command again (a demo starts over, replacing its "
-               "output folder)")
+INTERRUPTED = (
+    "interrupted: the demo stopped; run the same command again (a demo starts over, replacing its output folder)"
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -28,10 +29,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--num-generations", type=int, default=d.num_generations, help="completions per prompt")
     p.add_argument("--max-completion-length", type=int, default=d.max_completion_length, help="tokens per completion")
     p.add_argument("--learning-rate", type=float, default=d.learning_rate, help="LoRA learning rate")
-    p.add_argument("--temperature", type=float, default=d.temperature,
-                   help=f"sampling temperature in training (default {d.temperature})")
-    p.add_argument("--prompt-style", choices=list(PROMPT_STYLES), default=d.prompt_style,
-                   help=f"how questions become prompts (default {d.prompt_style}; docs/datasets.md)")
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=d.temperature,
+        help=f"sampling temperature in training (default {d.temperature})",
+    )
+    p.add_argument(
+        "--prompt-style",
+        choices=list(PROMPT_STYLES),
+        default=d.prompt_style,
+        help=f"how questions become prompts (default {d.prompt_style}; docs/datasets.md)",
+    )
     add_options(p, "seed", "shared_prefix", "show_plan", seed=d.seed, shared_prefix=d.shared_prefix)
     p.add_argument("--output-dir", default=d.output_dir, help=f"run folder (default {d.output_dir})")
     p.add_argument("--model", default=None, help="another model instead of the embedded one (name or path)")

@@ -42,7 +42,16 @@ def run(args: argparse.Namespace) -> int:
         skip_invalid=args.skip_invalid,
     )
     if args.json:
-        print(json.dumps({"accuracy": result.accuracy, "format_rate": result.format_rate, "mean_reward": result.mean_reward, "n": result.n}))
+        print(
+            json.dumps(
+                {
+                    "accuracy": result.accuracy,
+                    "format_rate": result.format_rate,
+                    "mean_reward": result.mean_reward,
+                    "n": result.n,
+                }
+            )
+        )
     else:
         print(result.summary())
     return 0

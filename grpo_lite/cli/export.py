@@ -6,8 +6,10 @@ import argparse
 
 __all__ = ["INTERRUPTED", "add_parser", "run"]
 
-INTERRUPTED = ("interrupted: nothing was exported (an earlier export at the path is kept whole); run the same "
-               "command again to export")
+INTERRUPTED = (
+    "interrupted: nothing was exported (an earlier export at the path is kept whole); run the same "
+    "command again to export"
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -19,13 +21,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Export a run's final model (a LoRA adapter is merged first) as one GGUF file, with an Ollama "
         "Modelfile and the llama-cli line next to it. Llama (Llama 3.x, SmolLM2) and Qwen2 (Qwen2, Qwen2.5) models.",
     )
-    p.add_argument("run", metavar="RUN", help="a run folder of grpo-lite train (with run.json and final/), or a model folder")
+    p.add_argument(
+        "run", metavar="RUN", help="a run folder of grpo-lite train (with run.json and final/), or a model folder"
+    )
     p.add_argument("--gguf", action="store_true", required=True, help="write a GGUF file (the one format for now)")
-    p.add_argument("--quant", choices=list(QUANTIZATIONS), default="q8_0",
-                   help="q8_0: 8-bit, close to f16 (default); f16: 16-bit floats; q4_0: 4-bit, smallest "
-                   "(docs/export.md compares them)")
-    p.add_argument("--output", "-o", default=None, metavar="PATH",
-                   help="the .gguf file to write (default: RUN/final.gguf, or FOLDER.gguf next to a model folder)")
+    p.add_argument(
+        "--quant",
+        choices=list(QUANTIZATIONS),
+        default="q8_0",
+        help="q8_0: 8-bit, close to f16 (default); f16: 16-bit floats; q4_0: 4-bit, smallest "
+        "(docs/export.md compares them)",
+    )
+    p.add_argument(
+        "--output",
+        "-o",
+        default=None,
+        metavar="PATH",
+        help="the .gguf file to write (default: RUN/final.gguf, or FOLDER.gguf next to a model folder)",
+    )
     return p
 
 

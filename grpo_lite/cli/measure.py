@@ -54,8 +54,10 @@ def exact_prompts(tokenizer: Any, tokens: int, n: int) -> list[str]:
             if len(prompts) > i:
                 break
         else:
-            raise ConfigError(f"could not build prompts of exactly {tokens} tokens with this tokenizer; "
-                              "plan for a longer --max-prompt-length")
+            raise ConfigError(
+                f"could not build prompts of exactly {tokens} tokens with this tokenizer; "
+                "plan for a longer --max-prompt-length"
+            )
     return prompts
 
 
@@ -67,15 +69,34 @@ def _length_reward(completions: list[Any], **_: Any) -> list[float]:
 def planned_kwargs(the_plan: Plan, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
     """The estimate() keywords of a plan at the measured lengths (what its memory depends on)."""
     s = the_plan.estimate.settings
-    keep = ("method", "device", "dtype", "optim", "optim_args", "gradient_checkpointing", "per_device_train_batch_size",
-            "gradient_accumulation_steps", "steps_per_generation", "generation_batch_size", "num_generations",
-            "num_iterations", "beta", "lora_r", "lora_dropout", "use_liger_kernel", "bf16", "fp16",
-            "cast_lm_head_to_fp32", "shared_prefix")
+    keep = (
+        "method",
+        "device",
+        "dtype",
+        "optim",
+        "optim_args",
+        "gradient_checkpointing",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "steps_per_generation",
+        "generation_batch_size",
+        "num_generations",
+        "num_iterations",
+        "beta",
+        "lora_r",
+        "lora_dropout",
+        "use_liger_kernel",
+        "bf16",
+        "fp16",
+        "cast_lm_head_to_fp32",
+        "shared_prefix",
+    )
     kwargs = {k: getattr(s, k) for k in keep if hasattr(s, k)}
     if s.lora_target_modules is not None:
         kwargs["lora_target_modules"] = list(s.lora_target_modules)
-    kwargs.update(max_prompt_length=prompt_tokens, max_completion_length=completion_tokens,
-                  blocks=the_plan.estimate.blocks)
+    kwargs.update(
+        max_prompt_length=prompt_tokens, max_completion_length=completion_tokens, blocks=the_plan.estimate.blocks
+    )
     return kwargs
 
 
@@ -111,10 +132,16 @@ def measure_plan(the_plan: Plan, *, steps: int = 2, seed: int = 0, source: str |
     with tempfile.TemporaryDirectory() as out:
         recipe = Recipe.from_plan(the_plan, seed=seed, stop_strings=())  # the worst case runs to the last token
         settings = grpo_settings(recipe, output_dir=os.path.join(out, "run"), seed=seed, max_steps=steps)
-        settings.update(save_strategy="no", logging_steps=1, report_to="none", disable_tqdm=True,
-                        generation_kwargs={"min_new_tokens": completion})
-        trainer = build_trainer(source, recipe, settings, Dataset.from_dict({"prompt": prompts}), tokenizer,
-                                [_length_reward], [])
+        settings.update(
+            save_strategy="no",
+            logging_steps=1,
+            report_to="none",
+            disable_tqdm=True,
+            generation_kwargs={"min_new_tokens": completion},
+        )
+        trainer = build_trainer(
+            source, recipe, settings, Dataset.from_dict({"prompt": prompts}), tokenizer, [_length_reward], []
+        )
         from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
         for quiet in (PrinterCallback, ProgressCallback):  # stdout stays for the plan (--json)
@@ -129,12 +156,15 @@ def measure_plan(the_plan: Plan, *, steps: int = 2, seed: int = 0, source: str |
             cuda = last.phases["cuda"][phase]
             measured[phase].update(allocated=cuda.peak_bytes, reserved=cuda.categories.get("reserved", 0))
     p, c = report.lengths()
-    extra: dict[str, Any] = {"peak_rss": report.peak_rss_bytes, "rss_start": report.rss_start_bytes,
-                             "wall_s": round(report.wall_s, 1), "threads": torch.get_num_threads()}
+    extra: dict[str, Any] = {
+        "peak_rss": report.peak_rss_bytes,
+        "rss_start": report.rss_start_bytes,
+        "wall_s": round(report.wall_s, 1),
+        "threads": torch.get_num_threads(),
+    }
     if not cpu:  # the device's own view: the allocator's reserved peak plus the context outside it
         free, total = torch.cuda.mem_get_info()
         context = total - free - torch.cuda.memory_reserved()
         extra.update(peak_device=torch.cuda.max_memory_reserved() + context, cuda_context=context)
     del trainer
-    return make_row(the_plan.model.arch, planned_kwargs(the_plan, p, c), measured, extra,
-                    model=the_plan.model.name)
+    return make_row(the_plan.model.arch, planned_kwargs(the_plan, p, c), measured, extra, model=the_plan.model.name)

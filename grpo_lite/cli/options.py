@@ -84,26 +84,58 @@ _MODEL_HELP = "hub id, short name (Llama-3.2-1B-Instruct), local folder or .gguf
 # option name -> (flags, argparse keyword arguments); the one declaration of every shared option
 SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "model": (("model",), {"help": _MODEL_HELP}),
-    "budget_gb": (("--budget-gb",), {"type": parse_budget, "default": None,
-                                     "help": "GPU size in GB, e.g. 16, per device (default: detect the current CUDA device)"}),
-    "method": (("--method",), {"choices": METHODS, "default": None,
-                               "help": "fix the memory method; the planner picks the rest of the preset"}),
+    "budget_gb": (
+        ("--budget-gb",),
+        {
+            "type": parse_budget,
+            "default": None,
+            "help": "GPU size in GB, e.g. 16, per device (default: detect the current CUDA device)",
+        },
+    ),
+    "method": (
+        ("--method",),
+        {
+            "choices": METHODS,
+            "default": None,
+            "help": "fix the memory method; the planner picks the rest of the preset",
+        },
+    ),
     "preset": (("--preset",), {"default": None, "help": "use exactly this preset (see grpo-lite presets)"}),
     "dataset": (("--dataset",), {"default": "gsm8k", "help": "gsm8k, synthetic, or a path (default gsm8k)"}),
     "seed": (("--seed",), {"type": int, "default": 0, "help": "seed (default 0)"}),
     "output_dir": (("--output-dir",), {"default": None, "help": "run folder (default runs/<model>-<time>)"}),
-    "shared_prefix": (("--shared-prefix",), {"action": argparse.BooleanOptionalAction, "default": SHARED_PREFIX_DEFAULT,
-                                             "help": "forward each prompt once for all its completions (same "
-                                                     "log-probs, checked on the first step; default on)"}),
-    "show_plan": (("--show-plan",), {"action": "store_true",
-                                     "help": "print the whole plan (components, reasons, settings), not its summary"}),
+    "shared_prefix": (
+        ("--shared-prefix",),
+        {
+            "action": argparse.BooleanOptionalAction,
+            "default": SHARED_PREFIX_DEFAULT,
+            "help": "forward each prompt once for all its completions (same "
+            "log-probs, checked on the first step; default on)",
+        },
+    ),
+    "show_plan": (
+        ("--show-plan",),
+        {"action": "store_true", "help": "print the whole plan (components, reasons, settings), not its summary"},
+    ),
     "json": (("--json",), {"action": "store_true", "help": "print one JSON object instead of tables"}),
-    "skip_invalid": (("--skip-invalid",), {"action": "store_true",
-                                           "help": "skip dataset rows without a usable question or answer (one "
-                                                   "warning gives the count) instead of stopping at the first"}),
-    "set": (("--set",), {"dest": "set", "action": "append", "metavar": "KEY=VALUE",
-                         "help": "fix a GRPOConfig/TrainingArguments field or LoRA setting (repeatable), "
-                                 "e.g. --set learning_rate=1e-5"}),
+    "skip_invalid": (
+        ("--skip-invalid",),
+        {
+            "action": "store_true",
+            "help": "skip dataset rows without a usable question or answer (one "
+            "warning gives the count) instead of stopping at the first",
+        },
+    ),
+    "set": (
+        ("--set",),
+        {
+            "dest": "set",
+            "action": "append",
+            "metavar": "KEY=VALUE",
+            "help": "fix a GRPOConfig/TrainingArguments field or LoRA setting (repeatable), "
+            "e.g. --set learning_rate=1e-5",
+        },
+    ),
 }
 
 

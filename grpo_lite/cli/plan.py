@@ -34,39 +34,78 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("models", nargs="+", metavar="MODEL", help="hub id, short name, local folder or .gguf file")
     add_options(p, "budget_gb", "json", "method", "preset")
-    p.add_argument("--device", choices=("cuda", "cpu"), default=None, help="target device (default: cuda with a "
-                   "budget, else detected)")
+    p.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default=None,
+        help="target device (default: cuda with a budget, else detected)",
+    )
     p.add_argument("--num-processes", type=int, default=1, help="processes / GPUs; the budget is per device")
-    p.add_argument("--sharding", choices=SHARDINGS, default=None,
-                   help="how to split state across processes (default: only when one device cannot hold it)")
-    p.add_argument("--max-prompt-length", type=int, default=StepSettings.max_prompt_length,
-                   help=f"prompt tokens to plan for (default {StepSettings.max_prompt_length})")
-    p.add_argument("--compare", action="store_true",
-                   help="every preset's estimate for each MODEL side by side (models as columns)")
-    p.add_argument("--plot", metavar="PATH", default=None,
-                   help="also save a bar chart of every preset's peak components for MODEL (needs matplotlib)")
-    p.add_argument("--measure", action="store_true",
-                   help="also run two real GRPO steps here with the planned settings (worst-case lengths) and "
-                   "print planned vs measured per phase; needs the model on this machine (a local folder, a "
-                   ".gguf file or a cached hub model) and takes minutes on CPU")
-    p.add_argument("--simulate", action="store_true",
-                   help="also simulate one GRPO step of the plan at full size on the meta device (no GPU, offline "
-                   "for known architectures, seconds) and print planned vs simulated per phase and component")
-    p.add_argument("--gpu", choices=tuple(GPU_ARCHES), default=DEFAULT_GPU,
-                   help="the GPU architecture --simulate takes its attention kernel from: sm86 (RTX 30xx, default), "
-                   "sm89 (RTX 40xx), sm80 (A100)")
-    p.add_argument("--padding", action=argparse.BooleanOptionalAction, default=True,
-                   help="whether --simulate's batches carry padding (real ones do; default on): padded batches "
-                   "pass a mask and run the memory-efficient attention kernel, unpadded ones flash")
-    p.add_argument("--blocks", choices=BLOCK_MODES, default=DEFAULT_BLOCKS,
-                   help="where one decoder block's bytes per token come from: traced from the model's own layer class "
-                   "on the meta device (seconds, cached), or the Llama formulas; auto (default): the formulas for "
-                   "Llama / Qwen2 blocks, traced for every other architecture and for float32 weights under 16-bit "
-                   "autocast; --compare, --plot and --write's costs use the same. The plan table says which it used")
+    p.add_argument(
+        "--sharding",
+        choices=SHARDINGS,
+        default=None,
+        help="how to split state across processes (default: only when one device cannot hold it)",
+    )
+    p.add_argument(
+        "--max-prompt-length",
+        type=int,
+        default=StepSettings.max_prompt_length,
+        help=f"prompt tokens to plan for (default {StepSettings.max_prompt_length})",
+    )
+    p.add_argument(
+        "--compare", action="store_true", help="every preset's estimate for each MODEL side by side (models as columns)"
+    )
+    p.add_argument(
+        "--plot",
+        metavar="PATH",
+        default=None,
+        help="also save a bar chart of every preset's peak components for MODEL (needs matplotlib)",
+    )
+    p.add_argument(
+        "--measure",
+        action="store_true",
+        help="also run two real GRPO steps here with the planned settings (worst-case lengths) and "
+        "print planned vs measured per phase; needs the model on this machine (a local folder, a "
+        ".gguf file or a cached hub model) and takes minutes on CPU",
+    )
+    p.add_argument(
+        "--simulate",
+        action="store_true",
+        help="also simulate one GRPO step of the plan at full size on the meta device (no GPU, offline "
+        "for known architectures, seconds) and print planned vs simulated per phase and component",
+    )
+    p.add_argument(
+        "--gpu",
+        choices=tuple(GPU_ARCHES),
+        default=DEFAULT_GPU,
+        help="the GPU architecture --simulate takes its attention kernel from: sm86 (RTX 30xx, default), "
+        "sm89 (RTX 40xx), sm80 (A100)",
+    )
+    p.add_argument(
+        "--padding",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="whether --simulate's batches carry padding (real ones do; default on): padded batches "
+        "pass a mask and run the memory-efficient attention kernel, unpadded ones flash",
+    )
+    p.add_argument(
+        "--blocks",
+        choices=BLOCK_MODES,
+        default=DEFAULT_BLOCKS,
+        help="where one decoder block's bytes per token come from: traced from the model's own layer class "
+        "on the meta device (seconds, cached), or the Llama formulas; auto (default): the formulas for "
+        "Llama / Qwen2 blocks, traced for every other architecture and for float32 weights under 16-bit "
+        "autocast; --compare, --plot and --write's costs use the same. The plan table says which it used",
+    )
     add_options(p, "set")
-    p.add_argument("--write", metavar="FILE", default=None,
-                   help="also write the plan as a recipe (YAML, each setting with its memory cost) that "
-                   "grpo-lite train --config FILE runs as written; planned with the shared prefix on, as train() runs")
+    p.add_argument(
+        "--write",
+        metavar="FILE",
+        default=None,
+        help="also write the plan as a recipe (YAML, each setting with its memory cost) that "
+        "grpo-lite train --config FILE runs as written; planned with the shared prefix on, as train() runs",
+    )
     return p
 
 
@@ -75,8 +114,12 @@ def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
     from grpo_lite.planning.tables import compare_data, compare_table
 
     usable = nominal_to_usable_gib(args.budget_gb) if args.budget_gb else None
-    extra = {"max_prompt_length": args.max_prompt_length, "num_processes": args.num_processes, "blocks": args.blocks,
-             **fixed}
+    extra = {
+        "max_prompt_length": args.max_prompt_length,
+        "num_processes": args.num_processes,
+        "blocks": args.blocks,
+        **fixed,
+    }
     if args.sharding:
         extra["sharding"] = args.sharding
     data = compare_data(list(args.models), usable, **extra)
@@ -101,9 +144,11 @@ def run(args: argparse.Namespace) -> int:
     except GrpoLiteError as exc:
         failure: GrpoLiteError = exc
     except Exception as exc:  # noqa: BLE001 - a library's or our own failure: one line, never a traceback
-        failure = GrpoLiteError(f"grpo-lite plan failed unexpectedly ({type(exc).__name__}: {_one_line(exc)}); "
-                                "rerun with --blocks formulas (no tracing) and without --simulate, and report the "
-                                "command with this line")
+        failure = GrpoLiteError(
+            f"grpo-lite plan failed unexpectedly ({type(exc).__name__}: {_one_line(exc)}); "
+            "rerun with --blocks formulas (no tracing) and without --simulate, and report the "
+            "command with this line"
+        )
     if not getattr(args, "json", False):
         raise failure
     print(json.dumps({"error": _one_line(failure), "error_type": type(failure).__name__}))
@@ -117,15 +162,19 @@ def _simulate(the_plan: Any, args: argparse.Namespace) -> tuple[Any, str | None]
     try:
         return simulate(the_plan, gpu=args.gpu, padded=args.padding), None
     except Exception as exc:  # noqa: BLE001 - any failure of the simulation: said in one line, the plan is kept
-        return None, (f"--simulate failed for {the_plan.model.name} ({type(exc).__name__}: {_one_line(exc)}): the plan "
-                      "above is not checked; rerun without --simulate")
+        return None, (
+            f"--simulate failed for {the_plan.model.name} ({type(exc).__name__}: {_one_line(exc)}): the plan "
+            "above is not checked; rerun without --simulate"
+        )
 
 
 def _run(args: argparse.Namespace) -> int:
     fixed = parse_set(args.set, own_options=vars(args))
     if args.compare and args.write:
-        raise ConfigError("--write saves one plan as a recipe; --compare shows every preset: drop one of them "
-                          "(grpo-lite plan MODEL --budget-gb N --write FILE)")
+        raise ConfigError(
+            "--write saves one plan as a recipe; --compare shows every preset: drop one of them "
+            "(grpo-lite plan MODEL --budget-gb N --write FILE)"
+        )
     if args.compare:
         return _compare(args, fixed)
     if len(args.models) > 1:
@@ -136,9 +185,18 @@ def _run(args: argparse.Namespace) -> int:
         from grpo_lite.planning.tables import plot_components
 
         print(f"memory chart: {plot_components(args.plot, args.models[0], blocks=args.blocks, **fixed)}")
-    the_plan = plan(args.models[0], args.budget_gb, method=args.method, preset=args.preset, device=args.device,
-                    num_processes=args.num_processes, sharding=args.sharding,
-                    max_prompt_length=args.max_prompt_length, blocks=args.blocks, **fixed)
+    the_plan = plan(
+        args.models[0],
+        args.budget_gb,
+        method=args.method,
+        preset=args.preset,
+        device=args.device,
+        num_processes=args.num_processes,
+        sharding=args.sharding,
+        max_prompt_length=args.max_prompt_length,
+        blocks=args.blocks,
+        **fixed,
+    )
     if args.write:
         _write_recipe(the_plan, args.write)
     row = sim = sim_error = None
@@ -190,10 +248,18 @@ def _measured_json(row: dict[str, Any]) -> dict[str, Any]:
 
     est = planned(row)
     plan_b, meas_b = rss_check(row, est)
-    return {"lengths": [row["settings"]["max_prompt_length"], row["settings"]["max_completion_length"]],
-            "phases": {c.phase: {"planned": round(c.planned), "measured": round(c.measured), "ratio": round(c.ratio, 3),
-                                 "components": {k: [round(p), round(m)] for k, (p, m) in c.components.items()},
-                                 **{k: v for k, v in row["measured"][c.phase].items() if k in ("allocated", "reserved")}}
-                       for c in compare(row, est)},
-            "process": {"planned": round(plan_b), "measured": round(meas_b), "ratio": round(meas_b / plan_b, 3)},
-            "wall_s": row.get("wall_s")}
+    return {
+        "lengths": [row["settings"]["max_prompt_length"], row["settings"]["max_completion_length"]],
+        "phases": {
+            c.phase: {
+                "planned": round(c.planned),
+                "measured": round(c.measured),
+                "ratio": round(c.ratio, 3),
+                "components": {k: [round(p), round(m)] for k, (p, m) in c.components.items()},
+                **{k: v for k, v in row["measured"][c.phase].items() if k in ("allocated", "reserved")},
+            }
+            for c in compare(row, est)
+        },
+        "process": {"planned": round(plan_b), "measured": round(meas_b), "ratio": round(meas_b / plan_b, 3)},
+        "wall_s": row.get("wall_s"),
+    }

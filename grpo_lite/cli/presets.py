@@ -18,21 +18,40 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="The preset ladder plan() walks, from best quality and speed to most frugal.",
     )
     add_options(p, "json")
-    p.add_argument("--plot", metavar="PATH", default=None,
-                   help="save a stacked bar chart of each preset's peak components (needs matplotlib)")
+    p.add_argument(
+        "--plot",
+        metavar="PATH",
+        default=None,
+        help="save a stacked bar chart of each preset's peak components (needs matplotlib)",
+    )
     p.add_argument("--model", default="Llama-3.2-1B-Instruct", help="model for --plot (default Llama-3.2-1B-Instruct)")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the ladder, and draw the chart when asked."""
-    from grpo_lite.planning.tables import ladder_table, plot_components
     from grpo_lite.planning.ladder import LADDER
+    from grpo_lite.planning.tables import ladder_table, plot_components
 
     if args.json:
-        print(json.dumps([{"name": p.name, "method": p.method, "optim": p.optim, "cpu_optim": p.cpu_optim,
-                           "gradient_checkpointing": p.gradient_checkpointing, "quantization": p.quantization,
-                           "learning_rate": p.learning_rate, "summary": p.summary} for p in LADDER], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "name": p.name,
+                        "method": p.method,
+                        "optim": p.optim,
+                        "cpu_optim": p.cpu_optim,
+                        "gradient_checkpointing": p.gradient_checkpointing,
+                        "quantization": p.quantization,
+                        "learning_rate": p.learning_rate,
+                        "summary": p.summary,
+                    }
+                    for p in LADDER
+                ],
+                indent=2,
+            )
+        )
     else:
         from rich.console import Console
 

@@ -24,20 +24,29 @@ from pathlib import Path
 from typing import Any
 
 import grpo_lite.scale.distributed as _distributed
-from grpo_lite.scale.distributed import SHARDINGS, _check_processes, _mode, in_launched_process, launch_command
 from grpo_lite.errors import ConfigError
-from grpo_lite.training.run.ranks import _clear_records, check_ranks
 from grpo_lite.memory.settings import Sharding
+from grpo_lite.scale.distributed import SHARDINGS, _check_processes, _mode, in_launched_process, launch_command
+from grpo_lite.training.run.ranks import _clear_records, check_ranks
 
 __all__ = ["add_launch_arguments", "namespace_argv", "maybe_relaunch"]
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--num-processes`` and ``--sharding`` to a subcommand (its parser is kept for the relaunch)."""
-    parser.add_argument("--num-processes", type=int, default=1, metavar="N",
-                        help="data-parallel processes, one GPU each (CPU: gloo); --budget-gb is per device")
-    parser.add_argument("--sharding", choices=list(SHARDINGS), default=None,
-                        help="split state across processes (default: the planner's choice; ddp on CPU)")
+    parser.add_argument(
+        "--num-processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="data-parallel processes, one GPU each (CPU: gloo); --budget-gb is per device",
+    )
+    parser.add_argument(
+        "--sharding",
+        choices=list(SHARDINGS),
+        default=None,
+        help="split state across processes (default: the planner's choice; ddp on CPU)",
+    )
     parser.set_defaults(_launch_parser=parser)
 
 
@@ -80,12 +89,19 @@ def _choose_sharding(args: argparse.Namespace, cuda: bool, gib: float | None) ->
     if not cuda:
         return "ddp"
     from grpo_lite.cli.options import parse_set
-    from grpo_lite.planning.hardware import usable_to_nominal_gb
     from grpo_lite.planning.choose import plan
+    from grpo_lite.planning.hardware import usable_to_nominal_gb
 
     budget = args.budget_gb if args.budget_gb is not None else round(usable_to_nominal_gb(gib or 0.0), 1)
-    return plan(args.model, budget, method=args.method, preset=args.preset, device="cuda",
-                num_processes=args.num_processes, **parse_set(args.set)).sharding
+    return plan(
+        args.model,
+        budget,
+        method=args.method,
+        preset=args.preset,
+        device="cuda",
+        num_processes=args.num_processes,
+        **parse_set(args.set),
+    ).sharding
 
 
 def maybe_relaunch(args: argparse.Namespace) -> int | None:
@@ -103,8 +119,10 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
     if in_launched_process():
         world = int(os.environ["WORLD_SIZE"])
         if n > 1 and world != n:
-            raise ConfigError(f"--num-processes {n} but this process was launched with WORLD_SIZE={world}; "
-                              "drop --num-processes when you start the processes yourself")
+            raise ConfigError(
+                f"--num-processes {n} but this process was launched with WORLD_SIZE={world}; "
+                "drop --num-processes when you start the processes yourself"
+            )
         return None
     if n == 1 and args.sharding in (None, "none", "ddp"):
         return None

@@ -17,12 +17,24 @@ from grpo_lite.cli.relaunch import add_launch_arguments
 
 __all__ = ["INTERRUPTED", "add_parser", "run"]
 
-INTERRUPTED = ("interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
-               "same command plus --resume")
+INTERRUPTED = (
+    "interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
+    "same command plus --resume"
+)
 
 # flags that set a recipe's field of the same name: with --config, the ones written override the file
-RECIPE_FLAGS = ("model", "budget_gb", "dataset", "rewards", "preset", "seed", "max_steps", "shared_prefix",
-                "num_processes", "sharding")
+RECIPE_FLAGS = (
+    "model",
+    "budget_gb",
+    "dataset",
+    "rewards",
+    "preset",
+    "seed",
+    "max_steps",
+    "shared_prefix",
+    "num_processes",
+    "sharding",
+)
 
 
 def _noting_written(parser: argparse.ArgumentParser, parse: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,21 +64,41 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Pick the memory preset that fits --budget-gb (or the detected GPU), then train with TRL's "
         "GRPOTrainer on GSM8K (or --dataset) with the XML-format and correctness rewards.",
     )
-    p.add_argument("model", nargs="?", default=None, help=SHARED["model"][1]["help"] + " (or the recipe's, with --config)")
+    p.add_argument(
+        "model", nargs="?", default=None, help=SHARED["model"][1]["help"] + " (or the recipe's, with --config)"
+    )
     add_options(p, "budget_gb", "dataset", "skip_invalid")
-    p.add_argument("--config", metavar="FILE", default=None,
-                   help="train a recipe (grpo-lite plan MODEL --write FILE) with every setting as written; flags and "
-                   "--set override its values")
-    p.add_argument("--reward", action="append", dest="rewards", metavar="NAME", help="reward name (repeatable; default: the GSM8K set)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="train a recipe (grpo-lite plan MODEL --write FILE) with every setting as written; flags and "
+        "--set override its values",
+    )
+    p.add_argument(
+        "--reward",
+        action="append",
+        dest="rewards",
+        metavar="NAME",
+        help="reward name (repeatable; default: the GSM8K set)",
+    )
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default: one epoch)")
     add_options(p, "output_dir", "method", "preset", "seed", "shared_prefix", "show_plan")
     p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in --output-dir")
     p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
-    p.add_argument("--on-oom", choices=("step_down", "raise"), default="step_down",
-                   help="on CUDA out-of-memory: step down the preset ladder and go on (default), or stop")
-    p.add_argument("--on-stall", choices=("warn", "adapt"), default="warn",
-                   help="when the run is not learning: print the cause and a remedy (default), or also raise "
-                   "max_completion_length at the next checkpoint when most completions are cut (docs/health.md)")
+    p.add_argument(
+        "--on-oom",
+        choices=("step_down", "raise"),
+        default="step_down",
+        help="on CUDA out-of-memory: step down the preset ladder and go on (default), or stop",
+    )
+    p.add_argument(
+        "--on-stall",
+        choices=("warn", "adapt"),
+        default="warn",
+        help="when the run is not learning: print the cause and a remedy (default), or also raise "
+        "max_completion_length at the next checkpoint when most completions are cut (docs/health.md)",
+    )
     add_options(p, "set")
     add_launch_arguments(p)  # --num-processes N, --sharding
     p.parse_known_args = _noting_written(p, p.parse_known_args)  # type: ignore[method-assign]
@@ -80,7 +112,9 @@ def run(args: argparse.Namespace) -> int:
     if args.config is None and args.model is None:
         from grpo_lite.errors import ConfigError
 
-        raise ConfigError("grpo-lite train needs a MODEL, or --config FILE (a recipe: grpo-lite plan MODEL --write FILE)")
+        raise ConfigError(
+            "grpo-lite train needs a MODEL, or --config FILE (a recipe: grpo-lite plan MODEL --write FILE)"
+        )
     overrides = parse_set(args.set, own_options=vars(args))
     recipe = _recipe(args, overrides) if args.config is not None else None
     if args.num_processes > 1 and not in_launched_process():
@@ -132,9 +166,21 @@ def _train(args: argparse.Namespace, recipe: Any, overrides: dict[str, Any]) -> 
     """train() with the recipe (its settings already hold the flags and --set), or with the flags and --set."""
     from grpo_lite.training.trainer import train
 
-    run: dict[str, Any] = {key: getattr(args, key) for key in ("output_dir", "method", "resume", "overwrite", "on_oom",
-                                                               "on_stall", "skip_invalid", "show_plan")}
+    run: dict[str, Any] = {
+        key: getattr(args, key)
+        for key in ("output_dir", "method", "resume", "overwrite", "on_oom", "on_stall", "skip_invalid", "show_plan")
+    }
     if recipe is not None:
         return train(config=recipe, **run)
-    return train(args.model, args.budget_gb, dataset=args.dataset, rewards=args.rewards, max_steps=args.max_steps,
-                 preset=args.preset, seed=args.seed, shared_prefix=args.shared_prefix, **run, **overrides)
+    return train(
+        args.model,
+        args.budget_gb,
+        dataset=args.dataset,
+        rewards=args.rewards,
+        max_steps=args.max_steps,
+        preset=args.preset,
+        seed=args.seed,
+        shared_prefix=args.shared_prefix,
+        **run,
+        **overrides,
+    )

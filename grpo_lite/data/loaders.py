@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.data.answers import gsm8k_gold, normalize_number
-from grpo_lite.errors import ConfigError, DataError
 from grpo_lite.data.prompts import PromptStyle, build_messages
 from grpo_lite.data.readers import SUFFIXES, DataSplit, Row, read_source
 from grpo_lite.data.synthetic import LEVELS, synthetic_problems
+from grpo_lite.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -133,8 +133,9 @@ def _to_dataset(
             out.append({"prompt": built, "question": question, "answer": answer, **extras})
             continue
         if not skip_invalid:
-            raise DataError(f"{row.where}: {problem}; fix or remove the row, or pass skip_invalid=True "
-                            "(--skip-invalid) to skip it")
+            raise DataError(
+                f"{row.where}: {problem}; fix or remove the row, or pass skip_invalid=True (--skip-invalid) to skip it"
+            )
         skipped.append(f"{row.where}: {problem}")
     if skipped:
         message = f"{source}: skipped {len(skipped)} row(s) without a usable question or answer (first: {skipped[0]})"

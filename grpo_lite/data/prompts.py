@@ -66,24 +66,14 @@ DEFAULT_STOP_STRINGS: tuple[str, ...] = ("</answer>",)
 
 # An original grade-school problem written for this project (not from GSM8K).
 ONE_SHOT_QUESTION = (
-    "A baker fills 4 trays with 9 rolls each. She sells 23 rolls in the morning. "
-    "How many rolls does she have left?"
+    "A baker fills 4 trays with 9 rolls each. She sells 23 rolls in the morning. How many rolls does she have left?"
 )
-ONE_SHOT_REASONING = (
-    "The baker makes 4 x 9 = 36 rolls.\n"
-    "After selling 23 of them, she has 36 - 23 = 13 rolls left."
-)
+ONE_SHOT_REASONING = "The baker makes 4 x 9 = 36 rolls.\nAfter selling 23 of them, she has 36 - 23 = 13 rolls left."
 ONE_SHOT_ANSWER = "13"
 
 # The one_step style's system prompt: the same two sections, in fewer words.
 COMPACT_SYSTEM_PROMPT = (
-    "Answer in this format:\n"
-    "<reasoning>\n"
-    "the calculation\n"
-    "</reasoning>\n"
-    "<answer>\n"
-    "the final number\n"
-    "</answer>"
+    "Answer in this format:\n<reasoning>\nthe calculation\n</reasoning>\n<answer>\nthe final number\n</answer>"
 )
 
 PromptStyleName = Literal["guided", "plain", "one_step"]
@@ -179,7 +169,9 @@ class PromptStyle:
     system_prompt: str = field(default=SYSTEM_PROMPT, metadata={"help": "system message; '' for none"})
     one_shot: bool = field(default=True, metadata={"help": "include the worked example exchange"})
     prefill: str = field(default="<reasoning>\n", metadata={"help": "text opening the assistant turn; '' for none"})
-    examples: tuple[Example, ...] = field(default=(GUIDED_EXAMPLE,), metadata={"help": "the worked examples (when one_shot)"})
+    examples: tuple[Example, ...] = field(
+        default=(GUIDED_EXAMPLE,), metadata={"help": "the worked examples (when one_shot)"}
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.system_prompt, str):
@@ -192,7 +184,9 @@ class PromptStyle:
         if not isinstance(self.examples, tuple) or not all(isinstance(e, Example) for e in self.examples):
             raise ConfigError(f"PromptStyle.examples must be a tuple of Example, got {self.examples!r:.80}")
         if self.one_shot and not self.examples:
-            raise ConfigError("PromptStyle.examples is empty but one_shot is True: give an Example or set one_shot=False")
+            raise ConfigError(
+                "PromptStyle.examples is empty but one_shot is True: give an Example or set one_shot=False"
+            )
 
     @classmethod
     def plain(cls) -> PromptStyle:
@@ -222,9 +216,15 @@ class PromptStyle:
 
 # The one registry of named styles: name -> (style, one-line description). Docs and CLI read it.
 PROMPT_STYLES: dict[PromptStyleName, tuple[PromptStyle, str]] = {
-    "guided": (PromptStyle(), "system prompt + one-shot example + prefill '<reasoning>\\n' (default; small models need it)"),
+    "guided": (
+        PromptStyle(),
+        "system prompt + one-shot example + prefill '<reasoning>\\n' (default; small models need it)",
+    ),
     "plain": (PromptStyle.plain(), "system prompt only, as in the public GSM8K GRPO recipe"),
-    "one_step": (PromptStyle.one_step(), "short system prompt + two one-step examples + prefill (the demo's; one-step problems)"),
+    "one_step": (
+        PromptStyle.one_step(),
+        "short system prompt + two one-step examples + prefill (the demo's; one-step problems)",
+    ),
 }
 
 
@@ -297,7 +297,7 @@ def _render(messages: list[dict[str, str]], tokenizer: Any, prefill: str, adds_b
     text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     bos = getattr(tokenizer, "bos_token", None)
     if adds_bos and bos and text.startswith(bos):
-        text = text[len(bos):]
+        text = text[len(bos) :]
     return text + prefill
 
 
@@ -341,7 +341,9 @@ def apply_prompt_style(dataset: Dataset, tokenizer: Any, style: PromptStyle | No
         elif isinstance(prompt, list) and all(isinstance(m, dict) and "role" in m and "content" in m for m in prompt):
             texts.append(_render(prompt, tokenizer, style.prefill, adds_bos))
         else:
-            raise DataError(f"row {i + 1}: 'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}")
+            raise DataError(
+                f"row {i + 1}: 'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}"
+            )
     order = list(dataset.column_names) + ([] if "prefill" in dataset.column_names else ["prefill"])
     out = dataset.remove_columns([c for c in ("prompt", "prefill") if c in dataset.column_names])
     out = out.add_column("prompt", texts).add_column("prefill", [style.prefill] * len(texts))

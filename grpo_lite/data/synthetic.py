@@ -20,14 +20,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from grpo_lite.errors import ConfigError, DataError
 from grpo_lite.data.prompts import PromptStyle, build_messages, format_solution
 from grpo_lite.data.templates import LEVELS, SHAPES, TEMPLATES, Level, Template, _scene
+from grpo_lite.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-__all__ = ["LEVELS", "SHAPES", "TEMPLATES", "Template", "SyntheticProblem", "generate_problems", "solution_text", "synthetic_problems"]
+__all__ = [
+    "LEVELS",
+    "SHAPES",
+    "TEMPLATES",
+    "Template",
+    "SyntheticProblem",
+    "generate_problems",
+    "solution_text",
+    "synthetic_problems",
+]
 
 Split = Literal["train", "test"]
 _TEST_PERCENT = 20  # share of the question space that belongs to the "test" split
@@ -72,7 +81,9 @@ def _check_args(n: int, levels: Sequence[int], split: str) -> tuple[Level, ...]:
     return chosen  # type: ignore[return-value]
 
 
-def generate_problems(n: int = 200, seed: int = 0, levels: Sequence[int] = LEVELS, split: Split = "train") -> list[SyntheticProblem]:
+def generate_problems(
+    n: int = 200, seed: int = 0, levels: Sequence[int] = LEVELS, split: Split = "train"
+) -> list[SyntheticProblem]:
     """Generate ``n`` distinct problems; problem ``i`` has level ``levels[i % len(levels)]``.
 
     Args:

@@ -49,8 +49,9 @@ def check_export(export: str | None, model: str | os.PathLike) -> None:
         )
 
 
-def export_after_training(out: Path, export: ExportFormat, console: Any, model: Any = None,
-                          num_processes: int = 1) -> Any:
+def export_after_training(
+    out: Path, export: ExportFormat, console: Any, model: Any = None, num_processes: int = 1
+) -> Any:
     """Export the finished run in ``out`` (its ``final/`` model) and print where the files are.
 
     Args:
@@ -75,8 +76,10 @@ def export_after_training(out: Path, export: ExportFormat, console: Any, model: 
         files = export_for_runtimes(out, quantization=TRAIN_QUANTIZATION, loaded=loaded, lock=False)
     except GrpoLiteError as exc:
         kind = exc.__class__ if isinstance(exc, (ConfigError, ModelError, ExportError)) else ExportError
-        raise kind(f"{exc} (the trained model is saved in {out / 'final'}; export it again with: "
-                   f"grpo-lite export {out} --{export})") from exc
+        raise kind(
+            f"{exc} (the trained model is saved in {out / 'final'}; export it again with: "
+            f"grpo-lite export {out} --{export})"
+        ) from exc
     for line in [files.summary(), *(f"  {line}" for line in files.lines())]:
         console.print(line, highlight=False, soft_wrap=True)  # commands stay on one line, whatever the width
     return files

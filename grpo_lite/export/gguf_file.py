@@ -26,9 +26,13 @@ __all__ = ["GGUF_DEPENDENCY", "default_gguf_path", "export_file", "export_gguf",
 GGUF_DEPENDENCY = "pip install 'grpo-lite[gguf]'"
 RUN_GGUF = "final.gguf"  # a run's export, next to its final/ model
 
-_WHY = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
-        errno.EROFS: "the folder is read-only", errno.EACCES: "the folder is not writable",
-        errno.EPERM: "the folder is not writable"}  # anything else: the system's own words
+_WHY = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the folder is read-only",
+    errno.EACCES: "the folder is not writable",
+    errno.EPERM: "the folder is not writable",
+}  # anything else: the system's own words
 
 
 @contextmanager
@@ -44,8 +48,10 @@ def export_file(path: Path, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]
             raise
         why = _WHY.get(exc.errno or 0, exc.strerror or str(exc))
         fix = "free some space, or pass" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "pass"
-        raise ExportError(f"cannot write {path}: {why}; nothing was written there (an older file is kept whole); {fix} "
-                          "a path in another folder: grpo-lite export ... --output PATH") from exc
+        raise ExportError(
+            f"cannot write {path}: {why}; nothing was written there (an older file is kept whole); {fix} "
+            "a path in another folder: grpo-lite export ... --output PATH"
+        ) from exc
 
 
 def default_gguf_path(model_dir: str | os.PathLike) -> Path:
@@ -61,8 +67,9 @@ def default_gguf_path(model_dir: str | os.PathLike) -> Path:
     return path.with_name(path.name.rstrip("/") + ".gguf")
 
 
-def export_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None = None,
-                quantization: Quantization = "q8_0") -> Path:
+def export_gguf(
+    model_dir: str | os.PathLike, path: str | os.PathLike | None = None, quantization: Quantization = "q8_0"
+) -> Path:
     """Write a trained model as one GGUF file that llama.cpp, Ollama and LM Studio load.
 
     Args:
@@ -88,8 +95,9 @@ def export_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None = N
         return write_gguf(model_dir, path, quantization)
 
 
-def write_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None, quantization: Quantization,
-               loaded: Any = None) -> Path:
+def write_gguf(
+    model_dir: str | os.PathLike, path: str | os.PathLike | None, quantization: Quantization, loaded: Any = None
+) -> Path:
     """:func:`export_gguf` without taking the run's lock (the caller holds it), reading the weights from
     ``loaded`` when given: the model ``model_dir`` holds, already in memory (``train(export="gguf")`` passes
     its own; it is read, never changed)."""
@@ -105,8 +113,9 @@ def write_gguf(model_dir: str | os.PathLike, path: str | os.PathLike | None, qua
     if target.suffix != ".gguf":
         raise ModelError(f"the export path {str(target)!r} must end in .gguf")
     if not target.parent.is_dir():
-        raise ExportError(f"cannot write {target}: the folder {target.parent} does not exist; create it or pass "
-                          "another path")
+        raise ExportError(
+            f"cannot write {target}: the folder {target.parent} does not exist; create it or pass another path"
+        )
     try:
         import gguf  # noqa: F401
     except ImportError:
@@ -141,8 +150,9 @@ def _writer(model: Any, arch: Any, quant: Quantization, source: Any) -> Any:
         writer.add_name(source.name)
     for key, value in keys.items():
         if key not in carried:
-            kind = {str: gguf.GGUFValueType.STRING, float: gguf.GGUFValueType.FLOAT32}.get(type(value),
-                                                                                          gguf.GGUFValueType.UINT32)
+            kind = {str: gguf.GGUFValueType.STRING, float: gguf.GGUFValueType.FLOAT32}.get(
+                type(value), gguf.GGUFValueType.UINT32
+            )
             writer.add_key_value(key, value, kind)
     for key, (value, kind, item) in carried.items():
         writer.add_key_value(key, value, kind, sub_type=item)

@@ -28,8 +28,17 @@ from grpo_lite.errors import ConfigError
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.export.tensors import Quantization
 
-__all__ = ["RuntimeFiles", "companions", "export_for_runtimes", "llama_cli_command", "modelfile_text",
-           "run_exports", "style_of_run", "write_runtime_files"]
+__all__ = [
+    "RuntimeFiles",
+    "companions",
+    "export_for_runtimes",
+    "llama_cli_command",
+    "modelfile_text",
+    "run_exports",
+    "style_of_run",
+    "write_runtime_files",
+]
+
 
 def companions(gguf: Path) -> tuple[Path, Path]:
     """The Modelfile and the system prompt file that go next to ``gguf``.
@@ -75,9 +84,11 @@ class RuntimeFiles:
     def lines(self) -> list[str]:
         """How to run the file, one runtime a line (what the demo and ``grpo-lite export`` print)."""
         name = self.gguf.parent.resolve().name.lower() or "grpo-lite"
-        return [f"llama.cpp: {self.llama_cli}",
-                f"Ollama:    ollama create {name} -f {self.modelfile} && ollama run {name}",
-                f"LM Studio: load {self.gguf}"]
+        return [
+            f"llama.cpp: {self.llama_cli}",
+            f"Ollama:    ollama create {name} -f {self.modelfile} && ollama run {name}",
+            f"LM Studio: load {self.gguf}",
+        ]
 
 
 def style_of_run(record: dict[str, Any]) -> PromptStyle:
@@ -97,7 +108,9 @@ def style_of_run(record: dict[str, Any]) -> PromptStyle:
 
 def _quoted(text: str, what: str) -> str:
     if '"""' in text:
-        raise ConfigError(f'the {what} contains """, which an Ollama Modelfile cannot hold; remove it from the prompt style')
+        raise ConfigError(
+            f'the {what} contains """, which an Ollama Modelfile cannot hold; remove it from the prompt style'
+        )
     return f'"""{text}"""'
 
 
@@ -163,8 +176,14 @@ def write_runtime_files(gguf: str | os.PathLike, record: dict[str, Any]) -> Runt
     return RuntimeFiles(gguf=path, modelfile=modelfile, system_prompt=system, llama_cli=llama_cli_command(path, system))
 
 
-def export_for_runtimes(model_dir: str | os.PathLike, path: str | os.PathLike | None = None,
-                        quantization: Quantization = "q8_0", loaded: Any = None, *, lock: bool = True) -> RuntimeFiles:
+def export_for_runtimes(
+    model_dir: str | os.PathLike,
+    path: str | os.PathLike | None = None,
+    quantization: Quantization = "q8_0",
+    loaded: Any = None,
+    *,
+    lock: bool = True,
+) -> RuntimeFiles:
     """:func:`~grpo_lite.export.gguf_file.export_gguf` (``loaded``: the model already in memory, see
     :func:`~grpo_lite.export.gguf_file.write_gguf`), then the Modelfile and system prompt next to the file.
 

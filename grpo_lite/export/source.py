@@ -137,32 +137,49 @@ def find_source(path: str | os.PathLike) -> ExportSource:
     """
     given = Path(path).expanduser()
     if not given.exists():
-        raise ModelError(f"cannot export {str(path)!r}: no such folder; pass a run folder of grpo-lite train "
-                         "(it holds run.json and final/) or a model folder with config.json")
+        raise ModelError(
+            f"cannot export {str(path)!r}: no such folder; pass a run folder of grpo-lite train "
+            "(it holds run.json and final/) or a model folder with config.json"
+        )
     if given.is_file():
         raise ModelError(f"cannot export {str(path)!r}: it is a file; pass a run folder or a model folder")
     run_dir: Path | None
     if (given / "run.json").is_file():
         run_dir, model_dir = given, given / "final"
         if not model_dir.is_dir():
-            raise ModelError(f"cannot export the run {str(path)!r}: it has no final model (final/); it was "
-                             "interrupted or is still training: resume it to the end, then export")
+            raise ModelError(
+                f"cannot export the run {str(path)!r}: it has no final model (final/); it was "
+                "interrupted or is still training: resume it to the end, then export"
+            )
     else:
         model_dir = given
         run_dir = given.parent if (given.parent / "run.json").is_file() else None
     adapter = model_dir / "adapter_config.json"
     if not adapter.is_file() and not (model_dir / "config.json").is_file():
-        raise ModelError(f"cannot export {str(path)!r}: {model_dir} has neither config.json (a model) nor "
-                         "adapter_config.json (a LoRA adapter)")
+        raise ModelError(
+            f"cannot export {str(path)!r}: {model_dir} has neither config.json (a model) nor "
+            "adapter_config.json (a LoRA adapter)"
+        )
     record = _run_record(run_dir) if run_dir else {}
     origin = Path(str(record.get("model", ""))) if str(record.get("model", "")).endswith(".gguf") else None
     base = json.loads(adapter.read_text(encoding="utf-8"))["base_model_name_or_path"] if adapter.is_file() else None
-    if base is not None and not Path(base).is_dir() and (origin is None or not origin.is_file()) and \
-            (base.startswith(("/", ".", "~")) or base.endswith(".gguf")):
-        raise ModelError(f"cannot export the adapter in {model_dir}: its base model {base} is missing; "
-                         "restore it (or its cache folder) at that path")
-    return ExportSource(model_dir=model_dir, run_dir=run_dir, origin_gguf=origin if origin and origin.is_file() else None,
-                        adapter_base=base, run_record=record)
+    if (
+        base is not None
+        and not Path(base).is_dir()
+        and (origin is None or not origin.is_file())
+        and (base.startswith(("/", ".", "~")) or base.endswith(".gguf"))
+    ):
+        raise ModelError(
+            f"cannot export the adapter in {model_dir}: its base model {base} is missing; "
+            "restore it (or its cache folder) at that path"
+        )
+    return ExportSource(
+        model_dir=model_dir,
+        run_dir=run_dir,
+        origin_gguf=origin if origin and origin.is_file() else None,
+        adapter_base=base,
+        run_record=record,
+    )
 
 
 def _run_record(run_dir: Path) -> dict[str, Any]:
@@ -175,9 +192,11 @@ def _run_record(run_dir: Path) -> dict[str, Any]:
     else:
         why = "not a JSON object"
     if not isinstance(record, dict):
-        raise ModelError(f"cannot export the run {run_dir}: its run.json is broken ({why}); restore it, or move it aside "
-                         f"and export the model alone (its Modelfile then has the default prompt style): mv {path} "
-                         f"{path}.corrupt && grpo-lite export {run_dir / 'final'} --gguf")
+        raise ModelError(
+            f"cannot export the run {run_dir}: its run.json is broken ({why}); restore it, or move it aside "
+            f"and export the model alone (its Modelfile then has the default prompt style): mv {path} "
+            f"{path}.corrupt && grpo-lite export {run_dir / 'final'} --gguf"
+        )
     return record
 
 
@@ -205,8 +224,10 @@ def holding_run(path: str | os.PathLike) -> Iterator[None]:
             except OSError:  # the lock file cannot be created: a read-only folder
                 RunLock.check(run_dir)
     except OutputDirError as exc:
-        raise ExportError(f"cannot export {run_dir} now: {str(exc).split('; ')[0]}; wait for the run to finish (or "
-                          "stop it), then export again") from None
+        raise ExportError(
+            f"cannot export {run_dir} now: {str(exc).split('; ')[0]}; wait for the run to finish (or "
+            "stop it), then export again"
+        ) from None
     try:
         yield
     finally:

@@ -28,15 +28,27 @@ from grpo_lite.export.hparams import GgufArch, rope_settings
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-__all__ = ["QUANTIZATIONS", "Quantization", "check_quantization", "file_type", "gguf_tensors", "permute_rows",
-           "rope_freqs", "tensor_type"]
+__all__ = [
+    "QUANTIZATIONS",
+    "Quantization",
+    "check_quantization",
+    "file_type",
+    "gguf_tensors",
+    "permute_rows",
+    "rope_freqs",
+    "tensor_type",
+]
 
 Quantization = Literal["f16", "q8_0", "q4_0"]
 # name -> (GGML type of the matrices, llama.cpp file type, trade-off); ordered largest file first
 QUANTIZATIONS: dict[str, tuple[str, str, str]] = {
     "f16": ("F16", "MOSTLY_F16", "16-bit floats: the trained weights to 3 decimal digits; 2 B per weight"),
     "q8_0": ("Q8_0", "MOSTLY_Q8_0", "8-bit blocks of 32 with one scale: close to f16 in quality; ~1.06 B per weight"),
-    "q4_0": ("Q4_0", "MOSTLY_Q4_0", "4-bit blocks of 32 (output matrix Q8_0): smallest, loses the most; ~0.56 B per weight"),
+    "q4_0": (
+        "Q4_0",
+        "MOSTLY_Q4_0",
+        "4-bit blocks of 32 (output matrix Q8_0): smallest, loses the most; ~0.56 B per weight",
+    ),
 }
 _OUTPUT_SIDE = ("output.weight", "token_embd.weight")
 
@@ -162,8 +174,10 @@ def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iter
             continue  # the embedding is the output matrix
         new = names.get_name(name, try_suffixes=(".weight", ".bias"))
         if new is None:
-            raise ModelError(f"cannot export {name!r} to GGUF: the gguf package has no {arch.gguf_arch} name "
-                             f"for it; this export writes plain {arch.hf_class} weights only")
+            raise ModelError(
+                f"cannot export {name!r} to GGUF: the gguf package has no {arch.gguf_arch} name "
+                f"for it; this export writes plain {arch.hf_class} weights only"
+            )
         n_head = None
         if arch.permute_qk and name.endswith(("q_proj.weight", "q_proj.bias")):
             n_head = heads
@@ -172,8 +186,14 @@ def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iter
         yield _lazy(new, shape, read, n_head, quantization, tied)
 
 
-def _lazy(name: str, shape: tuple[int, ...], read: Callable[[], Any], n_head: int | None, quantization: Quantization,
-          tied: bool) -> tuple[str, Any, Any]:
+def _lazy(
+    name: str,
+    shape: tuple[int, ...],
+    read: Callable[[], Any],
+    n_head: int | None,
+    quantization: Quantization,
+    tied: bool,
+) -> tuple[str, Any, Any]:
     """One tensor as the writer takes it: its final dtype and shape now, its bytes (``read()``, reordered,
     quantized) when written."""
     import gguf

@@ -24,14 +24,21 @@ from typing import Any
 
 from grpo_lite.errors import ModelError
 
-__all__ = ["CHECK_TEXT", "OWNED_KEYS", "PRE_TOKENIZERS", "add_hf_tokenizer", "carried_fields", "check_agrees",
-           "pre_tokenizer_name"]
+__all__ = [
+    "CHECK_TEXT",
+    "OWNED_KEYS",
+    "PRE_TOKENIZERS",
+    "add_hf_tokenizer",
+    "carried_fields",
+    "check_agrees",
+    "pre_tokenizer_name",
+]
 
 # Keys the export writes itself, never copied from the source file.
 OWNED_KEYS = ("general.architecture", "general.file_type", "general.quantization_version", "general.alignment")
 
 # llama.cpp's converter encodes this text and hashes the ids to name the pre-tokenizer (the same text).
-CHECK_TEXT = '\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ ------======= нещо на Български \'\'\'\'\'\'```````""""......!!!!!!?????? I\'ve been \'told he\'s there, \'RE you sure? \'M not sure I\'ll make it, \'D you like some tea? We\'Ve a\'lL'
+CHECK_TEXT = "\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ ------======= нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea? We'Ve a'lL"
 
 # sha256 of str(tokenizer.encode(CHECK_TEXT)) -> llama.cpp's pre-tokenizer name, for the supported
 # families (the values of llama.cpp's converter table for these tokenizers).
@@ -130,13 +137,17 @@ def add_hf_tokenizer(writer: Any, tokenizer_dir: Path, vocab_size: int, what: st
         )
     tokens = [t.decode("utf-8") if isinstance(t, bytes) else t for t, _, _ in bpe.all_tokens()]
     if len(tokens) > vocab_size:
-        raise ModelError(f"cannot export {what}: its tokenizer has {len(tokens)} tokens, more than the model's "
-                         f"vocabulary of {vocab_size}")
+        raise ModelError(
+            f"cannot export {what}: its tokenizer has {len(tokens)} tokens, more than the model's "
+            f"vocabulary of {vocab_size}"
+        )
     types = [int(gguf.TokenType.NORMAL)] * len(tokens)
     for token_id, added in tokenizer.added_tokens_decoder.items():
         if token_id < len(tokens):
             looks_special = added.content.startswith("<|") and added.content.endswith("|>")
-            types[token_id] = int(gguf.TokenType.CONTROL if added.special or looks_special else gguf.TokenType.USER_DEFINED)
+            types[token_id] = int(
+                gguf.TokenType.CONTROL if added.special or looks_special else gguf.TokenType.USER_DEFINED
+            )
     for i in range(len(tokens), vocab_size):  # ids the model has and the tokenizer never produces
         tokens.append(f"[PAD{i}]")
         types.append(int(gguf.TokenType.UNUSED))

@@ -101,10 +101,18 @@ class Architecture:
         """
         h, i = self.hidden, self.intermediate
         if set(self.linear_names) == set(FUSED_LINEARS):
-            return (("qkv_proj", self.q_dim + 2 * self.kv_dim, h), ("o_proj", h, self.q_dim),
-                    ("gate_up_proj", 2 * i, h), ("down_proj", h, i))
-        attn = (("q_proj", self.q_dim, h), ("k_proj", self.kv_dim, h), ("v_proj", self.kv_dim, h),
-                ("o_proj", h, self.q_dim))
+            return (
+                ("qkv_proj", self.q_dim + 2 * self.kv_dim, h),
+                ("o_proj", h, self.q_dim),
+                ("gate_up_proj", 2 * i, h),
+                ("down_proj", h, i),
+            )
+        attn = (
+            ("q_proj", self.q_dim, h),
+            ("k_proj", self.kv_dim, h),
+            ("v_proj", self.kv_dim, h),
+            ("o_proj", h, self.q_dim),
+        )
         if self.gated_mlp:
             return attn + (("gate_proj", i, h), ("up_proj", i, h), ("down_proj", h, i))
         return attn + (("up_proj", i, h), ("down_proj", h, i))
@@ -160,12 +168,33 @@ class Architecture:
         return tuple(h.split("/")[-1] for h in self.hub_ids)
 
 
-def _llama(name: str, org: str, layers: int, hidden: int, heads: int, kv: int, inter: int, vocab: int,
-           tied: bool, family: Family = "llama", variants: tuple[str, ...] = ("", "-Instruct")) -> Architecture:
+def _llama(
+    name: str,
+    org: str,
+    layers: int,
+    hidden: int,
+    heads: int,
+    kv: int,
+    inter: int,
+    vocab: int,
+    tied: bool,
+    family: Family = "llama",
+    variants: tuple[str, ...] = ("", "-Instruct"),
+) -> Architecture:
     ids = tuple(f"{org}/{name}{v}" for v in variants)
     return Architecture(
-        name=name, hub_ids=ids, family=family, layers=layers, hidden=hidden, heads=heads, kv_heads=kv,
-        head_dim=hidden // heads, intermediate=inter, vocab=vocab, tied=tied, attention_bias=family == "qwen2",
+        name=name,
+        hub_ids=ids,
+        family=family,
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv,
+        head_dim=hidden // heads,
+        intermediate=inter,
+        vocab=vocab,
+        tied=tied,
+        attention_bias=family == "qwen2",
         source=f"config.json of {ids[0]} on the Hugging Face hub (public)",
     )
 
@@ -178,13 +207,24 @@ def _from_config(name: str) -> Architecture:
     fused = c["model_type"] == "phi3"
     moe = c.get("num_experts", 0)
     return Architecture(
-        name=name, hub_ids=ids, family="other", layers=c["num_hidden_layers"], hidden=c["hidden_size"],
-        heads=heads, kv_heads=c["num_key_value_heads"], head_dim=c.get("head_dim") or c["hidden_size"] // heads,
-        intermediate=c.get("moe_intermediate_size", c["intermediate_size"]), vocab=c["vocab_size"],
-        tied=c["tie_word_embeddings"], attention_bias=c.get("attention_bias", False),
+        name=name,
+        hub_ids=ids,
+        family="other",
+        layers=c["num_hidden_layers"],
+        hidden=c["hidden_size"],
+        heads=heads,
+        kv_heads=c["num_key_value_heads"],
+        head_dim=c.get("head_dim") or c["hidden_size"] // heads,
+        intermediate=c.get("moe_intermediate_size", c["intermediate_size"]),
+        vocab=c["vocab_size"],
+        tied=c["tie_word_embeddings"],
+        attention_bias=c.get("attention_bias", False),
         source=f"config.json of {ids[0]} on the Hugging Face hub (public); {n_params:,} parameters on the meta device",
-        n_params=n_params, linear_names=FUSED_LINEARS if fused else LLAMA_LINEARS[:4] if moe else LLAMA_LINEARS,
-        model_type=c["model_type"], config_json=json.dumps(c, sort_keys=True), experts=moe,
+        n_params=n_params,
+        linear_names=FUSED_LINEARS if fused else LLAMA_LINEARS[:4] if moe else LLAMA_LINEARS,
+        model_type=c["model_type"],
+        config_json=json.dumps(c, sort_keys=True),
+        experts=moe,
         active_experts=c.get("num_experts_per_tok", 0),
     )
 

@@ -23,8 +23,21 @@ from grpo_lite.files import write_text
 from grpo_lite.memory.architectures import Architecture
 from grpo_lite.memory.estimate import MemoryEstimate, estimate
 
-__all__ = ["CATEGORY_COMPONENT", "PROCESS_COMPONENTS", "PhaseCheck", "calibration_markdown", "compare", "load_rows",
-           "make_row", "planned", "rss_check", "save_rows", "DOC_START", "DOC_END", "TOLERANCE"]
+__all__ = [
+    "CATEGORY_COMPONENT",
+    "PROCESS_COMPONENTS",
+    "PhaseCheck",
+    "calibration_markdown",
+    "compare",
+    "load_rows",
+    "make_row",
+    "planned",
+    "rss_check",
+    "save_rows",
+    "DOC_START",
+    "DOC_END",
+    "TOLERANCE",
+]
 
 TOLERANCE = 0.15  # measured / planned must stay within 1 +- this, per phase and for the peak RSS
 MIB = 2**20
@@ -32,20 +45,41 @@ DOC_START = "<!-- calibration-table:start -->"
 DOC_END = "<!-- calibration-table:end -->"
 # what the tracker calls a byte -> the model's component
 CATEGORY_COMPONENT: dict[str, str] = {
-    "param": "weights", "buffer": "weights", "reference": "reference_model", "gradient": "gradients",
-    "optimizer_state": "optimizer_state", "activation": "activations", "kv_cache": "kv_cache", "lm_head": "logits",
-    "optimizer_temp": "optimizer_step", "temporary": "work_buffers", "monitor": "update_monitor",
+    "param": "weights",
+    "buffer": "weights",
+    "reference": "reference_model",
+    "gradient": "gradients",
+    "optimizer_state": "optimizer_state",
+    "activation": "activations",
+    "kv_cache": "kv_cache",
+    "lm_head": "logits",
+    "optimizer_temp": "optimizer_step",
+    "temporary": "work_buffers",
+    "monitor": "update_monitor",
 }
 # components outside the tensors: the process (CPU) or the device (CUDA); not in tensor-level phases
 PROCESS_COMPONENTS = ("cuda_context", "allocator_reserve", "kernel_scratch", "process_baseline", "heap_slack")
 COMPARED_PHASES = ("generation", "scoring", "backward_head", "backward_layers", "optimizer_step")
 
 
-def make_row(arch: Architecture, settings: dict[str, Any], measured: dict[str, Any], extra: dict[str, Any], *,
-             model: str, label: str | None = None) -> dict[str, Any]:
+def make_row(
+    arch: Architecture,
+    settings: dict[str, Any],
+    measured: dict[str, Any],
+    extra: dict[str, Any],
+    *,
+    model: str,
+    label: str | None = None,
+) -> dict[str, Any]:
     """A calibration row: shapes, settings at the measured lengths, measured phases, and run facts."""
-    row: dict[str, Any] = {"label": label or model, "model": model, "arch": dataclasses.asdict(arch),
-                           "settings": dict(settings), "measured": measured, **extra}
+    row: dict[str, Any] = {
+        "label": label or model,
+        "model": model,
+        "arch": dataclasses.asdict(arch),
+        "settings": dict(settings),
+        "measured": measured,
+        **extra,
+    }
     row["arch"]["hub_ids"] = list(arch.hub_ids)
     row["arch"]["linear_names"] = list(arch.linear_names)
     return row
@@ -53,8 +87,11 @@ def make_row(arch: Architecture, settings: dict[str, Any], measured: dict[str, A
 
 def planned(row: dict[str, Any]) -> MemoryEstimate:
     """The model's estimate for a row's shapes and settings."""
-    fields = {**row["arch"], "hub_ids": tuple(row["arch"]["hub_ids"]),
-              "linear_names": tuple(row["arch"]["linear_names"])}
+    fields = {
+        **row["arch"],
+        "hub_ids": tuple(row["arch"]["hub_ids"]),
+        "linear_names": tuple(row["arch"]["linear_names"]),
+    }
     return estimate(Architecture(**fields), **row["settings"])
 
 
@@ -117,11 +154,20 @@ def save_rows(path: str | Path, rows: list[dict[str, Any]]) -> None:
     out = []
     for row in rows:
         est = planned(row)
-        row = {**row, "planned": {"phases": {c.phase: round(c.planned) for c in compare(row, est)},
-                                  "peak_process": round(est.total_bytes), "peak_phase": est.peak_phase}}
+        row = {
+            **row,
+            "planned": {
+                "phases": {c.phase: round(c.planned) for c in compare(row, est)},
+                "peak_process": round(est.total_bytes),
+                "peak_phase": est.peak_phase,
+            },
+        }
         out.append(row)
-    text = json.dumps({"about": "grpo-lite memory calibration: planned vs measured (benchmarks/memory_fit.py)",
-                       "rows": out}, indent=1, sort_keys=False)
+    text = json.dumps(
+        {"about": "grpo-lite memory calibration: planned vs measured (benchmarks/memory_fit.py)", "rows": out},
+        indent=1,
+        sort_keys=False,
+    )
     write_text(path, text + "\n")
 
 
@@ -131,22 +177,33 @@ def _mib(b: float) -> str:
 
 def calibration_markdown(rows: list[dict[str, Any]]) -> str:
     """The calibration tables of docs/memory.md: per row the step's peak and the process's peak, then every phase."""
-    summary = [("| configuration | P + C | step's peak: planned MiB | measured | error | peak RSS: planned MiB | "
-                "measured | error |"), "|---|---|---:|---:|---:|---:|---:|---:|"]
-    detail = ["| configuration | phase | planned MiB | measured MiB | error | largest components, planned / measured MiB |",
-              "|---|---|---:|---:|---:|---|"]
+    summary = [
+        (
+            "| configuration | P + C | step's peak: planned MiB | measured | error | peak RSS: planned MiB | "
+            "measured | error |"
+        ),
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    detail = [
+        "| configuration | phase | planned MiB | measured MiB | error | largest components, planned / measured MiB |",
+        "|---|---|---:|---:|---:|---|",
+    ]
     for row in rows:
         est = planned(row)
         checks = compare(row, est)
         top = max(checks, key=lambda c: c.planned)
         rss_plan, rss_meas = rss_check(row, est)
         s = row["settings"]
-        summary.append(f"| {row['label']} | {s['max_prompt_length']} + {s['max_completion_length']} | "
-                       f"{_mib(top.planned)} | {_mib(top.measured)} | {top.ratio - 1:+.1%} | {_mib(rss_plan)} | "
-                       f"{_mib(rss_meas)} | {rss_meas / rss_plan - 1:+.1%} |")
+        summary.append(
+            f"| {row['label']} | {s['max_prompt_length']} + {s['max_completion_length']} | "
+            f"{_mib(top.planned)} | {_mib(top.measured)} | {top.ratio - 1:+.1%} | {_mib(rss_plan)} | "
+            f"{_mib(rss_meas)} | {rss_meas / rss_plan - 1:+.1%} |"
+        )
         for c in checks:
             big = sorted(c.components.items(), key=lambda kv: -max(kv[1]))[:3]
             parts = ", ".join(f"{name} {_mib(p)} / {_mib(m)}" for name, (p, m) in big)
-            detail.append(f"| {row['label']} | {c.phase} | {_mib(c.planned)} | {_mib(c.measured)} | "
-                          f"{c.ratio - 1:+.1%} | {parts} |")
+            detail.append(
+                f"| {row['label']} | {c.phase} | {_mib(c.planned)} | {_mib(c.measured)} | "
+                f"{c.ratio - 1:+.1%} | {parts} |"
+            )
     return "\n".join(summary) + "\n\n" + "\n".join(detail)

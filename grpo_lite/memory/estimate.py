@@ -33,8 +33,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode, BlockTerms
     from grpo_lite.memory.models import ModelSpec
 
-__all__ = ["StepSettings", "Component", "Phase", "MemoryEstimate", "estimate", "Sharding", "Method", "GIB",
-           "COMPONENTS", "PHASES"]
+__all__ = [
+    "StepSettings",
+    "Component",
+    "Phase",
+    "MemoryEstimate",
+    "estimate",
+    "Sharding",
+    "Method",
+    "GIB",
+    "COMPONENTS",
+    "PHASES",
+]
 
 GIB = T.GIB
 PhaseName = Literal["generation", "scoring", "backward_head", "backward_layers", "optimizer_step"]
@@ -67,8 +77,17 @@ COMPONENTS: dict[str, str] = {
     "heap_slack": "glibc heap pages kept after frees, minus buffer pages never touched (CPU)",
 }
 FORMULAS = "formulas of a Llama block (docs/memory.md)"
-_PERSISTENT = ("cuda_context", "process_baseline", "weights", "reference_model", "vllm", "optimizer_state",
-               "update_monitor", "gradients", "grad_buckets")
+_PERSISTENT = (
+    "cuda_context",
+    "process_baseline",
+    "weights",
+    "reference_model",
+    "vllm",
+    "optimizer_state",
+    "update_monitor",
+    "gradients",
+    "grad_buckets",
+)
 
 
 @dataclass(frozen=True)
@@ -154,8 +173,10 @@ def _phase(name: PhaseName, terms: dict[str, T.Term], arch: Architecture, s: Ste
     """Order the components; add the allocator's share of the transient bytes (CUDA) or the heap's (CPU)."""
     transient = math.fsum(t.bytes for key, t in terms.items() if key not in _PERSISTENT)
     if s.device == "cuda":
-        reserve = f"{T.FRAGMENTATION:.0%} of {transient / GIB:.2f} GiB transient: the caching allocator's " \
-                  "reserved-but-unallocated share"
+        reserve = (
+            f"{T.FRAGMENTATION:.0%} of {transient / GIB:.2f} GiB transient: the caching allocator's "
+            "reserved-but-unallocated share"
+        )
         terms = {**terms, "allocator_reserve": T.Term(T.FRAGMENTATION * transient, reserve)}
     else:
         head = name in ("backward_head", "scoring") and "logits" in terms
@@ -165,8 +186,13 @@ def _phase(name: PhaseName, terms: dict[str, T.Term], arch: Architecture, s: Ste
     return Phase(name, ordered)
 
 
-def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.Term],
-                  extra: dict[str, T.Term], block: BlockTerms | None) -> dict[str, T.Term]:
+def _layers_phase(
+    arch: Architecture,
+    s: StepSettings,
+    with_grads: dict[str, T.Term],
+    extra: dict[str, T.Term],
+    block: BlockTerms | None,
+) -> dict[str, T.Term]:
     """Backward through the blocks.
 
     With gradients from earlier micro-batches (accumulation) everything adds up. Without, each
@@ -183,22 +209,43 @@ def _layers_phase(arch: Architecture, s: StepSettings, with_grads: dict[str, T.T
         return _layerwise_peak(arch, s, with_grads, extra, acts, block)
     if s.grads_before_backward:
         if arch.tied and head:  # autograd sums the tied weight's two gradients before accumulating them
-            extra = {**extra, "logits": T.Term(head, "the tied LM head's weight gradient, pending until the "
-                                                     "embedding's")}
+            extra = {
+                **extra,
+                "logits": T.Term(head, "the tied LM head's weight gradient, pending until the embedding's"),
+            }
         return {**with_grads, **extra, "activations": acts}
     saved = K.saved_activations(arch, s, block).saved
     if saved >= grads.bytes - head:
         if arch.tied and head:  # the head's weight gradient waits for the embedding's before it accumulates
-            return {**with_grads, **extra, "activations": acts, "gradients": T.Term(0.0, "none yet"),
-                    "logits": T.Term(head, "the tied LM head's weight gradient, pending until the embedding's")}
-        return {**with_grads, **extra, "activations": acts,
-                "gradients": T.Term(head, "the LM head's weight gradient" if head else "none yet")}
-    return {**with_grads, **extra, "activations": T.Term(acts.bytes - saved, "the last block's"),
-            "gradients": T.Term(grads.bytes, f"{grads.detail}, all there by the end of backward")}
+            return {
+                **with_grads,
+                **extra,
+                "activations": acts,
+                "gradients": T.Term(0.0, "none yet"),
+                "logits": T.Term(head, "the tied LM head's weight gradient, pending until the embedding's"),
+            }
+        return {
+            **with_grads,
+            **extra,
+            "activations": acts,
+            "gradients": T.Term(head, "the LM head's weight gradient" if head else "none yet"),
+        }
+    return {
+        **with_grads,
+        **extra,
+        "activations": T.Term(acts.bytes - saved, "the last block's"),
+        "gradients": T.Term(grads.bytes, f"{grads.detail}, all there by the end of backward"),
+    }
 
 
-def _layerwise_peak(arch: Architecture, s: StepSettings, with_grads: dict[str, T.Term], extra: dict[str, T.Term],
-                    acts: T.Term, traced: BlockTerms | None) -> dict[str, T.Term]:
+def _layerwise_peak(
+    arch: Architecture,
+    s: StepSettings,
+    with_grads: dict[str, T.Term],
+    extra: dict[str, T.Term],
+    acts: T.Term,
+    traced: BlockTerms | None,
+) -> dict[str, T.Term]:
     """A layer-wise optimizer steps each tensor inside backward as its gradient arrives. The larger of two moments:
     a block's backward (recomputed block, working set, its largest matrix's gradient and step) and a
     vocabulary-sized gradient with its step when no block is being recomputed (the untied head's at the start;
@@ -206,19 +253,31 @@ def _layerwise_peak(arch: Architecture, s: StepSettings, with_grads: dict[str, T
     pb, head = s.weight_bytes, K.head_weight_grad(arch, s)
     out, inp = T.largest_projected(arch)
     block_step = T.projected_step(arch, s) if s.optimizer.galore else T.elementwise_step(arch, s, out * inp)
-    block = {**with_grads, **extra, "activations": acts,
-             "gradients": T.Term(out * inp * pb, f"the {out}x{inp} matrix's gradient, stepped as it arrives"),
-             "optimizer_step": block_step}
+    block = {
+        **with_grads,
+        **extra,
+        "activations": acts,
+        "gradients": T.Term(out * inp * pb, f"the {out}x{inp} matrix's gradient, stepped as it arrives"),
+        "optimizer_step": block_step,
+    }
     if arch.tied and head:
         block["logits"] = T.Term(head, "the tied LM head's weight gradient, pending until the embedding's")
     copies = 3 if arch.tied else 1
-    vocab = {**with_grads, **extra, "work_buffers": T.Term(0.0, "none"),
-             "activations": T.Term(0.0, "none left") if arch.tied else
-             T.Term(K.saved_activations(arch, s, traced).saved, "every block's, before the first block's backward"),
-             "gradients": T.Term(copies * arch.embedding_params * pb,
-                                 "the tied embedding's gradient: the head's part, its own and their sum" if arch.tied
-                                 else "the LM head's gradient, stepped as it arrives"),
-             "optimizer_step": T.elementwise_step(arch, s, arch.embedding_params)}
+    vocab = {
+        **with_grads,
+        **extra,
+        "work_buffers": T.Term(0.0, "none"),
+        "activations": T.Term(0.0, "none left")
+        if arch.tied
+        else T.Term(K.saved_activations(arch, s, traced).saved, "every block's, before the first block's backward"),
+        "gradients": T.Term(
+            copies * arch.embedding_params * pb,
+            "the tied embedding's gradient: the head's part, its own and their sum"
+            if arch.tied
+            else "the LM head's gradient, stepped as it arrives",
+        ),
+        "optimizer_step": T.elementwise_step(arch, s, arch.embedding_params),
+    }
     return block if _sum(block) >= _sum(vocab) else vocab
 
 
@@ -230,10 +289,15 @@ def _sampling_peak(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
     """Sampling peaks at the prefill (the prompts' keys and one block's working set) or at the last decoding
     step (the whole KV cache and the last position's logits), whichever is larger."""
     n, p = s.generation_batch_per_device, s.max_prompt_length
-    prefill = {"kv_cache": T.kv_cache(arch, s, tokens=p),
-               "work_buffers": T.work_buffers(arch, s, tokens=0 if s.use_vllm else n * p, seq=p)}
-    decode = {"kv_cache": T.kv_cache(arch, s), "logits": T.generation_logits(arch, s),
-              "work_buffers": T.sampling_buffers(arch, s)}
+    prefill = {
+        "kv_cache": T.kv_cache(arch, s, tokens=p),
+        "work_buffers": T.work_buffers(arch, s, tokens=0 if s.use_vllm else n * p, seq=p),
+    }
+    decode = {
+        "kv_cache": T.kv_cache(arch, s),
+        "logits": T.generation_logits(arch, s),
+        "work_buffers": T.sampling_buffers(arch, s),
+    }
     if sum(t.bytes for t in prefill.values()) > sum(t.bytes for t in decode.values()):
         return prefill
     return decode
@@ -242,35 +306,65 @@ def _sampling_peak(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
 def build_phases(arch: Architecture, s: StepSettings, block: BlockTerms | None = None) -> tuple[Phase, ...]:
     """Assemble every phase of a step from the component formulas (a block's bytes traced, when ``block``)."""
     if s.device == "cuda":
-        base = {"cuda_context": T.Term(T.CUDA_CONTEXT_BYTES, "per process: the CUDA context, outside the "
-                                                             "allocator, and the cuBLAS workspaces")}
+        base = {
+            "cuda_context": T.Term(
+                T.CUDA_CONTEXT_BYTES, "per process: the CUDA context, outside the allocator, and the cuBLAS workspaces"
+            )
+        }
     else:
         base = {"process_baseline": T.process_baseline(s)}
-    persistent = {**base, "weights": T.weights(arch, s), "reference_model": T.reference_model(arch, s),
-                  "vllm": T.vllm_share(s, generating=False), "optimizer_state": T.optimizer_state(arch, s),
-                  "update_monitor": T.update_monitor(arch, s)}
+    persistent = {
+        **base,
+        "weights": T.weights(arch, s),
+        "reference_model": T.reference_model(arch, s),
+        "vllm": T.vllm_share(s, generating=False),
+        "optimizer_state": T.optimizer_state(arch, s),
+        "update_monitor": T.update_monitor(arch, s),
+    }
     with_grads = {**persistent, "gradients": T.gradients(arch, s), "grad_buckets": T.grad_buckets(arch, s)}
     no_grads = {**with_grads, "gradients": T.Term(0.0, "none yet (set to None after each optimizer step)")}
     pack = K.packing(s)
     blocks = T.gathered_weights(arch, s)
     gather_all = s.sharding == "zero3" and s.ds3_gather_for_generation
     sampling = with_grads if s.grads_during_generation else no_grads
-    phases = [_phase("generation", {
-        **sampling, "vllm": T.vllm_share(s), **_sampling_peak(arch, s),
-        "gathered_weights": T.gathered_weights(arch, s, full_model=gather_all) if not s.use_vllm else blocks,
-    }, arch, s)]
+    phases = [
+        _phase(
+            "generation",
+            {
+                **sampling,
+                "vllm": T.vllm_share(s),
+                **_sampling_peak(arch, s),
+                "gathered_weights": T.gathered_weights(arch, s, full_model=gather_all) if not s.use_vllm else blocks,
+            },
+            arch,
+            s,
+        )
+    ]
     if s.needs_scoring:
         head = K.scoring_head(arch, s)
-        old_pass = s.needs_scoring and (s.beta == 0 or s.gradient_accumulation_steps % (s.spg * s.num_iterations) != 0
-                                        or (s.use_vllm and s.vllm_importance_sampling_correction))
+        old_pass = s.needs_scoring and (
+            s.beta == 0
+            or s.gradient_accumulation_steps % (s.spg * s.num_iterations) != 0
+            or (s.use_vllm and s.vllm_importance_sampling_correction)
+        )
         # PEFT scores the reference with the adapter disabled (TRL's use_adapter): no branch unless an old pass runs
         work = T.work_buffers(arch, s, tokens=pack.tokens, seq=pack.seq, adapter=old_pass)
         scoring = {"logits": head} if head.bytes >= work.bytes else {"work_buffers": work}  # never alive together
         phases.append(_phase("scoring", {**sampling, "gathered_weights": blocks, **scoring}, arch, s))
     before = with_grads if s.grads_before_backward else no_grads
-    phases.append(_phase("backward_head", {
-        **before, "gathered_weights": blocks, "activations": K.activations(arch, s, recompute=False, block=block),
-        "logits": K.logits(arch, s)}, arch, s))
+    phases.append(
+        _phase(
+            "backward_head",
+            {
+                **before,
+                "gathered_weights": blocks,
+                "activations": K.activations(arch, s, recompute=False, block=block),
+                "logits": K.logits(arch, s),
+            },
+            arch,
+            s,
+        )
+    )
     # a dequantized 4-bit weight lives inside its matmul's backward, beside one I-sized gradient: below the peak
     extra = {"gathered_weights": blocks, "work_buffers": T.Term(0.0, "none")}
     layers = _layers_phase(arch, s, with_grads, extra, block)
@@ -285,21 +379,29 @@ def build_phases(arch: Architecture, s: StepSettings, block: BlockTerms | None =
 def _notes(s: StepSettings, block: BlockTerms | None) -> tuple[str, ...]:
     notes = []
     if s.device == "cpu":
-        notes.append("CPU: float32 unless told otherwise; the estimate is the process's peak resident memory "
-                     "(interpreter and libraries included); train() sets glibc's mmap threshold to 64 KiB")
+        notes.append(
+            "CPU: float32 unless told otherwise; the estimate is the process's peak resident memory "
+            "(interpreter and libraries included); train() sets glibc's mmap threshold to 64 KiB"
+        )
     if s.device == "cuda" and s.dtype == "float32" and (s.bf16 or s.fp16) and block is None:
-        notes.append("float32 weights under 16-bit autocast: activations are planned at 2 bytes, but the residual "
-                     "stream stays float32: expect up to ~40% more at the blocks' backward (simulated at SmolLM2-360M "
-                     "LoRA); plan with blocks='auto' (it traces the block under the same autocast), load bfloat16 "
-                     "weights, or check with --simulate")
+        notes.append(
+            "float32 weights under 16-bit autocast: activations are planned at 2 bytes, but the residual "
+            "stream stays float32: expect up to ~40% more at the blocks' backward (simulated at SmolLM2-360M "
+            "LoRA); plan with blocks='auto' (it traces the block under the same autocast), load bfloat16 "
+            "weights, or check with --simulate"
+        )
     if s.use_liger_kernel:
-        notes.append("use_liger_kernel in TRL 1.16 patches RMSNorm/SwiGLU/RoPE only: the log-prob head is "
-                     "already chunked by TRL, so liger saves activation memory, not logits")
+        notes.append(
+            "use_liger_kernel in TRL 1.16 patches RMSNorm/SwiGLU/RoPE only: the log-prob head is "
+            "already chunked by TRL, so liger saves activation memory, not logits"
+        )
     if s.optimizer.paged:
         notes.append(f"{s.optim} pages its state: it can spill to CPU memory instead of failing (slower)")
     if s.shared_prefix:
-        notes.append("shared_prefix: each group's prompt is forwarded once before its completions (SDPA block "
-                     "mask); the LM head scores completion tokens only")
+        notes.append(
+            "shared_prefix: each group's prompt is forwarded once before its completions (SDPA block "
+            "mask); the LM head scores completion tokens only"
+        )
     if s.shards_weights:
         notes.append("weights sharded: one gathered block (plus prefetch) and the LM head are full at a time")
     return tuple(notes)
@@ -318,11 +420,13 @@ def refuse_moe(arch: Architecture) -> None:
         raise ModelError(
             f"{arch.name} is a mixture-of-experts model ({arch.experts} experts, {arch.active_experts} per token): "
             "grpo-lite plans dense decoders only (which experts a token takes depends on the data, and the expert "
-            "dispatch cannot run on the meta device); pick a dense model, e.g. Qwen3-8B")
+            "dispatch cannot run on the meta device); pick a dense model, e.g. Qwen3-8B"
+        )
 
 
-def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, *, blocks: BlockMode = DEFAULT_BLOCKS,
-             **settings: Any) -> MemoryEstimate:
+def estimate(
+    model: str | os.PathLike[str] | ModelSpec | Architecture, *, blocks: BlockMode = DEFAULT_BLOCKS, **settings: Any
+) -> MemoryEstimate:
     """Estimate the peak GPU memory of one GRPO step.
 
     Args:
@@ -366,7 +470,17 @@ def estimate(model: str | os.PathLike[str] | ModelSpec | Architecture, *, blocks
     peak = max(phases, key=lambda p: p.total_bytes)  # the peak over time: phases never overlap
     notes = _notes(s, block)
     if prefix_off is not None:
-        notes = (f"shared_prefix planned off: training turns it off for this model ({prefix_off}: the packed "
-                 "block mask would not carry the window)", *notes)
-    return MemoryEstimate(arch=arch, settings=s, phases=phases, peak_phase=peak.name, notes=notes,
-                          block_terms=block.how if block is not None else FORMULAS, blocks=blocks)
+        notes = (
+            f"shared_prefix planned off: training turns it off for this model ({prefix_off}: the packed "
+            "block mask would not carry the window)",
+            *notes,
+        )
+    return MemoryEstimate(
+        arch=arch,
+        settings=s,
+        phases=phases,
+        peak_phase=peak.name,
+        notes=notes,
+        block_terms=block.how if block is not None else FORMULAS,
+        blocks=blocks,
+    )

@@ -22,8 +22,13 @@ import os
 import resource
 import sys
 
-__all__ = ["MMAP_THRESHOLD_BYTES", "current_rss_bytes", "peak_rss_bytes", "set_mmap_threshold",
-           "use_mmap_threshold_on_cpu"]
+__all__ = [
+    "MMAP_THRESHOLD_BYTES",
+    "current_rss_bytes",
+    "peak_rss_bytes",
+    "set_mmap_threshold",
+    "use_mmap_threshold_on_cpu",
+]
 
 MMAP_THRESHOLD_BYTES = 65536  # blocks of this size or more get their own mapping, returned when freed
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)

@@ -101,8 +101,14 @@ class GRPOPhaseHooks:
             all, transformers passes no attention mask and SDPA takes its cheaper native-GQA path.
     """
 
-    def __init__(self, trainer: Any, clock: PhaseClock, on_train_begin: Callable[[], None] | None = None,
-                 *, pad_one: bool = False) -> None:
+    def __init__(
+        self,
+        trainer: Any,
+        clock: PhaseClock,
+        on_train_begin: Callable[[], None] | None = None,
+        *,
+        pad_one: bool = False,
+    ) -> None:
         self.trainer = trainer
         self.clock = clock
         self.pad_one = pad_one
@@ -133,8 +139,9 @@ class GRPOPhaseHooks:
 
         return _PhaseCallback()
 
-    def _wrap(self, obj: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]],
-              *, static: bool = False) -> None:
+    def _wrap(
+        self, obj: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]], *, static: bool = False
+    ) -> None:
         """Replace ``obj.name`` by ``make(original)``; a class attribute when ``obj`` is a class."""
         if isinstance(obj, type):
             original = obj.__dict__[name]
@@ -153,7 +160,9 @@ class GRPOPhaseHooks:
             def wrapper(*args: Any, **kwargs: Any) -> Any:
                 with self.clock.in_phase(name):
                     return fn(*args, **kwargs)
+
             return wrapper
+
         return make
 
     def _region(self, name: str, *, then: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -166,6 +175,7 @@ class GRPOPhaseHooks:
                 return fn(*args, **kwargs)
             with self.clock.in_phase("scoring"):
                 return fn(*args, **kwargs)
+
         return wrapper
 
     def _loss(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -173,10 +183,14 @@ class GRPOPhaseHooks:
 
         @functools.wraps(fn)
         def wrapper(model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-            clock.shapes[clock.step] = {k: tuple(v.shape) for k, v in inputs.items()
-                                        if isinstance(v, torch.Tensor) and k.endswith(("_ids", "_mask"))}
+            clock.shapes[clock.step] = {
+                k: tuple(v.shape)
+                for k, v in inputs.items()
+                if isinstance(v, torch.Tensor) and k.endswith(("_ids", "_mask"))
+            }
             with clock.in_phase("forward"):
                 return fn(model, inputs, *args, **kwargs)
+
         return wrapper
 
     def _generate(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -187,11 +201,17 @@ class GRPOPhaseHooks:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             out = phase(*args, **kwargs)
             prompt = kwargs.get("input_ids")
-            if self.pad_one and eos and isinstance(out, torch.Tensor) and prompt is not None \
-                    and out.size(1) - prompt.size(1) >= 2:
+            if (
+                self.pad_one
+                and eos
+                and isinstance(out, torch.Tensor)
+                and prompt is not None
+                and out.size(1) - prompt.size(1) >= 2
+            ):
                 out = out.clone()
                 out[0, -2] = eos[0]  # row 0 ends one token early: its last position becomes padding
             return out
+
         return wrapper
 
     def __enter__(self) -> GRPOPhaseHooks:
@@ -250,8 +270,9 @@ def _aggregate(clock: PhaseClock, backends: Sequence[Backend]) -> list[StepMemor
             seg = segs[i]
             prev = record.phases[name].get(phase)
             if prev is None:
-                record.phases[name][phase] = PhasePeak(seg.peak_bytes, seg.start_bytes, seg.categories,
-                                                       dict(seg.category_max))
+                record.phases[name][phase] = PhasePeak(
+                    seg.peak_bytes, seg.start_bytes, seg.categories, dict(seg.category_max)
+                )
                 continue
             prev.segments += 1
             for cat, b in seg.category_max.items():
@@ -307,8 +328,14 @@ def measure_training(trainer: Any, backends: Sequence[str] = ("tensor",), *, pad
         started.callback(clock.set_step, -1)  # first: close the last segment
         trainer.train()
     steps = [s for s in _aggregate(clock, made) if s.step != -1]
-    return MemoryReport(steps=steps, shapes=clock.shapes, rss_start_bytes=rss_start, peak_rss_bytes=peak_rss_bytes(),
-                        wall_s=time.perf_counter() - t0, backends=tuple(backends))
+    return MemoryReport(
+        steps=steps,
+        shapes=clock.shapes,
+        rss_start_bytes=rss_start,
+        peak_rss_bytes=peak_rss_bytes(),
+        wall_s=time.perf_counter() - t0,
+        backends=tuple(backends),
+    )
 
 
 def measure_step(trainer: Any, backend: str | None = None) -> dict[str, int]:

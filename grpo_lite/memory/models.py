@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from grpo_lite.errors import ModelError
 from grpo_lite.memory.architectures import (
     KNOWN_ARCHITECTURES,
     Architecture,
@@ -27,7 +28,6 @@ from grpo_lite.memory.architectures import (
     find_architecture,
     known_names,
 )
-from grpo_lite.errors import ModelError
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PretrainedConfig
@@ -116,8 +116,10 @@ def resolve_model(name: str | os.PathLike[str]) -> ModelSpec:
 
 def _resolve_path(text: str, path: Path) -> ModelSpec:
     if not path.exists():
-        raise ModelError(f"model path {text!r} does not exist; pass an existing folder with config.json, "
-                         f"a .gguf file, or a known name ({_known_list()})")
+        raise ModelError(
+            f"model path {text!r} does not exist; pass an existing folder with config.json, "
+            f"a .gguf file, or a known name ({_known_list()})"
+        )
     if path.is_file():
         if path.suffix.lower() != ".gguf":
             raise ModelError(f"model file {text!r} is not a .gguf file; pass a folder with config.json or a .gguf")
@@ -136,8 +138,11 @@ def _resolve_hub(text: str) -> ModelSpec:
     try:
         config = _load_config(text, what=f"hub id {text!r}")
     except ModelError as exc:
-        why = "not in the known-architecture table and its config is not in the local cache (HF_HUB_OFFLINE=1)" \
-            if offline else f"not in the known-architecture table and its config could not be read ({exc})"
+        why = (
+            "not in the known-architecture table and its config is not in the local cache (HF_HUB_OFFLINE=1)"
+            if offline
+            else f"not in the known-architecture table and its config could not be read ({exc})"
+        )
         raise _unknown_error(text, why) from None
     arch = architecture_from_config(config, name=text.split("/")[-1], hub_id=text)
     return ModelSpec(name=text, model_id=text, kind="hub", arch=arch, note=f"read the config of {text} from the hub")
@@ -199,16 +204,31 @@ def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str
     except Exception as exc:  # noqa: BLE001
         raise ModelError(f"could not build {name!r} on the meta device to count its parameters: {exc}") from exc
     common = dict(
-        name=name, hub_ids=(hub_id or name,), family=family, layers=layers, hidden=hidden, heads=heads,
-        kv_heads=kv_heads, head_dim=head_dim, intermediate=inter, vocab=int(text.vocab_size), tied=tied,
+        name=name,
+        hub_ids=(hub_id or name,),
+        family=family,
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate=inter,
+        vocab=int(text.vocab_size),
+        tied=tied,
         attention_bias=bool(getattr(text, "attention_bias", family == "qwen2")),
         source=f"config of {hub_id or name} (parameters counted on the meta device)",
-        linear_names=linears, model_type=model_type, experts=experts, config_json=text.to_json_string(use_diff=False),
+        linear_names=linears,
+        model_type=model_type,
+        experts=experts,
+        config_json=text.to_json_string(use_diff=False),
         active_experts=int(getattr(text, "num_experts_per_tok", 0) or 0) if experts else 0,
     )
     act = str(getattr(text, "hidden_act", getattr(text, "activation_function", ""))).lower()
-    gated = any("gate" in n for n in linears) or {"w1", "w3"} <= set(linears) or (
-        not linears and act in ("silu", "swish", "swiglu"))
+    gated = (
+        any("gate" in n for n in linears)
+        or {"w1", "w3"} <= set(linears)
+        or (not linears and act in ("silu", "swish", "swiglu"))
+    )
     return Architecture(gated_mlp=gated, n_params=counted, **common)  # type: ignore[arg-type]
 
 
@@ -257,16 +277,22 @@ def transformers_config(arch: Architecture, **overrides: Any) -> PretrainedConfi
         return AutoConfig.for_model(model_type, **{**values, **overrides})
 
     common: dict[str, Any] = dict(
-        hidden_size=arch.hidden, intermediate_size=arch.intermediate, num_hidden_layers=arch.layers,
-        num_attention_heads=arch.heads, num_key_value_heads=arch.kv_heads, vocab_size=arch.vocab,
+        hidden_size=arch.hidden,
+        intermediate_size=arch.intermediate,
+        num_hidden_layers=arch.layers,
+        num_attention_heads=arch.heads,
+        num_key_value_heads=arch.kv_heads,
+        vocab_size=arch.vocab,
         tie_word_embeddings=arch.tied,
     )
     if arch.family == "qwen2":
         return Qwen2Config(**common, **overrides)
     if arch.family == "llama":
         return LlamaConfig(head_dim=arch.head_dim, attention_bias=arch.attention_bias, **common, **overrides)
-    raise ModelError(f"{arch.name} is of family {arch.family!r} and not in the known table: read its config.json "
-                     "instead (a local folder or the hub)")
+    raise ModelError(
+        f"{arch.name} is of family {arch.family!r} and not in the known table: read its config.json "
+        "instead (a local folder or the hub)"
+    )
 
 
 @functools.lru_cache(maxsize=None)

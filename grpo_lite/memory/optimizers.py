@@ -15,8 +15,17 @@ from typing import Literal
 
 from grpo_lite.errors import ConfigError
 
-__all__ = ["OptimizerSpec", "OPTIMIZERS", "get_optimizer", "state_bytes", "parse_galore_args", "GaloreArgs",
-           "SR_CHUNK", "MONITOR_TENSORS", "MONITOR_ELEMENTS"]
+__all__ = [
+    "OptimizerSpec",
+    "OPTIMIZERS",
+    "get_optimizer",
+    "state_bytes",
+    "parse_galore_args",
+    "GaloreArgs",
+    "SR_CHUNK",
+    "MONITOR_TENSORS",
+    "MONITOR_ELEMENTS",
+]
 
 StateDtype = Literal["param", "fp32", "int8"]
 
@@ -62,22 +71,52 @@ class OptimizerSpec:
 
 OPTIMIZERS: tuple[OptimizerSpec, ...] = (
     OptimizerSpec("adamw_torch_fused", "param", summary="PyTorch fused AdamW, states in the weights' dtype"),
-    OptimizerSpec("adamw_torch", "param", step_temp=True,
-                  summary="PyTorch foreach AdamW: states in the weights' dtype, one weight-sized temporary per step"),
-    OptimizerSpec("adamw_8bit", "int8", embedding_32bit=True,
-                  summary="bitsandbytes blockwise 8-bit AdamW: 2 bytes/param of state (embeddings 8)"),
+    OptimizerSpec(
+        "adamw_torch",
+        "param",
+        step_temp=True,
+        summary="PyTorch foreach AdamW: states in the weights' dtype, one weight-sized temporary per step",
+    ),
+    OptimizerSpec(
+        "adamw_8bit",
+        "int8",
+        embedding_32bit=True,
+        summary="bitsandbytes blockwise 8-bit AdamW: 2 bytes/param of state (embeddings 8)",
+    ),
     OptimizerSpec("adamw_bnb_8bit", "int8", embedding_32bit=True, summary="alias of adamw_8bit"),
-    OptimizerSpec("paged_adamw_8bit", "int8", paged=True, embedding_32bit=True,
-                  summary="8-bit AdamW in paged (unified) memory: spills to CPU instead of failing"),
-    OptimizerSpec("paged_adamw_32bit", "fp32", paged=True, embedding_32bit=True,
-                  summary="fp32 AdamW states in paged memory"),
+    OptimizerSpec(
+        "paged_adamw_8bit",
+        "int8",
+        paged=True,
+        embedding_32bit=True,
+        summary="8-bit AdamW in paged (unified) memory: spills to CPU instead of failing",
+    ),
+    OptimizerSpec(
+        "paged_adamw_32bit", "fp32", paged=True, embedding_32bit=True, summary="fp32 AdamW states in paged memory"
+    ),
     OptimizerSpec("galore_adamw", "param", galore=True, summary="GaLore AdamW: rank-r states for target matrices"),
-    OptimizerSpec("galore_adamw_layerwise", "param", galore=True, layerwise=True,
-                  summary="GaLore AdamW updated per layer inside backward: no gradient buffer"),
-    OptimizerSpec("galore_adamw_8bit", "int8", galore=True, cuda_only=True,
-                  summary="GaLore with 8-bit states (GPU only: galore_torch calls torch.cuda.synchronize)"),
-    OptimizerSpec("galore_adamw_8bit_layerwise", "int8", galore=True, layerwise=True, cuda_only=True,
-                  summary="8-bit GaLore per layer: the GaLore paper's 7B-in-24GB setting (GPU only)"),
+    OptimizerSpec(
+        "galore_adamw_layerwise",
+        "param",
+        galore=True,
+        layerwise=True,
+        summary="GaLore AdamW updated per layer inside backward: no gradient buffer",
+    ),
+    OptimizerSpec(
+        "galore_adamw_8bit",
+        "int8",
+        galore=True,
+        cuda_only=True,
+        summary="GaLore with 8-bit states (GPU only: galore_torch calls torch.cuda.synchronize)",
+    ),
+    OptimizerSpec(
+        "galore_adamw_8bit_layerwise",
+        "int8",
+        galore=True,
+        layerwise=True,
+        cuda_only=True,
+        summary="8-bit GaLore per layer: the GaLore paper's 7B-in-24GB setting (GPU only)",
+    ),
 )
 
 

@@ -24,8 +24,20 @@ from typing import Any, Literal, get_args
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
 
-__all__ = ["StepSettings", "Method", "METHODS", "Device", "Dtype", "Quantization", "Sharding", "VllmMode",
-           "UpdateRounding", "default_update_rounding", "load_dtype", "SHARED_PREFIX_DEFAULT"]
+__all__ = [
+    "StepSettings",
+    "Method",
+    "METHODS",
+    "Device",
+    "Dtype",
+    "Quantization",
+    "Sharding",
+    "VllmMode",
+    "UpdateRounding",
+    "default_update_rounding",
+    "load_dtype",
+    "SHARED_PREFIX_DEFAULT",
+]
 
 SHARED_PREFIX_DEFAULT = True  # plan(), train(), the recipe, the demo and the CLI: each prompt forwarded once per group
 
@@ -40,7 +52,6 @@ VllmMode = Literal["colocate", "server"]
 # stochastically (grpo_lite.precision.rounding; lands in expectation); "nearest" is PyTorch's own
 # rounding, which drops steps below half a bf16 spacing (most steps at lr 1e-6).
 UpdateRounding = Literal["stochastic", "nearest"]
-
 
 
 def load_dtype(device: Device, *, fp16: bool | None = None) -> Dtype:
@@ -69,8 +80,12 @@ def default_update_rounding(trains_bf16: bool) -> UpdateRounding:
 
 
 _CHOICES: dict[str, tuple[Any, ...]] = {
-    "method": METHODS, "device": get_args(Device), "dtype": get_args(Dtype),
-    "quantization": get_args(Quantization), "sharding": get_args(Sharding), "vllm_mode": get_args(VllmMode),
+    "method": METHODS,
+    "device": get_args(Device),
+    "dtype": get_args(Dtype),
+    "quantization": get_args(Quantization),
+    "sharding": get_args(Sharding),
+    "vllm_mode": get_args(VllmMode),
     "update_rounding": get_args(UpdateRounding),
 }
 
@@ -260,8 +275,14 @@ class StepSettings:
         return self.gradient_accumulation_steps > 1 or self.sharding in ("zero2", "zero3")
 
     def _validate(self) -> None:
-        for key in ("per_device_train_batch_size", "gradient_accumulation_steps", "num_iterations",
-                    "max_prompt_length", "max_completion_length", "lora_r"):
+        for key in (
+            "per_device_train_batch_size",
+            "gradient_accumulation_steps",
+            "num_iterations",
+            "max_prompt_length",
+            "max_completion_length",
+            "lora_r",
+        ):
             _positive(key, getattr(self, key))
         if self.num_generations < 2:
             raise ConfigError(f"num_generations={self.num_generations}: GRPO needs at least 2 generations per prompt")
@@ -272,22 +293,32 @@ class StepSettings:
         if not 0 < self.vllm_gpu_memory_utilization <= 1:
             raise ConfigError("vllm_gpu_memory_utilization must be in (0, 1], e.g. 0.3")
         if self.sharding == "none" and self.num_processes > 1:
-            raise ConfigError(f"sharding='none' runs one process; with num_processes={self.num_processes} "
-                              "choose ddp, zero2, zero3 or fsdp")
+            raise ConfigError(
+                f"sharding='none' runs one process; with num_processes={self.num_processes} "
+                "choose ddp, zero2, zero3 or fsdp"
+            )
         if opt.galore != (self.method == "galore"):
-            raise ConfigError(f"optim={self.optim!r} does not match method={self.method!r}: GaLore optimizers "
-                              "(galore_*) go with method='galore' and only there")
+            raise ConfigError(
+                f"optim={self.optim!r} does not match method={self.method!r}: GaLore optimizers "
+                "(galore_*) go with method='galore' and only there"
+            )
         if opt.layerwise and (self.gradient_accumulation_steps != 1 or self.num_processes > 1):
-            raise ConfigError(f"optim={self.optim!r} updates inside backward: it needs gradient_accumulation_steps=1 "
-                              "and one process (transformers refuses DDP); use a non-layerwise optimizer")
+            raise ConfigError(
+                f"optim={self.optim!r} updates inside backward: it needs gradient_accumulation_steps=1 "
+                "and one process (transformers refuses DDP); use a non-layerwise optimizer"
+            )
         if self.device == "cpu" and (opt.cuda_only or self.use_vllm or self.use_liger_kernel):
-            raise ConfigError("on device='cpu' drop the GPU-only options: use_vllm, use_liger_kernel and "
-                              f"CUDA-only optimizers ({self.optim!r} is {'GPU-only' if opt.cuda_only else 'fine'})")
+            raise ConfigError(
+                "on device='cpu' drop the GPU-only options: use_vllm, use_liger_kernel and "
+                f"CUDA-only optimizers ({self.optim!r} is {'GPU-only' if opt.cuda_only else 'fine'})"
+            )
         if self.method == "qlora" and self.quantization == "none":
             raise ConfigError("method='qlora' loads the base in 4-bit: quantization must be 'nf4' (or use 'lora')")
         if not self.is_peft and self.quantization != "none":
-            raise ConfigError(f"method={self.method!r} trains every weight, which cannot be quantized; "
-                              "use method='lora' or 'qlora' for a quantized base")
+            raise ConfigError(
+                f"method={self.method!r} trains every weight, which cannot be quantized; "
+                "use method='lora' or 'qlora' for a quantized base"
+            )
         if self.use_vllm and self.vllm_mode == "colocate" and self.budget_gib is None:
             raise ConfigError("use_vllm with vllm_mode='colocate' needs budget_gib to size vLLM's share")
 
@@ -304,12 +335,15 @@ def _check_batch_rule(s: StepSettings) -> None:
         raise ConfigError("set steps_per_generation or generation_batch_size, not both (TRL rejects both)")
     global_batch = s.per_device_train_batch_size * s.num_processes
     if s.generation_batch_size is not None and s.generation_batch_size % global_batch:
-        raise ConfigError(f"generation_batch_size ({s.generation_batch_size}) must be divisible by "
-                          f"per_device_train_batch_size x num_processes ({global_batch})")
+        raise ConfigError(
+            f"generation_batch_size ({s.generation_batch_size}) must be divisible by "
+            f"per_device_train_batch_size x num_processes ({global_batch})"
+        )
     gen = global_batch * s.spg
     if gen % s.num_generations:
         raise ConfigError(
             f"generation batch = per_device_train_batch_size ({s.per_device_train_batch_size}) x num_processes "
             f"({s.num_processes}) x steps_per_generation ({s.spg}) = {gen} must be divisible by num_generations "
             f"({s.num_generations}); change per_device_train_batch_size, gradient_accumulation_steps "
-            "(or steps_per_generation) or num_generations")
+            "(or steps_per_generation) or num_generations"
+        )

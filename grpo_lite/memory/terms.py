@@ -133,7 +133,8 @@ def optimizer_state(arch: Architecture, s: StepSettings) -> Term:
     small_state = (2 * arch.layers + 1) * state_bytes(opt, arch.hidden, state_pb) if small else 0.0
     if s.is_peft:
         big = [(s.lora_r * inp, 1) for _, _, inp in lora_targets(arch, s)] + [
-            (s.lora_r * out, 1) for _, out, _ in lora_targets(arch, s)]
+            (s.lora_r * out, 1) for _, out, _ in lora_targets(arch, s)
+        ]
         b = arch.layers * sum(state_bytes(opt, numel, state_pb) for numel, _ in big)
         detail = f"{opt.name}: LoRA {n:,} params"
     elif opt.galore:
@@ -149,8 +150,10 @@ def optimizer_state(arch: Architecture, s: StepSettings) -> Term:
     elif opt.embedding_32bit and opt.state == "int8":
         emb = arch.embedding_params  # transformers keeps nn.Embedding in 32-bit state (tied: the head too)
         b = state_bytes(opt, n - small - emb, state_pb) + small_state + 8.0 * emb
-        detail = (f"{opt.name}: {n - emb:,} params x {_state_label(opt.state, state_pb)}; the {emb:,}-parameter "
-                  "embedding in 32-bit state (8 B: transformers' override for bitsandbytes)")
+        detail = (
+            f"{opt.name}: {n - emb:,} params x {_state_label(opt.state, state_pb)}; the {emb:,}-parameter "
+            "embedding in 32-bit state (8 B: transformers' override for bitsandbytes)"
+        )
     else:
         b = state_bytes(opt, n - small, state_pb) + small_state
         detail = f"{opt.name}: {n:,} params x {_state_label(opt.state, state_pb)}"
@@ -174,8 +177,10 @@ def update_monitor(arch: Architecture, s: StepSettings) -> Term:
     per_element = 4 + 4 + 4 + 8 + 4  # shadow, applied, intended, index (int64), before
     if s.optimizer.galore and not s.is_peft:  # GaLore mixes a tensor's elements: whole smallest linears
         out, inp = _smallest_linear(arch)
-        return Term(k * (per_element - 4) + MONITOR_TENSORS * out * inp * 4,
-                    f"{MONITOR_TENSORS} whole {out}x{inp} fp32 shadows + {k:,} sampled elements")
+        return Term(
+            k * (per_element - 4) + MONITOR_TENSORS * out * inp * 4,
+            f"{MONITOR_TENSORS} whole {out}x{inp} fp32 shadows + {k:,} sampled elements",
+        )
     return Term(k * per_element, f"{MONITOR_TENSORS} x {MONITOR_ELEMENTS:,} sampled elements x {per_element} B")
 
 
@@ -229,9 +234,11 @@ def elementwise_step(arch: Architecture, s: StepSettings, numel: int) -> Term:
         return _elementwise_temporaries(s, numel, s.weight_bytes)
     size = min(SR_CHUNK, numel)
     inner = _elementwise_temporaries(s, size, 4)
-    return Term(8 * size + max(inner.bytes, 6 * size),  # fp32 slice and its gradient; then the step, or the noise
-                f"stochastic rounding: fp32 copies of one slice and its gradient ({size:,} x 8 B, tensors over "
-                f"{SR_CHUNK:,} elements go in slices), then the larger of: {inner.detail}; the rounding noise")
+    return Term(
+        8 * size + max(inner.bytes, 6 * size),  # fp32 slice and its gradient; then the step, or the noise
+        f"stochastic rounding: fp32 copies of one slice and its gradient ({size:,} x 8 B, tensors over "
+        f"{SR_CHUNK:,} elements go in slices), then the larger of: {inner.detail}; the rounding noise",
+    )
 
 
 def _elementwise_temporaries(s: StepSettings, size: int, pb: float) -> Term:
@@ -270,8 +277,11 @@ def projected_step(arch: Architecture, s: StepSettings) -> Term:
         return Term(b, f"GaLore SVD of a {out}x{inp} gradient in fp32 (copy, U, Vh) + full-size update")
     b = max(12 * big + kept, 8 * big + svd)
     how = "the weight's saved_data clone" if s.optimizer.state == "int8" else "the projected-back update"
-    return Term(b, f"GaLore, stochastic rounding: the {out}x{inp} matrix stepped whole: fp32 copies of it and its "
-                   f"gradient (8 B), {how} (4 B) and the kept SVD factor, or both factors during the SVD")
+    return Term(
+        b,
+        f"GaLore, stochastic rounding: the {out}x{inp} matrix stepped whole: fp32 copies of it and its "
+        f"gradient (8 B), {how} (4 B) and the kept SVD factor, or both factors during the SVD",
+    )
 
 
 def _step_temporaries(arch: Architecture, s: StepSettings, n: int, largest: int, pb: float) -> Term:
@@ -279,8 +289,10 @@ def _step_temporaries(arch: Architecture, s: StepSettings, n: int, largest: int,
     if opt.galore and not s.is_peft:
         return projected_step(arch, s)
     if opt.step_temp and s.device == "cpu":  # foreach is PyTorch's default only when every tensor is on CUDA
-        return Term(2 * largest * pb, f"single-tensor AdamW: sqrt(v) and the update of the largest tensor "
-                                      f"({largest:,} x {pb} B) x 2")
+        return Term(
+            2 * largest * pb,
+            f"single-tensor AdamW: sqrt(v) and the update of the largest tensor ({largest:,} x {pb} B) x 2",
+        )
     if opt.step_temp:
         b = n * pb / (s.num_processes if s.shards_grads else 1)
         return Term(b, f"foreach AdamW sqrt(v) buffer: {n:,} x {pb} B")
@@ -303,8 +315,9 @@ def kv_cache(arch: Architecture, s: StepSettings, *, tokens: int | None = None) 
     kept = [(min(seq, window), n) for window, n in windows] + [(seq, arch.layers - sliding)]
     per_layer_token = 2 * arch.kv_dim * s.generation_bytes * s.generation_batch_per_device
     b = per_layer_token * sum(held * n for held, n in kept)
-    detail = f"2 x {arch.kv_dim} x {s.generation_bytes} B x {s.generation_batch_per_device} sequences x " + \
-        " + ".join(f"{n} layers x {held} tokens" for held, n in kept if n)
+    detail = f"2 x {arch.kv_dim} x {s.generation_bytes} B x {s.generation_batch_per_device} sequences x " + " + ".join(
+        f"{n} layers x {held} tokens" for held, n in kept if n
+    )
     if sliding:
         detail += f" (sliding windows of {', '.join(str(w) for w, _ in windows)})"
     if tokens is None:
@@ -390,8 +403,11 @@ def vllm_share(s: StepSettings, *, generating: bool = True) -> Term:
     b = s.vllm_gpu_memory_utilization * s.budget_gib * GIB
     if s.vllm_enable_sleep_mode and not generating:
         kept = min(b, VLLM_OVERHEAD_BYTES)
-        return Term(kept, "asleep (vllm_enable_sleep_mode, level 2): weights and KV cache freed, its activations and "
-                          "CUDA graphs kept")
+        return Term(
+            kept,
+            "asleep (vllm_enable_sleep_mode, level 2): weights and KV cache freed, its activations and "
+            "CUDA graphs kept",
+        )
     return Term(b, f"{s.vllm_gpu_memory_utilization} x {s.budget_gib:.2f} GiB")
 
 
@@ -419,4 +435,3 @@ def heap_slack(arch: Architecture, s: StepSettings, transient: float, *, untouch
     if untouched:
         detail += f", minus {_g(untouched)} of the head buffer never touched (vocabulary < {VOCAB_TILE})"
     return Term(b, detail)
-

@@ -29,9 +29,24 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockTerms
     from grpo_lite.memory.settings import StepSettings
 
-__all__ = ["HEAD_BWD_TILES", "HEAD_FWD_TILES", "Packing", "activations", "head_tokens", "logits", "packing",
-           "per_layer_token_bytes", "saved_activations", "scoring_head", "head_weight_grad", "SavedActivations",
-           "backward_working_set", "consumed_first", "kernel_scratch", "untouched_buffer"]
+__all__ = [
+    "HEAD_BWD_TILES",
+    "HEAD_FWD_TILES",
+    "Packing",
+    "activations",
+    "head_tokens",
+    "logits",
+    "packing",
+    "per_layer_token_bytes",
+    "saved_activations",
+    "scoring_head",
+    "head_weight_grad",
+    "SavedActivations",
+    "backward_working_set",
+    "consumed_first",
+    "kernel_scratch",
+    "untouched_buffer",
+]
 
 HEAD_FWD_TILES = 3  # fp32 tiles alive at the torch fold's forward high point (z, exp(z - max), e * z)
 HEAD_BWD_TILES = 7  # fp32 tiles alive in its backward (y, z, log_p, p, grad, is_target.float(), difference)
@@ -180,8 +195,15 @@ def saved_activations(arch: Architecture, s: StepSettings, block: BlockTerms | N
         per, high = block.saved_at(pack.seq, tokens=tokens), block.backward_at(pack.seq, tokens=tokens)
         what = "checkpoints" if s.gradient_checkpointing else "saved"
         detail = f"{where} x {arch.layers} layers x {per:,.0f} B/token/layer ({what}, traced)"
-        return SavedActivations(arch.layers * per * tokens, _final_norm(arch, s) * tokens, 0.0, per * tokens,
-                                high * tokens, e * n * h, detail)
+        return SavedActivations(
+            arch.layers * per * tokens,
+            _final_norm(arch, s) * tokens,
+            0.0,
+            per * tokens,
+            high * tokens,
+            e * n * h,
+            detail,
+        )
     per_layer, per_detail = per_layer_token_bytes(arch, s, pack.seq)
     saved = 0.0
     recomputed = 0.0
@@ -197,8 +219,9 @@ def saved_activations(arch: Architecture, s: StepSettings, block: BlockTerms | N
         detail += f" + {pack.groups} x {pack.seq}^2 block mask"
     # one block's backward: three I-sized gradients, the residual's gradient in fp32 (+ its 16-bit twin)
     working = (3 * e * arch.intermediate + 4 * h + (4 * h if e != 4 else 0)) * tokens
-    return SavedActivations(saved, _final_norm(arch, s) * tokens, recomputed, consumed_first(arch, s) * tokens,
-                            working, e * n * h, detail)
+    return SavedActivations(
+        saved, _final_norm(arch, s) * tokens, recomputed, consumed_first(arch, s) * tokens, working, e * n * h, detail
+    )
 
 
 def activations(arch: Architecture, s: StepSettings, *, recompute: bool, block: BlockTerms | None = None) -> Term:
@@ -211,13 +234,17 @@ def activations(arch: Architecture, s: StepSettings, *, recompute: bool, block: 
     """
     a = saved_activations(arch, s, block)
     if not recompute:
-        return Term(a.saved + a.final_norm + a.head_input,
-                    a.detail + f" + the final norm + the head's input ({head_tokens(s):,} x {arch.hidden})")
+        return Term(
+            a.saved + a.final_norm + a.head_input,
+            a.detail + f" + the final norm + the head's input ({head_tokens(s):,} x {arch.hidden})",
+        )
     if block is not None:
         return Term(a.saved - a.consumed, a.detail + ", less the block in backward (its own share is in work_buffers)")
     again = " + one recomputed layer" if a.recomputed else ""
-    return Term(a.saved + a.recomputed - a.consumed,
-                a.detail + again + ", less the block's MLP product (consumed first by its backward)")
+    return Term(
+        a.saved + a.recomputed - a.consumed,
+        a.detail + again + ", less the block's MLP product (consumed first by its backward)",
+    )
 
 
 def backward_working_set(arch: Architecture, s: StepSettings, block: BlockTerms | None = None) -> Term:
@@ -225,10 +252,15 @@ def backward_working_set(arch: Architecture, s: StepSettings, block: BlockTerms 
     whole high point (what it keeps and recomputes, and the gradients)."""
     a = saved_activations(arch, s, block)
     if block is not None:
-        return Term(a.working, f"{packing(s).tokens:,} tokens x {a.working / packing(s).tokens:,.0f} B: one block's "
-                               f"backward at its high point ({block.how})")
-    return Term(a.working, f"{packing(s).tokens:,} tokens x (3 e I + 4 h{' + 4 h' if s.act_bytes != 4 else ''}): "
-                           "one block's backward")
+        return Term(
+            a.working,
+            f"{packing(s).tokens:,} tokens x {a.working / packing(s).tokens:,.0f} B: one block's "
+            f"backward at its high point ({block.how})",
+        )
+    return Term(
+        a.working,
+        f"{packing(s).tokens:,} tokens x (3 e I + 4 h{' + 4 h' if s.act_bytes != 4 else ''}): one block's backward",
+    )
 
 
 def _tile_elems(arch: Architecture, s: StepSettings) -> int:
@@ -288,7 +320,6 @@ def untouched_buffer(arch: Architecture, s: StepSettings) -> float:
     return float(min(head_tokens(s), TOKEN_TILE) * (row - touched))
 
 
-
 def kernel_scratch(arch: Architecture, s: StepSettings) -> Term:
     """CUDA: what the attention backward allocates inside its kernel, beyond its inputs and outputs, for one layer
     at a time: an fp32 accumulator of the queries' gradient, ``4 x tokens x q`` (FlashAttention-2's ``dq_accum``,
@@ -296,5 +327,8 @@ def kernel_scratch(arch: Architecture, s: StepSettings) -> Term:
     if s.device != "cuda":
         return Term(0.0, "CPU: no fused attention kernel")
     tokens = packing(s).tokens
-    return Term(4.0 * tokens * arch.q_dim, f"attention backward's fp32 query-gradient accumulator: {tokens:,} tokens "
-                                           f"x {arch.q_dim} x 4 B, one layer at a time (FlashAttention-2 dq_accum)")
+    return Term(
+        4.0 * tokens * arch.q_dim,
+        f"attention backward's fp32 query-gradient accumulator: {tokens:,} tokens "
+        f"x {arch.q_dim} x 4 B, one layer at a time (FlashAttention-2 dq_accum)",
+    )

@@ -33,7 +33,13 @@ from torch.utils.weak import WeakIdKeyDictionary
 __all__ = ["CATEGORIES", "MEASURED_PHASES", "Backend", "CudaAllocator", "PhaseClock", "SegmentPeak", "TensorTracker"]
 
 MEASURED_PHASES: tuple[str, ...] = (
-    "generation", "scoring", "forward", "backward_head", "backward_layers", "optimizer_step", "other",
+    "generation",
+    "scoring",
+    "forward",
+    "backward_head",
+    "backward_layers",
+    "optimizer_step",
+    "other",
 )
 PERSISTENT: tuple[str, ...] = ("param", "reference", "buffer", "gradient", "optimizer_state", "monitor")
 CATEGORIES: tuple[str, ...] = PERSISTENT + ("activation", "kv_cache", "lm_head", "optimizer_temp", "temporary")
@@ -153,7 +159,9 @@ class PhaseClock:
                 if then is not None and self.phase == "backward_head":
                     self.replace(then)
                 return out
+
             return wrapper
+
         return make
 
 
@@ -261,8 +269,12 @@ class TensorTracker(TorchDispatchMode):
         projector). ``stepped_only``: only the state of parameters that have a gradient now (the ones a
         step just updated: one at a time under stochastic rounding or a layer-wise optimizer)."""
         if stepped_only:
-            states = [optimizer.state[p] for g in optimizer.param_groups for p in g["params"]
-                      if p.grad is not None and p in optimizer.state]
+            states = [
+                optimizer.state[p]
+                for g in optimizer.param_groups
+                for p in g["params"]
+                if p.grad is not None and p in optimizer.state
+            ]
         else:
             states = list(optimizer.state.values())
         for state in states:
@@ -301,8 +313,9 @@ class TensorTracker(TorchDispatchMode):
         self._saved_hooks.__enter__()
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        self._hooks.append(register_optimizer_step_post_hook(
-            lambda opt, _a, _k: self.track_optimizer(opt, stepped_only=True)))
+        self._hooks.append(
+            register_optimizer_step_post_hook(lambda opt, _a, _k: self.track_optimizer(opt, stepped_only=True))
+        )
         self._seg_start = self._seg_peak = self.live
         self._seg_cats = dict(self.by_category)
         self._seg_cat_max = dict(self.by_category)

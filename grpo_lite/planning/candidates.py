@@ -17,23 +17,36 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from grpo_lite.memory import terms as memory_terms
 from grpo_lite.errors import ConfigError
-from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
+from grpo_lite.memory import terms as memory_terms
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.estimate import GIB, MemoryEstimate, estimate
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, StepSettings
+from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.blocks import BlockMode
+    from grpo_lite.memory.settings import Device, Sharding
     from grpo_lite.planning.hardware import Extras
     from grpo_lite.planning.ladder import Preset
-    from grpo_lite.memory.settings import Device, Sharding
 
-__all__ = ["GENERATIONS", "COMPLETION_LENGTHS", "HEADROOM_SHARE", "HEADROOM_MIN_GIB", "Candidate", "batch_shapes",
-           "candidates", "fits", "headroom_gib", "required_nominal_gb", "BATCH_KEYS", "LORA_KEYS",
-           "MODEL_KEYS", "TRAINER_KEYS"]
+__all__ = [
+    "GENERATIONS",
+    "COMPLETION_LENGTHS",
+    "HEADROOM_SHARE",
+    "HEADROOM_MIN_GIB",
+    "Candidate",
+    "batch_shapes",
+    "candidates",
+    "fits",
+    "headroom_gib",
+    "required_nominal_gb",
+    "BATCH_KEYS",
+    "LORA_KEYS",
+    "MODEL_KEYS",
+    "TRAINER_KEYS",
+]
 
 # num_generations tried, best first, from StepSettings' default; 4 is the floor
 GENERATIONS: tuple[int, ...] = (StepSettings.num_generations, 6, 4)
@@ -42,11 +55,20 @@ COMPLETION_LENGTHS: tuple[int, ...] = (StepSettings.max_completion_length, 384, 
 CPU_COMPLETION_LENGTH = 256  # a CPU plan without a budget takes the floor: sampling on CPU is slow
 HEADROOM_SHARE = 0.05  # a plan fits when its peak leaves this share of the usable memory free...
 HEADROOM_MIN_GIB = 0.25  # ...and at least this much
-BATCH_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "steps_per_generation",
-              "generation_batch_size", "num_generations")
+BATCH_KEYS = (
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "steps_per_generation",
+    "generation_batch_size",
+    "num_generations",
+)
 # train()'s and plan()'s LoRA settings -> peft.LoraConfig's names (a recipe's lora: section); the one list
-LORA_KEYS: dict[str, str] = {"lora_r": "r", "lora_alpha": "lora_alpha", "lora_dropout": "lora_dropout",
-                             "lora_target_modules": "target_modules"}
+LORA_KEYS: dict[str, str] = {
+    "lora_r": "r",
+    "lora_alpha": "lora_alpha",
+    "lora_dropout": "lora_dropout",
+    "lora_target_modules": "target_modules",
+}
 MODEL_KEYS = ("dtype",)  # how the weights load (from_pretrained), not GRPOConfig fields
 TRAINER_KEYS = ("shared_prefix", "update_rounding")  # grpo-lite's own trainer options, not GRPOConfig fields
 VLLM_MAX_SHARE = 0.9
@@ -98,8 +120,14 @@ def _batch_options(num_generations: int, fixed: dict[str, Any], shared_prefix: b
     return whole + [o for o in options if o not in whole]
 
 
-def batch_shapes(num_generations: int, *, num_processes: int, fixed: dict[str, Any],
-                 layerwise: bool = False, shared_prefix: bool | None = None) -> list[dict[str, Any]]:
+def batch_shapes(
+    num_generations: int,
+    *,
+    num_processes: int,
+    fixed: dict[str, Any],
+    layerwise: bool = False,
+    shared_prefix: bool | None = None,
+) -> list[dict[str, Any]]:
     """Micro-batch / accumulation pairs for ``num_generations``, largest micro-batch first.
 
     Each device generates one prompt group per step unless the user fixed the batch keys; values in
@@ -160,10 +188,20 @@ def rung_optim(preset: Preset, device: Device, num_processes: int) -> str:
     return preset.optim if device == "cuda" else preset.cpu_optim
 
 
-def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib: float | None,
-               sharding: Sharding, num_processes: int, max_prompt_length: int, fixed: dict[str, Any],
-               extras: Extras, cpu_reference: bool = False,
-               blocks: BlockMode = DEFAULT_BLOCKS) -> Iterator[Candidate]:
+def candidates(
+    arch: Architecture,
+    preset: Preset,
+    *,
+    device: Device,
+    usable_gib: float | None,
+    sharding: Sharding,
+    num_processes: int,
+    max_prompt_length: int,
+    fixed: dict[str, Any],
+    extras: Extras,
+    cpu_reference: bool = False,
+    blocks: BlockMode = DEFAULT_BLOCKS,
+) -> Iterator[Candidate]:
     """Yield the rung's candidates best first, each already estimated (or carrying its ConfigError).
 
     Args:
@@ -184,17 +222,28 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
     ckpt = fixed.get("gradient_checkpointing", preset.gradient_checkpointing and not cpu_reference)
     liger = fixed.get("use_liger_kernel", device == "cuda" and extras.liger_kernel)
     gens = [fixed["num_generations"]] if "num_generations" in fixed else list(GENERATIONS)
-    lengths = [fixed["max_completion_length"]] if "max_completion_length" in fixed else (
-        [CPU_COMPLETION_LENGTH] if cpu_reference else list(COMPLETION_LENGTHS))
+    lengths = (
+        [fixed["max_completion_length"]]
+        if "max_completion_length" in fixed
+        else ([CPU_COMPLETION_LENGTH] if cpu_reference else list(COMPLETION_LENGTHS))
+    )
     if "use_vllm" in fixed:
         vllm_options = [bool(fixed["use_vllm"])]
     else:
         vllm_options = [True, False] if (device == "cuda" and extras.vllm and usable_gib) else [False]
     base: dict[str, Any] = {
-        "method": preset.method, "device": device, "optim": optim, "gradient_checkpointing": ckpt,
-        "use_liger_kernel": liger, "max_prompt_length": max_prompt_length, "num_processes": num_processes,
-        "sharding": sharding, "budget_gib": usable_gib, "beta": fixed.get("beta", 0.0),
-        "lora_r": fixed.get("lora_r", preset.lora_r), "lora_dropout": fixed.get("lora_dropout", 0.0),
+        "method": preset.method,
+        "device": device,
+        "optim": optim,
+        "gradient_checkpointing": ckpt,
+        "use_liger_kernel": liger,
+        "max_prompt_length": max_prompt_length,
+        "num_processes": num_processes,
+        "sharding": sharding,
+        "budget_gib": usable_gib,
+        "beta": fixed.get("beta", 0.0),
+        "lora_r": fixed.get("lora_r", preset.lora_r),
+        "lora_dropout": fixed.get("lora_dropout", 0.0),
         "shared_prefix": bool(fixed.get("shared_prefix", SHARED_PREFIX_DEFAULT)),  # train()'s default: the plan it runs
         "update_rounding": fixed.get("update_rounding"),  # None: stochastic when the trained weights are bf16
     }
@@ -204,16 +253,29 @@ def candidates(arch: Architecture, preset: Preset, *, device: Device, usable_gib
         base["optim_args"] = fixed.get("optim_args") or preset.galore_args
     if "lora_target_modules" in fixed:
         base["lora_target_modules"] = fixed["lora_target_modules"]
-    for key in ("num_iterations", "cast_lm_head_to_fp32", "vllm_mode", "vllm_importance_sampling_correction",
-                "vllm_enable_sleep_mode", "ds3_gather_for_generation", "bf16", "fp16"):
+    for key in (
+        "num_iterations",
+        "cast_lm_head_to_fp32",
+        "vllm_mode",
+        "vllm_importance_sampling_correction",
+        "vllm_enable_sleep_mode",
+        "ds3_gather_for_generation",
+        "bf16",
+        "fp16",
+    ):
         if key in fixed:
             base[key] = fixed[key]
     for gens_n in gens:
         for length in lengths:
             for use_vllm in vllm_options:
                 for shape in batch_shapes(gens_n, num_processes=num_processes, fixed=fixed, layerwise=layerwise):
-                    kwargs = {**base, **shape, "num_generations": gens_n, "max_completion_length": length,
-                              "use_vllm": use_vllm}
+                    kwargs = {
+                        **base,
+                        **shape,
+                        "num_generations": gens_n,
+                        "max_completion_length": length,
+                        "use_vllm": use_vllm,
+                    }
                     cand = Candidate(preset, sharding, kwargs)
                     if use_vllm and not _size_vllm(arch, cand, fixed, usable_gib):
                         continue

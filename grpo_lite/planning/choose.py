@@ -31,11 +31,19 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["plan"]
 
 
-def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = None, *, method: Method | None = None,
-         preset: str | None = None, device: Literal["cuda", "cpu"] | None = None, num_processes: int = 1,
-         sharding: Sharding | None = None, max_prompt_length: int = StepSettings.max_prompt_length,
-         blocks: BlockMode = DEFAULT_BLOCKS,
-         **fixed: Any) -> Plan:
+def plan(
+    model: str | os.PathLike[str] | ModelSpec,
+    budget_gb: float | None = None,
+    *,
+    method: Method | None = None,
+    preset: str | None = None,
+    device: Literal["cuda", "cpu"] | None = None,
+    num_processes: int = 1,
+    sharding: Sharding | None = None,
+    max_prompt_length: int = StepSettings.max_prompt_length,
+    blocks: BlockMode = DEFAULT_BLOCKS,
+    **fixed: Any,
+) -> Plan:
     """Choose the best rung and settings that fit ``budget_gb``.
 
     Args:
@@ -85,8 +93,10 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
     usable: float | None = None
     if budget_gb is not None and device == "cpu":
         nominal = usable = hardware.validate_budget_gb(budget_gb)
-        reasons.append(f"budget: {nominal:g} GB of RAM for the run: the plan's peak is the process's peak resident "
-                       "memory (interpreter and libraries included)")
+        reasons.append(
+            f"budget: {nominal:g} GB of RAM for the run: the plan's peak is the process's peak resident "
+            "memory (interpreter and libraries included)"
+        )
     elif budget_gb is not None:
         nominal = hardware.validate_budget_gb(budget_gb)
         usable = hardware.nominal_to_usable_gib(nominal)
@@ -105,9 +115,15 @@ def plan(model: str | os.PathLike[str] | ModelSpec, budget_gb: float | None = No
             nominal = round(hardware.usable_to_nominal_gb(gib), 1)
     else:
         reasons.append("no CUDA device in use (device='cpu'): CPU plan, memory estimate shown for reference")
-    common: dict[str, Any] = {"method": method, "preset_name": preset, "num_processes": num_processes,
-                              "sharding": sharding, "max_prompt_length": max_prompt_length, "fixed": dict(fixed),
-                              "blocks": blocks}
+    common: dict[str, Any] = {
+        "method": method,
+        "preset_name": preset,
+        "num_processes": num_processes,
+        "sharding": sharding,
+        "max_prompt_length": max_prompt_length,
+        "fixed": dict(fixed),
+        "blocks": blocks,
+    }
     if usable is None:
         return _cpu_plan(spec, reasons, common)
     return search(spec, device=device or "cpu", usable_gib=usable, nominal_gb=nominal, reasons=reasons, **common)
@@ -127,14 +143,21 @@ def _cpu_plan(spec: ModelSpec, reasons: list[str], common: dict[str, Any]) -> Pl
         return reference
     if common["num_processes"] > 1:  # each rank reads the RAM at its own moment: planning again could differ by rank
         reference.memory_check = f"may not fit the {ram:.1f} GiB of RAM available now"
-        reference.reasons.append(f"{why}: the CPU defaults peak at {need:.2f} GiB per process and may not fit; "
-                                 "pass budget_gb with device='cpu' to plan all processes for the same RAM")
+        reference.reasons.append(
+            f"{why}: the CPU defaults peak at {need:.2f} GiB per process and may not fit; "
+            "pass budget_gb with device='cpu' to plan all processes for the same RAM"
+        )
         return reference
-    reasons.append(f"{why}: the CPU defaults would peak at {need:.2f} GiB, more than fits; planning for the "
-                   "available RAM (budget_gb with device='cpu' plans for another amount)")
+    reasons.append(
+        f"{why}: the CPU defaults would peak at {need:.2f} GiB, more than fits; planning for the "
+        "available RAM (budget_gb with device='cpu' plans for another amount)"
+    )
     try:
         return search(spec, device="cpu", usable_gib=ram, nominal_gb=round(ram, 1), reasons=reasons, **common)
     except DoesNotFitError as exc:
-        raise DoesNotFitError(f"{exc} Planned for the RAM available now ({why}); pass budget_gb with device='cpu' "
-                              "to plan for more (swap makes it slow, not impossible).",
-                              smallest_budget_gb=exc.smallest_budget_gb, preset=exc.preset) from None
+        raise DoesNotFitError(
+            f"{exc} Planned for the RAM available now ({why}); pass budget_gb with device='cpu' "
+            "to plan for more (swap makes it slow, not impossible).",
+            smallest_budget_gb=exc.smallest_budget_gb,
+            preset=exc.preset,
+        ) from None

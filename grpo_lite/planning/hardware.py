@@ -19,8 +19,18 @@ from pathlib import Path
 
 from grpo_lite.errors import ConfigError
 
-__all__ = ["nominal_to_usable_gib", "usable_to_nominal_gb", "detect_vram", "detect_ram", "Extras", "installed_extras",
-           "validate_budget_gb", "DRIVER_RESERVE_GIB", "DRIVER_RESERVE_SHARE", "MAX_BUDGET_GB"]
+__all__ = [
+    "nominal_to_usable_gib",
+    "usable_to_nominal_gb",
+    "detect_vram",
+    "detect_ram",
+    "Extras",
+    "installed_extras",
+    "validate_budget_gb",
+    "DRIVER_RESERVE_GIB",
+    "DRIVER_RESERVE_SHARE",
+    "MAX_BUDGET_GB",
+]
 
 # A card sold as "N GB" carries N GiB of DRAM; the driver keeps part of it, and PyTorch reports the
 # rest as "total capacity". Rule: usable = N x (1 - DRIVER_RESERVE_SHARE) - DRIVER_RESERVE_GIB.
@@ -71,8 +81,10 @@ def validate_budget_gb(budget_gb: object) -> float:
     if value <= 0:
         raise ConfigError(f"budget_gb={budget_gb!r} must be > 0: {hint}")
     if value > MAX_BUDGET_GB:
-        raise ConfigError(f"budget_gb={budget_gb!r} is larger than any single GPU ({MAX_BUDGET_GB:.0f} GB); "
-                          f"budget_gb is per device: {hint}")
+        raise ConfigError(
+            f"budget_gb={budget_gb!r} is larger than any single GPU ({MAX_BUDGET_GB:.0f} GB); "
+            f"budget_gb is per device: {hint}"
+        )
     if nominal_to_usable_gib(value) <= 0:
         raise ConfigError(f"budget_gb={budget_gb!r} leaves no usable memory after the driver's share: {hint}")
     return value
@@ -97,8 +109,10 @@ def detect_vram() -> tuple[float | None, str]:
         free, _ = torch.cuda.mem_get_info(index)
     except Exception as exc:  # noqa: BLE001 - a broken driver must not crash planning
         return None, f"CUDA is present but could not be queried ({type(exc).__name__}: {exc})"
-    reason = (f"detected CUDA device {index}: {props.name}, {total:.2f} GiB total "
-              f"(a {usable_to_nominal_gb(total):.0f} GB card)")
+    reason = (
+        f"detected CUDA device {index}: {props.name}, {total:.2f} GiB total "
+        f"(a {usable_to_nominal_gb(total):.0f} GB card)"
+    )
     free_gib = free / 1024**3
     if free_gib < 0.9 * total:
         reason += f"; only {free_gib:.2f} GiB free now: other processes hold memory"
@@ -127,7 +141,9 @@ def _cgroup_room(cgroup: Path) -> int | None:
         return None
 
 
-def detect_ram(meminfo: Path = Path("/proc/meminfo"), cgroup: Path = Path("/sys/fs/cgroup")) -> tuple[float | None, str]:
+def detect_ram(
+    meminfo: Path = Path("/proc/meminfo"), cgroup: Path = Path("/sys/fs/cgroup")
+) -> tuple[float | None, str]:
     """RAM a CPU run may use now, in GiB, and a sentence saying where the figure came from.
 
     The kernel's ``MemAvailable`` (free memory plus caches it can drop), capped by a container's
@@ -170,5 +186,10 @@ def _has(module: str) -> bool:
 
 def installed_extras() -> Extras:
     """Which optional packages are importable (checked now, without importing them)."""
-    return Extras(liger_kernel=_has("liger_kernel"), vllm=_has("vllm"), galore_torch=_has("galore_torch"),
-                  bitsandbytes=_has("bitsandbytes"), deepspeed=_has("deepspeed"))
+    return Extras(
+        liger_kernel=_has("liger_kernel"),
+        vllm=_has("vllm"),
+        galore_torch=_has("galore_torch"),
+        bitsandbytes=_has("bitsandbytes"),
+        deepspeed=_has("deepspeed"),
+    )

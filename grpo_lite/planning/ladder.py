@@ -52,22 +52,65 @@ class Preset:
 
 
 LADDER: tuple[Preset, ...] = (
-    Preset("full", "full", "bf16 weights stepped in fp32 and rounded back stochastically (fp32 AdamW states), "
-           "no recompute: best quality and speed (12 bytes/param + activations)", "adamw_torch_fused", "adamw_torch",
-           False),
-    Preset("full-8bit", "full", "8-bit AdamW states: 2 bytes/param instead of 8, same quality in practice; "
-           "updates land by stochastic rounding", "adamw_8bit", "adamw_8bit", False, requires=("bitsandbytes",)),
-    Preset("full-8bit-ckpt", "full", "+ gradient checkpointing: keeps one tensor per block and recomputes the rest "
-           "in backward (~20-30% slower)", "adamw_8bit", "adamw_8bit", True, requires=("bitsandbytes",)),
-    Preset("galore", "galore", "full-parameter, GaLore rank-128 8-bit states updated block by block inside "
-           "backward: no gradient buffer (the GaLore paper's layer-wise 8-bit setting)", "galore_adamw_8bit_layerwise",
-           "galore_adamw_layerwise", True, requires=("galore_torch",), multi_optim="galore_adamw_8bit",
-           galore_args=GaloreArgs().to_optim_args()),
-    Preset("lora", "lora", "frozen bf16 base + rank-16 LoRA on every linear: tiny optimizer state, "
-           "adapter-only updates", "adamw_torch_fused", "adamw_torch", True, learning_rate=1e-5),
-    Preset("qlora", "qlora", "4-bit NF4 base (double quant) + rank-16 LoRA, paged 8-bit AdamW: ~0.52 bytes "
-           "per linear weight", "paged_adamw_8bit", "paged_adamw_8bit", True, quantization="nf4",
-           learning_rate=1e-5, requires=("bitsandbytes",)),
+    Preset(
+        "full",
+        "full",
+        "bf16 weights stepped in fp32 and rounded back stochastically (fp32 AdamW states), "
+        "no recompute: best quality and speed (12 bytes/param + activations)",
+        "adamw_torch_fused",
+        "adamw_torch",
+        False,
+    ),
+    Preset(
+        "full-8bit",
+        "full",
+        "8-bit AdamW states: 2 bytes/param instead of 8, same quality in practice; updates land by stochastic rounding",
+        "adamw_8bit",
+        "adamw_8bit",
+        False,
+        requires=("bitsandbytes",),
+    ),
+    Preset(
+        "full-8bit-ckpt",
+        "full",
+        "+ gradient checkpointing: keeps one tensor per block and recomputes the rest in backward (~20-30% slower)",
+        "adamw_8bit",
+        "adamw_8bit",
+        True,
+        requires=("bitsandbytes",),
+    ),
+    Preset(
+        "galore",
+        "galore",
+        "full-parameter, GaLore rank-128 8-bit states updated block by block inside "
+        "backward: no gradient buffer (the GaLore paper's layer-wise 8-bit setting)",
+        "galore_adamw_8bit_layerwise",
+        "galore_adamw_layerwise",
+        True,
+        requires=("galore_torch",),
+        multi_optim="galore_adamw_8bit",
+        galore_args=GaloreArgs().to_optim_args(),
+    ),
+    Preset(
+        "lora",
+        "lora",
+        "frozen bf16 base + rank-16 LoRA on every linear: tiny optimizer state, adapter-only updates",
+        "adamw_torch_fused",
+        "adamw_torch",
+        True,
+        learning_rate=1e-5,
+    ),
+    Preset(
+        "qlora",
+        "qlora",
+        "4-bit NF4 base (double quant) + rank-16 LoRA, paged 8-bit AdamW: ~0.52 bytes per linear weight",
+        "paged_adamw_8bit",
+        "paged_adamw_8bit",
+        True,
+        quantization="nf4",
+        learning_rate=1e-5,
+        requires=("bitsandbytes",),
+    ),
 )
 
 

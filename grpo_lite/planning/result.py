@@ -100,6 +100,8 @@ class Plan:
             "num_processes": self.num_processes,
             "sharding": self.sharding,
             "reasons": list(self.reasons),
-            "fixed": {k: v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else repr(v)
-                      for k, v in self.fixed.items()},
+            "fixed": {
+                k: v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else repr(v)
+                for k, v in self.fixed.items()
+            },
         }

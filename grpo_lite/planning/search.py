@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from grpo_lite.planning import hardware
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.optimizers import get_optimizer
+from grpo_lite.planning import hardware
 from grpo_lite.planning.candidates import (
     COMPLETION_LENGTHS,
     GENERATIONS,
@@ -28,19 +28,22 @@ from grpo_lite.planning.candidates import (
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode
     from grpo_lite.memory.models import ModelSpec
+    from grpo_lite.memory.settings import Device, Method, Sharding, StepSettings
     from grpo_lite.planning.ladder import Preset
     from grpo_lite.planning.result import Plan
-    from grpo_lite.memory.settings import Device, Method, Sharding, StepSettings
 
 __all__ = ["model_kwargs", "search"]
 
-_INSTALL = {"galore_torch": "pip install galore-torch", "bitsandbytes": "pip install bitsandbytes",
-            "liger_kernel": "pip install liger-kernel", "vllm": "pip install vllm",
-            "deepspeed": "pip install deepspeed"}
+_INSTALL = {
+    "galore_torch": "pip install galore-torch",
+    "bitsandbytes": "pip install bitsandbytes",
+    "liger_kernel": "pip install liger-kernel",
+    "vllm": "pip install vllm",
+    "deepspeed": "pip install deepspeed",
+}
 
 
-def _rungs(method: Method | None, preset_name: str | None, lora_fixed: list[str],
-           cpu_reference: bool) -> list[Preset]:
+def _rungs(method: Method | None, preset_name: str | None, lora_fixed: list[str], cpu_reference: bool) -> list[Preset]:
     from grpo_lite.planning.ladder import LADDER, get_preset
 
     if preset_name is not None:
@@ -58,8 +61,9 @@ def _rungs(method: Method | None, preset_name: str | None, lora_fixed: list[str]
     return rungs
 
 
-def _shardings(sharding: Sharding | None, num_processes: int, extras: hardware.Extras,
-               reasons: list[str]) -> list[Sharding]:
+def _shardings(
+    sharding: Sharding | None, num_processes: int, extras: hardware.Extras, reasons: list[str]
+) -> list[Sharding]:
     if sharding is not None:
         return [sharding]
     if num_processes == 1:
@@ -72,14 +76,27 @@ def _shardings(sharding: Sharding | None, num_processes: int, extras: hardware.E
 
 def _describe(cand: Candidate) -> str:
     k = cand.kwargs
-    return (f"{k['num_generations']} generations x {k['max_completion_length']} tokens, micro-batch "
-            f"{k['per_device_train_batch_size']} x {k['gradient_accumulation_steps']} accumulation")
+    return (
+        f"{k['num_generations']} generations x {k['max_completion_length']} tokens, micro-batch "
+        f"{k['per_device_train_batch_size']} x {k['gradient_accumulation_steps']} accumulation"
+    )
 
 
-def search(spec: ModelSpec, *, device: Device, usable_gib: float | None, nominal_gb: float | None,
-           method: Method | None, preset_name: str | None, num_processes: int, sharding: Sharding | None,
-           max_prompt_length: int, fixed: dict[str, Any], reasons: list[str],
-           blocks: BlockMode = DEFAULT_BLOCKS) -> Plan:
+def search(
+    spec: ModelSpec,
+    *,
+    device: Device,
+    usable_gib: float | None,
+    nominal_gb: float | None,
+    method: Method | None,
+    preset_name: str | None,
+    num_processes: int,
+    sharding: Sharding | None,
+    max_prompt_length: int,
+    fixed: dict[str, Any],
+    reasons: list[str],
+    blocks: BlockMode = DEFAULT_BLOCKS,
+) -> Plan:
     """Return the first candidate that fits (see :func:`grpo_lite.planning.choose.plan` for the arguments)."""
     extras = hardware.installed_extras()
     if "optim" in fixed:
@@ -94,13 +111,24 @@ def search(spec: ModelSpec, *, device: Device, usable_gib: float | None, nominal
         for rung in rungs:
             missing = [r for r in rung.requires if not getattr(extras, r)]
             if missing and not explicit:
-                reasons.append(f"{rung.name}: skipped, needs {', '.join(missing)} "
-                               f"({'; '.join(_INSTALL[m] for m in missing)})")
+                reasons.append(
+                    f"{rung.name}: skipped, needs {', '.join(missing)} ({'; '.join(_INSTALL[m] for m in missing)})"
+                )
                 continue
             smallest: Candidate | None = None
-            for cand in candidates(spec.arch, rung, device=device, usable_gib=usable_gib, sharding=shard,
-                                   num_processes=num_processes, max_prompt_length=max_prompt_length, fixed=fixed,
-                                   extras=extras, cpu_reference=cpu_reference, blocks=blocks):
+            for cand in candidates(
+                spec.arch,
+                rung,
+                device=device,
+                usable_gib=usable_gib,
+                sharding=shard,
+                num_processes=num_processes,
+                max_prompt_length=max_prompt_length,
+                fixed=fixed,
+                extras=extras,
+                cpu_reference=cpu_reference,
+                blocks=blocks,
+            ):
                 if cand.estimate is None:
                     errors.append(cand.error or "invalid settings")
                     continue
@@ -108,8 +136,9 @@ def search(spec: ModelSpec, *, device: Device, usable_gib: float | None, nominal
                     if missing:
                         install = "; ".join(_INSTALL[m] for m in missing)
                         reasons.append(f"{rung.name} needs {', '.join(missing)}: {install}")
-                    return _build(spec, cand, device, usable_gib, nominal_gb, fixed, failures, reasons,
-                                  max_prompt_length, extras)
+                    return _build(
+                        spec, cand, device, usable_gib, nominal_gb, fixed, failures, reasons, max_prompt_length, extras
+                    )
                 if smallest is None or cand.estimate.total_bytes < smallest.estimate.total_bytes:  # type: ignore
                     smallest = cand
             if smallest is not None:
@@ -121,8 +150,15 @@ def search(spec: ModelSpec, *, device: Device, usable_gib: float | None, nominal
     raise _does_not_fit(spec, failures, usable_gib, nominal_gb, num_processes, device, preset_name)
 
 
-def _does_not_fit(spec: ModelSpec, failures: list[Candidate], usable: float | None, nominal: float | None,
-                  num_processes: int, device: Device, preset_name: str | None = None) -> DoesNotFitError:
+def _does_not_fit(
+    spec: ModelSpec,
+    failures: list[Candidate],
+    usable: float | None,
+    nominal: float | None,
+    num_processes: int,
+    device: Device,
+    preset_name: str | None = None,
+) -> DoesNotFitError:
     best = min(failures, key=lambda c: c.estimate.total_bytes)  # type: ignore[union-attr]
     need = best.estimate.total_gib  # type: ignore[union-attr]
     gb = required_nominal_gb(need, device=device)
@@ -134,16 +170,27 @@ def _does_not_fit(spec: ModelSpec, failures: list[Candidate], usable: float | No
         card = f"a {nominal:g} GB card ({usable:.2f} GiB usable)"
     shard = f", sharding {best.sharding}" if best.sharding not in ("none", "ddp") else ""
     which = f"with preset {preset_name}" if preset_name is not None else "with any preset"
-    msg = (f"{spec.name} does not fit {card} {which}: the most frugal candidate, {best.preset.name}"
-           f"{shard} at {_describe(best)}, needs {need:.2f} GiB plus headroom. The smallest budget that fits is "
-           f"{gb} GB (preset {best.preset.name}). Or shorten max_prompt_length / max_completion_length, lower "
-           "num_generations (floor 4) with --set, or spread over more GPUs (num_processes with sharding).")
+    msg = (
+        f"{spec.name} does not fit {card} {which}: the most frugal candidate, {best.preset.name}"
+        f"{shard} at {_describe(best)}, needs {need:.2f} GiB plus headroom. The smallest budget that fits is "
+        f"{gb} GB (preset {best.preset.name}). Or shorten max_prompt_length / max_completion_length, lower "
+        "num_generations (floor 4) with --set, or spread over more GPUs (num_processes with sharding)."
+    )
     return DoesNotFitError(msg, smallest_budget_gb=float(gb), preset=best.preset.name)
 
 
-def _build(spec: ModelSpec, cand: Candidate, device: Device, usable: float | None, nominal: float | None,
-           fixed: dict[str, Any], failures: list[Candidate], reasons: list[str], max_prompt_length: int,
-           extras: hardware.Extras) -> Plan:
+def _build(
+    spec: ModelSpec,
+    cand: Candidate,
+    device: Device,
+    usable: float | None,
+    nominal: float | None,
+    fixed: dict[str, Any],
+    failures: list[Candidate],
+    reasons: list[str],
+    max_prompt_length: int,
+    extras: hardware.Extras,
+) -> Plan:
     from grpo_lite.planning.result import Plan
 
     est = cand.estimate
@@ -151,14 +198,18 @@ def _build(spec: ModelSpec, cand: Candidate, device: Device, usable: float | Non
     k, rung = cand.kwargs, cand.preset
     for fail in failures:
         allowed = (usable or 0) - headroom_gib(usable or 0)
-        reasons.append(f"{fail.preset.name}"
-                       f"{'' if fail.sharding in ('none', 'ddp') else ' (' + fail.sharding + ')'}: does not fit, "
-                       f"needs at least {fail.estimate.total_gib:.2f} GiB ({_describe(fail)}) "  # type: ignore
-                       f"> {allowed:.2f} GiB allowed")
+        reasons.append(
+            f"{fail.preset.name}"
+            f"{'' if fail.sharding in ('none', 'ddp') else ' (' + fail.sharding + ')'}: does not fit, "
+            f"needs at least {fail.estimate.total_gib:.2f} GiB ({_describe(fail)}) "  # type: ignore
+            f"> {allowed:.2f} GiB allowed"
+        )
     if usable is not None:
         head = headroom_gib(usable)
-        reasons.append(f"chose {rung.name}: {rung.summary}. Peak {est.total_gib:.2f} GiB ({est.peak_phase}) "
-                       f"<= {usable - head:.2f} GiB allowed ({usable:.2f} usable - {head:.2f} headroom)")
+        reasons.append(
+            f"chose {rung.name}: {rung.summary}. Peak {est.total_gib:.2f} GiB ({est.peak_phase}) "
+            f"<= {usable - head:.2f} GiB allowed ({usable:.2f} usable - {head:.2f} headroom)"
+        )
     else:
         reasons.append(f"chose {rung.name}: {rung.summary}")
     traded = []
@@ -168,8 +219,9 @@ def _build(spec: ModelSpec, cand: Candidate, device: Device, usable: float | Non
         traded.append(f"max_completion_length {COMPLETION_LENGTHS[0]} -> {k['max_completion_length']}")
     if traded and usable is not None:
         reasons.append("traded to fit (floors: 4 generations, 256 tokens): " + ", ".join(traded))
-    reasons.append(f"batch: {_describe(cand)} (generation batch {est.settings.generation_batch_per_device} "
-                   "sequences per device)")
+    reasons.append(
+        f"batch: {_describe(cand)} (generation batch {est.settings.generation_batch_per_device} sequences per device)"
+    )
     if cand.sharding not in ("none", "ddp"):
         reasons.append(f"sharding {cand.sharding}: one device cannot hold any rung replicated (DDP)")
     if fixed:
@@ -179,12 +231,23 @@ def _build(spec: ModelSpec, cand: Candidate, device: Device, usable: float | Non
     reasons.extend(est.notes)
     head = headroom_gib(usable) if usable is not None else 0.0
     return Plan(
-        model=spec, preset=rung, device=device, budget_gib=usable,
+        model=spec,
+        preset=rung,
+        device=device,
+        budget_gib=usable,
         headroom_gib=(usable - est.total_gib) if usable is not None else 0.0,
-        fits=True, estimate=est, settings=_settings(spec, cand, device, fixed),
+        fits=True,
+        estimate=est,
+        settings=_settings(spec, cand, device, fixed),
         model_kwargs=model_kwargs(est.settings),
-        lora=_lora(spec, rung, fixed), reasons=reasons, fixed=fixed, max_prompt_length=max_prompt_length,
-        num_processes=k["num_processes"], sharding=cand.sharding, budget_gb=nominal, required_headroom_gib=head,
+        lora=_lora(spec, rung, fixed),
+        reasons=reasons,
+        fixed=fixed,
+        max_prompt_length=max_prompt_length,
+        num_processes=k["num_processes"],
+        sharding=cand.sharding,
+        budget_gb=nominal,
+        required_headroom_gib=head,
     )
 
 
@@ -218,8 +281,12 @@ def model_kwargs(step: StepSettings) -> dict[str, Any]:
     dtype = step.dtype  # StepSettings.resolve decides it (memory.settings.load_dtype)
     kwargs: dict[str, Any] = {"dtype": dtype}
     if step.quantization == "nf4":
-        kwargs["quantization"] = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
-                                  "bnb_4bit_compute_dtype": dtype, "bnb_4bit_use_double_quant": step.double_quant}
+        kwargs["quantization"] = {
+            "load_in_4bit": True,
+            "bnb_4bit_quant_type": "nf4",
+            "bnb_4bit_compute_dtype": dtype,
+            "bnb_4bit_use_double_quant": step.double_quant,
+        }
     return kwargs
 
 
@@ -228,6 +295,10 @@ def _lora(spec: ModelSpec, rung: Preset, fixed: dict[str, Any]) -> dict[str, Any
         return None
     r = fixed.get("lora_r", rung.lora_r)
     targets = fixed.get("lora_target_modules", list(spec.arch.linear_names) or "all-linear")
-    return {"r": r, "lora_alpha": fixed.get("lora_alpha", 2 * r), "lora_dropout": fixed.get("lora_dropout", 0.0),
-            "target_modules": list(targets) if isinstance(targets, (list, tuple)) else targets,
-            "task_type": "CAUSAL_LM"}
+    return {
+        "r": r,
+        "lora_alpha": fixed.get("lora_alpha", 2 * r),
+        "lora_dropout": fixed.get("lora_dropout", 0.0),
+        "target_modules": list(targets) if isinstance(targets, (list, tuple)) else targets,
+        "task_type": "CAUSAL_LM",
+    }

@@ -23,15 +23,36 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.ladder import Preset
     from grpo_lite.planning.result import Plan
 
-__all__ = ["plan_headline", "plan_summary", "plan_table", "estimate_table", "ladder_table", "ladder_markdown",
-           "update_presets_doc", "splice_section", "plot_components", "DOC_START", "DOC_END", "reference_estimates", "compare_data", "compare_table",
-           "measured_table"]
+__all__ = [
+    "plan_headline",
+    "plan_summary",
+    "plan_table",
+    "estimate_table",
+    "ladder_table",
+    "ladder_markdown",
+    "update_presets_doc",
+    "splice_section",
+    "plot_components",
+    "DOC_START",
+    "DOC_END",
+    "reference_estimates",
+    "compare_data",
+    "compare_table",
+    "measured_table",
+]
 
 DOC_START = "<!-- presets-table:start -->"
 DOC_END = "<!-- presets-table:end -->"
 # Settings every rung is compared at (docs, `presets --plot`, `plan --compare`): one group of 8 per step.
-REFERENCE_SETTINGS: dict[str, Any] = {key: getattr(StepSettings, key) for key in (  # StepSettings' defaults
-    "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length")}
+REFERENCE_SETTINGS: dict[str, Any] = {
+    key: getattr(StepSettings, key)
+    for key in (  # StepSettings' defaults
+        "num_generations",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+        "max_completion_length",
+    )
+}
 
 
 def estimate_table(est: MemoryEstimate, title: str | None = None) -> Table:
@@ -39,8 +60,7 @@ def estimate_table(est: MemoryEstimate, title: str | None = None) -> Table:
     from rich.table import Table
 
     what = "peak resident memory of the process" if est.settings.device == "cpu" else "peak memory"
-    table = Table(title=title or f"{what}: {est.total_gib:.2f} GiB ({PHASES[est.peak_phase]})",
-                  title_justify="left")
+    table = Table(title=title or f"{what}: {est.total_gib:.2f} GiB ({PHASES[est.peak_phase]})", title_justify="left")
     table.add_column("component")
     table.add_column("GiB", justify="right")
     table.add_column("share", justify="right")
@@ -66,7 +86,11 @@ def plan_headline(plan: Plan) -> str:
         return f"{name}: preset {preset} on CPU, peak {plan.estimate.total_gib:.2f} GiB, {check}"
     where = f"{plan.num_processes} x " if plan.num_processes > 1 else ""
     nominal = f"{plan.budget_gb:g} GB, " if plan.budget_gb else ""
-    room = f"{plan.budget_gb:g} GB of RAM" if plan.device == "cpu" else f"{where}{nominal}{plan.budget_gib:.2f} GiB per device"
+    room = (
+        f"{plan.budget_gb:g} GB of RAM"
+        if plan.device == "cpu"
+        else f"{where}{nominal}{plan.budget_gib:.2f} GiB per device"
+    )
     return f"{name}: preset {preset} fits {room}" if plan.fits else f"{name}: does NOT fit"
 
 
@@ -88,8 +112,10 @@ def plan_table(plan: Plan) -> Group:
     if plan.budget_gib is None:
         budget = "no budget: estimate shown for reference"
     else:
-        budget = (f"estimate {plan.estimate.total_gib:.2f} GiB of {plan.budget_gib:.2f} GiB usable: headroom "
-                  f"{plan.headroom_gib:.2f} GiB (at least {plan.required_headroom_gib:.2f} required)")
+        budget = (
+            f"estimate {plan.estimate.total_gib:.2f} GiB of {plan.budget_gib:.2f} GiB usable: headroom "
+            f"{plan.headroom_gib:.2f} GiB (at least {plan.required_headroom_gib:.2f} required)"
+        )
     reasons = Text("\n".join(f"- {r}" for r in plan.reasons))
     settings = Table(title="settings (GRPOConfig)", title_justify="left", show_header=False)
     settings.add_column("key")
@@ -117,8 +143,19 @@ def ladder_rows() -> list[tuple[str, ...]]:
     """One row per rung: order, name, method, weights, optimizer, checkpointing, learning rate, trade-off."""
     from grpo_lite.planning.ladder import LADDER
 
-    return [(str(i), p.name, p.method, _weights_label(p), p.optim, "yes" if p.gradient_checkpointing else "no",
-             f"{p.learning_rate:g}", p.summary) for i, p in enumerate(LADDER, 1)]
+    return [
+        (
+            str(i),
+            p.name,
+            p.method,
+            _weights_label(p),
+            p.optim,
+            "yes" if p.gradient_checkpointing else "no",
+            f"{p.learning_rate:g}",
+            p.summary,
+        )
+        for i, p in enumerate(LADDER, 1)
+    ]
 
 
 _HEADERS = ("#", "preset", "method", "weights", "optimizer (CUDA)", "ckpt", "lr", "trade-off")
@@ -190,8 +227,13 @@ def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, Memor
     arch = resolve_model(model).arch
     rows: list[tuple[Preset, MemoryEstimate | None, str]] = []
     for preset in LADDER:
-        kwargs = {**REFERENCE_SETTINGS, "method": preset.method, "optim": preset.optim,
-                  "gradient_checkpointing": preset.gradient_checkpointing, **settings}
+        kwargs = {
+            **REFERENCE_SETTINGS,
+            "method": preset.method,
+            "optim": preset.optim,
+            "gradient_checkpointing": preset.gradient_checkpointing,
+            **settings,
+        }
         if preset.galore_args:
             kwargs.setdefault("optim_args", preset.galore_args)
         try:
@@ -228,15 +270,16 @@ def plot_components(path: str | Path, model: str = "Llama-3.2-1B-Instruct", **se
             bottoms = [b + h for b, h in zip(bottoms, heights)]
     ax.set_ylabel("GiB at the step's peak")
     s = {**REFERENCE_SETTINGS, **settings}
-    ax.set_title(f"{model}: GRPO peak memory per preset ({s['num_generations']} generations x "
-                 f"{s['max_completion_length']} tokens, micro-batch {s['per_device_train_batch_size']})")
+    ax.set_title(
+        f"{model}: GRPO peak memory per preset ({s['num_generations']} generations x "
+        f"{s['max_completion_length']} tokens, micro-batch {s['per_device_train_batch_size']})"
+    )
     ax.legend(fontsize="small", ncol=2)
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out)
     plt.close(fig)
     return out
-
 
 
 def compare_data(models: list[str], budget_gib: float | None = None, **settings: Any) -> dict[str, Any]:
@@ -248,17 +291,24 @@ def compare_data(models: list[str], budget_gib: float | None = None, **settings:
     """
     from grpo_lite.planning.candidates import headroom_gib
 
-    per_model = {m: reference_estimates(m, **({"budget_gib": budget_gib} if budget_gib else {}), **settings)
-                 for m in models}
+    per_model = {
+        m: reference_estimates(m, **({"budget_gib": budget_gib} if budget_gib else {}), **settings) for m in models
+    }
     rows = []
     for i, (preset, _, _) in enumerate(next(iter(per_model.values()))):
         cells = {m: per_model[m][i][1] for m in models}
         gib_cells = {m: None if est is None else round(est.total_gib, 2) for m, est in cells.items()}
-        fit_cells = {m: None if (est is None or budget_gib is None) else
-                     est.total_gib + headroom_gib(budget_gib) <= budget_gib for m, est in cells.items()}
+        fit_cells = {
+            m: None if (est is None or budget_gib is None) else est.total_gib + headroom_gib(budget_gib) <= budget_gib
+            for m, est in cells.items()
+        }
         rows.append({"preset": preset.name, "method": preset.method, "gib": gib_cells, "fits": fit_cells})
-    return {"settings": {**REFERENCE_SETTINGS, **settings}, "budget_gib": budget_gib, "models": list(models),
-            "rows": rows}
+    return {
+        "settings": {**REFERENCE_SETTINGS, **settings},
+        "budget_gib": budget_gib,
+        "models": list(models),
+        "rows": rows,
+    }
 
 
 def compare_table(data: dict[str, Any]) -> Table:
@@ -266,8 +316,10 @@ def compare_table(data: dict[str, Any]) -> Table:
     from rich.table import Table
 
     s = data["settings"]
-    title = (f"GRPO peak GiB per device ({s['num_generations']} generations x {s['max_completion_length']} tokens, "
-             f"micro-batch {s['per_device_train_batch_size']})")
+    title = (
+        f"GRPO peak GiB per device ({s['num_generations']} generations x {s['max_completion_length']} tokens, "
+        f"micro-batch {s['per_device_train_batch_size']})"
+    )
     if data["budget_gib"]:
         title += f"; fits {data['budget_gib']:.2f} GiB usable: yes/no"
     table = Table(title=title, title_justify="left")
@@ -296,8 +348,11 @@ def measured_table(row: dict[str, Any]) -> Group:
     est = planned(row)
     checks = compare(row, est)
     s = row["settings"]
-    table = Table(title=f"planned vs measured, MiB ({s['per_device_train_batch_size']} sequences of "
-                        f"{s['max_prompt_length']} + {s['max_completion_length']} tokens)", title_justify="left")
+    table = Table(
+        title=f"planned vs measured, MiB ({s['per_device_train_batch_size']} sequences of "
+        f"{s['max_prompt_length']} + {s['max_completion_length']} tokens)",
+        title_justify="left",
+    )
     cuda = any("allocated" in m for m in row["measured"].values())
     cols = ("phase", "planned", "measured", "measured/planned") + (("max allocated", "max reserved") if cuda else ())
     for col in cols:
@@ -317,7 +372,8 @@ def measured_table(row: dict[str, Any]) -> Group:
             parts.add_row(name, f"{p / 2**20:,.1f}", f"{m / 2**20:,.1f}")
     plan_b, meas_b = rss_check(row, est)
     what = "peak reserved + CUDA context" if s.get("device") == "cuda" else "peak resident memory (RSS)"
-    line = Text(f"whole process, {what}: planned {plan_b / 2**30:.2f} GiB, measured {meas_b / 2**30:.2f} GiB "
-                f"({meas_b / plan_b:.2f}); two steps took {row.get('wall_s', '?')} s")
+    line = Text(
+        f"whole process, {what}: planned {plan_b / 2**30:.2f} GiB, measured {meas_b / 2**30:.2f} GiB "
+        f"({meas_b / plan_b:.2f}); two steps took {row.get('wall_s', '?')} s"
+    )
     return Group(table, parts, line)
-

@@ -76,8 +76,10 @@ class UpdatesLostWarning(UserWarning):
     """The weights received less than half of the optimizer's intended update."""
 
 
-LOST_UPDATES_HINT = ("set update_rounding='stochastic' (train(..., update_rounding=...), --set update_rounding="
-                     "stochastic), load float32 weights (dtype='float32'), or raise the learning rate")
+LOST_UPDATES_HINT = (
+    "set update_rounding='stochastic' (train(..., update_rounding=...), --set update_rounding="
+    "stochastic), load float32 weights (dtype='float32'), or raise the learning rate"
+)
 
 MetricsSink = Callable[[dict[str, float]], None]
 # --------------------------------------------------------------------------------------------- one sampled tensor
@@ -143,8 +145,14 @@ class UpdateMonitor(TrainerCallback):
         warn_below: warn once (:class:`UpdatesLostWarning`) when a window's share is below this. Default: 0.5.
     """
 
-    def __init__(self, n_tensors: int = MONITOR_TENSORS, n_elements: int = MONITOR_ELEMENTS, sink: MetricsSink | None = None, seed: int = 0,
-                 warn_below: float = 0.5):
+    def __init__(
+        self,
+        n_tensors: int = MONITOR_TENSORS,
+        n_elements: int = MONITOR_ELEMENTS,
+        sink: MetricsSink | None = None,
+        seed: int = 0,
+        warn_below: float = 0.5,
+    ):
         self.n_tensors, self.n_elements, self.seed, self.warn_below = n_tensors, n_elements, seed, warn_below
         self.warned = False
         self._noted = False  # the log said once that a state could not be mapped
@@ -175,8 +183,9 @@ class UpdateMonitor(TrainerCallback):
     def _choose(self, model: nn.Module, optimizer: Any) -> list[tuple[str, Tensor]]:
         """2-D trainable tensors, embeddings excluded (sparse rows; bitsandbytes keeps them 32-bit)."""
         embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
-        eligible = [(n, p) for n, p in model.named_parameters()
-                    if p.requires_grad and p.ndim == 2 and id(p) not in embeddings]
+        eligible = [
+            (n, p) for n, p in model.named_parameters() if p.requires_grad and p.ndim == 2 and id(p) not in embeddings
+        ]
         if not eligible:
             return []
         mixing = [(n, p) for n, p in eligible if not is_elementwise(*owner(optimizer, p))]
@@ -209,8 +218,9 @@ class UpdateMonitor(TrainerCallback):
 
     # ----------------------------------------------------------------------------------------- Trainer events
 
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: nn.Module | None = None,
-                       optimizer: Any = None, **kwargs: Any) -> None:
+    def on_train_begin(
+        self, args: Any, state: Any, control: Any, model: nn.Module | None = None, optimizer: Any = None, **kwargs: Any
+    ) -> None:
         if model is not None and optimizer is not None:
             self.setup(model, optimizer)
 
@@ -258,9 +268,13 @@ class UpdateMonitor(TrainerCallback):
         if self._noted:
             return
         self._noted = True
-        logger.warning("grpo-lite: the update monitor cannot replay %s from its state (%s); update/realized is "
-                       "not the live step's share for %s and raises no UpdatesLostWarning",
-                       type(probe.owner).__name__, probe.unmapped, probe.name)
+        logger.warning(
+            "grpo-lite: the update monitor cannot replay %s from its state (%s); update/realized is "
+            "not the live step's share for %s and raises no UpdatesLostWarning",
+            type(probe.owner).__name__,
+            probe.unmapped,
+            probe.name,
+        )
 
     def capture_grads(self) -> None:
         """After clipping, before the step (non-layer-wise optimizers)."""
@@ -320,9 +334,12 @@ class UpdateMonitor(TrainerCallback):
             return
         self.warned = True
         names = sorted({type(p.owner).__name__ for p in self.probes})
-        warnings.warn(f"update/realized = {share:.2f}: the weights received only {share:.0%} of the update "
-                      f"{'/'.join(names)} intended (bf16 rounds small steps away); {LOST_UPDATES_HINT}",
-                      UpdatesLostWarning, stacklevel=2)
+        warnings.warn(
+            f"update/realized = {share:.2f}: the weights received only {share:.0%} of the update "
+            f"{'/'.join(names)} intended (bf16 rounds small steps away); {LOST_UPDATES_HINT}",
+            UpdatesLostWarning,
+            stacklevel=2,
+        )
 
 
 def _window_metrics(probes: list[_Probe]) -> dict[str, float]:
@@ -498,10 +515,15 @@ def _dequantize(key: Any, codes: Tensor, live: dict[str, Any], probe: _Probe) ->
     suffix = str(key).removeprefix("state")
     qmap, absmax = live.get(f"qmap{suffix}"), live.get(f"absmax{suffix}")
     m = codes.numel()
-    if not isinstance(qmap, Tensor) or not isinstance(absmax, Tensor) or absmax.numel() != -(-m // BNB_BLOCK) or \
-            (probe.elementwise and m != probe.param.numel()):
-        raise UnmappableState(f"{key!r} is 8-bit but not bitsandbytes' blockwise layout (codebook, one scale per "
-                              f"{BNB_BLOCK} elements)")
+    if (
+        not isinstance(qmap, Tensor)
+        or not isinstance(absmax, Tensor)
+        or absmax.numel() != -(-m // BNB_BLOCK)
+        or (probe.elementwise and m != probe.param.numel())
+    ):
+        raise UnmappableState(
+            f"{key!r} is 8-bit but not bitsandbytes' blockwise layout (codebook, one scale per {BNB_BLOCK} elements)"
+        )
     if not probe.elementwise:
         return dequantize_blockwise(codes, absmax=absmax, code=qmap, blocksize=BNB_BLOCK)
     flat, scales = codes.reshape(-1), absmax.reshape(-1)

@@ -58,9 +58,16 @@ def tiny_llama(hidden: int = 64, layers: int = 2, vocab: int = 128, seed: int = 
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
-                         num_attention_heads=max(1, hidden // 32), num_key_value_heads=max(1, hidden // 64),
-                         max_position_embeddings=64, tie_word_embeddings=False)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 32),
+        num_key_value_heads=max(1, hidden // 64),
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+    )
     return LlamaForCausalLM(config).float()
 
 
@@ -86,20 +93,37 @@ def lm_gradients(model: nn.Module, batches: int = 1, seed: int = 0, tokens: int 
     return out
 
 
-def planned_optimizer(model: nn.Module, optim: str, *, learning_rate: float, update_rounding: str,
-                      optim_args: str | None = None, target_modules: Sequence[str] | None = None) -> Any:
+def planned_optimizer(
+    model: nn.Module,
+    optim: str,
+    *,
+    learning_rate: float,
+    update_rounding: str,
+    optim_args: str | None = None,
+    target_modules: Sequence[str] | None = None,
+) -> Any:
     """The optimizer transformers builds for ``optim`` (``TrainingArguments.optim``), with stochastic rounding
     installed when ``update_rounding == "stochastic"``, as in training. Weight decay 0."""
     from transformers import Trainer, TrainingArguments
 
     with tempfile.TemporaryDirectory() as out:
-        args = TrainingArguments(output_dir=out, optim=optim, optim_args=optim_args, learning_rate=learning_rate,
-                                 weight_decay=0.0, use_cpu=not torch.cuda.is_available(), report_to=[],
-                                 optim_target_modules=list(target_modules) if target_modules else None)
+        args = TrainingArguments(
+            output_dir=out,
+            optim=optim,
+            optim_args=optim_args,
+            learning_rate=learning_rate,
+            weight_decay=0.0,
+            use_cpu=not torch.cuda.is_available(),
+            report_to=[],
+            optim_target_modules=list(target_modules) if target_modules else None,
+        )
         cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, model)
     # layer-wise: one optimizer per parameter; GaLore: its own param groups (the projected targets); else all trainable
-    params = kwargs.pop("optimizer_dict", None) or kwargs.pop("params", None) or \
-        [p for p in model.parameters() if p.requires_grad]
+    params = (
+        kwargs.pop("optimizer_dict", None)
+        or kwargs.pop("params", None)
+        or [p for p in model.parameters() if p.requires_grad]
+    )
     optimizer = cls(params, **kwargs)
     if update_rounding == "stochastic":
         install_update_rounding(optimizer)
@@ -134,8 +158,14 @@ def _displacement(model: nn.Module, optimizer: Any, grads: Sequence[Grads], step
     return {n: p.detach().float() - before[n] for n, p in model.named_parameters()}
 
 
-def realized_share(make: OptimizerFactory, model_bf16: nn.Module, model_fp32: nn.Module, grads: Sequence[Grads],
-                   steps: int, reference: OptimizerFactory) -> Realized:
+def realized_share(
+    make: OptimizerFactory,
+    model_bf16: nn.Module,
+    model_fp32: nn.Module,
+    grads: Sequence[Grads],
+    steps: int,
+    reference: OptimizerFactory,
+) -> Realized:
     """Step ``make(model_bf16)`` and ``reference(model_fp32)`` (same starting values) with the same gradients
     (cycled) and compare the displacements. Both models are modified.
 

@@ -112,7 +112,7 @@ def _write_back(exact: Tensor, bf16: Tensor) -> None:
     stochastically rounded."""
     flat_out, flat_in = bf16.view(-1), exact.reshape(-1)
     for start in range(0, flat_in.numel(), SR_CHUNK):  # chunks: the int32 noise stays small
-        flat_out[start:start + SR_CHUNK].copy_(fp32_to_bf16_sr(flat_in[start:start + SR_CHUNK]))
+        flat_out[start : start + SR_CHUNK].copy_(fp32_to_bf16_sr(flat_in[start : start + SR_CHUNK]))
 
 
 def is_elementwise(inner: torch.optim.Optimizer, group: dict[str, Any]) -> bool:
@@ -158,12 +158,20 @@ def sliceable(inner: torch.optim.Optimizer, group: dict[str, Any], p: Tensor) ->
     """Whether ``p`` is stepped in slices: larger than a chunk, contiguous, an element-wise update, and every
     state tensor either per element, per block of :data:`BNB_BLOCK`, or shared (the step, a quantization map)."""
     n = p.numel()
-    if n <= SR_CHUNK or SR_CHUNK % BNB_BLOCK or not p.is_contiguous() or not is_elementwise(inner, group) or \
-            _norm_clipped(inner, p):
+    if (
+        n <= SR_CHUNK
+        or SR_CHUNK % BNB_BLOCK
+        or not p.is_contiguous()
+        or not is_elementwise(inner, group)
+        or _norm_clipped(inner, p)
+    ):
         return False
     for key, value in inner.state.get(p, {}).items():
-        if isinstance(value, Tensor) and key not in _SHARED_STATE and \
-                (value.numel() not in (n, _blocks(n)) or not value.is_contiguous()):
+        if (
+            isinstance(value, Tensor)
+            and key not in _SHARED_STATE
+            and (value.numel() not in (n, _blocks(n)) or not value.is_contiguous())
+        ):
             return False
     return True
 
@@ -186,7 +194,7 @@ def _slice_state(state: dict[str, Any], n: int, start: int, stop: int, step: Any
         elif role == "element":
             out[key] = value.view(-1)[start:stop]
         elif role == "block":
-            out[key] = value[start // BNB_BLOCK:_blocks(stop)]
+            out[key] = value[start // BNB_BLOCK : _blocks(stop)]
         else:
             out[key] = value
     return out
@@ -200,12 +208,15 @@ def _grow_state(inner: Any, like: Tensor, first: dict[str, Any], n_first: int) -
         role = _role(key, value, n_first)
         if role == "element":
             make = getattr(inner, "get_state_buffer", None)  # bitsandbytes: paged when the optimizer pages
-            grown = make(like, dtype=value.dtype) if make is not None else \
-                torch.zeros(like.shape, dtype=value.dtype, device=value.device)
+            grown = (
+                make(like, dtype=value.dtype)
+                if make is not None
+                else torch.zeros(like.shape, dtype=value.dtype, device=value.device)
+            )
             grown.view(-1)[:n_first].copy_(value.view(-1))
         elif role == "block":
             grown = torch.zeros(_blocks(like.numel()), dtype=value.dtype, device=value.device)
-            grown[:value.numel()].copy_(value)
+            grown[: value.numel()].copy_(value)
         else:
             grown = value
         full[key] = grown

@@ -94,8 +94,10 @@ def _smaller_micro_batch(s: StepSettings) -> dict[str, Any] | None:
     """Half the micro-batch, twice the accumulation: the same sequences per optimizer step."""
     if s.per_device_train_batch_size % 2 or s.steps_per_generation is not None or s.generation_batch_size is not None:
         return None
-    return {"per_device_train_batch_size": s.per_device_train_batch_size // 2,
-            "gradient_accumulation_steps": s.gradient_accumulation_steps * 2}
+    return {
+        "per_device_train_batch_size": s.per_device_train_batch_size // 2,
+        "gradient_accumulation_steps": s.gradient_accumulation_steps * 2,
+    }
 
 
 def _fewer_generations(s: StepSettings) -> dict[str, Any] | None:
@@ -103,8 +105,13 @@ def _fewer_generations(s: StepSettings) -> dict[str, Any] | None:
     lower = [g for g in GENERATIONS if g < s.num_generations]
     if not lower:
         return None
-    shapes = batch_shapes(lower[0], num_processes=s.num_processes, fixed={}, layerwise=s.optimizer.layerwise,
-                          shared_prefix=s.shared_prefix)
+    shapes = batch_shapes(
+        lower[0],
+        num_processes=s.num_processes,
+        fixed={},
+        layerwise=s.optimizer.layerwise,
+        shared_prefix=s.shared_prefix,
+    )
     shape = next((x for x in shapes if x["per_device_train_batch_size"] <= s.per_device_train_batch_size), None)
     return None if shape is None else {"num_generations": lower[0], **shape}
 
@@ -117,8 +124,14 @@ def _shorter_completions(s: StepSettings) -> dict[str, Any] | None:
     return {"max_completion_length": s.max_completion_length // 2} if s.max_completion_length >= 32 else None
 
 
-_OTHER_STATES = {"adamw_8bit": "adamw_torch", "adamw_bnb_8bit": "adamw_torch", "paged_adamw_8bit": "paged_adamw_32bit",
-                 "paged_adamw_32bit": "paged_adamw_8bit", "adamw_torch": "adamw_8bit", "adamw_torch_fused": "adamw_8bit"}
+_OTHER_STATES = {
+    "adamw_8bit": "adamw_torch",
+    "adamw_bnb_8bit": "adamw_torch",
+    "paged_adamw_8bit": "paged_adamw_32bit",
+    "paged_adamw_32bit": "paged_adamw_8bit",
+    "adamw_torch": "adamw_8bit",
+    "adamw_torch_fused": "adamw_8bit",
+}
 
 
 def _other_optimizer(s: StepSettings) -> dict[str, Any] | None:
@@ -129,39 +142,85 @@ def _other_optimizer(s: StepSettings) -> dict[str, Any] | None:
 
 # The commented settings, in the order they appear in a recipe.
 KNOBS: tuple[Knob, ...] = (
-    Knob("dtype", "bfloat16 is half of float32; bf16 weights need update_rounding: stochastic for small "
-         "updates to land", lambda s: {"dtype": "float32" if s.dtype != "float32" else "bfloat16"},
-         component="weights"),
-    Knob("quantization", "NF4 base with double quantization (~0.52 bytes per linear weight), dequantized in each "
-         "forward: slower", lambda s: {"method": "lora", "quantization": "none"}, component="weights",
-         applies=lambda s: s.quantization == "nf4"),
-    Knob("lora.r", "adapter rank: more capacity per update, more adapter state", lambda s: {"lora_r": 2 * s.lora_r},
-         component="optimizer_state", applies=lambda s: s.is_peft),
-    Knob("update_rounding", "stochastic: each step runs on an fp32 copy and rounds back at random, so updates below "
-         "half a bf16 spacing land; nearest drops them",
-         lambda s: {"update_rounding": next(r for r in get_args(UpdateRounding) if r != s.update_rounding)},
-         applies=lambda s: s.trains_bf16),
-    Knob("shared_prefix", "each prompt forwarded once for its group's completions (same log-probs, checked on the "
-         "first step)", lambda s: {"shared_prefix": not s.shared_prefix}),
-    Knob("trl.per_device_train_batch_size", "sequences per forward and backward; a smaller micro-batch takes more "
-         "micro-steps (slower) for the same generation batch", _smaller_micro_batch),
-    Knob("trl.gradient_accumulation_steps", "micro-batches per optimizer step: per_device_train_batch_size x this = "
-         "sequences sampled per step and device"),
-    Knob("trl.num_generations", "completions sampled per prompt: fewer give a noisier group baseline (the planner's "
-         "floor is 4)", _fewer_generations),
-    Knob("trl.max_completion_length", "longer answers are cut and miss the format reward (the planner's floor is 256)",
-         _shorter_completions),
-    Knob("trl.gradient_checkpointing", "true keeps one tensor per block and recomputes the rest in backward: "
-         "~20-30% slower", lambda s: {"gradient_checkpointing": not s.gradient_checkpointing}),
+    Knob(
+        "dtype",
+        "bfloat16 is half of float32; bf16 weights need update_rounding: stochastic for small updates to land",
+        lambda s: {"dtype": "float32" if s.dtype != "float32" else "bfloat16"},
+        component="weights",
+    ),
+    Knob(
+        "quantization",
+        "NF4 base with double quantization (~0.52 bytes per linear weight), dequantized in each forward: slower",
+        lambda s: {"method": "lora", "quantization": "none"},
+        component="weights",
+        applies=lambda s: s.quantization == "nf4",
+    ),
+    Knob(
+        "lora.r",
+        "adapter rank: more capacity per update, more adapter state",
+        lambda s: {"lora_r": 2 * s.lora_r},
+        component="optimizer_state",
+        applies=lambda s: s.is_peft,
+    ),
+    Knob(
+        "update_rounding",
+        "stochastic: each step runs on an fp32 copy and rounds back at random, so updates below "
+        "half a bf16 spacing land; nearest drops them",
+        lambda s: {"update_rounding": next(r for r in get_args(UpdateRounding) if r != s.update_rounding)},
+        applies=lambda s: s.trains_bf16,
+    ),
+    Knob(
+        "shared_prefix",
+        "each prompt forwarded once for its group's completions (same log-probs, checked on the first step)",
+        lambda s: {"shared_prefix": not s.shared_prefix},
+    ),
+    Knob(
+        "trl.per_device_train_batch_size",
+        "sequences per forward and backward; a smaller micro-batch takes more "
+        "micro-steps (slower) for the same generation batch",
+        _smaller_micro_batch,
+    ),
+    Knob(
+        "trl.gradient_accumulation_steps",
+        "micro-batches per optimizer step: per_device_train_batch_size x this = sequences sampled per step and device",
+    ),
+    Knob(
+        "trl.num_generations",
+        "completions sampled per prompt: fewer give a noisier group baseline (the planner's floor is 4)",
+        _fewer_generations,
+    ),
+    Knob(
+        "trl.max_completion_length",
+        "longer answers are cut and miss the format reward (the planner's floor is 256)",
+        _shorter_completions,
+    ),
+    Knob(
+        "trl.gradient_checkpointing",
+        "true keeps one tensor per block and recomputes the rest in backward: ~20-30% slower",
+        lambda s: {"gradient_checkpointing": not s.gradient_checkpointing},
+    ),
     Knob("trl.optim", "", _other_optimizer, component="optimizer_state"),  # trade-off: the optimizer's own summary
-    Knob("trl.beta", "KL penalty to a frozen reference: a reference copy (LoRA: the base with adapters off) and a "
-         "scoring pass", lambda s: {"beta": 0.04 if s.beta == 0 else 0.0}),
-    Knob("trl.use_liger_kernel", "Liger's fused RMSNorm/SwiGLU/RoPE kernels (CUDA; pip install liger-kernel)",
-         lambda s: {"use_liger_kernel": not s.use_liger_kernel}, applies=lambda s: s.device == "cuda"),
-    Knob("trl.use_vllm", "vLLM samples faster; colocated, it takes vllm_gpu_memory_utilization of the card",
-         applies=lambda s: s.device == "cuda"),
-    Knob("trl.bf16", "bf16 autocast: 2-byte activations (fast on recent GPUs, slow on most CPUs)",
-         lambda s: {"bf16": not s.bf16, **({"fp16": False} if s.fp16 and not s.bf16 else {})}),
+    Knob(
+        "trl.beta",
+        "KL penalty to a frozen reference: a reference copy (LoRA: the base with adapters off) and a scoring pass",
+        lambda s: {"beta": 0.04 if s.beta == 0 else 0.0},
+    ),
+    Knob(
+        "trl.use_liger_kernel",
+        "Liger's fused RMSNorm/SwiGLU/RoPE kernels (CUDA; pip install liger-kernel)",
+        lambda s: {"use_liger_kernel": not s.use_liger_kernel},
+        applies=lambda s: s.device == "cuda",
+    ),
+    Knob(
+        "trl.use_vllm",
+        "vLLM samples faster; colocated, it takes vllm_gpu_memory_utilization of the card",
+        applies=lambda s: s.device == "cuda",
+    ),
+    Knob(
+        "trl.bf16",
+        "bf16 autocast: 2-byte activations (fast on recent GPUs, slow on most CPUs)",
+        lambda s: {"bf16": not s.bf16, **({"fp16": False} if s.fp16 and not s.bf16 else {})},
+    ),
 )
 
 
@@ -195,7 +254,10 @@ def setting_notes(plan: Plan) -> dict[str, SettingNote]:
                 change = None
         size = components.get(knob.component) if knob.component else None
         notes[knob.key] = SettingNote(
-            key=knob.key, tradeoff=tradeoff, component=knob.component if size is not None else None, size_gib=size,
+            key=knob.key,
+            tradeoff=tradeoff,
+            component=knob.component if size is not None else None,
+            size_gib=size,
             alternative=change if alt is not None else None,
             delta_gib=None if alt is None else (alt.total_bytes - est.total_bytes) / GIB,
             changed=None if alt is None else _changed_most(est, alt),
@@ -209,8 +271,10 @@ def peak_line(plan: Plan) -> str:
     if plan.budget_gib is None:
         return f"planned peak {est.total_gib:.2f} GiB ({est.peak_phase}), not checked against a budget"
     where = "RAM" if plan.device == "cpu" else "usable per device"
-    return (f"planned peak {est.total_gib:.2f} GiB ({est.peak_phase}) of {plan.budget_gib:.2f} GiB {where}: "
-            f"headroom {plan.headroom_gib:.2f} GiB ({plan.required_headroom_gib:.2f} required)")
+    return (
+        f"planned peak {est.total_gib:.2f} GiB ({est.peak_phase}) of {plan.budget_gib:.2f} GiB {where}: "
+        f"headroom {plan.headroom_gib:.2f} GiB ({plan.required_headroom_gib:.2f} required)"
+    )
 
 
 def components_line(plan: Plan) -> str:

@@ -60,14 +60,18 @@ _LORA_ARGUMENTS = {peft: name for name, peft in LORA_KEYS.items()}  # peft.LoraC
 _RUN_HINTS = {
     "device": "write the recipe again on this machine (grpo-lite plan MODEL --device cpu|cuda --write FILE)",
     "num_processes": "launch it with grpo-lite train --config FILE (it starts the recipe's processes) or set "
-                     "num_processes in the file",
+    "num_processes in the file",
     "sharding": "launch it with grpo-lite train --config FILE, or set sharding in the file",
     "quantization": "it follows the preset and the dtype: choose another preset (qlora loads NF4) or drop the section",
 }
 _MAPPING = "a mapping (one setting per line)"
 # a recipe's keys that hold more than one value: the type each must be, and how to write it
-_SHAPES = (("trl", dict, _MAPPING), ("lora", dict, _MAPPING), ("quantization", dict, _MAPPING),
-           ("rewards", list, "a list of reward names (rewards: [correctness, xml_format])"))
+_SHAPES = (
+    ("trl", dict, _MAPPING),
+    ("lora", dict, _MAPPING),
+    ("quantization", dict, _MAPPING),
+    ("rewards", list, "a list of reward names (rewards: [correctness, xml_format])"),
+)
 
 
 @dataclass
@@ -120,9 +124,17 @@ class Recipe:
 
     # ---- from a plan, to train() ------------------------------------------------------------------
     @classmethod
-    def from_plan(cls, plan: Plan, *, dataset: Any = "gsm8k", rewards: list[Any] | None = None,
-                  prompt_style: Any = None, seed: int = 0, max_steps: int | None = None,
-                  stop_strings: Any = DEFAULT_STOP_STRINGS) -> Recipe:
+    def from_plan(
+        cls,
+        plan: Plan,
+        *,
+        dataset: Any = "gsm8k",
+        rewards: list[Any] | None = None,
+        prompt_style: Any = None,
+        seed: int = 0,
+        max_steps: int | None = None,
+        stop_strings: Any = DEFAULT_STOP_STRINGS,
+    ) -> Recipe:
         """The plan as a recipe: its settings after :data:`RUN_DEFAULTS`, its load, LoRA and rounding.
 
         Args:
@@ -145,8 +157,15 @@ class Recipe:
 
     def replanned(self, plan: Plan) -> Recipe:
         """The same run on another plan (after an out-of-memory step down)."""
-        return Recipe.from_plan(plan, dataset=self.dataset, rewards=self.rewards, prompt_style=self.prompt_style,
-                                seed=self.seed, max_steps=self.max_steps, stop_strings=self.stop_strings)
+        return Recipe.from_plan(
+            plan,
+            dataset=self.dataset,
+            rewards=self.rewards,
+            prompt_style=self.prompt_style,
+            seed=self.seed,
+            max_steps=self.max_steps,
+            stop_strings=self.stop_strings,
+        )
 
     @classmethod
     def with_arguments(cls, config: str | os.PathLike | Recipe, passed: dict[str, Any]) -> Recipe:
@@ -216,8 +235,11 @@ class Recipe:
         problems = self.differences(planned)
         if problems:
             raise ConfigError("the recipe cannot run as written: " + "; ".join(problems))
-        chosen = {key: getattr(planned, key) for key in ("device", "sharding", "dtype", "quantization",
-                                                          "update_rounding") if getattr(self, key) is None}
+        chosen = {
+            key: getattr(planned, key)
+            for key in ("device", "sharding", "dtype", "quantization", "update_rounding")
+            if getattr(self, key) is None
+        }
         lora = planned.lora if self.lora is None else {**(planned.lora or {}), **self.lora}
         return dataclasses.replace(self, **chosen, lora=_copy(lora), trl={**planned.trl, **_copy(self.trl)}, plan=plan)
 
@@ -228,8 +250,17 @@ class Recipe:
         """
         out = []
         mine, theirs = self.to_dict(), planned.to_dict()
-        for key in ("preset", "device", "num_processes", "sharding", "dtype", "quantization", "lora",
-                    "update_rounding", "shared_prefix"):
+        for key in (
+            "preset",
+            "device",
+            "num_processes",
+            "sharding",
+            "dtype",
+            "quantization",
+            "lora",
+            "update_rounding",
+            "shared_prefix",
+        ):
             a, b = mine[key], theirs[key]
             if a is None:  # the planner's to choose
                 continue
@@ -270,17 +301,22 @@ class Recipe:
                 ``preset``, or a value outside its choices.
         """
         if not isinstance(data, dict):
-            raise ConfigError(f"{source} must be a YAML mapping of settings (model: ..., preset: ...), "
-                              f"got {type(data).__name__}")
+            raise ConfigError(
+                f"{source} must be a YAML mapping of settings (model: ..., preset: ...), got {type(data).__name__}"
+            )
         names = [f.name for f in dataclasses.fields(cls) if f.name != "plan"]
         unknown = [k for k in data if k not in names]
         if unknown:
-            raise ConfigError(f"{source}: unknown key(s) {closest_names(unknown, names)}; GRPOConfig fields go under "
-                              f"trl:, LoRA settings under lora:; valid top-level keys: {', '.join(names)}")
+            raise ConfigError(
+                f"{source}: unknown key(s) {closest_names(unknown, names)}; GRPOConfig fields go under "
+                f"trl:, LoRA settings under lora:; valid top-level keys: {', '.join(names)}"
+            )
         missing = [k for k in ("model", "preset") if data.get(k) in (None, "")]
         if missing:
-            raise ConfigError(f"{source} has no {' or '.join(missing)}: every recipe names its model and its preset "
-                              "(grpo-lite plan MODEL --budget-gb N --write FILE writes one)")
+            raise ConfigError(
+                f"{source} has no {' or '.join(missing)}: every recipe names its model and its preset "
+                "(grpo-lite plan MODEL --budget-gb N --write FILE writes one)"
+            )
         for key, kind, what in _SHAPES:
             if data.get(key) is not None and not isinstance(data[key], kind):
                 raise ConfigError(f"{source}: {key} must be {what} or null, got {data[key]!r:.60}")
@@ -302,8 +338,19 @@ class Recipe:
         notes.setdefault("budget_gb", "the card's nominal GB per device (RAM on CPU); null: not checked")
         data = self.to_dict()
         lines = _header(self, str(path) if path is not None else "recipe.yaml")
-        for key in ("model", "preset", "device", "budget_gb", "num_processes", "sharding", "dataset", "rewards",
-                    "prompt_style", "seed", "max_steps"):
+        for key in (
+            "model",
+            "preset",
+            "device",
+            "budget_gb",
+            "num_processes",
+            "sharding",
+            "dataset",
+            "rewards",
+            "prompt_style",
+            "seed",
+            "max_steps",
+        ):
             lines.append(_line(key, data[key], notes.get(key)))
         lines += ["", "# how the weights load (from_pretrained)", _line("dtype", data["dtype"], notes.get("dtype"))]
         lines += _block("quantization", data["quantization"], notes, first_note="quantization")
@@ -337,8 +384,9 @@ class Recipe:
         try:
             return write_text(out, self.to_yaml(out))
         except OSError as exc:
-            raise OutputDirError(f"cannot write the recipe to {out}: {exc.strerror or exc}; pass a path in a folder "
-                                 "you can write to") from None
+            raise OutputDirError(
+                f"cannot write the recipe to {out}: {exc.strerror or exc}; pass a path in a folder you can write to"
+            ) from None
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> Recipe:
@@ -354,8 +402,13 @@ class Recipe:
     # ---- plain TRL ---------------------------------------------------------------------------------
     def grpo_settings(self, output_dir: str | os.PathLike = "runs/recipe", **overrides: Any) -> dict[str, Any]:
         """``GRPOConfig`` keyword arguments: :attr:`trl`, the output folder, the seed and max_steps, then ``overrides``."""
-        return {**self.trl, "output_dir": str(output_dir), "seed": self.seed,
-                "max_steps": -1 if self.max_steps is None else self.max_steps, **overrides}
+        return {
+            **self.trl,
+            "output_dir": str(output_dir),
+            "seed": self.seed,
+            "max_steps": -1 if self.max_steps is None else self.max_steps,
+            **overrides,
+        }
 
     def grpo_config(self, output_dir: str | os.PathLike = "runs/recipe", **overrides: Any) -> Any:
         """TRL's ``GRPOConfig`` with every setting of the recipe (``overrides`` win).
@@ -378,8 +431,9 @@ class Recipe:
         return from_pretrained_kwargs(self.dtype, self.quantization, device_map=device_map)
 
 
-def from_pretrained_kwargs(dtype: str | None, quantization: dict[str, Any] | None = None, *,
-                           device_map: Any = None) -> dict[str, Any]:
+def from_pretrained_kwargs(
+    dtype: str | None, quantization: dict[str, Any] | None = None, *, device_map: Any = None
+) -> dict[str, Any]:
     """``from_pretrained`` keyword arguments for a load dtype name and ``BitsAndBytesConfig`` arguments.
 
     Raises:
@@ -426,8 +480,10 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
     except ConfigError as exc:
         raise ConfigError(f"{source}: trl: {exc}") from None
     if values.get("lora") is not None:
-        values["lora"] = {k: typed_as(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
-                          for k, v in values["lora"].items()}
+        values["lora"] = {
+            k: typed_as(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
+            for k, v in values["lora"].items()
+        }
     return values
 
 
@@ -464,8 +520,10 @@ def _style_object(value: Any) -> PromptStyle:
                 fields["examples"] = tuple(Example(**e) for e in fields["examples"])
             return PromptStyle(**fields)
         except TypeError as exc:
-            raise ConfigError(f"prompt_style: {exc}; give a name ({', '.join(PROMPT_STYLES)}) or the fields "
-                              "system_prompt, one_shot, prefill, examples") from None
+            raise ConfigError(
+                f"prompt_style: {exc}; give a name ({', '.join(PROMPT_STYLES)}) or the fields "
+                "system_prompt, one_shot, prefill, examples"
+            ) from None
     raise ConfigError(f"prompt_style must be a name ({', '.join(PROMPT_STYLES)}) or a mapping, got {value!r:.60}")
 
 
@@ -476,8 +534,14 @@ def _line(key: str, value: Any, note: str | None = None, indent: int = 0) -> str
     return f"{text}  # {note}" if note else text
 
 
-def _block(name: str, value: dict[str, Any] | None, notes: dict[str, str], *, note_prefix: str = "",
-           first_note: str | None = None) -> list[str]:
+def _block(
+    name: str,
+    value: dict[str, Any] | None,
+    notes: dict[str, str],
+    *,
+    note_prefix: str = "",
+    first_note: str | None = None,
+) -> list[str]:
     """A mapping one key per line (or ``name: null``); the first line carries ``first_note``'s note."""
     if not value:
         return [_line(name, value)]
@@ -496,23 +560,36 @@ def _header(recipe: Recipe, path: str) -> list[str]:
     name = plan.model.name if plan is not None else recipe.model
     lines = [f"# grpo-lite recipe: {name}, preset {recipe.preset} (grpo-lite {__version__})"]
     if plan is not None:
-        card = ("no budget (CPU)" if plan.budget_gb is None else
-                f"{plan.budget_gb:g} GB of RAM" if plan.device == "cpu" else
-                f"{'%d x ' % plan.num_processes if plan.num_processes > 1 else ''}{plan.budget_gb:g} GB card")
-        lines += [f"# budget: {card}; {costs.peak_line(plan)}",
-                  f"#   for prompts of {plan.max_prompt_length} tokens (train() measures yours and checks again)",
-                  f"# peak components: {costs.components_line(plan)}"]
-    lines += ["#", "# Run it (flags and --set override the file, as in TRL's CLI):",
-              f"#   grpo-lite train --config {path}"]
+        card = (
+            "no budget (CPU)"
+            if plan.budget_gb is None
+            else f"{plan.budget_gb:g} GB of RAM"
+            if plan.device == "cpu"
+            else f"{'%d x ' % plan.num_processes if plan.num_processes > 1 else ''}{plan.budget_gb:g} GB card"
+        )
+        lines += [
+            f"# budget: {card}; {costs.peak_line(plan)}",
+            f"#   for prompts of {plan.max_prompt_length} tokens (train() measures yours and checks again)",
+            f"# peak components: {costs.components_line(plan)}",
+        ]
+    lines += [
+        "#",
+        "# Run it (flags and --set override the file, as in TRL's CLI):",
+        f"#   grpo-lite train --config {path}",
+    ]
     if recipe.num_processes > 1:
         from grpo_lite.scale.distributed import launch_command
 
-        launch = launch_command(["train", "--config", path], recipe.num_processes, recipe.sharding,
-                                cuda=recipe.device == "cuda")
+        launch = launch_command(
+            ["train", "--config", path], recipe.num_processes, recipe.sharding, cuda=recipe.device == "cuda"
+        )
         lines.append(f"#   ({recipe.num_processes} processes, {recipe.sharding}: it runs {' '.join(launch)})")
-    lines += [f"#   grpo-lite train --config {path} --max-steps 200 --set learning_rate=2e-6",
-              f"#   python -c 'import grpo_lite; grpo_lite.train(config=\"{path}\")'",
-              "# Your own TRL script: grpo_lite.Recipe.read(FILE).grpo_config(), .lora_config(),",
-              "#   .from_pretrained_kwargs() (docs/recipes.md). Each note: the memory the setting costs or saves",
-              "#   against the alternative named after 'vs' (grpo_lite.memory.estimate), then its trade-off.", ""]
+    lines += [
+        f"#   grpo-lite train --config {path} --max-steps 200 --set learning_rate=2e-6",
+        f"#   python -c 'import grpo_lite; grpo_lite.train(config=\"{path}\")'",
+        "# Your own TRL script: grpo_lite.Recipe.read(FILE).grpo_config(), .lora_config(),",
+        "#   .from_pretrained_kwargs() (docs/recipes.md). Each note: the memory the setting costs or saves",
+        "#   against the alternative named after 'vs' (grpo_lite.memory.estimate), then its trade-off.",
+        "",
+    ]
     return lines

@@ -30,8 +30,16 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
 
-__all__ = ["RANGES", "OwnSettings", "check_config_keys", "check_overrides", "closest_names", "load_yaml", "read_mapping",
-           "typed"]
+__all__ = [
+    "RANGES",
+    "OwnSettings",
+    "check_config_keys",
+    "check_overrides",
+    "closest_names",
+    "load_yaml",
+    "read_mapping",
+    "typed",
+]
 
 
 @dataclass
@@ -58,8 +66,12 @@ class OwnSettings:
 # what a value must be for an action's type (by the type's name), when it is not text (text goes through the type
 # itself); the parser types a field of several types (``str | list[str]``, ``dict | str``) as text: lists and
 # mappings pass to TRL. Booleans parse with transformers' string_to_bool.
-_KINDS: dict[str, tuple[tuple[type, ...], str]] = {"int": ((int,), "a whole number"), "float": ((int, float), "a number"),
-                                                   "str": ((list, dict), "text"), "string_to_bool": ((bool,), "True or False")}
+_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "int": ((int,), "a whole number"),
+    "float": ((int, float), "a number"),
+    "str": ((list, dict), "text"),
+    "string_to_bool": ((bool,), "True or False"),
+}
 _NOT_OF_TYPE = (ValueError, TypeError, argparse.ArgumentTypeError)  # what a type or _one raises for a value not of it
 _PLANNER_CHOICES = {"optim"}  # choices the planner checks against what it models (a shorter, truer list)
 
@@ -158,8 +170,9 @@ def read_mapping(path: Path) -> Any:
             that only an unsafe loader would run.
     """
     if not path.is_file():
-        raise ConfigError(f"recipe file {path} does not exist; write one with "
-                          f"grpo-lite plan MODEL --budget-gb N --write {path}")
+        raise ConfigError(
+            f"recipe file {path} does not exist; write one with grpo-lite plan MODEL --budget-gb N --write {path}"
+        )
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -167,10 +180,12 @@ def read_mapping(path: Path) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
+        line = raw[: exc.start].count(b"\n") + 1
         text = raw.decode("utf-8", errors="replace")
-        raise ConfigError(f"{path}, line {line}{_key_at(text, line)}: byte {raw[exc.start]:#x} is not UTF-8; save the "
-                          "file as UTF-8 (or remove the character)") from None
+        raise ConfigError(
+            f"{path}, line {line}{_key_at(text, line)}: byte {raw[exc.start]:#x} is not UTF-8; save the "
+            "file as UTF-8 (or remove the character)"
+        ) from None
     return load_yaml(text, str(path))
 
 
@@ -253,6 +268,7 @@ RANGES: dict[str, _R] = {
 }
 """Settings with a range, in GRPOConfig's order where it has them: (accepts, what it must be, an example)."""
 
+
 def _range_example(key: str) -> str:
     """``; e.g. key=<a value that works>`` for a setting with a range."""
     return f"; e.g. {key}={RANGES[key][2]!r}" if key in RANGES else ""
@@ -286,6 +302,8 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
         if not all(math.isfinite(w) for w in weights):
             raise ConfigError(f"reward_weights={weights!r} must be finite numbers, one per reward")
         if n_rewards is not None and len(weights) != n_rewards:
-            raise ConfigError(f"reward_weights has {len(weights)} weights for {n_rewards} rewards; give one per "
-                              "reward, in the order of the rewards")
+            raise ConfigError(
+                f"reward_weights has {len(weights)} weights for {n_rewards} rewards; give one per "
+                "reward, in the order of the rewards"
+            )
     return overrides

@@ -79,11 +79,14 @@ def check_values(name: str, values: Any, n: int) -> bool:
     grpo_lite.errors.RewardError: reward function 'f' returned inf at index 1: [0.0, inf]; return a finite number (None for a completion it does not apply to)
     """
     if not isinstance(values, (list, tuple)):
-        raise RewardError(f"reward function {name!r} returned a {type(values).__name__} ({values!r:.60}), "
-                          f"not a list of {n} values; {_ADVICE}")
+        raise RewardError(
+            f"reward function {name!r} returned a {type(values).__name__} ({values!r:.60}), "
+            f"not a list of {n} values; {_ADVICE}"
+        )
     if len(values) != n:
-        raise RewardError(f"reward function {name!r} returned {len(values)} values for {n} completions: "
-                          f"{_sample(values)}; {_ADVICE}")
+        raise RewardError(
+            f"reward function {name!r} returned {len(values)} values for {n} completions: {_sample(values)}; {_ADVICE}"
+        )
     all_none = True
     for i, value in enumerate(values):
         if value is None:
@@ -91,11 +94,15 @@ def check_values(name: str, values: Any, n: int) -> bool:
         all_none = False
         number = _number(value)
         if number is None:
-            raise RewardError(f"reward function {name!r} returned a {type(value).__name__} at index {i}, not a "
-                              f"number: {_sample(values)}; {_ADVICE}")
+            raise RewardError(
+                f"reward function {name!r} returned a {type(value).__name__} at index {i}, not a "
+                f"number: {_sample(values)}; {_ADVICE}"
+            )
         if not math.isfinite(number):
-            raise RewardError(f"reward function {name!r} returned {number} at index {i}: {_sample(values)}; "
-                              "return a finite number (None for a completion it does not apply to)")
+            raise RewardError(
+                f"reward function {name!r} returned {number} at index {i}: {_sample(values)}; "
+                "return a finite number (None for a completion it does not apply to)"
+            )
     return all_none
 
 
@@ -118,7 +125,10 @@ class _Steps:
             warnings.warn(
                 f"every reward function ({', '.join(sorted(self.names))}) returned None for every completion of a "
                 "step: the step has no reward to learn from and the weights do not change. Return a number for the "
-                "completions each reward applies to", NoRewardWarning, stacklevel=2)
+                "completions each reward applies to",
+                NoRewardWarning,
+                stacklevel=2,
+            )
         self.seen.clear()
 
 

@@ -35,10 +35,22 @@ from grpo_lite.data.answers import answers_match, extract_answer, extract_xml_an
 from grpo_lite.errors import ConfigError, DataError
 
 __all__ = [
-    "RewardFunc", "MIN_REASONING_CHARS",
-    "CorrectnessReward", "IntegerReward", "StrictFormatReward", "SoftFormatReward", "XmlCountReward",
-    "LengthReward", "correctness_reward", "integer_reward", "strict_format_reward",
-    "soft_format_reward", "xml_count_reward", "length_reward", "completion_text", "has_real_reasoning",
+    "RewardFunc",
+    "MIN_REASONING_CHARS",
+    "CorrectnessReward",
+    "IntegerReward",
+    "StrictFormatReward",
+    "SoftFormatReward",
+    "XmlCountReward",
+    "LengthReward",
+    "correctness_reward",
+    "integer_reward",
+    "strict_format_reward",
+    "soft_format_reward",
+    "xml_count_reward",
+    "length_reward",
+    "completion_text",
+    "has_real_reasoning",
 ]
 
 RewardFunc = Callable[..., list]
@@ -86,8 +98,10 @@ def _column(kwargs: Mapping[str, Any], name: str, size: int, reward: str) -> Seq
     if values is None:
         return None
     if isinstance(values, str) or not isinstance(values, Sequence) or len(values) != size:
-        raise DataError(f"{reward}: the {name!r} column must be a list with one value per completion ({size}), "
-                        f"got {type(values).__name__} {values!r:.60}")
+        raise DataError(
+            f"{reward}: the {name!r} column must be a list with one value per completion ({size}), "
+            f"got {type(values).__name__} {values!r:.60}"
+        )
     return values
 
 
@@ -169,8 +183,10 @@ class CorrectnessReward(_Reward):
         if gold is None:
             raise DataError(f"{self.name} needs the dataset column 'answer' (the gold number of each problem)")
         texts = _texts(completions, kwargs, self.name)  # a None gold scores 0; an int gold is read as text
-        return [self.value if g is not None and answers_match(extract_answer(t), str(g)) else 0.0
-                for t, g in zip(texts, gold)]
+        return [
+            self.value if g is not None and answers_match(extract_answer(t), str(g)) else 0.0
+            for t, g in zip(texts, gold)
+        ]
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,15 @@ from grpo_lite.rewards.functions import (
     xml_count_reward,
 )
 
-__all__ = ["RewardName", "RewardSpec", "REWARDS", "DEFAULT_REWARDS", "get_reward", "resolve_rewards",
-           "rewards_table_markdown"]
+__all__ = [
+    "RewardName",
+    "RewardSpec",
+    "REWARDS",
+    "DEFAULT_REWARDS",
+    "get_reward",
+    "resolve_rewards",
+    "rewards_table_markdown",
+]
 
 RewardName = Literal["correctness", "integer", "strict_format", "soft_format", "xml_count", "length"]
 
@@ -49,11 +56,18 @@ class RewardSpec:
 _ROWS: tuple[tuple[str, _Reward, str], ...] = (
     ("correctness", correctness_reward, "the last number in the `<answer>` block equals the gold `answer`, as numbers"),
     ("integer", integer_reward, "the `<answer>` block is one whole number (`18`, `2,125`, `$18`, `18.00`)"),
-    ("strict_format", strict_format_reward,
-     "exactly `<reasoning>\\n…\\n</reasoning>\\n<answer>\\n…\\n</answer>`, nothing around; real reasoning"),
+    (
+        "strict_format",
+        strict_format_reward,
+        "exactly `<reasoning>\\n…\\n</reasoning>\\n<answer>\\n…\\n</answer>`, nothing around; real reasoning",
+    ),
     ("soft_format", soft_format_reward, "a `<reasoning>` block, then an `<answer>` block; real reasoning"),
-    ("xml_count", xml_count_reward, f"+{xml_count_reward.value / 4} per tag present once (real reasoning), "
-     f"-{xml_count_reward.trailing_penalty} per character after `</answer>`"),
+    (
+        "xml_count",
+        xml_count_reward,
+        f"+{xml_count_reward.value / 4} per tag present once (real reasoning), "
+        f"-{xml_count_reward.trailing_penalty} per character after `</answer>`",
+    ),
     ("length", length_reward, f"longer text earns more, up to {length_reward.max_chars} characters (tests, demos)"),
 )
 REWARDS: dict[str, RewardSpec] = {name: RewardSpec(name, func, text, func.value) for name, func, text in _ROWS}

@@ -33,8 +33,17 @@ from grpo_lite.errors import ConfigError, GrpoLiteError
 from grpo_lite.files import write_text
 from grpo_lite.memory.settings import Sharding
 
-__all__ = ["ShardingMode", "SHARDINGS", "MixedPrecision", "config_path", "accelerate_config",
-           "write_accelerate_config", "launch_command", "in_launched_process", "detect_sharding"]
+__all__ = [
+    "ShardingMode",
+    "SHARDINGS",
+    "MixedPrecision",
+    "config_path",
+    "accelerate_config",
+    "write_accelerate_config",
+    "launch_command",
+    "in_launched_process",
+    "detect_sharding",
+]
 
 MixedPrecision = Literal["no", "fp16", "bf16"]
 _MODULE = "grpo_lite"  # `python -m grpo_lite` is the `grpo-lite` command
@@ -65,19 +74,37 @@ class ShardingMode:
 
 SHARDINGS: dict[str, ShardingMode] = {
     "none": ShardingMode("none", "one process", None, "nothing", "everything", cpu=True),
-    "ddp": ShardingMode("ddp", "PyTorch DDP (accelerate MULTI_GPU; gloo on CPU)", "ddp.yaml",
-                        "the prompts of each step (data parallel)",
-                        "weights, gradients plus DDP's bucket copy, optimizer state", cpu=True),
-    "zero2": ShardingMode("zero2", "DeepSpeed ZeRO stage 2", "zero2.yaml",
-                          "gradients, optimizer state and DeepSpeed's fp32 master weights", "bf16 weights",
-                          requires=("deepspeed",)),
-    "zero3": ShardingMode("zero3", "DeepSpeed ZeRO stage 3", "zero3.yaml",
-                          "weights, gradients, optimizer state and fp32 master weights",
-                          "the layer being computed; the whole model while sampling unless "
-                          "ds3_gather_for_generation=False", requires=("deepspeed",)),
-    "fsdp": ShardingMode("fsdp", "PyTorch FSDP2, full shard, transformer-layer wrap", "fsdp.yaml",
-                         "weights, gradients and optimizer state",
-                         "the decoder layer being computed (plus one prefetched) and the LM head"),
+    "ddp": ShardingMode(
+        "ddp",
+        "PyTorch DDP (accelerate MULTI_GPU; gloo on CPU)",
+        "ddp.yaml",
+        "the prompts of each step (data parallel)",
+        "weights, gradients plus DDP's bucket copy, optimizer state",
+        cpu=True,
+    ),
+    "zero2": ShardingMode(
+        "zero2",
+        "DeepSpeed ZeRO stage 2",
+        "zero2.yaml",
+        "gradients, optimizer state and DeepSpeed's fp32 master weights",
+        "bf16 weights",
+        requires=("deepspeed",),
+    ),
+    "zero3": ShardingMode(
+        "zero3",
+        "DeepSpeed ZeRO stage 3",
+        "zero3.yaml",
+        "weights, gradients, optimizer state and fp32 master weights",
+        "the layer being computed; the whole model while sampling unless ds3_gather_for_generation=False",
+        requires=("deepspeed",),
+    ),
+    "fsdp": ShardingMode(
+        "fsdp",
+        "PyTorch FSDP2, full shard, transformer-layer wrap",
+        "fsdp.yaml",
+        "weights, gradients and optimizer state",
+        "the decoder layer being computed (plus one prefetched) and the LM head",
+    ),
 }
 
 
@@ -125,18 +152,23 @@ def accelerate_config(sharding: Sharding, num_processes: int, *, mixed_precision
 
     _check_processes(num_processes)
     if mixed_precision not in get_args(MixedPrecision):
-        raise ConfigError(f"mixed_precision={mixed_precision!r} is not valid; choose one of "
-                          f"{', '.join(get_args(MixedPrecision))} (fp16 on GPUs without bf16, such as T4 or V100)")
+        raise ConfigError(
+            f"mixed_precision={mixed_precision!r} is not valid; choose one of "
+            f"{', '.join(get_args(MixedPrecision))} (fp16 on GPUs without bf16, such as T4 or V100)"
+        )
     if sharding == "ddp" and num_processes < 2:
-        raise ConfigError("sharding 'ddp' needs at least 2 processes (accelerate refuses --multi_gpu with one); "
-                          "run without --num-processes on one GPU")
+        raise ConfigError(
+            "sharding 'ddp' needs at least 2 processes (accelerate refuses --multi_gpu with one); "
+            "run without --num-processes on one GPU"
+        )
     config = yaml.safe_load(config_path(sharding).read_text(encoding="utf-8"))
     config.update(num_processes=num_processes, mixed_precision=mixed_precision)
     return config
 
 
-def write_accelerate_config(sharding: Sharding, num_processes: int, path: str | os.PathLike[str], *,
-                            mixed_precision: MixedPrecision = "bf16") -> Path:
+def write_accelerate_config(
+    sharding: Sharding, num_processes: int, path: str | os.PathLike[str], *, mixed_precision: MixedPrecision = "bf16"
+) -> Path:
     """Write the config for ``sharding`` with ``num_processes`` to ``path`` (for ``accelerate launch``).
 
     The shipped file's comment header (what the mode divides, how to run it) is kept.
@@ -152,8 +184,15 @@ def write_accelerate_config(sharding: Sharding, num_processes: int, path: str | 
     return write_text(path, header + yaml.safe_dump(config, sort_keys=True))
 
 
-def launch_command(argv: Sequence[str], num_processes: int, sharding: Sharding | None = None, cuda: bool = False,
-                   *, config_file: str | os.PathLike[str] | None = None, python: str | None = None) -> list[str]:
+def launch_command(
+    argv: Sequence[str],
+    num_processes: int,
+    sharding: Sharding | None = None,
+    cuda: bool = False,
+    *,
+    config_file: str | os.PathLike[str] | None = None,
+    python: str | None = None,
+) -> list[str]:
     """The command that runs ``grpo-lite <argv>`` in ``num_processes`` processes.
 
     On CPU: ``torchrun --standalone`` (gloo; ``accelerate launch --cpu`` would start ONE process).
@@ -184,12 +223,26 @@ def launch_command(argv: Sequence[str], num_processes: int, sharding: Sharding |
     py = python or sys.executable
     if not cuda:
         if not mode.cpu:
-            raise ConfigError(f"sharding {mode.name!r} ({mode.engine}) runs only on CUDA GPUs, one per process; "
-                              "on CPU use --sharding ddp (gloo)")
+            raise ConfigError(
+                f"sharding {mode.name!r} ({mode.engine}) runs only on CUDA GPUs, one per process; "
+                "on CPU use --sharding ddp (gloo)"
+            )
         return [py, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), "-m", _MODULE, *argv]
     config = str(config_file) if config_file is not None else str(config_path(mode.name))
-    return [py, "-m", "accelerate.commands.launch", "--config_file", config, "--num_processes", str(n),
-            "--main_process_port", "0", "-m", _MODULE, *argv]  # port 0: accelerate picks a free one
+    return [
+        py,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        config,
+        "--num_processes",
+        str(n),
+        "--main_process_port",
+        "0",
+        "-m",
+        _MODULE,
+        *argv,
+    ]  # port 0: accelerate picks a free one
 
 
 def in_launched_process(env: Mapping[str, str] | None = None) -> bool:
@@ -220,8 +273,10 @@ def detect_sharding(env: Mapping[str, str] | None = None) -> Sharding:
         stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "")
         if stage in ("2", "3"):
             return "zero2" if stage == "2" else "zero3"
-        raise ConfigError(f"DeepSpeed ZeRO stage {stage or '(unset)'} is not modelled by the planner; launch with "
-                          "grpo-lite's zero2 or zero3 config (python -m grpo_lite.scale.distributed zero3 --output FILE)")
+        raise ConfigError(
+            f"DeepSpeed ZeRO stage {stage or '(unset)'} is not modelled by the planner; launch with "
+            "grpo-lite's zero2 or zero3 config (python -m grpo_lite.scale.distributed zero3 --output FILE)"
+        )
     if env.get("ACCELERATE_USE_FSDP", "").lower() == "true":
         return "fsdp"
     return "ddp" if int(env.get("WORLD_SIZE", "1")) > 1 else "none"
@@ -230,8 +285,10 @@ def detect_sharding(env: Mapping[str, str] | None = None) -> Sharding:
 # ---- what hardware a relaunch gets ---------------------------------------------------------------
 def _detect_gpus() -> tuple[int, float | None]:
     """GPU count and device 0's GiB, asked in a child process so this one creates no CUDA context."""
-    code = ("import json, torch\nfrom grpo_lite.planning.hardware import detect_vram\n"
-            "n = torch.cuda.device_count()\nprint(json.dumps([n, detect_vram()[0] if n else None]))")
+    code = (
+        "import json, torch\nfrom grpo_lite.planning.hardware import detect_vram\n"
+        "n = torch.cuda.device_count()\nprint(json.dumps([n, detect_vram()[0] if n else None]))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         return 0, None
@@ -241,8 +298,10 @@ def _detect_gpus() -> tuple[int, float | None]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m grpo_lite.scale.distributed SHARDING --num-processes N [--output FILE]``: write or print a config."""
-    parser = argparse.ArgumentParser(prog="python -m grpo_lite.scale.distributed",
-                                     description="Write the accelerate config grpo-lite ships for a sharding.")
+    parser = argparse.ArgumentParser(
+        prog="python -m grpo_lite.scale.distributed",
+        description="Write the accelerate config grpo-lite ships for a sharding.",
+    )
     parser.add_argument("sharding", choices=[s for s, m in SHARDINGS.items() if m.config])
     parser.add_argument("--num-processes", type=int, default=2, help="processes (GPUs); default 2")
     parser.add_argument("--mixed-precision", choices=get_args(MixedPrecision), default="bf16")
@@ -252,11 +311,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.output is None:
             import yaml
 
-            print(yaml.safe_dump(accelerate_config(args.sharding, args.num_processes,
-                                                   mixed_precision=args.mixed_precision), sort_keys=True), end="")
+            print(
+                yaml.safe_dump(
+                    accelerate_config(args.sharding, args.num_processes, mixed_precision=args.mixed_precision),
+                    sort_keys=True,
+                ),
+                end="",
+            )
         else:
-            print(write_accelerate_config(args.sharding, args.num_processes, args.output,
-                                          mixed_precision=args.mixed_precision))
+            print(
+                write_accelerate_config(
+                    args.sharding, args.num_processes, args.output, mixed_precision=args.mixed_precision
+                )
+            )
     except GrpoLiteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -46,8 +46,16 @@ Kernel = Literal["flash", "efficient", "math"]
 _MASK_ALIGNMENT = 8  # the efficient kernel's bias columns (preprocess_mask in attention.cpp)
 
 
-def choose_kernel(arch: GpuArch, dtype: torch.dtype, *, head_dim: int, masked: bool, requires_grad: bool,
-                  dropout_p: float = 0.0, square_causal: bool = True) -> Kernel:
+def choose_kernel(
+    arch: GpuArch,
+    dtype: torch.dtype,
+    *,
+    head_dim: int,
+    masked: bool,
+    requires_grad: bool,
+    dropout_p: float = 0.0,
+    square_causal: bool = True,
+) -> Kernel:
     """The kernel torch's CUDA dispatcher picks (flash, then efficient, then math), for dense inputs."""
     if arch not in GPU_ARCHES:
         raise ValueError(f"unknown GPU architecture {arch!r}; choose one of {', '.join(GPU_ARCHES)}")
@@ -65,8 +73,11 @@ def _bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
     """A boolean mask as the additive bias the fused kernels take (torch's ``convert_boolean_attn_mask``)."""
     if mask.dtype != torch.bool:
         return mask
-    return torch.where(mask, torch.zeros((), dtype=dtype, device=mask.device),
-                       torch.full((), float("-inf"), dtype=dtype, device=mask.device))
+    return torch.where(
+        mask,
+        torch.zeros((), dtype=dtype, device=mask.device),
+        torch.full((), float("-inf"), dtype=dtype, device=mask.device),
+    )
 
 
 def _aligned(bias: Tensor) -> Tensor:
@@ -83,18 +94,34 @@ def cuda_sdpa(arch: GpuArch, calls: Counter[str], dtype: torch.dtype | None = No
     choice in ``calls`` (``"flash"``, ``"efficient (no grad)"``...). ``dtype``: cast q, k, v to it first
     (autocast puts ``scaled_dot_product_attention`` on its lower-precision list); None: leave them."""
 
-    def sdpa(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-             is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Tensor:
+    def sdpa(
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        attn_mask: Tensor | None = None,
+        dropout_p: float = 0.0,
+        is_causal: bool = False,
+        scale: float | None = None,
+        enable_gqa: bool = False,
+    ) -> Tensor:
         if dtype is not None and query.dtype != dtype and query.is_floating_point():
             query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
         grad = query.requires_grad or key.requires_grad or value.requires_grad
         square = not is_causal or query.size(-2) == key.size(-2)
-        kernel = choose_kernel(arch, query.dtype, head_dim=query.size(-1), masked=attn_mask is not None,
-                               requires_grad=grad, dropout_p=dropout_p, square_causal=square)
+        kernel = choose_kernel(
+            arch,
+            query.dtype,
+            head_dim=query.size(-1),
+            masked=attn_mask is not None,
+            requires_grad=grad,
+            dropout_p=dropout_p,
+            square_causal=square,
+        )
         calls[kernel if grad else f"{kernel} (no grad)"] += 1
         if kernel == "flash":
             return torch.ops.aten._scaled_dot_product_flash_attention(
-                query, key, value, dropout_p, is_causal, False, scale=scale)[0]
+                query, key, value, dropout_p, is_causal, False, scale=scale
+            )[0]
         if enable_gqa and key.size(-3) != query.size(-3):  # not reached by transformers' calls (mask => repeat_kv)
             repeat = query.size(-3) // key.size(-3)
             key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
@@ -103,8 +130,10 @@ def cuda_sdpa(arch: GpuArch, calls: Counter[str], dtype: torch.dtype | None = No
             if bias is not None:
                 bias = _aligned(bias).expand(query.size(0), query.size(1), query.size(2), key.size(2))
             return torch.ops.aten._scaled_dot_product_efficient_attention(
-                query, key, value, bias, grad, dropout_p, is_causal, scale=scale)[0]
+                query, key, value, bias, grad, dropout_p, is_causal, scale=scale
+            )[0]
         return torch.ops.aten._scaled_dot_product_attention_math(
-            query, key, value, bias, dropout_p, is_causal, None, scale=scale)[0]
+            query, key, value, bias, dropout_p, is_causal, None, scale=scale
+        )[0]
 
     return sdpa

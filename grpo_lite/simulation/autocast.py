@@ -26,20 +26,78 @@ from torch.utils._pytree import tree_map
 __all__ = ["FP32_OPS", "LOWER_PRECISION_OPS", "CudaAutocast", "active", "suspended"]
 
 # autocast_mode.cpp, CUDA: "lower_precision_fp" (the matrix products)
-LOWER_PRECISION_OPS = frozenset({
-    "linear", "matmul", "__matmul__", "__rmatmul__", "mm", "mv", "bmm", "addmm", "addmv", "addr", "baddbmm",
-    "addbmm", "einsum", "chain_matmul", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-    "conv_transpose3d", "prelu",
-})
+LOWER_PRECISION_OPS = frozenset(
+    {
+        "linear",
+        "matmul",
+        "__matmul__",
+        "__rmatmul__",
+        "mm",
+        "mv",
+        "bmm",
+        "addmm",
+        "addmv",
+        "addr",
+        "baddbmm",
+        "addbmm",
+        "einsum",
+        "chain_matmul",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "prelu",
+    }
+)
 # "fp32" (ops run in fp32 whatever their inputs)
-FP32_OPS = frozenset({
-    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt",
-    "sinh", "tan", "pow", "__pow__", "softplus", "layer_norm", "group_norm", "norm", "cosine_similarity",
-    "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "hinge_embedding_loss", "kl_div", "l1_loss",
-    "smooth_l1_loss", "huber_loss", "mse_loss", "margin_ranking_loss", "multilabel_margin_loss",
-    "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss", "binary_cross_entropy_with_logits", "dist",
-    "pdist", "cdist", "renorm", "logsumexp", "cross_entropy",
-})
+FP32_OPS = frozenset(
+    {
+        "acos",
+        "asin",
+        "cosh",
+        "erfinv",
+        "exp",
+        "expm1",
+        "log",
+        "log10",
+        "log2",
+        "log1p",
+        "reciprocal",
+        "rsqrt",
+        "sinh",
+        "tan",
+        "pow",
+        "__pow__",
+        "softplus",
+        "layer_norm",
+        "group_norm",
+        "norm",
+        "cosine_similarity",
+        "poisson_nll_loss",
+        "cosine_embedding_loss",
+        "nll_loss",
+        "hinge_embedding_loss",
+        "kl_div",
+        "l1_loss",
+        "smooth_l1_loss",
+        "huber_loss",
+        "mse_loss",
+        "margin_ranking_loss",
+        "multilabel_margin_loss",
+        "soft_margin_loss",
+        "triplet_margin_loss",
+        "multi_margin_loss",
+        "binary_cross_entropy_with_logits",
+        "dist",
+        "pdist",
+        "cdist",
+        "renorm",
+        "logsumexp",
+        "cross_entropy",
+    }
+)
 # "fp32_set_opt_dtype" (reductions with a dtype argument: run with dtype=float32 on 16-bit inputs)
 FP32_DTYPE_OPS = frozenset({"softmax", "log_softmax", "cumsum", "cumprod", "prod", "sum"})
 _LOW = (torch.float16, torch.bfloat16)
@@ -90,10 +148,18 @@ class CudaAutocast(TorchFunctionMode):
         if self.enabled and name in LOWER_PRECISION_OPS:
             args, kwargs = tree_map(lambda v: self._cast(v, self.dtype, cache=True), (args, kwargs))
         elif self.enabled and name in FP32_OPS:
-            args, kwargs = tree_map(lambda v: self._cast(v, torch.float32, cache=False) if isinstance(v, Tensor)
-                                    and v.dtype in _LOW else v, (args, kwargs))
-        elif self.enabled and name in FP32_DTYPE_OPS and "dtype" not in kwargs and args and \
-                isinstance(args[0], Tensor) and args[0].dtype in _LOW:
+            args, kwargs = tree_map(
+                lambda v: self._cast(v, torch.float32, cache=False) if isinstance(v, Tensor) and v.dtype in _LOW else v,
+                (args, kwargs),
+            )
+        elif (
+            self.enabled
+            and name in FP32_DTYPE_OPS
+            and "dtype" not in kwargs
+            and args
+            and isinstance(args[0], Tensor)
+            and args[0].dtype in _LOW
+        ):
             kwargs = {**kwargs, "dtype": torch.float32}
         return func(*args, **kwargs)
 

@@ -80,14 +80,25 @@ def _key(arch: Architecture, s: StepSettings) -> str:
     from dataclasses import asdict
     from importlib.metadata import version
 
-    model = arch.config_json or json.dumps({k: v for k, v in asdict(arch).items() if k not in ("source", "hub_ids")},
-                                           sort_keys=True)
-    shaping = {"model": model, "dtype": s.dtype, "bf16": s.bf16, "fp16": s.fp16, "method": s.method,
-               "lora_r": s.lora_r, "lora_dropout": s.lora_dropout,
-               "targets": list(_targets(arch, s)) if s.is_peft else None, "quantization": s.quantization,
-               "double_quant": s.double_quant, "checkpointing": s.gradient_checkpointing,
-               "shared_prefix": s.shared_prefix, "lengths": TRACE_LENGTHS,
-               "versions": [version(p) for p in ("torch", "transformers", "peft", "bitsandbytes")] + [_VERSION]}
+    model = arch.config_json or json.dumps(
+        {k: v for k, v in asdict(arch).items() if k not in ("source", "hub_ids")}, sort_keys=True
+    )
+    shaping = {
+        "model": model,
+        "dtype": s.dtype,
+        "bf16": s.bf16,
+        "fp16": s.fp16,
+        "method": s.method,
+        "lora_r": s.lora_r,
+        "lora_dropout": s.lora_dropout,
+        "targets": list(_targets(arch, s)) if s.is_peft else None,
+        "quantization": s.quantization,
+        "double_quant": s.double_quant,
+        "checkpointing": s.gradient_checkpointing,
+        "shared_prefix": s.shared_prefix,
+        "lengths": TRACE_LENGTHS,
+        "versions": [version(p) for p in ("torch", "transformers", "peft", "bitsandbytes")] + [_VERSION],
+    }
     return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -110,8 +121,9 @@ def _write(key: str, terms: BlockTerms) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f"{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"saved": terms.saved, "backward": terms.backward, "how": terms.how}),
-                       encoding="utf-8")
+        tmp.write_text(
+            json.dumps({"saved": terms.saved, "backward": terms.backward, "how": terms.how}), encoding="utf-8"
+        )
         os.replace(tmp, folder / f"{key}.json")
     except OSError:  # a read-only home: the in-memory cache still serves this process
         pass
@@ -126,8 +138,13 @@ def _lora(arch: Architecture, s: StepSettings) -> dict[str, Any] | None:
     if not s.is_peft:
         return None
     targets = _targets(arch, s)
-    return {"r": s.lora_r, "lora_alpha": 2 * s.lora_r, "lora_dropout": s.lora_dropout,
-            "target_modules": list(targets) if targets else "all-linear", "task_type": "CAUSAL_LM"}
+    return {
+        "r": s.lora_r,
+        "lora_alpha": 2 * s.lora_r,
+        "lora_dropout": s.lora_dropout,
+        "target_modules": list(targets) if targets else "all-linear",
+        "task_type": "CAUSAL_LM",
+    }
 
 
 def traced_block_terms(arch: Architecture, s: StepSettings) -> BlockTerms | None:
@@ -147,8 +164,11 @@ def traced_block_terms(arch: Architecture, s: StepSettings) -> BlockTerms | None
         try:
             terms = _trace_all(arch, s, _config(arch))
         except Exception as exc:  # noqa: BLE001 - any failure of a model's code on meta: keep the formulas
-            warnings.warn(f"could not trace a block of {arch.name} on the meta device ({type(exc).__name__}: "
-                          f"{exc}); planning it with the Llama formulas", stacklevel=2)
+            warnings.warn(
+                f"could not trace a block of {arch.name} on the meta device ({type(exc).__name__}: "
+                f"{exc}); planning it with the Llama formulas",
+                stacklevel=2,
+            )
             _MEMORY[key] = None
             return None
         _write(key, terms)
@@ -159,8 +179,11 @@ def traced_block_terms(arch: Architecture, s: StepSettings) -> BlockTerms | None
 def _kinds(config: Any) -> Counter[tuple[tuple[str, Any], ...]]:
     """How many layers of each kind: the values of the per-layer config lists at each layer."""
     layers = config.num_hidden_layers
-    lists = [name for name in _PER_LAYER_LISTS
-             if isinstance(getattr(config, name, None), list) and len(getattr(config, name)) == layers]
+    lists = [
+        name
+        for name in _PER_LAYER_LISTS
+        if isinstance(getattr(config, name, None), list) and len(getattr(config, name)) == layers
+    ]
     return Counter(tuple((name, getattr(config, name)[i]) for name in lists) for i in range(layers))
 
 
@@ -230,8 +253,9 @@ def _layer_class(config: Any) -> str:
     return name.replace("ForCausalLM", "DecoderLayer")
 
 
-def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any], seq: int,
-           rows: int = 1) -> tuple[float, list[float]]:
+def _trace(
+    arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any], seq: int, rows: int = 1
+) -> tuple[float, list[float]]:
     """``(saved, backward)`` bytes per token of the middle of three layers of ``kind``, ``rows`` rows of ``seq``
     tokens. ``backward`` is the middle layer's backward as a timeline: the live transient bytes above what was alive
     as it started its forward, after each op from its output's gradient to its input's."""
@@ -272,9 +296,13 @@ def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any
     quiet.setLevel(logging.ERROR)
     with cuda_semantics(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lm, model, constants = build_model(small, s.dtype, lora=_lora(arch, s),
-                                           quantization=model_kwargs(s).get("quantization"),
-                                           checkpointing={} if s.gradient_checkpointing else None)
+        lm, model, constants = build_model(
+            small,
+            s.dtype,
+            lora=_lora(arch, s),
+            quantization=model_kwargs(s).get("quantization"),
+            checkpointing={} if s.gradient_checkpointing else None,
+        )
         tracker.track_module(model)
         for constant in constants:
             tracker.register(constant, "param")
@@ -296,11 +324,16 @@ def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any
                 marks["middle"] = transient()
                 hidden.register_hook(start_block)
 
-        handles = [middle.register_forward_pre_hook(before_middle, with_kwargs=True),
-                   last.register_forward_pre_hook(before_last, with_kwargs=True)]
+        handles = [
+            middle.register_forward_pre_hook(before_middle, with_kwargs=True),
+            last.register_forward_pre_hook(before_last, with_kwargs=True),
+        ]
         ids = torch.zeros(rows, seq, dtype=torch.long, device=meta)
         if s.shared_prefix:  # the packed forward: a 4-D block mask and explicit positions
-            inputs = {"attention_mask": torch.ones(rows, 1, seq, seq, dtype=torch.bool, device=meta), "position_ids": ids}
+            inputs = {
+                "attention_mask": torch.ones(rows, 1, seq, seq, dtype=torch.bool, device=meta),
+                "position_ids": ids,
+            }
         else:
             inputs = {"attention_mask": ids}
         autocast = amp.CudaAutocast(torch.bfloat16) if s.bf16 else contextlib.nullcontext()
@@ -318,4 +351,6 @@ def _trace(arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any
             for handle in handles:
                 handle.remove()
     tokens = rows * seq
-    return (marks["middle"] - marks["first"]) / tokens, [(live - outside - marks["first"]) / tokens for live in timeline]
+    return (marks["middle"] - marks["first"]) / tokens, [
+        (live - outside - marks["first"]) / tokens for live in timeline
+    ]

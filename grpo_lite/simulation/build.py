@@ -70,8 +70,10 @@ def _config(plan: Plan) -> Any:
     try:
         return AutoConfig.from_pretrained(plan.model.model_id)
     except (OSError, ValueError) as exc:
-        raise ModelError(f"cannot read the config of {plan.model.model_id!r} to simulate it: {exc}; pass a local "
-                         "folder with config.json") from exc
+        raise ModelError(
+            f"cannot read the config of {plan.model.model_id!r} to simulate it: {exc}; pass a local "
+            "folder with config.json"
+        ) from exc
 
 
 def grpo_args(plan: Plan) -> Any:
@@ -103,10 +105,15 @@ def _quantize_nf4(model: nn.Module, quantization: dict[str, Any]) -> list[torch.
     for module in model.modules():
         if isinstance(module, bnb.nn.Linear4bit):
             shape = module.weight.shape
-            weight = bnb.nn.Params4bit(torch.empty(shape, device="meta", dtype=config.bnb_4bit_compute_dtype),
-                                       requires_grad=False, quant_type=config.bnb_4bit_quant_type,
-                                       compress_statistics=config.bnb_4bit_use_double_quant, blocksize=64,
-                                       quant_storage=torch.uint8, module=module)
+            weight = bnb.nn.Params4bit(
+                torch.empty(shape, device="meta", dtype=config.bnb_4bit_compute_dtype),
+                requires_grad=False,
+                quant_type=config.bnb_4bit_quant_type,
+                compress_statistics=config.bnb_4bit_use_double_quant,
+                blocksize=64,
+                quant_storage=torch.uint8,
+                module=module,
+            )
             module.weight = weight._quantize("meta")
             state = module.weight.quant_state
             constants += [state.absmax, state.code]
@@ -133,8 +140,9 @@ def _checkpointing(model: nn.Module, checkpointing_kwargs: dict[str, Any] | None
     kwargs = dict(checkpointing_kwargs or {})
     every = kwargs.pop("every_n_layers", 1)
     offload = kwargs.pop("offload", False)
-    model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs or None, every_n_layers=every,
-                                          offload=offload)
+    model.activation_checkpointing_enable(
+        activation_checkpointing_kwargs=kwargs or None, every_n_layers=every, offload=offload
+    )
     if hasattr(model, "peft_config"):
         model.enable_input_require_grads()  # TRL: PEFT with checkpointing
 
@@ -155,8 +163,14 @@ def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
     return LiteGRPOTrainer.create_optimizer(shell)
 
 
-def build_model(config: Any, dtype: str, *, lora: dict[str, Any] | None, quantization: dict[str, Any] | None,
-                checkpointing: dict[str, Any] | None) -> tuple[nn.Module, nn.Module, list[torch.Tensor]]:
+def build_model(
+    config: Any,
+    dtype: str,
+    *,
+    lora: dict[str, Any] | None,
+    quantization: dict[str, Any] | None,
+    checkpointing: dict[str, Any] | None,
+) -> tuple[nn.Module, nn.Module, list[torch.Tensor]]:
     """A model from ``config`` on meta as training loads it: the load dtype, NF4 linears, LoRA, checkpointing.
 
     Args:
@@ -189,10 +203,19 @@ def build(plan: Plan) -> Built:
 
     args = grpo_args(plan)
     checkpointing = args.gradient_checkpointing_kwargs or {} if args.gradient_checkpointing else None
-    lm, model, constants = build_model(_config(plan), plan.model_kwargs.get("dtype", "bfloat16"), lora=plan.lora,
-                                       quantization=plan.model_kwargs.get("quantization"), checkpointing=checkpointing)
-    add_fused_lm_head(lm, temperature=args.temperature, cast_lm_head_to_fp32=args.cast_lm_head_to_fp32,
-                      outputs=("log_probs", "entropy"))  # as GRPOTrainer.__init__ adds it
+    lm, model, constants = build_model(
+        _config(plan),
+        plan.model_kwargs.get("dtype", "bfloat16"),
+        lora=plan.lora,
+        quantization=plan.model_kwargs.get("quantization"),
+        checkpointing=checkpointing,
+    )
+    add_fused_lm_head(
+        lm,
+        temperature=args.temperature,
+        cast_lm_head_to_fp32=args.cast_lm_head_to_fp32,
+        outputs=("log_probs", "entropy"),
+    )  # as GRPOTrainer.__init__ adds it
     optimizer = _optimizer(plan, model, args)
     monitor = UpdateMonitor(seed=args.seed)
     monitor.setup(model, optimizer)

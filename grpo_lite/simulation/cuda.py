@@ -67,9 +67,16 @@ class GpuChoices:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able."""
-        return {"arch": self.arch, "gpu": GPU_ARCHES[self.arch], "padded": self.padded,
-                "attention": dict(self.attention), "optimizer": self.optimizer, "lm_head": self.lm_head,
-                "autocast": self.autocast, "notes": list(self.notes)}
+        return {
+            "arch": self.arch,
+            "gpu": GPU_ARCHES[self.arch],
+            "padded": self.padded,
+            "attention": dict(self.attention),
+            "optimizer": self.optimizer,
+            "lm_head": self.lm_head,
+            "autocast": self.autocast,
+            "notes": list(self.notes),
+        }
 
 
 _MISSING = object()
@@ -118,8 +125,10 @@ def _patch_trl_head(patches: _Patches, choices: GpuChoices) -> None:
     import trl.kernels.chunked_logprob as chunked
 
     if trl_head_source_hash() != TRL_HEAD_SOURCE:
-        message = ("trl's chunked log-prob head is not the code the simulation was written against: simulating "
-                   "TRL's own torch fold (its CPU path, with extra fp32 tiles) instead of the CUDA kernel")
+        message = (
+            "trl's chunked log-prob head is not the code the simulation was written against: simulating "
+            "TRL's own torch fold (its CPU path, with extra fp32 tiles) instead of the CUDA kernel"
+        )
         warnings.warn(message, stacklevel=3)
         choices.lm_head = "TRL's torch fold (CPU path): " + message
         return
@@ -134,8 +143,10 @@ def _patch_trl_head(patches: _Patches, choices: GpuChoices) -> None:
     if not hasattr(chunked, "triton"):  # the backward sizes its Triton grid with triton.cdiv
         patches.set(chunked, "triton", types.SimpleNamespace(cdiv=lambda a, b: -(-a // b)))
     vocab_tile = getattr(trl_utils, "_CHUNKED_LOGPROB_CHUNK_SIZE", "?")
-    choices.lm_head = (f"TRL's chunked log-prob, Triton path: [min(N, {chunked.TOKEN_CHUNK_SIZE}) x {vocab_tile}] tile "
-                       "buffer folded in place, fp32 gradients by addmm(out_dtype=float32)")
+    choices.lm_head = (
+        f"TRL's chunked log-prob, Triton path: [min(N, {chunked.TOKEN_CHUNK_SIZE}) x {vocab_tile}] tile "
+        "buffer folded in place, fp32 gradients by addmm(out_dtype=float32)"
+    )
 
 
 def _patch_padding(patches: _Patches, padded: bool) -> None:
@@ -182,15 +193,18 @@ def _patch_autocast(patches: _Patches) -> None:
 
     original = generic.maybe_autocast
 
-    def maybe_autocast(device_type: str, dtype: torch.dtype | None = None, enabled: bool = True,
-                       cache_enabled: bool | None = None) -> Any:
+    def maybe_autocast(
+        device_type: str, dtype: torch.dtype | None = None, enabled: bool = True, cache_enabled: bool | None = None
+    ) -> Any:
         if device_type == "meta":
             return amp.suspended(enabled, dtype) if amp.active() is not None or enabled else contextlib.nullcontext()
         return original(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     for module in list(sys.modules.values()):  # the modeling files import it by name
-        if getattr(module, "__name__", "").startswith("transformers") and \
-                getattr(module, "maybe_autocast", None) is original:
+        if (
+            getattr(module, "__name__", "").startswith("transformers")
+            and getattr(module, "maybe_autocast", None) is original
+        ):
             patches.set(module, "maybe_autocast", maybe_autocast)
 
 
@@ -202,8 +216,9 @@ def _patch_optimizer_defaults(patches: _Patches) -> None:
     def plus_meta(original: Any) -> Any:
         return lambda: [*original(), "meta"]
 
-    patches.set(foreach, "_get_foreach_kernels_supported_devices",
-                plus_meta(foreach._get_foreach_kernels_supported_devices))
+    patches.set(
+        foreach, "_get_foreach_kernels_supported_devices", plus_meta(foreach._get_foreach_kernels_supported_devices)
+    )
     for name in ("_get_foreach_kernels_supported_devices", "_get_fused_kernels_supported_devices"):
         patches.set(optimizer, name, plus_meta(getattr(optimizer, name)))
     patches.set(torch.cuda, "synchronize", lambda device=None: None)
@@ -219,8 +234,11 @@ def _patch_optimizer_defaults(patches: _Patches) -> None:
         return original(self, p, dtype=dtype)
 
     patches.set(Optimizer8bit, "get_state_buffer", get_state_buffer)
-    patches.set(torch.ops.bitsandbytes, "optimizer_update_32bit",
-                _WithoutMetaNorm(torch.ops.bitsandbytes.optimizer_update_32bit))
+    patches.set(
+        torch.ops.bitsandbytes,
+        "optimizer_update_32bit",
+        _WithoutMetaNorm(torch.ops.bitsandbytes.optimizer_update_32bit),
+    )
 
 
 class _WithoutMetaNorm:
@@ -234,8 +252,9 @@ class _WithoutMetaNorm:
         return getattr(self._packet, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        args = tuple(0.0 if isinstance(a, torch.Tensor) and a.device.type == "meta" and a.dim() == 0 else a
-                     for a in args)
+        args = tuple(
+            0.0 if isinstance(a, torch.Tensor) and a.device.type == "meta" and a.dim() == 0 else a for a in args
+        )
         return self._packet(*args, **kwargs)
 
 

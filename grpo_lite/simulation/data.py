@@ -76,17 +76,27 @@ class BatchData(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         first = args[0] if args else None
-        if type(first) is torch.nn.Parameter or (isinstance(first, Tensor) and first.is_floating_point()
-                                                 and first.device.type == "meta" and first not in self._twins
-                                                 and func not in _INDEXING and func is not aten._local_scalar_dense.default):
+        if type(first) is torch.nn.Parameter or (
+            isinstance(first, Tensor)
+            and first.is_floating_point()
+            and first.device.type == "meta"
+            and first not in self._twins
+            and func not in _INDEXING
+            and func is not aten._local_scalar_dense.default
+        ):
             return func(*args, **kwargs)  # the model's own tensors (most ops): nothing to keep
         leaves, _ = tree_flatten((args, kwargs))
         metas = [x for x in leaves if _is_meta(x)]
         known = all(x in self._twins for x in metas)
         if func is aten._local_scalar_dense.default:
             return self._scalar(args[0], known)
-        if func is aten._to_copy.default and known and metas and kwargs.get("device") is not None \
-                and not _makes_meta(kwargs):  # .cpu(), .tolist(): the twin's values
+        if (
+            func is aten._to_copy.default
+            and known
+            and metas
+            and kwargs.get("device") is not None
+            and not _makes_meta(kwargs)
+        ):  # .cpu(), .tolist(): the twin's values
             return func(self._twins[args[0]], **kwargs)
         factory = not metas
         if factory and not _makes_meta(kwargs):
@@ -108,8 +118,14 @@ class BatchData(TorchDispatchMode):
             return out  # an attention mask the model builds: its values decide no shape
         cpu_out = func(*tree_map(self._twin, args), **tree_map(self._twin, kwargs))
         if out is None:
-            out = tree_map(lambda c: torch.empty_strided(c.size(), c.stride(), dtype=c.dtype, device=META)
-                           if isinstance(c, Tensor) else c, cpu_out)
+            out = tree_map(
+                lambda c: (
+                    torch.empty_strided(c.size(), c.stride(), dtype=c.dtype, device=META)
+                    if isinstance(c, Tensor)
+                    else c
+                ),
+                cpu_out,
+            )
         for m, c in zip(tree_flatten(out)[0], tree_flatten(cpu_out)[0]):
             if _is_meta(m) and isinstance(c, Tensor):
                 self._twins[m] = c

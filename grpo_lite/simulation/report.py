@@ -36,9 +36,11 @@ def simulation_tables(sim: Simulation) -> Group:
 
     s = sim.estimate.settings
     checks = {c.phase: c for c in sim.checks()}
-    title = (f"simulated at full size on the meta device, GiB: {sim.model}, {sim.preset}, {s.num_generations} x "
-             f"{s.max_prompt_length} + {s.max_completion_length} tokens, micro-batch {s.per_device_train_batch_size}"
-             f" x {s.gradient_accumulation_steps}{', shared prefix' if s.shared_prefix else ''}")
+    title = (
+        f"simulated at full size on the meta device, GiB: {sim.model}, {sim.preset}, {s.num_generations} x "
+        f"{s.max_prompt_length} + {s.max_completion_length} tokens, micro-batch {s.per_device_train_batch_size}"
+        f" x {s.gradient_accumulation_steps}{', shared prefix' if s.shared_prefix else ''}"
+    )
     phases = Table(title=title, title_justify="left")
     for col in ("phase", "planned (tensors)", "simulated", "simulated/planned"):
         phases.add_column(col, justify="left" if col == "phase" else "right")
@@ -64,8 +66,11 @@ def simulation_tables(sim: Simulation) -> Group:
     choices = Table(title=f"what a GPU ({gpu.arch}) runs, and the simulation ran in its place", title_justify="left")
     choices.add_column("choice")
     choices.add_column("simulated as")
-    choices.add_row("attention", ", ".join(f"{k} x {v}" for k, v in sorted(gpu.attention.items())) +
-                    (" (batches padded: a mask)" if gpu.padded else " (no padding: no mask)"))
+    choices.add_row(
+        "attention",
+        ", ".join(f"{k} x {v}" for k, v in sorted(gpu.attention.items()))
+        + (" (batches padded: a mask)" if gpu.padded else " (no padding: no mask)"),
+    )
     choices.add_row("optimizer", escape(gpu.optimizer))
     choices.add_row("LM head", escape(gpu.lm_head))
     choices.add_row("autocast", escape(gpu.autocast))
@@ -78,23 +83,34 @@ def simulation_tables(sim: Simulation) -> Group:
         if b:
             constants.add_row(name, _g(b), escape(detail))
     verdict = "agrees" if sim.agrees() else "DISAGREES"
-    line = Text(f"{verdict}: the largest phase error is {sim.worst_error():.1%} (tolerance {sim.tolerance:.0%}); "
-                f"simulated peak {_g(sim.peak.peak_bytes)} GiB ({sim.peak.name}) + the constants above; "
-                f"the simulation took {sim.wall_s:.1f} s")
+    line = Text(
+        f"{verdict}: the largest phase error is {sim.worst_error():.1%} (tolerance {sim.tolerance:.0%}); "
+        f"simulated peak {_g(sim.peak.peak_bytes)} GiB ({sim.peak.name}) + the constants above; "
+        f"the simulation took {sim.wall_s:.1f} s"
+    )
     return Group(phases, parts, choices, constants, line)
 
 
 def row_of(label: str, sim: Simulation) -> dict[str, Any]:
     """One row of the docs' GPU table: the settings, each phase planned / simulated (bytes), the plan's total."""
     s = sim.estimate.settings
-    return {"label": label, "model": sim.model, "preset": sim.preset,
-            "shape": f"{s.num_generations} x {s.max_prompt_length} + {s.max_completion_length}, "
-                     f"{s.per_device_train_batch_size} x {s.gradient_accumulation_steps}",
-            "shared_prefix": s.shared_prefix, "checkpointing": s.gradient_checkpointing, "optim": s.optim,
-            "phases": {c.phase: [round(c.planned), round(c.measured)] for c in sim.checks()},
-            "planned_total": round(sim.estimate.total_bytes), "planned_peak_phase": sim.estimate.peak_phase,
-            "non_tensor": round(sum(b for b, _ in sim.non_tensor().values())), "wall_s": round(sim.wall_s, 1),
-            "attention": dict(sim.choices.attention), "optimizer": sim.choices.optimizer}
+    return {
+        "label": label,
+        "model": sim.model,
+        "preset": sim.preset,
+        "shape": f"{s.num_generations} x {s.max_prompt_length} + {s.max_completion_length}, "
+        f"{s.per_device_train_batch_size} x {s.gradient_accumulation_steps}",
+        "shared_prefix": s.shared_prefix,
+        "checkpointing": s.gradient_checkpointing,
+        "optim": s.optim,
+        "phases": {c.phase: [round(c.planned), round(c.measured)] for c in sim.checks()},
+        "planned_total": round(sim.estimate.total_bytes),
+        "planned_peak_phase": sim.estimate.peak_phase,
+        "non_tensor": round(sum(b for b, _ in sim.non_tensor().values())),
+        "wall_s": round(sim.wall_s, 1),
+        "attention": dict(sim.choices.attention),
+        "optimizer": sim.choices.optimizer,
+    }
 
 
 _ORDER = ("generation", "scoring", "backward_head", "backward_layers", "optimizer_step")
@@ -110,17 +126,22 @@ def simulation_markdown(rows: list[dict[str, Any]], *, held_out: bool = False) -
     The first column says whether the memory model's terms were tuned on the row (``held_out=False``: the rows of
     benchmarks/gpu_sim.py) or not (the held-out rows); a held-out row that did not run says why.
     """
-    head = ("| rows | configuration | preset | checkpointing | generations x P + C, micro-batch | shared prefix | "
-            "planned peak GiB (tensors + constants) | " + " | ".join(f"{p}: planned / simulated GiB" for p in _ORDER)
-            + " | largest error |")
+    head = (
+        "| rows | configuration | preset | checkpointing | generations x P + C, micro-batch | shared prefix | "
+        "planned peak GiB (tensors + constants) | "
+        + " | ".join(f"{p}: planned / simulated GiB" for p in _ORDER)
+        + " | largest error |"
+    )
     lines = [head, "|" + "---|" * 6 + "---:|" + "---:|" * len(_ORDER) + "---:|"]
     kind = "held out" if held_out else "tuned on"
     for row in rows:
         if "error" in row:
             config = row["plan_kwargs"]
-            lines.append(f"| {kind} | {row['label']} | {config.get('preset', '')} | "
-                         f"{'on' if config.get('gradient_checkpointing') else 'off'} | did not run: "
-                         f"{row['error'].replace('|', '/')[:160]} |" + " |" * (len(_ORDER) + 3))
+            lines.append(
+                f"| {kind} | {row['label']} | {config.get('preset', '')} | "
+                f"{'on' if config.get('gradient_checkpointing') else 'off'} | did not run: "
+                f"{row['error'].replace('|', '/')[:160]} |" + " |" * (len(_ORDER) + 3)
+            )
             continue
         cells = []
         for phase in _ORDER:
@@ -131,10 +152,13 @@ def simulation_markdown(rows: list[dict[str, Any]], *, held_out: bool = False) -
             planned, simulated = pair
             cells.append(f"{_g(planned)} / {_g(simulated)} ({simulated / planned - 1:+.1%})")
         total = row["planned_total"]
-        lines.append(f"| {kind} | {row['label']} | {row['preset']} | {'on' if row['checkpointing'] else 'off'} | "
-                     f"{row['shape']} | {'on' if row['shared_prefix'] else 'off'} | {_g(total)} "
-                     f"({_g(total - row['non_tensor'])} + {_g(row['non_tensor'])}) | " + " | ".join(cells)
-                     + f" | {_largest_error(row):.1%} |")
+        lines.append(
+            f"| {kind} | {row['label']} | {row['preset']} | {'on' if row['checkpointing'] else 'off'} | "
+            f"{row['shape']} | {'on' if row['shared_prefix'] else 'off'} | {_g(total)} "
+            f"({_g(total - row['non_tensor'])} + {_g(row['non_tensor'])}) | "
+            + " | ".join(cells)
+            + f" | {_largest_error(row):.1%} |"
+        )
     return "\n".join(lines)
 
 
@@ -147,6 +171,8 @@ def held_out_markdown(rows: list[dict[str, Any]]) -> str:
         mid = len(ran) // 2
         median = ran[mid] if len(ran) % 2 else (ran[mid - 1] + ran[mid]) / 2
         over = sum(e > 0.05 for e in ran)
-        summary = (f"{len(ran)} of {len(rows)} held-out rows ran; the largest phase error of a row: median "
-                   f"{median:.1%}, worst {ran[-1]:.1%}; {over} row{'s' if over != 1 else ''} over 5%.")
+        summary = (
+            f"{len(ran)} of {len(rows)} held-out rows ran; the largest phase error of a row: median "
+            f"{median:.1%}, worst {ran[-1]:.1%}; {over} row{'s' if over != 1 else ''} over 5%."
+        )
     return simulation_markdown(rows, held_out=True) + "\n\n" + summary

@@ -20,8 +20,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.estimate import MemoryEstimate
     from grpo_lite.simulation.cuda import GpuChoices
 
-__all__ = ["NON_TENSOR", "SIMULATED_PHASES", "TOLERANCE", "PhaseCheck", "Simulation", "SimulatedPhase", "compare",
-           "planned_tensor_bytes"]
+__all__ = [
+    "NON_TENSOR",
+    "SIMULATED_PHASES",
+    "TOLERANCE",
+    "PhaseCheck",
+    "Simulation",
+    "SimulatedPhase",
+    "compare",
+    "planned_tensor_bytes",
+]
 
 TOLERANCE = 0.05  # simulated / planned tensor bytes must stay within 1 +- this, per phase
 SIMULATED_PHASES = ("generation", "scoring", "forward", "backward_head", "backward_layers", "optimizer_step")
@@ -123,12 +131,21 @@ class Simulation:
             if p.name in checks:
                 row.update(planned=round(checks[p.name].planned), ratio=round(checks[p.name].ratio, 4))
             phases[p.name] = row
-        return {"model": self.model, "preset": self.preset, "phases": phases,
-                "simulated_peak_phase": self.peak.name, "simulated_peak": self.peak.peak_bytes,
-                "planned_peak_phase": self.estimate.peak_phase, "planned_total": round(self.estimate.total_bytes),
-                "non_tensor": {k: {"bytes": round(b), "detail": d} for k, (b, d) in self.non_tensor().items()},
-                "worst_error": round(self.worst_error(), 4), "agrees": self.agrees(), "tolerance": self.tolerance,
-                "gpu": self.choices.to_dict(), "wall_s": round(self.wall_s, 2)}
+        return {
+            "model": self.model,
+            "preset": self.preset,
+            "phases": phases,
+            "simulated_peak_phase": self.peak.name,
+            "simulated_peak": self.peak.peak_bytes,
+            "planned_peak_phase": self.estimate.peak_phase,
+            "planned_total": round(self.estimate.total_bytes),
+            "non_tensor": {k: {"bytes": round(b), "detail": d} for k, (b, d) in self.non_tensor().items()},
+            "worst_error": round(self.worst_error(), 4),
+            "agrees": self.agrees(),
+            "tolerance": self.tolerance,
+            "gpu": self.choices.to_dict(),
+            "wall_s": round(self.wall_s, 2),
+        }
 
 
 def aggregate(segments: list[tuple[int, str]], peaks: list[Any], step: int) -> tuple[SimulatedPhase, ...]:

@@ -55,8 +55,12 @@ def describe_optimizer(optimizer: Any, rounding: bool) -> str:
     if args is not None:  # bitsandbytes
         name += f" ({args.optim_bits}-bit state{', paged' if getattr(first, 'is_paged', False) else ''}"
         name += f", update-norm clipping at {args.max_unorm:g}" if args.max_unorm else ""
-        wide = [p for o in inner for p, st in o.state.items() if p.numel() >= args.min_8bit_size
-                and getattr(st.get("state1"), "dtype", None) == torch.float32]
+        wide = [
+            p
+            for o in inner
+            for p, st in o.state.items()
+            if p.numel() >= args.min_8bit_size and getattr(st.get("state1"), "dtype", None) == torch.float32
+        ]
         if args.optim_bits == 8 and wide:
             name += f"; {len(wide)} large tensor(s) in 32-bit state: transformers' override for embeddings"
         name += ")"
@@ -95,8 +99,14 @@ def _chunk() -> int:
     return SR_CHUNK
 
 
-def simulate(model: str | os.PathLike[str] | ModelSpec | Plan, budget_gb: float | None = None, *,
-             gpu: GpuArch = DEFAULT_GPU, padded: bool = True, **plan_kwargs: Any) -> Simulation:
+def simulate(
+    model: str | os.PathLike[str] | ModelSpec | Plan,
+    budget_gb: float | None = None,
+    *,
+    gpu: GpuArch = DEFAULT_GPU,
+    padded: bool = True,
+    **plan_kwargs: Any,
+) -> Simulation:
     """Simulate one GRPO step of a plan at full size on the meta device and set it beside the plan.
 
     Args:
@@ -127,8 +137,10 @@ def simulate(model: str | os.PathLike[str] | ModelSpec | Plan, budget_gb: float 
 
         the_plan = plan(model, budget_gb, **plan_kwargs)
     if gpu not in GPU_ARCHES:
-        raise ConfigError(f"gpu={gpu!r} is not simulated; choose one of {', '.join(GPU_ARCHES)} "
-                          f"({'; '.join(f'{k}: {v}' for k, v in GPU_ARCHES.items())})")
+        raise ConfigError(
+            f"gpu={gpu!r} is not simulated; choose one of {', '.join(GPU_ARCHES)} "
+            f"({'; '.join(f'{k}: {v}' for k, v in GPU_ARCHES.items())})"
+        )
     _check(the_plan)
     from grpo_lite.simulation.build import build
     from grpo_lite.simulation.cuda import cuda_semantics
@@ -154,11 +166,21 @@ def simulate(model: str | os.PathLike[str] | ModelSpec | Plan, budget_gb: float 
         ) from exc
     choices.autocast = "CUDA autocast to bfloat16, emulated (torch's CUDA op lists)" if s.bf16 else "none"
     if s.shared_prefix:
-        choices.notes.append("sampling is simulated without the shared prompt prefix (forwarded once, its cache "
-                             "repeated): that only shrinks the prefill; the last decoding step is the same")
+        choices.notes.append(
+            "sampling is simulated without the shared prompt prefix (forwarded once, its cache "
+            "repeated): that only shrinks the prefill; the last decoding step is the same"
+        )
     if s.gradient_accumulation_steps > 2:
-        choices.notes.append(f"{s.gradient_accumulation_steps} micro-batches per step: two simulated (the second "
-                             "holds the first's gradients, as every later one does)")
+        choices.notes.append(
+            f"{s.gradient_accumulation_steps} micro-batches per step: two simulated (the second "
+            "holds the first's gradients, as every later one does)"
+        )
     phases = aggregate(clock.segments, tracker.segments(), step=2)
-    return Simulation(model=the_plan.model.name, preset=the_plan.preset.name, estimate=the_plan.estimate,
-                      phases=phases, choices=choices, wall_s=time.perf_counter() - start)
+    return Simulation(
+        model=the_plan.model.name,
+        preset=the_plan.preset.name,
+        estimate=the_plan.estimate,
+        phases=phases,
+        choices=choices,
+        wall_s=time.perf_counter() - start,
+    )

@@ -76,9 +76,14 @@ class Shapes:
 
 def shapes_of(s: StepSettings) -> Shapes:
     """The step's worst-case shapes from the plan's settings."""
-    return Shapes(generated=s.generation_batch_per_device, prompt=s.max_prompt_length,
-                  completion=s.max_completion_length, micro_batch=s.per_device_train_batch_size,
-                  micro_batches=min(s.gradient_accumulation_steps, 2), group=s.num_generations)
+    return Shapes(
+        generated=s.generation_batch_per_device,
+        prompt=s.max_prompt_length,
+        completion=s.max_completion_length,
+        micro_batch=s.per_device_train_batch_size,
+        micro_batches=min(s.gradient_accumulation_steps, 2),
+        group=s.num_generations,
+    )
 
 
 def synthetic_batch(rows: int, prompt: int, completion: int, group: int, generated: int) -> dict[str, Tensor]:
@@ -89,9 +94,14 @@ def synthetic_batch(rows: int, prompt: int, completion: int, group: int, generat
     owner = torch.arange(rows) // group
     prompt_ids = (owner[:, None] + 1).expand(rows, prompt).contiguous()  # one token sequence per prompt
     completion_ids = torch.arange(rows)[:, None].expand(rows, completion).contiguous() + 1
-    return {"prompt_ids": prompt_ids, "prompt_mask": torch.ones(rows, prompt, dtype=torch.long),
-            "completion_ids": completion_ids, "completion_mask": torch.ones(rows, completion, dtype=torch.long),
-            "advantages": torch.zeros(rows), "num_items_in_batch": torch.tensor(generated * completion)}
+    return {
+        "prompt_ids": prompt_ids,
+        "prompt_mask": torch.ones(rows, prompt, dtype=torch.long),
+        "completion_ids": completion_ids,
+        "completion_mask": torch.ones(rows, completion, dtype=torch.long),
+        "advantages": torch.zeros(rows),
+        "num_items_in_batch": torch.tensor(generated * completion),
+    }
 
 
 def _ids(*shape: int) -> Tensor:
@@ -105,8 +115,9 @@ def _ones(*shape: int) -> Tensor:  # an attention mask without padding (padding 
 class _Step:
     """The phases of one step on a built model (see the module table)."""
 
-    def __init__(self, built: Built, s: StepSettings, choices: GpuChoices, clock: PhaseClock,
-                 tracker: TensorTracker) -> None:
+    def __init__(
+        self, built: Built, s: StepSettings, choices: GpuChoices, clock: PhaseClock, tracker: TensorTracker
+    ) -> None:
         self.built, self.s, self.choices, self.clock, self.tracker = built, s, choices, clock, tracker
         self.peft = hasattr(built.model, "peft_config")
         self.layerwise = hasattr(built.optimizer, "optimizer_dict")
@@ -139,18 +150,29 @@ class _Step:
         from trl.models.utils import disable_gradient_checkpointing
 
         wrapped = not self.peft and self.s.bf16
-        with self.clock.in_phase("generation"), torch.no_grad(), self._autocast(wrapped), \
-                disable_gradient_checkpointing(self.built.model, self.built.args.gradient_checkpointing_kwargs):
+        with (
+            self.clock.in_phase("generation"),
+            torch.no_grad(),
+            self._autocast(wrapped),
+            disable_gradient_checkpointing(self.built.model, self.built.args.gradient_checkpointing_kwargs),
+        ):
             cache = DynamicCache(config=lm.config)
             mask = _ones(n, prompt)
-            inputs = lm.prepare_inputs_for_generation(_ids(n, prompt), cache=cache, attention_mask=mask,
-                                                      use_cache=True, is_first_iteration=True, logits_to_keep=1)
+            inputs = lm.prepare_inputs_for_generation(
+                _ids(n, prompt),
+                cache=cache,
+                attention_mask=mask,
+                use_cache=True,
+                is_first_iteration=True,
+                logits_to_keep=1,
+            )
             self._sample(lm(**inputs, return_dict=True), wrapped)
             _grow_cache(cache, completion - 1, self.tracker)
             ids = _ids(n, prompt + completion)  # generate's running ids and mask: the cache and the new token
             mask = _ones(n, prompt + completion)
-            inputs = lm.prepare_inputs_for_generation(ids, next_sequence_length=1, cache=cache, attention_mask=mask,
-                                                      use_cache=True, logits_to_keep=1)
+            inputs = lm.prepare_inputs_for_generation(
+                ids, next_sequence_length=1, cache=cache, attention_mask=mask, use_cache=True, logits_to_keep=1
+            )
             self._sample(lm(**inputs, return_dict=True), wrapped)
             del cache, inputs
 
@@ -178,8 +200,11 @@ class _Step:
         def logps() -> Tensor:
             return self.trainer._get_per_token_logps_and_entropies(model, ids, mask, completion, batch_size=rows)[0]
 
-        with self.clock.in_phase("scoring"), torch.no_grad(), \
-                disable_gradient_checkpointing(model, args.gradient_checkpointing_kwargs):
+        with (
+            self.clock.in_phase("scoring"),
+            torch.no_grad(),
+            disable_gradient_checkpointing(model, args.gradient_checkpointing_kwargs),
+        ):
             if args.gradient_accumulation_steps % (args.steps_per_generation * args.num_iterations) != 0:
                 scored["old_per_token_logps"] = logps()
             if args.beta != 0.0:  # a reference copy is refused before (_check): a PEFT model without its adapter
@@ -202,8 +227,9 @@ class _Step:
     def optimizer_step(self) -> None:
         model, monitor = self.built.model, self.built.monitor
         with self.clock.in_phase("optimizer_step"):
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None],
-                                           self.built.args.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(
+                [p for p in model.parameters() if p.grad is not None], self.built.args.max_grad_norm
+            )
             if not self.layerwise:
                 with self._region("monitor"):
                     monitor.capture_grads()
@@ -254,8 +280,10 @@ def _grow_cache(cache: Any, tokens: int, tracker: TensorTracker) -> None:
             batch, heads, _, width = layer.keys.shape
             for step in (tokens - 1, 1) if tokens > 1 else (tokens,):
                 if step > 0:
-                    layer.update(layer.keys.new_empty((batch, heads, step, width)),
-                                 layer.values.new_empty((batch, heads, step, layer.values.shape[-1])))
+                    layer.update(
+                        layer.keys.new_empty((batch, heads, step, width)),
+                        layer.values.new_empty((batch, heads, step, layer.values.shape[-1])),
+                    )
     for layer in cache.layers:
         if layer.is_initialized:
             tracker.register(layer.keys, "kv_cache")
@@ -275,8 +303,10 @@ def _phase_hooks(clock: PhaseClock, lm: Any) -> Iterator[None]:
     from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
     region = clock.tagging
-    undo = [_wrap_static(ChunkedLogProbFunction, "forward", region("lm_head")),
-            _wrap_static(ChunkedLogProbFunction, "backward", region("lm_head", then="backward_layers"))]
+    undo = [
+        _wrap_static(ChunkedLogProbFunction, "forward", region("lm_head")),
+        _wrap_static(ChunkedLogProbFunction, "backward", region("lm_head", then="backward_layers")),
+    ]
     layers, kinds = [DynamicLayer], []
     while layers:  # the sliding-window layers transformers builds for a config have their own update
         kind = layers.pop()
@@ -287,8 +317,10 @@ def _phase_hooks(clock: PhaseClock, lm: Any) -> Iterator[None]:
         kind.update = region("kv_cache")(original)
         undo.append(lambda kind=kind, original=original: setattr(kind, "update", original))
     head = lm.get_output_embeddings()
-    handles = [head.register_forward_pre_hook(lambda *_: clock.enter_region("lm_head")),
-               head.register_forward_hook(lambda *_: clock.leave_region() and None)]
+    handles = [
+        head.register_forward_pre_hook(lambda *_: clock.enter_region("lm_head")),
+        head.register_forward_hook(lambda *_: clock.leave_region() and None),
+    ]
     try:
         yield
     finally:
@@ -338,8 +370,10 @@ def run_step(built: Built, s: StepSettings, choices: GpuChoices) -> tuple[PhaseC
             driver.data.__exit__(None, None, None)
             tracker.stop()
     if driver.data.guessed:
-        choices.notes.append(f"{driver.data.guessed} values read from the model's outputs (TRL's loss metrics) have "
-                             "none on meta: read as NaN (float), False or 0")
+        choices.notes.append(
+            f"{driver.data.guessed} values read from the model's outputs (TRL's loss metrics) have "
+            "none on meta: read as NaN (float), False or 0"
+        )
     return clock, tracker
 
 

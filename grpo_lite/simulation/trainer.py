@@ -60,8 +60,9 @@ class OneProcess:
         return model
 
 
-def trainer_for(built: Built, s: StepSettings, autocast: Callable[[], AbstractContextManager[Any]] = nullcontext
-                ) -> Any:
+def trainer_for(
+    built: Built, s: StepSettings, autocast: Callable[[], AbstractContextManager[Any]] = nullcontext
+) -> Any:
     """A ``LiteGRPOTrainer`` for the simulated step (see the module): TRL's loss settings from the ``GRPOConfig``,
     grpo-lite's shared prefix as the plan has it, no self-check (it runs once, in the first step)."""
     from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
@@ -72,21 +73,33 @@ def trainer_for(built: Built, s: StepSettings, autocast: Callable[[], AbstractCo
     text = built.lm.config.get_text_config()
     coef = args.router_aux_loss_coef
     values: dict[str, Any] = {  # as GRPOTrainer.__init__ sets them (TRL 1.16)
-        "args": args, "model": built.model, "accelerator": OneProcess(autocast),
-        "max_completion_length": args.max_completion_length, "temperature": args.temperature,
-        "use_vllm": args.use_vllm, "vllm_importance_sampling_correction": args.vllm_importance_sampling_correction,
-        "loss_type": args.loss_type, "importance_sampling_level": args.importance_sampling_level,
-        "off_policy_mask_threshold": args.off_policy_mask_threshold, "top_entropy_quantile": args.top_entropy_quantile,
-        "entropy_coef": args.entropy_coef, "use_adaptive_entropy": args.use_adaptive_entropy,
+        "args": args,
+        "model": built.model,
+        "accelerator": OneProcess(autocast),
+        "max_completion_length": args.max_completion_length,
+        "temperature": args.temperature,
+        "use_vllm": args.use_vllm,
+        "vllm_importance_sampling_correction": args.vllm_importance_sampling_correction,
+        "loss_type": args.loss_type,
+        "importance_sampling_level": args.importance_sampling_level,
+        "off_policy_mask_threshold": args.off_policy_mask_threshold,
+        "top_entropy_quantile": args.top_entropy_quantile,
+        "entropy_coef": args.entropy_coef,
+        "use_adaptive_entropy": args.use_adaptive_entropy,
         "_entropy_bonus_enabled": args.entropy_coef != 0.0 or args.use_adaptive_entropy,
-        "_last_world_entropy": float("inf"), "_entropy_window_stats": None,
+        "_last_world_entropy": float("inf"),
+        "_entropy_window_stats": None,
         "epsilon_low": args.epsilon,
         "epsilon_high": args.epsilon_high if args.epsilon_high is not None else args.epsilon,
-        "beta": args.beta, "current_gradient_accumulation_steps": args.gradient_accumulation_steps,
+        "beta": args.beta,
+        "current_gradient_accumulation_steps": args.gradient_accumulation_steps,
         "router_aux_loss_coef": getattr(text, "router_aux_loss_coef", 0.0) if coef is None else coef,
         "_metrics": {"train": defaultdict(list), "eval": defaultdict(list)},
         # LiteGRPOTrainer's shared prefix: as planned, checked against TRL's path in the first step only
-        "shared_prefix": s.shared_prefix, "_verify_pending": False, "shared_prefix_atol": None, "on_shared_off": None,
+        "shared_prefix": s.shared_prefix,
+        "_verify_pending": False,
+        "shared_prefix_atol": None,
+        "on_shared_off": None,
         "shared_prefix_record": {"requested": s.shared_prefix, "calls": {"shared": 0, "trl": 0}},
         # the zero-advantage skip only ever trains fewer rows: the step is simulated with every row trained
         "zero_advantage": ZeroAdvantageSkip(False, "simulated: the peak of a batch whose every row trains"),
@@ -100,15 +113,22 @@ def trainer_for(built: Built, s: StepSettings, autocast: Callable[[], AbstractCo
         raise SimulationError(
             f"TRL {trl.__version__}'s loss reads {', '.join(sorted(missing))}, which the simulation does not set "
             "(it was written for TRL 1.16): the plan stands without the simulation (drop --simulate), or install "
-            "trl==1.16.*")
+            "trl==1.16.*"
+        )
     return trainer
 
 
 def _reads(function: Any) -> set[str]:
     """The ``self.<name>`` attributes a method reads (from its source)."""
     tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    return {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
-            and isinstance(node.value, ast.Name) and node.value.id == "self"}
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    }
 
 
 def missing_attributes(trainer: Any) -> set[str]:

@@ -19,8 +19,14 @@ from grpo_lite.errors import ConfigError
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.recipe.recipe import Recipe
 
-__all__ = ["PLAN_OWNED", "RECIPE_ARGUMENTS", "check_arguments", "check_recipe_launch", "recipe_with_passed_arguments",
-           "typed_arguments"]
+__all__ = [
+    "PLAN_OWNED",
+    "RECIPE_ARGUMENTS",
+    "check_arguments",
+    "check_recipe_launch",
+    "recipe_with_passed_arguments",
+    "typed_arguments",
+]
 
 R = TypeVar("R")
 
@@ -35,8 +41,18 @@ PLAN_OWNED: dict[str, str] = {
 
 
 # train()'s arguments a recipe holds (Recipe fields of the same name); the rest of a recipe are overrides
-RECIPE_ARGUMENTS = ("model", "budget_gb", "dataset", "rewards", "preset", "prompt_style", "seed", "max_steps",
-                    "shared_prefix", "stop_strings")
+RECIPE_ARGUMENTS = (
+    "model",
+    "budget_gb",
+    "dataset",
+    "rewards",
+    "preset",
+    "prompt_style",
+    "seed",
+    "max_steps",
+    "shared_prefix",
+    "stop_strings",
+)
 
 
 def recipe_with_passed_arguments(func: Callable[..., R]) -> Callable[..., R]:
@@ -69,13 +85,17 @@ def check_recipe_launch(recipe: Recipe) -> None:
 
     here = "cuda" if torch.cuda.is_available() else "cpu"
     if recipe.device is not None and recipe.device != here:
-        raise ConfigError(f"the recipe was planned for device {recipe.device!r} but this run is on {here!r}: write it "
-                          f"again for this device (grpo-lite plan {recipe.model} --device {here} --write FILE)")
+        raise ConfigError(
+            f"the recipe was planned for device {recipe.device!r} but this run is on {here!r}: write it "
+            f"again for this device (grpo-lite plan {recipe.model} --device {here} --write FILE)"
+        )
     processes = process_state().num_processes
     if recipe.num_processes != processes:
-        raise ConfigError(f"the recipe was planned for {recipe.num_processes} process(es) but this run has {processes}: "
-                          "start it with grpo-lite train --config FILE (it launches the recipe's processes) or set "
-                          "num_processes in the file")
+        raise ConfigError(
+            f"the recipe was planned for {recipe.num_processes} process(es) but this run has {processes}: "
+            "start it with grpo-lite train --config FILE (it launches the recipe's processes) or set "
+            "num_processes in the file"
+        )
 
 
 def typed_arguments(seed: Any, shared_prefix: Any, stop_strings: Any) -> tuple[int, bool, Any]:
@@ -86,8 +106,9 @@ def typed_arguments(seed: Any, shared_prefix: Any, stop_strings: Any) -> tuple[i
     return typed("seed", seed), typed("shared_prefix", shared_prefix), typed("stop_strings", stop_strings)
 
 
-def check_arguments(max_steps: int | None, on_oom: str, rewards: Any, overrides: dict[str, Any],
-                    on_stall: str = "warn") -> tuple[list[Any], dict[str, Any]]:
+def check_arguments(
+    max_steps: int | None, on_oom: str, rewards: Any, overrides: dict[str, Any], on_stall: str = "warn"
+) -> tuple[list[Any], dict[str, Any]]:
     """Reject bad arguments and settings before anything is loaded; return the reward callables and the
     overrides typed as TRL's parser types them."""
     from grpo_lite import rewards as reward_lib

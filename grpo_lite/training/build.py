@@ -59,8 +59,8 @@ def build_trainer(
     and update rounding; ``trainer_options`` are its other keyword arguments)."""
     import torch
 
-    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
     from grpo_lite.training.loading import load_model
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     args = make_grpo_config(settings)
     torch.manual_seed(settings["seed"])

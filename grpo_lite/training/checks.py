@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["check_free_space", "check_output_dir", "format_bytes"]
 _FOLDER_OPTION = "(--output-dir DIR; Python: output_dir=...)"
 
+
 def check_output_dir(out: Path) -> None:
     """Create ``out`` if needed and check that files can be written there.
 
@@ -77,13 +78,20 @@ def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
     free = shutil.disk_usage(out).free
     if free < need:
         cut_off = sum(p.stat().st_size for p in (out / INCOMPLETE_DIR).rglob("*") if p.is_file())
-        note = (f"; {out / INCOMPLETE_DIR} holds {format_bytes(cut_off)} of cut-off checkpoints you can delete"
-                if cut_off else "")
-        raise OutputDirError(f"the disk holding {out} has {format_bytes(free)} free; one checkpoint of this run needs "
-                             f"about {format_bytes(need)}: free some space or pass another output folder "
-                             f"{_FOLDER_OPTION}{note}")
+        note = (
+            f"; {out / INCOMPLETE_DIR} holds {format_bytes(cut_off)} of cut-off checkpoints you can delete"
+            if cut_off
+            else ""
+        )
+        raise OutputDirError(
+            f"the disk holding {out} has {format_bytes(free)} free; one checkpoint of this run needs "
+            f"about {format_bytes(need)}: free some space or pass another output folder "
+            f"{_FOLDER_OPTION}{note}"
+        )
     whole = need * ((keep or 1) + 1) + need  # the checkpoints kept, the one being written, the final model
     if free < whole:
-        return (f"disk: {format_bytes(free)} free in {out}; this run may write up to {format_bytes(whole)} "
-                f"(checkpoints of about {format_bytes(need)} each and the final model)")
+        return (
+            f"disk: {format_bytes(free)} free in {out}; this run may write up to {format_bytes(whole)} "
+            f"(checkpoints of about {format_bytes(need)} each and the final model)"
+        )
     return None

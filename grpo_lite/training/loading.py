@@ -42,7 +42,9 @@ def demo_model_path() -> Path:
     try:
         dist = importlib.metadata.distribution(DEMO_PACKAGE)
     except importlib.metadata.PackageNotFoundError:
-        raise ModelError(f"the demo model file is missing: the package {DEMO_PACKAGE!r} is not installed; {hint}") from None
+        raise ModelError(
+            f"the demo model file is missing: the package {DEMO_PACKAGE!r} is not installed; {hint}"
+        ) from None
     path = Path(str(dist.locate_file(DEMO_MODEL_FILE)))
     if not path.is_file():
         raise ModelError(f"the demo model file {path} is missing from {DEMO_PACKAGE!r}; reinstall it: {hint}")
@@ -67,7 +69,9 @@ def _convert_gguf(gguf_file: Path) -> Path:
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
             loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     except ImportError as exc:  # the gguf package is an extra
-        raise ModelError(f"loading {gguf_file.name} needs the gguf package: pip install 'grpo-lite[gguf]' ({exc})") from exc
+        raise ModelError(
+            f"loading {gguf_file.name} needs the gguf package: pip install 'grpo-lite[gguf]' ({exc})"
+        ) from exc
     # A GGUF-loaded model refuses save_pretrained: rebuild it from its config without the
     # quantization record and copy the dequantized weights over.
     config = loaded.config
@@ -142,4 +146,3 @@ def load_model(
         return AutoModelForCausalLM.from_pretrained(source, **kwargs)
     except OSError as exc:
         raise ModelError(f"cannot load model {model_id!r}: {exc}") from exc
-

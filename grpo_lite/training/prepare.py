@@ -26,8 +26,15 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["check_context", "load_inputs", "make_plan", "plan_kwargs", "recipe_advice"]
 
 
-def load_inputs(model: str | os.PathLike, dataset: Any, reward_funcs: list[Any], prompt_style: PromptStyle | None,
-                seed: int, skip_invalid: bool, console: Any) -> RunInputs:
+def load_inputs(
+    model: str | os.PathLike,
+    dataset: Any,
+    reward_funcs: list[Any],
+    prompt_style: PromptStyle | None,
+    seed: int,
+    skip_invalid: bool,
+    console: Any,
+) -> RunInputs:
     """Resolve the model, load its tokenizer and the dataset, and measure every prompt."""
     from grpo_lite.data import prompts
     from grpo_lite.data.loaders import load_dataset
@@ -64,9 +71,17 @@ def plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
     return kwargs
 
 
-def make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | None, preset: str | None,
-              overrides: dict[str, Any], run: RunFolder, quiet: bool, show_plan: bool = False,
-              recipe: Recipe | None = None) -> Plan:
+def make_plan(
+    inputs: RunInputs,
+    plan_kwargs: dict[str, Any],
+    method: Method | None,
+    preset: str | None,
+    overrides: dict[str, Any],
+    run: RunFolder,
+    quiet: bool,
+    show_plan: bool = False,
+    recipe: Recipe | None = None,
+) -> Plan:
     """plan() for this run, printed on the main process: its summary, or the whole table with ``show_plan``.
 
     With ``recipe``, ``overrides`` are its settings and ``preset`` its preset: the estimate of the recipe as
@@ -79,8 +94,11 @@ def make_plan(inputs: RunInputs, plan_kwargs: dict[str, Any], method: Method | N
     try:
         the_plan = plan(inputs.spec, method=method, preset=preset, **plan_kwargs, **overrides)
     except DoesNotFitError as exc:  # the planner's advice names max_prompt_length, which train() measures itself
-        advice = (train_advice(str(exc), inputs.prompt_tokens) if recipe is None else
-                  recipe_advice(str(exc), inputs.prompt_tokens, exc.smallest_budget_gb, recipe))
+        advice = (
+            train_advice(str(exc), inputs.prompt_tokens)
+            if recipe is None
+            else recipe_advice(str(exc), inputs.prompt_tokens, exc.smallest_budget_gb, recipe)
+        )
         raise DoesNotFitError(advice, exc.smallest_budget_gb, exc.preset) from None
     if not quiet and run.state.is_main_process:
         from grpo_lite.planning.tables import plan_summary, plan_table
@@ -97,11 +115,14 @@ def recipe_advice(message: str, prompt_tokens: int, smallest_gb: float | None, r
     cut = message.find(" Or shorten")
     budget = "" if smallest_gb is None else f"budget_gb: {smallest_gb:g} or more (on a machine that has it), "
     card = (f" --device {recipe.device}" if recipe.device is not None else "") + (
-        f" --budget-gb {recipe.budget_gb:g}" if recipe.budget_gb is not None else "")
-    return (f"the recipe does not fit as written: {message[:cut] if cut >= 0 else message} Change in the recipe: "
-            f"{budget}a lower trl.max_completion_length or trl.num_generations (floor 4), or a cheaper preset; or "
-            f"shorten the prompts (the longest is {prompt_tokens} tokens); or write a recipe that fits: "
-            f"grpo-lite plan {recipe.model}{card} --write FILE")
+        f" --budget-gb {recipe.budget_gb:g}" if recipe.budget_gb is not None else ""
+    )
+    return (
+        f"the recipe does not fit as written: {message[:cut] if cut >= 0 else message} Change in the recipe: "
+        f"{budget}a lower trl.max_completion_length or trl.num_generations (floor 4), or a cheaper preset; or "
+        f"shorten the prompts (the longest is {prompt_tokens} tokens); or write a recipe that fits: "
+        f"grpo-lite plan {recipe.model}{card} --write FILE"
+    )
 
 
 def _context_tokens(spec: Any, tokenizer: Any) -> int | None:
@@ -127,8 +148,14 @@ def check_context(the_plan: Plan, inputs: RunInputs) -> None:
     if context is None or inputs.prompt_tokens + completion <= context:
         return
     room = context - inputs.prompt_tokens
-    fix = (f"set max_completion_length={room} or lower (--set max_completion_length={room}; in a recipe, "
-           f"max_completion_length: {room} under trl:; Python: max_completion_length={room}), or " if room >= 1 else "")
-    raise ConfigError(f"the longest prompt ({inputs.prompt_tokens} tokens) and max_completion_length ({completion}) "
-                      f"need {inputs.prompt_tokens + completion} positions; {inputs.spec.name} has a context of "
-                      f"{context} tokens: {fix}shorten the prompts (drop the longest rows from the dataset)")
+    fix = (
+        f"set max_completion_length={room} or lower (--set max_completion_length={room}; in a recipe, "
+        f"max_completion_length: {room} under trl:; Python: max_completion_length={room}), or "
+        if room >= 1
+        else ""
+    )
+    raise ConfigError(
+        f"the longest prompt ({inputs.prompt_tokens} tokens) and max_completion_length ({completion}) "
+        f"need {inputs.prompt_tokens + completion} positions; {inputs.spec.name} has a context of "
+        f"{context} tokens: {fix}shorten the prompts (drop the longest rows from the dataset)"
+    )

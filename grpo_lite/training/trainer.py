@@ -36,11 +36,10 @@ from grpo_lite.training.run.attempts import OnOOM, RunFolder, RunInputs
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
+    from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.export.after_training import ExportFormat
     from grpo_lite.planning.ladder import Method
-
     from grpo_lite.planning.result import Plan
-    from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.recipe.recipe import Recipe
 
 __all__ = ["DEFAULT_STOP_STRINGS", "TrainResult", "train"]
@@ -98,10 +97,18 @@ class TrainResult:
 
         record, _ = read_record(run.out, move=False)
         record = record or {}
-        return cls(output_dir=run.out, model_dir=run.out / "final", plan=the_plan, steps=run.earlier.reached,
-                   history=run.earlier.history, peak_memory=record.get("peak_memory"),
-                   wall_seconds=record.get("wall_seconds") or 0.0, events=run.earlier.events,
-                   tokenizer=inputs.tokenizer, already_finished=True)
+        return cls(
+            output_dir=run.out,
+            model_dir=run.out / "final",
+            plan=the_plan,
+            steps=run.earlier.reached,
+            history=run.earlier.history,
+            peak_memory=record.get("peak_memory"),
+            wall_seconds=record.get("wall_seconds") or 0.0,
+            events=run.earlier.events,
+            tokenizer=inputs.tokenizer,
+            already_finished=True,
+        )
 
 
 @quiet_libraries()
@@ -196,11 +203,19 @@ def train(
     from grpo_lite.training.run.attempts import Attempts, run_attempts
     from grpo_lite.training.step.trl_seam import seam_replan
 
-    recipe = cast("Recipe | None", config)  # a Recipe, the arguments passed already applied (recipe_with_passed_arguments)
+    recipe = cast(
+        "Recipe | None", config
+    )  # a Recipe, the arguments passed already applied (recipe_with_passed_arguments)
     if recipe is not None:  # Recipe -> check it fits -> run: the recipe's values are the run's
         arguments.check_recipe_launch(recipe)
-        model, budget_gb, dataset, rewards, seed, max_steps = (recipe.model, recipe.budget_gb, recipe.dataset,
-                                                               recipe.rewards, recipe.seed, recipe.max_steps)
+        model, budget_gb, dataset, rewards, seed, max_steps = (
+            recipe.model,
+            recipe.budget_gb,
+            recipe.dataset,
+            recipe.rewards,
+            recipe.seed,
+            recipe.max_steps,
+        )
         prompt_style, shared_prefix = recipe.style(), recipe.shared_prefix
         overrides = recipe.plan_settings()  # checked below as train()'s own overrides are
     elif model is None:
@@ -211,8 +226,16 @@ def train(
     check_export(export, model)  # before the output folder is touched
     use_mmap_threshold_on_cpu()  # CPU: freed tiles go back to the system (docs/memory.md plans for it)
 
-    run = folder.open_run(model, output_dir, resume=resume, overwrite=overwrite, quiet=quiet, max_steps=max_steps,
-                          preset=preset, method=method)
+    run = folder.open_run(
+        model,
+        output_dir,
+        resume=resume,
+        overwrite=overwrite,
+        quiet=quiet,
+        max_steps=max_steps,
+        preset=preset,
+        method=method,
+    )
     loop = None
     try:
         if run.earlier is not None and run.earlier.preset is not None and recipe is None:  # checked in open_run
@@ -223,20 +246,37 @@ def train(
         inputs = prepare.load_inputs(model, dataset, reward_funcs, prompt_style, seed, skip_invalid, run.console)
         plan_kwargs = prepare.plan_kwargs(budget_gb, inputs.prompt_tokens)
         if recipe is None:  # plan -> Recipe
-            the_plan = prepare.make_plan(inputs, plan_kwargs, method, preset,
-                                         {**overrides, "shared_prefix": shared_prefix}, run, quiet or run.finished,
-                                         show_plan)
+            the_plan = prepare.make_plan(
+                inputs,
+                plan_kwargs,
+                method,
+                preset,
+                {**overrides, "shared_prefix": shared_prefix},
+                run,
+                quiet or run.finished,
+                show_plan,
+            )
         else:  # the recipe as written: the estimate of its settings against its budget
-            the_plan = prepare.make_plan(inputs, plan_kwargs, method, recipe.preset, recipe.plan_settings(), run,
-                                         quiet or run.finished, show_plan, recipe=recipe)
+            the_plan = prepare.make_plan(
+                inputs,
+                plan_kwargs,
+                method,
+                recipe.preset,
+                recipe.plan_settings(),
+                run,
+                quiet or run.finished,
+                show_plan,
+                recipe=recipe,
+            )
         if run.finished:
             return TrainResult.of_finished_run(run, inputs, the_plan)
         the_recipe = _recipe(recipe, the_plan, inputs, dataset, rewards, seed, max_steps, stop_strings)
         prepare.check_context(the_plan, inputs)
         folder.check_disk(run, the_plan)
 
-        loop = Attempts.start(the_plan, inputs, run, the_recipe, callbacks=callbacks, plan_kwargs=plan_kwargs,
-                              on_stall=on_stall)
+        loop = Attempts.start(
+            the_plan, inputs, run, the_recipe, callbacks=callbacks, plan_kwargs=plan_kwargs, on_stall=on_stall
+        )
         trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
         result = _finish(loop, trainer, inputs, run)
     except BaseException as exc:
@@ -256,16 +296,31 @@ def train(
     return result
 
 
-def _recipe(recipe: Recipe | None, the_plan: Plan, inputs: RunInputs, dataset: Any, rewards: Any, seed: int,
-            max_steps: int | None, stop_strings: Sequence[str]) -> Recipe:
+def _recipe(
+    recipe: Recipe | None,
+    the_plan: Plan,
+    inputs: RunInputs,
+    dataset: Any,
+    rewards: Any,
+    seed: int,
+    max_steps: int | None,
+    stop_strings: Sequence[str],
+) -> Recipe:
     """The Recipe the run trains: the plan written as one (plan -> Recipe), or the recipe given, with what it
     left to the planner filled in."""
     if recipe is not None:
         return recipe.filled(the_plan)
     from grpo_lite.recipe.recipe import Recipe
 
-    return Recipe.from_plan(the_plan, dataset=dataset, rewards=None if rewards is None else list(rewards),
-                            prompt_style=inputs.style, seed=seed, max_steps=max_steps, stop_strings=stop_strings)
+    return Recipe.from_plan(
+        the_plan,
+        dataset=dataset,
+        rewards=None if rewards is None else list(rewards),
+        prompt_style=inputs.style,
+        seed=seed,
+        max_steps=max_steps,
+        stop_strings=stop_strings,
+    )
 
 
 def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder) -> TrainResult:
@@ -279,8 +334,9 @@ def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder) -> Train
     model_dir = None if interrupted else build.save_final(trainer, inputs.tokenizer, out)
     saved = checkpoints.scan(out).newest
     if interrupted:
-        loop.events.append({"event": "interrupted", "step": loop.done, "checkpoint": str(saved),
-                            "signal": loop.interrupt_cb.signal})
+        loop.events.append(
+            {"event": "interrupted", "step": loop.done, "checkpoint": str(saved), "signal": loop.interrupt_cb.signal}
+        )
     result = TrainResult(
         output_dir=out, model_dir=model_dir, plan=loop.plan, steps=loop.done, history=loop.history_cb.rows,
         peak_memory=loop.memory_cb.peak(), wall_seconds=loop.wall, interrupted=interrupted, events=loop.events,

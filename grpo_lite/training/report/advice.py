@@ -26,8 +26,12 @@ OnStall = Literal["warn", "adapt"]  # a stalled run: say so (warn), or also rais
 LENGTH_STEP = 32  # tokens: the search's resolution (a finer one changes nothing a completion notices)
 MAX_LENGTH_FACTOR = 4  # the longest length tried, times the current one: a model cut at L rarely needs over 4 L
 MAX_GENERATIONS = 64  # the most generations tried: past this a group's spread hardly rises, its cost does
-BATCH_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "generation_batch_size",
-              "steps_per_generation")  # what num_generations must divide: refitted by the planner with it
+BATCH_KEYS = (
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "generation_batch_size",
+    "steps_per_generation",
+)  # what num_generations must divide: refitted by the planner with it
 
 
 def _flags(values: Mapping[str, Any]) -> str:
@@ -45,8 +49,13 @@ class Advisor:
         on_adapt: receives ``(step, new_plan, event)`` after an adaptation (train(): line, run.json).
     """
 
-    def __init__(self, plan: Any, plan_kwargs: Mapping[str, Any], *,
-                 on_adapt: Callable[[int, Any, dict[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self,
+        plan: Any,
+        plan_kwargs: Mapping[str, Any],
+        *,
+        on_adapt: Callable[[int, Any, dict[str, Any]], None] | None = None,
+    ) -> None:
         self.plan, self.plan_kwargs, self.on_adapt = plan, dict(plan_kwargs), on_adapt
         self.trainer: Any = None  # the trainer to adapt (set when it is built)
 
@@ -104,11 +113,16 @@ class Advisor:
     def length_remedy(self) -> str:
         current = self.plan.settings["max_completion_length"]
         found = self.longest_completion()
-        card = f"preset {self.plan.preset.name}, {self.plan.budget_gb:g} GB" if self.plan.budget_gb else \
-            f"preset {self.plan.preset.name}"
+        card = (
+            f"preset {self.plan.preset.name}, {self.plan.budget_gb:g} GB"
+            if self.plan.budget_gb
+            else f"preset {self.plan.preset.name}"
+        )
         if found is None:
-            return (f"max_completion_length={current} is already the longest the plan fits ({card}); ask for "
-                    "shorter answers (a prompt with a shorter worked example, stop_strings) or use a larger card")
+            return (
+                f"max_completion_length={current} is already the longest the plan fits ({card}); ask for "
+                "shorter answers (a prompt with a shorter worked example, stop_strings) or use a larger card"
+            )
         length, _ = found
         flags = {"max_completion_length": length, "num_generations": self.plan.settings["num_generations"]}
         return f"the plan fits max_completion_length={length} on this card ({card}): {_flags(flags)}"
@@ -143,8 +157,12 @@ class Advisor:
 
     def decline(self, step: int, why: str) -> None:
         """Say that the completion length stays as it is, and why."""
-        event = {"event": "adapt_skipped", "step": step,
-                 "max_completion_length": self.plan.settings["max_completion_length"], "why": why}
+        event = {
+            "event": "adapt_skipped",
+            "step": step,
+            "max_completion_length": self.plan.settings["max_completion_length"],
+            "why": why,
+        }
         if self.on_adapt is not None:
             self.on_adapt(step, None, event)
 
@@ -163,8 +181,12 @@ class Advisor:
         if getattr(trainer, "generation_config", None) is not None:
             trainer.generation_config.max_new_tokens = length
         self.plan = new_plan
-        event = {"event": "adapted", "step": step, "max_completion_length": [current, length],
-                 "planned_peak_gib": round(new_plan.estimate.total_gib, 3),
-                 "resume_with": f"--set max_completion_length={length}"}
+        event = {
+            "event": "adapted",
+            "step": step,
+            "max_completion_length": [current, length],
+            "planned_peak_gib": round(new_plan.estimate.total_gib, 3),
+            "resume_with": f"--set max_completion_length={length}",
+        }
         if self.on_adapt is not None:
             self.on_adapt(step, new_plan, event)

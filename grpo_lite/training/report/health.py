@@ -30,10 +30,9 @@ from typing import Any, Literal
 
 from transformers import TrainerCallback
 
-from grpo_lite.training.report.progress import reward_shares
-
 from grpo_lite.errors import ConfigError
 from grpo_lite.training.report.advice import OnStall
+from grpo_lite.training.report.progress import reward_shares
 
 __all__ = ["Finding", "FindingKind", "HealthMonitor", "LearningStalledWarning"]
 
@@ -71,8 +70,14 @@ class Finding:
 
     def event(self) -> dict[str, Any]:
         """The run.json event."""
-        return {"event": "health", "finding": self.kind, "step": self.step, "cause": self.cause,
-                "remedy": self.remedy, **{k: round(v, 4) for k, v in self.measured.items()}}
+        return {
+            "event": "health",
+            "finding": self.kind,
+            "step": self.step,
+            "cause": self.cause,
+            "remedy": self.remedy,
+            **{k: round(v, 4) for k, v in self.measured.items()},
+        }
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -97,8 +102,15 @@ class HealthMonitor(TrainerCallback):
         step_offset: steps done by earlier attempts (the step a finding names is the run's).
     """
 
-    def __init__(self, reward_funcs: Sequence[Any], *, report: Callable[[Finding], None] | None = None,
-                 advisor: Any = None, on_stall: OnStall = "warn", step_offset: int = 0) -> None:
+    def __init__(
+        self,
+        reward_funcs: Sequence[Any],
+        *,
+        report: Callable[[Finding], None] | None = None,
+        advisor: Any = None,
+        on_stall: OnStall = "warn",
+        step_offset: int = 0,
+    ) -> None:
         if on_stall not in ("warn", "adapt"):
             raise ConfigError(f"on_stall={on_stall!r} is not valid; choose 'warn' or 'adapt'")
         self.reward_funcs = list(reward_funcs)
@@ -112,9 +124,11 @@ class HealthMonitor(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
         if not logs or "train_runtime" in logs or not state.is_world_process_zero:
             return
-        settings = {"max_completion_length": getattr(args, "max_completion_length", None),
-                    "num_generations": getattr(args, "num_generations", None),
-                    "learning_rate": getattr(args, "learning_rate", None)}
+        settings = {
+            "max_completion_length": getattr(args, "max_completion_length", None),
+            "num_generations": getattr(args, "num_generations", None),
+            "learning_rate": getattr(args, "learning_rate", None),
+        }
         self.observe(logs, self.step_offset + state.global_step, settings)
 
     def on_save(self, args, state, control, **kwargs):  # noqa: ANN001
@@ -155,11 +169,18 @@ class HealthMonitor(TrainerCallback):
         if cut is None or _mean(cut) < CUT_SHARE:
             return None
         length = settings.get("max_completion_length")
-        cause = (f"{_mean(cut):.0%} of completions were cut at max_completion_length={length} over the last "
-                 f"{WINDOW_STEPS} steps: the rewards judge unfinished answers")
-        remedy = self.advisor.length_remedy() if self.advisor is not None else (
-            "raise max_completion_length (--set max_completion_length=N, Python: max_completion_length=N; "
-            "grpo-lite plan MODEL --set max_completion_length=N says whether it fits), or ask for shorter answers")
+        cause = (
+            f"{_mean(cut):.0%} of completions were cut at max_completion_length={length} over the last "
+            f"{WINDOW_STEPS} steps: the rewards judge unfinished answers"
+        )
+        remedy = (
+            self.advisor.length_remedy()
+            if self.advisor is not None
+            else (
+                "raise max_completion_length (--set max_completion_length=N, Python: max_completion_length=N; "
+                "grpo-lite plan MODEL --set max_completion_length=N says whether it fits), or ask for shorter answers"
+            )
+        )
         return Finding("length_cut", step, cause, remedy, {"clipped_ratio": _mean(cut)})
 
     def _zero_spread(self, step: int, settings: dict[str, Any]) -> Finding | None:
@@ -172,11 +193,18 @@ class HealthMonitor(TrainerCallback):
             why = f" (correct share {_mean(correct):.0%}: the problems look too hard for the model)"
         elif correct is not None and _mean(correct) > 0.9:
             why = f" (correct share {_mean(correct):.0%}: the problems look too easy)"
-        cause = (f"{_mean(zero):.0%} of groups gave all their completions the same reward over the last "
-                 f"{WINDOW_STEPS} steps: those groups have no advantage and no gradient{why}")
-        remedy = self.advisor.generations_remedy() if self.advisor is not None else (
-            "raise num_generations (--set num_generations=N, Python: num_generations=N), or train on problems "
-            "the model solves some of the time (docs/datasets.md)")
+        cause = (
+            f"{_mean(zero):.0%} of groups gave all their completions the same reward over the last "
+            f"{WINDOW_STEPS} steps: those groups have no advantage and no gradient{why}"
+        )
+        remedy = (
+            self.advisor.generations_remedy()
+            if self.advisor is not None
+            else (
+                "raise num_generations (--set num_generations=N, Python: num_generations=N), or train on problems "
+                "the model solves some of the time (docs/datasets.md)"
+            )
+        )
         return Finding("zero_spread", step, cause, remedy, {"frac_reward_zero_std": _mean(zero)})
 
     def _trends(self, step: int, settings: dict[str, Any]) -> Finding | None:
@@ -188,33 +216,50 @@ class HealthMonitor(TrainerCallback):
         measured = {"format_first": f1, "format_last": f2, "correct_first": c1, "correct_last": c2}
         if c2 - c1 <= -CORRECT_FALL:
             lr = settings.get("learning_rate")
-            lower = f"--set learning_rate={lr / 2:g}, Python: learning_rate={lr / 2:g}" if lr else "--set learning_rate=..."
-            return Finding("correctness_falling", step,
-                           f"the correct share fell {c1:.0%} -> {c2:.0%} over the last {TREND_STEPS} steps "
-                           f"(format {f1:.0%} -> {f2:.0%})",
-                           f"halve the learning rate ({lower}) and compare the checkpoints with grpo-lite eval",
-                           measured)
+            lower = (
+                f"--set learning_rate={lr / 2:g}, Python: learning_rate={lr / 2:g}" if lr else "--set learning_rate=..."
+            )
+            return Finding(
+                "correctness_falling",
+                step,
+                f"the correct share fell {c1:.0%} -> {c2:.0%} over the last {TREND_STEPS} steps "
+                f"(format {f1:.0%} -> {f2:.0%})",
+                f"halve the learning rate ({lower}) and compare the checkpoints with grpo-lite eval",
+                measured,
+            )
         if f2 - f1 >= FORMAT_RISE and abs(c2 - c1) < CORRECT_FLAT:
-            remedy = self.advisor.generations_remedy(format_only=True) if self.advisor is not None else (
-                "let correctness vary within a group: more generations (--set num_generations=N) or problems the "
-                "model solves some of the time (docs/datasets.md)")
-            return Finding("format_only", step,
-                           f"the format share rose {f1:.0%} -> {f2:.0%} over the last {TREND_STEPS} steps while the "
-                           f"correct share stayed {c1:.0%} -> {c2:.0%}: the run learns the format, not the answers",
-                           remedy, measured)
+            remedy = (
+                self.advisor.generations_remedy(format_only=True)
+                if self.advisor is not None
+                else (
+                    "let correctness vary within a group: more generations (--set num_generations=N) or problems the "
+                    "model solves some of the time (docs/datasets.md)"
+                )
+            )
+            return Finding(
+                "format_only",
+                step,
+                f"the format share rose {f1:.0%} -> {f2:.0%} over the last {TREND_STEPS} steps while the "
+                f"correct share stayed {c1:.0%} -> {c2:.0%}: the run learns the format, not the answers",
+                remedy,
+                measured,
+            )
         return None
 
     def _reward_flat(self, step: int, settings: dict[str, Any]) -> Finding | None:
         reward = self._last(FLAT_STEPS, "reward")
         if reward is None or max(reward) - min(reward) > FLAT_TOLERANCE:
             return None
-        return Finding("reward_flat", step,
-                       f"the mean reward has been {reward[-1]:.4g} for the last {FLAT_STEPS} steps: the rewards give "
-                       "the model's completions the same score whatever it samples",
-                       "score a few sampled completions with each reward function (--set log_completions=true prints "
-                       "them with their rewards, Python: log_completions=True): a reward that never fires on this "
-                       "model's output (a format it does not write, an answer it cannot reach) gives nothing to learn",
-                       {"reward": reward[-1]})
+        return Finding(
+            "reward_flat",
+            step,
+            f"the mean reward has been {reward[-1]:.4g} for the last {FLAT_STEPS} steps: the rewards give "
+            "the model's completions the same score whatever it samples",
+            "score a few sampled completions with each reward function (--set log_completions=true prints "
+            "them with their rewards, Python: log_completions=True): a reward that never fires on this "
+            "model's output (a format it does not write, an answer it cannot reach) gives nothing to learn",
+            {"reward": reward[-1]},
+        )
 
 
 def _warn(finding: Finding) -> None:

@@ -49,8 +49,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-def format_line(step: int, total: int | None, logs: Mapping[str, Any], shares: Mapping[str, float],
-                seconds_per_step: float | None) -> str:
+def format_line(
+    step: int, total: int | None, logs: Mapping[str, Any], shares: Mapping[str, float], seconds_per_step: float | None
+) -> str:
     """The progress line of one step (see the module docstring); absent figures are left out.
 
     >>> format_line(3, 16, {"reward": 1.4242, "completions/mean_length": 57.6, "completions/clipped_ratio": 0.25,
@@ -78,8 +79,9 @@ def format_line(step: int, total: int | None, logs: Mapping[str, Any], shares: M
 class ProgressLine(TrainerCallback):
     """Prints :func:`format_line` for every logged training step (main process only)."""
 
-    def __init__(self, console: Any, reward_funcs: Sequence[Any], *, step_offset: int = 0,
-                 total_steps: int | None = None) -> None:
+    def __init__(
+        self, console: Any, reward_funcs: Sequence[Any], *, step_offset: int = 0, total_steps: int | None = None
+    ) -> None:
         self.console = console
         self.reward_funcs = list(reward_funcs)
         self.step_offset = step_offset  # steps of earlier attempts
@@ -107,6 +109,9 @@ def replace_printer(trainer: Any, line: ProgressLine) -> None:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     for callback in list(trainer.callback_handler.callbacks):
-        if isinstance(callback, (PrinterCallback, ProgressCallback)) or type(callback).__name__ == "NotebookProgressCallback":
+        if (
+            isinstance(callback, (PrinterCallback, ProgressCallback))
+            or type(callback).__name__ == "NotebookProgressCallback"
+        ):
             trainer.remove_callback(callback)
     trainer.add_callback(line)

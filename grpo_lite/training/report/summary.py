@@ -121,7 +121,9 @@ def finish_report(result: Any, console: Any) -> None:
     console.print(summary_table(result.history, title=title, peak=result.peak_memory, planned_gib=planned))
     for event in result.events:
         if event["event"] == "out_of_memory":
-            console.print(f"stepped down {event['from_preset']} -> {event['to_preset']} after OOM at step {event['step']}")
+            console.print(
+                f"stepped down {event['from_preset']} -> {event['to_preset']} after OOM at step {event['step']}"
+            )
     if result.history:
         png = plot_reward_curve(result.history, result.output_dir / "reward_curve.png")
         console.print(f"reward curve: {png}" if png else "[dim]no reward curve: pip install 'grpo-lite[plot]'[/dim]")

@@ -74,7 +74,6 @@ class RunInputs:
     prompt_tokens: int  # the longest prompt, measured
 
 
-
 @dataclass
 class Attempts:
     """What carries from one attempt to the next: plan, weights, steps done, events, wall time."""
@@ -104,9 +103,18 @@ class Attempts:
     health: Any = None  # health.HealthMonitor: findings over the run's logged steps, kept across attempts
 
     @classmethod
-    def start(cls, plan: Plan, inputs: RunInputs, run: RunFolder, recipe: Recipe, *, callbacks: Sequence[Any],
-              trainer_options: dict[str, Any] | None = None, plan_kwargs: dict[str, Any] | None = None,
-              on_stall: OnStall = "warn") -> Attempts:
+    def start(
+        cls,
+        plan: Plan,
+        inputs: RunInputs,
+        run: RunFolder,
+        recipe: Recipe,
+        *,
+        callbacks: Sequence[Any],
+        trainer_options: dict[str, Any] | None = None,
+        plan_kwargs: dict[str, Any] | None = None,
+        on_stall: OnStall = "warn",
+    ) -> Attempts:
         """The first attempt's state, the trainer built from ``recipe`` (its seed and max_steps are the run's);
         a resumed run takes over the earlier run's steps, events and history."""
         from grpo_lite.training.report.advice import Advisor
@@ -119,25 +127,48 @@ class Attempts:
         from grpo_lite.training.run.resume_checks import model_fingerprint
 
         max_steps = recipe.max_steps
-        loop = cls(plan, inputs, run, inputs.spec.model_id, max_steps, recipe.seed, callbacks,
-                   dict(trainer_options or {}), recipe=recipe)
+        loop = cls(
+            plan,
+            inputs,
+            run,
+            inputs.spec.model_id,
+            max_steps,
+            recipe.seed,
+            callbacks,
+            dict(trainer_options or {}),
+            recipe=recipe,
+        )
         loop.fingerprint = model_fingerprint(inputs.spec.model_id)  # a resume checks it names the same model
         advisor = Advisor(plan, plan_kwargs or {}, on_adapt=loop.record_adapt)
         loop.health = HealthMonitor(inputs.reward_funcs, report=loop.record_health, advisor=advisor, on_stall=on_stall)
         history_file = run.out / HISTORY_FILE if run.state.is_main_process else None
-        loop.memory_cb, loop.history_cb, loop.interrupt_cb = MemoryCallback(), HistoryCallback(history_file), InterruptCallback()
-        loop.own_callbacks = [loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),
-                              CompletionCallback(loop.checkpoint_record, lambda step: loop.write_record(status="running")),
-                              _resumed_callback(loop), RankRecordCallback(run.out),  # one record per rank: proves data parallelism
-                              StopWhenDone()]  # last: the resume event is logged before it ends a finished attempt
+        loop.memory_cb, loop.history_cb, loop.interrupt_cb = (
+            MemoryCallback(),
+            HistoryCallback(history_file),
+            InterruptCallback(),
+        )
+        loop.own_callbacks = [
+            loop.memory_cb,
+            loop.history_cb,
+            loop.interrupt_cb,
+            SaveAtEndCallback(),
+            CompletionCallback(loop.checkpoint_record, lambda step: loop.write_record(status="running")),
+            _resumed_callback(loop),
+            RankRecordCallback(run.out),  # one record per rank: proves data parallelism
+            StopWhenDone(),
+        ]  # last: the resume event is logged before it ends a finished attempt
         earlier = run.earlier
         rows: list[dict[str, Any]] = []
         if earlier is not None:  # go on where the checkpoint's attempt started: its weights, steps, records
             loop.events, rows = earlier.events, earlier.history
             loop.source, loop.done = earlier.source or loop.source, earlier.done
             loop.max_steps = max_steps if max_steps is not None else earlier.max_steps
-            loop.resumed = {"event": "resume", "checkpoint": str(run.checkpoint),
-                            "step": loop.done + earlier.checkpoint_step, **({"notes": earlier.notes} if earlier.notes else {})}
+            loop.resumed = {
+                "event": "resume",
+                "checkpoint": str(run.checkpoint),
+                "step": loop.done + earlier.checkpoint_step,
+                **({"notes": earlier.notes} if earlier.notes else {}),
+            }
         if run.state.is_main_process:
             loop.history_cb.start_file(rows)  # a resumed run's file holds exactly the steps it takes over
         else:
@@ -148,19 +179,27 @@ class Attempts:
         """GRPOConfig settings for the steps left, run.json marked running, and the trainer."""
         from grpo_lite.rewards.checked import check_rewards
         from grpo_lite.training import build
-        from grpo_lite.training.run import resilience
         from grpo_lite.training.report.progress import ProgressLine, replace_printer
+        from grpo_lite.training.run import resilience
 
         steps_left = None if self.max_steps is None else self.max_steps - self.done
         step_downs = sum(e["event"] == "out_of_memory" for e in self.events)  # a new seed after each step down
         assert self.recipe is not None
-        self.settings = build.grpo_settings(self.recipe, output_dir=self.run.out, seed=self.seed + step_downs,
-                                            max_steps=steps_left)
+        self.settings = build.grpo_settings(
+            self.recipe, output_dir=self.run.out, seed=self.seed + step_downs, max_steps=steps_left
+        )
         self.write_record(status="running")
         self.history_cb.step_offset = self.done
-        trainer = build.build_trainer(self.source, self.recipe, self.settings, self.inputs.train_set,
-                                      self.inputs.tokenizer, check_rewards(self.inputs.reward_funcs),
-                                      [*self.own_callbacks, *self.callbacks], **self.trainer_options)
+        trainer = build.build_trainer(
+            self.source,
+            self.recipe,
+            self.settings,
+            self.inputs.train_set,
+            self.inputs.tokenizer,
+            check_rewards(self.inputs.reward_funcs),
+            [*self.own_callbacks, *self.callbacks],
+            **self.trainer_options,
+        )
         if self.done > 0 and self.max_steps is not None:  # after a step down: the run's schedule goes on
             note = resilience.continue_schedule(trainer, offset=self.done, total_steps=self.max_steps)
             downs = [e for e in self.events if e["event"] == "out_of_memory"]
@@ -169,9 +208,18 @@ class Attempts:
         self.shared_prefix_record = trainer.shared_prefix_record  # updated in place as the run goes
         self.zero_advantage_record = trainer.zero_advantage.record  # likewise
         monitor = trainer.update_monitor
-        self.monitor_record = {"monitor": None if monitor is None else {
-            "tensors": monitor.n_tensors, "elements_per_tensor": monitor.n_elements, "warn_below": monitor.warn_below}}
-        line = ProgressLine(self.run.console, self.inputs.reward_funcs, step_offset=self.done, total_steps=self.max_steps)
+        self.monitor_record = {
+            "monitor": None
+            if monitor is None
+            else {
+                "tensors": monitor.n_tensors,
+                "elements_per_tensor": monitor.n_elements,
+                "warn_below": monitor.warn_below,
+            }
+        }
+        line = ProgressLine(
+            self.run.console, self.inputs.reward_funcs, step_offset=self.done, total_steps=self.max_steps
+        )
         replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
         self.health.step_offset = self.done
         self.health.advisor.plan, self.health.advisor.trainer = self.plan, trainer
@@ -200,21 +248,30 @@ class Attempts:
         recipe = self.recipe.with_overrides(shared_prefix=False)
         budget = {} if self.plan.budget_gb is None else {"budget_gb": self.plan.budget_gb}  # not the RAM left now
         try:
-            lower = plan(self.plan.model, preset=self.plan.preset.name, **{**plan_kwargs, **budget},
-                         **recipe.plan_settings())
+            lower = plan(
+                self.plan.model, preset=self.plan.preset.name, **{**plan_kwargs, **budget}, **recipe.plan_settings()
+            )
         except DoesNotFitError as exc:
-            raise DoesNotFitError(f"the shared prefix is off ({why}), and without it the run does not fit: {exc}",
-                                  exc.smallest_budget_gb, exc.preset) from None
-        event = {"event": "replanned", "reason": f"shared prefix off: {why}",
-                 "from_peak_gib": round(self.plan.estimate.total_gib, 3),
-                 "to_peak_gib": round(lower.estimate.total_gib, 3)}
+            raise DoesNotFitError(
+                f"the shared prefix is off ({why}), and without it the run does not fit: {exc}",
+                exc.smallest_budget_gb,
+                exc.preset,
+            ) from None
+        event = {
+            "event": "replanned",
+            "reason": f"shared prefix off: {why}",
+            "from_peak_gib": round(self.plan.estimate.total_gib, 3),
+            "to_peak_gib": round(lower.estimate.total_gib, 3),
+        }
         self.plan, self.recipe = lower, recipe.filled(lower)
         if self.health is not None:
             self.health.advisor.plan = lower  # on_stall="adapt" re-plans from the plan trained
         self.events.append(event)
-        self.run.console.print(f"[yellow]the shared prefix is off ({why}): the run is planned again without it, "
-                               f"peak {event['from_peak_gib']:.2f} -> {event['to_peak_gib']:.2f} GiB[/yellow]",
-                               highlight=False)
+        self.run.console.print(
+            f"[yellow]the shared prefix is off ({why}): the run is planned again without it, "
+            f"peak {event['from_peak_gib']:.2f} -> {event['to_peak_gib']:.2f} GiB[/yellow]",
+            highlight=False,
+        )
         self.write_record(status="running")
 
     def record_health(self, finding: Any) -> None:
@@ -229,9 +286,11 @@ class Attempts:
             self.plan = new_plan
             self.recipe = self.recipe.replanned(new_plan) if self.recipe is not None else None
             old, new = event["max_completion_length"]
-            text = (f"health: adapted at step {step} (a checkpoint): max_completion_length {old} -> {new}, which the "
-                    f"plan fits with every other setting unchanged (peak {event['planned_peak_gib']} GiB); a resume "
-                    f"needs {event['resume_with']}")
+            text = (
+                f"health: adapted at step {step} (a checkpoint): max_completion_length {old} -> {new}, which the "
+                f"plan fits with every other setting unchanged (peak {event['planned_peak_gib']} GiB); a resume "
+                f"needs {event['resume_with']}"
+            )
         else:
             text = f"health: max_completion_length stays {event['max_completion_length']}: {event['why']}"
         self.run.console.print(text, style="yellow", highlight=False, markup=False, soft_wrap=True)
@@ -240,9 +299,15 @@ class Attempts:
 
     def checkpoint_record(self) -> dict[str, Any]:
         """What a checkpoint's completion marker keeps of the run: enough to resume without run.json."""
-        return {"preset": self.plan.preset.name, "source": None if self.source == self.inputs.spec.model_id else self.source,
-                "done": self.done, "max_steps": self.max_steps, "events": self.events,
-                "model": self.inputs.spec.model_id, "fingerprint": self.fingerprint}
+        return {
+            "preset": self.plan.preset.name,
+            "source": None if self.source == self.inputs.spec.model_id else self.source,
+            "done": self.done,
+            "max_steps": self.max_steps,
+            "events": self.events,
+            "model": self.inputs.spec.model_id,
+            "fingerprint": self.fingerprint,
+        }
 
     def record_failure(self, exc: BaseException) -> None:
         """Mark run.json ``aborted`` (a second Ctrl-C or SIGTERM) or ``failed``; a full disk may refuse even that."""
@@ -301,8 +366,9 @@ class Attempts:
                 "measured_prompt_tokens": self.inputs.prompt_tokens,
                 "shared_prefix": self.shared_prefix_record,
                 "zero_advantage": self.zero_advantage_record,
-                "health": None if self.health is None else {"on_stall": self.health.on_stall,
-                                                            "findings": [f.kind for f in self.health.found]},
+                "health": None
+                if self.health is None
+                else {"on_stall": self.health.on_stall, "findings": [f.kind for f in self.health.found]},
                 "precision": {**plan.precision, **self.monitor_record},
                 "stop_strings": [] if self.recipe is None else list(self.recipe.stop_strings),
                 "recipe": None if self.recipe is None else self.recipe.to_dict(),
@@ -350,7 +416,9 @@ def run_attempts(loop: Attempts, plan_kwargs: dict[str, Any], *, on_oom: OnOOM, 
         try:
             with resilience.stop_signals_save(loop.interrupt_cb), warnings.catch_warnings():
                 # TRL calls transformers' renamed is_gradient_checkpointing on every step; the rename is not ours to fix
-                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*deprecated", category=FutureWarning)
+                warnings.filterwarnings(
+                    "ignore", message=".*is_gradient_checkpointing.*deprecated", category=FutureWarning
+                )
                 try:
                     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
                 except resilience.NothingLeft:  # the checkpoint, now loaded, holds every step: nothing to train

@@ -35,8 +35,17 @@ from transformers import TrainerCallback
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["MARKER", "INCOMPLETE_DIR", "CompletionCallback", "Scan", "checkpoint_bytes", "checkpoint_step",
-           "scan", "set_aside", "why_incomplete"]
+__all__ = [
+    "MARKER",
+    "INCOMPLETE_DIR",
+    "CompletionCallback",
+    "Scan",
+    "checkpoint_bytes",
+    "checkpoint_step",
+    "scan",
+    "set_aside",
+    "why_incomplete",
+]
 
 MARKER = "grpo_lite_checkpoint.json"  # written last: the checkpoint is complete
 INCOMPLETE_DIR = "incomplete"  # where cut-off checkpoints are moved on resume
@@ -55,8 +64,11 @@ def checkpoint_step(path: Path) -> int | None:
 
 
 def _files(folder: Path) -> dict[str, int]:
-    return {str(p.relative_to(folder)): p.stat().st_size for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != MARKER}
+    return {
+        str(p.relative_to(folder)): p.stat().st_size
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MARKER
+    }
 
 
 def read_marker(folder: Path) -> dict[str, Any] | None:

@@ -30,9 +30,17 @@ def default_output_dir(model: str) -> Path:
     return Path("runs") / f"{slug}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
-def open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *, resume: bool, overwrite: bool,
-             quiet: bool, max_steps: int | None = None, preset: str | None = None,
-             method: str | None = None) -> RunFolder:
+def open_run(
+    model: str | os.PathLike,
+    output_dir: str | os.PathLike | None,
+    *,
+    resume: bool,
+    overwrite: bool,
+    quiet: bool,
+    max_steps: int | None = None,
+    preset: str | None = None,
+    method: str | None = None,
+) -> RunFolder:
     """Choose, check, lock and guard the output folder (one for all ranks); find the checkpoint to resume from.
 
     The main process does the checks and takes the lock; its error, if any, is raised on every rank. A resume
@@ -42,7 +50,8 @@ def open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *, 
 
     from grpo_lite.errors import GrpoLiteError
     from grpo_lite.training import checks
-    from grpo_lite.training.run import resilience, resume_checks, resume as resuming
+    from grpo_lite.training.run import resilience, resume_checks
+    from grpo_lite.training.run import resume as resuming
     from grpo_lite.training.run.lock import RunLock
     from grpo_lite.training.run.ranks import process_state
 
@@ -65,8 +74,9 @@ def open_run(model: str | os.PathLike, output_dir: str | os.PathLike | None, *, 
                 console.print(f"[yellow]{stale}[/yellow]")
             resilience.guard_output_dir(out, resume=resume, overwrite=overwrite)
             if resume:  # before anything is written: same model, preset, method; steps left
-                run.finished, line = resume_checks.check_resume(out, model, max_steps=max_steps, preset=preset,
-                                                                method=method)
+                run.finished, line = resume_checks.check_resume(
+                    out, model, max_steps=max_steps, preset=preset, method=method
+                )
                 if line is not None:
                     console.print(line if run.finished else f"[yellow]{line}[/yellow]", highlight=False, soft_wrap=True)
             if resume and not run.finished:
@@ -96,8 +106,9 @@ def _shared_error(state: Any, error: GrpoLiteError | None) -> GrpoLiteError | No
     if state.num_processes > 1:
         from accelerate.utils import broadcast_object_list
 
-        kind, text = broadcast_object_list([type(error).__name__ if error else None, str(error) if error else None],
-                                           from_process=0)
+        kind, text = broadcast_object_list(
+            [type(error).__name__ if error else None, str(error) if error else None], from_process=0
+        )
         if error is None and kind is not None:
             from grpo_lite import errors
 

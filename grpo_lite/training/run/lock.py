@@ -53,7 +53,11 @@ def _describe(record: dict[str, Any] | None) -> str:
     if not record:
         return "another process"
     when = record.get("started")
-    since = f", started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(when))}" if isinstance(when, (int, float)) else ""
+    since = (
+        f", started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(when))}"
+        if isinstance(when, (int, float))
+        else ""
+    )
     host = record.get("host")
     where = f" on {host}" if host and host != socket.gethostname() else ""
     return f"PID {record.get('pid')}{where}{since}"
@@ -85,7 +89,9 @@ class RunLock:
         def own(fd: int) -> None:  # filelock calls this with the lock held: keep the last owner's record, write ours
             found.append(_read(fd))
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode(), 0)
+            os.pwrite(
+                fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}).encode(), 0
+            )
             os.fsync(fd)
 
         lock = cls._take(path, on_acquired=own)
@@ -109,14 +115,19 @@ class RunLock:
         except Timeout:
             raise OutputDirError(
                 f"another grpo-lite run ({_describe(_holder(path))}) is writing to {path.parent}; wait for it to "
-                "finish or stop it, or pass another output_dir (--output-dir)") from None
+                "finish or stop it, or pass another output_dir (--output-dir)"
+            ) from None
         except OSError as exc:
             if exc.errno == errno.ELOOP or path.is_symlink():
-                raise OutputDirError(f"{path} is a symbolic link; a run's lock is never followed out of its folder: "
-                                     "remove the link, or pass another output_dir (--output-dir)") from None
+                raise OutputDirError(
+                    f"{path} is a symbolic link; a run's lock is never followed out of its folder: "
+                    "remove the link, or pass another output_dir (--output-dir)"
+                ) from None
             if exc.errno == errno.ENOSYS:
-                raise OutputDirError(f"the filesystem holding {path.parent} has no file locks (flock); pass an "
-                                     "output_dir on a local disk (--output-dir)") from None
+                raise OutputDirError(
+                    f"the filesystem holding {path.parent} has no file locks (flock); pass an "
+                    "output_dir on a local disk (--output-dir)"
+                ) from None
             raise
         return lock
 

@@ -76,8 +76,9 @@ def _clear_records(output_dir: str | os.PathLike[str]) -> None:
 
 def read_rank_records(output_dir: str | os.PathLike[str]) -> list[RankRecord]:
     """Every ``ranks/rank<R>.json`` under ``output_dir``, by rank."""
-    records = [RankRecord(**json.loads(p.read_text(encoding="utf-8")))
-               for p in _records_dir(output_dir).glob("rank*.json")]
+    records = [
+        RankRecord(**json.loads(p.read_text(encoding="utf-8"))) for p in _records_dir(output_dir).glob("rank*.json")
+    ]
     return sorted(records, key=lambda r: r.rank)
 
 
@@ -91,12 +92,16 @@ def check_ranks(output_dir: str | os.PathLike[str], num_processes: int) -> list[
     records = read_rank_records(output_dir)
     ranks = [r.rank for r in records]
     if ranks != list(range(num_processes)):
-        raise GrpoLiteError(f"expected records of ranks 0..{num_processes - 1} in {_records_dir(output_dir)}, "
-                            f"found {ranks}: some processes did not finish training")
+        raise GrpoLiteError(
+            f"expected records of ranks 0..{num_processes - 1} in {_records_dir(output_dir)}, "
+            f"found {ranks}: some processes did not finish training"
+        )
     alone = [r.rank for r in records if r.world_size != num_processes]
     if alone:
-        raise GrpoLiteError(f"ranks {alone} ran with world size {records[alone[0]].world_size}, not {num_processes}: "
-                            "they trained alone (on CPU, launch with torchrun and use_cpu=True)")
+        raise GrpoLiteError(
+            f"ranks {alone} ran with world size {records[alone[0]].world_size}, not {num_processes}: "
+            "they trained alone (on CPU, launch with torchrun and use_cpu=True)"
+        )
     return records
 
 
@@ -149,10 +154,16 @@ def _build_rank_record_callback() -> type:
                     local = [getattr(p, "to_local", lambda p=p: p)() for p in model.parameters() if p.requires_grad]
                     total = float(sum(t.detach().double().sum().item() for t in local))
             record = RankRecord(
-                rank=args.process_index, world_size=args.world_size, steps=state.global_step,
-                local_samples=self.micro_batches * args.per_device_train_batch_size, backend=backend,
-                micro_batches=self.micro_batches, param_sum=total, pid=os.getpid(),
-                wall_seconds=round(time.perf_counter() - self._start, 3))
+                rank=args.process_index,
+                world_size=args.world_size,
+                steps=state.global_step,
+                local_samples=self.micro_batches * args.per_device_train_batch_size,
+                backend=backend,
+                micro_batches=self.micro_batches,
+                param_sum=total,
+                pid=os.getpid(),
+                wall_seconds=round(time.perf_counter() - self._start, 3),
+            )
             write_json_atomic(_records_dir(self.output_dir) / f"rank{record.rank}.json", asdict(record))
 
     RankRecordCallback.__module__ = __name__

@@ -73,16 +73,22 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
     if resume or not output_dir.is_dir():
         return
     holds_run = any((output_dir / m).exists() for m in _RUN_MARKERS) or any(
-        p.is_dir() for p in output_dir.glob("checkpoint-*"))
+        p.is_dir() for p in output_dir.glob("checkpoint-*")
+    )
     if not holds_run:
         return
     if not overwrite:
         from grpo_lite.training.run.checkpoints import scan
 
-        way = ("pass resume=True (--resume) to continue it, " if scan(output_dir).newest is not None else
-               "it has no complete checkpoint to resume: pass ")
-        raise ConfigError(f"{output_dir} already holds a run (run.json or checkpoints); {way}overwrite=True "
-                          "(--overwrite) to replace it, or another output_dir")
+        way = (
+            "pass resume=True (--resume) to continue it, "
+            if scan(output_dir).newest is not None
+            else "it has no complete checkpoint to resume: pass "
+        )
+        raise ConfigError(
+            f"{output_dir} already holds a run (run.json or checkpoints); {way}overwrite=True "
+            "(--overwrite) to replace it, or another output_dir"
+        )
     from grpo_lite.export.runtimes import run_exports
 
     for child in output_dir.iterdir():
@@ -127,9 +133,11 @@ def disk_full_error(exc: BaseException, out: Path, need_bytes: float, checkpoint
 
 def train_advice(message: str, prompt_tokens: int) -> str:
     """A planner message with advice train() can take: it measures prompts, so max_prompt_length is not a setting."""
-    tail = (f"Or lower max_completion_length or num_generations (floor 4) (--set key=value; Python: key=value), "
-            f"shorten the prompts (train() plans for the longest, {prompt_tokens} tokens: drop the longest rows "
-            "from the dataset), or spread over more GPUs (--num-processes N with --sharding).")
+    tail = (
+        f"Or lower max_completion_length or num_generations (floor 4) (--set key=value; Python: key=value), "
+        f"shorten the prompts (train() plans for the longest, {prompt_tokens} tokens: drop the longest rows "
+        "from the dataset), or spread over more GPUs (--num-processes N with --sharding)."
+    )
     cut = message.find(" Or shorten max_prompt_length")
     return (message[:cut] + " " + tail) if cut >= 0 else f"{message} ({tail[3:]})"
 
@@ -223,8 +231,11 @@ def stop_signals_save(callback: InterruptCallback) -> Iterator[None]:
             raise Aborted(signum)
         callback.requested, callback.signal = True, signal.Signals(signum).name
         name, again = _SAID[signum]
-        print(f"\n{name}: finishing the current step and saving a checkpoint ({again} to abort without saving)",
-              file=sys.stderr, flush=True)
+        print(
+            f"\n{name}: finishing the current step and saving a checkpoint ({again} to abort without saving)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     try:
         for signum in _STOP_SIGNALS:
@@ -250,8 +261,8 @@ def next_plan(current: Plan, **plan_kwargs: Any) -> Plan:
         DoesNotFitError: ``current`` is the bottom rung, or nothing below it fits; the message says
             what budget would be needed.
     """
-    from grpo_lite.planning.hardware import installed_extras
     from grpo_lite.planning.choose import plan
+    from grpo_lite.planning.hardware import installed_extras
     from grpo_lite.planning.ladder import LADDER
 
     extras = installed_extras()
@@ -308,14 +319,21 @@ def continue_schedule(trainer: Any, *, offset: int, total_steps: int) -> str:
     def create_scheduler(num_training_steps: int, optimizer: Any = None) -> Any:
         if trainer.lr_scheduler is None:
             optimizer = optimizer if optimizer is not None else trainer.optimizer
-            whole = get_scheduler(args.lr_scheduler_type, optimizer=optimizer,
-                                  num_warmup_steps=args.get_warmup_steps(total_steps), num_training_steps=total_steps,
-                                  scheduler_specific_kwargs=args.lr_scheduler_kwargs)
+            whole = get_scheduler(
+                args.lr_scheduler_type,
+                optimizer=optimizer,
+                num_warmup_steps=args.get_warmup_steps(total_steps),
+                num_training_steps=total_steps,
+                scheduler_specific_kwargs=args.lr_scheduler_kwargs,
+            )
             if type(whole) is LambdaLR:
                 trainer.lr_scheduler = LambdaLR(optimizer, [_shifted(f, offset) for f in whole.lr_lambdas])
             else:  # pragma: no cover - a transformers release whose schedulers are not LambdaLR
-                warnings.warn(f"the {kind} learning-rate schedule is not a LambdaLR: it starts at step 0 of the whole "
-                              f"run's schedule instead of step {offset}", stacklevel=2)
+                warnings.warn(
+                    f"the {kind} learning-rate schedule is not a LambdaLR: it starts at step 0 of the whole "
+                    f"run's schedule instead of step {offset}",
+                    stacklevel=2,
+                )
                 trainer.lr_scheduler = whole
         return trainer.lr_scheduler
 

@@ -85,18 +85,30 @@ def resume_point(output_dir: Path, *, move: bool) -> tuple[Path, list[str]]:
     found = checkpoints.scan(output_dir)
     if found.newest is None:
         if not found.incomplete and not (output_dir / "run.json").exists() and not (output_dir / HISTORY_FILE).exists():
-            raise ConfigError(f"resume asked but {output_dir} holds no checkpoint-N folder; drop resume to start a "
-                              "new run, or point output_dir at the run to continue")
+            raise ConfigError(
+                f"resume asked but {output_dir} holds no checkpoint-N folder; drop resume to start a "
+                "new run, or point output_dir at the run to continue"
+            )
         if not found.incomplete:
-            raise ConfigError(f"resume asked but the run in {output_dir} stopped before its first checkpoint: nothing "
-                              "to resume; start it again with --overwrite (Python: overwrite=True) instead of --resume")
+            raise ConfigError(
+                f"resume asked but the run in {output_dir} stopped before its first checkpoint: nothing "
+                "to resume; start it again with --overwrite (Python: overwrite=True) instead of --resume"
+            )
         whys = "; ".join(f"{p.name}: {why}" for p, why in found.incomplete)
-        raise ConfigError(f"resume asked but {output_dir} holds no complete checkpoint ({whys}); start the run again "
-                          "with overwrite=True (--overwrite), or restore the missing files")
-    newer = [(p, why) for p, why in found.incomplete if checkpoints.checkpoint_step(p) > checkpoints.checkpoint_step(found.newest)]
+        raise ConfigError(
+            f"resume asked but {output_dir} holds no complete checkpoint ({whys}); start the run again "
+            "with overwrite=True (--overwrite), or restore the missing files"
+        )
+    newer = [
+        (p, why)
+        for p, why in found.incomplete
+        if checkpoints.checkpoint_step(p) > checkpoints.checkpoint_step(found.newest)
+    ]
     moved = checkpoints.set_aside(output_dir, found.incomplete) if move else [p for p, _ in found.incomplete]
-    notes = [f"{p.name} is incomplete ({why}): skipped, moved to {target}"
-             for (p, why), target in zip(found.incomplete, moved)]
+    notes = [
+        f"{p.name} is incomplete ({why}): skipped, moved to {target}"
+        for (p, why), target in zip(found.incomplete, moved)
+    ]
     if newer:
         notes.append(f"resuming from {found.newest.name}, the newest complete checkpoint")
     return found.newest, notes
@@ -117,8 +129,10 @@ def read_record(output_dir: Path, *, move: bool) -> tuple[dict[str, Any] | None,
         target = path.with_name("run.json.corrupt")
         if move:
             os.replace(path, target)
-        return None, (f"run.json could not be read ({why}): kept as {target.name}; the run's record is rebuilt from "
-                      "the checkpoint and history.jsonl")
+        return None, (
+            f"run.json could not be read ({why}): kept as {target.name}; the run's record is rebuilt from "
+            "the checkpoint and history.jsonl"
+        )
 
 
 def read_history(output_dir: Path) -> list[dict[str, Any]]:
@@ -161,9 +175,14 @@ def _merge(*sources: list[dict[str, Any]], last: int) -> list[dict[str, Any]]:
 def _from_record(record: dict[str, Any]) -> dict[str, Any]:
     """preset, source, done, max_steps from a run.json (the last step down's target and weights)."""
     downs = [e for e in record.get("events", []) if e.get("event") == "out_of_memory"]
-    return {"preset": record.get("plan", {}).get("preset"), "source": downs[-1]["weights"] if downs else None,
-            "done": downs[-1]["step"] if downs else 0, "max_steps": record.get("max_steps"),
-            "model": record.get("model"), "fingerprint": record.get("model_fingerprint")}
+    return {
+        "preset": record.get("plan", {}).get("preset"),
+        "source": downs[-1]["weights"] if downs else None,
+        "done": downs[-1]["step"] if downs else 0,
+        "max_steps": record.get("max_steps"),
+        "model": record.get("model"),
+        "fingerprint": record.get("model_fingerprint"),
+    }
 
 
 def earlier_run(output_dir: Path, checkpoint: Path, *, main: bool) -> EarlierRun:
@@ -182,12 +201,24 @@ def earlier_run(output_dir: Path, checkpoint: Path, *, main: bool) -> EarlierRun
     on_disk = read_history(output_dir)
     last = base["done"] + step
     history = _merge(on_disk, (record or {}).get("history", []), _log_history(checkpoint, base["done"]), last=last)
-    earlier = EarlierRun(preset=base["preset"], source=base["source"], done=base["done"], checkpoint_step=step,
-                         max_steps=base["max_steps"], history=history, events=events, notes=[note] if note else [],
-                         status=(record or {}).get("status"), model=base["model"], fingerprint=base["fingerprint"])
+    earlier = EarlierRun(
+        preset=base["preset"],
+        source=base["source"],
+        done=base["done"],
+        checkpoint_step=step,
+        max_steps=base["max_steps"],
+        history=history,
+        events=events,
+        notes=[note] if note else [],
+        status=(record or {}).get("status"),
+        model=base["model"],
+        fingerprint=base["fingerprint"],
+    )
     if record is not None and record.get("status") == "running":  # nobody holds the lock: it did not end
         reached = max([r["step"] for r in on_disk + record.get("history", [])], default=None)
         earlier.events.append({"event": "crashed", "after_step": reached})
-        earlier.notes.append(f"the earlier run stopped without a word{'' if reached is None else f' after step {reached}'} "
-                             "(killed, or the machine went down): recorded as crashed")
+        earlier.notes.append(
+            f"the earlier run stopped without a word{'' if reached is None else f' after step {reached}'} "
+            "(killed, or the machine went down): recorded as crashed"
+        )
     return earlier

@@ -60,8 +60,9 @@ def _sampled(files: list[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-def check_same_run(output_dir: Path, earlier: EarlierRun, *, model_id: str, preset: str | None,
-                   method: str | None) -> None:
+def check_same_run(
+    output_dir: Path, earlier: EarlierRun, *, model_id: str, preset: str | None, method: str | None
+) -> None:
     """Refuse a resume that names another model, or a preset or method the run did not train on.
 
     Raises:
@@ -76,23 +77,30 @@ def check_same_run(output_dir: Path, earlier: EarlierRun, *, model_id: str, pres
         if earlier.fingerprint and mine:
             differs = [part for part in ("config", "weights") if earlier.fingerprint.get(part) != mine[part]]
             why = {("config",): "its config differs", ("weights",): "its weights differ"}.get(
-                tuple(differs), "its config and weights differ")
+                tuple(differs), "its config and weights differ"
+            )
         else:  # a model whose files are not here (a hub id not downloaded): its name decides
             same = theirs == model_id or (Path(theirs).exists() and Path(theirs).resolve() == Path(model_id).resolve())
             differs, why = ([] if same else ["name"]), "another name"
         if differs:
-            raise ConfigError(f"{output_dir} was trained from {theirs}; {model_id} is another model ({why}): pass "
-                              f"{theirs} to resume the run, {again}")
+            raise ConfigError(
+                f"{output_dir} was trained from {theirs}; {model_id} is another model ({why}): pass "
+                f"{theirs} to resume the run, {again}"
+            )
     presets = earlier.presets()
     if not presets:
         return
     if preset is not None and preset not in presets:
-        raise ConfigError(f"{output_dir} was trained with preset {presets[-1]!r}; --preset {preset} asks for another: "
-                          f"drop --preset (a resume keeps the run's preset; Python: preset=None), {again}")
+        raise ConfigError(
+            f"{output_dir} was trained with preset {presets[-1]!r}; --preset {preset} asks for another: "
+            f"drop --preset (a resume keeps the run's preset; Python: preset=None), {again}"
+        )
     methods = [get_preset(name).method for name in presets]
     if method is not None and method not in methods:
-        raise ConfigError(f"{output_dir} was trained with method {methods[-1]!r} (preset {presets[-1]!r}); --method "
-                          f"{method} asks for another: drop --method (Python: method=None), {again}")
+        raise ConfigError(
+            f"{output_dir} was trained with method {methods[-1]!r} (preset {presets[-1]!r}); --method "
+            f"{method} asks for another: drop --method (Python: method=None), {again}"
+        )
 
 
 def check_steps(output_dir: Path, earlier: EarlierRun, max_steps: int | None) -> tuple[bool, str | None]:
@@ -106,20 +114,25 @@ def check_steps(output_dir: Path, earlier: EarlierRun, max_steps: int | None) ->
     """
     reached, wanted = earlier.reached, max_steps if max_steps is not None else earlier.max_steps
     if wanted is not None and wanted < reached:
-        raise ConfigError(f"{output_dir} holds {reached} trained steps (checkpoint-{earlier.checkpoint_step}) and "
-                          f"max_steps={wanted} asks for fewer: pass --max-steps {reached} or more to go on from them "
-                          f"(Python: max_steps=...), or --overwrite to train {wanted} steps from the start")
+        raise ConfigError(
+            f"{output_dir} holds {reached} trained steps (checkpoint-{earlier.checkpoint_step}) and "
+            f"max_steps={wanted} asks for fewer: pass --max-steps {reached} or more to go on from them "
+            f"(Python: max_steps=...), or --overwrite to train {wanted} steps from the start"
+        )
     if earlier.status != "finished" or not (output_dir / "final").is_dir():
         return False, None
     if wanted is None or wanted == reached:
-        return True, (f"finished: the run in {output_dir} already trained its {reached} steps (model in "
-                      f"{output_dir / 'final'}); nothing changed. To train on, pass --max-steps above {reached} with "
-                      "--resume (Python: max_steps=..., resume=True)")
+        return True, (
+            f"finished: the run in {output_dir} already trained its {reached} steps (model in "
+            f"{output_dir / 'final'}); nothing changed. To train on, pass --max-steps above {reached} with "
+            "--resume (Python: max_steps=..., resume=True)"
+        )
     return False, f"the run finished at step {reached}: training on to step {wanted}; final/ is replaced at the end"
 
 
-def check_resume(output_dir: Path, model: str | os.PathLike, *, max_steps: int | None, preset: str | None,
-                 method: str | None) -> tuple[bool, str | None]:
+def check_resume(
+    output_dir: Path, model: str | os.PathLike, *, max_steps: int | None, preset: str | None, method: str | None
+) -> tuple[bool, str | None]:
     """:func:`check_same_run`, then :func:`check_steps`, on the folder as it is (nothing is moved or written).
 
     Returns:

@@ -80,10 +80,18 @@ class LiteGRPOTrainer(GRPOTrainer):
         *args, **kwargs: ``GRPOTrainer``'s own.
     """
 
-    def __init__(self, *args: Any, shared_prefix: bool = True, verify_shared_prefix: bool = True,
-                 shared_prefix_atol: float | None = None, stop_strings: Sequence[str] = (),
-                 update_rounding: UpdateRounding | None = None, update_monitor: bool = True,
-                 skip_zero_advantage: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        shared_prefix: bool = True,
+        verify_shared_prefix: bool = True,
+        shared_prefix_atol: float | None = None,
+        stop_strings: Sequence[str] = (),
+        update_rounding: UpdateRounding | None = None,
+        update_monitor: bool = True,
+        skip_zero_advantage: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         if update_rounding is None:
             trains_bf16 = any(p.requires_grad and p.dtype == torch.bfloat16 for p in self.model.parameters())
@@ -100,10 +108,12 @@ class LiteGRPOTrainer(GRPOTrainer):
         if update_monitor and "update_monitor" not in seam:
             self.update_monitor = UpdateMonitor(sink=self._log_update_metrics, seed=self.args.seed)
             self.add_callback(self.update_monitor)
-        why_not = config_reason(self) or (seam.get("skip_zero_advantage") and f"TRL {trl.__version__}: "
-                                          f"{seam['skip_zero_advantage']}")
-        self.zero_advantage = ZeroAdvantageSkip(skip_zero_advantage and not why_not,
-                                                None if not skip_zero_advantage else why_not or None)
+        why_not = config_reason(self) or (
+            seam.get("skip_zero_advantage") and f"TRL {trl.__version__}: {seam['skip_zero_advantage']}"
+        )
+        self.zero_advantage = ZeroAdvantageSkip(
+            skip_zero_advantage and not why_not, None if not skip_zero_advantage else why_not or None
+        )
         zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         if shared_prefix and (self.is_fsdp_enabled or zero3):
             self._shared_off("not supported with FSDP or DeepSpeed ZeRO-3")
@@ -126,7 +136,8 @@ class LiteGRPOTrainer(GRPOTrainer):
         # Where the seam differs, TRL's own method serves TRL's calls, whatever its signature now.
         if "shared_scoring" in seam:
             self._get_per_token_logps_and_entropies = types.MethodType(
-                GRPOTrainer._get_per_token_logps_and_entropies, self)
+                GRPOTrainer._get_per_token_logps_and_entropies, self
+            )
         if not (self.shared_sampling or self.stop_strings):
             self._generate_single_turn = types.MethodType(GRPOTrainer._generate_single_turn, self)
 
@@ -163,23 +174,35 @@ class LiteGRPOTrainer(GRPOTrainer):
         return super()._compute_loss(model, plan.inputs) * plan.scale
 
     # ---- shared prefix -------------------------------------------------------------------------
-    def _get_per_token_logps_and_entropies(self, model: nn.Module, input_ids: Tensor, attention_mask: Tensor,
-                                           logits_to_keep: int, batch_size: int | None = None,
-                                           compute_entropy: bool = False, compute_aux_loss: bool = False,
-                                           **extra: Any) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: nn.Module,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **extra: Any,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         args = (model, input_ids, attention_mask, logits_to_keep)
         reason = "disabled" if not self.shared_prefix else unsupported_reason(*args, compute_aux_loss, extra)
 
         def shared(entropy: bool) -> tuple[Tensor, Tensor | None]:
-            return shared_prefix_logps_and_entropies(*args, batch_size=batch_size, compute_entropy=entropy,
-                                                     autocast=self.accelerator.autocast)
+            return shared_prefix_logps_and_entropies(
+                *args, batch_size=batch_size, compute_entropy=entropy, autocast=self.accelerator.autocast
+            )
 
         calls = self.shared_prefix_record["calls"]
         if reason is None and self._verify_pending:  # this call's shared forward serves it once checked
             self._verify_pending = False
-            check, (logps, entropies) = self_check(self, super()._get_per_token_logps_and_entropies,
-                                                   lambda entropy: shared(entropy or compute_entropy), *args,
-                                                   atol=self.shared_prefix_atol)
+            check, (logps, entropies) = self_check(
+                self,
+                super()._get_per_token_logps_and_entropies,
+                lambda entropy: shared(entropy or compute_entropy),
+                *args,
+                atol=self.shared_prefix_atol,
+            )
             self.shared_prefix_record["self_check"] = {
                 "max_abs_diff": check.max_abs_diff, "mean_abs_diff": check.mean_abs_diff,
                 "max_entropy_diff": check.max_entropy_diff, "atol": check.atol, "tokens": check.n_tokens,
@@ -194,8 +217,9 @@ class LiteGRPOTrainer(GRPOTrainer):
                 self.on_shared_off()
         if reason is not None:
             calls["trl"] += 1
-            return super()._get_per_token_logps_and_entropies(*args, batch_size, compute_entropy, compute_aux_loss,
-                                                              **extra)
+            return super()._get_per_token_logps_and_entropies(
+                *args, batch_size, compute_entropy, compute_aux_loss, **extra
+            )
         calls["shared"] += 1
         logps, entropies = shared(compute_entropy)
         return logps, entropies, None
@@ -209,19 +233,32 @@ class LiteGRPOTrainer(GRPOTrainer):
             self.shared_sampling = False
 
     # ---- sampling: stop strings and the shared prefix -------------------------------------------
-    def _generate_single_turn(self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int,
-                              has_tool_images: bool = False) -> tuple[list[list[int]], Any]:
+    def _generate_single_turn(
+        self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int, has_tool_images: bool = False
+    ) -> tuple[list[list[int]], Any]:
         stops = bool(getattr(getattr(self, "generation_config", None), "stop_strings", None))
-        share = self.shared_sampling and not (self.use_vllm or self.use_transformers_continuous_batching) and \
-            images is None and not multimodal_fields
+        share = (
+            self.shared_sampling
+            and not (self.use_vllm or self.use_transformers_continuous_batching)
+            and images is None
+            and not multimodal_fields
+        )
         if not (stops or share):  # vLLM: neither
-            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
-                                                 has_tool_images)
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+            )
         check = self._checked_generate if share and self._verify_sampling_pending else None
-        with _patched_generate(self.accelerator.unwrap_model(self.model), self.processing_class, stops=stops,
-                               share=share, pad_token_id=self._tokenizer.pad_token_id, check=check):
-            completion_ids, logprobs = super()._generate_single_turn(prompt_ids, images, multimodal_fields,
-                                                                     num_generations, has_tool_images)
+        with _patched_generate(
+            self.accelerator.unwrap_model(self.model),
+            self.processing_class,
+            stops=stops,
+            share=share,
+            pad_token_id=self._tokenizer.pad_token_id,
+            check=check,
+        ):
+            completion_ids, logprobs = super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+            )
         if not stops:
             return completion_ids, logprobs
         pad, eos = self._tokenizer.pad_token_id, self.eos_token_ids
@@ -233,16 +270,23 @@ class LiteGRPOTrainer(GRPOTrainer):
         shared sampling off. Whether the batch may be sampled on the shared layout."""
         self._verify_sampling_pending = False
         low, atol, mean_atol = default_tolerances(self, self.accelerator.unwrap_model(self.model))
-        check = checked_generate(generate, plain, shared, self.eos_token_ids, exact=not low,
-                                 atol=atol if self.shared_prefix_atol is None else self.shared_prefix_atol,
-                                 mean_atol=mean_atol)
+        check = checked_generate(
+            generate,
+            plain,
+            shared,
+            self.eos_token_ids,
+            exact=not low,
+            atol=atol if self.shared_prefix_atol is None else self.shared_prefix_atol,
+            mean_atol=mean_atol,
+        )
         self._check_sampling(check)
         return check.ok
 
 
 @contextmanager
-def _patched_generate(model: nn.Module, tokenizer: Any, *, stops: bool, share: bool, pad_token_id: int,
-                      check: Any = None) -> Iterator[None]:
+def _patched_generate(
+    model: nn.Module, tokenizer: Any, *, stops: bool, share: bool, pad_token_id: int, check: Any = None
+) -> Iterator[None]:
     """TRL's call to ``generate``, with the tokenizer that stop strings need (TRL does not pass it) and,
     with ``share``, the group's common prompt prefix forwarded once (:mod:`~grpo_lite.training.step.prefix_cache`).
 
@@ -259,7 +303,10 @@ def _patched_generate(model: nn.Module, tokenizer: Any, *, stops: bool, share: b
         if share and not args and set(kwargs) <= {"input_ids", "attention_mask", "generation_config", "tokenizer"}:
             ids, mask = kwargs["input_ids"], kwargs["attention_mask"].bool()
             lists = [row[m].tolist() for row, m in zip(ids, mask)]  # TRL slices the output at ids' own width
-            shared: dict[str, Any] | None = {**kwargs, **prefix_cache_inputs(model, lists, pad_token_id, width=ids.size(1))}
+            shared: dict[str, Any] | None = {
+                **kwargs,
+                **prefix_cache_inputs(model, lists, pad_token_id, width=ids.size(1)),
+            }
             if check is not None and len(shared) > len(kwargs):  # a prefix cache is in: check a slice against TRL's
                 run, check, rows = check, None, check_rows(lists)
                 plain = {**kwargs, "input_ids": ids[rows], "attention_mask": kwargs["attention_mask"][rows]}

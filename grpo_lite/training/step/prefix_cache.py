@@ -69,5 +69,8 @@ def prefix_cache_inputs(model: Any, lists: list[list[int]], pad_id: int, width: 
     cache.batch_repeat_interleave(len(lists))
     rows = [ids[:common] + [pad_id] * (width - len(ids)) + ids[common:] for ids in lists]
     mask = [[1] * common + [0] * (width - len(ids)) + [1] * (len(ids) - common) for ids in lists]
-    return {"input_ids": torch.tensor(rows, device=device), "attention_mask": torch.tensor(mask, device=device),
-            name: cache}
+    return {
+        "input_ids": torch.tensor(rows, device=device),
+        "attention_mask": torch.tensor(mask, device=device),
+        name: cache,
+    }

@@ -65,8 +65,12 @@ class SamplingCheck:
 
     @property
     def ok(self) -> bool:
-        return (self.shared_width == self.width and not (self.exact and self.rows_parted)
-                and self.max_abs_diff <= self.atol and self.mean_abs_diff <= self.mean_atol)
+        return (
+            self.shared_width == self.width
+            and not (self.exact and self.rows_parted)
+            and self.max_abs_diff <= self.atol
+            and self.mean_abs_diff <= self.mean_atol
+        )
 
     def reason(self) -> str:
         """What failed, in a few words ("" when ok)."""
@@ -109,8 +113,19 @@ class _SampledLogProbs:
         return torch.stack(self.logps, dim=1)[:, : completions.size(1)].cpu()
 
 
-def compare_samples(ref_ids: Tensor, ids: Tensor, ref_logps: Tensor, logps: Tensor, eos_token_ids: Sequence[int], *,
-                    width: int, shared_width: int, exact: bool, atol: float, mean_atol: float) -> SamplingCheck:
+def compare_samples(
+    ref_ids: Tensor,
+    ids: Tensor,
+    ref_logps: Tensor,
+    logps: Tensor,
+    eos_token_ids: Sequence[int],
+    *,
+    width: int,
+    shared_width: int,
+    exact: bool,
+    atol: float,
+    mean_atol: float,
+) -> SamplingCheck:
     """Compare TRL's completions (``ref_``) with the shared layout's, as the module's rule says.
 
     ``ref_ids``/``ids``: [B, n] completion tokens after TRL's slice; ``*logps``: their log-probs.
@@ -168,9 +183,17 @@ def check_rows(lists: Sequence[Sequence[int]], max_rows: int = CHECK_ROWS) -> li
     return (ordered + repeats[: max(0, 2 - len(ordered))])[: max(max_rows, 2)]
 
 
-def checked_generate(generate: Callable[..., Any], plain: dict[str, Any], shared: dict[str, Any],
-                     eos_token_ids: Sequence[int], *, exact: bool, atol: float, mean_atol: float,
-                     max_new_tokens: int = CHECK_TOKENS) -> SamplingCheck:
+def checked_generate(
+    generate: Callable[..., Any],
+    plain: dict[str, Any],
+    shared: dict[str, Any],
+    eos_token_ids: Sequence[int],
+    *,
+    exact: bool,
+    atol: float,
+    mean_atol: float,
+    max_new_tokens: int = CHECK_TOKENS,
+) -> SamplingCheck:
     """``generate(**shared)`` then ``generate(**plain)`` from one RNG state, each for at most ``max_new_tokens``
     tokens; the RNG state afterwards is the one before. Call it on a slice (:func:`check_rows`).
 
@@ -202,5 +225,15 @@ def checked_generate(generate: Callable[..., Any], plain: dict[str, Any], shared
     width, shared_width = plain["input_ids"].size(1), shared["input_ids"].size(1)
     ref_ids = getattr(plain_out, "sequences", plain_out)[:, width:].cpu()
     ids = getattr(shared_out, "sequences", shared_out)[:, width:].cpu()  # TRL's slice, whatever the layout
-    return compare_samples(ref_ids, ids, ref.finish(ref_ids), ours.finish(ids), eos_token_ids, width=width,
-                           shared_width=shared_width, exact=exact, atol=atol, mean_atol=mean_atol)
+    return compare_samples(
+        ref_ids,
+        ids,
+        ref.finish(ref_ids),
+        ours.finish(ids),
+        eos_token_ids,
+        width=width,
+        shared_width=shared_width,
+        exact=exact,
+        atol=atol,
+        mean_atol=mean_atol,
+    )

@@ -268,7 +268,9 @@ class SelfCheck:
 CHECK_GROUPS = 2  # prompt groups of the first micro-batch whose last row the self-check compares
 
 
-def check_rows(input_ids: Tensor, attention_mask: Tensor, logits_to_keep: int, max_groups: int = CHECK_GROUPS) -> Tensor:
+def check_rows(
+    input_ids: Tensor, attention_mask: Tensor, logits_to_keep: int, max_groups: int = CHECK_GROUPS
+) -> Tensor:
     """The rows :func:`self_check` compares: of the groups with the longest and the shortest prompt (up to
     ``max_groups`` groups), the last row with a completion token. Packed after every other completion of its
     group, it is the row a leaking mask, a shifted position or a wrong hidden-state index moves; the two
@@ -318,8 +320,9 @@ def self_check(
     entropy = lm is _patched_lm(trainer.model)  # TRL's fused head computes entropies for the policy only
     rows = check_rows(input_ids, attention_mask, logits_to_keep)
     with torch.no_grad():
-        ref, ref_entropy, _ = reference(unwrapped, input_ids[rows], attention_mask[rows], logits_to_keep,
-                                        compute_entropy=entropy)
+        ref, ref_entropy, _ = reference(
+            unwrapped, input_ids[rows], attention_mask[rows], logits_to_keep, compute_entropy=entropy
+        )
     logps, entropies = shared(entropy)
     mask = attention_mask[rows, -logits_to_keep:].bool()
     diff = (ref - logps[rows].detach())[mask].abs()
@@ -327,8 +330,9 @@ def self_check(
     check = SelfCheck(
         max_abs_diff=float(diff.max()),
         mean_abs_diff=float(diff.mean()),
-        max_entropy_diff=0.0 if ref_entropy is None or entropies is None else
-        float((ref_entropy - entropies[rows].detach())[mask].abs().max()),
+        max_entropy_diff=0.0
+        if ref_entropy is None or entropies is None
+        else float((ref_entropy - entropies[rows].detach())[mask].abs().max()),
         atol=default_atol if atol is None else atol,
         mean_atol=default_mean_atol if mean_atol is None else mean_atol,
         n_tokens=int(mask.sum()),

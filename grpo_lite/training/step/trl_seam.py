@@ -40,14 +40,24 @@ FEATURES: dict[Feature, str] = {  # the words of the warning, in the order the t
     "skip_zero_advantage": "zero-advantage skip",
 }
 
-_SCORING = ("self", "model", "input_ids", "attention_mask", "logits_to_keep", "batch_size", "compute_entropy",
-            "compute_aux_loss")  # then only fields that default to None (multimodal inputs)
+_SCORING = (
+    "self",
+    "model",
+    "input_ids",
+    "attention_mask",
+    "logits_to_keep",
+    "batch_size",
+    "compute_entropy",
+    "compute_aux_loss",
+)  # then only fields that default to None (multimodal inputs)
 _SAMPLING = ("self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images")
 # Lines of TRL's _generate_single_turn (whitespace and trailing commas ignored) that the layout and the stop
 # strings rely on: the left padding, the one generate call, the slice at the padded width, the first-EOS cut.
 _GENERATE_CALL = "unwrapped_model.generate(**generate_inputs, generation_config=self.generation_config)"
-_SLICE = ('prompt_length = generate_inputs["input_ids"].size(1)',
-          "completion_ids = prompt_completion_ids[:, prompt_length:]")
+_SLICE = (
+    'prompt_length = generate_inputs["input_ids"].size(1)',
+    "completion_ids = prompt_completion_ids[:, prompt_length:]",
+)
 _LEFT_PAD = 'padding_side="left"'
 _EOS_CUT = "torch.isin(completion_ids, torch.tensor(self.eos_token_ids"
 # sha256 of TRL 1.16's GRPOTrainer._compute_loss source, whitespace removed (_compact), first 16 hex digits. The skip's
@@ -67,10 +77,13 @@ def _signature_problem(cls: type, name: str, expected: tuple[str, ...], *, rest_
     except (TypeError, ValueError):
         return f"{name}: signature unreadable"
     params = list(signature.parameters.values())
-    extra = params[len(expected):]
-    if (tuple(p.name for p in params[:len(expected)]) != expected
-            or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
-            or (extra and not rest_none) or any(p.default is not None for p in extra)):
+    extra = params[len(expected) :]
+    if (
+        tuple(p.name for p in params[: len(expected)]) != expected
+        or any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+        or (extra and not rest_none)
+        or any(p.default is not None for p in extra)
+    ):
         return f"{name}{signature} is not {name}({', '.join(expected)}{', ...' if rest_none else ''})"
     return None
 
@@ -126,19 +139,37 @@ def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, 
     switches = _attribute_problem(trainer, {"use_vllm": is_bool, "use_transformers_continuous_batching": is_bool})
     # TRL calls the overrides whatever it samples with; what they change applies to transformers' generate only
     local = switches is None and not (trainer.use_vllm or trainer.use_transformers_continuous_batching)
-    generate = _signature_problem(trl_class, sampling, _SAMPLING, rest_none=False) or switches or (
-        local and _source_problem(trl_class, sampling, (_LEFT_PAD, _GENERATE_CALL)))
+    generate = (
+        _signature_problem(trl_class, sampling, _SAMPLING, rest_none=False)
+        or switches
+        or (local and _source_problem(trl_class, sampling, (_LEFT_PAD, _GENERATE_CALL)))
+    )
     tokenizer = {"_tokenizer": lambda t: hasattr(t, "pad_token_id")}
     found: dict[Feature, str | None] = {
         "shared_scoring": _signature_problem(trl_class, scoring, _SCORING, rest_none=True)
         or _fused_head_problem(trainer),
-        "shared_sampling": generate or (local and (_source_problem(trl_class, sampling, _SLICE)
-                                                   or _attribute_problem(trainer, tokenizer))),
-        "stop_strings": generate or (local and (_source_problem(trl_class, sampling, (_EOS_CUT,)) or _attribute_problem(
-            trainer, {**tokenizer, "generation_config": lambda c: c is not None, "eos_token_ids": lambda ids: isinstance(
-                ids, (list, tuple)) and all(isinstance(i, int) for i in ids)}))),
-        "update_monitor": _attribute_problem(trainer, {
-            "_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")}),
+        "shared_sampling": generate
+        or (local and (_source_problem(trl_class, sampling, _SLICE) or _attribute_problem(trainer, tokenizer))),
+        "stop_strings": generate
+        or (
+            local
+            and (
+                _source_problem(trl_class, sampling, (_EOS_CUT,))
+                or _attribute_problem(
+                    trainer,
+                    {
+                        **tokenizer,
+                        "generation_config": lambda c: c is not None,
+                        "eos_token_ids": lambda ids: (
+                            isinstance(ids, (list, tuple)) and all(isinstance(i, int) for i in ids)
+                        ),
+                    },
+                )
+            )
+        ),
+        "update_monitor": _attribute_problem(
+            trainer, {"_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")}
+        ),
         "skip_zero_advantage": _digest_problem(trl_class, *_LOSS),
     }
     return {feature: problem for feature, problem in found.items() if problem}
@@ -165,9 +196,11 @@ def seam_warning(problems: dict[Feature, str], version: str) -> str:
     TRL 9.0.0 differs from the code grpo-lite was tested with (TRL 1.16.0): stop strings off (x changed)
     """
     off = "; ".join(f"{FEATURES[feature]} off ({why})" for feature, why in problems.items())
-    return (f"grpo-lite: TRL {version} differs from the code grpo-lite was tested with (TRL "
-            f"{', '.join(TESTED_TRL)}): {off}. TRL's own code runs instead; docs/troubleshooting.md says how "
-            "to check a TRL release")
+    return (
+        f"grpo-lite: TRL {version} differs from the code grpo-lite was tested with (TRL "
+        f"{', '.join(TESTED_TRL)}): {off}. TRL's own code runs instead; docs/troubleshooting.md says how "
+        "to check a TRL release"
+    )
 
 
 def seam_replan(shared_prefix: bool, console: Any) -> bool:
@@ -178,6 +211,9 @@ def seam_replan(shared_prefix: bool, console: Any) -> bool:
         return shared_prefix
     import trl
 
-    console.print(f"[yellow]{seam_warning(problems, trl.__version__)}. The run is planned without the shared "
-                  "prefix: the plan below is the plan trained[/yellow]", highlight=False)
+    console.print(
+        f"[yellow]{seam_warning(problems, trl.__version__)}. The run is planned without the shared "
+        "prefix: the plan below is the plan trained[/yellow]",
+        highlight=False,
+    )
     return False

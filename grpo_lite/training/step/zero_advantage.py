@@ -39,14 +39,26 @@ __all__ = ["DIVISORS", "SkipPlan", "ZeroAdvantageSkip", "config_reason", "split"
 Divisor = Literal["rows", "tokens", "carried"]
 # loss_type -> what TRL 1.16 divides its loss by (the module docstring's table)
 DIVISORS: dict[str, Divisor] = {
-    "grpo": "rows", "sapo": "rows", "luspo": "rows", "dr_grpo": "rows",
+    "grpo": "rows",
+    "sapo": "rows",
+    "luspo": "rows",
+    "dr_grpo": "rows",
     "bnpo": "tokens",
-    "dapo": "carried", "cispo": "carried", "vespo": "carried",
+    "dapo": "carried",
+    "cispo": "carried",
+    "vespo": "carried",
 }
 # inputs a micro-batch may hold for a skip: per-row tensors, per-row-and-completion-token tensors, and the scalar
 ROW_KEYS = ("prompt_ids", "prompt_mask", "advantages")
-COLUMN_KEYS = ("completion_ids", "completion_mask", "old_per_token_logps", "ref_per_token_logps",
-               "sampling_per_token_logps", "importance_sampling_ratio", "tool_mask")
+COLUMN_KEYS = (
+    "completion_ids",
+    "completion_mask",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+    "sampling_per_token_logps",
+    "importance_sampling_ratio",
+    "tool_mask",
+)
 SCALAR_KEYS = ("num_items_in_batch",)
 
 
@@ -137,8 +149,14 @@ class ZeroAdvantageSkip:
     """
 
     def __init__(self, enabled: bool, reason: str | None = None) -> None:
-        self.record: dict[str, Any] = {"enabled": enabled, "rows": 0, "skipped_rows": 0, "positions": 0,
-                                       "skipped_positions": 0, "saved_share": 0.0}
+        self.record: dict[str, Any] = {
+            "enabled": enabled,
+            "rows": 0,
+            "skipped_rows": 0,
+            "positions": 0,
+            "skipped_positions": 0,
+            "saved_share": 0.0,
+        }
         if reason is not None:
             self.record["off"] = reason
 
@@ -164,5 +182,7 @@ class ZeroAdvantageSkip:
         r["positions"] += positions
         r["skipped_positions"] += skipped_positions
         r["saved_share"] = round(r["skipped_positions"] / r["positions"], 4) if r["positions"] else 0.0
-        return {"skip/zero_advantage_rows": skipped_rows / rows if rows else 0.0,
-                "skip/saved_positions": skipped_positions / positions if positions else 0.0}
+        return {
+            "skip/zero_advantage_rows": skipped_rows / rows if rows else 0.0,
+            "skip/saved_positions": skipped_positions / positions if positions else 0.0,
+        }

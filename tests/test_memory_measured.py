@@ -7,6 +7,7 @@ compares the second step with the model at the measured lengths.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +133,53 @@ def test_tracker_categories_on_a_toy_step() -> None:
 
 
 def test_mmap_threshold_is_set_on_linux() -> None:
-    import sys
-
-    from grpo_lite.memory.heap import set_mmap_threshold
+    from grpo_lite.memory.heap import lift_mmap_threshold, set_mmap_threshold
 
     assert set_mmap_threshold() is sys.platform.startswith("linux")
+    assert lift_mmap_threshold() is sys.platform.startswith("linux")  # the later tests get the heap as it was
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mmap threshold")
+def test_a_fixed_threshold_maps_each_block_afresh_and_lifting_it_reuses_them() -> None:
+    from tiny_run import faults_reusing_a_block
+
+    from grpo_lite.memory.heap import fixed_mmap_threshold, mmap_threshold_on_cpu
+
+    block = 48 << 20  # above the lifted threshold: mapped each time, whatever the heap holds free
+    with mmap_threshold_on_cpu("cpu") as on:
+        assert on and fixed_mmap_threshold() == 65536
+        faults, pages = faults_reusing_a_block(block // 2, times=4)  # 24 MiB: mapped under the threshold
+        assert faults >= 3 * pages
+    assert fixed_mmap_threshold() is None
+    faults_reusing_a_block(block // 2, times=1)  # the heap grows once
+    faults, pages = faults_reusing_a_block(block // 2, times=4)
+    assert faults < pages  # the heap keeps the freed block: no page faulted again
+    faults, pages = faults_reusing_a_block(block, times=2)
+    assert faults >= 2 * pages * 0.9  # lifted, not gone: 48 MiB blocks are still mapped
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mmap threshold")
+def test_a_threshold_fixed_before_the_block_stays_after_it() -> None:
+    from grpo_lite.memory.heap import (
+        fixed_mmap_threshold,
+        lift_mmap_threshold,
+        mmap_threshold_on_cpu,
+        set_mmap_threshold,
+    )
+
+    assert set_mmap_threshold(1 << 20)
+    try:
+        with mmap_threshold_on_cpu("cpu"):
+            assert fixed_mmap_threshold() == 65536
+        assert fixed_mmap_threshold() == 1 << 20
+        with mmap_threshold_on_cpu("cuda") as on:
+            assert not on and fixed_mmap_threshold() == 1 << 20
+    finally:
+        assert lift_mmap_threshold()
+    assert fixed_mmap_threshold() is None and not lift_mmap_threshold()
+
+
+def test_measuring_a_plan_lifts_the_threshold_after(measured: dict[tuple[str, str], dict[str, Any]]) -> None:
+    from grpo_lite.memory.heap import fixed_mmap_threshold
+
+    assert fixed_mmap_threshold() is None

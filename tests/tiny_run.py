@@ -26,3 +26,16 @@ def signal_during_step(step: int, signum: int = signal.SIGINT):
                 os.kill(os.getpid(), signum)
 
     return FirstSignal()
+
+
+def faults_reusing_a_block(nbytes: int = 16 << 20, times: int = 8) -> tuple[int, int]:
+    """Minor page faults of writing and freeing a tensor of ``nbytes`` ``times`` over, and the faults of one
+    such block's pages: a heap that keeps freed blocks faults once, a block mapped afresh each time ``times`` times."""
+    import resource
+
+    import torch
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(times):
+        torch.empty(nbytes // 4).fill_(1.0)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before, nbytes // resource.getpagesize()

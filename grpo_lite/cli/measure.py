@@ -5,7 +5,7 @@ tokens, completions of exactly ``max_completion_length`` tokens (``min_new_token
 completion per generation ending a token early so every micro-batch carries padding (as real ones
 do). The model loads as the plan's recipe says (:func:`grpo_lite.training.build.build_trainer`), so it must
 be on this machine: a local folder, a ``.gguf`` file, or a hub id in the local cache. On CPU the
-glibc mmap threshold is set first, as ``train()`` does. The shared-prefix forward runs when the plan
+glibc mmap threshold is set first and lifted after, as ``train()`` does. The shared-prefix forward runs when the plan
 says ``shared_prefix`` (on by default, as in ``train()``; ``--set shared_prefix=false`` turns it off).
 Two steps run; the second (optimizer state allocated) is compared with the model at the measured prompt and completion lengths.
 
@@ -116,7 +116,7 @@ def measure_plan(the_plan: Plan, *, steps: int = 2, seed: int = 0, source: str |
     from datasets import Dataset
 
     from grpo_lite.memory.calibration import make_row
-    from grpo_lite.memory.heap import set_mmap_threshold
+    from grpo_lite.memory.heap import mmap_threshold_on_cpu
     from grpo_lite.memory.measure import measure_training
     from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.training.build import build_trainer, grpo_settings
@@ -124,12 +124,10 @@ def measure_plan(the_plan: Plan, *, steps: int = 2, seed: int = 0, source: str |
 
     source = source or the_plan.model.model_id
     cpu = the_plan.device == "cpu"
-    if cpu:
-        set_mmap_threshold()
-    tokenizer = load_tokenizer(source)
-    completion = the_plan.settings["max_completion_length"]
-    prompts = exact_prompts(tokenizer, the_plan.max_prompt_length, n=64)
-    with tempfile.TemporaryDirectory() as out:
+    with mmap_threshold_on_cpu(the_plan.device), tempfile.TemporaryDirectory() as out:  # lifted after, as train()
+        tokenizer = load_tokenizer(source)
+        completion = the_plan.settings["max_completion_length"]
+        prompts = exact_prompts(tokenizer, the_plan.max_prompt_length, n=64)
         recipe = Recipe.from_plan(the_plan, seed=seed, stop_strings=())  # the worst case runs to the last token
         settings = grpo_settings(recipe, output_dir=os.path.join(out, "run"), seed=seed, max_steps=steps)
         settings.update(

@@ -5,7 +5,14 @@ the next GRPO step's tiles come from the heap, and the heap keeps their pages af
 peak RSS creeps up step after step and stays high. A fixed threshold (``mallopt(M_MMAP_THRESHOLD,
 65536)``, what ``MALLOC_MMAP_THRESHOLD_=65536`` does) serves every block of 64 KiB or more with its
 own mapping that goes back to the system when freed; it also turns the dynamic adjustment off.
-``train()`` sets it on CPU, and the CPU memory model plans for it.
+``train()`` sets it on CPU for its run, and the CPU memory model plans for it.
+
+The threshold is the whole process's, and it costs decoding: every KV-cache and logits block of 64
+KiB or more is mapped, faulted in page by page and unmapped again, in the kernel's time. So
+``train()`` lifts it when its run ends
+(:func:`mmap_threshold_on_cpu`). glibc cannot turn its dynamic adjustment back on once
+``mallopt`` fixed a value, so lifting sets the values the adjustment climbs to
+(:func:`lift_mmap_threshold`).
 
 Standard library only: nothing heavy is imported here.
 
@@ -16,23 +23,43 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
 import resource
 import sys
+from typing import Iterator
 
 __all__ = [
     "MMAP_THRESHOLD_BYTES",
     "current_rss_bytes",
+    "fixed_mmap_threshold",
+    "lift_mmap_threshold",
+    "mmap_threshold_on_cpu",
     "peak_rss_bytes",
     "set_mmap_threshold",
     "use_mmap_threshold_on_cpu",
 ]
 
 MMAP_THRESHOLD_BYTES = 65536  # blocks of this size or more get their own mapping, returned when freed
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
+# the highest mmap threshold glibc's dynamic adjustment reaches (malloc.c: DEFAULT_MMAP_THRESHOLD_MAX,
+# 4 MiB * sizeof(long): 32 MiB on 64-bit); it sets the trim threshold to twice the mmap threshold
+LIFTED_MMAP_THRESHOLD_BYTES = 4 * 1024 * 1024 * ctypes.sizeof(ctypes.c_long)
+_M_TRIM_THRESHOLD = -1  # glibc's mallopt parameter numbers (malloc.h)
+_M_MMAP_THRESHOLD = -3
 _applied: int | None = None
+
+
+def _mallopt(param: int, value: int) -> bool:
+    """glibc's ``mallopt(param, value)``; False on another platform or libc, or when glibc refused it."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(param, int(value)))
+    except (OSError, AttributeError):  # musl or another libc without mallopt
+        return False
 
 
 def set_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
@@ -45,16 +72,33 @@ def set_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
     global _applied
     if _applied == nbytes:
         return True
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        ok = bool(libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)))
-    except (OSError, AttributeError):  # musl or another libc without mallopt
-        return False
+    ok = _mallopt(_M_MMAP_THRESHOLD, nbytes)
     if ok:
         _applied = nbytes
     return ok
+
+
+def fixed_mmap_threshold() -> int | None:
+    """The mmap threshold :func:`set_mmap_threshold` put in force and nothing lifted since, else None."""
+    return _applied
+
+
+def lift_mmap_threshold() -> bool:
+    """Lift the threshold :func:`set_mmap_threshold` fixed: the heap serves blocks up to 32 MiB again.
+
+    Sets what glibc's dynamic adjustment climbs to (mmap threshold ``LIFTED_MMAP_THRESHOLD_BYTES``,
+    trim threshold twice that), as near to glibc's defaults as ``mallopt`` can go back. A no-op
+    (False) when no threshold is in force.
+
+    Returns:
+        True when the threshold was lifted.
+    """
+    global _applied
+    if _applied is None:
+        return False
+    _applied = None
+    ok = _mallopt(_M_MMAP_THRESHOLD, LIFTED_MMAP_THRESHOLD_BYTES)
+    return _mallopt(_M_TRIM_THRESHOLD, 2 * LIFTED_MMAP_THRESHOLD_BYTES) and ok
 
 
 def use_mmap_threshold_on_cpu() -> bool:
@@ -68,6 +112,30 @@ def use_mmap_threshold_on_cpu() -> bool:
     if torch.cuda.is_available():
         return False
     return set_mmap_threshold()
+
+
+@contextlib.contextmanager
+def mmap_threshold_on_cpu(device: str | None = None) -> Iterator[bool]:
+    """The mmap threshold in force for the ``with`` block or decorated call when it runs on CPU, and at
+    its end, even on an error, the heap as it was before: the threshold lifted
+    (:func:`lift_mmap_threshold`), or the one :func:`set_mmap_threshold` had fixed.
+
+    Args:
+        device: ``"cpu"`` sets the threshold, another device leaves the heap alone. Default: None, the
+            CPU when there is no CUDA device (:func:`use_mmap_threshold_on_cpu`).
+
+    Yields:
+        True when the threshold is in force in the block.
+    """
+    earlier = _applied
+    on = use_mmap_threshold_on_cpu() if device is None else device == "cpu" and set_mmap_threshold()
+    try:
+        yield on
+    finally:
+        if on and earlier is None:
+            lift_mmap_threshold()
+        elif on and earlier is not None:
+            set_mmap_threshold(earlier)
 
 
 def current_rss_bytes() -> int:

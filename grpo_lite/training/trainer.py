@@ -14,6 +14,9 @@ The pipeline, in order, each step a named function of the module that holds its 
 5. the end: the model or adapter saved and ``run.json`` written atomically, the summary printed
    (:mod:`grpo_lite.training.report`), the export when asked.
 
+On CPU the whole call runs under glibc's fixed mmap threshold, lifted when it returns or raises so
+that the model handed back decodes as fast as a fresh one (:func:`grpo_lite.memory.heap.mmap_threshold_on_cpu`).
+
 TRL, PEFT and bitsandbytes are imported inside functions, never at ``import grpo_lite``.
 """
 
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS  # the XML format's end: nothing after it earns a reward
 from grpo_lite.errors import ConfigError
+from grpo_lite.memory.heap import mmap_threshold_on_cpu
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
 from grpo_lite.training import arguments, prepare
 from grpo_lite.training.report.advice import OnStall
@@ -113,6 +117,7 @@ class TrainResult:
 
 @quiet_libraries()
 @arguments.recipe_with_passed_arguments
+@mmap_threshold_on_cpu()  # CPU: freed tiles go back to the system (docs/memory.md plans for it); lifted at the end
 def train(
     model: str | os.PathLike | None = None,
     budget_gb: float | None = None,
@@ -199,7 +204,6 @@ def train(
         RewardError: a reward function returned something other than one number (or None) per completion.
     """
     from grpo_lite.export.after_training import check_export
-    from grpo_lite.memory.heap import use_mmap_threshold_on_cpu
     from grpo_lite.training.run.attempts import Attempts, run_attempts
     from grpo_lite.training.step.trl_seam import seam_replan
 
@@ -224,7 +228,6 @@ def train(
         seed, shared_prefix, stop_strings = arguments.typed_arguments(seed, shared_prefix, stop_strings)
     reward_funcs, overrides = arguments.check_arguments(max_steps, on_oom, rewards, overrides, on_stall)
     check_export(export, model)  # before the output folder is touched
-    use_mmap_threshold_on_cpu()  # CPU: freed tiles go back to the system (docs/memory.md plans for it)
 
     run = folder.open_run(
         model,

@@ -207,9 +207,8 @@ def train(
     from grpo_lite.training.run.attempts import Attempts, run_attempts
     from grpo_lite.training.step.trl_seam import seam_replan
 
-    recipe = cast(
-        "Recipe | None", config
-    )  # a Recipe, the arguments passed already applied (recipe_with_passed_arguments)
+    # a Recipe, the arguments passed already applied (recipe_with_passed_arguments)
+    recipe = cast("Recipe | None", config)
     if recipe is not None:  # Recipe -> check it fits -> run: the recipe's values are the run's
         arguments.check_recipe_launch(recipe)
         model, budget_gb, dataset, rewards, seed, max_steps = (

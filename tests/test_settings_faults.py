@@ -203,7 +203,6 @@ def test_a_shared_prefix_turned_off_after_the_model_loads_is_planned_again(tiny_
     """TRL's fused LM head found changed once the model is built: the plan in run.json is the plan trained."""
     import json
 
-    from grpo_lite import plan
     from grpo_lite.training.step import trl_seam
     from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
@@ -221,16 +220,7 @@ def test_a_shared_prefix_turned_off_after_the_model_loads_is_planned_again(tiny_
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     replanned = [e for e in record["events"] if e["event"] == "replanned"]
     assert len(replanned) == 1 and "shift_labels" in replanned[0]["reason"], record["events"]
-    without = plan(
-        str(tiny_model_dir),
-        device="cpu",
-        preset="lora",
-        num_generations=4,
-        per_device_train_batch_size=4,
-        max_completion_length=16,
-        max_prompt_length=record["measured_prompt_tokens"],
-        shared_prefix=False,
-    )
+    without = _tiny_plan_without_shared_prefix(tiny_model_dir, record)
     assert record["planned_peak_gib"] == replanned[0]["to_peak_gib"] == round(without.estimate.total_gib, 3)
     assert replanned[0]["from_peak_gib"] != replanned[0]["to_peak_gib"]
     assert record["recipe"]["shared_prefix"] is False
@@ -261,8 +251,6 @@ def test_a_shared_prefix_the_self_check_turns_off_is_planned_again(tiny_model_di
     """Step 1's self-check fails: the run goes on without the shared prefix, planned again as at build time."""
     import json
 
-    from grpo_lite import plan
-
     recipe = _tiny_recipe(tiny_model_dir)
     train(config=recipe, output_dir=tmp_path / "run")
     record = json.loads((tmp_path / "run" / "run.json").read_text())
@@ -271,16 +259,7 @@ def test_a_shared_prefix_the_self_check_turns_off_is_planned_again(tiny_model_di
     replanned = [e for e in record["events"] if e["event"] == "replanned"]
     assert len(replanned) == 1, record["events"]
     assert replanned[0]["reason"].startswith("shared prefix off: self-check: log-probs differ from TRL's by up to ")
-    without = plan(
-        str(tiny_model_dir),
-        device="cpu",
-        preset="lora",
-        num_generations=4,
-        per_device_train_batch_size=4,
-        max_completion_length=16,
-        max_prompt_length=record["measured_prompt_tokens"],
-        shared_prefix=False,
-    )
+    without = _tiny_plan_without_shared_prefix(tiny_model_dir, record)
     assert record["planned_peak_gib"] == replanned[0]["to_peak_gib"] == round(without.estimate.total_gib, 3)
     assert replanned[0]["from_peak_gib"] < replanned[0]["to_peak_gib"]
     assert record["recipe"]["shared_prefix"] is False and record["plan"]["estimate_gib"] == replanned[0]["to_peak_gib"]
@@ -447,3 +426,19 @@ def test_lora_target_modules_take_names_or_peft_s_pattern():
     assert Recipe.from_dict({**base, "lora": {"target_modules": ["q_proj"]}}).lora["target_modules"] == ["q_proj"]
     with pytest.raises(ConfigError, match=r"the recipe: lora.target_modules: 5: lora_target_modules takes text"):
         Recipe.from_dict({**base, "lora": {"target_modules": 5}})
+
+
+def _tiny_plan_without_shared_prefix(tiny_model_dir, record):
+    """The plan of the tiny LoRA run that run.json records, planned again without the shared prefix."""
+    from grpo_lite import plan
+
+    return plan(
+        str(tiny_model_dir),
+        device="cpu",
+        preset="lora",
+        num_generations=4,
+        per_device_train_batch_size=4,
+        max_completion_length=16,
+        max_prompt_length=record["measured_prompt_tokens"],
+        shared_prefix=False,
+    )

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -34,7 +32,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
-from shared_prefix import step_timer  # noqa: E402  (the same step clock as the shared-prefix benchmark)
+from shared_prefix import run_child, step_timer  # noqa: E402  (the same step clock and child runner as the shared-prefix benchmark)
 
 ARMS = ("trl", "+stop", "+stop+shared", "guided prompt")
 
@@ -101,21 +99,7 @@ def _child(arm: str, steps: int, out: Path, seed: int) -> None:
 
 def _run_arm(arm: str, args: argparse.Namespace, tmp: Path) -> dict:
     out = tmp / arm.replace(" ", "_").replace("+", "p")
-    out.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        str(HERE),
-        "--child",
-        arm,
-        "--steps",
-        str(args.steps),
-        "--out",
-        str(out),
-        "--seed",
-        str(args.seed),
-    ]
-    subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    return json.loads((out / "arm.json").read_text())
+    return run_child(HERE, out, arm, "--steps", str(args.steps), "--seed", str(args.seed))
 
 
 def _summary(arm: dict) -> tuple[float, float]:

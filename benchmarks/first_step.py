@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -34,6 +32,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
+from shared_prefix import run_child  # noqa: E402  (the shared-prefix benchmark's child runner)
+
 ARMS = ("checked", "unchecked", "trl")
 
 
@@ -71,23 +71,7 @@ def _child(arm: str, steps: int, seed: int, out: Path) -> None:
 
 
 def _run(arm: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    out = tmp / arm
-    out.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        str(HERE),
-        "--child",
-        arm,
-        "--steps",
-        str(args.steps),
-        "--seed",
-        str(args.seed),
-        "--out",
-        str(out),
-    ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    subprocess.run(cmd, check=True, env=env)
-    return json.loads((out / "arm.json").read_text())
+    return run_child(HERE, tmp / arm, arm, "--steps", str(args.steps), "--seed", str(args.seed), OMP_NUM_THREADS="1")
 
 
 def first_over_later(step_cpu: list[float]) -> float:

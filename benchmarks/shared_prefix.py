@@ -51,6 +51,15 @@ def step_timer() -> Any:
     return StepTimer()
 
 
+def run_child(script: Path, out: Path, *flags: str, **env: str) -> dict:
+    """Run ``script --child ... --out OUT`` in a fresh process (its own imports and peak RSS, offline) and read
+    the ``arm.json`` it writes there; ``env`` adds variables (``OMP_NUM_THREADS="1"``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, str(script), "--child", *flags, "--out", str(out)]
+    subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1", **env})
+    return json.loads((out / "arm.json").read_text())
+
+
 def _child(arm: str, setting: str, steps: int, out: Path, gsm8k: Path, seed: int) -> None:
     """One arm in this process: train, then write step times, peak RSS and the self-check."""
     from grpo_lite import DemoConfig, train
@@ -92,26 +101,10 @@ def _child(arm: str, setting: str, steps: int, out: Path, gsm8k: Path, seed: int
 
 
 def _run_arm(arm: str, setting: str, args: argparse.Namespace, tmp: Path, pair: int) -> dict:
-    out = tmp / f"{setting}-{arm}-{pair}"
-    out.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        str(HERE),
-        "--child",
-        arm,
-        "--settings",
-        setting,
-        "--steps",
-        str(args.steps),
-        "--out",
-        str(out),
-        "--gsm8k",
-        str(args.gsm8k),
-        "--seed",
-        str(args.seed),
-    ]
-    subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    return json.loads((out / "arm.json").read_text())
+    out, steps, seed = tmp / f"{setting}-{arm}-{pair}", str(args.steps), str(args.seed)
+    return run_child(
+        HERE, out, arm, "--settings", setting, "--steps", steps, "--gsm8k", str(args.gsm8k), "--seed", seed
+    )
 
 
 def _median_step(arm: dict) -> float:

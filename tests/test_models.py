@@ -10,7 +10,7 @@ import pytest
 
 from grpo_lite.errors import ModelError
 from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture, known_names
-from grpo_lite.memory.models import architecture_from_config, resolve_model, smollm2_gguf_path
+from grpo_lite.memory.models import architecture_from_config, resolve_model, smollm2_gguf_path, transformers_config
 
 # Published parameter counts (model cards / safetensors index), tied weights counted once.
 PUBLISHED = {
@@ -48,27 +48,6 @@ PUBLISHED = {
 }
 
 
-def _config_for(arch: Architecture):  # noqa: ANN202 - a transformers config
-    from transformers import AutoConfig, LlamaConfig, Qwen2Config
-
-    if arch.config_json:
-        values = arch.config_values
-        return AutoConfig.for_model(values.pop("model_type"), **values)
-
-    common = dict(
-        hidden_size=arch.hidden,
-        intermediate_size=arch.intermediate,
-        num_hidden_layers=arch.layers,
-        num_attention_heads=arch.heads,
-        num_key_value_heads=arch.kv_heads,
-        vocab_size=arch.vocab,
-        tie_word_embeddings=arch.tied,
-    )
-    if arch.family == "qwen2":
-        return Qwen2Config(**common)
-    return LlamaConfig(head_dim=arch.head_dim, **common)
-
-
 def _meta_count(config) -> int:  # noqa: ANN001
     import torch
     from transformers import AutoModelForCausalLM
@@ -84,7 +63,7 @@ def test_table_covers_every_published_model() -> None:
 
 @pytest.mark.parametrize("arch", KNOWN_ARCHITECTURES, ids=lambda a: a.name)
 def test_param_count_matches_meta_device_count(arch: Architecture) -> None:
-    counted = _meta_count(_config_for(arch))
+    counted = _meta_count(transformers_config(arch))
     assert abs(arch.n_params - counted) / counted < 1e-3
     assert arch.n_params == PUBLISHED[arch.name]
 

@@ -387,8 +387,8 @@ def _simulate_grpo_step(row: Published) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
-    from grpo_lite.simulation.attention import cuda_sdpa
-    from grpo_lite.simulation.cuda import _patch_padding, _Patches  # cuda_semantics() also patches TRL 1.16's head
+    from grpo_lite.memory.meta.attention import cuda_sdpa
+    from grpo_lite.memory.meta.cuda import _patch_padding, _Patches  # cuda_semantics() also patches TRL 1.16's head
 
     _trl_flags_fixed()
     from trl.trainer.grpo_trainer import GRPOTrainer

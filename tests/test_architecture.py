@@ -38,10 +38,6 @@ BASE = {
     "grpo_lite.cache",  # standard library only, used by every stage
     "grpo_lite.training.run.lock",
 }  # standard library and filelock only: a run's export holds the run's lock too
-# The one import that runs back up, on purpose, inside the one function that traces (never at import time):
-# the planner's traced block terms run a decoder block through the simulation's model build and GPU semantics.
-# Moving the tracer below planning would move the simulation's build (the trainer's own model) down with it.
-UPWARD = {("grpo_lite.memory.blocks", "grpo_lite.simulation.block")}
 
 
 def _module_name(path: Path) -> str:
@@ -133,7 +129,7 @@ def import_graph() -> dict[str, set[str]]:
     # the root package's lazy table names every public module; those edges are the API, not a layer
     graph["grpo_lite"] = set()
     for m, deps in graph.items():  # importing a submodule runs its package's __init__ first: not a dependency
-        graph[m] = {d for d in deps if not m.startswith(d + ".") and (m, d) not in UPWARD}
+        graph[m] = {d for d in deps if not m.startswith(d + ".")}
     return graph
 
 
@@ -160,15 +156,6 @@ def test_arrows_run_down_the_pipeline() -> None:
 
 def test_the_circle_finder_finds_a_circle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
-
-
-def test_the_upward_import_is_the_lazy_one_it_names() -> None:
-    """The edge UPWARD excuses is imported inside a function of its module, and nowhere at the top level."""
-    for module, target in UPWARD:
-        tree = ast.parse(_modules()[module].read_text(encoding="utf-8"))
-        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
-        assert not any(target in ast.unparse(n) for n in top)
-        assert target in imports_of(module, _modules())
 
 
 def test_lazy_and_function_level_imports_count() -> None:

@@ -1,4 +1,4 @@
-"""One decoder block traced from the model's own class (grpo_lite.simulation.block), and the planner scaling it."""
+"""One decoder block traced from the model's own class (grpo_lite.memory.meta.block), and the planner scaling it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory import blocks, tokens
 from grpo_lite.memory.architectures import find_architecture
 from grpo_lite.memory.estimate import FORMULAS, estimate
+from grpo_lite.memory.meta import block
 from grpo_lite.memory.settings import StepSettings
-from grpo_lite.simulation import block
 
 LORA = dict(
     device="cuda",

@@ -6,8 +6,9 @@ definition of a decision appears (each finder is also shown to find one in a mad
 - the update-rounding default: ``memory/settings.py: default_update_rounding``;
 - the method names: the ``Method`` literal and ``METHODS`` beside it;
 - the prompt tokenisation rule: ``data/prompts.py: prompt_token_ids``;
-- TRL's objects (GRPOConfig, BitsAndBytesConfig) built from a recipe: ``recipe/recipe.py``, and the trainer
-  built from a recipe, never from a plan;
+- TRL's objects built from a recipe: GRPOConfig in ``recipe/recipe.py``, BitsAndBytesConfig in
+  ``memory/keywords.py`` (the meta model of the tracer builds it too), and the trainer built from a recipe, never
+  from a plan;
 - the load dtype names: the ``Dtype`` literal; the LoRA keys: ``planning/candidates.py: LORA_KEYS``;
 - where a plan's per-block bytes come from (traced or the formulas): ``memory/blocks.py: DEFAULT_BLOCKS``, and
   its values: ``plan()``, ``estimate()``, ``train()`` and ``grpo-lite plan`` give the same figure.
@@ -229,7 +230,10 @@ DECISIONS = {
     "LoRA keys": (name_lists(LORA_NAMES), {("grpo_lite/planning/candidates.py", "")}),
     "TRL objects from a recipe": (
         trl_object_builds,
-        {("grpo_lite/recipe/recipe.py", "from_pretrained_kwargs"), ("grpo_lite/recipe/recipe.py", "make_grpo_config")},
+        {
+            ("grpo_lite/memory/keywords.py", "from_pretrained_kwargs"),
+            ("grpo_lite/recipe/recipe.py", "make_grpo_config"),
+        },
     ),
     "block source default": (block_defaults, {("grpo_lite/memory/blocks.py", "")}),
 }

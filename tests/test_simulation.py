@@ -19,10 +19,10 @@ import torch
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory import terms, tokens
 from grpo_lite.memory.estimate import estimate
+from grpo_lite.memory.meta.attention import choose_kernel
 from grpo_lite.planning import hardware
 from grpo_lite.planning.choose import plan
 from grpo_lite.planning.hardware import Extras
-from grpo_lite.simulation.attention import choose_kernel
 from grpo_lite.simulation.result import TOLERANCE, planned_tensor_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -254,7 +254,7 @@ def test_the_attention_kernel_follows_torchs_cuda_dispatch(
 
 
 def test_autocast_emulation_casts_matmuls_caches_leaves_and_can_be_suspended() -> None:
-    from grpo_lite.simulation import autocast as amp
+    from grpo_lite.memory.meta import autocast as amp
 
     x = torch.empty(4, 8, device="meta", dtype=torch.bfloat16)
     w = torch.nn.Parameter(torch.empty(16, 8, device="meta"))  # an fp32 LoRA-like weight
@@ -271,7 +271,7 @@ def test_cuda_semantics_puts_everything_back() -> None:
     import torch.nn.functional as F
     import trl.kernels.chunked_logprob as chunked
 
-    from grpo_lite.simulation.cuda import cuda_semantics
+    from grpo_lite.memory.meta.cuda import cuda_semantics
 
     before = (
         F.scaled_dot_product_attention,
@@ -293,7 +293,7 @@ def test_cuda_semantics_puts_everything_back() -> None:
 def test_trl_head_code_that_changed_is_not_patched(monkeypatch: pytest.MonkeyPatch) -> None:
     import trl.kernels.chunked_logprob as chunked
 
-    from grpo_lite.simulation import cuda
+    from grpo_lite.memory.meta import cuda
 
     monkeypatch.setattr(cuda, "TRL_HEAD_SOURCE", "0" * 16)
     with warnings.catch_warnings(record=True) as caught, cuda.cuda_semantics("sm86") as choices:

@@ -16,8 +16,8 @@ from typing import Any, get_args
 from grpo_lite.cli.options import add_options, parse_set
 from grpo_lite.errors import ConfigError, GrpoLiteError
 from grpo_lite.memory.blocks import BLOCK_MODES, DEFAULT_BLOCKS
+from grpo_lite.memory.meta.gpus import DEFAULT_GPU, GPU_ARCHES
 from grpo_lite.memory.settings import Sharding, StepSettings
-from grpo_lite.simulation.gpus import DEFAULT_GPU, GPU_ARCHES
 
 __all__ = ["add_parser", "run"]
 

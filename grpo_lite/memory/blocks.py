@@ -10,9 +10,9 @@ source (or when a source cannot trace the model) the formulas stay.
 Which source a plan uses is one choice, :data:`DEFAULT_BLOCKS` (``"auto"``), made here for every caller:
 ``plan()``, ``estimate()``, ``train()``, ``grpo-lite plan`` (``--compare``, ``--plot``, ``--write``) and the
 recipe's cost figures. :func:`block_source` turns a :data:`BlockMode` into the source. The tracer itself
-(:func:`grpo_lite.simulation.block.traced_block_terms`) builds the model with the simulation's GPU semantics,
-so it lives there and is imported only when a block is traced: planning a Llama block, or importing
-``grpo_lite``, loads no torch.
+(:func:`grpo_lite.memory.meta.block.traced_block_terms`) builds the model on meta with a GPU's semantics, as the
+full-step simulation does (both read :mod:`grpo_lite.memory.meta`); it loads torch only when a block is traced:
+planning a Llama block, or importing ``grpo_lite``, loads no torch.
 
 >>> terms = BlockTerms(saved=(100.0, 2.0, 4096.0), backward=((300.0, 4.0, 0.0), (200.0, 0.0, 2**20)), how="example")
 >>> terms.saved_at(512, tokens=1024), terms.backward_at(512, tokens=1024), terms.backward_at(64, tokens=64)
@@ -22,10 +22,10 @@ so it lives there and is imported only when a block is traced: planning a Llama 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, get_args
 
 from grpo_lite.errors import ConfigError
+from grpo_lite.memory.meta.block import BlockTerms, traced_block_terms
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
@@ -36,35 +36,6 @@ __all__ = ["BLOCK_MODES", "DEFAULT_BLOCKS", "BlockMode", "BlockSource", "BlockTe
 BlockMode = Literal["auto", "traced", "formulas"]
 BLOCK_MODES: tuple[str, ...] = get_args(BlockMode)
 DEFAULT_BLOCKS: BlockMode = "auto"  # plan(), estimate(), train(), the CLI and the recipe's costs: one default
-
-
-@dataclass(frozen=True)
-class BlockTerms:
-    """Bytes of one decoder block: ``a + b x S`` per token for rows of ``S`` tokens (the attention mask's bias grows
-    with the keys; everything else is per token), plus ``c`` bytes per block whatever the tokens (casts of the
-    weights, small buffers).
-
-    Attributes:
-        saved: ``(a, b, c)`` of what one block keeps for backward (its checkpoint only, when checkpointing).
-        backward: one ``(a, b, c)`` per moment of one block's backward that can be its high point, beyond the
-            blocks below it: what it still keeps, what it recomputes (checkpointing) and the gradients of its
-            intermediates. The high point is the largest at the plan's row length and tokens: which moment leads
-            depends on both (the recomputed weights at few tokens, eager attention's ``S x S`` scores at long rows).
-        how: where the numbers come from, for the plan's table.
-    """
-
-    saved: tuple[float, float, float]
-    backward: tuple[tuple[float, float, float], ...]
-    how: str
-
-    def saved_at(self, seq: int, *, tokens: int) -> float:
-        """Bytes per token one block keeps, for ``tokens`` tokens in rows of ``seq``."""
-        a, b, c = self.saved
-        return a + b * seq + c / tokens
-
-    def backward_at(self, seq: int, *, tokens: int) -> float:
-        """Bytes per token of one block's backward high point, for ``tokens`` tokens in rows of ``seq``."""
-        return max(a + b * seq + c / tokens for a, b, c in self.backward)
 
 
 # (shapes, resolved settings) -> the block's terms, or None where it cannot trace (then the formulas hold)
@@ -91,18 +62,8 @@ def block_source(mode: BlockMode = DEFAULT_BLOCKS) -> BlockSource | None:
     if mode == "formulas":
         return None
     if mode == "traced":
-        return _traced
+        return traced_block_terms
     return _unless_llama
-
-
-def _traced(arch: Architecture, s: StepSettings) -> BlockTerms | None:
-    """The ``"traced"`` source. The tracer builds the model with the simulation's GPU semantics (simulation.build,
-    .cuda, .autocast), which import torch: imported here, when a block is traced, so that planning stays below the
-    simulation and ``import grpo_lite`` stays light. It caches its terms in memory and on disk: a plan search
-    traces each configuration once."""
-    from grpo_lite.simulation.block import traced_block_terms
-
-    return traced_block_terms(arch, s)
 
 
 def _unless_llama(arch: Architecture, s: StepSettings) -> BlockTerms | None:
@@ -111,4 +72,4 @@ def _unless_llama(arch: Architecture, s: StepSettings) -> BlockTerms | None:
     mixed = s.dtype == "float32" and (s.bf16 or s.fp16)
     if (arch.family in ("llama", "qwen2") or arch.model_type in ("llama", "qwen2")) and not mixed:
         return None
-    return _traced(arch, s)
+    return traced_block_terms(arch, s)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS
+from grpo_lite.memory.keywords import lora_kwargs, model_kwargs
 from grpo_lite.memory.optimizers import get_optimizer
 from grpo_lite.planning import hardware
 from grpo_lite.planning.candidates import (
@@ -28,11 +29,11 @@ from grpo_lite.planning.candidates import (
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode
     from grpo_lite.memory.models import ModelSpec
-    from grpo_lite.memory.settings import Device, Method, Sharding, StepSettings
+    from grpo_lite.memory.settings import Device, Method, Sharding
     from grpo_lite.planning.ladder import Preset
     from grpo_lite.planning.result import Plan
 
-__all__ = ["model_kwargs", "search"]
+__all__ = ["search"]
 
 _INSTALL = {
     "galore_torch": "pip install galore-torch",
@@ -240,7 +241,7 @@ def _build(
         estimate=est,
         settings=_settings(spec, cand, device, fixed),
         model_kwargs=model_kwargs(est.settings),
-        lora=_lora(spec, rung, fixed),
+        lora=lora_kwargs(est.settings, spec.arch.linear_names, alpha=fixed.get("lora_alpha")),
         reasons=reasons,
         fixed=fixed,
         max_prompt_length=max_prompt_length,
@@ -274,31 +275,3 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
         settings["vllm_gpu_memory_utilization"] = k["vllm_gpu_memory_utilization"]
     settings.update({key: value for key, value in fixed.items() if key not in (*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS)})
     return settings
-
-
-def model_kwargs(step: StepSettings) -> dict[str, Any]:
-    """How the model loads for these settings: its dtype and the ``BitsAndBytesConfig`` keywords (NF4)."""
-    dtype = step.dtype  # StepSettings.resolve decides it (memory.settings.load_dtype)
-    kwargs: dict[str, Any] = {"dtype": dtype}
-    if step.quantization == "nf4":
-        kwargs["quantization"] = {
-            "load_in_4bit": True,
-            "bnb_4bit_quant_type": "nf4",
-            "bnb_4bit_compute_dtype": dtype,
-            "bnb_4bit_use_double_quant": step.double_quant,
-        }
-    return kwargs
-
-
-def _lora(spec: ModelSpec, rung: Preset, fixed: dict[str, Any]) -> dict[str, Any] | None:
-    if rung.method not in ("lora", "qlora"):
-        return None
-    r = fixed.get("lora_r", rung.lora_r)
-    targets = fixed.get("lora_target_modules", list(spec.arch.linear_names) or "all-linear")
-    return {
-        "r": r,
-        "lora_alpha": fixed.get("lora_alpha", 2 * r),
-        "lora_dropout": fixed.get("lora_dropout", 0.0),
-        "target_modules": list(targets) if isinstance(targets, (list, tuple)) else targets,
-        "task_type": "CAUSAL_LM",
-    }

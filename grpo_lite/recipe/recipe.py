@@ -26,12 +26,13 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 from grpo_lite._version import __version__
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example, PromptStyle
 from grpo_lite.errors import ConfigError, OutputDirError
 from grpo_lite.files import write_text
+from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS
 from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, typed
@@ -420,37 +421,11 @@ class Recipe:
 
     def lora_config(self) -> Any:
         """PEFT's ``LoraConfig`` of the recipe, or None when every weight trains."""
-        if self.lora is None:
-            return None
-        from peft import LoraConfig
-
-        return LoraConfig(**self.lora)
+        return lora_config(self.lora)
 
     def from_pretrained_kwargs(self, device_map: Any = None) -> dict[str, Any]:
         """``AutoModelForCausalLM.from_pretrained`` keyword arguments: the dtype and a ``BitsAndBytesConfig``."""
         return from_pretrained_kwargs(self.dtype, self.quantization, device_map=device_map)
-
-
-def from_pretrained_kwargs(
-    dtype: str | None, quantization: dict[str, Any] | None = None, *, device_map: Any = None
-) -> dict[str, Any]:
-    """``from_pretrained`` keyword arguments for a load dtype name and ``BitsAndBytesConfig`` arguments.
-
-    Raises:
-        ConfigError: an unknown dtype.
-    """
-    import torch
-
-    if dtype is None or dtype not in get_args(Dtype):
-        raise ConfigError(f"unknown dtype {dtype!r}: use one of {', '.join(get_args(Dtype))}")
-    kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}
-    if quantization:
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(**quantization)  # it reads a compute dtype's name too
-    if device_map is not None:
-        kwargs["device_map"] = device_map
-    return kwargs
 
 
 def make_grpo_config(settings: dict[str, Any]) -> Any:

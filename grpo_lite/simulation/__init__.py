@@ -1,9 +1,8 @@
-"""Stage 5b of the pipeline: one GRPO step of a plan, simulated at full size on the meta device.
+"""An optional part, above training (the core never imports it): one GRPO step of a plan, simulated on meta.
 
-- :mod:`~grpo_lite.simulation.gpus`: the GPU architectures offered (pure data).
-- :mod:`~grpo_lite.simulation.attention`: the attention kernel a GPU picks, called explicitly.
-- :mod:`~grpo_lite.simulation.autocast`: CUDA autocast's op lists, emulated for meta tensors.
-- :mod:`~grpo_lite.simulation.cuda`: every GPU choice meta does not make, put back and recorded.
+The model on meta and the GPU's semantics (attention kernel, autocast, optimizer paths) live below the planner, in
+:mod:`grpo_lite.memory.meta`, which the block tracer shares; this package adds the rest of a step:
+
 - :mod:`~grpo_lite.simulation.build`: the plan's model, optimizer and monitor on meta, as training builds them.
 - :mod:`~grpo_lite.simulation.data`: the batch's tokens and masks on meta, carrying their values.
 - :mod:`~grpo_lite.simulation.trainer`: the trainer whose loss the step runs (``LiteGRPOTrainer``, a light instance).

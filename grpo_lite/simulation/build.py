@@ -1,22 +1,15 @@
 """A plan's model, optimizer and update monitor on the meta device, built as training builds them.
 
-- The model comes from its config (``from_config`` under ``torch.device("meta")``: no weights, no
-  download for the known architectures) in the plan's load dtype.
-- QLoRA: the decoder linears become bitsandbytes ``Linear4bit`` (transformers' ``replace_with_bnb_linear``,
-  the LM head left alone as ``from_pretrained`` leaves it) and each weight is quantized to NF4 on meta by
-  bitsandbytes itself (its registered fake kernels give the packed weight and the quantization constants).
-- LoRA / QLoRA: PEFT's ``get_peft_model`` with the plan's ``LoraConfig``; QLoRA adapters cast to bf16 as
-  TRL does for a quantized base.
+- The model: :func:`~grpo_lite.memory.meta.model.build_model` (the load dtype, NF4, LoRA, gradient checkpointing,
+  as training loads it; the block tracer builds its layers the same way).
 - TRL's fused LM head: ``add_fused_lm_head`` on the causal LM, as ``GRPOTrainer.__init__`` adds it.
-- Gradient checkpointing: ``activation_checkpointing_enable`` with the ``GRPOConfig``'s keywords, as the
-  Trainer calls it.
 - The optimizer: :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer`'s own ``create_optimizer``
   (transformers' parameter groups, optimizer class and keywords, bitsandbytes' 32-bit override for
   embeddings, layer-wise GaLore hooks; stochastic rounding when the plan asks), then the update monitor.
 
 ``GRPOConfig`` is built from :func:`grpo_lite.training.build.grpo_settings` with ``use_cpu=True`` and
 ``bf16=False``: transformers refuses ``bf16`` on a machine without a GPU, and that flag only decides
-autocast, which the simulation emulates (:mod:`~grpo_lite.simulation.autocast`).
+autocast, which the simulation emulates (:mod:`~grpo_lite.memory.meta.autocast`).
 """
 
 from __future__ import annotations
@@ -30,12 +23,13 @@ import torch
 from torch import nn
 
 from grpo_lite.errors import ModelError
+from grpo_lite.memory.meta.model import build_model
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
     from grpo_lite.precision.monitor import UpdateMonitor
 
-__all__ = ["Built", "build", "build_model"]
+__all__ = ["Built", "build"]
 
 
 @dataclass
@@ -87,66 +81,6 @@ def grpo_args(plan: Plan) -> Any:
         return make_grpo_config(settings)
 
 
-def _quantize_nf4(model: nn.Module, quantization: dict[str, Any]) -> list[torch.Tensor]:
-    """Replace the decoder linears by ``Linear4bit`` and quantize each weight on meta; return the constants."""
-    import bitsandbytes as bnb
-    from transformers.integrations.bitsandbytes import replace_with_bnb_linear
-
-    from grpo_lite.recipe.recipe import from_pretrained_kwargs
-
-    config = from_pretrained_kwargs("bfloat16", quantization)["quantization_config"]  # the trainer's own config
-    # bitsandbytes caches its blockwise code map on the device of the first tensor it quantizes: make that
-    # the CPU, or a later real quantization in this process would copy out of a meta tensor
-    qmaps = bnb.functional.name2qmap
-    if "dynamic" not in qmaps or qmaps["dynamic"].device.type == "meta":
-        qmaps["dynamic"] = bnb.functional.create_dynamic_map()
-    replace_with_bnb_linear(model, modules_to_not_convert=["lm_head"], quantization_config=config)
-    constants: list[torch.Tensor] = []
-    for module in model.modules():
-        if isinstance(module, bnb.nn.Linear4bit):
-            shape = module.weight.shape
-            weight = bnb.nn.Params4bit(
-                torch.empty(shape, device="meta", dtype=config.bnb_4bit_compute_dtype),
-                requires_grad=False,
-                quant_type=config.bnb_4bit_quant_type,
-                compress_statistics=config.bnb_4bit_use_double_quant,
-                blocksize=64,
-                quant_storage=torch.uint8,
-                module=module,
-            )
-            module.weight = weight._quantize("meta")
-            state = module.weight.quant_state
-            constants += [state.absmax, state.code]
-            if state.state2 is not None:
-                constants += [state.state2.absmax, state.state2.code]
-    model.is_loaded_in_4bit = True
-    model.config.quantization_config = config
-    return constants
-
-
-def _with_lora(lora: dict[str, Any], quantized: bool, model: nn.Module) -> nn.Module:
-    from peft import LoraConfig, get_peft_model
-
-    peft_model = get_peft_model(model, LoraConfig(**lora))
-    if quantized:  # TRL casts the adapters of a quantized base to bf16
-        for param in peft_model.parameters():
-            if param.requires_grad:
-                param.data = param.data.to(torch.bfloat16)
-    return peft_model
-
-
-def _checkpointing(model: nn.Module, checkpointing_kwargs: dict[str, Any] | None) -> None:
-    """What the Trainer does when ``gradient_checkpointing`` (``activation_checkpointing``) is set."""
-    kwargs = dict(checkpointing_kwargs or {})
-    every = kwargs.pop("every_n_layers", 1)
-    offload = kwargs.pop("offload", False)
-    model.activation_checkpointing_enable(
-        activation_checkpointing_kwargs=kwargs or None, every_n_layers=every, offload=offload
-    )
-    if hasattr(model, "peft_config"):
-        model.enable_input_require_grads()  # TRL: PEFT with checkpointing
-
-
 def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
     """``LiteGRPOTrainer.create_optimizer`` on a trainer shell holding only what it reads."""
     from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
@@ -163,40 +97,8 @@ def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
     return LiteGRPOTrainer.create_optimizer(shell)
 
 
-def build_model(
-    config: Any,
-    dtype: str,
-    *,
-    lora: dict[str, Any] | None,
-    quantization: dict[str, Any] | None,
-    checkpointing: dict[str, Any] | None,
-) -> tuple[nn.Module, nn.Module, list[torch.Tensor]]:
-    """A model from ``config`` on meta as training loads it: the load dtype, NF4 linears, LoRA, checkpointing.
-
-    Args:
-        dtype: the load dtype's name (``"bfloat16"``...).
-        lora: ``LoraConfig`` keywords, or None (no adapters).
-        quantization: ``BitsAndBytesConfig`` keywords, or None.
-        checkpointing: the checkpointing keywords (``{}`` for the defaults), or None (no checkpointing).
-
-    Returns:
-        ``(lm, model, quantization constants)``: the causal LM, the model trained (a PeftModel with LoRA).
-    """
-    from transformers import AutoModelForCausalLM
-
-    with torch.device("meta"):
-        lm = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
-    lm.config.use_cache = False
-    constants = _quantize_nf4(lm, quantization) if quantization else []
-    model = _with_lora(lora, bool(quantization), lm) if lora is not None else lm
-    if checkpointing is not None:
-        _checkpointing(model, checkpointing)
-    model.train()
-    return lm, model, constants
-
-
 def build(plan: Plan) -> Built:
-    """The plan's model, optimizer and monitor on meta (under :func:`~grpo_lite.simulation.cuda.cuda_semantics`)."""
+    """The plan's model, optimizer and monitor on meta (under :func:`~grpo_lite.memory.meta.cuda.cuda_semantics`)."""
     from trl.trainer.utils import add_fused_lm_head
 
     from grpo_lite.precision.monitor import UpdateMonitor

@@ -18,7 +18,7 @@ from grpo_lite.memory.estimate import GIB
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.estimate import MemoryEstimate
-    from grpo_lite.simulation.cuda import GpuChoices
+    from grpo_lite.memory.meta.cuda import GpuChoices
 
 __all__ = [
     "NON_TENSOR",

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite.errors import ConfigError, GrpoLiteError, SimulationError
-from grpo_lite.simulation.gpus import DEFAULT_GPU, GPU_ARCHES
+from grpo_lite.memory.meta.gpus import DEFAULT_GPU, GPU_ARCHES
 
 if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.memory.meta.gpus import GpuArch
     from grpo_lite.memory.models import ModelSpec
     from grpo_lite.planning.result import Plan
-    from grpo_lite.simulation.gpus import GpuArch
     from grpo_lite.simulation.result import Simulation
 
 __all__ = ["describe_optimizer", "simulate"]
@@ -114,7 +114,7 @@ def simulate(
             ``budget_gb`` and ``plan_kwargs`` go to ``plan()``).
         budget_gb: the card's nominal size (when ``model`` is not a plan).
         gpu: the GPU's compute capability: ``sm86`` (RTX 30xx), ``sm89`` (RTX 40xx), ``sm80`` (A100); it
-            decides the attention kernel (:mod:`grpo_lite.simulation.attention`).
+            decides the attention kernel (:mod:`grpo_lite.memory.meta.attention`).
         padded: whether batches carry padding (real ones do: prompts differ in length, completions end
             early); without, attention runs the flash kernel with no mask.
         **plan_kwargs: ``plan()``'s keywords (method, preset, max_prompt_length, blocks, GRPOConfig fields...).
@@ -142,8 +142,8 @@ def simulate(
             f"({'; '.join(f'{k}: {v}' for k, v in GPU_ARCHES.items())})"
         )
     _check(the_plan)
+    from grpo_lite.memory.meta.cuda import cuda_semantics
     from grpo_lite.simulation.build import build
-    from grpo_lite.simulation.cuda import cuda_semantics
     from grpo_lite.simulation.result import Simulation, aggregate
     from grpo_lite.simulation.step import run_step
 

@@ -24,7 +24,7 @@ tokens and masks carry their values on meta (:mod:`~grpo_lite.simulation.data`),
 TRL's label masks and ``hidden[mask]`` take their shapes from that batch, as in training.
 
 TRL always passes a 2-D attention mask; whether transformers turns it into a 4-D one (the batch is
-padded) is the simulation's input (:func:`~grpo_lite.simulation.cuda.cuda_semantics`).
+padded) is the simulation's input (:func:`~grpo_lite.memory.meta.cuda.cuda_semantics`).
 """
 
 from __future__ import annotations
@@ -37,15 +37,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from grpo_lite.memory.meta import autocast as amp
 from grpo_lite.memory.tracker import PhaseClock, TensorTracker
-from grpo_lite.simulation import autocast as amp
 from grpo_lite.simulation.data import BatchData
 from grpo_lite.simulation.trainer import trainer_for
 
 if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.memory.meta.cuda import GpuChoices
     from grpo_lite.memory.settings import StepSettings
     from grpo_lite.simulation.build import Built
-    from grpo_lite.simulation.cuda import GpuChoices
 
 __all__ = ["Shapes", "run_step", "shapes_of", "synthetic_batch"]
 
@@ -215,7 +215,7 @@ class _Step:
     def micro_batch(self, rows: int, prompt: int, completion: int, scored: dict[str, Tensor] | None = None) -> None:
         """``Trainer.training_step``: the trainer's ``compute_loss`` on one micro-batch, then ``backward``."""
         inputs = {**self.batch(rows, prompt, completion), **(scored or {})}
-        with _checkpoint_autocast(self.built.model):
+        with amp.checkpoint_autocast(self.built.model):
             with self.clock.in_phase("forward"):
                 loss = self.trainer.compute_loss(self.built.model, inputs)
             self.clock.push("backward_head")
@@ -375,35 +375,3 @@ def run_step(built: Built, s: StepSettings, choices: GpuChoices) -> tuple[PhaseC
             "none on meta: read as NaN (float), False or 0"
         )
     return clock, tracker
-
-
-@contextlib.contextmanager
-def _checkpoint_autocast(model: Any) -> Iterator[None]:
-    """Gradient checkpointing restores the forward's autocast when it recomputes a block; do the same for the
-    emulated one (torch's checkpoint has no meta autocast to restore)."""
-    touched = []
-    for module in model.modules():
-        fn = getattr(module, "_gradient_checkpointing_func", None)
-        if fn is None or not getattr(module, "gradient_checkpointing", False):
-            continue
-
-        def checkpoint(function: Callable[..., Any], *args: Any, _fn: Any = fn, **kwargs: Any) -> Any:
-            mode = amp.active()
-            if mode is None:
-                return _fn(function, *args, **kwargs)
-
-            def under_autocast(*a: Any, **k: Any) -> Any:
-                if amp.active() is mode:
-                    return function(*a, **k)
-                with amp.CudaAutocast(mode.dtype):
-                    return function(*a, **k)
-
-            return _fn(under_autocast, *args, **kwargs)
-
-        touched.append((module, fn))
-        module._gradient_checkpointing_func = checkpoint
-    try:
-        yield
-    finally:
-        for module, fn in touched:
-            module._gradient_checkpointing_func = fn

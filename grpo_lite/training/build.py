@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from grpo_lite.memory.keywords import lora_config
 from grpo_lite.recipe.recipe import RUN_DEFAULTS, make_grpo_config
 from grpo_lite.recipe.values import check_config_keys
 
@@ -74,7 +75,7 @@ def build_trainer(
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=recipe.lora_config(),
+        peft_config=lora_config(recipe.lora),
         callbacks=list(callbacks),
         **trainer_options,
     )

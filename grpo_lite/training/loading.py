@@ -24,6 +24,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from grpo_lite.cache import cache_root
 from grpo_lite.errors import ModelError
+from grpo_lite.memory.keywords import from_pretrained_kwargs  # the one builder (a recipe hands it to plain TRL)
 from grpo_lite.training.report.quiet import quiet_gguf_conversion, quiet_libraries
 
 __all__ = ["DEMO_MODEL_FILE", "DEMO_PACKAGE", "demo_model_path", "gguf_cache_dir", "load_model", "load_tokenizer"]
@@ -138,8 +139,6 @@ def load_model(
         quantization: ``BitsAndBytesConfig`` keyword arguments (QLoRA, 8-bit), or None.
         device_map: passed to ``from_pretrained`` (quantized models need one on CUDA).
     """
-    from grpo_lite.recipe.recipe import from_pretrained_kwargs  # the one builder of these (plain TRL users get it)
-
     kwargs = from_pretrained_kwargs(dtype, quantization, device_map=device_map)
     source = _local_source(model_id)
     try:

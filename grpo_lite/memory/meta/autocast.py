@@ -9,13 +9,14 @@ it decides what ``lora_A`` saves (a bf16 copy of its input, not an fp32 one).
 
 :class:`CudaAutocast` is a ``TorchFunctionMode`` that does those casts before the op runs, so autograd
 records them as it does on a GPU. :func:`suspended` is what ``torch.autocast(enabled=False)`` does
-(transformers' rotary embeddings compute in fp32 that way).
+(transformers' rotary embeddings compute in fp32 that way). :func:`checkpoint_autocast` gives a recomputed block
+the autocast its forward ran under, as torch's checkpoint does on a GPU.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -23,7 +24,7 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
 
-__all__ = ["FP32_OPS", "LOWER_PRECISION_OPS", "CudaAutocast", "active", "suspended"]
+__all__ = ["FP32_OPS", "LOWER_PRECISION_OPS", "CudaAutocast", "active", "checkpoint_autocast", "suspended"]
 
 # autocast_mode.cpp, CUDA: "lower_precision_fp" (the matrix products)
 LOWER_PRECISION_OPS = frozenset(
@@ -180,3 +181,35 @@ def suspended(enabled: bool = False, dtype: torch.dtype | None = None) -> Iterat
         yield
     finally:
         mode.enabled, mode.dtype = before
+
+
+@contextlib.contextmanager
+def checkpoint_autocast(model: Any) -> Iterator[None]:
+    """Gradient checkpointing restores the forward's autocast when it recomputes a block; do the same for the
+    emulated one (torch's checkpoint has no meta autocast to restore)."""
+    touched = []
+    for module in model.modules():
+        fn = getattr(module, "_gradient_checkpointing_func", None)
+        if fn is None or not getattr(module, "gradient_checkpointing", False):
+            continue
+
+        def checkpoint(function: Callable[..., Any], *args: Any, _fn: Any = fn, **kwargs: Any) -> Any:
+            mode = active()
+            if mode is None:
+                return _fn(function, *args, **kwargs)
+
+            def under_autocast(*a: Any, **k: Any) -> Any:
+                if active() is mode:
+                    return function(*a, **k)
+                with CudaAutocast(mode.dtype):
+                    return function(*a, **k)
+
+            return _fn(under_autocast, *args, **kwargs)
+
+        touched.append((module, fn))
+        module._gradient_checkpointing_func = checkpoint
+    try:
+        yield
+    finally:
+        for module, fn in touched:
+            module._gradient_checkpointing_func = fn

@@ -14,7 +14,7 @@ scores for backward. A GPU picks a fused kernel at run time (torch's ``select_sd
 
 transformers passes a mask only when the batch is padded (or a custom 4-D mask, as the shared-prefix
 forward does), and expands keys and values to every head whenever it passes a mask. So *whether the batch
-is padded* decides the kernel; it is an input of the simulation (:class:`~grpo_lite.simulation.cuda.GpuChoices`).
+is padded* decides the kernel; it is an input of the simulation (:class:`~grpo_lite.memory.meta.cuda.GpuChoices`).
 :func:`cuda_sdpa` reproduces that choice and calls the aten op the GPU would
 (``_scaled_dot_product_flash_attention`` / ``_scaled_dot_product_efficient_attention``), both of which have
 meta kernels and autograd formulas. Not seen: the kernels' own scratch (flash attention's fp32 ``dq``
@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from grpo_lite.simulation.gpus import GPU_ARCHES, GpuArch
+from grpo_lite.memory.meta.gpus import GPU_ARCHES, GpuArch
 
 __all__ = ["Kernel", "choose_kernel", "cuda_sdpa"]
 

@@ -5,11 +5,11 @@ puts the GPU's path back for the duration of a simulation, and :class:`GpuChoice
 
 | choice | on meta, left alone | what the simulation runs (as on CUDA) |
 | --- | --- | --- |
-| attention kernel | math (keeps the scores) | flash or memory-efficient by the GPU's architecture and the mask (:mod:`~grpo_lite.simulation.attention`) |
+| attention kernel | math (keeps the scores) | flash or memory-efficient by the GPU's architecture and the mask (:mod:`~grpo_lite.memory.meta.attention`) |
 | padding | transformers cannot read a meta mask | the batch is padded or not, as told: a mask is built exactly when it is |
 | optimizer implementation | torch's for-loop AdamW | torch's own default for CUDA tensors: foreach (``adamw_torch``), fused when asked (``adamw_torch_fused``) |
 | TRL's LM head | the torch fold of its CPU path (extra fp32 tiles) | the Triton path: the tile buffer folded in place, fp32 gradients accumulated by ``addmm(out_dtype=float32)`` |
-| autocast | none (no meta autocast) | CUDA autocast's op lists (:mod:`~grpo_lite.simulation.autocast`) |
+| autocast | none (no meta autocast) | CUDA autocast's op lists (:mod:`~grpo_lite.memory.meta.autocast`) |
 | ``torch.cuda.synchronize`` | fails without CUDA (GaLore 8-bit calls it) | nothing |
 | paged optimizer state | bitsandbytes asks CUDA for managed memory | ordinary device memory of the same size (paging to CPU under pressure is not simulated) |
 
@@ -32,9 +32,9 @@ from typing import Any
 
 import torch
 
-from grpo_lite.simulation import autocast as amp
-from grpo_lite.simulation.attention import cuda_sdpa
-from grpo_lite.simulation.gpus import DEFAULT_GPU, GPU_ARCHES, GpuArch
+from grpo_lite.memory.meta import autocast as amp
+from grpo_lite.memory.meta.attention import cuda_sdpa
+from grpo_lite.memory.meta.gpus import DEFAULT_GPU, GPU_ARCHES, GpuArch
 
 __all__ = ["GpuChoices", "TRL_HEAD_SOURCE", "cuda_semantics", "trl_head_source_hash"]
 
@@ -263,7 +263,7 @@ def cuda_semantics(arch: GpuArch = DEFAULT_GPU, *, padded: bool = True) -> Itera
     """Patch the libraries so meta tensors take a GPU's paths (module table); yield the record of choices.
 
     Args:
-        arch: the GPU's compute capability (:data:`~grpo_lite.simulation.gpus.GPU_ARCHES`).
+        arch: the GPU's compute capability (:data:`~grpo_lite.memory.meta.gpus.GPU_ARCHES`).
         padded: whether batches carry padding (prompts of different lengths, completions that end early).
     """
     if arch not in GPU_ARCHES:

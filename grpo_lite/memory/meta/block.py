@@ -1,9 +1,9 @@
 """Trace one decoder block of a model's own class on the meta device: the planner's bytes per token and layer.
 
-:func:`traced_block_terms` is a :data:`~grpo_lite.memory.blocks.BlockSource`. For a plan's settings it builds
-three decoder layers of the model's config at full width on meta, as training builds the whole model
-(:func:`~grpo_lite.simulation.build.build_model`: load dtype, NF4, LoRA, checkpointing), and runs the
-decoder forward and backward under the GPU's semantics (:func:`~grpo_lite.simulation.cuda.cuda_semantics`:
+:func:`traced_block_terms` is a :data:`~grpo_lite.memory.blocks.BlockSource` and gives :class:`BlockTerms`. For a
+plan's settings it builds three decoder layers of the model's config at full width on meta, as training builds the
+whole model (:func:`~grpo_lite.memory.meta.model.build_model`: load dtype, NF4, LoRA, checkpointing), and runs the
+decoder forward and backward under the GPU's semantics (:func:`~grpo_lite.memory.meta.cuda.cuda_semantics`:
 the attention kernel of a padded batch, emulated bf16 autocast) with the :class:`TensorTracker`:
 
 - **saved**: what one more block leaves alive after its forward (live transient bytes as the last layer
@@ -28,23 +28,57 @@ liger-kernel, mixture-of-experts layers, and any model whose layers fail to run 
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import logging
 import os
 import warnings
 from collections import Counter
+from dataclasses import asdict, dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite.cache import cache_root
-from grpo_lite.memory.blocks import BlockTerms
+from grpo_lite.memory.keywords import lora_kwargs, model_kwargs
+from grpo_lite.memory.models import transformers_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.settings import StepSettings
 
-__all__ = ["TRACE_LENGTHS", "traced_block_terms"]
+__all__ = ["TRACE_LENGTHS", "BlockTerms", "traced_block_terms"]
+
+
+@dataclass(frozen=True)
+class BlockTerms:
+    """Bytes of one decoder block: ``a + b x S`` per token for rows of ``S`` tokens (the attention mask's bias grows
+    with the keys; everything else is per token), plus ``c`` bytes per block whatever the tokens (casts of the
+    weights, small buffers).
+
+    Attributes:
+        saved: ``(a, b, c)`` of what one block keeps for backward (its checkpoint only, when checkpointing).
+        backward: one ``(a, b, c)`` per moment of one block's backward that can be its high point, beyond the
+            blocks below it: what it still keeps, what it recomputes (checkpointing) and the gradients of its
+            intermediates. The high point is the largest at the plan's row length and tokens: which moment leads
+            depends on both (the recomputed weights at few tokens, eager attention's ``S x S`` scores at long rows).
+        how: where the numbers come from, for the plan's table.
+    """
+
+    saved: tuple[float, float, float]
+    backward: tuple[tuple[float, float, float], ...]
+    how: str
+
+    def saved_at(self, seq: int, *, tokens: int) -> float:
+        """Bytes per token one block keeps, for ``tokens`` tokens in rows of ``seq``."""
+        a, b, c = self.saved
+        return a + b * seq + c / tokens
+
+    def backward_at(self, seq: int, *, tokens: int) -> float:
+        """Bytes per token of one block's backward high point, for ``tokens`` tokens in rows of ``seq``."""
+        return max(a + b * seq + c / tokens for a, b, c in self.backward)
+
 
 TRACE_LENGTHS = (256, 1024, 4096)  # row lengths traced; bytes per token fitted as a + b S + c / S
 _LAYERS = 3  # the middle one is measured: a real layer above it sends its gradient, one below keeps its own
@@ -69,17 +103,12 @@ def _why_not(arch: Architecture, s: StepSettings) -> str | None:
 
 
 def _config(arch: Architecture) -> Any:
-    from grpo_lite.memory.models import transformers_config
-
     return transformers_config(arch)
 
 
 def _key(arch: Architecture, s: StepSettings) -> str:
     """The cache key: the model's config (or a Llama / Qwen2 row's shapes), the settings that shape a block, the
     library versions. Computed without importing them, so a cached plan stays fast."""
-    from dataclasses import asdict
-    from importlib.metadata import version
-
     model = arch.config_json or json.dumps(
         {k: v for k, v in asdict(arch).items() if k not in ("source", "hub_ids")}, sort_keys=True
     )
@@ -133,20 +162,6 @@ def _targets(arch: Architecture, s: StepSettings) -> tuple[str, ...]:
     return tuple(s.lora_target_modules or arch.linear_names)
 
 
-def _lora(arch: Architecture, s: StepSettings) -> dict[str, Any] | None:
-    """The ``LoraConfig`` keywords a plan of these settings trains with (planning.search builds the same)."""
-    if not s.is_peft:
-        return None
-    targets = _targets(arch, s)
-    return {
-        "r": s.lora_r,
-        "lora_alpha": 2 * s.lora_r,
-        "lora_dropout": s.lora_dropout,
-        "target_modules": list(targets) if targets else "all-linear",
-        "task_type": "CAUSAL_LM",
-    }
-
-
 def traced_block_terms(arch: Architecture, s: StepSettings) -> BlockTerms | None:
     """One block's bytes per token for ``arch`` under ``s``, traced from the model's own layer class.
 
@@ -189,7 +204,7 @@ def _kinds(config: Any) -> Counter[tuple[tuple[str, Any], ...]]:
 
 def _fit(values: list[float]) -> tuple[float, float, float]:
     """``(a, b, c)`` with ``a + b S + c / S`` through the bytes per token traced at :data:`TRACE_LENGTHS`."""
-    import numpy as np
+    import numpy as np  # loaded with torch: not at plan time
 
     rows = [[1.0, float(seq), 1.0 / seq] for seq in TRACE_LENGTHS]
     a, b, c = np.linalg.solve(np.array(rows), np.array(values))
@@ -237,7 +252,7 @@ def _timeline_fits(timelines: list[list[float]]) -> list[Triple]:
 
 def _envelope(triples: list[Triple]) -> tuple[Triple, ...]:
     """The triples not dominated by another (at least as large in each term): the only ones a maximum can pick."""
-    import numpy as np
+    import numpy as np  # loaded with torch: not at plan time
 
     unique = np.unique(np.array(triples, dtype=float), axis=0)
     above: np.ndarray = np.all(unique[:, None, :] >= unique[None, :, :], axis=2)  # i dominates (or equals) j
@@ -247,7 +262,7 @@ def _envelope(triples: list[Triple]) -> tuple[Triple, ...]:
 
 
 def _layer_class(config: Any) -> str:
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM  # heavy dependency: loaded when a block is traced
 
     name = AutoModelForCausalLM._model_mapping[type(config)].__name__  # e.g. Qwen3ForCausalLM
     return name.replace("ForCausalLM", "DecoderLayer")
@@ -259,16 +274,13 @@ def _trace(
     """``(saved, backward)`` bytes per token of the middle of three layers of ``kind``, ``rows`` rows of ``seq``
     tokens. ``backward`` is the middle layer's backward as a timeline: the live transient bytes above what was alive
     as it started its forward, after each op from its output's gradient to its input's."""
-    import copy
+    import torch  # heavy dependency, as the modules below
 
-    import torch
-
+    # each imports torch at the top (a heavy dependency): loaded when a block is traced, not when a plan starts
+    from grpo_lite.memory.meta import autocast as amp
+    from grpo_lite.memory.meta.cuda import cuda_semantics
+    from grpo_lite.memory.meta.model import build_model
     from grpo_lite.memory.tracker import PERSISTENT, PhaseClock, TensorTracker
-    from grpo_lite.planning.search import model_kwargs
-    from grpo_lite.simulation import autocast as amp
-    from grpo_lite.simulation.build import build_model
-    from grpo_lite.simulation.cuda import cuda_semantics
-    from grpo_lite.simulation.step import _checkpoint_autocast
 
     small = copy.deepcopy(config)
     small.num_hidden_layers = _LAYERS
@@ -299,7 +311,7 @@ def _trace(
         lm, model, constants = build_model(
             small,
             s.dtype,
-            lora=_lora(arch, s),
+            lora=lora_kwargs(s, arch.linear_names),
             quantization=model_kwargs(s).get("quantization"),
             checkpointing={} if s.gradient_checkpointing else None,
         )
@@ -339,7 +351,7 @@ def _trace(
         autocast = amp.CudaAutocast(torch.bfloat16) if s.bf16 else contextlib.nullcontext()
         tracker.start()
         try:
-            with _checkpoint_autocast(model):
+            with amp.checkpoint_autocast(model):
                 with autocast:
                     out = lm.model(input_ids=ids, use_cache=False, **inputs).last_hidden_state
                 grad = torch.empty_like(out)

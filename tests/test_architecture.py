@@ -32,6 +32,7 @@ BASE = {
     "grpo_lite",
     "grpo_lite._version",
     "grpo_lite.errors",
+    "grpo_lite.defaults",  # the values of every default: standard library only, read by every stage
     "grpo_lite.tiny",
     "grpo_lite.__main__",
     "grpo_lite.files",

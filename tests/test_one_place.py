@@ -12,9 +12,15 @@ definition of a decision appears (each finder is also shown to find one in a mad
 - where a plan's per-block bytes come from (traced or the formulas): ``memory/blocks.py: DEFAULT_BLOCKS``, and
   its values: ``plan()``, ``estimate()``, ``train()`` and ``grpo-lite plan`` give the same figure.
 
-The values are checked too: ``estimate()`` and ``plan()`` agree for the same settings, the planner's first
-choice of generations and lengths is ``estimate()``'s default, every dtype check accepts the same names,
-and a plan's LoRA settings come back through a recipe as written.
+Every default in one place: ``grpo_lite/defaults.py`` holds the value of every setting grpo-lite chooses by default;
+a literal default of any of them anywhere else (an assignment, a keyword default, a dataclass field, a dict entry, a
+``.get`` fallback, an argparse default) fails :func:`test_no_default_is_written_outside_defaults_py`, and each
+constant (GIB, BNB_BLOCK, SHARDINGS, BATCH_KEYS) is defined once.
+
+The values are checked too: ``estimate()``, ``plan()``, a recipe, ``train()``, the CLI, the demo and the ladder
+resolve defaults.py's values, ``estimate()`` and ``plan()`` agree for the same settings (and with the settings at
+their default left out), the planner's first choice of generations and lengths is ``estimate()``'s default, every
+dtype check accepts the same names, and a plan's LoRA settings come back through a recipe as written.
 """
 
 from __future__ import annotations

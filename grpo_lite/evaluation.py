@@ -192,13 +192,13 @@ def _score_batch(
 @quiet_libraries()
 def evaluate(
     model: str | os.PathLike | Any,
-    dataset: str | os.PathLike | Dataset = "gsm8k",
-    split: DataSplit = "test",
+    dataset: str | os.PathLike | Dataset | None = None,
+    split: DataSplit | None = None,
     limit: int | None = None,
     *,
     tokenizer: Any = None,
-    batch_size: int = 16,
-    max_new_tokens: int = 256,
+    batch_size: int | None = None,
+    max_new_tokens: int | None = None,
     prompt_style: PromptStyle | None = None,
     rewards: Sequence[str | Callable[..., list[float]]] | None = None,
     seed: int = 0,
@@ -213,33 +213,37 @@ def evaluate(
     Args:
         model: a model name/path (as for :func:`grpo_lite.train`, or a saved adapter folder), or a loaded
             model object (then pass ``tokenizer``).
-        dataset: ``"gsm8k"``, ``"synthetic"``, a path, or a ``datasets.Dataset``.
-        split: ``"test"`` or ``"train"``. Default: ``"test"``.
+        dataset: ``"gsm8k"``, ``"synthetic"``, a path, or a ``datasets.Dataset``. Default: ``"gsm8k"``
+            (``grpo_lite.defaults.TRAINER.dataset``).
+        split: ``"test"`` or ``"train"``. Default: ``"test"`` (``grpo_lite.defaults.EVALUATION.split``).
         limit: evaluate only the first ``limit`` problems.
         tokenizer: the tokenizer, when ``model`` is an object.
-        batch_size: prompts decoded at once. Default: 16.
-        max_new_tokens: completion budget. Default: 256.
+        batch_size: prompts decoded at once. Default: 16 (``grpo_lite.defaults.EVALUATION.batch_size``).
+        max_new_tokens: completion budget. Default: 256 (``grpo_lite.defaults.EVALUATION.max_new_tokens``).
         prompt_style: must match the style used in training. Default: ``PromptStyle()``.
         rewards: rewards summed into ``mean_reward``. Default: the five GSM8K rewards.
         seed: seed of the synthetic set (ignored for other datasets).
         stop_strings: end a completion at the first of these, as training does. Default: ``("</answer>",)``
-            (:data:`grpo_lite.data.prompts.DEFAULT_STOP_STRINGS`); ``()`` decodes to ``max_new_tokens``.
+            (``grpo_lite.defaults.TRAINER.stop_strings``); ``()`` decodes to ``max_new_tokens``.
         skip_invalid: skip dataset rows without a usable question or answer (with a warning) instead of raising.
     """
     from grpo_lite import rewards as reward_lib
     from grpo_lite.data import prompts as prompt_lib
     from grpo_lite.data.loaders import load_dataset
+    from grpo_lite.defaults import EVALUATION, TRAINER
     from grpo_lite.errors import ConfigError
 
+    dataset = TRAINER.dataset if dataset is None else dataset
+    split = EVALUATION.split if split is None else split
+    batch_size = EVALUATION.batch_size if batch_size is None else batch_size
+    max_new_tokens = EVALUATION.max_new_tokens if max_new_tokens is None else max_new_tokens
     if batch_size < 1 or max_new_tokens < 1:
         raise ConfigError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
     if isinstance(model, (str, os.PathLike)):
         model, tokenizer = load_for_eval(model)
     elif tokenizer is None:
         raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
-    from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS
-
-    stops = list(DEFAULT_STOP_STRINGS if stop_strings is None else stop_strings)
+    stops = list(TRAINER.stop_strings if stop_strings is None else stop_strings)
     style = prompt_style or prompt_lib.PromptStyle()
     data = load_dataset(dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid)
     data = prompt_lib.apply_prompt_style(data, tokenizer, style)

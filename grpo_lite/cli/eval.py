@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from grpo_lite.cli.options import add_options
+from grpo_lite.defaults import EVALUATION
 
 __all__ = ["INTERRUPTED", "add_parser", "run"]
 
@@ -19,10 +20,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("model", help="hub id, short name, local folder, .gguf file, or a run's final/ folder")
     add_options(p, "dataset", "skip_invalid")
-    p.add_argument("--split", choices=("train", "test"), default="test", help="split (default test)")
+    p.add_argument(
+        "--split", choices=("train", "test"), default=EVALUATION.split, help=f"split (default {EVALUATION.split})"
+    )
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems")
-    p.add_argument("--batch-size", type=int, default=16, help="prompts decoded at once (default 16)")
-    p.add_argument("--max-new-tokens", type=int, default=256, help="completion budget (default 256)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=EVALUATION.batch_size,
+        help=f"prompts decoded at once (default {EVALUATION.batch_size})",
+    )
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=EVALUATION.max_new_tokens,
+        help=f"completion budget (default {EVALUATION.max_new_tokens})",
+    )
     add_options(p, "json")
     return p
 

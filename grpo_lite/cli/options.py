@@ -11,8 +11,9 @@ import ast
 import math
 from typing import Any, Iterable
 
+from grpo_lite.defaults import GPU, STEP, TRAINER
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.settings import METHODS, SHARED_PREFIX_DEFAULT
+from grpo_lite.memory.settings import METHODS
 
 __all__ = ["SHARED", "add_options", "parse_budget", "parse_set"]
 
@@ -65,7 +66,7 @@ def parse_set(items: list[str] | None, own_options: Iterable[str] = ()) -> dict[
 
 
 def parse_budget(text: str) -> float:
-    """argparse type for --budget-gb: a positive number of GB, at most 2048.
+    """argparse type for --budget-gb: a positive number of GB, at most 2048 (``grpo_lite.defaults.GPU.max_budget_gb``).
 
     >>> parse_budget("16")
     16.0
@@ -74,8 +75,8 @@ def parse_budget(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--budget-gb must be a number of GB like 16, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0 or value > 2048:
-        raise argparse.ArgumentTypeError(f"--budget-gb must be between 0 and 2048 GB, got {text!r}")
+    if not math.isfinite(value) or value <= 0 or value > GPU.max_budget_gb:
+        raise argparse.ArgumentTypeError(f"--budget-gb must be between 0 and {GPU.max_budget_gb:g} GB, got {text!r}")
     return value
 
 
@@ -101,14 +102,17 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         },
     ),
     "preset": (("--preset",), {"default": None, "help": "use exactly this preset (see grpo-lite presets)"}),
-    "dataset": (("--dataset",), {"default": "gsm8k", "help": "gsm8k, synthetic, or a path (default gsm8k)"}),
+    "dataset": (
+        ("--dataset",),
+        {"default": TRAINER.dataset, "help": f"gsm8k, synthetic, or a path (default {TRAINER.dataset})"},
+    ),
     "seed": (("--seed",), {"type": int, "default": 0, "help": "seed (default 0)"}),
     "output_dir": (("--output-dir",), {"default": None, "help": "run folder (default runs/<model>-<time>)"}),
     "shared_prefix": (
         ("--shared-prefix",),
         {
             "action": argparse.BooleanOptionalAction,
-            "default": SHARED_PREFIX_DEFAULT,
+            "default": STEP.shared_prefix,
             "help": "forward each prompt once for all its completions (same "
             "log-probs, checked on the first step; default on)",
         },

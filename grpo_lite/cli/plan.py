@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, get_args
+from typing import Any
 
 from grpo_lite.cli.options import add_options, parse_set
+from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, GrpoLiteError
 from grpo_lite.memory.blocks import BLOCK_MODES, DEFAULT_BLOCKS
 from grpo_lite.memory.meta.gpus import DEFAULT_GPU, GPU_ARCHES
-from grpo_lite.memory.settings import Sharding, StepSettings
+from grpo_lite.scale.distributed import SHARDINGS
 
 __all__ = ["add_parser", "run"]
-
-SHARDINGS: tuple[str, ...] = get_args(Sharding)  # the same values as grpo_lite.scale.distributed.SHARDINGS
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -40,18 +39,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=None,
         help="target device (default: cuda with a budget, else detected)",
     )
-    p.add_argument("--num-processes", type=int, default=1, help="processes / GPUs; the budget is per device")
+    p.add_argument(
+        "--num-processes",
+        type=int,
+        default=STEP.num_processes,
+        help="processes / GPUs; the budget is per device",
+    )
     p.add_argument(
         "--sharding",
-        choices=SHARDINGS,
+        choices=list(SHARDINGS),
         default=None,
         help="how to split state across processes (default: only when one device cannot hold it)",
     )
     p.add_argument(
         "--max-prompt-length",
         type=int,
-        default=StepSettings.max_prompt_length,
-        help=f"prompt tokens to plan for (default {StepSettings.max_prompt_length})",
+        default=STEP.max_prompt_length,
+        help=f"prompt tokens to plan for (default {STEP.max_prompt_length})",
     )
     p.add_argument(
         "--compare", action="store_true", help="every preset's estimate for each MODEL side by side (models as columns)"

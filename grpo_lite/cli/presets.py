@@ -6,6 +6,7 @@ import argparse
 import json
 
 from grpo_lite.cli.options import add_options
+from grpo_lite.defaults import DEMO
 
 __all__ = ["add_parser", "run"]
 
@@ -24,7 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=None,
         help="save a stacked bar chart of each preset's peak components (needs matplotlib)",
     )
-    p.add_argument("--model", default="Llama-3.2-1B-Instruct", help="model for --plot (default Llama-3.2-1B-Instruct)")
+    p.add_argument("--model", default=DEMO.plot_model, help=f"model for --plot (default {DEMO.plot_model})")
     return p
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import grpo_lite.scale.distributed as _distributed
+from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Sharding
 from grpo_lite.scale.distributed import SHARDINGS, _check_processes, _mode, in_launched_process, launch_command
@@ -37,7 +38,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--num-processes",
         type=int,
-        default=1,
+        default=STEP.num_processes,
         metavar="N",
         help="data-parallel processes, one GPU each (CPU: gloo); --budget-gb is per device",
     )

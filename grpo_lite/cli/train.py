@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from grpo_lite.cli.options import SHARED, add_options, parse_set
 from grpo_lite.cli.relaunch import add_launch_arguments
+from grpo_lite.defaults import RESILIENCE
 
 __all__ = ["INTERRUPTED", "add_parser", "run"]
 
@@ -89,13 +90,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument(
         "--on-oom",
         choices=("step_down", "raise"),
-        default="step_down",
+        default=RESILIENCE.on_oom,
         help="on CUDA out-of-memory: step down the preset ladder and go on (default), or stop",
     )
     p.add_argument(
         "--on-stall",
         choices=("warn", "adapt"),
-        default="warn",
+        default=RESILIENCE.on_stall,
         help="when the run is not learning: print the cause and a remedy (default), or also raise "
         "max_completion_length at the next checkpoint when most completions are cut (docs/health.md)",
     )

@@ -23,6 +23,7 @@ from grpo_lite.data.answers import gsm8k_gold, normalize_number
 from grpo_lite.data.prompts import PromptStyle, build_messages
 from grpo_lite.data.readers import SUFFIXES, DataSplit, Row, read_source
 from grpo_lite.data.synthetic import LEVELS, synthetic_problems
+from grpo_lite.defaults import TRAINER
 from grpo_lite.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +35,7 @@ DatasetName = Literal["gsm8k", "synthetic"]
 GSM8K_HUB_ID = "openai/gsm8k"
 GSM8K_DIR_ENV = "GRPO_LITE_GSM8K_DIR"  # a folder with train.jsonl/test.jsonl, read instead of the hub
 _SPLITS: tuple[DataSplit, ...] = ("train", "test")
-_SYNTHETIC_DEFAULT_N = 200
+_SYNTHETIC_DEFAULT_N = TRAINER.synthetic_n
 
 
 def _check_split(split: str) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from grpo_lite.defaults import TRAINER
 from grpo_lite.errors import ConfigError, DataError, ModelError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,7 +63,7 @@ SYSTEM_PROMPT = (
 )
 
 # Sampling and greedy decoding stop at the format's end: nothing after it earns a reward.
-DEFAULT_STOP_STRINGS: tuple[str, ...] = ("</answer>",)
+DEFAULT_STOP_STRINGS: tuple[str, ...] = TRAINER.stop_strings  # the old name of grpo_lite.defaults.TRAINER.stop_strings
 
 # An original grade-school problem written for this project (not from GSM8K).
 ONE_SHOT_QUESTION = (

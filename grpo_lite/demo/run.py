@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_lite.data.prompts import PromptStyle, PromptStyleName
+from grpo_lite.defaults import DEMO, LORA, STEP
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
 from grpo_lite.training.report.quiet import quiet_libraries
 
 __all__ = ["DemoConfig", "DemoResult", "demo_line", "run_demo"]
@@ -40,6 +40,8 @@ __all__ = ["DemoConfig", "DemoResult", "demo_line", "run_demo"]
 @dataclass(frozen=True)
 class DemoConfig:
     """Settings of the offline demo.
+
+    Their defaults, each with its trade-off, are ``grpo_lite.defaults.DEMO``.
 
     Attributes:
         steps: GRPO optimizer steps. Default: 16.
@@ -64,19 +66,19 @@ class DemoConfig:
         model: None for the embedded SmolLM2 GGUF; any model name/path otherwise (e.g. the tiny test model).
     """
 
-    steps: int = 16
-    eval_n: int = 100
-    num_generations: int = 8
-    max_completion_length: int = 64
-    learning_rate: float = 2e-4
-    lora_r: int = 16
-    levels: tuple[int, ...] = (1,)
-    temperature: float = 0.7
-    prompt_style: PromptStyleName = "one_step"
-    eval_batch_size: int = 50
-    shared_prefix: bool = SHARED_PREFIX_DEFAULT
+    steps: int = DEMO.steps
+    eval_n: int = DEMO.eval_n
+    num_generations: int = DEMO.num_generations
+    max_completion_length: int = DEMO.max_completion_length
+    learning_rate: float = DEMO.learning_rate
+    lora_r: int = DEMO.lora_r
+    levels: tuple[int, ...] = DEMO.levels
+    temperature: float = DEMO.temperature
+    prompt_style: PromptStyleName = DEMO.prompt_style  # type: ignore[assignment]  # a PromptStyleName
+    eval_batch_size: int = DEMO.eval_batch_size
+    shared_prefix: bool = STEP.shared_prefix
     seed: int = 0
-    output_dir: str = "runs/demo"
+    output_dir: str = DEMO.output_dir
     model: str | None = None
 
     def style(self) -> PromptStyle:
@@ -94,19 +96,13 @@ class DemoConfig:
         (8, 'lora')
         """
         return dict(
-            method="lora",
+            DEMO.train,  # method lora, no KL, no checkpoints, a constant rate, loose clipping
             num_generations=self.num_generations,
             per_device_train_batch_size=self.num_generations,  # one prompt's group per step
-            gradient_accumulation_steps=1,
             max_completion_length=self.max_completion_length,
             learning_rate=self.learning_rate,
             lora_r=self.lora_r,
-            lora_alpha=2 * self.lora_r,
-            beta=0.0,
-            save_strategy="no",
-            warmup_steps=0,
-            lr_scheduler_type="constant",
-            max_grad_norm=1.0,
+            lora_alpha=LORA.alpha(self.lora_r),
             temperature=self.temperature,
         )
 

@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from grpo_lite.defaults import GIB
 from grpo_lite.memory import terms as T
 from grpo_lite.memory import tokens as K
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
@@ -46,7 +47,6 @@ __all__ = [
     "PHASES",
 ]
 
-GIB = T.GIB
 PhaseName = Literal["generation", "scoring", "backward_head", "backward_layers", "optimizer_step"]
 
 PHASES: dict[str, str] = {

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, get_args
 
+from grpo_lite.defaults import LORA
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Dtype, StepSettings
 
@@ -40,16 +41,16 @@ def lora_kwargs(step: StepSettings, linear_names: Sequence[str], *, alpha: int |
     Args:
         step: the resolved settings (rank, dropout, targets).
         linear_names: the decoder's linear layers, the targets when the settings name none.
-        alpha: the LoRA scale the user set; None: twice the rank.
+        alpha: the LoRA scale the user set; None: ``defaults.LORA.alpha(r)`` (twice the rank).
     """
     if not step.is_peft:
         return None
     targets = step.lora_target_modules or tuple(linear_names)
     return {
         "r": step.lora_r,
-        "lora_alpha": 2 * step.lora_r if alpha is None else alpha,
+        "lora_alpha": LORA.alpha(step.lora_r) if alpha is None else alpha,
         "lora_dropout": step.lora_dropout,
-        "target_modules": list(targets) if targets else "all-linear",
+        "target_modules": list(targets) if targets else LORA.target_modules,
         "task_type": "CAUSAL_LM",
     }
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, get_args
 
+from grpo_lite.defaults import LORA, STEP
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
 
@@ -39,7 +40,7 @@ __all__ = [
     "SHARED_PREFIX_DEFAULT",
 ]
 
-SHARED_PREFIX_DEFAULT = True  # plan(), train(), the recipe, the demo and the CLI: each prompt forwarded once per group
+SHARED_PREFIX_DEFAULT = STEP.shared_prefix  # the old name of grpo_lite.defaults.STEP.shared_prefix
 
 Method = Literal["full", "galore", "lora", "qlora"]
 METHODS: tuple[Method, ...] = get_args(Method)  # the one list of method names (CLI choices, plan() checks)
@@ -98,40 +99,40 @@ class StepSettings:
     :class:`~grpo_lite.errors.ConfigError` for invalid values or combinations.
     """
 
-    method: Method = "full"
-    device: Device = "cuda"
+    method: Method = STEP.method  # type: ignore[assignment]  # a Method
+    device: Device = STEP.device  # type: ignore[assignment]  # a Device
     dtype: Dtype | None = None  # Default: bfloat16 on cuda, float32 on cpu
     quantization: Quantization | None = None  # Default: nf4 for qlora, else none
-    double_quant: bool = True
-    optim: str = "adamw_torch_fused"
+    double_quant: bool = STEP.double_quant
+    optim: str = STEP.optim
     optim_args: str | None = None
-    gradient_checkpointing: bool = False
-    per_device_train_batch_size: int = 8
-    gradient_accumulation_steps: int = 1
+    gradient_checkpointing: bool = STEP.gradient_checkpointing
+    per_device_train_batch_size: int = STEP.per_device_train_batch_size
+    gradient_accumulation_steps: int = STEP.gradient_accumulation_steps
     steps_per_generation: int | None = None
     generation_batch_size: int | None = None
-    num_generations: int = 8
-    num_iterations: int = 1
-    max_prompt_length: int = 256
-    max_completion_length: int = 512
-    beta: float = 0.0
-    lora_r: int = 16
-    lora_dropout: float = 0.0
+    num_generations: int = STEP.num_generations
+    num_iterations: int = STEP.num_iterations
+    max_prompt_length: int = STEP.max_prompt_length
+    max_completion_length: int = STEP.max_completion_length
+    beta: float = STEP.beta
+    lora_r: int = LORA.r
+    lora_dropout: float = LORA.dropout
     lora_target_modules: tuple[str, ...] | None = None  # None: every decoder linear
     use_liger_kernel: bool = False
     use_vllm: bool = False
-    vllm_mode: VllmMode = "colocate"
-    vllm_gpu_memory_utilization: float = 0.3
+    vllm_mode: VllmMode = STEP.vllm_mode  # type: ignore[assignment]  # a VllmMode
+    vllm_gpu_memory_utilization: float = STEP.vllm_gpu_memory_utilization
     vllm_importance_sampling_correction: bool = True
     vllm_enable_sleep_mode: bool = False  # colocate: TRL sleeps the engine (level 2) between generations
     cast_lm_head_to_fp32: bool = False
     bf16: bool | None = None  # Default: True on cuda unless fp16
     fp16: bool | None = None
     budget_gib: float | None = None  # device size, needed to size a colocated vLLM share
-    num_processes: int = 1
+    num_processes: int = STEP.num_processes
     sharding: Sharding | None = None  # Default: "ddp" when num_processes > 1, else "none"
     ds3_gather_for_generation: bool = True
-    shared_prefix: bool = SHARED_PREFIX_DEFAULT  # each group's prompt forwarded once, its completions packed after it
+    shared_prefix: bool = STEP.shared_prefix  # each group's prompt forwarded once, its completions packed after it
     update_rounding: UpdateRounding | None = None  # Default: "stochastic" when the trained weights are bf16
 
     @classmethod

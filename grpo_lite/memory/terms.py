@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from grpo_lite.defaults import GIB, GPU
 from grpo_lite.memory.models import kv_windows
 from grpo_lite.memory.optimizers import MONITOR_ELEMENTS, MONITOR_TENSORS, SR_CHUNK, parse_galore_args, state_bytes
 
@@ -17,14 +18,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.settings import StepSettings
 
-GIB = 1024**3
-CUDA_CONTEXT_BYTES = 0.5 * GIB  # CUDA context + cuBLAS/cuDNN workspaces, outside PyTorch's allocator
-FRAGMENTATION = 0.15  # allocator "reserved but unallocated", as a share of the phase's transient bytes
-VLLM_OVERHEAD_BYTES = 1.0 * GIB  # vLLM's own activations / CUDA graphs inside its share
+# grpo-lite's measured constants (grpo_lite.defaults.GPU) under their old names
+CUDA_CONTEXT_BYTES = GPU.cuda_context_bytes
+FRAGMENTATION = GPU.fragmentation
+VLLM_OVERHEAD_BYTES = GPU.vllm_overhead_bytes
 TOKEN_TILE = 4096  # TRL's chunked log-prob kernel: tokens per projection tile
 VOCAB_TILE = 32768  # TRL's chunked log-prob kernel: vocabulary columns per tile
-PROCESS_BASELINE_BYTES = 0.53 * GIB  # CPU: resident before any tensor (measured 0.51-0.55 GiB: docs/memory.md)
-HEAP_SLACK_SHARE = 0.01  # CPU: resident heap beyond the live tensors, as a share of the transient bytes
+PROCESS_BASELINE_BYTES = GPU.process_baseline_bytes
+HEAP_SLACK_SHARE = GPU.heap_slack_share
 PAGE = 4096
 NF4_BYTES = 0.5  # 4 bits per weight
 NF4_CONST_DOUBLE = 1 / 64 + 4 / (64 * 256)  # 8-bit absmax per 64 weights + fp32 per 256 blocks

@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.defaults import GIB, LORA, PLANNER, STEP
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory import terms as memory_terms
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS
-from grpo_lite.memory.estimate import GIB, MemoryEstimate, estimate
-from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, StepSettings
+from grpo_lite.memory.estimate import MemoryEstimate, estimate
 from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,20 +48,18 @@ __all__ = [
     "TRAINER_KEYS",
 ]
 
-# num_generations tried, best first, from StepSettings' default; 4 is the floor
-GENERATIONS: tuple[int, ...] = (StepSettings.num_generations, 6, 4)
-# max_completion_length tried, from StepSettings' default; 256 is the floor
-COMPLETION_LENGTHS: tuple[int, ...] = (StepSettings.max_completion_length, 384, 256)
-CPU_COMPLETION_LENGTH = 256  # a CPU plan without a budget takes the floor: sampling on CPU is slow
-HEADROOM_SHARE = 0.05  # a plan fits when its peak leaves this share of the usable memory free...
-HEADROOM_MIN_GIB = 0.25  # ...and at least this much
+# the values of grpo_lite.defaults.PLANNER under their old names
+GENERATIONS: tuple[int, ...] = PLANNER.generations  # num_generations tried, best first
+COMPLETION_LENGTHS: tuple[int, ...] = PLANNER.completion_lengths  # max_completion_length tried, best first
+CPU_COMPLETION_LENGTH = PLANNER.cpu_completion_length
+HEADROOM_SHARE = PLANNER.headroom_share
+HEADROOM_MIN_GIB = PLANNER.headroom_min_gib
 BATCH_KEYS = (
     "per_device_train_batch_size",
     "gradient_accumulation_steps",
-    "steps_per_generation",
     "generation_batch_size",
-    "num_generations",
-)
+    "steps_per_generation",
+)  # what num_generations must divide: refitted by the planner with it
 # train()'s and plan()'s LoRA settings -> peft.LoraConfig's names (a recipe's lora: section); the one list
 LORA_KEYS: dict[str, str] = {
     "lora_r": "r",
@@ -71,7 +69,7 @@ LORA_KEYS: dict[str, str] = {
 }
 MODEL_KEYS = ("dtype",)  # how the weights load (from_pretrained), not GRPOConfig fields
 TRAINER_KEYS = ("shared_prefix", "update_rounding")  # grpo-lite's own trainer options, not GRPOConfig fields
-VLLM_MAX_SHARE = 0.9
+VLLM_MAX_SHARE = PLANNER.vllm_max_share
 
 
 def headroom_gib(usable_gib: float) -> float:
@@ -84,7 +82,7 @@ def fits(est: MemoryEstimate, usable_gib: float) -> bool:
     return est.total_gib + headroom_gib(usable_gib) <= usable_gib
 
 
-def required_nominal_gb(total_gib: float, *, device: str = "cuda") -> int:
+def required_nominal_gb(total_gib: float, *, device: str = STEP.device) -> int:
     """The smallest whole nominal GB (card, or RAM on CPU) whose usable memory holds ``total_gib`` plus headroom.
 
     >>> required_nominal_gb(10.0), required_nominal_gb(10.0, device="cpu")
@@ -97,7 +95,7 @@ def required_nominal_gb(total_gib: float, *, device: str = "cuda") -> int:
     return gb
 
 
-def fits_total(total_gib: float, nominal_gb: float, *, device: str = "cuda") -> bool:
+def fits_total(total_gib: float, nominal_gb: float, *, device: str = STEP.device) -> bool:
     """Whether a peak of ``total_gib`` fits a ``nominal_gb`` card (or that much RAM on CPU) with headroom."""
     usable = nominal_gb if device == "cpu" else nominal_to_usable_gib(nominal_gb)
     return total_gib + headroom_gib(usable) <= usable
@@ -144,7 +142,7 @@ def batch_shapes(
     >>> [s["per_device_train_batch_size"] for s in batch_shapes(4, num_processes=1, fixed=fixed)]
     [16, 8, 4, 2, 1]
     """
-    sharing = bool(fixed.get("shared_prefix", SHARED_PREFIX_DEFAULT)) if shared_prefix is None else shared_prefix
+    sharing = bool(fixed.get("shared_prefix", STEP.shared_prefix)) if shared_prefix is None else shared_prefix
     shapes = []
     for pdbs in _batch_options(num_generations, fixed, sharing):
         shape: dict[str, Any] = {"per_device_train_batch_size": pdbs}
@@ -241,10 +239,10 @@ def candidates(
         "num_processes": num_processes,
         "sharding": sharding,
         "budget_gib": usable_gib,
-        "beta": fixed.get("beta", 0.0),
+        "beta": fixed.get("beta", STEP.beta),
         "lora_r": fixed.get("lora_r", preset.lora_r),
-        "lora_dropout": fixed.get("lora_dropout", 0.0),
-        "shared_prefix": bool(fixed.get("shared_prefix", SHARED_PREFIX_DEFAULT)),  # train()'s default: the plan it runs
+        "lora_dropout": fixed.get("lora_dropout", LORA.dropout),
+        "shared_prefix": bool(fixed.get("shared_prefix", STEP.shared_prefix)),  # train()'s default: the plan it runs
         "update_rounding": fixed.get("update_rounding"),  # None: stochastic when the trained weights are bf16
     }
     if fixed.get("dtype") is not None:  # otherwise StepSettings.resolve picks it (memory.settings.load_dtype)

@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
 from grpo_lite.memory.models import ModelSpec, resolve_model
-from grpo_lite.memory.settings import Method, Sharding, StepSettings
+from grpo_lite.memory.settings import Method, Sharding
 from grpo_lite.planning import hardware
 from grpo_lite.planning.candidates import fits
 from grpo_lite.planning.ladder import METHODS
@@ -38,9 +39,9 @@ def plan(
     method: Method | None = None,
     preset: str | None = None,
     device: Literal["cuda", "cpu"] | None = None,
-    num_processes: int = 1,
+    num_processes: int | None = None,
     sharding: Sharding | None = None,
-    max_prompt_length: int = StepSettings.max_prompt_length,
+    max_prompt_length: int | None = None,
     blocks: BlockMode = DEFAULT_BLOCKS,
     **fixed: Any,
 ) -> Plan:
@@ -55,17 +56,19 @@ def plan(
         method: restrict the ladder to one method.
         preset: use exactly this rung (only its settings are traded).
         device: "cuda" or "cpu"; Default: cuda when a budget is given, else what is detected.
-        num_processes: processes (one GPU each).
+        num_processes: processes (one GPU each). Default: 1 (``grpo_lite.defaults.STEP.num_processes``).
         sharding: none, ddp, zero2, zero3 or fsdp; Default: chosen only when one device cannot
             hold the model otherwise.
-        max_prompt_length: prompt tokens to plan for (truncate prompts to this).
+        max_prompt_length: prompt tokens to plan for (truncate prompts to this). Default: 256
+            (``grpo_lite.defaults.STEP.max_prompt_length``; ``train()`` passes the dataset's longest prompt).
         blocks: where one block's bytes per token come from (:func:`grpo_lite.memory.blocks.block_source`):
             ``"auto"`` (Default, as ``train()`` and ``grpo-lite plan``): the Llama formulas for Llama / Qwen2 blocks,
             every other block traced from the model's own code (seconds once, then cached); ``"traced"``;
             ``"formulas"``.
         **fixed: GRPOConfig fields (kept verbatim in ``settings``) and lora_r, lora_alpha,
             lora_dropout, lora_target_modules (go to ``lora``); ``shared_prefix`` (Default: on, as ``train()``
-            runs: :data:`~grpo_lite.memory.settings.SHARED_PREFIX_DEFAULT`).
+            runs: ``grpo_lite.defaults.STEP.shared_prefix``); any other setting left out is ``estimate()``'s
+            first choice (``grpo_lite.defaults.STEP``, ``LORA``, ``PER_METHOD``), traded down to fit.
 
     Raises:
         ConfigError: invalid budget, method, preset, sharding, blocks or fixed values that break TRL's rules.
@@ -73,6 +76,8 @@ def plan(
         ModelError: the model cannot be resolved.
     """
     spec = model if isinstance(model, ModelSpec) else resolve_model(model)
+    num_processes = STEP.num_processes if num_processes is None else num_processes
+    max_prompt_length = STEP.max_prompt_length if max_prompt_length is None else max_prompt_length
     if method is not None and method not in METHODS:
         raise ConfigError(f"method={method!r} is not valid; choose one of {', '.join(METHODS)}")
     if device is not None and device not in ("cuda", "cpu"):

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from grpo_lite.defaults import GIB, GPU
 from grpo_lite.errors import ConfigError
 
 __all__ = [
@@ -36,9 +37,9 @@ __all__ = [
 # rest as "total capacity". Rule: usable = N x (1 - DRIVER_RESERVE_SHARE) - DRIVER_RESERVE_GIB.
 # Anchor: a 16 GB RTX 3080 Laptop reports 15.73 GiB (TRL user report, docs/memory.md); the share
 # term makes larger cards keep proportionally more (an assumption, good to a few hundred MiB).
-DRIVER_RESERVE_GIB = 0.15
-DRIVER_RESERVE_SHARE = 0.0075
-MAX_BUDGET_GB = 2048.0
+DRIVER_RESERVE_GIB = GPU.driver_reserve_gib  # the values of grpo_lite.defaults.GPU under their old names
+DRIVER_RESERVE_SHARE = GPU.driver_reserve_share
+MAX_BUDGET_GB = GPU.max_budget_gb
 
 
 def nominal_to_usable_gib(nominal_gb: float) -> float:
@@ -105,7 +106,7 @@ def detect_vram() -> tuple[float | None, str]:
             return None, "no CUDA device (torch.cuda.is_available() is False)"
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
-        total = props.total_memory / 1024**3
+        total = props.total_memory / GIB
         free, _ = torch.cuda.mem_get_info(index)
     except Exception as exc:  # noqa: BLE001 - a broken driver must not crash planning
         return None, f"CUDA is present but could not be queried ({type(exc).__name__}: {exc})"
@@ -113,7 +114,7 @@ def detect_vram() -> tuple[float | None, str]:
         f"detected CUDA device {index}: {props.name}, {total:.2f} GiB total "
         f"(a {usable_to_nominal_gb(total):.0f} GB card)"
     )
-    free_gib = free / 1024**3
+    free_gib = free / GIB
     if free_gib < 0.9 * total:
         reason += f"; only {free_gib:.2f} GiB free now: other processes hold memory"
     return total, reason
@@ -162,7 +163,7 @@ def detect_ram(
     room = _cgroup_room(cgroup)
     if room is not None and room < available:
         available, source = room, "room left under the container's memory limit"
-    gib = available / 1024**3
+    gib = available / GIB
     return gib, f"{gib:.1f} GiB of RAM available now ({source})"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grpo_lite.defaults import LORA, PER_METHOD, learning_rate
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import GaloreArgs
 from grpo_lite.memory.settings import METHODS, Method, Quantization
@@ -31,8 +32,9 @@ class Preset:
         optim: optimizer on CUDA; cpu_optim: on CPU; multi_optim: with several processes (or None).
         gradient_checkpointing: recompute blocks in backward.
         quantization: how the frozen base is loaded (qlora: nf4).
-        learning_rate: default learning rate (TRL docs: 1e-6 full, 1e-5 LoRA).
-        lora_r: LoRA rank (PEFT rungs).
+        learning_rate: learning rate. Default: the method's (``grpo_lite.defaults.PER_METHOD``: TRL docs, 1e-6 full,
+            1e-5 LoRA).
+        lora_r: LoRA rank (PEFT rungs). Default: 16 (``grpo_lite.defaults.LORA.r``).
         requires: installed packages the rung needs (fields of hardware.Extras).
         galore_args: GaLore ``optim_args`` (galore rung).
     """
@@ -44,11 +46,17 @@ class Preset:
     cpu_optim: str
     gradient_checkpointing: bool
     quantization: Quantization = "none"
-    learning_rate: float = 1e-6
-    lora_r: int = 16
+    learning_rate: float = None  # type: ignore[assignment]  # Default: the method's, filled in __post_init__
+    lora_r: int = None  # type: ignore[assignment]  # Default: LORA.r, filled in __post_init__
     requires: tuple[str, ...] = ()
     multi_optim: str | None = None
     galore_args: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.learning_rate is None:
+            object.__setattr__(self, "learning_rate", learning_rate(self.method))
+        if self.lora_r is None:
+            object.__setattr__(self, "lora_r", LORA.r)
 
 
 LADDER: tuple[Preset, ...] = (
@@ -57,8 +65,8 @@ LADDER: tuple[Preset, ...] = (
         "full",
         "bf16 weights stepped in fp32 and rounded back stochastically (fp32 AdamW states), "
         "no recompute: best quality and speed (12 bytes/param + activations)",
-        "adamw_torch_fused",
-        "adamw_torch",
+        PER_METHOD["full"].optim,
+        PER_METHOD["full"].cpu_optim,
         False,
     ),
     Preset(
@@ -84,8 +92,8 @@ LADDER: tuple[Preset, ...] = (
         "galore",
         "full-parameter, GaLore rank-128 8-bit states updated block by block inside "
         "backward: no gradient buffer (the GaLore paper's layer-wise 8-bit setting)",
-        "galore_adamw_8bit_layerwise",
-        "galore_adamw_layerwise",
+        PER_METHOD["galore"].optim,
+        PER_METHOD["galore"].cpu_optim,
         True,
         requires=("galore_torch",),
         multi_optim="galore_adamw_8bit",
@@ -94,21 +102,19 @@ LADDER: tuple[Preset, ...] = (
     Preset(
         "lora",
         "lora",
-        "frozen bf16 base + rank-16 LoRA on every linear: tiny optimizer state, adapter-only updates",
-        "adamw_torch_fused",
-        "adamw_torch",
+        f"frozen bf16 base + rank-{LORA.r} LoRA on every linear: tiny optimizer state, adapter-only updates",
+        PER_METHOD["lora"].optim,
+        PER_METHOD["lora"].cpu_optim,
         True,
-        learning_rate=1e-5,
     ),
     Preset(
         "qlora",
         "qlora",
-        "4-bit NF4 base (double quant) + rank-16 LoRA, paged 8-bit AdamW: ~0.52 bytes per linear weight",
-        "paged_adamw_8bit",
-        "paged_adamw_8bit",
+        f"4-bit NF4 base (double quant) + rank-{LORA.r} LoRA, paged 8-bit AdamW: ~0.52 bytes per linear weight",
+        PER_METHOD["qlora"].optim,
+        PER_METHOD["qlora"].cpu_optim,
         True,
         quantization="nf4",
-        learning_rate=1e-5,
         requires=("bitsandbytes",),
     ),
 )

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grpo_lite.defaults import STEP
 from grpo_lite.memory.estimate import MemoryEstimate
 from grpo_lite.memory.models import ModelSpec
-from grpo_lite.memory.settings import Sharding, StepSettings
+from grpo_lite.memory.settings import Sharding
 from grpo_lite.planning.ladder import Preset
 
 __all__ = ["Plan"]
@@ -50,8 +51,8 @@ class Plan:
     lora: dict[str, Any] | None
     reasons: list[str]
     fixed: dict[str, Any]
-    max_prompt_length: int = StepSettings.max_prompt_length
-    num_processes: int = 1
+    max_prompt_length: int = STEP.max_prompt_length
+    num_processes: int = STEP.num_processes
     sharding: Sharding = "none"
     budget_gb: float | None = None
     required_headroom_gib: float = field(default=0.0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.keywords import lora_kwargs, model_kwargs
@@ -271,7 +272,7 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
         "use_vllm": k["use_vllm"],
     }
     if k["use_vllm"]:
-        settings["vllm_mode"] = k.get("vllm_mode", "colocate")
+        settings["vllm_mode"] = k.get("vllm_mode", STEP.vllm_mode)
         settings["vllm_gpu_memory_utilization"] = k["vllm_gpu_memory_utilization"]
     settings.update({key: value for key, value in fixed.items() if key not in (*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS)})
     return settings

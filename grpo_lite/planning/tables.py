@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.defaults import GIB
 from grpo_lite.files import write_text
 from grpo_lite.memory.estimate import COMPONENTS, PHASES
 from grpo_lite.memory.settings import StepSettings
@@ -373,7 +374,7 @@ def measured_table(row: dict[str, Any]) -> Group:
     plan_b, meas_b = rss_check(row, est)
     what = "peak reserved + CUDA context" if s.get("device") == "cuda" else "peak resident memory (RSS)"
     line = Text(
-        f"whole process, {what}: planned {plan_b / 2**30:.2f} GiB, measured {meas_b / 2**30:.2f} GiB "
+        f"whole process, {what}: planned {plan_b / GIB:.2f} GiB, measured {meas_b / GIB:.2f} GiB "
         f"({meas_b / plan_b:.2f}); two steps took {row.get('wall_s', '?')} s"
     )
     return Group(table, parts, line)

@@ -46,6 +46,7 @@ import torch
 from torch import Tensor
 
 from grpo_lite.memory.optimizers import (
+    BNB_BLOCK,  # bitsandbytes' blockwise optimizer state: one fp32 scale per 256 elements
     SR_CHUNK,  # elements rounded at once, and the slice of a large element-wise tensor (the memory model counts them)
 )
 
@@ -62,7 +63,6 @@ __all__ = [
 _UPPER16 = -65536  # 0xFFFF0000 as int32
 _MIXING_MARKERS = ("rank",)  # param-group keys of GaLore / APOLLO: their update is not element-wise
 _MIXING_CLASSES = ("Adafactor", "Muon", "Shampoo", "SOAP")
-BNB_BLOCK = 256  # bitsandbytes' blockwise optimizer state: one fp32 scale per 256 elements
 # per tensor, not per element: the step counter, bitsandbytes' quantization maps and update norm
 _SHARED_STATE = ("step", "qmap1", "qmap2", "unorm_vec")
 

@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite._version import __version__
-from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, PROMPT_STYLES, Example, PromptStyle
+from grpo_lite.data.prompts import PROMPT_STYLES, Example, PromptStyle
+from grpo_lite.defaults import RUN, STEP, TRAINER
 from grpo_lite.errors import ConfigError, OutputDirError
 from grpo_lite.files import write_text
 from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
-from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, Device, Dtype, Sharding, UpdateRounding
+from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS
 from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, typed
 
@@ -42,20 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["RUN_DEFAULTS", "Recipe", "from_pretrained_kwargs", "make_grpo_config"]
 
-# Defaults that are not about memory (the plan owns memory); every one can be overridden.
-RUN_DEFAULTS: dict[str, Any] = {
-    "num_train_epochs": 1,  # GRPOConfig's default is 3; max_steps=None means one epoch here
-    "logging_steps": 1,
-    "save_strategy": "steps",
-    "save_steps": 50,
-    "save_total_limit": 2,
-    "report_to": "none",
-    "warmup_steps": 0.1,  # a float below 1 is a ratio of the total steps
-    "lr_scheduler_type": "cosine",
-    "max_grad_norm": 0.1,
-    "adam_beta2": 0.99,
-    "weight_decay": 0.1,
-}
+RUN_DEFAULTS: dict[str, Any] = RUN  # the old name of grpo_lite.defaults.RUN: GRPOConfig settings not about memory
 _LORA_ARGUMENTS = {peft: name for name, peft in LORA_KEYS.items()}  # peft.LoraConfig's names -> train()'s
 # what a recipe must agree on with the run it drives, and what to do when it does not
 _RUN_HINTS = {
@@ -107,19 +95,19 @@ class Recipe:
     preset: str
     device: Device | None = None
     budget_gb: float | None = None
-    num_processes: int = 1
+    num_processes: int = STEP.num_processes
     sharding: Sharding | None = None
-    dataset: Any = "gsm8k"
+    dataset: Any = TRAINER.dataset
     rewards: list[Any] | None = None
-    prompt_style: Any = "guided"
+    prompt_style: Any = TRAINER.prompt_style
     seed: int = 0
     max_steps: int | None = None
     dtype: Dtype | None = None
     quantization: dict[str, Any] | None = None
     lora: dict[str, Any] | None = None
     update_rounding: UpdateRounding | None = None
-    shared_prefix: bool = SHARED_PREFIX_DEFAULT
-    stop_strings: list[str] = field(default_factory=lambda: list(DEFAULT_STOP_STRINGS))
+    shared_prefix: bool = STEP.shared_prefix
+    stop_strings: list[str] = field(default_factory=lambda: list(TRAINER.stop_strings))
     trl: dict[str, Any] = field(default_factory=dict)
     plan: Plan | None = field(default=None, compare=False, repr=False)
 
@@ -129,12 +117,12 @@ class Recipe:
         cls,
         plan: Plan,
         *,
-        dataset: Any = "gsm8k",
+        dataset: Any = TRAINER.dataset,
         rewards: list[Any] | None = None,
         prompt_style: Any = None,
         seed: int = 0,
         max_steps: int | None = None,
-        stop_strings: Any = DEFAULT_STOP_STRINGS,
+        stop_strings: Any = TRAINER.stop_strings,
     ) -> Recipe:
         """The plan as a recipe: its settings after :data:`RUN_DEFAULTS`, its load, LoRA and rounding.
 
@@ -324,7 +312,7 @@ class Recipe:
         if data.get("prompt_style") is not None:
             _style_object(data["prompt_style"])  # an unknown style name fails here, naming the valid ones
         values = _typed_fields(data, source)
-        values.setdefault("stop_strings", list(DEFAULT_STOP_STRINGS))
+        values.setdefault("stop_strings", list(TRAINER.stop_strings))
         return cls(**values)
 
     def to_yaml(self, path: str | os.PathLike | None = None) -> str:
@@ -474,7 +462,7 @@ def _copy(value: Any) -> Any:
 def _style_name(style: Any) -> Any:
     """A PromptStyle as its registered name when it has one (None: the default style's name)."""
     if style is None:
-        return "guided"
+        return TRAINER.prompt_style
     if isinstance(style, PromptStyle):
         return next((name for name, (known, _) in PROMPT_STYLES.items() if known == style), style)
     return style

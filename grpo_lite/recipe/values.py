@@ -26,6 +26,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
+from grpo_lite.defaults import LORA
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
@@ -262,8 +263,8 @@ RANGES: dict[str, _R] = {
     "epsilon": (lambda x: x > 0, "> 0", 0.2),
     "epsilon_high": (lambda x: x > 0, "> 0", 0.28),
     "num_iterations": (lambda x: x >= 1, ">= 1", 1),
-    "lora_r": (lambda x: x >= 1, ">= 1", 16),
-    "lora_alpha": (lambda x: x > 0, "> 0", 32),
+    "lora_r": (lambda x: x >= 1, ">= 1", LORA.r),
+    "lora_alpha": (lambda x: x > 0, "> 0", LORA.alpha(LORA.r)),
     "lora_dropout": (lambda x: 0 <= x < 1, "in [0, 1)", 0.05),
 }
 """Settings with a range, in GRPOConfig's order where it has them: (accepts, what it must be, an example)."""

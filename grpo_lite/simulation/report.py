@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.defaults import GIB
+
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Group
 
@@ -15,7 +17,6 @@ __all__ = [
     "simulation_tables",
 ]  # fmt: skip
 
-GIB = 1024**3
 DOC_START = "<!-- simulation-table:start -->"
 DOC_END = "<!-- simulation-table:end -->"
 HELD_OUT_START = "<!-- heldout-table:start -->"

@@ -1,7 +1,8 @@
 """train()'s arguments, checked before anything loads or the output folder is touched.
 
-- :func:`recipe_with_passed_arguments`: ``train(config=...)`` runs the recipe with the arguments the caller wrote
-  applied over it (:data:`RECIPE_ARGUMENTS`: the arguments a recipe holds).
+- :func:`recipe_with_passed_arguments`: train()'s arguments left None take grpo-lite's defaults
+  (:data:`DEFAULTED`, from :mod:`grpo_lite.defaults`); ``train(config=...)`` runs the recipe with the arguments the
+  caller wrote applied over it (:data:`RECIPE_ARGUMENTS`: the arguments a recipe holds).
 - :func:`check_recipe_launch`: a recipe planned for a device, or for N processes, runs only there.
 - :func:`typed_arguments`: train()'s own seed, shared_prefix and stop_strings typed as a recipe's are.
 - :func:`check_arguments`: max_steps, on_oom, on_stall; none of the settings train() decides itself
@@ -14,12 +15,14 @@ import functools
 import inspect
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from grpo_lite.defaults import RESILIENCE, STEP, TRAINER
 from grpo_lite.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.recipe.recipe import Recipe
 
 __all__ = [
+    "DEFAULTED",
     "PLAN_OWNED",
     "RECIPE_ARGUMENTS",
     "check_arguments",
@@ -55,24 +58,42 @@ RECIPE_ARGUMENTS = (
 )
 
 
-def recipe_with_passed_arguments(func: Callable[..., R]) -> Callable[..., R]:
-    """train() with ``config=``: the recipe, then the arguments the caller wrote (:meth:`Recipe.with_arguments`).
+# train()'s arguments whose None means grpo-lite's default: the one place they are resolved
+DEFAULTED: dict[str, Any] = {
+    "dataset": TRAINER.dataset,
+    "on_oom": RESILIENCE.on_oom,
+    "oom_window_steps": RESILIENCE.oom_window_steps,
+    "on_stall": RESILIENCE.on_stall,
+    "shared_prefix": STEP.shared_prefix,
+    "stop_strings": TRAINER.stop_strings,
+}
 
-    The call is bound to train()'s signature, so an argument written at its default still counts; train()
-    itself then runs the resulting Recipe with nothing else of the recipe's passed.
+
+def recipe_with_passed_arguments(func: Callable[..., R]) -> Callable[..., R]:
+    """train() with its None arguments resolved (:data:`DEFAULTED`); with ``config=``: the recipe, then the
+    arguments the caller wrote (:meth:`Recipe.with_arguments`).
+
+    The call is bound to train()'s signature, so an argument written at its default still counts (one of
+    :data:`DEFAULTED` written None keeps the recipe's value); train() itself then runs the resulting Recipe with
+    nothing else of the recipe's passed.
     """
     signature = inspect.signature(func)
+
+    def resolved(passed: dict[str, Any]) -> dict[str, Any]:
+        return {**passed, **{key: value for key, value in DEFAULTED.items() if passed.get(key) is None}}
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> R:
         passed = signature.bind(*args, **kwargs).arguments
         if passed.get("config") is None:
-            return func(*args, **kwargs)
+            overrides = passed.pop("overrides", {})
+            return func(**resolved(passed), **overrides)
         from grpo_lite.recipe.recipe import Recipe
 
         written = {key: passed.pop(key) for key in RECIPE_ARGUMENTS if key in passed}
+        written = {key: value for key, value in written.items() if not (key in DEFAULTED and value is None)}
         recipe = Recipe.with_arguments(passed.pop("config"), {**written, **passed.pop("overrides", {})})
-        return func(config=recipe, **passed)
+        return func(config=recipe, **resolved(passed))
 
     return wrapper
 
@@ -107,7 +128,7 @@ def typed_arguments(seed: Any, shared_prefix: Any, stop_strings: Any) -> tuple[i
 
 
 def check_arguments(
-    max_steps: int | None, on_oom: str, rewards: Any, overrides: dict[str, Any], on_stall: str = "warn"
+    max_steps: int | None, on_oom: str, rewards: Any, overrides: dict[str, Any], on_stall: str = RESILIENCE.on_stall
 ) -> tuple[list[Any], dict[str, Any]]:
     """Reject bad arguments and settings before anything is loaded; return the reward callables and the
     overrides typed as TRL's parser types them."""

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from grpo_lite.defaults import GIB
 from grpo_lite.errors import OutputDirError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,7 +57,7 @@ def format_bytes(n: float) -> str:
     >>> format_bytes(3 * 2**30), format_bytes(5 * 2**20)
     ('3.00 GiB', '5.0 MiB')
     """
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / 2**20:.1f} MiB"
 
 
 def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:

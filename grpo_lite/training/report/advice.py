@@ -19,19 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from grpo_lite.defaults import RESILIENCE
+from grpo_lite.planning.candidates import BATCH_KEYS
+
 __all__ = ["Advisor", "LENGTH_STEP", "MAX_GENERATIONS", "MAX_LENGTH_FACTOR", "OnStall"]
 
 OnStall = Literal["warn", "adapt"]  # a stalled run: say so (warn), or also raise max_completion_length (adapt)
 
-LENGTH_STEP = 32  # tokens: the search's resolution (a finer one changes nothing a completion notices)
-MAX_LENGTH_FACTOR = 4  # the longest length tried, times the current one: a model cut at L rarely needs over 4 L
-MAX_GENERATIONS = 64  # the most generations tried: past this a group's spread hardly rises, its cost does
-BATCH_KEYS = (
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "generation_batch_size",
-    "steps_per_generation",
-)  # what num_generations must divide: refitted by the planner with it
+LENGTH_STEP = RESILIENCE.length_step  # the values of grpo_lite.defaults.RESILIENCE under their old names
+MAX_LENGTH_FACTOR = RESILIENCE.max_length_factor
+MAX_GENERATIONS = RESILIENCE.max_generations
 
 
 def _flags(values: Mapping[str, Any]) -> str:

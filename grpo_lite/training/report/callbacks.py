@@ -14,11 +14,10 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
+from grpo_lite.defaults import GIB
 from grpo_lite.files import write_text
 
 __all__ = ["HistoryCallback", "MemoryCallback"]
-
-_GIB = 1024**3
 
 
 class HistoryCallback(TrainerCallback):
@@ -73,8 +72,8 @@ class MemoryCallback(TrainerCallback):
         self.per_step.append(
             {
                 "step": state.global_step,
-                "max_allocated_gib": torch.cuda.max_memory_allocated() / _GIB,
-                "max_reserved_gib": torch.cuda.max_memory_reserved() / _GIB,
+                "max_allocated_gib": torch.cuda.max_memory_allocated() / GIB,
+                "max_reserved_gib": torch.cuda.max_memory_reserved() / GIB,
             }
         )
         torch.cuda.reset_peak_memory_stats()

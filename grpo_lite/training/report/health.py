@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from transformers import TrainerCallback
 
+from grpo_lite.defaults import HEALTH, RESILIENCE
 from grpo_lite.errors import ConfigError
 from grpo_lite.training.report.advice import OnStall
 from grpo_lite.training.report.progress import reward_shares
@@ -38,16 +39,16 @@ __all__ = ["Finding", "FindingKind", "HealthMonitor", "LearningStalledWarning"]
 
 FindingKind = Literal["length_cut", "zero_spread", "format_only", "correctness_falling", "reward_flat"]
 
-WINDOW_STEPS = 8  # logged steps a cut or a zero spread is judged over: one batch is noise, eight in a row is the run
-CUT_SHARE = 0.5  # mean clipped_ratio over the window at or above this: most completions never reached their end
-ZERO_SPREAD_SHARE = 0.8  # mean frac_reward_zero_std at or above this: four groups in five give no gradient
-TREND_STEPS = 20  # logged steps a format or correctness trend is judged over: a step's share swings with its
-# prompts' difficulty (the demo samples one prompt a step), ten steps a half average that out
-FORMAT_RISE = 0.2  # the format share, last half minus first half, at or above this: the format is being learned
-CORRECT_FLAT = 0.05  # the correct share moving less than this meanwhile: correctness is not
-CORRECT_FALL = 0.1  # the correct share falling by this or more between the halves: correctness is getting worse
-FLAT_STEPS = 20  # logged steps over which an unchanged mean reward means it never moves (a noisy one always does)
-FLAT_TOLERANCE = 1e-6  # rewards closer than this are the same reward
+# the thresholds (grpo_lite.defaults.HEALTH, with their trade-offs) under their old names
+WINDOW_STEPS = HEALTH.window_steps
+CUT_SHARE = HEALTH.cut_share
+ZERO_SPREAD_SHARE = HEALTH.zero_spread_share
+TREND_STEPS = HEALTH.trend_steps
+FORMAT_RISE = HEALTH.format_rise
+CORRECT_FLAT = HEALTH.correct_flat
+CORRECT_FALL = HEALTH.correct_fall
+FLAT_STEPS = HEALTH.flat_steps
+FLAT_TOLERANCE = HEALTH.flat_tolerance
 
 
 class LearningStalledWarning(UserWarning):
@@ -98,7 +99,7 @@ class HealthMonitor(TrainerCallback):
         report: receives each :class:`Finding`. Default: a :class:`LearningStalledWarning`.
         advisor: the remedies' numbers (:class:`~grpo_lite.training.report.advice.Advisor`); None: remedies without them.
         on_stall: ``"warn"`` reports; ``"adapt"`` also lets the advisor raise ``max_completion_length`` at the
-            next checkpoint after a ``length_cut`` finding. Default: ``"warn"``.
+            next checkpoint after a ``length_cut`` finding. Default: ``"warn"`` (``grpo_lite.defaults.RESILIENCE``).
         step_offset: steps done by earlier attempts (the step a finding names is the run's).
     """
 
@@ -108,7 +109,7 @@ class HealthMonitor(TrainerCallback):
         *,
         report: Callable[[Finding], None] | None = None,
         advisor: Any = None,
-        on_stall: OnStall = "warn",
+        on_stall: OnStall = RESILIENCE.on_stall,
         step_offset: int = 0,
     ) -> None:
         if on_stall not in ("warn", "adapt"):

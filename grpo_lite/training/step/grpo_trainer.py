@@ -36,6 +36,7 @@ import torch
 from torch import Tensor, nn
 from trl import GRPOTrainer
 
+from grpo_lite.defaults import STEP
 from grpo_lite.memory.settings import UpdateRounding, default_update_rounding
 from grpo_lite.precision.monitor import UpdateMonitor
 from grpo_lite.precision.rounding import install_update_rounding
@@ -83,7 +84,7 @@ class LiteGRPOTrainer(GRPOTrainer):
     def __init__(
         self,
         *args: Any,
-        shared_prefix: bool = True,
+        shared_prefix: bool = STEP.shared_prefix,
         verify_shared_prefix: bool = True,
         shared_prefix_atol: float | None = None,
         stop_strings: Sequence[str] = (),

@@ -18,9 +18,11 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from grpo_lite.defaults import TRAINER
+
 __all__ = ["MIN_SHARED_PREFIX", "common_prefix_length", "prefix_cache_inputs"]
 
-MIN_SHARED_PREFIX = 16  # tokens: below this, forwarding the common prefix once saves too little
+MIN_SHARED_PREFIX = TRAINER.min_shared_prefix  # the old name of grpo_lite.defaults.TRAINER.min_shared_prefix
 
 
 def common_prefix_length(lists: list[list[int]]) -> int:

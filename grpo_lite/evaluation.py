@@ -17,7 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from grpo_lite import rewards as reward_lib
+from grpo_lite.data import prompts as prompt_lib
+from grpo_lite.data.answers import answers_match, extract_answer
+from grpo_lite.data.loaders import load_dataset
+from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS, prompt_token_ids
+from grpo_lite.errors import ConfigError
+from grpo_lite.memory.models import resolve_model
+from grpo_lite.memory.settings import load_dtype
 from grpo_lite.training.report.quiet import quiet_libraries
+from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -114,10 +123,8 @@ def formatted_accuracy(samples: Sequence[dict[str, Any]]) -> tuple[float, int]:
 @quiet_libraries()
 def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     """Load a model and tokenizer from a hub id, folder, GGUF file, or a saved LoRA adapter folder."""
-    import torch
+    import torch  # heavy: torch, transformers (the loader)
 
-    from grpo_lite.memory.models import resolve_model
-    from grpo_lite.memory.settings import load_dtype
     from grpo_lite.training.loading import load_model, load_tokenizer
 
     # the first GPU when there is one (greedy decoding of a 1B model on CPU takes hours), else the CPU
@@ -140,10 +147,7 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
 
 def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int, stops: list[str]) -> list[str]:
     """Greedy completions of one batch; the prompts' common prefix is forwarded once and its KV cache shared."""
-    import torch
-
-    from grpo_lite.data.prompts import prompt_token_ids
-    from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
+    import torch  # heavy: torch
 
     with torch.inference_mode():
         enc = prefix_cache_inputs(model, prompt_token_ids(tokenizer, prompts), tokenizer.pad_token_id)
@@ -164,8 +168,6 @@ def _score_batch(
     soft_format: Callable[..., list[float]],
 ) -> list[dict[str, Any]]:
     """One sample record per completion: the answer read from it, correctness, format and summed reward."""
-    from grpo_lite.data.answers import answers_match, extract_answer
-
     kwargs = {"answer": batch["answer"]}
     if "prefill" in batch:
         kwargs["prefill"] = batch["prefill"]
@@ -226,19 +228,12 @@ def evaluate(
             (:data:`grpo_lite.data.prompts.DEFAULT_STOP_STRINGS`); ``()`` decodes to ``max_new_tokens``.
         skip_invalid: skip dataset rows without a usable question or answer (with a warning) instead of raising.
     """
-    from grpo_lite import rewards as reward_lib
-    from grpo_lite.data import prompts as prompt_lib
-    from grpo_lite.data.loaders import load_dataset
-    from grpo_lite.errors import ConfigError
-
     if batch_size < 1 or max_new_tokens < 1:
         raise ConfigError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
     if isinstance(model, (str, os.PathLike)):
         model, tokenizer = load_for_eval(model)
     elif tokenizer is None:
         raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
-    from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS
-
     stops = list(DEFAULT_STOP_STRINGS if stop_strings is None else stop_strings)
     style = prompt_style or prompt_lib.PromptStyle()
     data = load_dataset(dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid)

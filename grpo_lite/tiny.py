@@ -63,7 +63,7 @@ def build_tiny_model(
         num_heads: attention heads (2 key/value heads). Default: 4.
         seed: seed for the corpus and the weights. Default: 0.
     """
-    import torch
+    import torch  # heavy: torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 

@@ -86,7 +86,7 @@ def read_file(path: Path) -> list[Row]:
     if suffix not in SUFFIXES or not path.is_file():
         raise DataError(f"{path}: unsupported file type {suffix or '(none)'!r}; use one of {', '.join(SUFFIXES)}")
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # heavy: pyarrow
 
         try:
             records = pq.read_table(path).to_pylist()

@@ -167,7 +167,7 @@ def synthetic_problems(
     >>> ds.column_names, list(ds["level"])
     (['prompt', 'question', 'answer', 'level'], [2, 2, 2, 2])
     """
-    from datasets import Dataset
+    from datasets import Dataset  # heavy: datasets
 
     problems = generate_problems(n, seed, levels, split)
     return Dataset.from_dict(

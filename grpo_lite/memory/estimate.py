@@ -22,16 +22,17 @@ import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from grpo_lite.errors import ModelError
 from grpo_lite.memory import terms as T
 from grpo_lite.memory import tokens as K
+from grpo_lite.memory.architectures import Architecture
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
+from grpo_lite.memory.models import ModelSpec, resolve_model
 from grpo_lite.memory.packing import planned_off_reason
 from grpo_lite.memory.settings import Method, Sharding, StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.blocks import BlockMode, BlockTerms
-    from grpo_lite.memory.models import ModelSpec
 
 __all__ = [
     "StepSettings",
@@ -415,8 +416,6 @@ def refuse_moe(arch: Architecture) -> None:
             and transformers' expert dispatch has data-dependent shapes that cannot run on the meta device.
     """
     if arch.experts:
-        from grpo_lite.errors import ModelError
-
         raise ModelError(
             f"{arch.name} is a mixture-of-experts model ({arch.experts} experts, {arch.active_experts} per token): "
             "grpo-lite plans dense decoders only (which experts a token takes depends on the data, and the expert "
@@ -450,9 +449,6 @@ def estimate(
     >>> sorted(est.phase_gib()) == sorted(["generation", "backward_head", "backward_layers", "optimizer_step"])
     True
     """
-    from grpo_lite.memory.architectures import Architecture
-    from grpo_lite.memory.models import ModelSpec, resolve_model
-
     if isinstance(model, Architecture):
         arch = model
     elif isinstance(model, ModelSpec):

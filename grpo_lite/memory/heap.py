@@ -107,7 +107,7 @@ def use_mmap_threshold_on_cpu() -> bool:
     Returns:
         True when the threshold is in force.
     """
-    import torch
+    import torch  # heavy: torch
 
     if torch.cuda.is_available():
         return False

@@ -116,7 +116,7 @@ class GRPOPhaseHooks:
         self._undo: list[Callable[[], None]] = []
 
     def _callback(self) -> Any:
-        from transformers import TrainerCallback
+        from transformers import TrainerCallback  # heavy: transformers
 
         hooks = self
 
@@ -230,7 +230,7 @@ class GRPOPhaseHooks:
             raise
 
     def _install(self) -> None:
-        from transformers.cache_utils import DynamicLayer
+        from transformers.cache_utils import DynamicLayer  # heavy: transformers
         from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
         trainer, clock = self.trainer, self.clock

@@ -311,7 +311,7 @@ class TensorTracker(TorchDispatchMode):
         self.__enter__()
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
         self._saved_hooks.__enter__()
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook  # heavy: torch
 
         self._hooks.append(
             register_optimizer_step_post_hook(lambda opt, _a, _k: self.track_optimizer(opt, stepped_only=True))

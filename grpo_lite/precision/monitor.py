@@ -429,7 +429,7 @@ def clone_optimizer(inner: torch.optim.Optimizer, p: Tensor, shadow: Tensor) -> 
     clone.state = defaultdict(dict)
     clone.param_groups = [{**hyperparameters(group), "params": [shadow]}]
     if hasattr(clone, "mng"):  # bitsandbytes: a private override manager (the global one is keyed by index)
-        from bitsandbytes.optim import GlobalOptimManager
+        from bitsandbytes.optim import GlobalOptimManager  # heavy: bitsandbytes
 
         manager = object.__new__(GlobalOptimManager)
         manager.initialize()
@@ -510,7 +510,7 @@ def _dequantize(key: Any, codes: Tensor, live: dict[str, Any], probe: _Probe) ->
     """A bitsandbytes blockwise 8-bit state (``state<k>``: codebook ``qmap<k>``, one ``absmax<k>`` per
     :data:`BNB_BLOCK` elements) in fp32: whole, or at the sampled elements, ``qmap[code] * absmax[block]``
     (checked once per state against ``bitsandbytes.functional.dequantize_blockwise``)."""
-    from bitsandbytes.functional import dequantize_blockwise
+    from bitsandbytes.functional import dequantize_blockwise  # heavy: bitsandbytes
 
     suffix = str(key).removeprefix("state")
     qmap, absmax = live.get(f"qmap{suffix}"), live.get(f"absmax{suffix}")

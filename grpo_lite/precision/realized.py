@@ -13,6 +13,7 @@ as :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` does.
 
 from __future__ import annotations
 
+import copy
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,7 +56,7 @@ class Realized:
 
 def tiny_llama(hidden: int = 64, layers: int = 2, vocab: int = 128, seed: int = 0) -> nn.Module:
     """A random fp32 Llama (initializer range 0.02, norms at 1.0): weights of a realistic size for bf16."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM  # heavy: transformers
 
     torch.manual_seed(seed)
     config = LlamaConfig(
@@ -73,8 +74,6 @@ def tiny_llama(hidden: int = 64, layers: int = 2, vocab: int = 128, seed: int = 
 
 def bf16_and_fp32_copies(model: nn.Module) -> tuple[nn.Module, nn.Module]:
     """``model`` in bf16, and an fp32 copy holding exactly the same (bf16-representable) values."""
-    import copy
-
     bf16 = copy.deepcopy(model).to(torch.bfloat16)
     return bf16, copy.deepcopy(bf16).float()
 
@@ -104,7 +103,7 @@ def planned_optimizer(
 ) -> Any:
     """The optimizer transformers builds for ``optim`` (``TrainingArguments.optim``), with stochastic rounding
     installed when ``update_rounding == "stochastic"``, as in training. Weight decay 0."""
-    from transformers import Trainer, TrainingArguments
+    from transformers import Trainer, TrainingArguments  # heavy: transformers
 
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(

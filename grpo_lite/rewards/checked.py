@@ -23,6 +23,8 @@ grpo_lite.errors.RewardError: reward function 'bad' returned a str at index 0, n
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 import sys
@@ -170,9 +172,6 @@ class _AsyncCheckedReward(_CheckedReward):
 
 
 def _is_async(func: Any) -> bool:
-    import functools
-    import inspect
-
     while isinstance(func, functools.partial):
         func = func.func
     return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None))
@@ -193,7 +192,6 @@ def check_rewards(funcs: Sequence[Callable[..., Any]]) -> list[Callable[..., Any
     >>> check_rewards([one])[0](prompts=["q", "q"], completions=["a", "b"])
     [1.0, 1.0]
     """
-    import functools
 
     def name_of(f: Any) -> str:
         while isinstance(f, functools.partial):

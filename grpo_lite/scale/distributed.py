@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Literal, Mapping, Sequence, get_args
 
@@ -133,8 +134,6 @@ def config_path(sharding: Sharding) -> Path:
     mode = _mode(sharding)
     if mode.config is None:
         raise ConfigError("sharding 'none' runs one process without a launcher; choose ddp, zero2, zero3 or fsdp")
-    from importlib.resources import files
-
     return Path(str(files("grpo_lite.scale") / "accelerate_configs" / mode.config))
 
 
@@ -148,7 +147,7 @@ def accelerate_config(sharding: Sharding, num_processes: int, *, mixed_precision
     >>> cfg["distributed_type"], cfg["num_processes"], cfg["deepspeed_config"]["zero3_init_flag"]
     ('DEEPSPEED', 4, True)
     """
-    import yaml
+    import yaml  # loaded on use: yaml
 
     _check_processes(num_processes)
     if mixed_precision not in get_args(MixedPrecision):
@@ -176,7 +175,7 @@ def write_accelerate_config(
     Returns:
         The path written.
     """
-    import yaml
+    import yaml  # loaded on use: yaml
 
     config = accelerate_config(sharding, num_processes, mixed_precision=mixed_precision)
     shipped = config_path(sharding).read_text(encoding="utf-8").splitlines(keepends=True)
@@ -309,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.output is None:
-            import yaml
+            import yaml  # loaded on use: yaml
 
             print(
                 yaml.safe_dump(

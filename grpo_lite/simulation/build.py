@@ -24,6 +24,9 @@ from torch import nn
 
 from grpo_lite.errors import ModelError
 from grpo_lite.memory.meta.model import build_model
+from grpo_lite.memory.models import transformers_config
+from grpo_lite.recipe.recipe import Recipe, make_grpo_config
+from grpo_lite.training.build import grpo_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -54,12 +57,10 @@ class Built:
 
 
 def _config(plan: Plan) -> Any:
-    from grpo_lite.memory.models import transformers_config
-
     arch = plan.model.arch
     if arch.family in ("llama", "qwen2") or arch.config_json:  # known rows: no download
         return transformers_config(arch)
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # heavy: transformers
 
     try:
         return AutoConfig.from_pretrained(plan.model.model_id)
@@ -72,9 +73,6 @@ def _config(plan: Plan) -> Any:
 
 def grpo_args(plan: Plan) -> Any:
     """The ``GRPOConfig`` training builds for ``plan`` (see the module notes on ``use_cpu`` and ``bf16``)."""
-    from grpo_lite.recipe.recipe import Recipe, make_grpo_config
-    from grpo_lite.training.build import grpo_settings
-
     with tempfile.TemporaryDirectory() as out:
         settings = grpo_settings(Recipe.from_plan(plan), output_dir=Path(out), seed=0, max_steps=2)
         settings.update(bf16=False, fp16=False, use_cpu=True, report_to="none", save_strategy="no")
@@ -83,7 +81,7 @@ def grpo_args(plan: Plan) -> Any:
 
 def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
     """``LiteGRPOTrainer.create_optimizer`` on a trainer shell holding only what it reads."""
-    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer  # heavy: TRL
 
     try:  # bitsandbytes' override registry is process-wide: start from a fresh process's (empty) one
         from bitsandbytes.optim import GlobalOptimManager
@@ -99,7 +97,7 @@ def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
 
 def build(plan: Plan) -> Built:
     """The plan's model, optimizer and monitor on meta (under :func:`~grpo_lite.memory.meta.cuda.cuda_semantics`)."""
-    from trl.trainer.utils import add_fused_lm_head
+    from trl.trainer.utils import add_fused_lm_head  # heavy: TRL, transformers, peft
 
     from grpo_lite.precision.monitor import UpdateMonitor
 

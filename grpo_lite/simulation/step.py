@@ -39,6 +39,7 @@ from torch import Tensor
 
 from grpo_lite.memory.meta import autocast as amp
 from grpo_lite.memory.tracker import PhaseClock, TensorTracker
+from grpo_lite.precision.rounding import inner_optimizers
 from grpo_lite.simulation.data import BatchData
 from grpo_lite.simulation.trainer import trainer_for
 
@@ -142,7 +143,7 @@ class _Step:
     # ---- the phases ----------------------------------------------------------------------------------
     def generation(self, n: int, prompt: int, completion: int) -> None:
         """Prefill, then the last decoding step with the KV cache at its final length."""
-        from transformers import DynamicCache
+        from transformers import DynamicCache  # heavy: transformers
 
         lm = self.built.lm
         # accelerate wraps the prepared model's forward in autocast and casts its outputs to fp32; a PEFT
@@ -188,7 +189,7 @@ class _Step:
     def scoring(self, rows: int, prompt: int, completion: int) -> dict[str, Tensor]:
         """The old and reference log-probs, as ``_generate_and_score_completions`` computes them (chunks of ``rows``;
         the reference with the adapter off, TRL's ``use_adapter``); returns the ones TRL puts in the batch."""
-        from trl.models.utils import disable_gradient_checkpointing
+        from trl.models.utils import disable_gradient_checkpointing  # heavy: TRL
         from trl.trainer.utils import use_adapter
 
         args, model = self.built.args, self.built.model
@@ -271,7 +272,7 @@ def _grow_cache(cache: Any, tokens: int, tracker: TensorTracker) -> None:
     all but one token, then one, which leaves each layer's storage as a one-token decoding step leaves it (a
     sliding layer keeps a view of ``window`` tokens). The result is counted as ``kv_cache``.
     """
-    from torch.utils._python_dispatch import _disable_current_modes
+    from torch.utils._python_dispatch import _disable_current_modes  # heavy: torch
 
     with _disable_current_modes():
         for layer in cache.layers:
@@ -299,7 +300,7 @@ def _wrap_static(cls: Any, name: str, make: Callable[[Callable[..., Any]], Calla
 @contextlib.contextmanager
 def _phase_hooks(clock: PhaseClock, lm: Any) -> Iterator[None]:
     """Tag the KV cache, the LM head and the monitor; switch to ``backward_layers`` when the head's backward returns."""
-    from transformers.cache_utils import DynamicLayer
+    from transformers.cache_utils import DynamicLayer  # heavy: transformers
     from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
     region = clock.tagging
@@ -332,8 +333,6 @@ def _phase_hooks(clock: PhaseClock, lm: Any) -> Iterator[None]:
 
 def _bump_galore_projections(optimizer: Any) -> None:
     """Make the next step one where GaLore recomputes its projections (its step counter a multiple of the gap)."""
-    from grpo_lite.precision.rounding import inner_optimizers
-
     for inner in inner_optimizers(optimizer):
         for group in inner.param_groups:
             gap = group.get("update_proj_gap")

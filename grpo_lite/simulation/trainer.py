@@ -65,7 +65,7 @@ def trainer_for(
 ) -> Any:
     """A ``LiteGRPOTrainer`` for the simulated step (see the module): TRL's loss settings from the ``GRPOConfig``,
     grpo-lite's shared prefix as the plan has it, no self-check (it runs once, in the first step)."""
-    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer  # heavy: TRL
     from grpo_lite.training.step.zero_advantage import ZeroAdvantageSkip
 
     args = built.args

@@ -103,7 +103,7 @@ class _Patches:
 
 def trl_head_source_hash() -> str:
     """The hash :data:`TRL_HEAD_SOURCE` is checked against."""
-    import trl.kernels.chunked_logprob as chunked
+    import trl.kernels.chunked_logprob as chunked  # heavy: TRL
 
     parts = (chunked.ChunkedLogProbFunction, chunked._addmm_fp32, chunked._use_triton)
     return hashlib.sha256("".join(inspect.getsource(o) for o in parts).encode()).hexdigest()[:16]
@@ -122,7 +122,7 @@ def _addmm_fp32(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 def _patch_trl_head(patches: _Patches, choices: GpuChoices) -> None:
-    import trl.kernels.chunked_logprob as chunked
+    import trl.kernels.chunked_logprob as chunked  # heavy: TRL
 
     if trl_head_source_hash() != TRL_HEAD_SOURCE:
         message = (
@@ -151,7 +151,7 @@ def _patch_trl_head(patches: _Patches, choices: GpuChoices) -> None:
 
 def _patch_padding(patches: _Patches, padded: bool) -> None:
     """transformers decides from the mask's values whether to build a 4-D mask; on meta, from ``padded``."""
-    import transformers.masking_utils as masking
+    import transformers.masking_utils as masking  # heavy: transformers
 
     original = masking._ignore_causal_mask_sdpa
 
@@ -189,7 +189,7 @@ def _patch_autocast(patches: _Patches) -> None:
         return autocast_class(device_type, dtype=dtype, enabled=enabled, **kwargs)
 
     patches.set(torch, "autocast", autocast)
-    from transformers.utils import generic
+    from transformers.utils import generic  # heavy: transformers
 
     original = generic.maybe_autocast
 
@@ -210,7 +210,7 @@ def _patch_autocast(patches: _Patches) -> None:
 
 def _patch_optimizer_defaults(patches: _Patches) -> None:
     """torch chooses foreach / fused by the parameters' device: meta counts as CUDA."""
-    import torch.optim.optimizer as optimizer
+    import torch.optim.optimizer as optimizer  # heavy: torch
     import torch.utils._foreach_utils as foreach
 
     def plus_meta(original: Any) -> Any:
@@ -271,7 +271,7 @@ def cuda_semantics(arch: GpuArch = DEFAULT_GPU, *, padded: bool = True) -> Itera
     choices = GpuChoices(arch=arch, padded=padded)
     patches = _Patches()
     try:
-        import torch.nn.functional as F
+        import torch.nn.functional as F  # heavy: torch
 
         patches.set(F, "scaled_dot_product_attention", cuda_sdpa(arch, choices.attention))
         _patch_padding(patches, padded)

@@ -1,11 +1,9 @@
 """evaluate(): batched greedy decoding, scored by the same rules as the training rewards.
 
-Accuracy uses the correctness rule of ``grpo_lite.data.answers`` (the number inside ``<answer>``
-compared as a number with the gold); the format rate is the share of completions that the soft
-format reward accepts (both blocks present, in order, with real reasoning); the accuracy among
-formatted answers (:func:`formatted_accuracy`) is the accuracy over those completions only, so that
-learning the format and learning to be right can be told apart. :meth:`EvalResult.accuracy_interval` gives the
-accuracy's 95% Wilson score interval (:func:`wilson_interval`): n problems measure a share only to within it.
+Accuracy by the correctness rule of :mod:`grpo_lite.data.answers` (the number inside ``<answer>`` against the gold);
+the format rate by the soft format reward; :func:`formatted_accuracy`, the accuracy among formatted answers, tells
+learning the format from learning to be right; :meth:`EvalResult.accuracy_interval` is the accuracy's 95% Wilson
+score interval (:func:`wilson_interval`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The memory model: the peak GPU memory of one GRPO training step, as components that add up.
 
-A TRL 1.16 GRPO step runs through phases that do not overlap in time: sampling (KV cache), an
-optional no-grad scoring pass (old / reference log-probs), the backward through the chunked LM
-head, the backward through the decoder blocks, and the optimizer step. Persistent memory
-(context, weights, optimizer state, gradients) is alive in all of them. Each phase's total is the
-SUM of what is alive in it; the step's peak is the largest phase, and ``MemoryEstimate.components``
-are the components of that phase, so they add up to ``total_bytes``. docs/memory.md has the formulas.
+Each phase's total is the sum of what is alive in it (persistent memory in all of them); the step's peak is the
+largest phase, and ``MemoryEstimate.components`` are that phase's, so they add up to ``total_bytes``.
+docs/memory.md has the phases of a TRL 1.16 step and the formulas.
 
 >>> est = estimate("Llama-3.2-1B", method="lora", gradient_checkpointing=True,
 ...                per_device_train_batch_size=4, gradient_accumulation_steps=2, num_generations=8)

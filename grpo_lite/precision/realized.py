@@ -1,14 +1,8 @@
 """How much of the intended update reaches bf16 weights: an optimizer against an fp32 copy.
 
-``share = <dw_bf16, dw_ref> / |dw_ref|^2`` over all trainable parameters after ``steps`` optimizer
-steps fed the same gradients, where ``dw_ref`` is the displacement of an fp32 copy of the same weights
-under the reference optimizer (fp32 torch AdamW by default, so 8-bit-state error counts against a
-candidate; or the candidate's own algorithm on fp32 weights for GaLore, whose update is not AdamW's).
-1.0: every update landed; near 0: bf16 rounded them away.
-
-The tests (tests/test_precision.py) and ``benchmarks/precision.py`` build optimizers the way
-training does: :func:`planned_optimizer` asks transformers for the ``optim`` a rung names and wraps it
-as :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` does.
+``share = <dw_bf16, dw_ref> / |dw_ref|^2`` after ``steps`` steps fed the same gradients, ``dw_ref`` an fp32 copy's
+displacement under the reference optimizer (docs/internals.md). 1.0: every update landed; near 0: bf16 rounded them
+away. :func:`planned_optimizer` builds a rung's optimizer as training does (tests, ``benchmarks/precision.py``).
 """
 
 from __future__ import annotations

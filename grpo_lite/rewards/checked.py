@@ -1,15 +1,9 @@
 """Reward values checked where they leave the reward function: one number (or None) per completion.
 
-TRL turns each reward function's output into a float tensor. A string then fails deep inside TRL
-without the function's name, a scalar fails as "not iterable", and ``inf`` or NaN pass silently
-(``reward_std`` inf, no update). :func:`check_rewards` wraps each callable so that every call is
-checked by :func:`check_values` and a bad value raises :class:`~grpo_lite.errors.RewardError` naming
-the function with a sample. When every reward returns None for every completion of a step, nothing
-can be learned from it: one :class:`NoRewardWarning` says so, once per run.
-
-The wrappers keep what TRL reads: ``__name__`` (its log key), ``async`` (an async reward stays
-awaitable), and the wrapped object's attributes (``value``, ``name`` of the built-in rewards).
-Reward models (``torch.nn.Module``) are passed through: TRL scores them itself.
+:func:`check_rewards` wraps each callable so that every output is checked (:func:`check_values`): a bad value raises
+:class:`~grpo_lite.errors.RewardError` naming the function, and a step where every reward returns None warns once
+(:class:`NoRewardWarning`). The wrappers keep ``__name__``, ``async`` and the attributes TRL reads; reward models
+pass through. Why: docs/internals.md.
 
 >>> def bad(prompts, completions, **kwargs): return ["1.0"] * len(completions)
 >>> checked = check_rewards([bad])[0]

@@ -1,15 +1,8 @@
 """Scaling out: the sharding registry, accelerate configs per sharding, and the launch command.
 
-- :data:`SHARDINGS`: the one registry of sharding modes (what each divides across the N processes,
-  what stays whole, the accelerate config shipped in ``grpo_lite/scale/accelerate_configs/``).
-- :func:`accelerate_config` / :func:`write_accelerate_config`: a shipped config with ``num_processes`` set.
-- :func:`launch_command`: the ``torchrun`` (CPU, gloo) or ``accelerate launch`` (CUDA) command that
-  reruns ``grpo-lite train`` under N processes; :func:`detect_sharding` / :func:`in_launched_process`
-  read what the launcher set.
-- Elsewhere: the CLI side in :mod:`grpo_lite.cli.relaunch` (``add_launch_arguments``, ``maybe_relaunch``)
-  and the per-rank records in :mod:`grpo_lite.training.run.ranks` (``check_ranks``).
-
-Cheap to import: no torch, transformers or yaml at the top.
+:data:`SHARDINGS` (the one registry of sharding modes), :func:`accelerate_config` / :func:`write_accelerate_config`,
+:func:`launch_command` (``torchrun`` on CPU, ``accelerate launch`` on CUDA), :func:`detect_sharding` /
+:func:`in_launched_process`. Cheap to import: no torch, transformers or yaml at the top.
 ``python -m grpo_lite.scale.distributed zero3 --num-processes 4 --output zero3.yaml`` writes a config.
 
 >>> list(SHARDINGS)

@@ -1,15 +1,8 @@
 """A plan's model, optimizer and update monitor on the meta device, built as training builds them.
 
-- The model: :func:`~grpo_lite.memory.meta.model.build_model` (the load dtype, NF4, LoRA, gradient checkpointing,
-  as training loads it; the block tracer builds its layers the same way).
-- TRL's fused LM head: ``add_fused_lm_head`` on the causal LM, as ``GRPOTrainer.__init__`` adds it.
-- The optimizer: :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer`'s own ``create_optimizer``
-  (transformers' parameter groups, optimizer class and keywords, bitsandbytes' 32-bit override for
-  embeddings, layer-wise GaLore hooks; stochastic rounding when the plan asks), then the update monitor.
-
-``GRPOConfig`` is built from :func:`grpo_lite.training.build.grpo_settings` with ``use_cpu=True`` and
-``bf16=False``: transformers refuses ``bf16`` on a machine without a GPU, and that flag only decides
-autocast, which the simulation emulates (:mod:`~grpo_lite.memory.meta.autocast`).
+The model by :func:`~grpo_lite.memory.meta.model.build_model`, TRL's fused LM head as ``GRPOTrainer.__init__`` adds
+it, the optimizer by ``LiteGRPOTrainer.create_optimizer``, then the monitor. The ``GRPOConfig`` is training's
+(:func:`~grpo_lite.training.build.grpo_settings`) with ``use_cpu=True`` and ``bf16=False`` (why: docs/internals.md).
 """
 
 from __future__ import annotations

@@ -1,30 +1,9 @@
 """One GRPO step of TRL 1.16 on meta tensors, phase by phase, at a plan's worst-case shapes.
 
-Every tensor is counted by :class:`~grpo_lite.memory.tracker.TensorTracker` (live storage bytes, as on
-CPU where it equals the allocator's own count), on the phase clock the memory model's phases use:
-
-| phase | what runs (as TRL's ``GRPOTrainer`` runs it) |
-| --- | --- |
-| ``generation`` | the prefill of ``n`` prompts, then the last decoding step: the KV cache at ``P + C - 1`` tokens, one more token, the logits copied to fp32, softmax, multinomial (``generate``'s loop calls ``.item()`` and cannot run on meta; its peak is that last step) |
-| ``scoring`` | the trainer's ``_get_per_token_logps_and_entropies`` on one micro-batch without gradient (old log-probs), when the plan has one |
-| ``forward`` | the trainer's ``compute_loss`` on one micro-batch: TRL's loss over the log-probs of its fused LM head, or of grpo-lite's shared-prefix forward |
-| ``backward_head`` | ``loss.backward()`` until the head's backward returns |
-| ``backward_layers`` | the rest of the backward (layer-wise optimizers step here) |
-| ``optimizer_step`` | gradient clipping, the update monitor's capture, ``optimizer.step()`` |
-
-The step is the second one: a short warm-up step first creates the optimizer state and the monitor's
-shadows. With gradient accumulation two micro-batches run (the second holds the first's gradients, like
-every later one). Under GaLore the measured step recomputes its projections (an SVD per matrix, every
-``update_proj_gap`` steps), its worst step.
-
-The loss and the log-probs are the trainer's own methods (:mod:`~grpo_lite.simulation.trainer`), called on a
-micro-batch laid out as TRL lays it out: ``num_generations`` rows per prompt, prompts left-padded to ``P``,
-completions right-padded to ``C``, every completion at its maximum length (the worst case). The batch's
-tokens and masks carry their values on meta (:mod:`~grpo_lite.simulation.data`), so the shared-prefix packing,
-TRL's label masks and ``hidden[mask]`` take their shapes from that batch, as in training.
-
-TRL always passes a 2-D attention mask; whether transformers turns it into a 4-D one (the batch is
-padded) is the simulation's input (:func:`~grpo_lite.memory.meta.cuda.cuda_semantics`).
+Every tensor is counted by :class:`~grpo_lite.memory.tracker.TensorTracker` on the memory model's phase clock; the
+loss and log-probs are the trainer's own methods (:mod:`~grpo_lite.simulation.trainer`) on a micro-batch laid out as
+TRL lays it out, every completion at its maximum length. The step measured is the second, after a warm-up. What each
+phase runs, accumulation and GaLore: docs/internals.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Run the code a CUDA GPU would run, on meta tensors, and record every choice that makes.
 
-On meta (as on CPU) several libraries silently take another path than on a GPU. :func:`cuda_semantics`
-puts the GPU's path back for the duration of a simulation, and :class:`GpuChoices` records what ran:
-
-| choice | on meta, left alone | what the simulation runs (as on CUDA) |
-| --- | --- | --- |
-| attention kernel | math (keeps the scores) | flash or memory-efficient by the GPU's architecture and the mask (:mod:`~grpo_lite.memory.meta.attention`) |
-| padding | transformers cannot read a meta mask | the batch is padded or not, as told: a mask is built exactly when it is |
-| optimizer implementation | torch's for-loop AdamW | torch's own default for CUDA tensors: foreach (``adamw_torch``), fused when asked (``adamw_torch_fused``) |
-| TRL's LM head | the torch fold of its CPU path (extra fp32 tiles) | the Triton path: the tile buffer folded in place, fp32 gradients accumulated by ``addmm(out_dtype=float32)`` |
-| autocast | none (no meta autocast) | CUDA autocast's op lists (:mod:`~grpo_lite.memory.meta.autocast`) |
-| ``torch.cuda.synchronize`` | fails without CUDA (GaLore 8-bit calls it) | nothing |
-| paged optimizer state | bitsandbytes asks CUDA for managed memory | ordinary device memory of the same size (paging to CPU under pressure is not simulated) |
-
-TRL's kernel code is patched only when it is the code this module was written against (a hash of its
-source); otherwise the simulation warns and runs TRL's own torch fold, and says so in ``GpuChoices``.
+On meta several libraries silently take another path than on a GPU; :func:`cuda_semantics` puts the GPU's path back
+for a simulation or a traced block, and :class:`GpuChoices` records what ran (the choices: docs/internals.md).
+TRL's kernel code is patched only when its source hash is the one this was written against; otherwise TRL's own
+torch fold runs, with a warning.
 """
 
 from __future__ import annotations

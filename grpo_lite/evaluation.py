@@ -94,9 +94,8 @@ class EvalResult:
 def formatted_accuracy(samples: Sequence[dict[str, Any]]) -> tuple[float, int]:
     """Accuracy over the well-formatted samples only, and how many there are.
 
-    Plain accuracy mixes two things: whether an answer is in the format at all, and whether a
-    formatted answer is right. A run that only learns the format raises accuracy too (answers that
-    were unreadable become readable); this share does not move unless formatted answers get righter.
+    A run that only learns the format raises plain accuracy too; this share moves only when formatted answers
+    get righter.
 
     Args:
         samples: dicts with boolean ``"correct"`` and ``"formatted"`` (as in :attr:`EvalResult.samples`).

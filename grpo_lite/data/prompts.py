@@ -126,12 +126,7 @@ synthetic level-1 problems (with one example only, the model copied its operatio
 
 @dataclass(frozen=True)
 class PromptStyle:
-    """How a question becomes a prompt.
-
-    Small models do not follow a format they are only told about. On SmolLM2-135M-Instruct a system
-    prompt alone gave 0 tags in 64 samples (zero advantage, nothing learned); the prefill gave ~15%
-    tags; prefill plus the one-shot example gave 66% greedy format, and the format rate rose to 100%
-    in ~20 GRPO steps. The default is therefore system prompt + one-shot + prefill.
+    """How a question becomes a prompt: by default system prompt + one-shot + prefill (why: docs/datasets.md).
 
     Attributes:
         system_prompt: the system message; ``""`` sends no system message (for chat templates that

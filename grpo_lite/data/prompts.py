@@ -126,7 +126,9 @@ synthetic level-1 problems (with one example only, the model copied its operatio
 
 @dataclass(frozen=True)
 class PromptStyle:
-    """How a question becomes a prompt: by default system prompt + one-shot + prefill (why: docs/datasets.md).
+    """How a question becomes a prompt.
+
+    The default is system prompt + one-shot + prefill: docs/datasets.md has the figures that chose it.
 
     Attributes:
         system_prompt: the system message; ``""`` sends no system message (for chat templates that

@@ -1,7 +1,7 @@
-"""Stage 2 of the pipeline: completions -> rewards (public: ``from grpo_lite import rewards``).
+"""Stage 2 of the pipeline: completions -> rewards.
 
-Exports the reward functions (:mod:`~grpo_lite.rewards.functions`), the registry of names
-(:mod:`~grpo_lite.rewards.registry`) and the check of every reward's output at TRL's door
+Public (``from grpo_lite import rewards``): exports the reward functions (:mod:`~grpo_lite.rewards.functions`),
+the registry of names (:mod:`~grpo_lite.rewards.registry`) and the check of every reward's output at TRL's door
 (:mod:`~grpo_lite.rewards.checked`). Answers are parsed by :mod:`grpo_lite.data.answers`. Standard library only.
 
 >>> from grpo_lite.rewards import DEFAULT_REWARDS, REWARDS

@@ -1,11 +1,9 @@
 """evaluate(): batched greedy decoding, scored by the same rules as the training rewards.
 
-Accuracy uses the correctness rule of ``grpo_lite.data.answers`` (the number inside ``<answer>``
-compared as a number with the gold); the format rate is the share of completions that the soft
-format reward accepts (both blocks present, in order, with real reasoning); the accuracy among
-formatted answers (:func:`formatted_accuracy`) is the accuracy over those completions only, so that
-learning the format and learning to be right can be told apart. :meth:`EvalResult.accuracy_interval` gives the
-accuracy's 95% Wilson score interval (:func:`wilson_interval`): n problems measure a share only to within it.
+Accuracy by the correctness rule of :mod:`grpo_lite.data.answers` (the number inside ``<answer>`` against the gold);
+the format rate by the soft format reward; :func:`formatted_accuracy`, the accuracy among formatted answers, tells
+learning the format from learning to be right; :meth:`EvalResult.accuracy_interval` is the accuracy's 95% Wilson
+score interval (:func:`wilson_interval`).
 """
 
 from __future__ import annotations
@@ -17,7 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from grpo_lite import rewards as reward_lib
+from grpo_lite.data import prompts as prompt_lib
+from grpo_lite.data.answers import answers_match, extract_answer
+from grpo_lite.data.loaders import load_dataset
+from grpo_lite.data.prompts import prompt_token_ids
+from grpo_lite.defaults import EVALUATION, TRAINER
+from grpo_lite.errors import ConfigError
+from grpo_lite.memory.models import resolve_model
+from grpo_lite.memory.settings import load_dtype
 from grpo_lite.training.report.quiet import quiet_libraries
+from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -87,9 +95,8 @@ class EvalResult:
 def formatted_accuracy(samples: Sequence[dict[str, Any]]) -> tuple[float, int]:
     """Accuracy over the well-formatted samples only, and how many there are.
 
-    Plain accuracy mixes two things: whether an answer is in the format at all, and whether a
-    formatted answer is right. A run that only learns the format raises accuracy too (answers that
-    were unreadable become readable); this share does not move unless formatted answers get righter.
+    A run that only learns the format raises plain accuracy too; this share moves only when formatted answers
+    get righter.
 
     Args:
         samples: dicts with boolean ``"correct"`` and ``"formatted"`` (as in :attr:`EvalResult.samples`).
@@ -114,10 +121,8 @@ def formatted_accuracy(samples: Sequence[dict[str, Any]]) -> tuple[float, int]:
 @quiet_libraries()
 def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     """Load a model and tokenizer from a hub id, folder, GGUF file, or a saved LoRA adapter folder."""
-    import torch
+    import torch  # heavy: torch, transformers (the loader)
 
-    from grpo_lite.memory.models import resolve_model
-    from grpo_lite.memory.settings import load_dtype
     from grpo_lite.training.loading import load_model, load_tokenizer
 
     # the first GPU when there is one (greedy decoding of a 1B model on CPU takes hours), else the CPU
@@ -140,10 +145,7 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
 
 def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int, stops: list[str]) -> list[str]:
     """Greedy completions of one batch; the prompts' common prefix is forwarded once and its KV cache shared."""
-    import torch
-
-    from grpo_lite.data.prompts import prompt_token_ids
-    from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
+    import torch  # heavy: torch
 
     with torch.inference_mode():
         enc = prefix_cache_inputs(model, prompt_token_ids(tokenizer, prompts), tokenizer.pad_token_id)
@@ -164,8 +166,6 @@ def _score_batch(
     soft_format: Callable[..., list[float]],
 ) -> list[dict[str, Any]]:
     """One sample record per completion: the answer read from it, correctness, format and summed reward."""
-    from grpo_lite.data.answers import answers_match, extract_answer
-
     kwargs = {"answer": batch["answer"]}
     if "prefill" in batch:
         kwargs["prefill"] = batch["prefill"]
@@ -227,11 +227,6 @@ def evaluate(
             (``grpo_lite.defaults.TRAINER.stop_strings``); ``()`` decodes to ``max_new_tokens``.
         skip_invalid: skip dataset rows without a usable question or answer (with a warning) instead of raising.
     """
-    from grpo_lite import rewards as reward_lib
-    from grpo_lite.data import prompts as prompt_lib
-    from grpo_lite.data.loaders import load_dataset
-    from grpo_lite.defaults import EVALUATION, TRAINER
-    from grpo_lite.errors import ConfigError
 
     dataset = TRAINER.dataset if dataset is None else dataset
     split = EVALUATION.split if split is None else split

@@ -1,12 +1,9 @@
 """A tiny random Llama and a locally trained tokenizer, for tests, CI and benchmarks.
 
-Nothing is downloaded: the tokenizer is a byte-level BPE trained here on a few hundred lines of
-synthetic text (numbers, the XML tags of the GSM8K format, words of the synthetic problems), and the
-model is a 2-layer ``LlamaConfig`` with random weights. The folder it writes loads with
-``AutoModelForCausalLM.from_pretrained`` / ``AutoTokenizer.from_pretrained`` like any hub model, so
-``train(path)`` and ``evaluate(path)`` treat it as a local model.
-
-Run ``python -m grpo_lite.tiny PATH`` to write one. Heavy imports happen inside the function.
+Nothing is downloaded: a byte-level BPE trained here on a few hundred lines of synthetic text (numbers, the GSM8K
+format's tags, the synthetic problems' words) and a 2-layer ``LlamaConfig`` with random weights, written as a folder
+that loads like any hub model (``train(path)``, ``evaluate(path)``). ``python -m grpo_lite.tiny PATH`` writes one.
+Heavy imports happen inside the function.
 """
 
 from __future__ import annotations
@@ -63,7 +60,7 @@ def build_tiny_model(
         num_heads: attention heads (2 key/value heads). Default: 4.
         seed: seed for the corpus and the weights. Default: 0.
     """
-    import torch
+    import torch  # heavy: torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 

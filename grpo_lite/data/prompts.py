@@ -1,23 +1,8 @@
 """Prompt formatting: the system prompt, a one-shot example, the assistant prefill, chat rendering.
 
-A small instruct model asked for the XML format by a system prompt alone rarely writes the tags, so
-every group gets equal rewards and GRPO learns nothing; prefilling the assistant turn with
-``<reasoning>\\n`` and showing one worked example make the format appear from the first samples
-(docs/datasets.md, "Prompt style", has the SmolLM2-135M-Instruct figures). So the default
-:class:`PromptStyle` uses all three; :meth:`PromptStyle.plain` is the public recipe.
-
-The ``one_step`` style (:meth:`PromptStyle.one_step`, the demo's) is made for one-step problems: a
-shorter system prompt and two short one-step examples, an addition and a subtraction, each solved by
-one equation (``12 + 5 = 17 pens.``). With the guided style's two-step example, SmolLM2-135M-Instruct
-copied the second step onto one-step problems and no sampled answer of the demo's 16 steps was right;
-with ``one_step`` right answers appear within the first steps and GRPO has a correctness signal
-(docs/demo.md has the runs). Its prompt is about as long as the guided one's (~210 tokens with
-SmolLM2's template) and its completions are shorter.
-
-The system prompt describes the two sections in words rather than with a literal ``...``: with
-``...`` in the format spec a model learned to copy ``<reasoning>\\n...\\n</reasoning>`` and guess.
-
-Plain Python: nothing heavy is imported (:func:`apply_prompt_style` uses the dataset it is given).
+The default :class:`PromptStyle` uses all three, so a small model writes the XML format from its first samples;
+:meth:`PromptStyle.plain` is the public recipe, :meth:`PromptStyle.one_step` the demo's. Why each choice:
+docs/internals.md. Plain Python: nothing heavy is imported.
 """
 
 from __future__ import annotations
@@ -144,10 +129,7 @@ synthetic level-1 problems (with one example only, the model copied its operatio
 class PromptStyle:
     """How a question becomes a prompt.
 
-    Small models do not follow a format they are only told about. On SmolLM2-135M-Instruct a system
-    prompt alone gave 0 tags in 64 samples (zero advantage, nothing learned); the prefill gave ~15%
-    tags; prefill plus the one-shot example gave 66% greedy format, and the format rate rose to 100%
-    in ~20 GRPO steps. The default is therefore system prompt + one-shot + prefill.
+    The default is system prompt + one-shot + prefill: docs/datasets.md has the figures that chose it.
 
     Attributes:
         system_prompt: the system message; ``""`` sends no system message (for chat templates that

@@ -1,12 +1,9 @@
 """Reading the user's files into located rows: JSON lines, JSON, parquet and CSV, or a folder's split.
 
-- :data:`SUFFIXES`: the file types read.
-- :func:`read_source`: a file (read whole, :func:`read_file`) or a folder's ``train``/``test`` file(s)
-  (:func:`split_files`), as :class:`Row` objects that know their file and line/row number, so that a
-  bad row is reported where it is.
-
-Used by :mod:`grpo_lite.data.loaders` (which re-exports ``SUFFIXES``); ``pyarrow`` is imported only to read
-parquet.
+:func:`read_source` reads a file whole (:func:`read_file`) or a folder's ``train``/``test`` file(s)
+(:func:`split_files`) as :class:`Row` objects that know their file and line/row number, so that a bad row is
+reported where it is. Used by :mod:`grpo_lite.data.loaders` (which re-exports :data:`SUFFIXES`, the file types
+read); ``pyarrow`` is imported only to read parquet.
 
 >>> import tempfile
 >>> with tempfile.TemporaryDirectory() as tmp:
@@ -86,7 +83,7 @@ def read_file(path: Path) -> list[Row]:
     if suffix not in SUFFIXES or not path.is_file():
         raise DataError(f"{path}: unsupported file type {suffix or '(none)'!r}; use one of {', '.join(SUFFIXES)}")
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # heavy: pyarrow
 
         try:
             records = pq.read_table(path).to_pylist()

@@ -1,15 +1,8 @@
 """Synthetic grade-school word problems: offline, seeded, original (never GSM8K text).
 
-A problem is a *shape* (the arithmetic: draws the numbers and computes the answer, never typed)
-told through a *template* (the story: question and worked steps, with varied names and objects).
-Level 1 is one addition or subtraction, level 2 two steps, level 3 three steps with exact
-multiplication/division. Use them to smoke-test a run offline, to warm a small model up on the answer
-format, or to evaluate on held-out problems: ``split="test"`` problems never share question text with
-``split="train"`` ones (a stable hash assigns each question text to one split, and each split draws
-from its own seed stream).
-
-Plain Python; ``datasets`` is imported only inside :func:`synthetic_problems`. The shapes and
-templates live in :mod:`grpo_lite.data.templates`.
+Levels 1 to 3 (one to three steps); ``split="test"`` problems never share question text with ``split="train"`` ones.
+How a problem is made and the splits kept apart: docs/internals.md. The shapes and templates live in
+:mod:`grpo_lite.data.templates`; ``datasets`` is imported only inside :func:`synthetic_problems`.
 """
 
 from __future__ import annotations
@@ -167,7 +160,7 @@ def synthetic_problems(
     >>> ds.column_names, list(ds["level"])
     (['prompt', 'question', 'answer', 'level'], [2, 2, 2, 2])
     """
-    from datasets import Dataset
+    from datasets import Dataset  # heavy: datasets
 
     problems = generate_problems(n, seed, levels, split)
     return Dataset.from_dict(

@@ -1,11 +1,9 @@
 """The stories and arithmetic of the synthetic problems: shapes, templates and the scene words.
 
-A problem is a *shape* (the arithmetic: :data:`SHAPES` draws the numbers and computes the answer,
-never typed) told through a *template* (the story: :data:`TEMPLATES`, question and worked steps,
-filled from a :func:`_scene` of names and objects). :mod:`grpo_lite.data.synthetic` draws problems from
-them and re-exports ``LEVELS``, ``SHAPES``, ``TEMPLATES`` and ``Template``.
-
-Plain Python, no imports beyond the standard library.
+A problem is a shape (:data:`SHAPES`: draws the numbers, computes the answer) told through a template
+(:data:`TEMPLATES`: question and worked steps, filled from a :func:`_scene` of names and objects).
+:mod:`grpo_lite.data.synthetic` draws problems from them and re-exports ``LEVELS``, ``SHAPES``, ``TEMPLATES`` and
+``Template``. Standard library only.
 
 >>> import random
 >>> values = SHAPES["add"][1](random.Random(0))

@@ -1,18 +1,9 @@
 """One decoder block's bytes per token, as the model's own code makes them: what the planner scales by layers.
 
-The formulas of :mod:`grpo_lite.memory.tokens` describe a Llama block. Other decoders keep more (Qwen3's and
-OLMo 2's q/k norms, Gemma's extra norms and soft-capping, Phi-3's fused projections) or less. A
-:data:`BlockSource` measures a block instead: it builds a few decoder layers of the model's config at full
-width on the meta device, runs them forward and backward under the plan's dtype, autocast, LoRA and
-checkpointing, and returns :class:`BlockTerms`. The planner scales them by layers and tokens; without a
-source (or when a source cannot trace the model) the formulas stay.
-
-Which source a plan uses is one choice, :data:`DEFAULT_BLOCKS` (``"auto"``), made here for every caller:
-``plan()``, ``estimate()``, ``train()``, ``grpo-lite plan`` (``--compare``, ``--plot``, ``--write``) and the
-recipe's cost figures. :func:`block_source` turns a :data:`BlockMode` into the source. The tracer itself
-(:func:`grpo_lite.memory.meta.block.traced_block_terms`) builds the model on meta with a GPU's semantics, as the
-full-step simulation does (both read :mod:`grpo_lite.memory.meta`); it loads torch only when a block is traced:
-planning a Llama block, or importing ``grpo_lite``, loads no torch.
+:data:`DEFAULT_BLOCKS` (``"auto"``) is the one choice of block source for every caller (``plan()``, ``estimate()``,
+``train()``, the CLI, the recipe's costs); :func:`block_source` turns a :data:`BlockMode` into a source that returns
+:class:`BlockTerms`, else the Llama formulas stay. The tracer loads torch only when a block is traced
+(docs/internals.md).
 
 >>> terms = BlockTerms(saved=(100.0, 2.0, 4096.0), backward=((300.0, 4.0, 0.0), (200.0, 0.0, 2**20)), how="example")
 >>> terms.saved_at(512, tokens=1024), terms.backward_at(512, tokens=1024), terms.backward_at(64, tokens=64)

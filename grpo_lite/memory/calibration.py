@@ -1,14 +1,8 @@
 """Planned against measured: calibration rows, per-phase and per-component ratios, the docs table.
 
-A *calibration row* is what one measured run leaves (``grpo-lite plan --measure``,
-``benchmarks/memory_fit.py``): the model's shapes, the estimate() settings at the measured prompt and
-completion lengths, each phase's measured peak with its bytes by category, and the process's peak
-resident set size. :func:`compare` recomputes the plan from the row and sets it beside the
-measurement, phase by phase and component by component. The rows live in
-``docs/memory_calibration.json``; docs/memory.md shows them (:func:`calibration_markdown`) and the
-tests check both against the model.
-
-Pure Python: no torch import.
+A row is what one measured run leaves (``grpo-lite plan --measure``, ``benchmarks/memory_fit.py``), kept in
+``docs/memory_calibration.json``; :func:`compare` recomputes the plan from it and sets it beside the measurement
+(docs/internals.md). Pure Python: no torch import.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The memory model: the peak GPU memory of one GRPO training step, as components that add up.
 
-A TRL 1.16 GRPO step runs through phases that do not overlap in time: sampling (KV cache), an
-optional no-grad scoring pass (old / reference log-probs), the backward through the chunked LM
-head, the backward through the decoder blocks, and the optimizer step. Persistent memory
-(context, weights, optimizer state, gradients) is alive in all of them. Each phase's total is the
-SUM of what is alive in it; the step's peak is the largest phase, and ``MemoryEstimate.components``
-are the components of that phase, so they add up to ``total_bytes``. docs/memory.md has the formulas.
+Each phase's total is the sum of what is alive in it (persistent memory in all of them); the step's peak is the
+largest phase, and ``MemoryEstimate.components`` are that phase's, so they add up to ``total_bytes``.
+docs/memory.md has the phases of a TRL 1.16 step and the formulas.
 
 >>> est = estimate("Llama-3.2-1B", method="lora", gradient_checkpointing=True,
 ...                per_device_train_batch_size=4, gradient_accumulation_steps=2, num_generations=8)
@@ -23,16 +20,17 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.defaults import GIB
+from grpo_lite.errors import ModelError
 from grpo_lite.memory import terms as T
 from grpo_lite.memory import tokens as K
+from grpo_lite.memory.architectures import Architecture
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
+from grpo_lite.memory.models import ModelSpec, resolve_model
 from grpo_lite.memory.packing import planned_off_reason
 from grpo_lite.memory.settings import Method, Sharding, StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.blocks import BlockMode, BlockTerms
-    from grpo_lite.memory.models import ModelSpec
 
 __all__ = [
     "StepSettings",
@@ -415,8 +413,6 @@ def refuse_moe(arch: Architecture) -> None:
             and transformers' expert dispatch has data-dependent shapes that cannot run on the meta device.
     """
     if arch.experts:
-        from grpo_lite.errors import ModelError
-
         raise ModelError(
             f"{arch.name} is a mixture-of-experts model ({arch.experts} experts, {arch.active_experts} per token): "
             "grpo-lite plans dense decoders only (which experts a token takes depends on the data, and the expert "
@@ -450,9 +446,6 @@ def estimate(
     >>> sorted(est.phase_gib()) == sorted(["generation", "backward_head", "backward_layers", "optimizer_step"])
     True
     """
-    from grpo_lite.memory.architectures import Architecture
-    from grpo_lite.memory.models import ModelSpec, resolve_model
-
     if isinstance(model, Architecture):
         arch = model
     elif isinstance(model, ModelSpec):

@@ -1,20 +1,8 @@
 """The process's heap on CPU: glibc's mmap threshold, and resident-set readings.
 
-With glibc's defaults, freeing a large block raises the dynamic mmap threshold (up to 32 MiB), so
-the next GRPO step's tiles come from the heap, and the heap keeps their pages after they are freed:
-peak RSS creeps up step after step and stays high. A fixed threshold (``mallopt(M_MMAP_THRESHOLD,
-65536)``, what ``MALLOC_MMAP_THRESHOLD_=65536`` does) serves every block of 64 KiB or more with its
-own mapping that goes back to the system when freed; it also turns the dynamic adjustment off.
-``train()`` sets it on CPU for its run, and the CPU memory model plans for it.
-
-The threshold is the whole process's, and it costs decoding: every KV-cache and logits block of 64
-KiB or more is mapped, faulted in page by page and unmapped again, in the kernel's time. So
-``train()`` lifts it when its run ends
-(:func:`mmap_threshold_on_cpu`). glibc cannot turn its dynamic adjustment back on once
-``mallopt`` fixed a value, so lifting sets the values the adjustment climbs to
-(:func:`lift_mmap_threshold`).
-
-Standard library only: nothing heavy is imported here.
+``train()`` fixes the mmap threshold at 64 KiB on CPU for its run, so peak RSS does not creep up step after step,
+and lifts it when the run ends (:func:`mmap_threshold_on_cpu`, :func:`lift_mmap_threshold`); the CPU memory model
+plans for it. Why, and what it costs: docs/internals.md. Standard library only.
 
 >>> now = current_rss_bytes()
 >>> peak_rss_bytes() >= now > 0
@@ -107,7 +95,7 @@ def use_mmap_threshold_on_cpu() -> bool:
     Returns:
         True when the threshold is in force.
     """
-    import torch
+    import torch  # heavy: torch
 
     if torch.cuda.is_available():
         return False

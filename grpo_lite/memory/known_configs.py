@@ -1,13 +1,9 @@
 """Published config.json values of the known architectures beyond the Llama-style block.
 
-Each entry is the part of a model's ``config.json`` on the Hugging Face hub that decides its shapes and
-its block's code: what ``transformers.AutoConfig.for_model(model_type, **values)`` needs to rebuild the
-model on the meta device (the planner's traced block terms, the simulation, the parameter count).
-Fields that change neither memory nor shapes (token ids, initializer range, rope scaling tables) are left
-out. ``n_params`` is the parameter count of that config on the meta device, tied weights once (checked
-against the published safetensors totals in tests/test_models.py).
-
-Pure data: nothing is imported here.
+Each entry is the part of a hub ``config.json`` that ``transformers.AutoConfig.for_model(model_type, **values)``
+needs to rebuild the model on meta (traced block terms, the simulation, the parameter count); fields that change
+neither memory nor shapes are left out. ``n_params``: that config's parameter count on meta, tied weights once
+(checked against the published safetensors totals in tests/test_models.py). Pure data.
 """
 
 from __future__ import annotations

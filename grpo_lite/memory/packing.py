@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.memory.models import transformers_config
+
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.settings import StepSettings
@@ -50,6 +52,4 @@ def planned_off_reason(arch: Architecture, s: StepSettings) -> str | None:
     """
     if not s.shared_prefix or not arch.config_values.get("sliding_window"):
         return None
-    from grpo_lite.memory.models import transformers_config
-
     return sliding_window_reason(transformers_config(arch), s.max_prompt_length + s.max_completion_length)

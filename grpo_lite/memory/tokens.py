@@ -1,19 +1,8 @@
 """The byte formulas that grow with the tokens of a micro-batch: saved activations and TRL's fused LM head.
 
-Every number here was measured on CPU with :mod:`grpo_lite.memory.measure` (docs/memory.md has the
-calibration table). Notation as in docs/memory.md: ``e`` bytes per activation, ``h`` hidden size,
-``N`` the tokens the LM head scores.
-
-* A micro-batch of B sequences is B rows of ``S = P + C`` tokens, or with ``shared_prefix`` one
-  packed row per prompt group: its prompt once, then its ``g`` completions, ``L = P + g x C`` tokens
-  (:func:`packing`).
-* TRL's ``ChunkedLogProbFunction`` projects ``[min(N, 4096), 32768]`` tiles of logits into one
-  buffer. Where Triton is missing (CPU) the tile is folded with torch ops, which allocate fp32 tiles
-  of ``min(N, 4096) x min(V, 32768)``: 3 alive in the forward, 7 plus a bool one in the backward.
-  On CPU every position is scored (``N = B x (S - 1)``), on CUDA only completion tokens (``B x C``),
-  and with ``shared_prefix`` only the completion-predicting states reach the head (``B x C``).
-
-Pure arithmetic; :mod:`grpo_lite.memory.estimate` assembles these into phases.
+Each measured on CPU with :mod:`grpo_lite.memory.measure` (docs/memory.md: the calibration table, the notation
+``e``, ``h``, ``N``); the packed rows and the LM head's tiles: docs/internals.md. Pure arithmetic;
+:mod:`grpo_lite.memory.estimate` assembles these into phases.
 """
 
 from __future__ import annotations

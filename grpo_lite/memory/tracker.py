@@ -1,19 +1,9 @@
 """Live tensor bytes per phase of a step: a phase clock and the two backends that read memory.
 
-A step runs through phases that never overlap in time (:data:`MEASURED_PHASES`). The
-:class:`PhaseClock` knows the phase now running; every change of phase or step closes a *segment*,
-and each backend reports the peak of every segment:
-
-* :class:`TensorTracker` (CPU or CUDA): a ``TorchDispatchMode`` that follows every tensor storage
-  from the op that creates it to its weakref finalizer. Live bytes = the sum of live storages,
-  weights, gradients and optimizer state included. On CPU it equals the c10 allocator's own count
-  (checked against ``torch.profiler``'s memory events to the byte), and it also says what each byte
-  is (:data:`CATEGORIES`). It does not see buffers a kernel allocates and frees inside itself.
-* :class:`CudaAllocator`: ``torch.cuda.max_memory_allocated`` / ``max_memory_reserved``, reset at
-  every boundary.
-
-This module imports torch at the top: it is only imported by :mod:`grpo_lite.memory.measure`,
-never on the ``grpo-lite plan`` path.
+:class:`PhaseClock` knows the phase now running; each backend reports the peak of every segment (phase and step):
+:class:`TensorTracker` (every tensor storage, by category) and :class:`CudaAllocator` (the CUDA allocator's peaks);
+what each sees: docs/internals.md. Imports torch at the top: loaded to measure, trace or simulate, never on the
+``grpo-lite plan`` path.
 """
 
 from __future__ import annotations
@@ -311,7 +301,7 @@ class TensorTracker(TorchDispatchMode):
         self.__enter__()
         self._saved_hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
         self._saved_hooks.__enter__()
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook  # heavy: torch
 
         self._hooks.append(
             register_optimizer_step_post_hook(lambda opt, _a, _k: self.track_optimizer(opt, stepped_only=True))

@@ -293,8 +293,6 @@ def _size_vllm(arch: Architecture, cand: Candidate, fixed: dict[str, Any], usabl
     if "vllm_gpu_memory_utilization" in fixed:
         cand.kwargs["vllm_gpu_memory_utilization"] = fixed["vllm_gpu_memory_utilization"]
         return True
-    from grpo_lite.memory.settings import StepSettings
-
     try:
         settings = StepSettings.resolve(**{**cand.kwargs, "use_vllm": False})
     except ConfigError:

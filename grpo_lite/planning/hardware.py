@@ -98,7 +98,7 @@ def detect_vram() -> tuple[float | None, str]:
         ``(gib, reason)``; ``gib`` is None when there is no usable CUDA device.
     """
     try:
-        import torch
+        import torch  # heavy: torch
     except ImportError:
         return None, "torch is not installed: no CUDA device to plan for"
     try:

@@ -26,13 +26,13 @@ from grpo_lite.planning.candidates import (
     headroom_gib,
     required_nominal_gb,
 )
+from grpo_lite.planning.ladder import LADDER, Preset, get_preset
+from grpo_lite.planning.result import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode
     from grpo_lite.memory.models import ModelSpec
     from grpo_lite.memory.settings import Device, Method, Sharding
-    from grpo_lite.planning.ladder import Preset
-    from grpo_lite.planning.result import Plan
 
 __all__ = ["search"]
 
@@ -46,8 +46,6 @@ _INSTALL = {
 
 
 def _rungs(method: Method | None, preset_name: str | None, lora_fixed: list[str], cpu_reference: bool) -> list[Preset]:
-    from grpo_lite.planning.ladder import LADDER, get_preset
-
     if preset_name is not None:
         rung = get_preset(preset_name)
         if method is not None and rung.method != method:
@@ -193,8 +191,6 @@ def _build(
     max_prompt_length: int,
     extras: hardware.Extras,
 ) -> Plan:
-    from grpo_lite.planning.result import Plan
-
     est = cand.estimate
     assert est is not None
     k, rung = cand.kwargs, cand.preset

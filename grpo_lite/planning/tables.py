@@ -12,9 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite.defaults import GIB
+from grpo_lite.errors import ConfigError
 from grpo_lite.files import write_text
-from grpo_lite.memory.estimate import COMPONENTS, PHASES
+from grpo_lite.memory.calibration import compare, planned, rss_check
+from grpo_lite.memory.estimate import COMPONENTS, PHASES, estimate
+from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import StepSettings
+from grpo_lite.planning.candidates import headroom_gib
+from grpo_lite.planning.ladder import LADDER
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Group
@@ -58,7 +63,7 @@ REFERENCE_SETTINGS: dict[str, Any] = {
 
 def estimate_table(est: MemoryEstimate, title: str | None = None) -> Table:
     """Components at the peak: GiB, share of the total, how each was computed."""
-    from rich.table import Table
+    from rich.table import Table  # loaded to draw: rich
 
     what = "peak resident memory of the process" if est.settings.device == "cpu" else "peak memory"
     table = Table(title=title or f"{what}: {est.total_gib:.2f} GiB ({PHASES[est.peak_phase]})", title_justify="left")
@@ -105,7 +110,7 @@ def plan_summary(plan: Plan) -> str:
 
 def plan_table(plan: Plan) -> Group:
     """The whole plan: preset and why, components, headroom, settings."""
-    from rich.console import Group
+    from rich.console import Group  # loaded to draw: rich
     from rich.table import Table
     from rich.text import Text
 
@@ -142,8 +147,6 @@ def _weights_label(preset: Preset) -> str:
 
 def ladder_rows() -> list[tuple[str, ...]]:
     """One row per rung: order, name, method, weights, optimizer, checkpointing, learning rate, trade-off."""
-    from grpo_lite.planning.ladder import LADDER
-
     return [
         (
             str(i),
@@ -164,7 +167,7 @@ _HEADERS = ("#", "preset", "method", "weights", "optimizer (CUDA)", "ckpt", "lr"
 
 def ladder_table() -> Group:
     """The ladder as a rich table plus one trade-off line per rung (``grpo-lite presets``)."""
-    from rich.console import Group
+    from rich.console import Group  # loaded to draw: rich
     from rich.table import Table
     from rich.text import Text
 
@@ -221,10 +224,6 @@ def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, Memor
     Returns:
         ``(preset, estimate or None, error message or "")`` per rung.
     """
-    from grpo_lite.errors import ConfigError
-    from grpo_lite.memory.models import resolve_model
-    from grpo_lite.planning.ladder import LADDER
-
     arch = resolve_model(model).arch
     rows: list[tuple[Preset, MemoryEstimate | None, str]] = []
     for preset in LADDER:
@@ -238,8 +237,6 @@ def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, Memor
         if preset.galore_args:
             kwargs.setdefault("optim_args", preset.galore_args)
         try:
-            from grpo_lite.memory.estimate import estimate
-
             rows.append((preset, estimate(arch, **kwargs), ""))
         except ConfigError as exc:
             rows.append((preset, None, str(exc)))
@@ -252,10 +249,8 @@ def plot_components(path: str | Path, model: str = "Llama-3.2-1B-Instruct", **se
     Raises:
         ConfigError: matplotlib is missing (pip install grpo-lite[plot]).
     """
-    from grpo_lite.errors import ConfigError
-
     try:
-        import matplotlib
+        import matplotlib  # optional extra: grpo-lite[plot]
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -290,8 +285,6 @@ def compare_data(models: list[str], budget_gib: float | None = None, **settings:
         ``{"settings", "budget_gib", "models", "rows": [{"preset", "method", "gib": {model: GiB or None},
         "fits": {model: bool or None}}]}`` (JSON-able).
     """
-    from grpo_lite.planning.candidates import headroom_gib
-
     per_model = {
         m: reference_estimates(m, **({"budget_gib": budget_gib} if budget_gib else {}), **settings) for m in models
     }
@@ -314,7 +307,7 @@ def compare_data(models: list[str], budget_gib: float | None = None, **settings:
 
 def compare_table(data: dict[str, Any]) -> Table:
     """Render :func:`compare_data` in the shape of the published GRPO VRAM tables."""
-    from rich.table import Table
+    from rich.table import Table  # loaded to draw: rich
 
     s = data["settings"]
     title = (
@@ -340,11 +333,9 @@ def compare_table(data: dict[str, Any]) -> Table:
 def measured_table(row: dict[str, Any]) -> Group:
     """``plan --measure``: each phase planned against measured (tensor bytes), the peak phase's components,
     and the whole process's peak (RSS on CPU, reserved + context on CUDA)."""
-    from rich.console import Group
+    from rich.console import Group  # loaded to draw: rich
     from rich.table import Table
     from rich.text import Text
-
-    from grpo_lite.memory.calibration import compare, planned, rss_check
 
     est = planned(row)
     checks = compare(row, est)

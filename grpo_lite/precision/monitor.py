@@ -1,52 +1,9 @@
 """``update/realized``: the share of the optimizer's intended update that the weights actually received.
 
-Design (optimizer-agnostic "shadow replay"):
-
-* A few parameter tensors are sampled (3 by default). For each, a *shadow* fp32 copy is stepped by a clone of the
-  very optimizer that owns the parameter (same class, same param-group hyper-parameters), fed the same gradient.
-  Whatever the optimizer's maths (AdamW, 8-bit states, StableAdamW, GaLore / APOLLO projections), the shadow's
-  displacement is what that maths intends when nothing is rounded away.
-* Before every step the shadow is re-synced to the live optimizer: its weights to the live weights (plus any Kahan
-  compensation the optimizer keeps), its optimizer state to the live state (moments, step count, projector). The
-  replay is then the step the live optimizer is about to take, from the live optimizer's own state: after a
-  ``--resume`` (transformers loads the checkpoint's optimizer state before ``on_train_begin``) as at the start of a
-  run. Why every step and not once at setup: for the reason the weights are re-synced, the live state is what the
-  live step starts from. A once-only copy would fix a resume but drift for 8-bit states, which the live optimizer
-  re-quantizes after every step and a 32-bit shadow would not; the per-step copy is exact for both, and costs a
-  gather of the sampled elements' state, copied into the shadow's state tensors in place.
-* Mapping the live state (:func:`shadow_state`): element-wise optimizers are shadowed on just the sampled elements
-  (4096 per tensor), so each state tensor shaped like the parameter is taken at the sampled indices; bitsandbytes'
-  blockwise 8-bit states (``state1``/``state2`` codes, one ``absmax`` per 256 elements, the ``qmap`` codebook) are
-  dequantized there, and the shadow keeps 32-bit state (the 8-bit step computes its update from the dequantized
-  moments in fp32, so the replay is the same step). Optimizers that mix a tensor's elements (GaLore / APOLLO
-  projections, Adafactor factoring) are shadowed on the whole tensor, so the sampled tensors are then the smallest
-  eligible ones; their state is copied whole, the projector included (its matrices into the shadow's own projector:
-  a refresh on the shadow never touches the live one), 8-bit states dequantized. The step count and other
-  per-tensor entries are copied; floating state goes to fp32.
-* A state the monitor cannot map (an object in an element-wise optimizer's state, a tensor neither per element nor
-  per tensor, an 8-bit layout other than bitsandbytes' blockwise one) is said once in the log. The shadow then keeps
-  its own state: right when both started empty (the first step of a run), otherwise not the live step's, and those
-  windows raise no :class:`UpdatesLostWarning`.
-* ``update/realized = <Σ applied, Σ intended> / |Σ intended|²`` over the sampled elements, summed since the last log:
-  the window averages stochastic-rounding noise out; ``update/realized_stderr`` is its standard error (SR noise
-  shrinks as 1/sqrt(window · elements · relative step)). Also logged: ``update/relative_step``, the intended steps'
-  norms over the weights' (sums over the window's steps and sampled tensors; a weight still at zero, as LoRA's B
-  starts, is left out); bf16 keeps 8 significant bits: far below ~2**-9 round-to-nearest drops the update.
-
-Cost (``UpdateMonitor.nbytes``; docs/presets.md): element-wise optimizers hold 3 x 4096 sampled elements at 24 B
-each (fp32 shadow, applied and intended sums, int64 index, snapshot: the memory model's ``update_monitor`` term),
-the shadow's two fp32 moments at 8 B each whatever the live state's dtype (its share of ``optimizer_state``:
-:func:`grpo_lite.memory.terms.monitor_state`) and, from the gradient capture to the replay, the sampled gradient
-(4 B): 0.44 MB at most. GaLore-like optimizers hold the smallest eligible tensors whole, in fp32, with their fp32
-shadow state. The replay is one optimizer step over those shadows.
-
-When a window's share falls below ``warn_below`` (0.5) with a tight enough standard error, one warning
-(:class:`UpdatesLostWarning`) says what to change.
-
-Hooks: ``on_step_begin`` (snapshot and state sync, before backward: layer-wise optimizers step inside backward),
-``on_pre_optimizer_step`` (gradients after clipping; layer-wise: a tensor hook captured them), ``on_step_end``
-(replay, accumulate; when ``control.should_log`` hand the window's metrics to ``sink``). Not supported: parameters
-sharded by FSDP / DeepSpeed ZeRO-3 (the monitor sees local shards only).
+:class:`UpdateMonitor` replays each step on fp32 shadows of a few sampled parameters, stepped by a clone of the
+optimizer that owns them and synced to its live state, and logs ``update/realized`` (with its standard error and
+``update/relative_step``); below ``warn_below`` it warns once (:class:`UpdatesLostWarning`). Not supported: parameters
+sharded by FSDP / ZeRO-3. The design, its cost and its hooks: docs/internals.md.
 """
 
 from __future__ import annotations
@@ -429,7 +386,7 @@ def clone_optimizer(inner: torch.optim.Optimizer, p: Tensor, shadow: Tensor) -> 
     clone.state = defaultdict(dict)
     clone.param_groups = [{**hyperparameters(group), "params": [shadow]}]
     if hasattr(clone, "mng"):  # bitsandbytes: a private override manager (the global one is keyed by index)
-        from bitsandbytes.optim import GlobalOptimManager
+        from bitsandbytes.optim import GlobalOptimManager  # heavy: bitsandbytes
 
         manager = object.__new__(GlobalOptimManager)
         manager.initialize()
@@ -510,7 +467,7 @@ def _dequantize(key: Any, codes: Tensor, live: dict[str, Any], probe: _Probe) ->
     """A bitsandbytes blockwise 8-bit state (``state<k>``: codebook ``qmap<k>``, one ``absmax<k>`` per
     :data:`BNB_BLOCK` elements) in fp32: whole, or at the sampled elements, ``qmap[code] * absmax[block]``
     (checked once per state against ``bitsandbytes.functional.dequantize_blockwise``)."""
-    from bitsandbytes.functional import dequantize_blockwise
+    from bitsandbytes.functional import dequantize_blockwise  # heavy: bitsandbytes
 
     suffix = str(key).removeprefix("state")
     qmap, absmax = live.get(f"qmap{suffix}"), live.get(f"absmax{suffix}")

@@ -1,18 +1,13 @@
 """How much of the intended update reaches bf16 weights: an optimizer against an fp32 copy.
 
-``share = <dw_bf16, dw_ref> / |dw_ref|^2`` over all trainable parameters after ``steps`` optimizer
-steps fed the same gradients, where ``dw_ref`` is the displacement of an fp32 copy of the same weights
-under the reference optimizer (fp32 torch AdamW by default, so 8-bit-state error counts against a
-candidate; or the candidate's own algorithm on fp32 weights for GaLore, whose update is not AdamW's).
-1.0: every update landed; near 0: bf16 rounded them away.
-
-The tests (tests/test_precision.py) and ``benchmarks/precision.py`` build optimizers the way
-training does: :func:`planned_optimizer` asks transformers for the ``optim`` a rung names and wraps it
-as :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` does.
+``share = <dw_bf16, dw_ref> / |dw_ref|^2`` after ``steps`` steps fed the same gradients, ``dw_ref`` an fp32 copy's
+displacement under the reference optimizer (docs/internals.md). 1.0: every update landed; near 0: bf16 rounded them
+away. :func:`planned_optimizer` builds a rung's optimizer as training does (tests, ``benchmarks/precision.py``).
 """
 
 from __future__ import annotations
 
+import copy
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,7 +50,7 @@ class Realized:
 
 def tiny_llama(hidden: int = 64, layers: int = 2, vocab: int = 128, seed: int = 0) -> nn.Module:
     """A random fp32 Llama (initializer range 0.02, norms at 1.0): weights of a realistic size for bf16."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM  # heavy: transformers
 
     torch.manual_seed(seed)
     config = LlamaConfig(
@@ -73,8 +68,6 @@ def tiny_llama(hidden: int = 64, layers: int = 2, vocab: int = 128, seed: int = 
 
 def bf16_and_fp32_copies(model: nn.Module) -> tuple[nn.Module, nn.Module]:
     """``model`` in bf16, and an fp32 copy holding exactly the same (bf16-representable) values."""
-    import copy
-
     bf16 = copy.deepcopy(model).to(torch.bfloat16)
     return bf16, copy.deepcopy(bf16).float()
 
@@ -104,7 +97,7 @@ def planned_optimizer(
 ) -> Any:
     """The optimizer transformers builds for ``optim`` (``TrainingArguments.optim``), with stochastic rounding
     installed when ``update_rounding == "stochastic"``, as in training. Weight decay 0."""
-    from transformers import Trainer, TrainingArguments
+    from transformers import Trainer, TrainingArguments  # heavy: transformers
 
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(

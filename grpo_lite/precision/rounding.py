@@ -1,36 +1,9 @@
 """Make optimizer updates land on bf16 weights: stochastic rounding around any optimizer.
 
-A bf16 weight ``w`` keeps 8 significant bits: its spacing is ``|w| * 2**-7`` or less. An AdamW step at
-lr 1e-6 moves each element by about the learning rate, far below half that spacing for typical
-weights (``|w| ~ 0.02``: spacing ~1.2e-4), so round-to-nearest returns the old value and the update is
-lost. Measured with ``benchmarks/precision.py``: plain bf16 AdamW realizes ~2-3% of an fp32 copy's
-displacement at lr 1e-6.
-
-Stochastic rounding (SR) rounds up with probability equal to the remainder, so ``E[w_new] = w + u``
-exactly and the update lands in expectation, with no extra memory per parameter.
-:func:`install_update_rounding` adds it to *any* optimizer without touching its code (torch AdamW,
-bitsandbytes 8-bit, GaLore, layer-wise optimizers): for each bf16 parameter it runs the optimizer's own
-``step`` on a transient fp32 copy of that one parameter (and its gradient), then writes the result
-back into the bf16 storage with SR, in chunks. The optimizer's maths is unchanged.
-
-Tensors larger than :data:`SR_CHUNK` elements whose update is element-wise (AdamW, bitsandbytes'
-blockwise 8-bit and 32-bit Adam, GaLore's plain AdamW for the tensors it does not project) are stepped
-in slices of :data:`SR_CHUNK` elements: the optimizer sees one flat slice of the parameter, of its
-gradient and of each of its state tensors (views; blockwise scales by whole blocks) at a time. Each
-element's update depends on that element and its own state only, so slicing changes no arithmetic;
-no fp32 copy of a whole embedding is ever held (Qwen2.5-7B's 545M-element embedding would need 4 GiB).
-Tensors whose update mixes elements (GaLore projections) are stepped whole.
-
-Costs, counted by the memory model (:mod:`grpo_lite.memory.terms`):
-
-- state the optimizer sizes from the parameter's dtype is created in fp32 (torch AdamW, GaLore AdamW:
-  8 bytes per parameter instead of 4); 8-bit and fp32 states are unchanged;
-- transient: an fp32 copy of the parameter (or slice) and of its gradient, one at a time (8 bytes per
-  element of the largest slice or of the largest tensor stepped whole), plus the rounding noise of one chunk.
-
-Why not torchao's low-bit AdamW with ``bf16_stochastic_round=True``, or torch-optimi's Kahan
-summation: docs/presets.md (they cover one optimizer each and torchao needs ``torch.compile``; this
-wrapper covers every optimizer on the ladder, GaLore included).
+:func:`install_update_rounding` runs the optimizer's own step on a transient fp32 copy of each bf16 parameter (in
+slices of :data:`SR_CHUNK` elements where the update is element-wise) and rounds the result back stochastically, so
+the update lands in expectation; the optimizer's maths is unchanged. Why, what it costs, and why not torchao or
+Kahan summation: docs/internals.md.
 
 >>> x = torch.full((100_000,), 1.0 + 2**-10)  # 1/8 of a bf16 step above 1.0
 >>> round(fp32_to_bf16_sr(x).float().mean().item(), 3), x.bfloat16().float().mean().item()

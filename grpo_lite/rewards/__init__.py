@@ -1,12 +1,8 @@
 """Stage 2 of the pipeline: completions -> rewards.
 
-- :mod:`~grpo_lite.rewards.functions`: the reward functions, with TRL's signature.
-- :mod:`~grpo_lite.rewards.registry`: the one registry of names, its defaults and its docs table.
-- :mod:`~grpo_lite.rewards.checked`: every reward's output checked at the boundary to TRL (one number
-  or None per completion; a bad value is a RewardError naming the function).
-
-Answers are parsed by :mod:`grpo_lite.data.answers`. This package is public (``from grpo_lite import rewards``): it exports the reward objects and the
-registry. Only the standard library is imported.
+Public (``from grpo_lite import rewards``): exports the reward functions (:mod:`~grpo_lite.rewards.functions`),
+the registry of names (:mod:`~grpo_lite.rewards.registry`) and the check of every reward's output at TRL's door
+(:mod:`~grpo_lite.rewards.checked`). Answers are parsed by :mod:`grpo_lite.data.answers`. Standard library only.
 
 >>> from grpo_lite.rewards import DEFAULT_REWARDS, REWARDS
 >>> done = "<reasoning>\\n6 * 3 = 18\\n</reasoning>\\n<answer>\\n18\\n</answer>"

@@ -1,15 +1,9 @@
 """Reward values checked where they leave the reward function: one number (or None) per completion.
 
-TRL turns each reward function's output into a float tensor. A string then fails deep inside TRL
-without the function's name, a scalar fails as "not iterable", and ``inf`` or NaN pass silently
-(``reward_std`` inf, no update). :func:`check_rewards` wraps each callable so that every call is
-checked by :func:`check_values` and a bad value raises :class:`~grpo_lite.errors.RewardError` naming
-the function with a sample. When every reward returns None for every completion of a step, nothing
-can be learned from it: one :class:`NoRewardWarning` says so, once per run.
-
-The wrappers keep what TRL reads: ``__name__`` (its log key), ``async`` (an async reward stays
-awaitable), and the wrapped object's attributes (``value``, ``name`` of the built-in rewards).
-Reward models (``torch.nn.Module``) are passed through: TRL scores them itself.
+:func:`check_rewards` wraps each callable so that every output is checked (:func:`check_values`): a bad value raises
+:class:`~grpo_lite.errors.RewardError` naming the function, and a step where every reward returns None warns once
+(:class:`NoRewardWarning`). The wrappers keep ``__name__``, ``async`` and the attributes TRL reads; reward models
+pass through. Why: docs/internals.md.
 
 >>> def bad(prompts, completions, **kwargs): return ["1.0"] * len(completions)
 >>> checked = check_rewards([bad])[0]
@@ -23,6 +17,8 @@ grpo_lite.errors.RewardError: reward function 'bad' returned a str at index 0, n
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 import sys
@@ -170,9 +166,6 @@ class _AsyncCheckedReward(_CheckedReward):
 
 
 def _is_async(func: Any) -> bool:
-    import functools
-    import inspect
-
     while isinstance(func, functools.partial):
         func = func.func
     return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None))
@@ -193,7 +186,6 @@ def check_rewards(funcs: Sequence[Callable[..., Any]]) -> list[Callable[..., Any
     >>> check_rewards([one])[0](prompts=["q", "q"], completions=["a", "b"])
     [1.0, 1.0]
     """
-    import functools
 
     def name_of(f: Any) -> str:
         while isinstance(f, functools.partial):

@@ -1,23 +1,9 @@
 """Reward functions for GRPO on GSM8K-style problems.
 
-Every reward has TRL's signature ``f(prompts, completions, **kwargs) -> list[float]``, is pure, and
-returns one float per completion (never None). Completions may be plain strings or conversational
-(``[[{"role": "assistant", "content": "..."}], ...]``). When the dataset has a ``prefill`` column
-(text the prompt already put at the start of the assistant turn, e.g. ``"<reasoning>\\n"``), each
-reward judges ``prefill[i] + completion``.
-
-Anti reward hacking: a model was seen learning to copy ``<reasoning>\\n...\\n</reasoning>`` and guess
-a number. The format rewards (strict, soft, xml_count) give no credit unless the reasoning holds
-at least ``min_reasoning_chars`` (default 4) letters or digits: empty reasoning, dots, ellipses and
-whitespace earn nothing. Correctness and integer rewards judge the answer only.
-
-Each reward is a small frozen dataclass instance: the module-level ``correctness_reward`` is the
-default and ``CorrectnessReward(value=1.0)`` (or ``dataclasses.replace``) gives another value. The
-``__name__`` attribute (what TRL logs by) is the instance's ``name``. Only the standard library and
-:mod:`grpo_lite.data.answers` are imported.
-
-The registry of names (``REWARDS``, ``get_reward``...) is :mod:`grpo_lite.rewards.registry`; the
-package :mod:`grpo_lite.rewards` exports both.
+Each has TRL's signature ``f(prompts, completions, **kwargs) -> list[float]``, is pure, and returns one float per
+completion; with a ``prefill`` column it judges ``prefill[i] + completion``. Each is a small frozen dataclass instance
+(``CorrectnessReward(value=1.0)`` gives another value). The format rewards need real reasoning (anti reward hacking:
+docs/internals.md). The registry of names is :mod:`grpo_lite.rewards.registry`.
 
 >>> done = "<reasoning>\\n6 * 3 = 18\\n</reasoning>\\n<answer>\\n18\\n</answer>"
 >>> correctness_reward(None, [done], answer=["18"]), strict_format_reward(None, [done])

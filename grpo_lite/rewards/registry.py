@@ -1,12 +1,9 @@
 """The one registry of built-in rewards: names users pass, the reward objects, what each checks.
 
-- :data:`REWARDS`: name -> :class:`RewardSpec`, in display order; docs and the CLI render from it.
-- :data:`DEFAULT_REWARDS`: the five GSM8K rewards used when none are given.
-- :func:`get_reward` / :func:`resolve_rewards`: names (and callables) to what the trainer calls.
-- :func:`rewards_table_markdown`: the table in ``docs/rewards.md``.
-
-The reward objects themselves live in :mod:`grpo_lite.rewards.functions`; the package
-:mod:`grpo_lite.rewards` exports both. Only the standard library and grpo_lite modules are imported.
+:data:`REWARDS` (name -> :class:`RewardSpec`, in display order; docs and the CLI render from it),
+:data:`DEFAULT_REWARDS` (the five GSM8K rewards), :func:`get_reward` / :func:`resolve_rewards` (names and callables
+to what the trainer calls), :func:`rewards_table_markdown` (the table in ``docs/rewards.md``). The reward objects
+live in :mod:`grpo_lite.rewards.functions`. Standard library and grpo_lite only.
 
 >>> list(REWARDS)[:3], DEFAULT_REWARDS[-1]
 (['correctness', 'integer', 'strict_format'], 'xml_count')

@@ -1,15 +1,8 @@
 """Scaling out: the sharding registry, accelerate configs per sharding, and the launch command.
 
-- :data:`SHARDINGS`: the one registry of sharding modes (what each divides across the N processes,
-  what stays whole, the accelerate config shipped in ``grpo_lite/scale/accelerate_configs/``).
-- :func:`accelerate_config` / :func:`write_accelerate_config`: a shipped config with ``num_processes`` set.
-- :func:`launch_command`: the ``torchrun`` (CPU, gloo) or ``accelerate launch`` (CUDA) command that
-  reruns ``grpo-lite train`` under N processes; :func:`detect_sharding` / :func:`in_launched_process`
-  read what the launcher set.
-- Elsewhere: the CLI side in :mod:`grpo_lite.cli.relaunch` (``add_launch_arguments``, ``maybe_relaunch``)
-  and the per-rank records in :mod:`grpo_lite.training.run.ranks` (``check_ranks``).
-
-Cheap to import: no torch, transformers or yaml at the top.
+:data:`SHARDINGS` (the one registry of sharding modes), :func:`accelerate_config` / :func:`write_accelerate_config`,
+:func:`launch_command` (``torchrun`` on CPU, ``accelerate launch`` on CUDA), :func:`detect_sharding` /
+:func:`in_launched_process`. Cheap to import: no torch, transformers or yaml at the top.
 ``python -m grpo_lite.scale.distributed zero3 --num-processes 4 --output zero3.yaml`` writes a config.
 
 >>> list(SHARDINGS)
@@ -26,6 +19,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Literal, Mapping, Sequence, get_args
 
@@ -133,8 +127,6 @@ def config_path(sharding: Sharding) -> Path:
     mode = _mode(sharding)
     if mode.config is None:
         raise ConfigError("sharding 'none' runs one process without a launcher; choose ddp, zero2, zero3 or fsdp")
-    from importlib.resources import files
-
     return Path(str(files("grpo_lite.scale") / "accelerate_configs" / mode.config))
 
 
@@ -148,7 +140,7 @@ def accelerate_config(sharding: Sharding, num_processes: int, *, mixed_precision
     >>> cfg["distributed_type"], cfg["num_processes"], cfg["deepspeed_config"]["zero3_init_flag"]
     ('DEEPSPEED', 4, True)
     """
-    import yaml
+    import yaml  # loaded on use: yaml
 
     _check_processes(num_processes)
     if mixed_precision not in get_args(MixedPrecision):
@@ -176,7 +168,7 @@ def write_accelerate_config(
     Returns:
         The path written.
     """
-    import yaml
+    import yaml  # loaded on use: yaml
 
     config = accelerate_config(sharding, num_processes, mixed_precision=mixed_precision)
     shipped = config_path(sharding).read_text(encoding="utf-8").splitlines(keepends=True)
@@ -309,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.output is None:
-            import yaml
+            import yaml  # loaded on use: yaml
 
             print(
                 yaml.safe_dump(

@@ -1,15 +1,8 @@
 """A plan's model, optimizer and update monitor on the meta device, built as training builds them.
 
-- The model: :func:`~grpo_lite.memory.meta.model.build_model` (the load dtype, NF4, LoRA, gradient checkpointing,
-  as training loads it; the block tracer builds its layers the same way).
-- TRL's fused LM head: ``add_fused_lm_head`` on the causal LM, as ``GRPOTrainer.__init__`` adds it.
-- The optimizer: :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer`'s own ``create_optimizer``
-  (transformers' parameter groups, optimizer class and keywords, bitsandbytes' 32-bit override for
-  embeddings, layer-wise GaLore hooks; stochastic rounding when the plan asks), then the update monitor.
-
-``GRPOConfig`` is built from :func:`grpo_lite.training.build.grpo_settings` with ``use_cpu=True`` and
-``bf16=False``: transformers refuses ``bf16`` on a machine without a GPU, and that flag only decides
-autocast, which the simulation emulates (:mod:`~grpo_lite.memory.meta.autocast`).
+The model by :func:`~grpo_lite.memory.meta.model.build_model`, TRL's fused LM head as ``GRPOTrainer.__init__`` adds
+it, the optimizer by ``LiteGRPOTrainer.create_optimizer``, then the monitor. The ``GRPOConfig`` is training's
+(:func:`~grpo_lite.training.build.grpo_settings`) with ``use_cpu=True`` and ``bf16=False`` (why: docs/internals.md).
 """
 
 from __future__ import annotations
@@ -24,6 +17,9 @@ from torch import nn
 
 from grpo_lite.errors import ModelError
 from grpo_lite.memory.meta.model import build_model
+from grpo_lite.memory.models import transformers_config
+from grpo_lite.recipe.recipe import Recipe, make_grpo_config
+from grpo_lite.training.build import grpo_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -54,12 +50,10 @@ class Built:
 
 
 def _config(plan: Plan) -> Any:
-    from grpo_lite.memory.models import transformers_config
-
     arch = plan.model.arch
     if arch.family in ("llama", "qwen2") or arch.config_json:  # known rows: no download
         return transformers_config(arch)
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # heavy: transformers
 
     try:
         return AutoConfig.from_pretrained(plan.model.model_id)
@@ -72,9 +66,6 @@ def _config(plan: Plan) -> Any:
 
 def grpo_args(plan: Plan) -> Any:
     """The ``GRPOConfig`` training builds for ``plan`` (see the module notes on ``use_cpu`` and ``bf16``)."""
-    from grpo_lite.recipe.recipe import Recipe, make_grpo_config
-    from grpo_lite.training.build import grpo_settings
-
     with tempfile.TemporaryDirectory() as out:
         settings = grpo_settings(Recipe.from_plan(plan), output_dir=Path(out), seed=0, max_steps=2)
         settings.update(bf16=False, fp16=False, use_cpu=True, report_to="none", save_strategy="no")
@@ -83,7 +74,7 @@ def grpo_args(plan: Plan) -> Any:
 
 def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
     """``LiteGRPOTrainer.create_optimizer`` on a trainer shell holding only what it reads."""
-    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer  # heavy: TRL
 
     try:  # bitsandbytes' override registry is process-wide: start from a fresh process's (empty) one
         from bitsandbytes.optim import GlobalOptimManager
@@ -99,7 +90,7 @@ def _optimizer(plan: Plan, model: nn.Module, args: Any) -> Any:
 
 def build(plan: Plan) -> Built:
     """The plan's model, optimizer and monitor on meta (under :func:`~grpo_lite.memory.meta.cuda.cuda_semantics`)."""
-    from trl.trainer.utils import add_fused_lm_head
+    from trl.trainer.utils import add_fused_lm_head  # heavy: TRL, transformers, peft
 
     from grpo_lite.precision.monitor import UpdateMonitor
 

@@ -1,24 +1,9 @@
 """The batch's data on meta: integer and boolean tensors that carry their values, so the trainer's code runs as is.
 
-The simulation's weights and activations are meta tensors (shapes, no data). The batch is different: token
-ids, masks, the shared-prefix packing and TRL's label masks decide shapes (``hidden[mask]``, ``torch.unique``,
-``.tolist()``, ``if mask.all()``), and no meta kernel can say those. :class:`BatchData` is a dispatch mode that
-keeps a CPU *twin* of every meta tensor made from the batch alone:
-
-- :meth:`BatchData.place` puts a CPU tensor (the synthetic batch) on meta with its values as its twin;
-- an op whose meta inputs all have twins (and a non-floating factory op, such as ``arange``) also runs on the
-  twins; its meta outputs get the CPU outputs as twins, and take their shapes from them where the meta kernel
-  cannot (``nonzero``, ``unique``, boolean indexing);
-- a boolean mask with a twin that indexes a tensor without one (``hidden_states[labels != -100]``) becomes the
-  index of its true positions;
-- reading a value (``.item()``, ``bool()``, ``.tolist()``, ``.cpu()``) reads the twin; a value computed from the
-  model has none: it reads as NaN (float), False or 0, and is counted (:attr:`BatchData.guessed`). In the step
-  those are the metrics TRL logs after the loss (``nanmin``, ``.item()``), which allocate nothing that lasts.
-
-Tensors of more than :data:`MAX_TWIN` elements keep no twin: in a step those are the attention masks the model
-builds (and the shared-prefix block mask), whose values decide no shape; the twins stay small and cheap.
-Every meta tensor is still counted by the simulation's tracker (the masks and indices as on the GPU); the twins
-live on the CPU and are not.
+:class:`BatchData` is a dispatch mode that keeps a CPU twin of every meta tensor made from the batch alone (up to
+:data:`MAX_TWIN` elements), so ops whose output shape depends on values (``nonzero``, ``unique``, boolean indexing,
+``.item()``) run as on a GPU; a value computed from the model reads as NaN, False or 0 and is counted
+(:attr:`BatchData.guessed`). The rules: docs/internals.md.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ def _g(b: float) -> str:
 def simulation_tables(sim: Simulation) -> Group:
     """``plan --simulate``: each phase planned (tensors) against simulated, every phase's components, what a GPU
     would choose, and the non-tensor components the plan adds on top."""
-    from rich.console import Group
+    from rich.console import Group  # loaded to draw: rich
     from rich.markup import escape
     from rich.table import Table
     from rich.text import Text

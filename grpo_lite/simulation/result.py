@@ -1,10 +1,8 @@
 """The simulated step beside its plan: per phase, the simulated peak against the plan's tensor bytes.
 
-The plan's phases hold two kinds of components: tensors (weights, states, gradients, activations, the
-LM head's buffers, the KV cache...) and named constants no tensor-level simulation can see
-(:data:`NON_TENSOR`: the CUDA context, the allocator's reserve, kernel scratch, a colocated vLLM).
-The comparison sets the plan minus those constants beside the simulated peak, phase by phase, and
-component by component (the tracker's categories mapped to the model's components).
+The plan minus the constants no tensor-level simulation sees (:data:`NON_TENSOR`: the CUDA context, the allocator's
+reserve, kernel scratch, a colocated vLLM) is set beside the simulated peak, phase by phase and component by
+component (the tracker's categories mapped to the model's components).
 """
 
 from __future__ import annotations

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import os
 import time
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite.errors import ConfigError, GrpoLiteError, SimulationError
 from grpo_lite.memory.meta.gpus import DEFAULT_GPU, GPU_ARCHES
+from grpo_lite.planning.choose import plan
+from grpo_lite.planning.result import Plan
+from grpo_lite.simulation.result import Simulation, aggregate
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.meta.gpus import GpuArch
     from grpo_lite.memory.models import ModelSpec
-    from grpo_lite.planning.result import Plan
-    from grpo_lite.simulation.result import Simulation
 
 __all__ = ["describe_optimizer", "simulate"]
 
@@ -43,7 +45,7 @@ def _check(plan: Plan) -> None:
 
 def describe_optimizer(optimizer: Any, rounding: bool) -> str:
     """The implementation the step ran: class, torch's foreach / fused choice for CUDA tensors, wrappers."""
-    import torch
+    import torch  # heavy: torch (and the modules below)
     from torch.optim.optimizer import _default_to_fused_or_foreach
 
     from grpo_lite.precision.rounding import inner_optimizers, unwrap
@@ -84,8 +86,6 @@ def describe_optimizer(optimizer: Any, rounding: bool) -> str:
 
 def _where(exc: BaseException) -> str:
     """The innermost frame of ``exc``'s traceback outside torch: the code that made the failing call."""
-    import traceback
-
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/torch/" not in f.filename]
     if not frames:
         return "an unknown place"
@@ -94,7 +94,7 @@ def _where(exc: BaseException) -> str:
 
 
 def _chunk() -> int:
-    from grpo_lite.precision.rounding import SR_CHUNK
+    from grpo_lite.precision.rounding import SR_CHUNK  # heavy: torch
 
     return SR_CHUNK
 
@@ -128,13 +128,9 @@ def simulate(
             or an unknown ``gpu``.
         SimulationError: the model's own code, or TRL's, failed on meta: one line naming where, and what to do.
     """
-    from grpo_lite.planning.result import Plan
-
     if isinstance(model, Plan):
         the_plan = model
     else:
-        from grpo_lite.planning.choose import plan
-
         the_plan = plan(model, budget_gb, **plan_kwargs)
     if gpu not in GPU_ARCHES:
         raise ConfigError(
@@ -142,9 +138,8 @@ def simulate(
             f"({'; '.join(f'{k}: {v}' for k, v in GPU_ARCHES.items())})"
         )
     _check(the_plan)
-    from grpo_lite.memory.meta.cuda import cuda_semantics
+    from grpo_lite.memory.meta.cuda import cuda_semantics  # heavy: torch (and the modules below)
     from grpo_lite.simulation.build import build
-    from grpo_lite.simulation.result import Simulation, aggregate
     from grpo_lite.simulation.step import run_step
 
     s = the_plan.estimate.settings

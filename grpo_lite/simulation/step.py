@@ -1,30 +1,9 @@
 """One GRPO step of TRL 1.16 on meta tensors, phase by phase, at a plan's worst-case shapes.
 
-Every tensor is counted by :class:`~grpo_lite.memory.tracker.TensorTracker` (live storage bytes, as on
-CPU where it equals the allocator's own count), on the phase clock the memory model's phases use:
-
-| phase | what runs (as TRL's ``GRPOTrainer`` runs it) |
-| --- | --- |
-| ``generation`` | the prefill of ``n`` prompts, then the last decoding step: the KV cache at ``P + C - 1`` tokens, one more token, the logits copied to fp32, softmax, multinomial (``generate``'s loop calls ``.item()`` and cannot run on meta; its peak is that last step) |
-| ``scoring`` | the trainer's ``_get_per_token_logps_and_entropies`` on one micro-batch without gradient (old log-probs), when the plan has one |
-| ``forward`` | the trainer's ``compute_loss`` on one micro-batch: TRL's loss over the log-probs of its fused LM head, or of grpo-lite's shared-prefix forward |
-| ``backward_head`` | ``loss.backward()`` until the head's backward returns |
-| ``backward_layers`` | the rest of the backward (layer-wise optimizers step here) |
-| ``optimizer_step`` | gradient clipping, the update monitor's capture, ``optimizer.step()`` |
-
-The step is the second one: a short warm-up step first creates the optimizer state and the monitor's
-shadows. With gradient accumulation two micro-batches run (the second holds the first's gradients, like
-every later one). Under GaLore the measured step recomputes its projections (an SVD per matrix, every
-``update_proj_gap`` steps), its worst step.
-
-The loss and the log-probs are the trainer's own methods (:mod:`~grpo_lite.simulation.trainer`), called on a
-micro-batch laid out as TRL lays it out: ``num_generations`` rows per prompt, prompts left-padded to ``P``,
-completions right-padded to ``C``, every completion at its maximum length (the worst case). The batch's
-tokens and masks carry their values on meta (:mod:`~grpo_lite.simulation.data`), so the shared-prefix packing,
-TRL's label masks and ``hidden[mask]`` take their shapes from that batch, as in training.
-
-TRL always passes a 2-D attention mask; whether transformers turns it into a 4-D one (the batch is
-padded) is the simulation's input (:func:`~grpo_lite.memory.meta.cuda.cuda_semantics`).
+Every tensor is counted by :class:`~grpo_lite.memory.tracker.TensorTracker` on the memory model's phase clock; the
+loss and log-probs are the trainer's own methods (:mod:`~grpo_lite.simulation.trainer`) on a micro-batch laid out as
+TRL lays it out, every completion at its maximum length. The step measured is the second, after a warm-up. What each
+phase runs, accumulation and GaLore: docs/internals.md.
 """
 
 from __future__ import annotations
@@ -39,6 +18,7 @@ from torch import Tensor
 
 from grpo_lite.memory.meta import autocast as amp
 from grpo_lite.memory.tracker import PhaseClock, TensorTracker
+from grpo_lite.precision.rounding import inner_optimizers
 from grpo_lite.simulation.data import BatchData
 from grpo_lite.simulation.trainer import trainer_for
 
@@ -142,7 +122,7 @@ class _Step:
     # ---- the phases ----------------------------------------------------------------------------------
     def generation(self, n: int, prompt: int, completion: int) -> None:
         """Prefill, then the last decoding step with the KV cache at its final length."""
-        from transformers import DynamicCache
+        from transformers import DynamicCache  # heavy: transformers
 
         lm = self.built.lm
         # accelerate wraps the prepared model's forward in autocast and casts its outputs to fp32; a PEFT
@@ -188,7 +168,7 @@ class _Step:
     def scoring(self, rows: int, prompt: int, completion: int) -> dict[str, Tensor]:
         """The old and reference log-probs, as ``_generate_and_score_completions`` computes them (chunks of ``rows``;
         the reference with the adapter off, TRL's ``use_adapter``); returns the ones TRL puts in the batch."""
-        from trl.models.utils import disable_gradient_checkpointing
+        from trl.models.utils import disable_gradient_checkpointing  # heavy: TRL
         from trl.trainer.utils import use_adapter
 
         args, model = self.built.args, self.built.model
@@ -271,7 +251,7 @@ def _grow_cache(cache: Any, tokens: int, tracker: TensorTracker) -> None:
     all but one token, then one, which leaves each layer's storage as a one-token decoding step leaves it (a
     sliding layer keeps a view of ``window`` tokens). The result is counted as ``kv_cache``.
     """
-    from torch.utils._python_dispatch import _disable_current_modes
+    from torch.utils._python_dispatch import _disable_current_modes  # heavy: torch
 
     with _disable_current_modes():
         for layer in cache.layers:
@@ -299,7 +279,7 @@ def _wrap_static(cls: Any, name: str, make: Callable[[Callable[..., Any]], Calla
 @contextlib.contextmanager
 def _phase_hooks(clock: PhaseClock, lm: Any) -> Iterator[None]:
     """Tag the KV cache, the LM head and the monitor; switch to ``backward_layers`` when the head's backward returns."""
-    from transformers.cache_utils import DynamicLayer
+    from transformers.cache_utils import DynamicLayer  # heavy: transformers
     from trl.kernels.chunked_logprob import ChunkedLogProbFunction
 
     region = clock.tagging
@@ -332,8 +312,6 @@ def _phase_hooks(clock: PhaseClock, lm: Any) -> Iterator[None]:
 
 def _bump_galore_projections(optimizer: Any) -> None:
     """Make the next step one where GaLore recomputes its projections (its step counter a multiple of the gap)."""
-    from grpo_lite.precision.rounding import inner_optimizers
-
     for inner in inner_optimizers(optimizer):
         for group in inner.param_groups:
             gap = group.get("update_proj_gap")

@@ -1,15 +1,9 @@
-"""The trainer whose loss the simulated step runs: :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` itself,
-on a light instance holding what its loss code reads.
+"""The trainer whose loss the simulated step runs: ``LiteGRPOTrainer`` itself, on a light instance.
 
-``GRPOTrainer.__init__`` cannot run on a meta model (it moves the model to a device, reads a tokenizer and a
-dataset), so :func:`trainer_for` makes the instance with ``object.__new__`` and sets the attributes TRL's
-``__init__`` sets from the ``GRPOConfig``. Its methods are the real ones: ``compute_loss`` (TRL's
-``_compute_loss``: the ratio, clipping, loss type, entropy and metrics) and ``_get_per_token_logps_and_entropies``
-(grpo-lite's shared-prefix forward, or TRL's own with the fused LM head), so the step runs what training runs.
-
-Before use, :func:`missing_attributes` reads those methods' source and lists every ``self.<name>`` they read
-that the instance lacks: a TRL release that reads something new stops the simulation with a
-:class:`~grpo_lite.errors.SimulationError` naming it, instead of an ``AttributeError`` mid-step.
+:func:`trainer_for` makes the instance with ``object.__new__`` and sets what TRL's ``__init__`` sets from the
+``GRPOConfig``; its methods are the real ones. :func:`missing_attributes` lists every ``self.<name>`` they read that
+the instance lacks, so a new TRL release stops the simulation with a :class:`~grpo_lite.errors.SimulationError`
+naming it (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -65,7 +59,7 @@ def trainer_for(
 ) -> Any:
     """A ``LiteGRPOTrainer`` for the simulated step (see the module): TRL's loss settings from the ``GRPOConfig``,
     grpo-lite's shared prefix as the plan has it, no self-check (it runs once, in the first step)."""
-    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer  # heavy: TRL
     from grpo_lite.training.step.zero_advantage import ZeroAdvantageSkip
 
     args = built.args

@@ -1,27 +1,8 @@
 """The attention kernel a CUDA GPU runs for ``scaled_dot_product_attention``, called explicitly on meta tensors.
 
-On meta (as on CPU) ``scaled_dot_product_attention`` takes the math kernel, which keeps the ``B x H x S x S``
-scores for backward. A GPU picks a fused kernel at run time (torch's ``select_sdp_backend``,
-``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``), in this order:
-
-- **flash**: no mask, fp16/bf16, head size <= 256, compute capability 8.0 or newer (on 8.6 / 8.9, training
-  refuses head sizes in (192, 224]); keys and values may have fewer heads (native grouped-query attention).
-  Saves the output and an fp32 log-sum-exp per query.
-- **efficient** (memory-efficient, CUTLASS): any mask, head size aligned to 8 (fp16/bf16) or 4 (fp32).
-  A boolean mask first becomes an additive bias in the query's dtype (``where(mask, 0, -inf)``), padded
-  to a multiple of 8 columns, which the kernel saves for backward: ``e x S`` bytes per query token.
-- **math**: everything else: the scores themselves.
-
-transformers passes a mask only when the batch is padded (or a custom 4-D mask, as the shared-prefix
-forward does), and expands keys and values to every head whenever it passes a mask. So *whether the batch
-is padded* decides the kernel; it is an input of the simulation (:class:`~grpo_lite.memory.meta.cuda.GpuChoices`).
-:func:`cuda_sdpa` reproduces that choice and calls the aten op the GPU would
-(``_scaled_dot_product_flash_attention`` / ``_scaled_dot_product_efficient_attention``), both of which have
-meta kernels and autograd formulas. Not seen: the kernels' own scratch (flash attention's fp32 ``dq``
-accumulator in backward), named ``kernel_scratch`` in the memory model.
-
-cuDNN attention (preferred by recent torch builds on compute capability 9.0 / 10.x) is not modelled:
-the architectures offered are the ones consumer and workstation cards have.
+On meta, ``scaled_dot_product_attention`` takes the math kernel (it keeps the scores); :func:`choose_kernel` makes
+torch's choice for a GPU (flash, memory-efficient, math) and :func:`cuda_sdpa` calls the aten op the GPU would.
+Whether the batch is padded decides the kernel. The rules, and what is not modelled: docs/internals.md.
 
 >>> choose_kernel("sm86", torch.bfloat16, head_dim=64, masked=False, requires_grad=True)
 'flash'

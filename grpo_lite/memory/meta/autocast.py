@@ -1,16 +1,8 @@
 """CUDA autocast on meta tensors: torch's CUDA op lists, applied at the torch-function level.
 
-``torch.autocast`` has no meta backend, and on a CPU-only build ``torch.autocast("cuda")`` disables
-itself. Training with ``bf16=True`` runs TRL's forward under CUDA autocast, which casts the inputs of
-some ops (``aten/src/ATen/autocast_mode.cpp``, CUDA): matrix products to the autocast dtype (casts of
-trainable fp32 leaves are cached for the autocast region), a list of ops to fp32, reductions that take
-a ``dtype`` to fp32. For a bf16 model this changes almost nothing; for fp32 LoRA adapters on a bf16 base
-it decides what ``lora_A`` saves (a bf16 copy of its input, not an fp32 one).
-
-:class:`CudaAutocast` is a ``TorchFunctionMode`` that does those casts before the op runs, so autograd
-records them as it does on a GPU. :func:`suspended` is what ``torch.autocast(enabled=False)`` does
-(transformers' rotary embeddings compute in fp32 that way). :func:`checkpoint_autocast` gives a recomputed block
-the autocast its forward ran under, as torch's checkpoint does on a GPU.
+``torch.autocast`` has no meta backend: :class:`CudaAutocast` casts the inputs of ops as CUDA autocast does, so
+autograd records them as on a GPU; :func:`suspended` is ``torch.autocast(enabled=False)``;
+:func:`checkpoint_autocast` gives a recomputed block its forward's autocast. Why it matters: docs/internals.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,9 @@
 """Trace one decoder block of a model's own class on the meta device: the planner's bytes per token and layer.
 
-:func:`traced_block_terms` is a :data:`~grpo_lite.memory.blocks.BlockSource` and gives :class:`BlockTerms`. For a
-plan's settings it builds three decoder layers of the model's config at full width on meta, as training builds the
-whole model (:func:`~grpo_lite.memory.meta.model.build_model`: load dtype, NF4, LoRA, checkpointing), and runs the
-decoder forward and backward under the GPU's semantics (:func:`~grpo_lite.memory.meta.cuda.cuda_semantics`:
-the attention kernel of a padded batch, emulated bf16 autocast) with the :class:`TensorTracker`:
-
-- **saved**: what one more block leaves alive after its forward (live transient bytes as the last layer
-  starts minus as the middle one starts): its saved tensors, or only its checkpoint;
-- **backward**: the middle layer's backward high point (from its output's gradient to its input's) above
-  what was alive as it started its forward: what it keeps, recomputes, and its gradients.
-
-Both are traced at three row lengths of one row and fitted as ``a + b S + c / S`` per token: per token, the
-attention bias (or eager attention's scores) that grows with the keys, and ``c`` bytes per block whatever the
-tokens (casts of weights). The backward is fitted at each moment of its timeline (the same ops at each length),
-not at its high point alone: which moment leads changes with the row length and the number of rows, so the plan
-takes the largest of them at its own length and tokens.
-Layers of different kinds (Gemma's sliding and full attention, SmolLM3's NoPE layers) are traced one kind at
-a time and weighed by their count. Results are cached in memory and on disk
-(``blocks/`` under :func:`grpo_lite.cache.cache_root`), keyed by the config, the settings that shape a block and the
-library versions: a plan search traces each configuration once, seconds the first time.
-
-Not traced (the formulas stay, and the plan says so): CPU plans (calibrated by measurement), int8 loading,
-liger-kernel, mixture-of-experts layers, and any model whose layers fail to run on meta.
+:func:`traced_block_terms` (a :data:`~grpo_lite.memory.blocks.BlockSource`) builds three decoder layers at full width
+on meta as training builds the model, runs them forward and backward under the GPU's semantics and returns
+:class:`BlockTerms` (saved, backward), fitted over row lengths; cached in memory and under ``blocks/`` in the cache.
+What is traced, how it is fitted, and what is not traced: docs/internals.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Run the code a CUDA GPU would run, on meta tensors, and record every choice that makes.
 
-On meta (as on CPU) several libraries silently take another path than on a GPU. :func:`cuda_semantics`
-puts the GPU's path back for the duration of a simulation, and :class:`GpuChoices` records what ran:
-
-| choice | on meta, left alone | what the simulation runs (as on CUDA) |
-| --- | --- | --- |
-| attention kernel | math (keeps the scores) | flash or memory-efficient by the GPU's architecture and the mask (:mod:`~grpo_lite.memory.meta.attention`) |
-| padding | transformers cannot read a meta mask | the batch is padded or not, as told: a mask is built exactly when it is |
-| optimizer implementation | torch's for-loop AdamW | torch's own default for CUDA tensors: foreach (``adamw_torch``), fused when asked (``adamw_torch_fused``) |
-| TRL's LM head | the torch fold of its CPU path (extra fp32 tiles) | the Triton path: the tile buffer folded in place, fp32 gradients accumulated by ``addmm(out_dtype=float32)`` |
-| autocast | none (no meta autocast) | CUDA autocast's op lists (:mod:`~grpo_lite.memory.meta.autocast`) |
-| ``torch.cuda.synchronize`` | fails without CUDA (GaLore 8-bit calls it) | nothing |
-| paged optimizer state | bitsandbytes asks CUDA for managed memory | ordinary device memory of the same size (paging to CPU under pressure is not simulated) |
-
-TRL's kernel code is patched only when it is the code this module was written against (a hash of its
-source); otherwise the simulation warns and runs TRL's own torch fold, and says so in ``GpuChoices``.
+On meta several libraries silently take another path than on a GPU; :func:`cuda_semantics` puts the GPU's path back
+for a simulation or a traced block, and :class:`GpuChoices` records what ran (the choices: docs/internals.md).
+TRL's kernel code is patched only when its source hash is the one this was written against; otherwise TRL's own
+torch fold runs, with a warning.
 """
 
 from __future__ import annotations
@@ -103,7 +92,7 @@ class _Patches:
 
 def trl_head_source_hash() -> str:
     """The hash :data:`TRL_HEAD_SOURCE` is checked against."""
-    import trl.kernels.chunked_logprob as chunked
+    import trl.kernels.chunked_logprob as chunked  # heavy: TRL
 
     parts = (chunked.ChunkedLogProbFunction, chunked._addmm_fp32, chunked._use_triton)
     return hashlib.sha256("".join(inspect.getsource(o) for o in parts).encode()).hexdigest()[:16]
@@ -122,7 +111,7 @@ def _addmm_fp32(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 def _patch_trl_head(patches: _Patches, choices: GpuChoices) -> None:
-    import trl.kernels.chunked_logprob as chunked
+    import trl.kernels.chunked_logprob as chunked  # heavy: TRL
 
     if trl_head_source_hash() != TRL_HEAD_SOURCE:
         message = (
@@ -151,7 +140,7 @@ def _patch_trl_head(patches: _Patches, choices: GpuChoices) -> None:
 
 def _patch_padding(patches: _Patches, padded: bool) -> None:
     """transformers decides from the mask's values whether to build a 4-D mask; on meta, from ``padded``."""
-    import transformers.masking_utils as masking
+    import transformers.masking_utils as masking  # heavy: transformers
 
     original = masking._ignore_causal_mask_sdpa
 
@@ -189,7 +178,7 @@ def _patch_autocast(patches: _Patches) -> None:
         return autocast_class(device_type, dtype=dtype, enabled=enabled, **kwargs)
 
     patches.set(torch, "autocast", autocast)
-    from transformers.utils import generic
+    from transformers.utils import generic  # heavy: transformers
 
     original = generic.maybe_autocast
 
@@ -210,7 +199,7 @@ def _patch_autocast(patches: _Patches) -> None:
 
 def _patch_optimizer_defaults(patches: _Patches) -> None:
     """torch chooses foreach / fused by the parameters' device: meta counts as CUDA."""
-    import torch.optim.optimizer as optimizer
+    import torch.optim.optimizer as optimizer  # heavy: torch
     import torch.utils._foreach_utils as foreach
 
     def plus_meta(original: Any) -> Any:
@@ -271,7 +260,7 @@ def cuda_semantics(arch: GpuArch = DEFAULT_GPU, *, padded: bool = True) -> Itera
     choices = GpuChoices(arch=arch, padded=padded)
     patches = _Patches()
     try:
-        import torch.nn.functional as F
+        import torch.nn.functional as F  # heavy: torch
 
         patches.set(F, "scaled_dot_product_attention", cuda_sdpa(arch, choices.attention))
         _patch_padding(patches, padded)

@@ -1,17 +1,9 @@
 """A model on the meta device from its config, loaded and adapted as training loads it: no weights, no download.
 
-- The load dtype: ``from_config`` under ``torch.device("meta")``.
-- NF4 (QLoRA): the decoder linears become bitsandbytes ``Linear4bit`` (transformers' ``replace_with_bnb_linear``,
-  the LM head left alone as ``from_pretrained`` leaves it), each weight quantized to NF4 on meta by bitsandbytes
-  itself (its registered fake kernels give the packed weight and the quantization constants).
-- LoRA / QLoRA: PEFT's ``get_peft_model`` with the plan's ``LoraConfig``; QLoRA adapters cast to bf16 as TRL does
-  for a quantized base.
-- Gradient checkpointing: ``activation_checkpointing_enable`` with the ``GRPOConfig``'s keywords, as the Trainer
-  calls it.
-
-The block tracer (:mod:`~grpo_lite.memory.meta.block`) builds three layers of a model this way, the full-step
-simulation (:mod:`grpo_lite.simulation.build`) the whole model. The keywords are training's own
-(:mod:`grpo_lite.memory.keywords`). This module imports torch at the top: it is only imported inside functions.
+The load dtype, NF4 (bitsandbytes ``Linear4bit``), LoRA / QLoRA (PEFT) and gradient checkpointing, each as training
+applies it, with training's keywords (:mod:`grpo_lite.memory.keywords`; details: docs/internals.md). The block tracer
+builds three layers this way, the simulation the whole model. Imports torch at the top: imported only inside
+functions.
 """
 
 from __future__ import annotations

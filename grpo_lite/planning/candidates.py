@@ -22,6 +22,7 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory import terms as memory_terms
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.estimate import MemoryEstimate, estimate
+from grpo_lite.memory.settings import StepSettings
 from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
 
 if TYPE_CHECKING:  # pragma: no cover

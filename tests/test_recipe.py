@@ -121,6 +121,24 @@ def test_bad_recipes_say_what_to_change(data, message):
         Recipe.from_dict(data)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "where"),
+    [
+        ("max_steps", 7, "write it at the top level of the recipe (max_steps: 7)"),
+        ("seed", 3, "write it at the top level of the recipe (seed: 3)"),
+        ("output_dir", "elsewhere", "--output-dir DIR"),
+    ],
+)
+def test_grpo_lites_own_keys_under_trl_are_refused_naming_where_they_belong(tmp_path, key, value, where):
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"model": "m", "preset": "lora", "trl": {"learning_rate": 1e-5, key: value}}))
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: trl: {key}: ")) as caught:
+        Recipe.read(path)
+    assert where in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(ConfigError, match=re.escape(where)):  # the same through train(config=..., trl=...)
+        Recipe("m", "lora").with_overrides(trl={key: value})
+
+
 def test_missing_file_says_how_to_write_one(tmp_path):
     with pytest.raises(ConfigError, match="grpo-lite plan MODEL --budget-gb N --write"):
         Recipe.read(tmp_path / "none.yaml")

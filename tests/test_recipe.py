@@ -335,3 +335,29 @@ def test_trackio_logs_the_reward_to_a_local_database(tiny_model_dir, tmp_path):
     rows = [json.loads(r[0]) for r in sqlite3.connect(database).execute("select metrics from metrics")]
     logged = [r["train/reward"] for r in rows if "train/reward" in r]
     assert logged == pytest.approx([row["reward"] for row in result.history])
+
+
+def _alias_bomb(depth: int, width: int = 10) -> str:
+    """YAML for a list of nested aliases ``depth`` deep, each level ``width`` copies of the one below."""
+    lines = [f"- &l0 [{', '.join(['lol'] * width)}]"]
+    lines += [f"- &l{i} [{', '.join([f'*l{i - 1}'] * width)}]" for i in range(1, depth)]
+    return "\n".join(("    " + line) for line in lines)
+
+
+@pytest.mark.parametrize("depth", [6, 10])
+@pytest.mark.parametrize("where", ["trl:\n  report_to:\n", "stop_strings:\n"])
+def test_an_alias_bomb_under_a_known_key_is_refused_in_one_line(tmp_path, capsys, where, depth):
+    # ten deep is 10**10 values once expanded (out of memory in 40-56 s); six deep still a million
+    path = tmp_path / "bomb.yaml"
+    path.write_text(f"model: m\npreset: lora\n{where}{_alias_bomb(depth)}\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{path}, line ") + ".*expand to more than 100,000 values"):
+        Recipe.read(path)
+    assert main(["train", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "alias" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_aliases_of_a_modest_size_still_read(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("model: m\npreset: lora\nstop_strings: &s ['</answer>']\ntrl:\n  report_to: *s\n")
+    assert Recipe.read(path).trl["report_to"] == ["</answer>"]

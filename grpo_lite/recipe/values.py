@@ -138,9 +138,16 @@ def typed(key: str, value: Any, *, optional: bool = False, written: str | None =
     try:
         if value is None or (many and not isinstance(value, (list, tuple))):
             raise ValueError
-        return [_one(action, v) for v in value] if many else _one(action, value)
+        result = [_one(action, v) for v in value] if many else _one(action, value)
     except _NOT_OF_TYPE:
         pass
+    else:
+        if key == "stop_strings" and "" in result:  # "" is found at every position: each completion would end at once
+            raise ConfigError(
+                f"{written or f'{key}={value!r}'}: an empty stop string ends every completion at its first token; "
+                "remove it (stop_strings: [] samples to the length limit)"
+            )
+        return result
     written = written or f"{key}={value!r}"
     kind = _kind(action)
     kind = f"a list of {kind.removeprefix('a ')}{'s' if kind.endswith('number') else ''}" if many else kind

@@ -190,6 +190,18 @@ def test_presets_lists_the_ladder(capsys: pytest.CaptureFixture[str]) -> None:
     assert positions == sorted(positions)
 
 
+def test_presets_fit_80_columns_with_every_value_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert _run(presets_cli, ["presets"]) == 0
+    out = capsys.readouterr().out
+    assert "\u2026" not in out and max(len(line.rstrip()) for line in out.splitlines()) <= 80
+    for p in LADDER:  # the learning rate whole, on the preset's own row
+        row = next(line for line in out.splitlines() if line.split() and line.split()[0] == p.name)
+        assert row.split()[-1] == f"{p.learning_rate:g}", row
+
+
 def test_presets_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert _run(presets_cli, ["presets", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)

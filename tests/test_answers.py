@@ -160,10 +160,22 @@ def test_answers_match(predicted: str | None, gold: str, expected: bool) -> None
         ("a #### b #### 7", "7"),
         ("no marker 18", None),
         ("#### none", None),
+        # other notations are no number, never their last digits (3, 400, 0)
+        ("#### 2e3", None),
+        ("#### 1e400", None),
+        ("#### 1 000", None),
+        ("#### 18 apples", None),
     ],
 )
 def test_gsm8k_gold(field: str, expected: str | None) -> None:
     assert gsm8k_gold(field) == expected
+
+
+@pytest.mark.parametrize("text", ["2e3", "1e400", "the total is 1E+400", "<answer>1e400</answer>", "x = 5e-2"])
+def test_scientific_notation_is_no_number_not_its_exponent(text: str) -> None:
+    assert last_number(text) is None
+    assert extract_answer(text, fallback=True) is None
+    assert not answers_match(text, "400") and not answers_match(text, "3") and not answers_match(text, "2")
 
 
 # --- properties -------------------------------------------------------------------------------

@@ -190,6 +190,18 @@ def test_presets_lists_the_ladder(capsys: pytest.CaptureFixture[str]) -> None:
     assert positions == sorted(positions)
 
 
+def test_presets_fit_80_columns_with_every_value_whole(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert _run(presets_cli, ["presets"]) == 0
+    out = capsys.readouterr().out
+    assert "\u2026" not in out and max(len(line.rstrip()) for line in out.splitlines()) <= 80
+    for p in LADDER:  # the learning rate whole, on the preset's own row
+        row = next(line for line in out.splitlines() if line.split() and line.split()[0] == p.name)
+        assert row.split()[-1] == f"{p.learning_rate:g}", row
+
+
 def test_presets_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert _run(presets_cli, ["presets", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -254,3 +266,24 @@ def test_measure_runs_two_steps_and_compares_each_phase(tiny_model_dir: Path) ->
     # baseline, so its band is the baseline's spread in bytes, not the tensors' ratio
     process = measured["process"]
     assert abs(process["measured"] - process["planned"]) <= 0.25 * 2**30, process
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("lerning_rate=1e-5", "'lerning_rate' (did you mean 'learning_rate'?)"),
+        ("learning_rate=-1", "learning_rate=-1 must be > 0"),
+        ("temperature=0", "temperature=0 must be > 0"),
+    ],
+)
+def test_plan_write_refuses_what_train_config_would_refuse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, message: str
+) -> None:
+    from grpo_lite.cli import main
+
+    out = tmp_path / "r.yaml"
+    argv = ["plan", "Llama-3.2-1B-Instruct", "--budget-gb", "16", "--set", setting, "--write", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists() and list(tmp_path.iterdir()) == []

@@ -335,6 +335,15 @@ def test_path_object_and_limit(tmp_path: Path) -> None:
     assert list(ds["answer"]) == ["7"]
 
 
+@pytest.mark.parametrize("gold", ["#### 2e3", "#### 1e400", "#### 1 000", 1e400])
+def test_a_gold_answer_in_another_notation_is_refused_naming_the_row(tmp_path: Path, gold: object) -> None:
+    rows = [{"question": "q1", "answer": "#### 7"}, {"question": "q2", "answer": gold}]
+    path = write_jsonl(tmp_path / "gold.jsonl", rows)
+    with pytest.raises(DataError, match=r"gold\.jsonl, line 2: no usable number in 'answer'") as caught:
+        load_gsm8k(source=path)
+    assert "\n" not in str(caught.value)
+
+
 # ----------------------------------------------------------------------------- the real GSM8K rows
 def _gsm8k_dir() -> Path:
     env = os.environ.get(GSM8K_DIR_ENV)

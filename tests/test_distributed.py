@@ -254,6 +254,59 @@ def test_more_processes_than_gpus_is_an_error(monkeypatch):
         RL.maybe_relaunch(_train_parser().parse_args(["m", "--num-processes", "4"]))
 
 
+def _no_launch(monkeypatch):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(D, "_detect_gpus", lambda: (0, None))
+    monkeypatch.setattr(RL.subprocess, "Popen", lambda *a, **k: pytest.fail(f"launched processes: {a}"))
+
+
+def _long_prompts(tmp_path: Path) -> Path:
+    path = tmp_path / "long.jsonl"
+    question = "How many apples are left? " + "The farmer counts the apples in every basket again. " * 60
+    path.write_text(json.dumps({"question": question, "answer": "4"}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("dataset", "set_", "fragment"),
+    [
+        ("{tmp}/missing.jsonl", "max_completion_length=32", "missing.jsonl"),
+        ("{long}", "max_completion_length=32", "has a context of 1024 tokens"),
+        ("{long}", None, "and max_completion_length (256)"),  # the planner's shortest: no plan of the ranks fits
+    ],
+)
+def test_a_bad_input_is_refused_once_before_the_ranks_start(
+    tiny_model_dir, tmp_path, monkeypatch, capsys, dataset, set_, fragment
+):
+    _no_launch(monkeypatch)
+    from grpo_lite.cli import main
+
+    out = tmp_path / "run"
+    dataset = dataset.format(tmp=tmp_path, long=_long_prompts(tmp_path))
+    argv = ["train", str(tiny_model_dir), "--num-processes", "2", "--output-dir", str(out), "--dataset", dataset]
+    assert main([*argv, *(["--set", set_] if set_ else []), "--reward", "length"]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()  # no folder left
+
+
+def test_a_recipes_bad_input_is_refused_before_the_ranks_start(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    _no_launch(monkeypatch)
+    from grpo_lite.cli import main
+
+    config = tmp_path / "r.yaml"
+    config.write_text(
+        f"model: {tiny_model_dir}\npreset: lora\nnum_processes: 2\ndataset: {_long_prompts(tmp_path)}\n"
+        "rewards: [length]\ntrl:\n  max_completion_length: 64\n"
+    )
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "and max_completion_length (64)" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
 # ---- rank records -----------------------------------------------------------------------------------
 def _write_records(out: Path, *records: RR.RankRecord) -> None:
     (out / "ranks").mkdir(parents=True)

@@ -375,6 +375,19 @@ def test_cli_export_writes_the_file_and_the_modelfile(sharp_model_dir, tmp_path,
     assert "error: cannot export" in capsys.readouterr().err
 
 
+def test_cli_export_prints_its_lines_only(sharp_model_dir, tmp_path, capsys, recwarn):
+    # the libraries' noise is filtered as around train(): transformers' bars, the is_gradient_checkpointing warning
+    from grpo_lite.cli import main
+
+    run = _fake_run(tmp_path, sharp_model_dir, None)
+    recwarn.clear()
+    assert main(["export", str(run), "--gguf", "--quant", "f16"]) == 0
+    captured = capsys.readouterr()
+    assert "Loading weights" not in captured.err and "%|" not in captured.err, captured.err
+    assert not [w for w in recwarn if issubclass(w.category, FutureWarning)], [str(w.message) for w in recwarn]
+    assert captured.out.startswith(f"GGUF: {run / 'final.gguf'}")
+
+
 def test_train_refuses_an_unknown_export_before_touching_the_folder(tiny_model_dir, tmp_path):
     from grpo_lite import train
 

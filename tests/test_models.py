@@ -144,6 +144,30 @@ def test_folder_without_config_is_a_model_error(tmp_path: Path) -> None:
         resolve_model(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("config", "missing"),
+    [
+        ({"model_type": "llama"}, "no num_hidden_layers, hidden_size, num_attention_heads, vocab_size"),
+        (
+            {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 512},
+            "no num_attention_heads",
+        ),
+    ],
+)
+def test_a_config_that_does_not_size_the_model_is_refused(tmp_path: Path, config: dict, missing: str) -> None:
+    # transformers fills the rest with LlamaConfig's defaults: it was planned as a 6.7B Llama
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelError, match=f"config.json does not give the model's size: {missing} "):
+        resolve_model(tmp_path)
+
+
+def test_a_config_written_with_another_models_names_sizes_it(tmp_path: Path) -> None:
+    config = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 100, "n_positions": 64}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    arch = resolve_model(tmp_path).arch
+    assert (arch.layers, arch.hidden, arch.heads, arch.vocab) == (2, 64, 4, 100)
+
+
 def test_local_folder_counts_on_meta_device(tmp_path: Path) -> None:
     config = {
         "model_type": "llama",

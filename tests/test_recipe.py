@@ -121,6 +121,24 @@ def test_bad_recipes_say_what_to_change(data, message):
         Recipe.from_dict(data)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "where"),
+    [
+        ("max_steps", 7, "write it at the top level of the recipe (max_steps: 7)"),
+        ("seed", 3, "write it at the top level of the recipe (seed: 3)"),
+        ("output_dir", "elsewhere", "--output-dir DIR"),
+    ],
+)
+def test_grpo_lites_own_keys_under_trl_are_refused_naming_where_they_belong(tmp_path, key, value, where):
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"model": "m", "preset": "lora", "trl": {"learning_rate": 1e-5, key: value}}))
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: trl: {key}: ")) as caught:
+        Recipe.read(path)
+    assert where in str(caught.value) and "\n" not in str(caught.value)
+    with pytest.raises(ConfigError, match=re.escape(where)):  # the same through train(config=..., trl=...)
+        Recipe("m", "lora").with_overrides(trl={key: value})
+
+
 def test_missing_file_says_how_to_write_one(tmp_path):
     with pytest.raises(ConfigError, match="grpo-lite plan MODEL --budget-gb N --write"):
         Recipe.read(tmp_path / "none.yaml")
@@ -317,3 +335,29 @@ def test_trackio_logs_the_reward_to_a_local_database(tiny_model_dir, tmp_path):
     rows = [json.loads(r[0]) for r in sqlite3.connect(database).execute("select metrics from metrics")]
     logged = [r["train/reward"] for r in rows if "train/reward" in r]
     assert logged == pytest.approx([row["reward"] for row in result.history])
+
+
+def _alias_bomb(depth: int, width: int = 10) -> str:
+    """YAML for a list of nested aliases ``depth`` deep, each level ``width`` copies of the one below."""
+    lines = [f"- &l0 [{', '.join(['lol'] * width)}]"]
+    lines += [f"- &l{i} [{', '.join([f'*l{i - 1}'] * width)}]" for i in range(1, depth)]
+    return "\n".join(("    " + line) for line in lines)
+
+
+@pytest.mark.parametrize("depth", [6, 10])
+@pytest.mark.parametrize("where", ["trl:\n  report_to:\n", "stop_strings:\n"])
+def test_an_alias_bomb_under_a_known_key_is_refused_in_one_line(tmp_path, capsys, where, depth):
+    # ten deep is 10**10 values once expanded (out of memory in 40-56 s); six deep still a million
+    path = tmp_path / "bomb.yaml"
+    path.write_text(f"model: m\npreset: lora\n{where}{_alias_bomb(depth)}\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{path}, line ") + ".*expand to more than 100,000 values"):
+        Recipe.read(path)
+    assert main(["train", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "alias" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_aliases_of_a_modest_size_still_read(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("model: m\npreset: lora\nstop_strings: &s ['</answer>']\ntrl:\n  report_to: *s\n")
+    assert Recipe.read(path).trl["report_to"] == ["</answer>"]

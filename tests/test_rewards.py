@@ -71,6 +71,8 @@ def _all_shapes(func: Any, text: str, **kwargs: Any) -> list[float]:
         ("<reasoning>\nso 18\n</reasoning>", "18", 0.0),  # no <answer>: strict extraction
         ("<reasoning>\nx\n</reasoning>\n<answer>\n18", "18", 2.0),  # cut before </answer>
         (GOOD, "19", 0.0),
+        (GOOD.replace("\n18\n", "\n1e400\n"), "400", 0.0),  # an exponent is no answer, nor infinity
+        (GOOD.replace("\n18\n", "\n2e3\n"), "3", 0.0),
     ],
 )
 def test_correctness(text: str, gold: str, expected: float) -> None:

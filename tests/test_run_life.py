@@ -87,6 +87,7 @@ def test_resuming_a_finished_run_changes_nothing(tiny_model_dir, finished_run, t
     assert main(["train", str(tiny_model_dir), *argv, "--output-dir", str(out), "--resume"]) == 0
     printed = capsys.readouterr().out
     assert "finished: the run in" in printed and "already trained its 4 steps" in printed, printed
+    assert printed.rstrip().endswith("(Python: max_steps=..., resume=True)"), printed  # "nothing changed" is last
     assert "step 5" not in printed and _files(out) == before  # final/, run.json, checkpoints: byte for byte
     assert not (out / ".grpo-lite.lock").exists()
 

@@ -44,8 +44,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     from grpo_lite.export.runtimes import export_for_runtimes
+    from grpo_lite.training.report.quiet import quiet_libraries
 
-    files = export_for_runtimes(args.run, args.output, args.quant)
+    with quiet_libraries():  # the libraries' bars and warnings, filtered as around train()
+        files = export_for_runtimes(args.run, args.output, args.quant)
     print(files.summary())
     for line in files.lines():
         print(f"  {line}")

@@ -181,6 +181,10 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.compare:
         return _compare(args, fixed)
+    if args.write:  # the checks train --config runs on the file, before anything is planned or written
+        from grpo_lite.recipe.values import check_overrides
+
+        fixed = check_overrides(fixed)
     if len(args.models) > 1:
         raise ConfigError(f"got {len(args.models)} models: pass one MODEL, or add --compare to see several")
     from grpo_lite.planning.choose import plan
@@ -242,7 +246,9 @@ def _write_recipe(the_plan: Any, path: str) -> None:
 
     from grpo_lite.recipe.recipe import Recipe
 
-    out = Recipe.from_plan(the_plan).write(path)
+    recipe = Recipe.from_plan(the_plan)
+    Recipe.from_yaml(recipe.to_yaml(path), source=path)  # read back as train --config reads it: refused, not written
+    out = recipe.write(path)
     print(f"recipe written to {out}: grpo-lite train --config {out}", file=sys.stderr)
 
 

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = parse_set(args.set, own_options=vars(args))
     recipe = _recipe(args, overrides) if args.config is not None else None
     if args.num_processes > 1 and not in_launched_process():
-        _check_before_launch(args, overrides)
+        _check_before_launch(args, overrides, recipe)
     code = maybe_relaunch(args)  # reruns this command under N processes when asked
     if code is not None:
         return code
@@ -134,16 +134,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any]) -> None:
-    """What can be checked before ``--num-processes N`` starts its ranks: the settings, the folder, and whether a
-    live run holds it (a rank's error would come back inside the launcher's traceback). Each rank checks again,
+def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any], recipe: Any) -> None:
+    """What can be checked before ``--num-processes N`` starts its ranks: the settings, the dataset and its prompts
+    against the model's context (tokenizer only), the folder, and whether a live run holds it (a rank's error would
+    come back once per rank, inside the launcher's traceback, after the folder was made). Each rank checks again,
     and takes the lock."""
     from grpo_lite.recipe.values import check_overrides
     from grpo_lite.rewards import resolve_rewards
     from grpo_lite.training.checks import check_output_dir
+    from grpo_lite.training.prepare import check_inputs
     from grpo_lite.training.run.lock import RunLock
 
     check_overrides(overrides, n_rewards=len(resolve_rewards(args.rewards)))
+    settings = recipe.trl if recipe is not None else overrides
+    check_inputs(
+        args.model,
+        args.dataset,
+        recipe.style() if recipe is not None else None,
+        args.seed,
+        args.skip_invalid,
+        settings.get("max_completion_length"),
+    )
     if args.output_dir is not None:
         check_output_dir(Path(args.output_dir))
         RunLock.check(Path(args.output_dir))  # raises when a live run holds the folder

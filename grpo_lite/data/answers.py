@@ -9,8 +9,10 @@ reduced fraction (``2/6`` -> ``"1/3"``), so canonical strings stay unique per va
 What counts as a number: ASCII digits with an optional sign (``-``, ``+``, Unicode minus), an
 optional ``$`` (before or after the sign), thousands commas in groups of three (``2,125``), a
 decimal part (``3.50``, ``.5``) and an optional ``/denominator``. A ``-`` glued to a word or digit
-is a hyphen, not a sign (``5-3`` ends with the number 3). Not recognised: scientific notation,
-mixed numbers (``1 1/2`` reads as ``1/2``), words (``eighteen``).
+is a hyphen, not a sign (``5-3`` ends with the number 3). Not recognised: mixed numbers (``1 1/2``
+reads as ``1/2``), words (``eighteen``); scientific notation (``2e3``, ``1e400``) is read whole and
+refused as a number, never as its exponent (``3``, ``400``). A GSM8K gold answer (:func:`gsm8k_gold`)
+must be one number in this grammar: ``#### 1 000`` is no number rather than ``0``.
 
 No function here raises for any ``str`` input. Only the standard library is imported.
 """
@@ -35,6 +37,7 @@ _NUMBER_RE = re.compile(
     r"(?:\$(?P<sign2>[-+\u2212])?)?"  # "$18", "-$18", "$-18"
     r"(?:(?<![0-9])(?P<int>[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+)(?:\.(?P<frac>[0-9]+))?"
     r"|(?<![0-9.])\.(?P<frac_only>[0-9]+))"  # ".5"
+    r"(?:(?<=[0-9.])(?P<exp>[eE][-+\u2212]?[0-9]+))?"  # "2e3": read whole, then refused (never as "3")
     r"(?:/(?P<den>[0-9]+))?"  # "1/2"
 )
 _MINUS = ("-", "\u2212")
@@ -61,7 +64,9 @@ def _fraction_to_canonical(value: Fraction) -> str:
 
 
 def _canonical(match: re.Match[str]) -> str | None:
-    """Canonical string of one regex match, or None when it is not a valid number (``1/0``)."""
+    """Canonical string of one regex match, or None when it is not a valid number (``1/0``, ``2e3``)."""
+    if match["exp"] is not None:  # scientific notation is not in the grammar: no number, rather than its exponent
+        return None
     negative = match["sign"] in _MINUS or match["sign2"] in _MINUS
     int_part = (match["int"] or "").replace(",", "").lstrip("0") or "0"
     frac = (match["frac"] or match["frac_only"] or "").rstrip("0")
@@ -224,17 +229,18 @@ def gsm8k_gold(answer_field: str) -> str | None:
         answer_field: the worked solution ending in ``#### <number>``.
 
     Returns:
-        The canonical number, or None when there is no ``####`` or no number after it.
+        The canonical number, or None when there is no ``####`` or the text after it is not one number
+        (:func:`normalize_number`: ``#### 1 000``, ``#### 2e3`` and ``#### 18 apples`` are None, never
+        the last digits ``0``, ``3`` or ``18``; the loaders refuse such a row, naming it).
 
     >>> gsm8k_gold("She sells 2,125 ... <<2125>>\\n#### 2,125")
     '2125'
-    >>> gsm8k_gold("#### $18.00"), gsm8k_gold("no marker 18") is None
-    ('18', True)
+    >>> gsm8k_gold("#### $18.00"), gsm8k_gold("no marker 18") is None, gsm8k_gold("#### 1 000") is None
+    ('18', True, True)
     """
     if not isinstance(answer_field, str):
         return None
     marker = answer_field.rfind("####")
     if marker < 0:
         return None
-    tail = answer_field[marker + 4 :]
-    return normalize_number(tail) or last_number(tail)
+    return normalize_number(answer_field[marker + 4 :])

@@ -130,6 +130,7 @@ def _resolve_path(text: str, path: Path) -> ModelSpec:
     if not (path / "config.json").is_file():
         raise ModelError(f"model folder {text!r} has no config.json; pass the folder that holds config.json")
     config = _load_config(str(path), what=f"{text}/config.json")
+    _check_size_written(path / "config.json", config)
     arch = architecture_from_config(config, name=path.name)
     return ModelSpec(name=text, model_id=str(path), kind="local", arch=arch, note=f"read {path / 'config.json'}")
 
@@ -147,6 +148,45 @@ def _resolve_hub(text: str) -> ModelSpec:
         raise _unknown_error(text, why) from None
     arch = architecture_from_config(config, name=text.split("/")[-1], hub_id=text)
     return ModelSpec(name=text, model_id=text, kind="hub", arch=arch, note=f"read the config of {text} from the hub")
+
+
+# what sizes a model, each under the names configs write it (a config class's attribute_map adds its own aliases)
+_SIZE_FIELDS = (
+    ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    ("hidden_size", "n_embd", "d_model"),
+    ("num_attention_heads", "n_head", "n_heads"),
+    ("vocab_size",),
+)
+
+
+def _check_size_written(path: Path, config: PretrainedConfig) -> None:
+    """Refuse a config.json that does not write the model's size: transformers fills a missing field with its
+    class's default (a config holding only ``model_type: llama`` reads as a 6.7B Llama), so the plan would be of
+    another model.
+
+    Raises:
+        ModelError: naming the fields missing from the file.
+    """
+    import json
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # transformers read it; nothing more to say here
+    if not isinstance(raw, dict):
+        return
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    nested = raw.get("text_config")
+    section: dict[str, Any] = nested if isinstance(nested, dict) and text is not config else raw
+    aliases = {**getattr(type(config), "attribute_map", {}), **getattr(type(text), "attribute_map", {})}
+    written = set(section) | {aliases[k] for k in section if k in aliases}
+    missing = [names[0] for names in _SIZE_FIELDS if not any(n in written or aliases.get(n) in written for n in names)]
+    if missing:
+        raise ModelError(
+            f"{path} does not give the model's size: no {', '.join(missing)} (transformers would fill in "
+            f"{type(text).__name__}'s defaults, another model's); pass the folder of a saved model, whose "
+            "config.json writes them all"
+        )
 
 
 def _load_config(source: str, *, what: str, gguf_file: str | None = None) -> PretrainedConfig:

@@ -167,12 +167,16 @@ _HEADERS = ("#", "preset", "method", "weights", "optimizer (CUDA)", "ckpt", "lr"
 
 def ladder_table() -> Group:
     """The ladder as a rich table plus one trade-off line per rung (``grpo-lite presets``)."""
-    from rich.console import Group  # loaded to draw: rich
+    from rich import box  # loaded to draw: rich
+    from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title="presets, best quality and speed first", title_justify="left")
-    shown = (1, 3, 4, 5, 6)  # preset, weights, optimizer, ckpt, lr: fits 80 columns
+    # no column rules: the five columns fit 80 (with rules, the lr column was cut to "1e-...")
+    table = Table(
+        title="presets, best quality and speed first", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False
+    )
+    shown = (1, 3, 4, 5, 6)  # preset, weights, optimizer, ckpt, lr
     for i in shown:
         table.add_column(_HEADERS[i], no_wrap=True)
     rows = ladder_rows()

@@ -53,6 +53,13 @@ _RUN_HINTS = {
     "sharding": "launch it with grpo-lite train --config FILE, or set sharding in the file",
     "quantization": "it follows the preset and the dtype: choose another preset (qlora loads NF4) or drop the section",
 }
+# GRPOConfig fields that the run sets itself (Recipe.grpo_settings): under trl: they would be ignored
+_RUN_OWNED_TRL = {
+    "seed": "write it at the top level of the recipe (seed: {value}) or pass --seed",
+    "max_steps": "write it at the top level of the recipe (max_steps: {value}) or pass --max-steps",
+    "output_dir": "the run's folder is not a recipe setting: pass it when you run (grpo-lite train --config FILE "
+    "--output-dir DIR, or train(config=FILE, output_dir=DIR))",
+}
 _MAPPING = "a mapping (one setting per line)"
 # a recipe's keys that hold more than one value: the type each must be, and how to write it
 _SHAPES = (
@@ -185,6 +192,7 @@ class Recipe:
             if key not in ("trl", "lora"):
                 value = typed(key, value, optional=key == "max_steps")  # a recipe's max_steps may be None
             if key == "trl":
+                _check_run_owned(value, "trl")
                 changes["trl"].update(value)
             elif key in names:
                 changes[key] = value
@@ -437,6 +445,7 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
         return typed(key, value, optional=key == "max_steps", written=f"{source}: {path}: {show_value(value)}")
 
     values = {key: value if key in ("trl", "lora") else typed_as(key, key, value) for key, value in data.items()}
+    _check_run_owned(values.get("trl") or {}, f"{source}: trl")
     values["trl"] = {k: typed_as(f"trl.{k}", k, v) for k, v in (values.get("trl") or {}).items()}
     try:
         check_overrides(values["trl"])  # unknown names (with the closest valid one) and ranges
@@ -448,6 +457,18 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
             for k, v in values["lora"].items()
         }
     return values
+
+
+def _check_run_owned(trl: dict[str, Any], where: str) -> None:
+    """Refuse grpo-lite's own settings under ``trl:`` (the run sets them; there they would be ignored)."""
+    for key, value in trl.items():
+        if key in _RUN_OWNED_TRL:
+            from grpo_lite.recipe.costs import show_value
+
+            raise ConfigError(
+                f"{where}: {key}: {show_value(value):.60} is grpo-lite's own setting, not read under trl:; "
+                + _RUN_OWNED_TRL[key].format(value=show_value(value))
+            )
 
 
 def _copy(value: Any) -> Any:

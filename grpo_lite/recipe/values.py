@@ -3,7 +3,8 @@
 :func:`typed`: the argparse action TRL's parser builds from a field (GRPOConfig's or :class:`OwnSettings`')
 gives the type and choices; text goes through the type (``"1e-5"``, which PyYAML leaves text, becomes a
 number), typed values must be of it, a list field takes a list. :func:`read_mapping`: UTF-8 and
-``yaml.safe_load`` (a ``!!python`` tag is refused, never run). transformers and TRL load on the first call.
+``yaml.safe_load`` (a ``!!python`` tag is refused, never run; a document that aliases expand past
+:data:`MAX_YAML_NODES` values is refused before it is built). transformers and TRL load on the first call.
 
 >>> typed("learning_rate", "1e-5"), typed("num_generations", 4), typed("stop_strings", ["</answer>"])
 (1e-05, 4, ['</answer>'])
@@ -32,6 +33,7 @@ from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
 
 __all__ = [
+    "MAX_YAML_NODES",
     "RANGES",
     "OwnSettings",
     "check_config_keys",
@@ -137,9 +139,16 @@ def typed(key: str, value: Any, *, optional: bool = False, written: str | None =
     try:
         if value is None or (many and not isinstance(value, (list, tuple))):
             raise ValueError
-        return [_one(action, v) for v in value] if many else _one(action, value)
+        result = [_one(action, v) for v in value] if many else _one(action, value)
     except _NOT_OF_TYPE:
         pass
+    else:
+        if key == "stop_strings" and "" in result:  # "" is found at every position: each completion would end at once
+            raise ConfigError(
+                f"{written or f'{key}={value!r}'}: an empty stop string ends every completion at its first token; "
+                "remove it (stop_strings: [] samples to the length limit)"
+            )
+        return result
     written = written or f"{key}={value!r}"
     kind = _kind(action)
     kind = f"a list of {kind.removeprefix('a ')}{'s' if kind.endswith('number') else ''}" if many else kind
@@ -190,12 +199,30 @@ def read_mapping(path: Path) -> Any:
     return load_yaml(text, str(path))
 
 
+MAX_YAML_NODES = 100_000
+"""The most values (every alias counted as the copy it stands for) a YAML document may expand to: a recipe
+holds a few hundred; an alias bomb (a list of nested aliases ten deep) expands to billions."""
+
+
 def load_yaml(text: str, source: str) -> Any:
-    """``yaml.safe_load(text)``; an error is one line naming ``source``, the line and the key."""
+    """``yaml.safe_load(text)``; an error is one line naming ``source``, the line and the key.
+
+    Aliases are counted as the values they stand for before anything is built: past :data:`MAX_YAML_NODES`, or an
+    alias inside itself, the document is refused (under any key), as is nesting too deep for the reader.
+    """
     import yaml
 
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, text, source)
+        return loader.construct_document(node)
+    except RecursionError:
+        raise ConfigError(
+            f"{source}: the YAML nests too deep to read; a recipe's values are at most a few levels deep"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -203,6 +230,48 @@ def load_yaml(text: str, source: str) -> Any:
         if isinstance(exc, yaml.constructor.ConstructorError):
             problem += " (recipes hold plain values: tags such as !!python/... are refused, never run)"
         raise ConfigError(f"{source}, line {line}{_key_at(text, line)}: not valid YAML: {problem}") from None
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: Any, text: str, source: str) -> None:
+    """Refuse a YAML node graph whose aliases expand past :data:`MAX_YAML_NODES` values, or that holds itself.
+
+    Each node's expanded size is counted once (an alias is the same node object again), so the count is linear
+    in the file's size however far the aliases would expand.
+    """
+    import yaml
+
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def refuse(node: Any, what: str) -> ConfigError:
+        line = node.start_mark.line + 1
+        return ConfigError(
+            f"{source}, line {line}{_key_at(text, line)}: {what}; write the values out (a recipe holds a few "
+            "hundred at most)"
+        )
+
+    def size(node: Any) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise refuse(node, "an alias refers to the value that holds it (a value inside itself)")
+        open_nodes.add(key)
+        if isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        else:
+            total = 1
+        open_nodes.discard(key)
+        if total > MAX_YAML_NODES:
+            raise refuse(node, f"its aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb)")
+        sizes[key] = total
+        return total
+
+    size(root)
 
 
 def _key_at(text: str, line: int) -> str:

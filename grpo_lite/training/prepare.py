@@ -7,6 +7,8 @@
   written, refused in one line naming the recipe's keys to change when it does not fit its budget
   (:func:`recipe_advice`). Printed on the main process.
 - :func:`check_context`: the longest prompt and the planned completions fit the model's context.
+- :func:`check_inputs`: before ``--num-processes N`` starts its ranks: the dataset loads and its prompts fit the
+  context (the tokenizer and the dataset only, no weights), so a bad input is one error, not one per rank.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
     from grpo_lite.recipe.recipe import Recipe
 
-__all__ = ["check_context", "load_inputs", "make_plan", "plan_kwargs", "recipe_advice"]
+__all__ = ["check_context", "check_inputs", "load_inputs", "make_plan", "plan_kwargs", "recipe_advice"]
 
 
 def load_inputs(
@@ -143,8 +145,34 @@ def _context_tokens(spec: Any, tokenizer: Any) -> int | None:
 
 def check_context(the_plan: Plan, inputs: RunInputs) -> None:
     """Before the model loads: the longest prompt and the planned completions fit the model's context."""
+    _check_context(inputs, the_plan.settings["max_completion_length"])
+
+
+def check_inputs(
+    model: str | os.PathLike,
+    dataset: Any,
+    prompt_style: PromptStyle | None,
+    seed: int,
+    skip_invalid: bool,
+    max_completion_length: int | None,
+) -> None:
+    """What each rank checks before its model loads, checked once before the ranks start: the model resolves, the
+    dataset loads (a missing file, a bad row) and its longest prompt with ``max_completion_length`` fits the
+    model's context (None: the shortest the planner tries, so that no plan the ranks make fits either).
+
+    Raises:
+        ConfigError, DataError, ModelError: as train() raises them, one line.
+    """
+    from rich.console import Console
+
+    from grpo_lite.planning.candidates import COMPLETION_LENGTHS
+
+    inputs = load_inputs(model, dataset, [], prompt_style, seed, skip_invalid, Console(quiet=True))
+    _check_context(inputs, min(COMPLETION_LENGTHS) if max_completion_length is None else max_completion_length)
+
+
+def _check_context(inputs: RunInputs, completion: int) -> None:
     context = _context_tokens(inputs.spec, inputs.tokenizer)
-    completion = the_plan.settings["max_completion_length"]
     if context is None or inputs.prompt_tokens + completion <= context:
         return
     room = context - inputs.prompt_tokens

@@ -79,6 +79,8 @@ def open_run(
                 )
                 if line is not None:
                     console.print(line if run.finished else f"[yellow]{line}[/yellow]", highlight=False, soft_wrap=True)
+                if run.finished:  # "nothing changed" is the run's last line: reading its inputs again says nothing
+                    console.quiet = True
             if resume and not run.finished:
                 run.checkpoint, notes = resuming.resume_point(out, move=True)
                 run.earlier = resuming.earlier_run(out, run.checkpoint, main=True)

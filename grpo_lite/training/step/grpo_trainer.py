@@ -263,7 +263,11 @@ class LiteGRPOTrainer(GRPOTrainer):
         if not stops:
             return completion_ids, logprobs
         pad, eos = self._tokenizer.pad_token_id, self.eos_token_ids
-        return [end_at_stop(ids, pad, eos) for ids in completion_ids], logprobs
+        stops = list(self.generation_config.stop_strings)
+        return [
+            end_at_stop(ids, pad, eos, stopped=stopped_at_stop(ids, self._tokenizer, stops, self.max_completion_length))
+            for ids in completion_ids
+        ], logprobs
 
     def _checked_generate(self, generate: Any, plain: dict[str, Any], shared: dict[str, Any]) -> bool:
         """A slice of the first shared sampling call, run both ways for a few tokens
@@ -329,18 +333,44 @@ def _patched_generate(
             model.generate = own
 
 
-def end_at_stop(ids: list[int], pad_token_id: int | None, eos_token_ids: Sequence[int]) -> list[int]:
+def end_at_stop(
+    ids: list[int], pad_token_id: int | None, eos_token_ids: Sequence[int], *, stopped: bool = False
+) -> list[int]:
     """A completion stopped by a stop string, as if the model had ended its turn there.
 
-    ``generate`` pads a sequence that stopped early; TRL cuts at the first EOS only. Trailing pads are
-    dropped and one EOS closes the completion (a pad that is also the EOS is already that close).
+    ``generate`` pads a sequence that stopped early; TRL cuts at the first EOS only, and counts a completion
+    whose last token is neither EOS nor pad as cut at the length limit (``completions/clipped_ratio``). Trailing
+    pads are dropped and one EOS closes the completion (a pad that is also the EOS is already that close); a
+    completion without trailing pads that a stop string ended (``stopped``, :func:`stopped_at_stop`: the batch's
+    longest) is closed too, so only one that ran to the limit stays open.
 
     >>> end_at_stop([5, 6, 0, 0], 0, [2]), end_at_stop([5, 6, 2], 2, [2]), end_at_stop([5, 6, 7], 0, [2])
     ([5, 6, 2], [5, 6, 2], [5, 6, 7])
+    >>> end_at_stop([5, 6, 7], 0, [2], stopped=True)
+    [5, 6, 7, 2]
     """
-    if pad_token_id is None or pad_token_id in eos_token_ids or not ids or ids[-1] != pad_token_id:
+    if not ids or ids[-1] in eos_token_ids:
         return ids
     end = len(ids)
-    while end and ids[end - 1] == pad_token_id:
-        end -= 1
+    if pad_token_id is not None and pad_token_id not in eos_token_ids:
+        while end and ids[end - 1] == pad_token_id:
+            end -= 1
+    if end == len(ids) and not stopped:  # ran to the length limit
+        return ids
     return [*ids[:end], eos_token_ids[0]]
+
+
+def stopped_at_stop(ids: list[int], tokenizer: Any, stop_strings: Sequence[str], max_length: int) -> bool:
+    """Whether sampling ended ``ids`` (a completion as ``generate`` returned it, pads included) before the length
+    limit or on a stop string.
+
+    Shorter than ``max_length``: the batch ended before the limit, so every row of it ended (on EOS or a stop
+    string). At the limit: a stop string that overlaps the last token (as ``transformers``' ``StopStringCriteria``
+    matches) ended it there, else it was cut.
+    """
+    if len(ids) < max_length:
+        return True
+    if not ids or not stop_strings:
+        return False
+    text, head = tokenizer.decode(ids), tokenizer.decode(ids[:-1])
+    return any(stop and stop in text[max(0, len(head) - len(stop) + 1) :] for stop in stop_strings)

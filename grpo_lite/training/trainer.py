@@ -273,6 +273,10 @@ def train(
         if run.finished:
             return TrainResult.of_finished_run(run, inputs, the_plan)
         the_recipe = _recipe(recipe, the_plan, inputs, dataset, rewards, seed, max_steps, stop_strings)
+        if run.earlier is not None:
+            from grpo_lite.training.run.resume_checks import check_same_training
+
+            check_same_training(run.out, run.earlier, the_recipe)
         prepare.check_context(the_plan, inputs)
         folder.check_disk(run, the_plan)
 

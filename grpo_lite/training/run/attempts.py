@@ -299,7 +299,10 @@ class Attempts:
 
     def checkpoint_record(self) -> dict[str, Any]:
         """What a checkpoint's completion marker keeps of the run: enough to resume without run.json."""
+        from grpo_lite.training.run.resume_checks import trained_with
+
         return {
+            **({} if self.recipe is None else trained_with(self.recipe)),
             "preset": self.plan.preset.name,
             "source": None if self.source == self.inputs.spec.model_id else self.source,
             "done": self.done,
@@ -395,11 +398,29 @@ def _resumed_callback(loop: Attempts) -> Any:
     class Resumed(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001 - transformers' signature
             if loop.resumed is not None:
+                _schedule_at_its_step(kwargs.get("optimizer"), kwargs.get("lr_scheduler"))
                 loop.events.append(loop.resumed)
                 loop.resumed = None
                 loop.write_record(status="running")
 
     return Resumed()
+
+
+def _schedule_at_its_step(optimizer: Any, scheduler: Any) -> None:
+    """After a checkpoint is loaded: the optimizer's learning rates are the schedule's at the step it resumes.
+
+    The optimizer's state carries the rates its last step set; the scheduler's lambdas are this run's. They agree
+    when the run goes on as planned, not when a finished run is extended (``max_steps`` raised): the old schedule
+    ended at 0, so the next step would train at 0 until the scheduler steps again.
+    """
+    from torch.optim.lr_scheduler import LambdaLR
+
+    scheduler = getattr(scheduler, "scheduler", scheduler)  # accelerate's wrapper, when the trainer prepared one
+    if optimizer is None or type(scheduler) is not LambdaLR:  # other schedulers keep what they loaded
+        return
+    rates = [base * f(scheduler.last_epoch) for base, f in zip(scheduler.base_lrs, scheduler.lr_lambdas)]
+    for group, rate in zip(optimizer.param_groups, rates):
+        group["lr"] = rate
 
 
 def run_attempts(loop: Attempts, plan_kwargs: dict[str, Any], *, on_oom: OnOOM, oom_window_steps: int) -> Any:

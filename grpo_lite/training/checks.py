@@ -2,6 +2,8 @@
 :func:`grpo_lite.recipe.values.check_overrides`). Model loading takes minutes; a bad folder must not wait for it.
 
 - :func:`check_output_dir`: the folder can be created and written (not a file, not read-only).
+- :func:`check_context`: after planning, and for every re-plan: the longest prompt and the completions fit the
+  model's context.
 - :func:`check_free_space`: after planning, before the model loads: the disk has room for one
   checkpoint (size from the memory model, :func:`grpo_lite.training.run.checkpoints.checkpoint_bytes`).
 """
@@ -13,12 +15,12 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grpo_lite.errors import OutputDirError
+from grpo_lite.errors import ConfigError, OutputDirError
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["check_free_space", "check_output_dir", "format_bytes"]
+__all__ = ["check_context", "check_free_space", "check_output_dir", "format_bytes"]
 _FOLDER_OPTION = "(--output-dir DIR; Python: output_dir=...)"
 
 
@@ -95,3 +97,27 @@ def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
             f"(checkpoints of about {format_bytes(need)} each and the final model)"
         )
     return None
+
+
+def check_context(the_plan: Plan, prompt_tokens: int, context: int | None, model_name: str) -> None:
+    """The longest prompt and the planned completions fit the model's context (before the model loads, and for
+    every re-plan).
+
+    Raises:
+        ConfigError: they do not; the message names the longest ``max_completion_length`` that fits.
+    """
+    completion = the_plan.settings["max_completion_length"]
+    if context is None or prompt_tokens + completion <= context:
+        return
+    room = context - prompt_tokens
+    fix = (
+        f"set max_completion_length={room} or lower (--set max_completion_length={room}; in a recipe, "
+        f"max_completion_length: {room} under trl:; Python: max_completion_length={room}), or "
+        if room >= 1
+        else ""
+    )
+    raise ConfigError(
+        f"the longest prompt ({prompt_tokens} tokens) and max_completion_length ({completion}) "
+        f"need {prompt_tokens + completion} positions; {model_name} has a context of "
+        f"{context} tokens: {fix}shorten the prompts (drop the longest rows from the dataset)"
+    )

@@ -73,8 +73,10 @@ class EarlierRun:
 
     def presets(self) -> list[str]:
         """The presets the run trained on: the first rung, then each step down's."""
-        downs = [e for e in self.events if e.get("event") == "out_of_memory"]
-        names = [downs[0]["from_preset"]] + [e["to_preset"] for e in downs] if downs else [self.preset]
+        from grpo_lite.training.report.summary import is_step_down, step_down_presets
+
+        downs = [step_down_presets(e) for e in self.events if is_step_down(e)]
+        names = [downs[0][0]] + [to for _, to in downs] if downs else [self.preset]
         return [n for n in names if n]
 
 
@@ -180,7 +182,9 @@ def _merge(*sources: list[dict[str, Any]], last: int) -> list[dict[str, Any]]:
 def _from_record(record: dict[str, Any]) -> dict[str, Any]:
     """preset, source, done, max_steps from a run.json (the last step down's target and weights); the rewards,
     seed and num_generations it trained with."""
-    downs = [e for e in record.get("events", []) if e.get("event") == "out_of_memory"]
+    from grpo_lite.training.report.summary import is_step_down
+
+    downs = [e for e in record.get("events", []) if is_step_down(e)]
     recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
     trl = recipe.get("trl") if isinstance(recipe.get("trl"), dict) else {}
     return {

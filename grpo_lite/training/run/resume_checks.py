@@ -14,7 +14,6 @@ Imported only inside train().
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -168,9 +167,12 @@ def check_steps(output_dir: Path, earlier: EarlierRun, max_steps: int | None) ->
 
 
 def check_resume(
-    output_dir: Path, model: str | os.PathLike, *, max_steps: int | None, preset: str | None, method: str | None
+    output_dir: Path, model_id: str, *, max_steps: int | None, preset: str | None, method: str | None
 ) -> tuple[bool, str | None]:
     """:func:`check_same_run`, then :func:`check_steps`, on the folder as it is (nothing is moved or written).
+
+    Args:
+        model_id: the resolved model's id (:attr:`~grpo_lite.memory.models.ModelSpec.model_id`).
 
     Returns:
         Whether the run is already finished with nothing left to train, and a line to print, or None.
@@ -178,9 +180,7 @@ def check_resume(
     Raises:
         ConfigError: no checkpoint to resume, another model, preset or method, or fewer steps than done.
     """
-    from grpo_lite.memory.models import resolve_model
-
     checkpoint, _ = resume_point(output_dir, move=False)
     earlier = earlier_run(output_dir, checkpoint, main=False)
-    check_same_run(output_dir, earlier, model_id=resolve_model(model).model_id, preset=preset, method=method)
+    check_same_run(output_dir, earlier, model_id=model_id, preset=preset, method=method)
     return check_steps(output_dir, earlier, max_steps)

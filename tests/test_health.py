@@ -273,13 +273,17 @@ def test_adapt_and_its_remedy_stay_within_the_models_context(tiny_model_dir, tmp
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     room = 1024 - record["measured_prompt_tokens"]
     assert 4 < room < 4 + LENGTH_STEP, room  # the premise: one step of the search is past the context
-    [replanned] = [e for e in record["events"] if e["event"] == "replanned"]
-    assert replanned["cause"] == "stall" and replanned["from"]["max_completion_length"] == 4
-    assert replanned["to"]["max_completion_length"] == room, replanned
-    trl, planned = record["recipe"]["trl"], record["plan"]["settings"]
-    assert record["settings"]["max_completion_length"] == trl["max_completion_length"] == room
-    assert planned["max_completion_length"] == room and result.plan.settings["max_completion_length"] == room
+    lengths = {
+        "plan": record["plan"]["settings"]["max_completion_length"],
+        "recipe": record["recipe"]["trl"]["max_completion_length"],
+        "settings": record["settings"]["max_completion_length"],
+        "result": result.plan.settings["max_completion_length"],
+    }
+    assert lengths == dict.fromkeys(lengths, room), (room, lengths)  # one length, the context's room
     assert max(row["completions/max_length"] for row in result.history) <= room
+    [replanned] = [e for e in record["events"] if e["event"] == "replanned"]
+    assert replanned["cause"] == "stall" and replanned["step"] == 2
+    assert replanned["from"]["max_completion_length"] == 4 and replanned["to"]["max_completion_length"] == room
     remedy = next(e["remedy"] for e in record["events"] if e.get("finding") == "length_cut")
     flags = {key: int(value) for key, value in re.findall(r"--set (\w+)=(\d+)", remedy)}
     assert flags["max_completion_length"] == room, remedy

@@ -322,10 +322,10 @@ class Attempts:
         lower = resilience.next_plan(self.plan, **self.plan_kwargs)  # the rung; replan() checks and records it
         carried = build.carry_weights(trainer, self.inputs.tokenizer, out / f"stepdown-{len(self.events) + 1}")
         resilience.drop_checkpoints(out)  # they hold the old rung's state; the carried weights supersede them
+        self.source, self.done, self.run.checkpoint = str(carried), reached, None
         note = f"going on from the weights reached (saved in {carried})"
         replan(self, "out_of_memory", step=reached, why=error, change={"preset": lower.preset.name}, keep="fixed",
                note=note, weights=str(carried))  # fmt: skip
-        self.source, self.done, self.run.checkpoint = str(carried), reached, None
 
     def write_record(self, *, status: str, model_dir: Path | None = None) -> None:
         """Write run.json atomically (main process only)."""

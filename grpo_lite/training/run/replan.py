@@ -84,9 +84,8 @@ def replan(
             exc.smallest_budget_gb,
             exc.preset,
         ) from None
-    check_context(
-        new, loop.inputs.prompt_tokens, loop.inputs.context, loop.inputs.spec.name
-    )  # the first plan's checks: the budget (the planner), the context
+    # the first plan's checks: the budget (the planner, above), the model's context with the longest prompt
+    check_context(new, loop.inputs.prompt_tokens, loop.inputs.context, loop.inputs.spec.name)
     loop.plan, loop.recipe = new, recipe.filled(new) if keep == "recipe" else recipe.replanned(new)
     if loop.settings:  # built already: the GRPOConfig settings in run.json follow the recipe
         loop.settings = loop.grpo_settings()

@@ -208,6 +208,6 @@ def after_training(export: Any) -> AfterTraining | None:
     if export is None or (hasattr(export, "check") and hasattr(export, "run")):
         return export
     raise ConfigError(
-        f"export={export!r}: the export runs through grpo_lite.train (grpo-lite train --export); "
-        "grpo_lite.training.trainer.train is the pipeline without it"
+        f"export={export!r}: the export runs through grpo_lite.train; grpo_lite.training.trainer.train is the "
+        "pipeline without it"
     )

@@ -132,8 +132,8 @@ def lite_recipe(
     from grpo_lite.planning.choose import plan
     from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.training.build import measure_prompt_tokens
+    from grpo_lite.training.fit import plan_kwargs
     from grpo_lite.training.loading import load_tokenizer
-    from grpo_lite.training.prepare import plan_kwargs
 
     overrides = dict(DemoConfig().train_settings() if settings is None else settings)
     method = overrides.pop("method", None)

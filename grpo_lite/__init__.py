@@ -17,8 +17,8 @@ from grpo_lite._version import __version__
 
 # public name -> module that defines it (one table; __all__ and __getattr__ read it)
 _EXPORTS: dict[str, str] = {
-    "train": "grpo_lite.training.trainer",
-    "TrainResult": "grpo_lite.training.trainer",
+    "train": "grpo_lite.api",
+    "TrainResult": "grpo_lite.api",
     "evaluate": "grpo_lite.evaluation",
     "EvalResult": "grpo_lite.evaluation",
     "export_gguf": "grpo_lite.export.gguf_file",
@@ -59,6 +59,7 @@ __all__ = ["__version__", *_EXPORTS, *_SUBMODULES]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite import rewards
+    from grpo_lite.api import TrainResult, train
     from grpo_lite.data.loaders import load_dataset, load_gsm8k
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.data.synthetic import synthetic_problems
@@ -87,7 +88,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite.simulation.result import Simulation
     from grpo_lite.simulation.run import simulate
     from grpo_lite.training.loading import demo_model_path
-    from grpo_lite.training.trainer import TrainResult, train
 
 
 def __getattr__(name: str) -> Any:

@@ -397,6 +397,28 @@ def test_train_refuses_an_unknown_export_before_touching_the_folder(tiny_model_d
     assert (tmp_path / "keep.txt").read_text() == "an earlier run"
 
 
+def test_the_export_runs_around_the_pipeline_not_inside_it(tmp_path):
+    """grpo_lite.train is the pipeline with the export around it (same signature); the pipeline itself takes the
+    export only as the hook grpo_lite.train hands it, and never imports the export."""
+    import inspect
+    import subprocess
+    import sys
+
+    import grpo_lite
+    from grpo_lite.training import trainer
+
+    assert inspect.signature(grpo_lite.train) == inspect.signature(trainer.train)
+    assert grpo_lite.train.__doc__ == trainer.train.__doc__
+    with pytest.raises(ConfigError, match=r"export='gguf': the export runs through grpo_lite.train"):
+        trainer.train("Qwen2.5-0.5B-Instruct", output_dir=tmp_path / "run", export="gguf")
+    assert not (tmp_path / "run").exists()
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, grpo_lite.training.trainer; print(sorted(sys.modules))"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "grpo_lite.training.run.attempts" in loaded and "grpo_lite.export" not in loaded
+
+
 @pytest.mark.slow
 def test_llama_cpp_decodes_the_tiny_export_like_transformers(sharp_model_dir, tmp_path):
     """llama.cpp itself reads the file: the same 24 greedy tokens as transformers' reader of the same file.

@@ -244,13 +244,51 @@ def test_adapt_raises_the_completion_length_at_a_checkpoint(tiny_model_dir, tmp_
         **{**TINY_RUN, "quiet": False, "max_completion_length": 4, "stop_strings": (), "max_steps": 4, "save_steps": 2},
     )
     record = json.loads((tmp_path / "run" / "run.json").read_text())
-    adapted = [e for e in record["events"] if e["event"] == "adapted"]
-    assert len(adapted) == 1 and adapted[0]["step"] == 2, record["events"]
-    old, new = adapted[0]["max_completion_length"]
+    adapted = [e for e in record["events"] if e["event"] == "replanned"]
+    assert len(adapted) == 1 and adapted[0]["step"] == 2 and adapted[0]["cause"] == "stall", record["events"]
+    old, new = adapted[0]["from"]["max_completion_length"], adapted[0]["to"]["max_completion_length"]
     assert old == 4 and new > 4 and record["plan"]["settings"]["max_completion_length"] == new
     lengths = [row["completions/mean_length"] for row in result.history]
     assert max(lengths[:2]) <= 4 < min(lengths[2:])
     assert f"max_completion_length 4 -> {new}" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.slow
+def test_adapt_and_its_remedy_stay_within_the_models_context(tiny_model_dir, tmp_path, monkeypatch):
+    """Prompts that leave fewer than LENGTH_STEP positions of the tiny model's 1024: the remedy and the adaptation
+    stop at what the context leaves (before: 4 -> 36, past the context in silence); run.json's settings, recipe
+    and plan say the same length; the remedy's flags train as written."""
+    import re
+
+    from datasets import Dataset
+
+    from grpo_lite import train
+    from grpo_lite.training.report.advice import LENGTH_STEP
+
+    monkeypatch.setattr(health, "WINDOW_STEPS", 2)
+    rows = Dataset.from_list([{"question": "What is " + "1 + " * 385 + "1?", "answer": "386"}] * 4)
+    run = {**TINY_RUN, "dataset": rows, "max_completion_length": 4, "stop_strings": ()}
+    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", on_stall="adapt",
+                   **{**run, "max_steps": 4, "save_steps": 2})  # fmt: skip
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    room = 1024 - record["measured_prompt_tokens"]
+    assert 4 < room < 4 + LENGTH_STEP, room  # the premise: one step of the search is past the context
+    lengths = {
+        "plan": record["plan"]["settings"]["max_completion_length"],
+        "recipe": record["recipe"]["trl"]["max_completion_length"],
+        "settings": record["settings"]["max_completion_length"],
+        "result": result.plan.settings["max_completion_length"],
+    }
+    assert lengths == dict.fromkeys(lengths, room), (room, lengths)  # one length, the context's room
+    assert max(row["completions/max_length"] for row in result.history) <= room
+    [replanned] = [e for e in record["events"] if e["event"] == "replanned"]
+    assert replanned["cause"] == "stall" and replanned["step"] == 2
+    assert replanned["from"]["max_completion_length"] == 4 and replanned["to"]["max_completion_length"] == room
+    remedy = next(e["remedy"] for e in record["events"] if e.get("finding") == "length_cut")
+    flags = {key: int(value) for key, value in re.findall(r"--set (\w+)=(\d+)", remedy)}
+    assert flags["max_completion_length"] == room, remedy
+    again = train(str(tiny_model_dir), output_dir=tmp_path / "again", **{**run, **flags, "max_steps": 1})
+    assert again.steps == 1 and again.plan.settings["max_completion_length"] == room
 
 
 def test_adapt_is_declined_where_it_cannot_happen():
@@ -261,7 +299,7 @@ def test_adapt_is_declined_where_it_cannot_happen():
     advisor = Advisor(
         plan("Qwen2.5-0.5B-Instruct", budget_gb=8),
         {"budget_gb": 8},
-        on_adapt=lambda step, new_plan, event: said.append((new_plan, event)),
+        on_decline=lambda step, event: said.append(event),
     )
     advisor.trainer = types.SimpleNamespace(
         use_vllm=False,
@@ -273,7 +311,7 @@ def test_adapt_is_declined_where_it_cannot_happen():
     for step in range(health.WINDOW_STEPS):
         monitor.observe(_row(step, fmt=0.5, correct=0.1, clipped=1.0), step)
     assert not monitor.adapt_pending
-    assert said[0][0] is None and said[0][1]["event"] == "adapt_skipped" and "no checkpoint" in said[0][1]["why"]
+    assert said[0]["event"] == "adapt_skipped" and "no checkpoint" in said[0]["why"]
 
 
 def test_the_cli_flag_reaches_train(monkeypatch):
@@ -289,7 +327,7 @@ def test_the_cli_flag_reaches_train(monkeypatch):
             interrupted=False, already_finished=False, steps=1, wall_seconds=1.0, model_dir="m"
         )
 
-    monkeypatch.setattr("grpo_lite.training.trainer.train", fake_train)
+    monkeypatch.setattr("grpo_lite.api.train", fake_train)
     parser = argparse.ArgumentParser()
     train_cli.add_parser(parser.add_subparsers(dest="command"))
     assert train_cli.run(parser.parse_args(["train", "tiny", "--on-stall", "adapt"])) == 0

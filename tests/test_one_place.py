@@ -402,21 +402,20 @@ def test_the_recipe_costs_use_the_plans_block_terms(qwen3_plan):
 
 def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
     """train() plans as plan() does: on a 16 GB card, Qwen3-0.6B's plan carries the traced terms."""
-    from grpo_lite.memory.models import resolve_model
     from grpo_lite.planning.choose import plan
-    from grpo_lite.training import prepare, trainer
+    from grpo_lite.training import fit, prepare, trainer
     from grpo_lite.training.run.attempts import RunInputs
 
     class Planned(Exception):
         pass
 
-    def inputs(model, dataset, reward_funcs, style, *_args):  # no tokenizer or dataset: only the plan is looked at
-        return RunInputs(resolve_model(model), None, [], reward_funcs, style, 256)
+    def inputs(spec, request, *_args):  # no tokenizer or dataset: only the plan is looked at
+        return RunInputs(spec, None, [], request.reward_funcs, request.prompt_style, 256)
 
-    plan_kwargs = prepare.plan_kwargs
+    plan_kwargs = fit.plan_kwargs
     monkeypatch.setattr(prepare, "load_inputs", inputs)
-    monkeypatch.setattr(prepare, "plan_kwargs", lambda *a: {**plan_kwargs(*a), "device": "cuda"})  # a GPU run
-    monkeypatch.setattr(prepare, "check_context", lambda the_plan, *a, **k: (_ for _ in ()).throw(Planned(the_plan)))
+    monkeypatch.setattr(fit, "plan_kwargs", lambda *a: {**plan_kwargs(*a), "device": "cuda"})  # a GPU run
+    monkeypatch.setattr(fit, "make_recipe", lambda request, the_plan, *a: (_ for _ in ()).throw(Planned(the_plan)))
     with pytest.raises(Planned) as caught:
         trainer.train(
             "Qwen3-0.6B",

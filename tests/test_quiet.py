@@ -82,7 +82,7 @@ def test_the_cpu_plan_says_what_its_memory_was_checked_against(monkeypatch):
 @pytest.mark.parametrize(
     ("command", "target"),
     [
-        (["train", "some-model", "--show-plan"], "grpo_lite.training.trainer.train"),
+        (["train", "some-model", "--show-plan"], "grpo_lite.api.train"),
         (["demo", "--show-plan"], "grpo_lite.demo.run_demo"),
     ],
 )

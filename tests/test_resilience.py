@@ -33,6 +33,11 @@ def _oom_at(step: int):
     return InjectOOM()
 
 
+def _step_downs(events: list) -> list:
+    """The out-of-memory step downs among a run's events (``replanned`` events of that cause)."""
+    return [e for e in events if e["event"] == "replanned" and e["cause"] == "out_of_memory"]
+
+
 def _stop_at(step: int):
     """A callback that stops training after ``step`` and saves a checkpoint, as Ctrl-C does."""
     from transformers import TrainerCallback
@@ -94,12 +99,14 @@ def test_out_of_memory_steps_down_the_ladder_and_keeps_the_steps(tiny_model_dir,
     result = train(str(tiny_model_dir), output_dir=out, max_steps=4, preset="full", save_strategy="no",
                    callbacks=[_oom_at(3)], **FAST)  # fmt: skip
     assert result.steps == 4
-    oom = [e for e in result.events if e["event"] == "out_of_memory"]
-    assert len(oom) == 1 and oom[0]["step"] == 2 and oom[0]["from_preset"] == "full"
-    assert result.plan.preset.name == oom[0]["to_preset"] != "full"
+    oom = _step_downs(result.events)
+    assert len(oom) == 1 and oom[0]["step"] == 2 and oom[0]["from"]["preset"] == "full"
+    assert result.plan.preset.name == oom[0]["to"]["preset"] != "full"
+    assert oom[0]["to"]["peak_gib"] == round(result.plan.estimate.total_gib, 3)
     assert [r["step"] for r in result.history] == [1, 2, 3, 4]
     record = json.loads((out / "run.json").read_text())
-    assert record["events"][0]["to_preset"] == result.plan.preset.name and record["steps"] == 4
+    assert record["events"][0]["to"]["preset"] == result.plan.preset.name and record["steps"] == 4
+    assert record["settings"]["per_device_train_batch_size"] == record["recipe"]["trl"]["per_device_train_batch_size"]
 
 
 def test_out_of_memory_at_the_bottom_rung_says_what_is_needed(tiny_model_dir, tmp_path):
@@ -158,7 +165,7 @@ def test_no_max_steps_trains_one_epoch(tiny_model_dir, tmp_path):
 def test_out_of_memory_in_an_epoch_run_keeps_the_epoch_total(tiny_model_dir, tmp_path):
     result = train(str(tiny_model_dir), output_dir=tmp_path / "run", preset="full", save_strategy="no",
                    callbacks=[_oom_at(3)], **{**FAST, "dataset": _rows(4)})  # fmt: skip
-    assert result.steps == 4 and [e["step"] for e in result.events if e["event"] == "out_of_memory"] == [2]
+    assert result.steps == 4 and [e["step"] for e in _step_downs(result.events)] == [2]
 
 
 def test_resume_after_a_step_down_goes_on_from_the_carried_weights(tiny_model_dir, tmp_path):
@@ -179,7 +186,7 @@ def test_resume_after_a_step_down_goes_on_from_the_carried_weights(tiny_model_di
     resumed = train(str(tiny_model_dir), output_dir=out, resume=True, **kw)
     assert resumed.steps == 5 and resumed.plan.preset.name == first.plan.preset.name
     assert [r["step"] for r in resumed.history] == [1, 2, 3, 4, 5]
-    assert [e["event"] for e in resumed.events] == ["out_of_memory", "resume"]
+    assert [(e["event"], e.get("cause")) for e in resumed.events] == [("replanned", "out_of_memory"), ("resume", None)]
     rates = [r["learning_rate"] for r in resumed.history]  # one schedule over the whole run: no second warmup
     assert rates[0] == 0.0 and all(a > b > 0 for a, b in zip(rates[1:], rates[2:])), rates
 
@@ -200,7 +207,7 @@ def _check_schedule_across_a_step_down(tiny_model_dir, tmp_path):
     rates = [r["learning_rate"] for r in stepped.history]
     assert rates == pytest.approx([r["learning_rate"] for r in straight.history], rel=1e-6)
     assert rates[2] > 0  # before the fix the next rung warmed up again: 0.0 at step 3
-    oom = [e for e in stepped.events if e["event"] == "out_of_memory"]
+    oom = _step_downs(stepped.events)
     assert oom[0]["lr_schedule"] == "continues at step 2 of 4"
     assert (
         json.loads((tmp_path / "stepped" / "run.json").read_text())["events"][0]["lr_schedule"] == oom[0]["lr_schedule"]

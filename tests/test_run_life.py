@@ -5,6 +5,8 @@
 | ``--resume`` of a finished run, same or no ``--max-steps`` | exit 0, "finished", nothing written (final/, run.json, checkpoints) |
 | ``--resume`` with ``--max-steps`` below the steps done | exit 2, one line naming the steps done; nothing written |
 | ``--resume`` of a finished run with more ``--max-steps`` | says so, trains the difference, history holds each step once |
+| the same, its learning rates | the longer run's schedule from the step reached (not the old one's 0) |
+| ``--resume`` with other rewards, seed or num_generations | one line naming each change; nothing written |
 | a checkpoint at the last step, final/ never saved | no step trained: final/ is the checkpoint's weights |
 | ``--resume`` on another base of the same shape, or another shape | one line naming the run's model; nothing written |
 | ``--resume --preset full`` on a LoRA run | one line: drop --preset or --overwrite; nothing written |
@@ -110,6 +112,49 @@ def test_resuming_a_finished_run_with_more_steps_trains_the_difference(tiny_mode
     assert "the run finished at step 4: training on to step 6" in capsys.readouterr().out
     assert result.steps == 6 and not result.already_finished
     assert _history_steps(out) == [1, 2, 3, 4, 5, 6] and _record(out)["status"] == "finished"
+
+
+def _rates_at_step_begin():
+    """A callback that keeps the learning rate the optimizer trains each step with."""
+    from transformers import TrainerCallback
+
+    class Rates(TrainerCallback):
+        rates: list[float] = []
+
+        def on_step_begin(self, args, state, control, optimizer=None, **kwargs):
+            self.rates.append(optimizer.param_groups[0]["lr"])
+
+    return Rates()
+
+
+def test_extending_a_finished_run_keeps_the_learning_rate_schedule(tiny_model_dir, finished_run, tmp_path):
+    """The 4-step schedule ends at 0; trained on to 6 steps, steps 5 and 6 train at the 6-step schedule's rates
+    (before: step 5 at 0, the rate the optimizer's state was saved with)."""
+    out, extended, straight = _copy(finished_run, tmp_path / "run"), _rates_at_step_begin(), _rates_at_step_begin()
+    train(str(tiny_model_dir), output_dir=out, resume=True, callbacks=[extended], **{**RUN, "max_steps": 6})
+    train(str(tiny_model_dir), output_dir=tmp_path / "straight", callbacks=[straight], **{**RUN, "max_steps": 6})
+    assert len(extended.rates) == 2 and extended.rates[0] > 0, extended.rates
+    assert extended.rates == pytest.approx(straight.rates[4:], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"seed": 3}, "seed 3 instead of the run's 0. Resume with --seed 0 (Python: seed=0)"),
+        ({"rewards": ["length", "soft_format"]}, "rewards ['length', 'soft_format'] instead of the run's ['length']"),
+        ({"num_generations": 2}, "num_generations 2 instead of the run's 4. Resume with --set num_generations=4"),
+    ],
+    ids=["seed", "rewards", "num_generations"],
+)
+def test_resuming_with_other_rewards_seed_or_generations_is_refused(
+    tiny_model_dir, finished_run, tmp_path, change, words
+):
+    out = _copy(finished_run, tmp_path / "run")
+    before = _files(out)
+    with pytest.raises(ConfigError, match="cannot be resumed with other settings than it trained with") as caught:
+        train(str(tiny_model_dir), output_dir=out, resume=True, **{**RUN, "max_steps": 6, **change})
+    assert words in str(caught.value) and "--overwrite" in str(caught.value) and "\n" not in str(caught.value)
+    assert _files(out) == before and not (out / ".grpo-lite.lock").exists()
 
 
 def test_a_checkpoint_that_holds_every_step_trains_none(tiny_model_dir, finished_run, tmp_path):
@@ -256,20 +301,22 @@ def test_a_stop_asked_during_the_last_step_leaves_a_finished_run(tiny_model_dir,
     assert _record(out)["status"] == "finished" and (out / "final" / "adapter_model.safetensors").is_file()
 
 
-def test_the_checks_accept_the_command_that_started_the_run(tmp_path):
+@pytest.mark.parametrize(
+    "step_down",
+    [
+        {"event": "replanned", "cause": "out_of_memory", "from": {"preset": "full"}, "to": {"preset": "lora"}},
+        {"event": "out_of_memory", "from_preset": "full", "to_preset": "lora"},  # a 0.4 record
+    ],
+    ids=["replanned", "0.4-record"],
+)
+def test_the_checks_accept_the_command_that_started_the_run(tmp_path, step_down):
     """Without fingerprints (a record older than them, a hub model not downloaded) the name decides; a run that
     stepped down accepts the preset and method it started with (the resume goes on with the lower rung)."""
     from grpo_lite.training.run.resume import EarlierRun
     from grpo_lite.training.run.resume_checks import check_same_run
 
     earlier = EarlierRun(
-        preset="lora",
-        source=None,
-        done=2,
-        checkpoint_step=1,
-        max_steps=4,
-        model="org/base-a",
-        events=[{"event": "out_of_memory", "from_preset": "full", "to_preset": "lora"}],
+        preset="lora", source=None, done=2, checkpoint_step=1, max_steps=4, model="org/base-a", events=[step_down]
     )
     for preset, method in [("full", None), ("lora", None), (None, "full"), (None, "lora")]:
         check_same_run(tmp_path, earlier, model_id="org/base-a", preset=preset, method=method)

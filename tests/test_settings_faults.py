@@ -219,10 +219,12 @@ def test_a_shared_prefix_turned_off_after_the_model_loads_is_planned_again(tiny_
     assert caught.value.args == (False,)  # the trainer runs TRL's scoring
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     replanned = [e for e in record["events"] if e["event"] == "replanned"]
-    assert len(replanned) == 1 and "shift_labels" in replanned[0]["reason"], record["events"]
+    assert len(replanned) == 1 and "shift_labels" in replanned[0]["why"], record["events"]
+    assert replanned[0]["cause"] == "trl_seam" and replanned[0]["step"] == 0
+    assert replanned[0]["from"]["shared_prefix"] is True and replanned[0]["to"]["shared_prefix"] is False
     without = _tiny_plan_without_shared_prefix(tiny_model_dir, record)
-    assert record["planned_peak_gib"] == replanned[0]["to_peak_gib"] == round(without.estimate.total_gib, 3)
-    assert replanned[0]["from_peak_gib"] != replanned[0]["to_peak_gib"]
+    assert record["planned_peak_gib"] == replanned[0]["to"]["peak_gib"] == round(without.estimate.total_gib, 3)
+    assert replanned[0]["from"]["peak_gib"] != replanned[0]["to"]["peak_gib"]
     assert record["recipe"]["shared_prefix"] is False
     assert {k: record["plan"]["settings"][k] for k in without.settings} == without.settings
 
@@ -257,15 +259,15 @@ def test_a_shared_prefix_the_self_check_turns_off_is_planned_again(tiny_model_di
     assert record["status"] == "finished" and record["steps"] == 1
     assert not record["shared_prefix"]["self_check"]["ok"] and record["shared_prefix"]["calls"]["shared"] == 0
     replanned = [e for e in record["events"] if e["event"] == "replanned"]
-    assert len(replanned) == 1, record["events"]
-    assert replanned[0]["reason"].startswith("shared prefix off: self-check: log-probs differ from TRL's by up to ")
+    assert len(replanned) == 1 and replanned[0]["cause"] == "shared_prefix_off", record["events"]
+    assert replanned[0]["why"].startswith("self-check: log-probs differ from TRL's by up to ")
     without = _tiny_plan_without_shared_prefix(tiny_model_dir, record)
-    assert record["planned_peak_gib"] == replanned[0]["to_peak_gib"] == round(without.estimate.total_gib, 3)
-    assert replanned[0]["from_peak_gib"] < replanned[0]["to_peak_gib"]
-    assert record["recipe"]["shared_prefix"] is False and record["plan"]["estimate_gib"] == replanned[0]["to_peak_gib"]
+    before, after = replanned[0]["from"]["peak_gib"], replanned[0]["to"]["peak_gib"]
+    assert record["planned_peak_gib"] == after == round(without.estimate.total_gib, 3) and before < after
+    assert record["recipe"]["shared_prefix"] is False and record["plan"]["estimate_gib"] == after
     out = " ".join(capsys.readouterr().out.split())
-    assert "the shared prefix is off (self-check: log-probs differ from TRL's by up to" in out, out
-    assert f"the run is planned again without it, peak {replanned[0]['from_peak_gib']:.2f} -> " in out, out
+    assert "(the shared prefix is off: self-check: log-probs differ from TRL's by up to" in out, out
+    assert f"shared_prefix True -> False; planned peak {before:.2f} -> {after:.2f} GiB" in out, out
 
 
 def test_a_run_that_no_longer_fits_once_the_self_check_fails_stops_in_one_line(tiny_model_dir, tmp_path, leaky_mask):
@@ -307,7 +309,7 @@ def test_a_run_that_no_longer_fits_once_the_self_check_fails_stops_in_one_line(t
     message = str(caught.value)
     assert len(message.splitlines()) == 1, message
     assert message.startswith("the shared prefix is off (self-check: log-probs differ from TRL's"), message
-    assert "and without it the run does not fit: " in message and "with preset lora" in message, message
+    assert "and the run planned again does not fit: " in message and "with preset lora" in message, message
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["status"] == "failed" and record["steps"] == 0 and record["history"] == []
     assert record["events"][-1]["event"] == "failed" and record["events"][-1]["error"].startswith("DoesNotFitError: ")
@@ -398,9 +400,10 @@ def test_a_trl_seam_that_turns_the_shared_prefix_off_replans_and_says_so(tiny_mo
         **{**TINY_RUN, "quiet": False},
     )
     printed = " ".join(capsys.readouterr().out.split())
-    assert "shared-prefix scoring off" in printed and "planned without the shared prefix" in printed
+    assert "(TRL's code differs from grpo-lite's seam: TRL " in printed and "shared_prefix True -> False" in printed
     assert result.plan.estimate.settings.shared_prefix is False  # the plan trained
     record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert [(e["cause"], e["step"]) for e in record["events"] if e["event"] == "replanned"] == [("trl_seam", 0)]
     assert record["recipe"]["shared_prefix"] is False and record["shared_prefix"]["calls"]["shared"] == 0
 
 

@@ -176,7 +176,7 @@ def _recipe(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
 
 def _train(args: argparse.Namespace, recipe: Any, overrides: dict[str, Any]) -> Any:
     """train() with the recipe (its settings already hold the flags and --set), or with the flags and --set."""
-    from grpo_lite.training.trainer import train
+    from grpo_lite.api import train
 
     run: dict[str, Any] = {
         key: getattr(args, key)

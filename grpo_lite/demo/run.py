@@ -171,10 +171,10 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False, show_plan
     """Evaluate, train with GRPO, evaluate again; return the measurements (``show_plan``: train()'s)."""
     from rich.console import Console
 
+    from grpo_lite.api import train
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.evaluation import evaluate, load_for_eval
     from grpo_lite.training.loading import demo_model_path
-    from grpo_lite.training.trainer import train
 
     cfg = config or DemoConfig()
     console = Console(quiet=quiet)

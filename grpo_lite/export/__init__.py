@@ -8,6 +8,6 @@
 - :mod:`~grpo_lite.export.vocab`: tokenizer metadata, carried from the source GGUF or built from the HF tokenizer.
 - :mod:`~grpo_lite.export.runtimes`: what a runtime needs next to the file: an Ollama Modelfile, the system prompt, the llama-cli line.
 
-``train(..., export="gguf")`` calls this stage at the end of a run, so it sits before training in the
-pipeline and imports nothing from it but the run lock (:mod:`grpo_lite.training.run.lock`, standard library only). torch, transformers, PEFT and gguf are imported inside functions.
+``train(..., export="gguf")`` runs this stage at the end of a run: :mod:`grpo_lite.api` hands the training
+pipeline an :class:`~grpo_lite.export.after_training.ExportAfterTraining`; the pipeline never imports this package. torch, transformers, PEFT and gguf are imported inside functions.
 """

@@ -3,23 +3,26 @@
 The check runs before the output folder is touched, so a wrong value or an architecture the export does
 not write fails in seconds, not after training. The export runs after the final model and ``run.json``
 are saved: if it fails, the trained model is kept and the message says how to export it again.
+:class:`ExportAfterTraining` is both, as the training pipeline takes them (``grpo_lite.train`` passes it).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, get_args
 
 from grpo_lite.errors import ConfigError, ExportError, GrpoLiteError, ModelError
+from grpo_lite.training.arguments import ExportFormat
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.export.tensors import Quantization
+    from grpo_lite.memory.models import ModelSpec
 
-__all__ = ["EXPORT_FORMATS", "ExportFormat", "check_export", "export_after_training"]
+__all__ = ["EXPORT_FORMATS", "ExportAfterTraining", "ExportFormat", "check_export", "export_after_training"]
 
-ExportFormat = Literal["gguf"]
-EXPORT_FORMATS: tuple[str, ...] = ("gguf",)
+EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
 TRAIN_QUANTIZATION: Quantization = "q8_0"  # what train(export="gguf") writes; export_gguf() writes the others
 
 
@@ -35,12 +38,20 @@ def check_export(export: str | None, model: str | os.PathLike) -> None:
     """
     if export is None:
         return
-    if export not in EXPORT_FORMATS:
-        raise ConfigError(f"export={export!r} is not valid; choose 'gguf' (a q8_0 GGUF file next to the model) or None")
-    from grpo_lite.export.hparams import SUPPORTED, supported_text
+    _check_format(export)
     from grpo_lite.memory.models import resolve_model
 
-    spec = resolve_model(model)
+    _check_architecture(resolve_model(model))
+
+
+def _check_format(export: str) -> None:
+    if export not in EXPORT_FORMATS:
+        raise ConfigError(f"export={export!r} is not valid; choose 'gguf' (a q8_0 GGUF file next to the model) or None")
+
+
+def _check_architecture(spec: ModelSpec) -> None:
+    from grpo_lite.export.hparams import SUPPORTED, supported_text
+
     if spec.arch.family not in {a.model_type for a in SUPPORTED}:
         raise ModelError(
             f"train(export='gguf') cannot export {spec.name}: its architecture is not one the GGUF export writes "
@@ -83,3 +94,27 @@ def export_after_training(
     for line in [files.summary(), *(f"  {line}" for line in files.lines())]:
         console.print(line, highlight=False, soft_wrap=True)  # commands stay on one line, whatever the width
     return files
+
+
+@dataclass(frozen=True)
+class ExportAfterTraining:
+    """``train(export=...)`` as the training pipeline runs it (:class:`~grpo_lite.training.arguments.AfterTraining`):
+    the format checked when made, the resolved model checked before the output folder is touched, the export once
+    run.json says finished.
+
+    Raises:
+        ConfigError: ``export`` is not a format the export writes.
+    """
+
+    export: ExportFormat
+
+    def __post_init__(self) -> None:
+        _check_format(self.export)
+
+    def check(self, spec: ModelSpec) -> None:
+        """Raise when the export does not write ``spec``'s architecture (before anything is trained)."""
+        _check_architecture(spec)
+
+    def run(self, result: Any, run: Any) -> Any:
+        """Export the finished run (:func:`export_after_training`)."""
+        return export_after_training(run.out, self.export, run.console, result.model, run.state.num_processes)

@@ -7,29 +7,44 @@
 - :func:`typed_arguments`: train()'s own seed, shared_prefix and stop_strings typed as a recipe's are.
 - :func:`check_arguments`: max_steps, on_oom, on_stall; none of the settings train() decides itself
   (:data:`PLAN_OWNED`); the rewards resolved and every override typed and range-checked as TRL's parser types them.
+- :func:`request`: all of it, for train(): the :class:`Request` the rest of the pipeline reads, the same for a
+  recipe (its values are the run's) and for a model planned for a budget.
+- :class:`AfterTraining`: what runs around the pipeline when ``export=`` is asked (the optional export part
+  provides it, :mod:`grpo_lite.api`); the core never imports that part.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, TypeVar
 
 from grpo_lite.defaults import RESILIENCE, STEP, TRAINER
 from grpo_lite.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.data.prompts import PromptStyle
+    from grpo_lite.memory.models import ModelSpec
     from grpo_lite.recipe.recipe import Recipe
 
 __all__ = [
     "DEFAULTED",
     "PLAN_OWNED",
     "RECIPE_ARGUMENTS",
+    "AfterTraining",
+    "ExportFormat",
+    "Request",
+    "after_training",
     "check_arguments",
     "check_recipe_launch",
     "recipe_with_passed_arguments",
+    "request",
     "typed_arguments",
 ]
+
+ExportFormat = Literal["gguf"]  # train(export=...): written by the optional export part (grpo_lite.export)
 
 R = TypeVar("R")
 
@@ -146,3 +161,74 @@ def check_arguments(
         raise ConfigError("; ".join(f"{key} cannot be set here: {PLAN_OWNED[key]}" for key in taken))
     reward_funcs = reward_lib.resolve_rewards(rewards)
     return reward_funcs, check_overrides(overrides, n_rewards=len(reward_funcs))
+
+
+@dataclass
+class Request:
+    """What train() was asked for, checked before anything loads: a recipe to run as written (``recipe``; every
+    value below is the recipe's), or a model to plan for a budget."""
+
+    model: str | os.PathLike
+    budget_gb: float | None
+    dataset: Any
+    rewards: Any  # as passed: names and callables (the recipe records them)
+    reward_funcs: list[Any]  # resolved
+    seed: int
+    max_steps: int | None
+    prompt_style: PromptStyle | None
+    shared_prefix: bool
+    stop_strings: Any
+    preset: str | None
+    method: Any  # planning.ladder.Method | None
+    overrides: dict[str, Any] = field(default_factory=dict)  # typed as TRL's parser types them
+    recipe: Recipe | None = None
+
+
+def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> Request:
+    """train()'s arguments checked and typed, as one :class:`Request` (``passed``: train()'s other arguments of
+    the same names, and ``overrides``).
+
+    Raises:
+        ConfigError: no model and no recipe; a recipe planned for another device or number of processes; a bad
+            argument or setting.
+    """
+    overrides, on_oom, on_stall = passed.pop("overrides"), passed.pop("on_oom"), passed.pop("on_stall")
+    recipe = config  # a Recipe, the arguments passed already applied (recipe_with_passed_arguments)
+    if recipe is not None:  # the recipe's values are the run's
+        check_recipe_launch(recipe)
+        model, budget_gb = recipe.model, recipe.budget_gb
+        passed.update(dataset=recipe.dataset, rewards=recipe.rewards, seed=recipe.seed, max_steps=recipe.max_steps)
+        passed.update(prompt_style=recipe.style(), shared_prefix=recipe.shared_prefix, preset=recipe.preset)
+        passed["stop_strings"] = recipe.stop_strings
+        overrides = recipe.plan_settings()  # checked below as train()'s own overrides are
+    elif model is None:
+        raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
+    else:
+        passed["seed"], passed["shared_prefix"], passed["stop_strings"] = typed_arguments(
+            passed["seed"], passed["shared_prefix"], passed["stop_strings"]
+        )
+    reward_funcs, overrides = check_arguments(passed["max_steps"], on_oom, passed["rewards"], overrides, on_stall)
+    return Request(model, budget_gb, reward_funcs=reward_funcs, overrides=overrides, recipe=recipe, **passed)
+
+
+class AfterTraining(Protocol):
+    """What runs around the pipeline for ``train(export=...)``: a check of the resolved model before the output
+    folder is touched, and the export once run.json says finished (:mod:`grpo_lite.api` passes one)."""
+
+    def check(self, spec: ModelSpec) -> None: ...
+
+    def run(self, result: Any, run: Any) -> Any: ...
+
+
+def after_training(export: Any) -> AfterTraining | None:
+    """The export hook train() was given, or None.
+
+    Raises:
+        ConfigError: ``export`` is a format name given to the core pipeline itself, which does not export.
+    """
+    if export is None or (hasattr(export, "check") and hasattr(export, "run")):
+        return export
+    raise ConfigError(
+        f"export={export!r}: the export runs through grpo_lite.train; grpo_lite.training.trainer.train is the "
+        "pipeline without it"
+    )

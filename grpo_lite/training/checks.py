@@ -2,6 +2,8 @@
 :func:`grpo_lite.recipe.values.check_overrides`). Model loading takes minutes; a bad folder must not wait for it.
 
 - :func:`check_output_dir`: the folder can be created and written (not a file, not read-only).
+- :func:`check_context`: after planning, and for every re-plan: the longest prompt and the completions fit the
+  model's context.
 - :func:`check_free_space`: after planning, before the model loads: the disk has room for one
   checkpoint (size from the memory model, :func:`grpo_lite.training.run.checkpoints.checkpoint_bytes`).
 """
@@ -14,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from grpo_lite.defaults import GIB
-from grpo_lite.errors import OutputDirError
+from grpo_lite.errors import ConfigError, OutputDirError
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["check_free_space", "check_output_dir", "format_bytes"]
+__all__ = ["check_context", "check_free_space", "check_output_dir", "format_bytes"]
 _FOLDER_OPTION = "(--output-dir DIR; Python: output_dir=...)"
 
 
@@ -96,3 +98,31 @@ def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
             f"(checkpoints of about {format_bytes(need)} each and the final model)"
         )
     return None
+
+
+def check_context(the_plan: Plan, prompt_tokens: int, context: int | None, model_name: str) -> None:
+    """The longest prompt and the planned completions fit the model's context (before the model loads, and for
+    every re-plan).
+
+    Raises:
+        ConfigError: they do not; the message names the longest ``max_completion_length`` that fits.
+    """
+    check_positions(prompt_tokens, the_plan.settings["max_completion_length"], context, model_name)
+
+
+def check_positions(prompt_tokens: int, completion: int, context: int | None, model_name: str) -> None:
+    """``prompt_tokens + completion`` positions fit a context of ``context`` tokens (None: unknown, not checked)."""
+    if context is None or prompt_tokens + completion <= context:
+        return
+    room = context - prompt_tokens
+    fix = (
+        f"set max_completion_length={room} or lower (--set max_completion_length={room}; in a recipe, "
+        f"max_completion_length: {room} under trl:; Python: max_completion_length={room}), or "
+        if room >= 1
+        else ""
+    )
+    raise ConfigError(
+        f"the longest prompt ({prompt_tokens} tokens) and max_completion_length ({completion}) "
+        f"need {prompt_tokens + completion} positions; {model_name} has a context of "
+        f"{context} tokens: {fix}shorten the prompts (drop the longest rows from the dataset)"
+    )

@@ -1,18 +1,19 @@
-"""train(): plan -> Recipe -> run, or, with ``config=``, Recipe -> check it fits -> the same run.
+"""train(): the pipeline, one call per stage, each stage in its own module.
 
-The pipeline, in order, each step a named function of the module that holds its concern:
+1. arguments: checked and typed before anything loads, a recipe's values applied (:mod:`grpo_lite.training.arguments`);
+2. the model resolved once (:func:`grpo_lite.memory.models.resolve_model`), the one
+   :class:`~grpo_lite.memory.models.ModelSpec` every stage after reads; the run folder opened: checked, locked,
+   guarded, a resume checked and its checkpoint found (:func:`grpo_lite.training.run.folder.open_run`);
+3. inputs: the tokenizer, the dataset, every prompt and the model's context measured (:mod:`grpo_lite.training.prepare`);
+4. plan: for the budget, or the estimate of a recipe as written (:func:`grpo_lite.training.fit.make_plan`);
+5. recipe: where ``train(config=...)`` and ``train(model, budget_gb=...)`` meet, checked against the model's
+   context and the disk (:func:`grpo_lite.training.fit.make_recipe`); everything after is shared;
+6. run: attempts of TRL's ``GRPOTrainer`` built from the Recipe, re-planned on an out-of-memory step down, a
+   shared prefix turned off or a stall (:mod:`grpo_lite.training.run`);
+7. result: the model saved, ``run.json`` written, the summary printed (:mod:`grpo_lite.training.result`).
 
-1. the arguments checked before anything loads (:mod:`grpo_lite.training.arguments`; a recipe's own values
-   checked where it was planned to run); the export asked for checked;
-2. the run folder opened: checked, locked, guarded against another run, a resume checked and its checkpoint
-   found (:func:`grpo_lite.training.run.folder.open_run`);
-3. the inputs loaded and every prompt measured, then the plan: for the budget (plan -> Recipe), or the estimate
-   of the recipe as written against its budget (Recipe -> fits?); the model's context and the disk checked
-   (:mod:`grpo_lite.training.prepare`, :func:`grpo_lite.training.run.folder.check_disk`);
-4. the run: attempts of TRL's ``GRPOTrainer`` built from the Recipe, stepping down the preset ladder on CUDA
-   out-of-memory, stopping on Ctrl-C or SIGTERM with a checkpoint (:mod:`grpo_lite.training.run`);
-5. the end: the model or adapter saved and ``run.json`` written atomically, the summary printed
-   (:mod:`grpo_lite.training.report`), the export when asked.
+The export (``export=``) is an optional part: :mod:`grpo_lite.api` (``grpo_lite.train``) passes its check and its
+run as an :class:`~grpo_lite.training.arguments.AfterTraining`; this module never imports it.
 
 On CPU the whole call runs under glibc's fixed mmap threshold, lifted when it returns or raises so
 that the model handed back decodes as fast as a fresh one (:func:`grpo_lite.memory.heap.mmap_threshold_on_cpu`).
@@ -23,95 +24,27 @@ TRL, PEFT and bitsandbytes are imported inside functions, never at ``import grpo
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS  # the XML format's end: nothing after it earns a reward
-from grpo_lite.errors import ConfigError
 from grpo_lite.memory.heap import mmap_threshold_on_cpu
-from grpo_lite.training import arguments, prepare
+from grpo_lite.memory.models import resolve_model
+from grpo_lite.training import arguments, fit, prepare
+from grpo_lite.training.arguments import ExportFormat
 from grpo_lite.training.report.advice import OnStall
 from grpo_lite.training.report.quiet import quiet_libraries
+from grpo_lite.training.result import TrainResult, finish
 from grpo_lite.training.run import folder
-from grpo_lite.training.run.attempts import OnOOM, RunFolder, RunInputs
+from grpo_lite.training.run.attempts import Attempts, OnOOM, run_attempts
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
     from grpo_lite.data.prompts import PromptStyle
-    from grpo_lite.export.after_training import ExportFormat
     from grpo_lite.planning.ladder import Method
-    from grpo_lite.planning.result import Plan
     from grpo_lite.recipe.recipe import Recipe
 
 __all__ = ["DEFAULT_STOP_STRINGS", "TrainResult", "train"]
-
-
-@dataclass
-class TrainResult:
-    """What a train() run produced.
-
-    Attributes:
-        output_dir: the run folder (checkpoints, ``run.json``, ``reward_curve.png``).
-        model_dir: the final model, or the LoRA adapter for LoRA/QLoRA runs.
-        plan: the memory plan in force at the end (after any step down).
-        steps: optimizer steps completed, over all attempts.
-        history: one dict per logged step (reward, each reward's mean, loss, memory...).
-        peak_memory: measured CUDA peaks in GiB (``max_allocated_gib``, ``max_reserved_gib``), None on CPU.
-        wall_seconds: wall time of the training loop.
-        interrupted: True when Ctrl-C or SIGTERM stopped the run (a checkpoint was saved; resume continues it).
-        stop_signal: the signal that stopped it (``"SIGINT"``, ``"SIGTERM"``), or None.
-        already_finished: True when ``resume`` found the run finished and ``max_steps`` asked for no more
-            steps: nothing was trained or written (``model`` is None; the model is in ``model_dir``).
-        events: what happened along the way (out-of-memory step downs, interrupts, resume).
-        model: the trained model in memory (a PeftModel for LoRA/QLoRA), for evaluation right away.
-        tokenizer: its tokenizer.
-        exported: with ``export="gguf"``, the files written (:class:`grpo_lite.export.runtimes.RuntimeFiles`:
-            ``gguf``, ``modelfile``, ``llama_cli``); else None.
-    """
-
-    output_dir: Path
-    model_dir: Path | None
-    plan: Plan
-    steps: int
-    history: list[dict[str, Any]]
-    peak_memory: dict[str, float] | None
-    wall_seconds: float
-    interrupted: bool = False
-    stop_signal: str | None = None
-    already_finished: bool = False
-    events: list[dict[str, Any]] = field(default_factory=list)
-    model: Any = field(default=None, repr=False)
-    tokenizer: Any = field(default=None, repr=False)
-    exported: Any = None
-
-    def reward_change(self, window: int = 3) -> tuple[float | None, float | None]:
-        """Mean total reward over the first and the last ``window`` logged steps."""
-        from grpo_lite.training.report.summary import first_last
-
-        return first_last(self.history, window).get("reward", (None, None))
-
-    @classmethod
-    def of_finished_run(cls, run: RunFolder, inputs: RunInputs, the_plan: Plan) -> TrainResult:
-        """Resuming a run that is finished, with no steps asked beyond it: what its run.json records; nothing
-        trained or written (``model`` is None; the model is in ``model_dir``)."""
-        from grpo_lite.training.run.resume import read_record
-
-        record, _ = read_record(run.out, move=False)
-        record = record or {}
-        return cls(
-            output_dir=run.out,
-            model_dir=run.out / "final",
-            plan=the_plan,
-            steps=run.earlier.reached,
-            history=run.earlier.history,
-            peak_memory=record.get("peak_memory"),
-            wall_seconds=record.get("wall_seconds") or 0.0,
-            events=run.earlier.events,
-            tokenizer=inputs.tokenizer,
-            already_finished=True,
-        )
 
 
 @quiet_libraries()
@@ -208,156 +141,36 @@ def train(
             file, read-only, full or held by another run, or the disk filled up during the run.
         RewardError: a reward function returned something other than one number (or None) per completion.
     """
-    from grpo_lite.export.after_training import check_export
-    from grpo_lite.training.run.attempts import Attempts, run_attempts
-    from grpo_lite.training.step.trl_seam import seam_replan
-
-    # a Recipe, the arguments passed already applied (recipe_with_passed_arguments)
-    recipe = cast("Recipe | None", config)
-    if recipe is not None:  # Recipe -> check it fits -> run: the recipe's values are the run's
-        arguments.check_recipe_launch(recipe)
-        model, budget_gb, dataset, rewards, seed, max_steps = (
-            recipe.model,
-            recipe.budget_gb,
-            recipe.dataset,
-            recipe.rewards,
-            recipe.seed,
-            recipe.max_steps,
-        )
-        prompt_style, shared_prefix = recipe.style(), recipe.shared_prefix
-        overrides = recipe.plan_settings()  # checked below as train()'s own overrides are
-    elif model is None:
-        raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
-    else:  # plan -> Recipe -> run
-        seed, shared_prefix, stop_strings = arguments.typed_arguments(seed, shared_prefix, stop_strings)
-    reward_funcs, overrides = arguments.check_arguments(max_steps, on_oom, rewards, overrides, on_stall)
-    check_export(export, model)  # before the output folder is touched
-
-    run = folder.open_run(
-        model,
-        output_dir,
-        resume=resume,
-        overwrite=overwrite,
-        quiet=quiet,
-        max_steps=max_steps,
-        preset=preset,
-        method=method,
-    )
+    after = arguments.after_training(export)  # the export's check and run (grpo_lite.api), or None
+    request = arguments.request(
+        config, model, budget_gb, dataset=dataset, rewards=rewards, seed=seed, max_steps=max_steps, method=method,
+        preset=preset, prompt_style=prompt_style, shared_prefix=shared_prefix, stop_strings=stop_strings,
+        on_oom=on_oom, on_stall=on_stall, overrides=overrides,
+    )  # fmt: skip
+    spec = resolve_model(request.model)  # once: every stage below reads this spec
+    if after is not None:
+        after.check(spec)  # before the output folder is touched
+    run = folder.open_run(spec, output_dir, resume=resume, overwrite=overwrite, quiet=quiet, request=request)
     loop = None
     try:
-        if run.earlier is not None and run.earlier.preset is not None and recipe is None:  # checked in open_run
-            preset, method = run.earlier.preset, None  # the rung the checkpoint was trained on (after any step down)
-        shared_prefix = seam_replan(shared_prefix, run.console)
-        if recipe is not None and shared_prefix != recipe.shared_prefix:
-            recipe = recipe.with_overrides(shared_prefix=shared_prefix)
-        inputs = prepare.load_inputs(model, dataset, reward_funcs, prompt_style, seed, skip_invalid, run.console)
-        plan_kwargs = prepare.plan_kwargs(budget_gb, inputs.prompt_tokens)
-        if recipe is None:  # plan -> Recipe
-            the_plan = prepare.make_plan(
-                inputs,
-                plan_kwargs,
-                method,
-                preset,
-                {**overrides, "shared_prefix": shared_prefix},
-                run,
-                quiet or run.finished,
-                show_plan,
-            )
-        else:  # the recipe as written: the estimate of its settings against its budget
-            the_plan = prepare.make_plan(
-                inputs,
-                plan_kwargs,
-                method,
-                recipe.preset,
-                recipe.plan_settings(),
-                run,
-                quiet or run.finished,
-                show_plan,
-                recipe=recipe,
-            )
+        inputs = prepare.load_inputs(spec, request, skip_invalid, run.console)
+        plan, plan_kwargs = fit.make_plan(inputs, request, run, quiet=quiet or run.finished, show_plan=show_plan)
         if run.finished:
-            return TrainResult.of_finished_run(run, inputs, the_plan)
-        the_recipe = _recipe(recipe, the_plan, inputs, dataset, rewards, seed, max_steps, stop_strings)
-        prepare.check_context(the_plan, inputs)
-        folder.check_disk(run, the_plan)
-
+            return TrainResult.of_finished_run(run, inputs, plan)
+        recipe = fit.make_recipe(request, plan, inputs, run)  # config= and model= meet here
         loop = Attempts.start(
-            the_plan, inputs, run, the_recipe, callbacks=callbacks, plan_kwargs=plan_kwargs, on_stall=on_stall
+            plan, inputs, run, recipe, callbacks=callbacks, plan_kwargs=plan_kwargs, on_stall=on_stall
         )
-        trainer = run_attempts(loop, plan_kwargs, on_oom=on_oom, oom_window_steps=oom_window_steps)
-        result = _finish(loop, trainer, inputs, run)
+        trainer = run_attempts(loop, on_oom=on_oom, oom_window_steps=oom_window_steps)
+        result = finish(loop, trainer, inputs, run)
     except BaseException as exc:
         if loop is not None:
-            loop.record_failure(exc)
-            full = folder.disk_full(exc, run, loop.plan)
-            if full is not None:
+            loop.record_failure(exc)  # run.json says failed or aborted; a full disk is said as such
+            if (full := folder.disk_full(exc, run, loop.plan)) is not None:
                 raise full from exc
         raise
     finally:
         run.release()
-    if export is not None and not result.interrupted and run.state.is_main_process:
-        from grpo_lite.export.after_training import export_after_training
-
-        # after run.json says finished: a failed export keeps the trained model and says how to export it again
-        result.exported = export_after_training(run.out, export, run.console, result.model, run.state.num_processes)
-    return result
-
-
-def _recipe(
-    recipe: Recipe | None,
-    the_plan: Plan,
-    inputs: RunInputs,
-    dataset: Any,
-    rewards: Any,
-    seed: int,
-    max_steps: int | None,
-    stop_strings: Sequence[str],
-) -> Recipe:
-    """The Recipe the run trains: the plan written as one (plan -> Recipe), or the recipe given, with what it
-    left to the planner filled in."""
-    if recipe is not None:
-        return recipe.filled(the_plan)
-    from grpo_lite.recipe.recipe import Recipe
-
-    return Recipe.from_plan(
-        the_plan,
-        dataset=dataset,
-        rewards=None if rewards is None else list(rewards),
-        prompt_style=inputs.style,
-        seed=seed,
-        max_steps=max_steps,
-        stop_strings=stop_strings,
-    )
-
-
-def _finish(loop: Any, trainer: Any, inputs: RunInputs, run: RunFolder) -> TrainResult:
-    """Save the final model (unless interrupted), write run.json, print the summary."""
-    from grpo_lite.training import build
-    from grpo_lite.training.run import checkpoints
-
-    out = run.out
-    # a stop asked during the last step leaves nothing to resume: the run is finished
-    interrupted = loop.interrupt_cb.requested and trainer.state.global_step < trainer.state.max_steps
-    model_dir = None if interrupted else build.save_final(trainer, inputs.tokenizer, out)
-    saved = checkpoints.scan(out).newest
-    if interrupted:
-        loop.events.append(
-            {"event": "interrupted", "step": loop.done, "checkpoint": str(saved), "signal": loop.interrupt_cb.signal}
-        )
-    result = TrainResult(
-        output_dir=out, model_dir=model_dir, plan=loop.plan, steps=loop.done, history=loop.history_cb.rows,
-        peak_memory=loop.memory_cb.peak(), wall_seconds=loop.wall, interrupted=interrupted, events=loop.events,
-        stop_signal=loop.interrupt_cb.signal if interrupted else None,
-        model=trainer.model, tokenizer=inputs.tokenizer,
-    )  # fmt: skip
-    loop.write_record(status="interrupted" if interrupted else "finished", model_dir=model_dir)
-    if run.state.is_main_process:
-        from grpo_lite.training.report.summary import finish_report
-
-        finish_report(result, run.console)
-        if interrupted:
-            run.console.print(
-                f"[bold]interrupted at step {loop.done}[/bold]: checkpoint saved in {saved}. "
-                f"Resume with the same command plus --resume (Python: train(..., output_dir={str(out)!r}, resume=True))"
-            )
+    if after is not None and not result.interrupted and run.state.is_main_process:
+        result.exported = after.run(result, run)  # run.json says finished: a failed export keeps the model
     return result

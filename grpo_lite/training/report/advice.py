@@ -6,10 +6,14 @@ user fixed) and one thing changed: the longest ``max_completion_length`` that fi
 and Python arguments; planning with exactly those fixed gives the plan the search found, so the flags fit as
 written.
 
+Every length tried fits the model's context with the longest prompt (as the first plan was checked), so a remedy's
+flags pass train()'s checks as written.
+
 ``on_stall="adapt"``: after a ``length_cut`` finding, at the next checkpoint, the run's trainer samples up to the
 longest ``max_completion_length`` that fits with every other setting of the run unchanged (micro-batch,
-accumulation, generations: what the data loader and the optimizer were built with). The plan and the recipe in
-run.json become that plan; an ``adapted`` event and a line say so. Not done: with vLLM (its engine was built for
+accumulation, generations: what the data loader and the optimizer were built with). The run re-plans through
+:func:`~grpo_lite.training.run.replan.replan` (cause ``stall``): its plan, recipe and settings in run.json become
+the new ones; a ``replanned`` event and a line say so. Not done: with vLLM (its engine was built for
 the old length), under several processes (every rank would have to change at the same step), or in a run
 without checkpoints (no boundary). A resume plans from its own command again: add the event's flag to it.
 """
@@ -43,7 +47,11 @@ class Advisor:
     Args:
         plan: the run's plan in force.
         plan_kwargs: what train() called plan() with (budget, device, prompt length, processes, sharding).
-        on_adapt: receives ``(step, new_plan, event)`` after an adaptation (train(): line, run.json).
+        context: the model's context in tokens (None: unknown); with ``plan_kwargs["max_prompt_length"]`` it bounds
+            the lengths tried.
+        replan: the run's re-plan (train(): :func:`~grpo_lite.training.run.replan.replan` for this run), called
+            as ``replan("stall", step=..., why=..., change=..., note=...)``; returns the new plan.
+        on_decline: receives ``(step, event)`` when the length stays (train(): line, run.json).
     """
 
     def __init__(
@@ -51,9 +59,12 @@ class Advisor:
         plan: Any,
         plan_kwargs: Mapping[str, Any],
         *,
-        on_adapt: Callable[[int, Any, dict[str, Any]], None] | None = None,
+        context: int | None = None,
+        replan: Callable[..., Any] | None = None,
+        on_decline: Callable[[int, dict[str, Any]], None] | None = None,
     ) -> None:
-        self.plan, self.plan_kwargs, self.on_adapt = plan, dict(plan_kwargs), on_adapt
+        self.plan, self.plan_kwargs, self.context = plan, dict(plan_kwargs), context
+        self.replan, self.on_decline = replan, on_decline
         self.trainer: Any = None  # the trainer to adapt (set when it is built)
 
     # ---- the planner, with one thing changed --------------------------------------------------------
@@ -71,17 +82,29 @@ class Advisor:
         except (DoesNotFitError, ConfigError):
             return None
 
+    def room(self) -> int | None:
+        """The longest completion the model's context leaves after the longest prompt (None: no known limit)."""
+        prompt = self.plan_kwargs.get("max_prompt_length")
+        return None if self.context is None or prompt is None else self.context - int(prompt)
+
     def longest_completion(self, *, keep_all: bool = False) -> tuple[int, Any] | None:
-        """The longest ``max_completion_length`` above the current one that fits, and its plan (None: none does)."""
+        """The longest ``max_completion_length`` above the current one that fits the budget and the model's context
+        with the longest prompt, and its plan (None: none does). Tried in steps of :data:`LENGTH_STEP` up to
+        :data:`MAX_LENGTH_FACTOR` times the current one, the last step cut at the context's room."""
         current = int(self.plan.settings["max_completion_length"])
         keep = {} if keep_all else {"num_generations": self.plan.settings["num_generations"]}
+        room = self.room()
+        top = current * MAX_LENGTH_FACTOR if room is None else min(current * MAX_LENGTH_FACTOR, room)
+        if top <= current:
+            return None
         best = None
-        low, high = 1, max(1, (current * MAX_LENGTH_FACTOR - current) // LENGTH_STEP)
+        low, high = 1, -(-(top - current) // LENGTH_STEP)
         while low <= high:  # memory grows with the length: the fitting lengths are a prefix of the range
             mid = (low + high) // 2
-            found = self._fits({**keep, "max_completion_length": current + mid * LENGTH_STEP}, keep_all=keep_all)
+            length = min(current + mid * LENGTH_STEP, top)
+            found = self._fits({**keep, "max_completion_length": length}, keep_all=keep_all)
             if found is not None:
-                best, low = (current + mid * LENGTH_STEP, found), mid + 1
+                best, low = (length, found), mid + 1
             else:
                 high = mid - 1
         return best
@@ -115,6 +138,13 @@ class Advisor:
             if self.plan.budget_gb
             else f"preset {self.plan.preset.name}"
         )
+        room = self.room()
+        if found is None and room is not None and room <= current * MAX_LENGTH_FACTOR:
+            return (
+                f"max_completion_length={current} is the longest this card and the model's context of {self.context} "
+                f"tokens leave after the longest prompt ({self.plan_kwargs['max_prompt_length']} tokens) fit; ask for "
+                "shorter answers (a prompt with a shorter worked example, stop_strings) or shorten the prompts"
+            )
         if found is None:
             return (
                 f"max_completion_length={current} is already the longest the plan fits ({card}); ask for "
@@ -160,30 +190,36 @@ class Advisor:
             "max_completion_length": self.plan.settings["max_completion_length"],
             "why": why,
         }
-        if self.on_adapt is not None:
-            self.on_adapt(step, None, event)
+        if self.on_decline is not None:
+            self.on_decline(step, event)
 
     def adapt(self, step: int) -> None:
-        """At a checkpoint: the trainer samples up to the longest length that fits with the rest unchanged."""
-        blocker = self.adapt_blocker()
+        """At a checkpoint: the run re-plans with the longest length that fits with the rest unchanged, and the
+        trainer samples up to it."""
+        from grpo_lite.errors import ConfigError, DoesNotFitError
+
+        blocker = self.adapt_blocker() or (None if self.replan is not None else "no re-plan for this run")
         found = None if blocker else self.longest_completion(keep_all=True)
         current = self.plan.settings["max_completion_length"]
         if found is None:
-            self.decline(step, blocker or "no longer completion fits with the run's other settings")
+            self.decline(step, blocker or "no longer completion fits the run's other settings and the model's context")
             return
-        length, new_plan = found
+        length, _ = found
+        assert self.replan is not None
+        why = f"max_completion_length={current} cut most completions"
+        try:
+            self.plan = self.replan(
+                "stall",
+                step=step,
+                why=why,
+                change={"max_completion_length": length},
+                note=f"a resume needs --set max_completion_length={length}",
+            )
+        except (ConfigError, DoesNotFitError) as exc:  # the re-plan's own checks: the length stays
+            self.decline(step, str(exc))
+            return
         trainer = self.trainer
         trainer.max_completion_length = length  # what TRL's sampling and dr_grpo's divisor read
         trainer.args.max_completion_length = length
         if getattr(trainer, "generation_config", None) is not None:
             trainer.generation_config.max_new_tokens = length
-        self.plan = new_plan
-        event = {
-            "event": "adapted",
-            "step": step,
-            "max_completion_length": [current, length],
-            "planned_peak_gib": round(new_plan.estimate.total_gib, 3),
-            "resume_with": f"--set max_completion_length={length}",
-        }
-        if self.on_adapt is not None:
-            self.on_adapt(step, new_plan, event)

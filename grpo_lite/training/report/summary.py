@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from grpo_lite.files import write_json as write_json_atomic  # the name its callers import
 
-__all__ = ["finish_report", "first_last", "plot_reward_curve", "summary_table", "versions", "write_json_atomic"]
+__all__ = [
+    "finish_report",
+    "first_last",
+    "is_step_down",
+    "plot_reward_curve",
+    "step_down_presets",
+    "summary_table",
+    "versions",
+    "write_json_atomic",
+]
 
 # Metrics shown in the summary, in order; reward columns are added for every reward function.
 _SUMMARY_KEYS = ("reward", "reward_std", "completions/mean_length", "loss", "grad_norm", "kl", "entropy")
@@ -114,16 +124,29 @@ def versions() -> dict[str, str | None]:
     return out
 
 
+def is_step_down(event: Mapping[str, Any]) -> bool:
+    """An out-of-memory step down: a ``replanned`` event of that cause, or a 0.4 record's ``out_of_memory``."""
+    return event.get("event") == "out_of_memory" or (
+        event.get("event") == "replanned" and event.get("cause") == "out_of_memory"
+    )
+
+
+def step_down_presets(event: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The rungs a step down went from and to (either record's shape)."""
+    if event.get("event") == "out_of_memory":
+        return event.get("from_preset"), event.get("to_preset")
+    return event.get("from", {}).get("preset"), event.get("to", {}).get("preset")
+
+
 def finish_report(result: Any, console: Any) -> None:
     """Print the summary table, draw reward_curve.png, say where the model and run.json are."""
     title = f"GRPO {result.plan.model.name}: {result.steps} steps, preset {result.plan.preset.name}"
     planned = result.plan.estimate.total_gib
     console.print(summary_table(result.history, title=title, peak=result.peak_memory, planned_gib=planned))
     for event in result.events:
-        if event["event"] == "out_of_memory":
-            console.print(
-                f"stepped down {event['from_preset']} -> {event['to_preset']} after OOM at step {event['step']}"
-            )
+        if is_step_down(event):
+            low, high = step_down_presets(event)
+            console.print(f"stepped down {low} -> {high} after OOM at step {event['step']}")
     if result.history:
         png = plot_reward_curve(result.history, result.output_dir / "reward_curve.png")
         console.print(f"reward curve: {png}" if png else "[dim]no reward curve: pip install 'grpo-lite[plot]'[/dim]")

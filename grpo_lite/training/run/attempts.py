@@ -3,7 +3,8 @@
 An attempt builds the trainer from the current plan and trains until the run ends. A CUDA
 out-of-memory error within the first ``oom_window_steps`` steps ends the attempt instead: the weights
 reached are carried (LoRA merged), the next cheaper rung that fits is planned
-(:func:`grpo_lite.training.run.resilience.next_plan`) and a new attempt goes on with the steps left, its
+(:func:`grpo_lite.training.run.resilience.next_plan`, made the run's by
+:func:`grpo_lite.training.run.replan.replan`) and a new attempt goes on with the steps left, its
 learning-rate schedule continuing where the run was (:func:`~grpo_lite.training.run.resilience.continue_schedule`).
 
 What is on disk at any instant: ``history.jsonl`` gets every logged step as it happens; ``run.json``
@@ -14,6 +15,7 @@ second one), ``failed`` (an error, a full disk), or ``crashed`` (seen by a later
 
 from __future__ import annotations
 
+import functools
 import gc
 import time
 import warnings
@@ -72,6 +74,7 @@ class RunInputs:
     reward_funcs: list[Callable[..., Any]]
     style: PromptStyle
     prompt_tokens: int  # the longest prompt, measured
+    context: int | None = None  # the model's context in tokens (None: no known limit)
 
 
 @dataclass
@@ -101,6 +104,7 @@ class Attempts:
     fingerprint: dict[str, str] | None = None  # resume_checks.model_fingerprint of the base model
     zero_advantage_record: dict[str, Any] | None = None  # what the last trainer's zero-advantage skip saved
     health: Any = None  # health.HealthMonitor: findings over the run's logged steps, kept across attempts
+    plan_kwargs: dict[str, Any] = field(default_factory=dict)  # what train() called plan() with (replan.replan)
 
     @classmethod
     def start(
@@ -122,6 +126,7 @@ class Attempts:
         from grpo_lite.training.report.health import HealthMonitor
         from grpo_lite.training.run.checkpoints import CompletionCallback
         from grpo_lite.training.run.ranks import RankRecordCallback
+        from grpo_lite.training.run.replan import replan
         from grpo_lite.training.run.resilience import InterruptCallback, SaveAtEndCallback, StopWhenDone
         from grpo_lite.training.run.resume import HISTORY_FILE
         from grpo_lite.training.run.resume_checks import model_fingerprint
@@ -139,7 +144,14 @@ class Attempts:
             recipe=recipe,
         )
         loop.fingerprint = model_fingerprint(inputs.spec.model_id)  # a resume checks it names the same model
-        advisor = Advisor(plan, plan_kwargs or {}, on_adapt=loop.record_adapt)
+        loop.plan_kwargs = dict(plan_kwargs or {})
+        advisor = Advisor(
+            plan,
+            loop.plan_kwargs,
+            context=inputs.context,
+            replan=functools.partial(replan, loop),
+            on_decline=loop.record_decline,
+        )
         loop.health = HealthMonitor(inputs.reward_funcs, report=loop.record_health, advisor=advisor, on_stall=on_stall)
         history_file = run.out / HISTORY_FILE if run.state.is_main_process else None
         loop.memory_cb, loop.history_cb, loop.interrupt_cb = (
@@ -180,14 +192,10 @@ class Attempts:
         from grpo_lite.rewards.checked import check_rewards
         from grpo_lite.training import build
         from grpo_lite.training.report.progress import ProgressLine, replace_printer
+        from grpo_lite.training.report.summary import is_step_down
         from grpo_lite.training.run import resilience
 
-        steps_left = None if self.max_steps is None else self.max_steps - self.done
-        step_downs = sum(e["event"] == "out_of_memory" for e in self.events)  # a new seed after each step down
-        assert self.recipe is not None
-        self.settings = build.grpo_settings(
-            self.recipe, output_dir=self.run.out, seed=self.seed + step_downs, max_steps=steps_left
-        )
+        self.settings = self.grpo_settings()
         self.write_record(status="running")
         self.history_cb.step_offset = self.done
         trainer = build.build_trainer(
@@ -202,7 +210,7 @@ class Attempts:
         )
         if self.done > 0 and self.max_steps is not None:  # after a step down: the run's schedule goes on
             note = resilience.continue_schedule(trainer, offset=self.done, total_steps=self.max_steps)
-            downs = [e for e in self.events if e["event"] == "out_of_memory"]
+            downs = [e for e in self.events if is_step_down(e)]
             if downs and "lr_schedule" not in downs[-1]:
                 downs[-1]["lr_schedule"] = note
         self.shared_prefix_record = trainer.shared_prefix_record  # updated in place as the run goes
@@ -226,53 +234,40 @@ class Attempts:
         trainer.add_callback(self.health)  # after the progress line: a finding's line follows its step's
         return trainer
 
-    def plan_as_built(self, trainer: Any, plan_kwargs: dict[str, Any]) -> None:
+    def grpo_settings(self) -> dict[str, Any]:
+        """The GRPOConfig settings of the recipe for the steps left (a new seed after each step down)."""
+        from grpo_lite.training import build
+        from grpo_lite.training.report.summary import is_step_down
+
+        assert self.recipe is not None
+        steps_left = None if self.max_steps is None else self.max_steps - self.done
+        step_downs = sum(is_step_down(e) for e in self.events)
+        return build.grpo_settings(
+            self.recipe, output_dir=self.run.out, seed=self.seed + step_downs, max_steps=steps_left
+        )
+
+    def plan_as_built(self, trainer: Any) -> None:
         """The plan of what the trainer runs: when it turned the shared prefix off once the model loaded (TRL's
-        fused LM head differs, FSDP or ZeRO-3), or turns it off later (the first micro-batch's self-check, through
-        ``trainer.on_shared_off``, at that moment), the recipe is estimated again without it (the same settings
-        otherwise) and the run says so, on the console and as a ``replanned`` event in run.json. Shared sampling
-        turned off alone changes no plan: the plan counts sampling's KV cache for every row either way.
+        code differs from the seam, TRL's fused LM head differs, FSDP or ZeRO-3), or turns it off later (the first
+        micro-batch's self-check, through ``trainer.on_shared_off``, at that moment), the run is planned again
+        without it (:func:`~grpo_lite.training.run.replan.replan`). Shared sampling turned off alone changes no
+        plan: the plan counts sampling's KV cache for every row either way.
 
         Raises:
             DoesNotFitError: without the shared prefix the recipe no longer fits its budget.
         """
+        from grpo_lite.training.run.replan import replan
+
         assert self.recipe is not None
         if hasattr(trainer, "on_shared_off"):  # grpo-lite's trainer: the same rule when its self-check fails
-            trainer.on_shared_off = lambda: self.plan_as_built(trainer, plan_kwargs)
+            trainer.on_shared_off = lambda: self.plan_as_built(trainer)
         if not self.recipe.shared_prefix or trainer.shared_prefix:
             return
-        from grpo_lite.errors import DoesNotFitError
-        from grpo_lite.planning.choose import plan
-
-        why = trainer.shared_prefix_record.get("off", "turned off by the trainer")
-        recipe = self.recipe.with_overrides(shared_prefix=False)
-        budget = {} if self.plan.budget_gb is None else {"budget_gb": self.plan.budget_gb}  # not the RAM left now
-        try:
-            lower = plan(
-                self.plan.model, preset=self.plan.preset.name, **{**plan_kwargs, **budget}, **recipe.plan_settings()
-            )
-        except DoesNotFitError as exc:
-            raise DoesNotFitError(
-                f"the shared prefix is off ({why}), and without it the run does not fit: {exc}",
-                exc.smallest_budget_gb,
-                exc.preset,
-            ) from None
-        event = {
-            "event": "replanned",
-            "reason": f"shared prefix off: {why}",
-            "from_peak_gib": round(self.plan.estimate.total_gib, 3),
-            "to_peak_gib": round(lower.estimate.total_gib, 3),
-        }
-        self.plan, self.recipe = lower, recipe.filled(lower)
-        if self.health is not None:
-            self.health.advisor.plan = lower  # on_stall="adapt" re-plans from the plan trained
-        self.events.append(event)
-        self.run.console.print(
-            f"[yellow]the shared prefix is off ({why}): the run is planned again without it, "
-            f"peak {event['from_peak_gib']:.2f} -> {event['to_peak_gib']:.2f} GiB[/yellow]",
-            highlight=False,
-        )
-        self.write_record(status="running")
+        record = trainer.shared_prefix_record
+        seam = "shared_scoring" in (record.get("trl_seam") or {}).get("off", {})
+        why = record.get("off", "turned off by the trainer")
+        step = self.done + trainer.state.global_step
+        replan(self, "trl_seam" if seam else "shared_prefix_off", step=step, why=why, change={"shared_prefix": False})
 
     def record_health(self, finding: Any) -> None:
         """A health finding: one line in the progress output, one event in run.json."""
@@ -280,26 +275,19 @@ class Attempts:
         self.events.append(finding.event())
         self.write_record(status="running")
 
-    def record_adapt(self, step: int, new_plan: Plan | None, event: dict[str, Any]) -> None:
-        """``on_stall="adapt"`` changed the completion length at a checkpoint (or could not): line, event, plan."""
-        if new_plan is not None:
-            self.plan = new_plan
-            self.recipe = self.recipe.replanned(new_plan) if self.recipe is not None else None
-            old, new = event["max_completion_length"]
-            text = (
-                f"health: adapted at step {step} (a checkpoint): max_completion_length {old} -> {new}, which the "
-                f"plan fits with every other setting unchanged (peak {event['planned_peak_gib']} GiB); a resume "
-                f"needs {event['resume_with']}"
-            )
-        else:
-            text = f"health: max_completion_length stays {event['max_completion_length']}: {event['why']}"
+    def record_decline(self, step: int, event: dict[str, Any]) -> None:
+        """``on_stall="adapt"`` could not raise the completion length: one line, one ``adapt_skipped`` event."""
+        text = f"health: max_completion_length stays {event['max_completion_length']}: {event['why']}"
         self.run.console.print(text, style="yellow", highlight=False, markup=False, soft_wrap=True)
         self.events.append(event)
         self.write_record(status="running")
 
     def checkpoint_record(self) -> dict[str, Any]:
         """What a checkpoint's completion marker keeps of the run: enough to resume without run.json."""
+        from grpo_lite.training.run.resume_checks import trained_with
+
         return {
+            **({} if self.recipe is None else trained_with(self.recipe)),
             "preset": self.plan.preset.name,
             "source": None if self.source == self.inputs.spec.model_id else self.source,
             "done": self.done,
@@ -322,27 +310,22 @@ class Attempts:
         except OSError:
             pass
 
-    def step_down(self, trainer: Any, reached: int, error: str, plan_kwargs: dict[str, Any]) -> None:
+    def step_down(self, trainer: Any, reached: int, error: str) -> None:
         """Carry the weights reached to the next cheaper rung that fits (DoesNotFitError at the bottom)."""
         from grpo_lite.training import build
         from grpo_lite.training.run import resilience
+        from grpo_lite.training.run.replan import replan
 
         out = self.run.out
         if self.max_steps is None:  # an epoch: keep its total, not a new epoch per attempt
             self.max_steps = self.done + trainer.state.max_steps
-        lower = resilience.next_plan(self.plan, **plan_kwargs)
+        lower = resilience.next_plan(self.plan, **self.plan_kwargs)  # the rung; replan() checks and records it
         carried = build.carry_weights(trainer, self.inputs.tokenizer, out / f"stepdown-{len(self.events) + 1}")
         resilience.drop_checkpoints(out)  # they hold the old rung's state; the carried weights supersede them
-        self.events.append(
-            {"event": "out_of_memory", "step": reached, "from_preset": self.plan.preset.name,
-             "to_preset": lower.preset.name, "error": error, "weights": str(carried)}
-        )  # fmt: skip
-        self.run.console.print(
-            f"[yellow]out of GPU memory at step {reached} on preset {self.plan.preset.name!r}: stepping down "
-            f"to {lower.preset.name!r} and going on from the weights reached (saved in {carried})[/yellow]"
-        )
-        self.plan, self.source, self.done, self.run.checkpoint = lower, str(carried), reached, None
-        self.recipe = self.recipe.replanned(lower) if self.recipe is not None else None
+        self.source, self.done, self.run.checkpoint = str(carried), reached, None
+        note = f"going on from the weights reached (saved in {carried})"
+        replan(self, "out_of_memory", step=reached, why=error, change={"preset": lower.preset.name}, keep="fixed",
+               note=note, weights=str(carried))  # fmt: skip
 
     def write_record(self, *, status: str, model_dir: Path | None = None) -> None:
         """Write run.json atomically (main process only)."""
@@ -395,6 +378,7 @@ def _resumed_callback(loop: Attempts) -> Any:
     class Resumed(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001 - transformers' signature
             if loop.resumed is not None:
+                _schedule_at_its_step(kwargs.get("optimizer"), kwargs.get("lr_scheduler"))
                 loop.events.append(loop.resumed)
                 loop.resumed = None
                 loop.write_record(status="running")
@@ -402,7 +386,24 @@ def _resumed_callback(loop: Attempts) -> Any:
     return Resumed()
 
 
-def run_attempts(loop: Attempts, plan_kwargs: dict[str, Any], *, on_oom: OnOOM, oom_window_steps: int) -> Any:
+def _schedule_at_its_step(optimizer: Any, scheduler: Any) -> None:
+    """After a checkpoint is loaded: the optimizer's learning rates are the schedule's at the step it resumes.
+
+    The optimizer's state carries the rates its last step set; the scheduler's lambdas are this run's. They agree
+    when the run goes on as planned, not when a finished run is extended (``max_steps`` raised): the old schedule
+    ended at 0, so the next step would train at 0 until the scheduler steps again.
+    """
+    from torch.optim.lr_scheduler import LambdaLR
+
+    scheduler = getattr(scheduler, "scheduler", scheduler)  # accelerate's wrapper, when the trainer prepared one
+    if optimizer is None or type(scheduler) is not LambdaLR:  # other schedulers keep what they loaded
+        return
+    rates = [base * f(scheduler.last_epoch) for base, f in zip(scheduler.base_lrs, scheduler.lr_lambdas)]
+    for group, rate in zip(optimizer.param_groups, rates):
+        group["lr"] = rate
+
+
+def run_attempts(loop: Attempts, *, on_oom: OnOOM, oom_window_steps: int) -> Any:
     """Train until the run ends, stepping down on an early CUDA out-of-memory error; return the last trainer."""
     import torch
 
@@ -410,7 +411,7 @@ def run_attempts(loop: Attempts, plan_kwargs: dict[str, Any], *, on_oom: OnOOM, 
 
     while True:
         trainer = loop.build()
-        loop.plan_as_built(trainer, plan_kwargs)
+        loop.plan_as_built(trainer)
         checkpoint = loop.run.checkpoint
         start = time.perf_counter()
         try:
@@ -432,7 +433,7 @@ def run_attempts(loop: Attempts, plan_kwargs: dict[str, Any], *, on_oom: OnOOM, 
                 raise  # several processes: one rank cannot step down alone (the others wait in a collective)
             error = str(exc).splitlines()[0][:300]
         # Outside the except block, the traceback no longer pins the failed step's tensors.
-        loop.step_down(trainer, reached, error, plan_kwargs)
+        loop.step_down(trainer, reached, error)
         del trainer  # the failed attempt's tensors go before the next attempt allocates
         gc.collect()
         if torch.cuda.is_available():

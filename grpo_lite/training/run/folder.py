@@ -19,7 +19,9 @@ from grpo_lite.training.run.attempts import RunFolder
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.errors import GrpoLiteError
+    from grpo_lite.memory.models import ModelSpec
     from grpo_lite.planning.result import Plan
+    from grpo_lite.training.arguments import Request
 
 __all__ = ["check_disk", "default_output_dir", "disk_full", "open_run"]
 
@@ -31,20 +33,18 @@ def default_output_dir(model: str) -> Path:
 
 
 def open_run(
-    model: str | os.PathLike,
+    spec: ModelSpec,
     output_dir: str | os.PathLike | None,
     *,
     resume: bool,
     overwrite: bool,
     quiet: bool,
-    max_steps: int | None = None,
-    preset: str | None = None,
-    method: str | None = None,
+    request: Request | None = None,
 ) -> RunFolder:
     """Choose, check, lock and guard the output folder (one for all ranks); find the checkpoint to resume from.
 
     The main process does the checks and takes the lock; its error, if any, is raised on every rank. A resume
-    is checked (same model, preset and method; steps) before anything in the folder is written.
+    is checked (same model, preset and method; steps: ``request``'s) before anything in the folder is written.
     """
     from rich.console import Console
 
@@ -57,7 +57,10 @@ def open_run(
 
     state = process_state()
     console = Console(quiet=quiet or not state.is_main_process)
-    out = Path(output_dir) if output_dir is not None else default_output_dir(str(model))
+    asked: dict[str, Any] = {"max_steps": None, "preset": None, "method": None}
+    if request is not None:
+        asked = {"max_steps": request.max_steps, "preset": request.preset, "method": request.method}
+    out = Path(output_dir) if output_dir is not None else default_output_dir(spec.name)
     if output_dir is None and state.num_processes > 1:  # one timestamped folder for every rank
         from accelerate.utils import broadcast_object_list
 
@@ -74,9 +77,7 @@ def open_run(
                 console.print(f"[yellow]{stale}[/yellow]")
             resilience.guard_output_dir(out, resume=resume, overwrite=overwrite)
             if resume:  # before anything is written: same model, preset, method; steps left
-                run.finished, line = resume_checks.check_resume(
-                    out, model, max_steps=max_steps, preset=preset, method=method
-                )
+                run.finished, line = resume_checks.check_resume(out, spec.model_id, **asked)
                 if line is not None:
                     console.print(line if run.finished else f"[yellow]{line}[/yellow]", highlight=False, soft_wrap=True)
                 if run.finished:  # "nothing changed" is the run's last line: reading its inputs again says nothing
@@ -95,7 +96,7 @@ def open_run(
     if error is not None:
         raise error
     if resume and not state.is_main_process:
-        run.finished, _ = resume_checks.check_resume(out, model, max_steps=max_steps, preset=preset, method=method)
+        run.finished, _ = resume_checks.check_resume(out, spec.model_id, **asked)
     if resume and (run.finished or not state.is_main_process):
         run.checkpoint, _ = resuming.resume_point(out, move=False)
         run.earlier = resuming.earlier_run(out, run.checkpoint, main=False)

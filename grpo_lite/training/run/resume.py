@@ -47,6 +47,8 @@ class EarlierRun:
         status: run.json's status (None when it is missing or unreadable).
         model: the model the run trained (its ``model_id``), or None in a record older than this field.
         fingerprint: that model's :func:`model_fingerprint` when the run started, or None.
+        rewards, seed, num_generations: what the run optimized (its reward names, seed and group size), or None
+            in a record older than these fields.
     """
 
     preset: str | None
@@ -60,6 +62,9 @@ class EarlierRun:
     status: str | None = None
     model: str | None = None
     fingerprint: dict[str, str] | None = None
+    rewards: list[str] | None = None
+    seed: int | None = None
+    num_generations: int | None = None
 
     @property
     def reached(self) -> int:
@@ -68,8 +73,10 @@ class EarlierRun:
 
     def presets(self) -> list[str]:
         """The presets the run trained on: the first rung, then each step down's."""
-        downs = [e for e in self.events if e.get("event") == "out_of_memory"]
-        names = [downs[0]["from_preset"]] + [e["to_preset"] for e in downs] if downs else [self.preset]
+        from grpo_lite.training.report.summary import is_step_down, step_down_presets
+
+        downs = [step_down_presets(e) for e in self.events if is_step_down(e)]
+        names = [downs[0][0]] + [to for _, to in downs] if downs else [self.preset]
         return [n for n in names if n]
 
 
@@ -173,9 +180,17 @@ def _merge(*sources: list[dict[str, Any]], last: int) -> list[dict[str, Any]]:
 
 
 def _from_record(record: dict[str, Any]) -> dict[str, Any]:
-    """preset, source, done, max_steps from a run.json (the last step down's target and weights)."""
-    downs = [e for e in record.get("events", []) if e.get("event") == "out_of_memory"]
+    """preset, source, done, max_steps from a run.json (the last step down's target and weights); the rewards,
+    seed and num_generations it trained with."""
+    from grpo_lite.training.report.summary import is_step_down
+
+    downs = [e for e in record.get("events", []) if is_step_down(e)]
+    recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
+    trl = recipe.get("trl") if isinstance(recipe.get("trl"), dict) else {}
     return {
+        "rewards": recipe.get("rewards"),
+        "seed": recipe.get("seed"),
+        "num_generations": trl.get("num_generations"),
         "preset": record.get("plan", {}).get("preset"),
         "source": downs[-1]["weights"] if downs else None,
         "done": downs[-1]["step"] if downs else 0,
@@ -195,6 +210,7 @@ def earlier_run(output_dir: Path, checkpoint: Path, *, main: bool) -> EarlierRun
     record, note = read_record(output_dir, move=main)
     snapshot = (checkpoints.read_marker(checkpoint) or {}).get("run") or {}
     base = {"preset": None, "source": None, "done": 0, "max_steps": None, "model": None, "fingerprint": None}
+    base.update(rewards=None, seed=None, num_generations=None)
     base.update(_from_record(record) if record else {})
     base.update({k: snapshot[k] for k in base if k in snapshot})  # the checkpoint's own record wins
     events = list((record or {}).get("events") or snapshot.get("events") or [])
@@ -213,6 +229,9 @@ def earlier_run(output_dir: Path, checkpoint: Path, *, main: bool) -> EarlierRun
         status=(record or {}).get("status"),
         model=base["model"],
         fingerprint=base["fingerprint"],
+        rewards=base["rewards"],
+        seed=base["seed"],
+        num_generations=base["num_generations"],
     )
     if record is not None and record.get("status") == "running":  # nobody holds the lock: it did not end
         reached = max([r["step"] for r in on_disk + record.get("history", [])], default=None)

@@ -3,6 +3,8 @@
 - :func:`check_resume`: the resume names the run's model, a preset or method the run trained on, and no
   fewer steps than its checkpoint holds; else one line says what differs and what to pass. A finished
   run asked for no more steps is left as it is.
+- :func:`check_same_training`: the resume optimizes what the run did (its rewards, seed and num_generations),
+  checked once the run is planned.
 - :func:`model_fingerprint`: a cheap fingerprint of a model's config and weights, kept in ``run.json``
   and in each checkpoint's marker when a run starts, so that a base of the same shape is told apart.
 
@@ -12,13 +14,16 @@ Imported only inside train().
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from grpo_lite.errors import ConfigError
 from grpo_lite.training.run.resume import EarlierRun, earlier_run, resume_point
 
-__all__ = ["check_resume", "check_same_run", "check_steps", "model_fingerprint"]
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.recipe.recipe import Recipe
+
+__all__ = ["check_resume", "check_same_run", "check_same_training", "check_steps", "model_fingerprint", "trained_with"]
 
 _SAMPLES, _SAMPLE_BYTES = 16, 4096
 _MODEL_FILES = (".safetensors", ".bin", ".gguf", ".pt")
@@ -103,6 +108,37 @@ def check_same_run(
         )
 
 
+def trained_with(recipe: Recipe) -> dict[str, Any]:
+    """What a resume must not change: the recipe's reward names, seed and num_generations."""
+    rewards = recipe.to_dict()["rewards"]
+    return {"rewards": rewards, "seed": recipe.seed, "num_generations": recipe.trl.get("num_generations")}
+
+
+def check_same_training(output_dir: Path, earlier: EarlierRun, recipe: Recipe) -> None:
+    """Refuse a resume that changes what the run optimizes: its rewards, seed or num_generations (the run's
+    record and its checkpoint would describe another run). A record older than these fields is not checked.
+
+    Raises:
+        ConfigError: one line naming each change and what to pass instead.
+    """
+    runs = {"rewards": earlier.rewards, "seed": earlier.seed, "num_generations": earlier.num_generations}
+    asked = trained_with(recipe)
+    changed = [key for key, value in runs.items() if value is not None and value != asked[key]]
+    if not changed:
+        return
+    said = {
+        "rewards": lambda v: f"--rewards {' '.join(v)} (Python: rewards={v!r})",
+        "seed": lambda v: f"--seed {v} (Python: seed={v})",
+        "num_generations": lambda v: f"--set num_generations={v} (Python: num_generations={v})",
+    }
+    what = "; ".join(f"{key} {asked[key]!r} instead of the run's {runs[key]!r}" for key in changed)
+    raise ConfigError(
+        f"{output_dir} cannot be resumed with other settings than it trained with: {what}. Resume with "
+        f"{', '.join(said[key](runs[key]) for key in changed)}, or pass --overwrite to start a new run in "
+        f"{output_dir} (Python: overwrite=True)"
+    )
+
+
 def check_steps(output_dir: Path, earlier: EarlierRun, max_steps: int | None) -> tuple[bool, str | None]:
     """Whether the run is already finished with nothing left to train, and a line that says what the resume does.
 
@@ -131,9 +167,12 @@ def check_steps(output_dir: Path, earlier: EarlierRun, max_steps: int | None) ->
 
 
 def check_resume(
-    output_dir: Path, model: str | os.PathLike, *, max_steps: int | None, preset: str | None, method: str | None
+    output_dir: Path, model_id: str, *, max_steps: int | None, preset: str | None, method: str | None
 ) -> tuple[bool, str | None]:
     """:func:`check_same_run`, then :func:`check_steps`, on the folder as it is (nothing is moved or written).
+
+    Args:
+        model_id: the resolved model's id (:attr:`~grpo_lite.memory.models.ModelSpec.model_id`).
 
     Returns:
         Whether the run is already finished with nothing left to train, and a line to print, or None.
@@ -141,9 +180,7 @@ def check_resume(
     Raises:
         ConfigError: no checkpoint to resume, another model, preset or method, or fewer steps than done.
     """
-    from grpo_lite.memory.models import resolve_model
-
     checkpoint, _ = resume_point(output_dir, move=False)
     earlier = earlier_run(output_dir, checkpoint, main=False)
-    check_same_run(output_dir, earlier, model_id=resolve_model(model).model_id, preset=preset, method=method)
+    check_same_run(output_dir, earlier, model_id=model_id, preset=preset, method=method)
     return check_steps(output_dir, earlier, max_steps)

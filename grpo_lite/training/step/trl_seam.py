@@ -14,8 +14,8 @@ code grpo-lite was written for (TRL :data:`TESTED_TRL`):
 
 :func:`seam_problems` names what differs, per feature. The trainer turns such a feature off and runs
 TRL's own code in its place, with one warning naming the TRL version: a changed seam costs speed or a
-feature, never a log-prob computed differently in silence. :func:`seam_replan` says it before planning, so
-that a run whose TRL turns the shared prefix off is planned without it.
+feature, never a log-prob computed differently in silence. A shared prefix turned off so is planned again
+(:func:`grpo_lite.training.run.replan.replan`, cause ``trl_seam``): the plan in run.json is the plan trained.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
-__all__ = ["FEATURES", "TESTED_TRL", "Feature", "code_problems", "seam_problems", "seam_replan", "seam_warning"]
+__all__ = ["FEATURES", "TESTED_TRL", "Feature", "seam_problems", "seam_warning"]
 
 # The TRL releases the trainer, shared-prefix and stop-string tests passed with (pyproject.toml's bound).
 # 1.13.0 and 1.14.0 differ at the seam (the trainer warns and runs TRL's code); 1.15.0 has the same seam but its
@@ -175,20 +175,6 @@ def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, 
     return {feature: problem for feature, problem in found.items() if problem}
 
 
-def code_problems(trl_class: type | None = None) -> dict[Feature, str]:
-    """What differs in TRL's code itself, known before a model loads: the shared-prefix scoring's signature.
-
-    train() asks before it plans: a run whose TRL turns the shared prefix off is planned without it, so the
-    plan printed is the plan trained. The trainer's own check, :func:`seam_problems`, reads the rest once the
-    model is built; a shared prefix it turns off then is planned again (``Attempts.plan_as_built``: a
-    ``replanned`` event in run.json).
-    """
-    if trl_class is None:
-        from trl import GRPOTrainer as trl_class
-    problem = _signature_problem(trl_class, "_get_per_token_logps_and_entropies", _SCORING, rest_none=True)
-    return {"shared_scoring": problem} if problem else {}
-
-
 def seam_warning(problems: dict[Feature, str], version: str) -> str:
     """The one warning for a trainer whose TRL differs: the version, each feature turned off and why.
 
@@ -201,19 +187,3 @@ def seam_warning(problems: dict[Feature, str], version: str) -> str:
         f"{', '.join(TESTED_TRL)}): {off}. TRL's own code runs instead; docs/troubleshooting.md says how "
         "to check a TRL release"
     )
-
-
-def seam_replan(shared_prefix: bool, console: Any) -> bool:
-    """Whether the run shares prompts: not when TRL's code turns the shared prefix off
-    (:func:`code_problems`), which is said before planning, so the plan printed is the plan trained."""
-    problems = code_problems() if shared_prefix else {}
-    if not problems:
-        return shared_prefix
-    import trl
-
-    console.print(
-        f"[yellow]{seam_warning(problems, trl.__version__)}. The run is planned without the shared "
-        "prefix: the plan below is the plan trained[/yellow]",
-        highlight=False,
-    )
-    return False

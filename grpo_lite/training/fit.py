@@ -1,0 +1,122 @@
+"""The plan and recipe stages: what the run trains with, and the checks it passes before the model loads.
+
+- :func:`make_plan`: for the budget (plan -> Recipe), or, with a recipe, the estimate of the recipe as written,
+  refused in one line naming the recipe's keys to change when it does not fit its budget (:func:`recipe_advice`).
+  Printed on the main process. A resumed run plans on the rung its checkpoint was trained on.
+- :func:`make_recipe`: where ``train(config=...)`` and ``train(model, budget_gb=...)`` meet: the plan written as a
+  Recipe, or the recipe given with what it left to the planner filled in; then checked: a resume optimizes what
+  the run did, the longest prompt and the completions fit the model's context
+  (:func:`~grpo_lite.training.checks.check_context`, the check a re-plan passes too), the disk holds a checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.planning.result import Plan
+    from grpo_lite.recipe.recipe import Recipe
+    from grpo_lite.training.arguments import Request
+    from grpo_lite.training.run.attempts import RunFolder, RunInputs
+
+__all__ = ["make_plan", "make_recipe", "plan_kwargs", "recipe_advice"]
+
+
+def plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
+    """What train() decides for plan(): the device, the prompt length, the launcher's processes and sharding."""
+    import torch  # a heavy dependency: imported when a run plans
+
+    from grpo_lite.scale.distributed import detect_sharding
+    from grpo_lite.training.run.ranks import process_state
+
+    kwargs: dict[str, Any] = dict(
+        device="cuda" if torch.cuda.is_available() else "cpu",
+        max_prompt_length=prompt_tokens,
+        num_processes=process_state().num_processes,
+        sharding=detect_sharding(),  # what the launcher set up (zero2/zero3/fsdp), else None/ddp
+    )
+    if budget_gb is not None:
+        kwargs["budget_gb"] = budget_gb
+    return kwargs
+
+
+def make_plan(
+    inputs: RunInputs, request: Request, run: RunFolder, *, quiet: bool, show_plan: bool = False
+) -> tuple[Plan, dict[str, Any]]:
+    """plan() for this run, printed on the main process (its summary, or the whole table with ``show_plan``), and
+    what it was called with (a re-plan calls it the same way).
+
+    With a recipe: the estimate of its settings on its preset, refused in one line naming the recipe's keys to
+    change when it does not fit its budget. Without: the plan for the budget, on the rung a resumed checkpoint was
+    trained on (after any step down).
+    """
+    from grpo_lite.errors import DoesNotFitError
+    from grpo_lite.planning.choose import plan
+    from grpo_lite.training.run.resilience import train_advice
+
+    kwargs = plan_kwargs(request.budget_gb, inputs.prompt_tokens)
+    preset, method, recipe = request.preset, request.method, request.recipe
+    if recipe is None and run.earlier is not None and run.earlier.preset is not None:  # checked in open_run
+        preset, method = run.earlier.preset, None
+    settings = (
+        dict(request.overrides) if recipe is not None else {**request.overrides, "shared_prefix": request.shared_prefix}
+    )
+    try:
+        the_plan = plan(inputs.spec, method=method, preset=preset, **kwargs, **settings)
+    except DoesNotFitError as exc:  # the planner's advice names max_prompt_length, which train() measures itself
+        advice = (
+            train_advice(str(exc), inputs.prompt_tokens)
+            if recipe is None
+            else recipe_advice(str(exc), inputs.prompt_tokens, exc.smallest_budget_gb, recipe)
+        )
+        raise DoesNotFitError(advice, exc.smallest_budget_gb, exc.preset) from None
+    if not quiet and run.state.is_main_process:
+        from grpo_lite.planning.tables import plan_summary, plan_table
+
+        if show_plan:
+            run.console.print(plan_table(the_plan))
+        else:
+            run.console.print(plan_summary(the_plan), highlight=False, markup=False, soft_wrap=True)
+    return the_plan, kwargs
+
+
+def recipe_advice(message: str, prompt_tokens: int, smallest_gb: float | None, recipe: Recipe) -> str:
+    """The planner's refusal of a recipe, with the recipe keys that make it fit (one line)."""
+    cut = message.find(" Or shorten")
+    budget = "" if smallest_gb is None else f"budget_gb: {smallest_gb:g} or more (on a machine that has it), "
+    card = (f" --device {recipe.device}" if recipe.device is not None else "") + (
+        f" --budget-gb {recipe.budget_gb:g}" if recipe.budget_gb is not None else ""
+    )
+    return (
+        f"the recipe does not fit as written: {message[:cut] if cut >= 0 else message} Change in the recipe: "
+        f"{budget}a lower trl.max_completion_length or trl.num_generations (floor 4), or a cheaper preset; or "
+        f"shorten the prompts (the longest is {prompt_tokens} tokens); or write a recipe that fits: "
+        f"grpo-lite plan {recipe.model}{card} --write FILE"
+    )
+
+
+def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFolder) -> Recipe:
+    """The Recipe the run trains (the plan written as one, or the recipe given, filled in), checked before the
+    model loads: a resume's rewards, seed and generations; the model's context; the disk."""
+    from grpo_lite.recipe.recipe import Recipe
+    from grpo_lite.training.checks import check_context
+    from grpo_lite.training.run.folder import check_disk
+    from grpo_lite.training.run.resume_checks import check_same_training
+
+    if request.recipe is not None:
+        recipe = request.recipe.filled(the_plan)
+    else:
+        recipe = Recipe.from_plan(
+            the_plan,
+            dataset=request.dataset,
+            rewards=None if request.rewards is None else list(request.rewards),
+            prompt_style=inputs.style,
+            seed=request.seed,
+            max_steps=request.max_steps,
+            stop_strings=request.stop_strings,
+        )
+    if run.earlier is not None:
+        check_same_training(run.out, run.earlier, recipe)
+    check_context(the_plan, inputs.prompt_tokens, inputs.context, inputs.spec.name)
+    check_disk(run, the_plan)
+    return recipe

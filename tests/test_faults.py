@@ -448,3 +448,34 @@ def test_lock_check_leaves_a_stale_lock_for_the_run_to_report(tmp_path):
     lock.release()
     assert not (tmp_path / LOCK_NAME).exists()
     RunLock.check(tmp_path)
+
+
+def test_resume_never_moves_or_deletes_through_a_linked_incomplete_folder(tiny_model_dir, finished_run, tmp_path):
+    """``incomplete/`` a link to another folder, the newest checkpoint cut off: the resume is refused in one line
+    naming the link; the checkpoint stays in the run folder and nothing in the link's target is touched."""
+    out, elsewhere = _copy(finished_run, tmp_path / "run"), tmp_path / "elsewhere"
+    (elsewhere / "checkpoint-3").mkdir(parents=True)
+    (elsewhere / "checkpoint-3" / "precious.txt").write_text("kept")
+    (out / "incomplete").symlink_to(elsewhere, target_is_directory=True)
+    (out / "checkpoint-3" / "trainer_state.json").unlink()
+    with pytest.raises(OutputDirError, match=r"incomplete is a symbolic link \(to .*elsewhere\).*remove the link"):
+        train(str(tiny_model_dir), output_dir=out, resume=True, **RUN)
+    assert (elsewhere / "checkpoint-3" / "precious.txt").read_text() == "kept"
+    assert sorted(p.name for p in elsewhere.rglob("*")) == ["checkpoint-3", "precious.txt"]
+    assert (out / "checkpoint-3").is_dir() and not (out / ".grpo-lite.lock").exists()
+
+
+@pytest.mark.parametrize("name", ["README.md", "ranks"])
+def test_a_link_where_the_run_writes_is_refused_and_its_target_kept(tiny_model_dir, tmp_path, name):
+    """TRL's model card (README.md) and the rank records (ranks/) would be written through a link."""
+    out, target = tmp_path / "run", tmp_path / "precious"
+    out.mkdir()
+    if name == "ranks":
+        target.mkdir()
+    else:
+        target.write_text("mine")
+    (out / name).symlink_to(target)
+    with pytest.raises(OutputDirError, match=rf"{name} is a symbolic link.*rm "):
+        train(str(tiny_model_dir), output_dir=out, **{**RUN, "max_steps": 1})
+    assert list(target.iterdir()) == [] if name == "ranks" else target.read_text() == "mine"
+    assert sorted(p.name for p in out.iterdir()) == [name]  # nothing written, the lock gone

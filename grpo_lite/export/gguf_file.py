@@ -19,12 +19,11 @@ from typing import IO, Any, Iterator, Literal
 
 from grpo_lite.errors import ExportError, GrpoLiteError, ModelError
 from grpo_lite.export.tensors import Quantization
-from grpo_lite.files import atomic_write, remove_stale_temporaries
+from grpo_lite.files import RUN_GGUF, atomic_write, remove_stale_temporaries
 
 __all__ = ["GGUF_DEPENDENCY", "default_gguf_path", "export_file", "export_gguf", "write_gguf"]
 
 GGUF_DEPENDENCY = "pip install 'grpo-lite[gguf]'"
-RUN_GGUF = "final.gguf"  # a run's export, next to its final/ model
 
 _WHY = {
     errno.ENOSPC: "the disk is full",

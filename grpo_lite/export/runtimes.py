@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.data.prompts import Example, PromptStyle
 from grpo_lite.errors import ConfigError
+from grpo_lite.files import export_companions as companions
+from grpo_lite.files import run_exports
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.export.tensors import Quantization
@@ -38,23 +40,6 @@ __all__ = [
     "style_of_run",
     "write_runtime_files",
 ]
-
-
-def companions(gguf: Path) -> tuple[Path, Path]:
-    """The Modelfile and the system prompt file that go next to ``gguf``.
-
-    >>> [p.name for p in companions(Path("runs/demo/final.gguf"))]
-    ['final.Modelfile', 'final.system_prompt.txt']
-    """
-    return gguf.with_suffix(".Modelfile"), gguf.with_suffix(".system_prompt.txt")
-
-
-def run_exports(run_dir: Path) -> list[Path]:
-    """What an export wrote into a run folder by default, those that exist: what ``overwrite=True`` removes."""
-    from grpo_lite.export.gguf_file import RUN_GGUF
-
-    gguf = Path(run_dir) / RUN_GGUF
-    return [p for p in (gguf, *companions(gguf)) if p.is_file()]
 
 
 @dataclass(frozen=True)

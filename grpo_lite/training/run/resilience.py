@@ -20,6 +20,7 @@ Imported only inside train(): it imports transformers at the top.
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import signal
 import sys
@@ -52,32 +53,36 @@ __all__ = [
 ]
 
 _RUN_MARKERS = ("run.json", "final", "history.jsonl")
-_RUN_LEFTOVERS = ("reward_curve.png", "run.json.corrupt", "incomplete")  # also cleared by overwrite
 
 
 def drop_checkpoints(output_dir: Path) -> None:
     """Remove the ``checkpoint-N`` folders of an attempt that stepped down (another rung cannot resume them)."""
+    from grpo_lite.files import remove
+
     for child in output_dir.glob("checkpoint-*"):
-        if child.is_dir():
-            shutil.rmtree(child)
+        remove(child)  # a link is unlinked, its target kept
 
 
 def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None:
     """Check ``output_dir`` before a run (the resume point is :func:`grpo_lite.training.run.resume.resume_point`).
 
+    With ``overwrite`` the old run's entries (:data:`grpo_lite.files.RUN_ENTRIES`, its exports included) are removed;
+    a link among them is unlinked, never followed. Otherwise a link where the run writes is refused.
+
     Raises:
         ConfigError: the folder holds another run and neither resume nor overwrite was asked, or both were asked.
+        OutputDirError: a symbolic link where the run writes (not with overwrite, which removes it).
     """
+    from grpo_lite import files
+
     if resume and overwrite:
         raise ConfigError("resume=True and overwrite=True contradict each other: choose one")
-    if resume or not output_dir.is_dir():
+    if not output_dir.is_dir():
         return
-    holds_run = any((output_dir / m).exists() for m in _RUN_MARKERS) or any(
+    holds_run = any(os.path.lexists(output_dir / m) for m in _RUN_MARKERS) or any(
         p.is_dir() for p in output_dir.glob("checkpoint-*")
     )
-    if not holds_run:
-        return
-    if not overwrite:
+    if holds_run and not resume and not overwrite:
         from grpo_lite.training.run.checkpoints import scan
 
         way = (
@@ -89,13 +94,11 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
             f"{output_dir} already holds a run (run.json or checkpoints); {way}overwrite=True "
             "(--overwrite) to replace it, or another output_dir"
         )
-    from grpo_lite.export.runtimes import run_exports
-
-    for child in output_dir.iterdir():
-        if child.name.startswith(("checkpoint-", "stepdown-")) or child.name in _RUN_MARKERS + _RUN_LEFTOVERS:
-            shutil.rmtree(child) if child.is_dir() else child.unlink()
-    for path in run_exports(output_dir):  # the old run's final.gguf would pass for this run's
-        path.unlink()
+    if overwrite:  # the old run's final.gguf would pass for this run's: its exports go too
+        for entry in files.run_entries(output_dir):
+            if holds_run or entry.is_symlink():  # in a folder without a run, only the links where the run writes
+                files.remove(entry)
+    files.refuse_links(output_dir)
 
 
 _DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))

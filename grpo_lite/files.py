@@ -2,7 +2,8 @@
 
 - :func:`atomic_write`: the file is written as ``.<name>.tmp-<pid>-<random>`` beside ``path``, synced and renamed
   over it; any error removes it. A killed process cannot: :func:`remove_stale_temporaries` removes those whose PID
-  is gone. The rename replaces a symbolic link at ``path`` itself, never the file it points to.
+  is gone. The rename replaces a symbolic link at ``path`` itself, never the file it points to. :func:`together`
+  does the same for several files at once: all renamed once all are written, or none (an export's three files).
 - The run folder's layout (:data:`RUN_ENTRIES`, :func:`run_exports`): what a run and its export write there, the
   one list that ``overwrite`` clears and that the link check walks.
 - :func:`inside`, :func:`refuse_links`: a path in a run folder, refused (:class:`~grpo_lite.errors.OutputDirError`)
@@ -25,6 +26,7 @@ from typing import IO, Any, Iterator, Literal
 __all__ = [
     "RUN_ENTRIES",
     "RUN_GGUF",
+    "Together",
     "atomic_write",
     "export_companions",
     "inside",
@@ -33,6 +35,7 @@ __all__ = [
     "remove_stale_temporaries",
     "run_entries",
     "run_exports",
+    "together",
     "write_json",
     "write_text",
 ]
@@ -56,24 +59,66 @@ RUN_ENTRIES = (
 )
 
 
-@contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
-    """The temporary file of ``path`` open in ``mode`` (text: UTF-8), renamed over ``path`` on a clean exit.
-    Its ``name`` is the temporary path, for writers that open the file themselves (the GGUF writer)."""
-    if mode not in ("w", "wb"):
-        raise ValueError(f"atomic_write mode {mode!r} is not valid; choose 'w' (text) or 'wb' (bytes)")
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
-    handle = open(tmp, "xb") if mode == "wb" else open(tmp, "x", encoding="utf-8")  # noqa: SIM115 - closed below
-    try:
+class Together:
+    """Files written to temporaries beside their paths and renamed over them together once every one is written
+    (:func:`together`): an error before that removes every temporary, and the files already there stay whole."""
+
+    def __init__(self) -> None:
+        self.staged: list[tuple[Path, Path]] = []  # (temporary, path), renamed in order
+        self.removed: list[Path] = []  # removed when the others are renamed
+
+    @contextlib.contextmanager
+    def write(self, path: str | os.PathLike, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
+        """The temporary of ``path`` open in ``mode`` (text: UTF-8), synced when the block ends; renamed by
+        :meth:`commit`. Its ``name`` is the temporary path, for writers that open the file themselves."""
+        if mode not in ("w", "wb"):
+            raise ValueError(f"atomic_write mode {mode!r} is not valid; choose 'w' (text) or 'wb' (bytes)")
+        tmp = Path(path).with_name(f".{Path(path).name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+        handle = open(tmp, "xb") if mode == "wb" else open(tmp, "x", encoding="utf-8")  # noqa: SIM115 - closed below
+        self.staged.append((tmp, Path(path)))
         with handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+
+    def remove(self, path: str | os.PathLike) -> None:
+        """Remove ``path`` (a file or a link) when the others are renamed."""
+        self.removed.append(Path(path))
+
+    def commit(self) -> None:
+        """Rename every temporary over its path (a link there is replaced, never followed); remove the others."""
+        for tmp, path in self.staged:
+            os.replace(tmp, path)
+        self.staged = []
+        for path in self.removed:
+            path.unlink(missing_ok=True)
+
+    def discard(self) -> None:
+        """Remove every temporary not yet renamed."""
+        for tmp, _ in self.staged:
+            with contextlib.suppress(OSError):  # a folder gone read-only: the error that matters is the one raised
+                tmp.unlink(missing_ok=True)
+        self.staged = []
+
+
+@contextlib.contextmanager
+def together() -> Iterator[Together]:
+    """A :class:`Together`: its files renamed into place on a clean exit, none of them on an error."""
+    group = Together()
+    try:
+        yield group
+        group.commit()
     except BaseException:
-        with contextlib.suppress(OSError):  # a folder gone read-only: the error that matters is the one raised
-            tmp.unlink(missing_ok=True)
+        group.discard()
         raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
+    """The temporary file of ``path`` open in ``mode`` (text: UTF-8), renamed over ``path`` on a clean exit.
+    Its ``name`` is the temporary path, for writers that open the file themselves (the GGUF writer)."""
+    with together() as group, group.write(path, mode) as handle:
+        yield handle
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:

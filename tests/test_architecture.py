@@ -35,6 +35,7 @@ BASE = {
     "grpo_lite.tiny",
     "grpo_lite.__main__",
     "grpo_lite.files",
+    "grpo_lite.run_record",  # standard library only: the one reader of run.json, for the training and the export
     "grpo_lite.cache",  # standard library only, used by every stage
     "grpo_lite.training.run.lock",
 }  # standard library and filelock only: a run's export holds the run's lock too

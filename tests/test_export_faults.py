@@ -243,7 +243,13 @@ def test_a_full_disk_at_the_modelfile_leaves_no_empty_file(run_dir, capsys, monk
 
 
 @pytest.mark.parametrize(
-    "text, why", [('{"model": "x", "prompt_st', "Unterminated string"), ("[1, 2]", "not a JSON object")]
+    "text, why",
+    [
+        ('{"model": "x", "prompt_st', "Unterminated string"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"stop_strings": "</answer>"}', 'stop_strings is "</answer>", not a list'),  # valid JSON, the wrong shape
+        ('{"prompt_style": {"system_prompt": 1}}', "prompt_style.system_prompt is not a prompt style's field"),
+    ],
 )
 def test_a_broken_run_json_is_one_line(run_dir, capsys, text, why):
     (run_dir / "run.json").write_text(text)

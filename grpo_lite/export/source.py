@@ -183,21 +183,19 @@ def find_source(path: str | os.PathLike) -> ExportSource:
 
 
 def _run_record(run_dir: Path) -> dict[str, Any]:
-    """The run's ``run.json``; a :class:`ModelError` when it is cut off or not a JSON object."""
+    """The run's ``run.json`` (:func:`grpo_lite.run_record.read_run_record`); a :class:`ModelError` when it is cut
+    off or not of a run record's shape."""
+    from grpo_lite.run_record import read_run_record
+
     path = run_dir / "run.json"
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        record, why = None, str(exc).splitlines()[0][:120]
-    else:
-        why = "not a JSON object"
-    if not isinstance(record, dict):
+    record, why = read_run_record(run_dir, keep_corrupt=False)
+    if record is None:
         raise ModelError(
-            f"cannot export the run {run_dir}: its run.json is broken ({why}); restore it, or move it aside "
-            f"and export the model alone (its Modelfile then has the default prompt style): mv {path} "
+            f"cannot export the run {run_dir}: its run.json is broken ({why or 'it is gone'}); restore it, or move "
+            f"it aside and export the model alone (its Modelfile then has the default prompt style): mv {path} "
             f"{path}.corrupt && grpo-lite export {run_dir / 'final'} --gguf"
         )
-    return record
+    return dict(record)
 
 
 @contextmanager

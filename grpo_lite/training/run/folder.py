@@ -89,6 +89,9 @@ def open_run(
         except GrpoLiteError as exc:
             run.release()
             error = exc
+        except BaseException:  # anything else (a bug, Ctrl-C): the lock is not left behind either
+            run.release()
+            raise
     error = _shared_error(state, error)
     if error is not None:
         raise error

@@ -300,3 +300,23 @@ def test_sigterm_before_training_starts_stops_the_run_and_gives_the_folder_back(
     )
     assert not out.exists()  # the run made the folder and wrote nothing in it: gone with its lock
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # this process's handler is untouched
+
+
+def test_sighup_from_a_closed_terminal_ends_like_sigterm(tiny_model_dir, tmp_path):
+    """SIGHUP during step 2: the step finishes, a checkpoint is saved, ``interrupted``, the lock released, exit 129."""
+    out = tmp_path / "run"
+
+    def body():
+        from grpo_lite.training import trainer
+
+        original = trainer.train
+        trainer.train = lambda *a, **k: original(*a, **k, callbacks=[signal_during_step(2, signal.SIGHUP)])
+        return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
+
+    code, output = _in_child(body)
+    assert code == 128 + signal.SIGHUP, output[-2000:]
+    assert "SIGHUP (the terminal closed): finishing the current step and saving a checkpoint" in output
+    assert "Traceback" not in output
+    record = _record(out)
+    assert record["status"] == "interrupted" and record["events"][-1]["signal"] == "SIGHUP", record["events"]
+    assert record["steps"] == 2 and (out / "checkpoint-2").is_dir() and not (out / ".grpo-lite.lock").exists()

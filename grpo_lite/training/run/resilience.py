@@ -1,11 +1,12 @@
 """Nothing a user did must cost them finished work: output-dir guard, Ctrl-C, OOM step-down, failures.
 
 - :func:`guard_output_dir` refuses a folder that holds another run unless resume or overwrite is asked.
-- :class:`InterruptCallback` with :func:`stop_signals_save`: the first Ctrl-C or SIGTERM (Slurm, Kubernetes,
-  ``timeout``) finishes the current step, saves a loadable checkpoint and stops; a second one aborts at
+- :class:`InterruptCallback` with :func:`stop_signals_save`: the first Ctrl-C, SIGTERM (Slurm, Kubernetes,
+  ``timeout``) or SIGHUP (the terminal closed) finishes the current step, saves a loadable checkpoint and stops; a second one aborts at
   once (:class:`Aborted`; a save it cuts off is incomplete, and a resume skips it:
   :mod:`grpo_lite.training.run.checkpoints`), as does the scheduler's SIGKILL. Before and after the
-  loop, :func:`sigterm_raises` makes SIGTERM stop a run as Ctrl-C does (an exception, the lock released).
+  loop, :func:`sigterm_raises` makes SIGTERM and SIGHUP stop a run as Ctrl-C does (an exception, the lock
+  released).
 - :class:`SaveAtEndCallback`: the last step always leaves a checkpoint, so every run can be resumed.
 - :class:`StopWhenDone`: a resumed checkpoint that holds every step trains none (transformers would
   train one more: its loop looks for the end only after a step).
@@ -182,7 +183,7 @@ class InterruptCallback(TrainerCallback):
 
     def __init__(self) -> None:
         self.requested = False
-        self.signal: str | None = None  # "SIGINT" or "SIGTERM": the signal that asked
+        self.signal: str | None = None  # "SIGINT", "SIGTERM" or "SIGHUP": the signal that asked
         self.stopped_at: int | None = None
 
     def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
@@ -192,31 +193,51 @@ class InterruptCallback(TrainerCallback):
             self.stopped_at = state.global_step
 
 
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_SAID = {signal.SIGINT: ("Ctrl-C", "Ctrl-C again"), signal.SIGTERM: ("SIGTERM", "a second SIGTERM")}
+# what a user, a scheduler or a closed terminal sends to stop a run; POSIX has SIGHUP, Windows not
+_HUP = (signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, *_HUP)
+_SAID = {
+    signal.SIGINT: ("Ctrl-C", "Ctrl-C again"),
+    signal.SIGTERM: ("SIGTERM", "a second SIGTERM"),
+    **{hup: ("SIGHUP (the terminal closed)", "a second SIGHUP") for hup in _HUP},
+}
+
+
+def _say(text: str) -> None:
+    """One line on stderr; a terminal that closed (SIGHUP) cannot take it, and the run goes on without it."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def sigterm_raises() -> Callable[[], None]:
-    """From now on SIGTERM raises :class:`Aborted`, as Ctrl-C raises KeyboardInterrupt (outside the training
-    loop there is no step to finish): the run records how it ended and gives its folder back.
+    """From now on SIGTERM (and SIGHUP: a closed terminal) raises :class:`Aborted`, as Ctrl-C raises
+    KeyboardInterrupt (outside the training loop there is no step to finish): the run records how it ended and
+    gives its folder back.
 
     Returns:
-        The function that puts the previous handler back (nothing to do outside the main thread).
+        The function that puts the previous handlers back (nothing to do outside the main thread).
     """
 
     def handler(signum: int, frame: Any) -> None:
         raise Aborted(signum)
 
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, *_HUP)}
     except ValueError:  # pragma: no cover - not the main thread: leave signals alone
         return lambda: None
-    return lambda: signal.signal(signal.SIGTERM, previous)
+
+    def restore() -> None:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+    return restore
 
 
 @contextmanager
 def stop_signals_save(callback: InterruptCallback) -> Iterator[None]:
-    """While active, the first SIGINT or SIGTERM asks ``callback`` to save and stop; a second one raises
+    """While active, the first SIGINT, SIGTERM or SIGHUP asks ``callback`` to save and stop; a second one raises
     :class:`Aborted` (a KeyboardInterrupt). Outside the main thread signals are left alone."""
     try:
         previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
@@ -234,11 +255,7 @@ def stop_signals_save(callback: InterruptCallback) -> Iterator[None]:
             raise Aborted(signum)
         callback.requested, callback.signal = True, signal.Signals(signum).name
         name, again = _SAID[signum]
-        print(
-            f"\n{name}: finishing the current step and saving a checkpoint ({again} to abort without saving)",
-            file=sys.stderr,
-            flush=True,
-        )
+        _say(f"\n{name}: finishing the current step and saving a checkpoint ({again} to abort without saving)")
 
     try:
         for signum in _STOP_SIGNALS:

@@ -327,3 +327,16 @@ def test_atomic_write_keeps_the_old_file_whole_and_leaves_no_temporary_on_an_err
     assert json.loads(target.read_text()) == {"status": "finished"} and os.listdir(target.parent) == ["run.json"]
     with pytest.raises(ValueError, match="choose 'w' \\(text\\) or 'wb' \\(bytes\\)"), atomic_write(target, "a"):  # type: ignore[arg-type]
         pass
+
+
+def test_a_symlink_at_the_lock_path_is_said_so_not_wait_for_the_run(run_dir, tmp_path, capsys):
+    target = tmp_path / "precious.txt"
+    target.write_text("not a lock")
+    (run_dir / ".grpo-lite.lock").symlink_to(target)
+    code, err = _export(run_dir, capsys)
+    assert code == 2 and "wait for the run" not in err, err
+    assert err == (
+        f"error: cannot export {run_dir}: {run_dir / '.grpo-lite.lock'} is a symbolic link; remove the link (a run "
+        "makes its lock itself), then export again"
+    )
+    assert target.read_text() == "not a lock" and not (run_dir / "final.gguf").exists()

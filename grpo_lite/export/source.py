@@ -207,9 +207,10 @@ def holding_run(path: str | os.PathLike) -> Iterator[None]:
     run folder is only checked (no run can be writing to it).
 
     Raises:
-        ExportError: a live run holds the folder; the message names its PID.
+        ExportError: a live run holds the folder (the message names its PID), or its lock cannot be taken (a
+            symbolic link at the lock path: the message says so).
     """
-    from grpo_lite.training.run.lock import RunLock
+    from grpo_lite.training.run.lock import LOCK_NAME, RunHeld, RunLock
 
     run_dir = find_source(path).run_dir
     lock = None
@@ -221,11 +222,15 @@ def holding_run(path: str | os.PathLike) -> Iterator[None]:
                 raise
             except OSError:  # the lock file cannot be created: a read-only folder
                 RunLock.check(run_dir)
-    except OutputDirError as exc:
+    except RunHeld as exc:
         raise ExportError(
             f"cannot export {run_dir} now: {str(exc).split('; ')[0]}; wait for the run to finish (or "
             "stop it), then export again"
         ) from None
+    except OutputDirError as exc:  # a link at the lock path, a filesystem without locks: what to change is its own
+        link = run_dir is not None and (run_dir / LOCK_NAME).is_symlink()
+        fix = "remove the link (a run makes its lock itself), then export again" if link else ""
+        raise ExportError(f"cannot export {run_dir}: {str(exc).split('; ')[0] + '; ' + fix if fix else exc}") from None
     try:
         yield
     finally:

@@ -81,15 +81,19 @@ def build_trainer(
 
 
 def save_final(trainer: Any, tokenizer: Any, out: Path) -> Path:
-    """Save the final model (or adapter) to ``out/final`` via a temporary folder and a rename."""
+    """Save the final model (or adapter) to ``out/final`` via a temporary folder and a rename. Every step is
+    trained: a stop signal now lets the save finish (:func:`~grpo_lite.training.run.resilience.finish_first`)."""
+    from grpo_lite.files import remove
+    from grpo_lite.training.run.resilience import finish_first
+
     final, tmp = out / "final", out / ".final.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    trainer.save_model(str(tmp))
-    if trainer.accelerator.is_main_process:
-        tokenizer.save_pretrained(str(tmp))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+    with finish_first("the final save"):
+        remove(tmp)  # a link is unlinked, never written through
+        trainer.save_model(str(tmp))
+        if trainer.accelerator.is_main_process:
+            tokenizer.save_pretrained(str(tmp))
+            remove(final)
+            os.replace(tmp, final)
     return final
 
 

@@ -100,7 +100,7 @@ def open_run(
     if resume and (run.finished or not state.is_main_process):
         run.checkpoint, _ = resuming.resume_point(out, move=False)
         run.earlier = resuming.earlier_run(out, run.checkpoint, main=False)
-    run.restore_sigterm = resilience.sigterm_raises()  # until run.release(): SIGTERM stops the run as Ctrl-C does
+    run.restore_sigterm = resilience.sigterm_raises(out)  # until run.release(): SIGTERM stops the run as Ctrl-C does
     return run
 
 

@@ -7,7 +7,8 @@
   :mod:`grpo_lite.training.run.checkpoints`), as does the scheduler's SIGKILL. Before and after the
   loop, :func:`sigterm_raises` makes SIGTERM and SIGHUP stop a run as Ctrl-C does (an exception, the lock
   released).
-- :class:`SaveAtEndCallback`: the last step always leaves a checkpoint, so every run can be resumed.
+- :class:`SaveAtEndCallback`: the last step always leaves a checkpoint, so every run can be resumed;
+  :func:`finish_first`: a stop signal during the final save lets it finish (the run is finished).
 - :class:`StopWhenDone`: a resumed checkpoint that holds every step trains none (transformers would
   train one more: its loop looks for the end only after a step).
 - :func:`next_plan`: the next cheaper rung of the ladder that fits, for stepping down after a CUDA
@@ -46,6 +47,7 @@ __all__ = [
     "continue_schedule",
     "disk_full_error",
     "drop_checkpoints",
+    "finish_first",
     "guard_output_dir",
     "next_plan",
     "sigterm_raises",
@@ -171,11 +173,13 @@ class StopWhenDone(TrainerCallback):
 
 
 class Aborted(KeyboardInterrupt):
-    """A second stop signal: the run stops at once, without saving (``signum``: the signal)."""
+    """A stop signal the run cannot finish a step for: it stops at once, without saving (``signum``: the signal;
+    ``output_dir``: the run folder, when the handler knew it)."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, output_dir: Path | None = None) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        self.output_dir = output_dir
 
 
 class InterruptCallback(TrainerCallback):
@@ -211,17 +215,20 @@ def _say(text: str) -> None:
         pass
 
 
-def sigterm_raises() -> Callable[[], None]:
+def sigterm_raises(output_dir: Path | None = None) -> Callable[[], None]:
     """From now on SIGTERM (and SIGHUP: a closed terminal) raises :class:`Aborted`, as Ctrl-C raises
     KeyboardInterrupt (outside the training loop there is no step to finish): the run records how it ended and
     gives its folder back.
+
+    Args:
+        output_dir: the run folder, carried by the :class:`Aborted` raised (what to say next depends on what it holds).
 
     Returns:
         The function that puts the previous handlers back (nothing to do outside the main thread).
     """
 
     def handler(signum: int, frame: Any) -> None:
-        raise Aborted(signum)
+        raise Aborted(signum, output_dir)
 
     try:
         previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, *_HUP)}
@@ -256,6 +263,42 @@ def stop_signals_save(callback: InterruptCallback) -> Iterator[None]:
         callback.requested, callback.signal = True, signal.Signals(signum).name
         name, again = _SAID[signum]
         _say(f"\n{name}: finishing the current step and saving a checkpoint ({again} to abort without saving)")
+
+    try:
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, handler)
+    except ValueError:  # pragma: no cover - not the main thread (the first call fails: nothing was set)
+        yield
+        return
+    try:
+        yield
+    finally:
+        restore()
+
+
+@contextmanager
+def finish_first(what: str) -> Iterator[None]:
+    """While active, the first SIGINT, SIGTERM or SIGHUP is said and ``what`` (the final save: every step is trained)
+    goes on to its end, so the run ends finished; a second one raises :class:`Aborted`. Outside the main thread
+    signals are left alone."""
+    try:
+        previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
+    except ValueError:  # pragma: no cover - not the main thread: leave signals alone
+        yield
+        return
+    asked: list[int] = []
+
+    def restore() -> None:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+    def handler(signum: int, frame: Any) -> None:
+        if asked:
+            restore()
+            raise Aborted(signum)
+        asked.append(signum)
+        name, again = _SAID[signum]
+        _say(f"\n{name}: every step is trained; finishing {what} first, then the run ends ({again} to abort)")
 
     try:
         for signum in _STOP_SIGNALS:

@@ -7,7 +7,6 @@ carried state when stepping down after an out-of-memory error. Imported only ins
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -102,7 +101,9 @@ def carry_weights(trainer: Any, tokenizer: Any, path: Path) -> Path:
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
-    shutil.rmtree(path, ignore_errors=True)
+    from grpo_lite.files import remove
+
+    remove(path)  # a link is unlinked, never written through
     model.save_pretrained(str(path))
     tokenizer.save_pretrained(str(path))
     return path

@@ -41,8 +41,9 @@ def _disk_full(exc: OSError) -> bool:
     return exc.errno in _FULL or bool(_SHORT_WRITE.search(str(exc))) or "No space left on device" in str(exc)
 
 
-def full_disk_message(path: Path, need: int) -> str:
-    """``the disk holding FOLDER is full (F MB free): free N MB or export elsewhere with -o PATH``.
+def _full_disk(path: Path, need: int) -> str:
+    """``the disk holding FOLDER is full (F free, the export needs S): free at least N or export elsewhere with -o
+    PATH (...)``.
 
     Args:
         need: the bytes the export writes there.
@@ -90,7 +91,7 @@ def export_file(
             raise
         kept = "nothing was written there (an older file is kept whole)"
         if _disk_full(exc):
-            raise ExportError(f"cannot write {path}: {full_disk_message(path, max(need, 1))}; {kept}") from exc
+            raise ExportError(f"cannot write {path}: {_full_disk(path, max(need, 1))}; {kept}") from exc
         why = _WHY.get(exc.errno or 0, exc.strerror or str(exc))
         raise ExportError(
             f"cannot write {path}: {why}; {kept}; pass a path in another folder: grpo-lite export ... --output PATH"

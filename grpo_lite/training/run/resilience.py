@@ -2,8 +2,8 @@
 
 - :func:`guard_output_dir` refuses a folder that holds another run unless resume or overwrite is asked.
 - :class:`InterruptCallback` with :func:`stop_signals_save`: the first Ctrl-C, SIGTERM (Slurm, Kubernetes,
-  ``timeout``) or SIGHUP (the terminal closed) finishes the current step, saves a loadable checkpoint and stops; a second one aborts at
-  once (:class:`Aborted`; a save it cuts off is incomplete, and a resume skips it:
+  ``timeout``) or SIGHUP (the terminal closed) finishes the current step, saves a loadable checkpoint and
+  stops; a second one aborts at once (:class:`Aborted`; a save it cuts off is incomplete, and a resume skips it:
   :mod:`grpo_lite.training.run.checkpoints`), as does the scheduler's SIGKILL. Before and after the
   loop, :func:`sigterm_raises` makes SIGTERM and SIGHUP stop a run as Ctrl-C does (an exception, the lock
   released).

@@ -1,40 +1,126 @@
-"""Every file grpo-lite writes is written whole or not at all: :func:`atomic_write`.
+"""Every file grpo-lite writes is written whole or not at all; nothing of a run is written or deleted through a link.
 
-The file is written as ``.<name>.tmp-<pid>-<random>`` beside ``path``, synced and renamed over it; any error
-removes it. A killed process cannot: :func:`remove_stale_temporaries` removes those whose PID is gone.
+- :func:`atomic_write`: the file is written as ``.<name>.tmp-<pid>-<random>`` beside ``path``, synced and renamed
+  over it; any error removes it. A killed process cannot: :func:`remove_stale_temporaries` removes those whose PID
+  is gone. The rename replaces a symbolic link at ``path`` itself, never the file it points to. :func:`together`
+  does the same for several files at once: all renamed once all are written, or none (an export's three files).
+- The run folder's layout (:data:`RUN_ENTRIES`, :func:`run_exports`): what a run and its export write there, the
+  one list that ``overwrite`` clears and that the link check walks.
+- :func:`inside`, :func:`refuse_links`: a path in a run folder, refused (:class:`~grpo_lite.errors.OutputDirError`)
+  when a symbolic link lies on the way: a run never writes or deletes through one (its target may be anywhere).
+- :func:`remove`: a file, a folder or a link removed; a link is unlinked, never followed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import re
 import secrets
+import shutil
 from pathlib import Path
 from typing import IO, Any, Iterator, Literal
 
-__all__ = ["atomic_write", "remove_stale_temporaries", "write_json", "write_text"]
+from grpo_lite.errors import OutputDirError
+
+__all__ = [
+    "RUN_ENTRIES",
+    "RUN_GGUF",
+    "Together",
+    "atomic_write",
+    "export_companions",
+    "inside",
+    "refuse_links",
+    "remove",
+    "remove_stale_temporaries",
+    "run_entries",
+    "run_exports",
+    "together",
+    "write_json",
+    "write_text",
+]
+
+RUN_GGUF = "final.gguf"  # a run's export, next to its final/ model
+# What a run and its export write in the run folder (names or fnmatch patterns); the lock is RunLock's own.
+RUN_ENTRIES = (
+    "run.json",
+    "run.json.corrupt",
+    "history.jsonl",
+    "reward_curve.png",
+    "README.md",  # TRL's model card
+    "final",
+    "incomplete",
+    "ranks",
+    "checkpoint-*",
+    "stepdown-*",
+    RUN_GGUF,
+    "final.Modelfile",
+    "final.system_prompt.txt",
+)
+
+
+class Together:
+    """Files written to temporaries beside their paths and renamed over them together once every one is written
+    (:func:`together`): an error before that removes every temporary, and the files already there stay whole."""
+
+    def __init__(self) -> None:
+        self.staged: list[tuple[Path, Path]] = []  # (temporary, path), renamed in order
+        self.removed: list[Path] = []  # removed when the others are renamed
+
+    @contextlib.contextmanager
+    def write(self, path: str | os.PathLike, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
+        """The temporary of ``path`` open in ``mode`` (text: UTF-8), synced when the block ends; renamed by
+        :meth:`commit`. Its ``name`` is the temporary path, for writers that open the file themselves."""
+        if mode not in ("w", "wb"):
+            raise ValueError(f"atomic_write mode {mode!r} is not valid; choose 'w' (text) or 'wb' (bytes)")
+        tmp = Path(path).with_name(f".{Path(path).name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+        handle = open(tmp, "xb") if mode == "wb" else open(tmp, "x", encoding="utf-8")  # noqa: SIM115 - closed below
+        self.staged.append((tmp, Path(path)))
+        with handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def remove(self, path: str | os.PathLike) -> None:
+        """Remove ``path`` (a file or a link) when the others are renamed."""
+        self.removed.append(Path(path))
+
+    def commit(self) -> None:
+        """Rename every temporary over its path (a link there is replaced, never followed); remove the others."""
+        for tmp, path in self.staged:
+            os.replace(tmp, path)
+        self.staged = []
+        for path in self.removed:
+            path.unlink(missing_ok=True)
+
+    def discard(self) -> None:
+        """Remove every temporary not yet renamed."""
+        for tmp, _ in self.staged:
+            with contextlib.suppress(OSError):  # a folder gone read-only: the error that matters is the one raised
+                tmp.unlink(missing_ok=True)
+        self.staged = []
+
+
+@contextlib.contextmanager
+def together() -> Iterator[Together]:
+    """A :class:`Together`: its files renamed into place on a clean exit, none of them on an error."""
+    group = Together()
+    try:
+        yield group
+        group.commit()
+    except BaseException:
+        group.discard()
+        raise
 
 
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
     """The temporary file of ``path`` open in ``mode`` (text: UTF-8), renamed over ``path`` on a clean exit.
     Its ``name`` is the temporary path, for writers that open the file themselves (the GGUF writer)."""
-    if mode not in ("w", "wb"):
-        raise ValueError(f"atomic_write mode {mode!r} is not valid; choose 'w' (text) or 'wb' (bytes)")
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
-    handle = open(tmp, "xb") if mode == "wb" else open(tmp, "x", encoding="utf-8")  # noqa: SIM115 - closed below
-    try:
-        with handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):  # a folder gone read-only: the error that matters is the one raised
-            tmp.unlink(missing_ok=True)
-        raise
+    with together() as group, group.write(path, mode) as handle:
+        yield handle
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
@@ -59,3 +145,81 @@ def remove_stale_temporaries(folder: Path, names: tuple[str, ...]) -> None:
         found = re.fullmatch(r"\.(.+)\.tmp-(\d+)-[0-9a-f]+", child.name)
         if found and found[1] in names and not pid_exists(int(found[2])):
             child.unlink(missing_ok=True)
+
+
+def export_companions(gguf: Path) -> tuple[Path, Path]:
+    """The Ollama Modelfile and the system prompt file that go next to the exported ``gguf``.
+
+    >>> [p.name for p in export_companions(Path("runs/demo/final.gguf"))]
+    ['final.Modelfile', 'final.system_prompt.txt']
+    """
+    return gguf.with_suffix(".Modelfile"), gguf.with_suffix(".system_prompt.txt")
+
+
+def run_exports(run_dir: str | os.PathLike) -> list[Path]:
+    """The export files in ``run_dir`` (``final.gguf`` and its companions; a link counts): what overwrite removes."""
+    gguf = Path(run_dir) / RUN_GGUF
+    return [p for p in (gguf, *export_companions(gguf)) if os.path.lexists(p)]
+
+
+def run_entries(run_dir: str | os.PathLike) -> list[Path]:
+    """The entries of ``run_dir`` that a run or its export wrote (:data:`RUN_ENTRIES`), links included."""
+    try:
+        children = sorted(Path(run_dir).iterdir())
+    except FileNotFoundError:
+        return []
+    return [c for c in children if any(fnmatch.fnmatchcase(c.name, pattern) for pattern in RUN_ENTRIES)]
+
+
+def _link_error(link: Path, what: str) -> Any:
+    try:
+        target = f" (to {os.readlink(link)})"
+    except OSError:  # pragma: no cover - removed meanwhile
+        target = ""
+    return OutputDirError(
+        f"{link} is a symbolic link{target}; {what}, so nothing is written or deleted through it: remove the link "
+        f"(rm {link}), or pass another output_dir (--output-dir)"
+    )
+
+
+def inside(root: str | os.PathLike, *parts: str) -> Path:
+    """``root/parts...``, refused when one of the parts below ``root`` is a symbolic link (``root`` itself may be).
+
+    >>> inside("runs/x", "incomplete", "checkpoint-3").as_posix()
+    'runs/x/incomplete/checkpoint-3'
+
+    Raises:
+        OutputDirError: a part is a link; the message names it and its target.
+    """
+    path = Path(root)
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            raise _link_error(path, "a run folder's files stay inside it")
+    return path
+
+
+def refuse_links(run_dir: str | os.PathLike) -> None:
+    """Raise when an entry a run writes in ``run_dir`` (:data:`RUN_ENTRIES`), or anything under one, is a link.
+
+    Raises:
+        OutputDirError: the first link found, named with its target.
+    """
+    for entry in run_entries(run_dir):
+        if entry.is_symlink():
+            raise _link_error(entry, "a run writes there")
+        if entry.is_dir():
+            for folder, dirs, names in os.walk(entry):  # os.walk lists a linked folder without entering it
+                for name in sorted(dirs + names):
+                    if os.path.islink(os.path.join(folder, name)):
+                        raise _link_error(Path(folder) / name, "a run writes there")
+
+
+def remove(path: str | os.PathLike) -> None:
+    """Remove ``path``: a link is unlinked (its target kept), a folder removed with what it holds (links inside
+    unlinked, never followed), a file unlinked; a missing one is fine."""
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)  # removes links inside as links; refuses a link at the top (handled above)

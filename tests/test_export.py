@@ -355,7 +355,11 @@ def test_a_full_disk_leaves_no_partial_file_and_keeps_the_old_one(sharp_model_di
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", full_disk)
-    with pytest.raises(ExportError, match="the disk is full; nothing was written there"):
+    with pytest.raises(
+        ExportError,
+        match=r"the disk holding .* is full \(.* free, the export needs .*\): free .* or "
+        r"export elsewhere with -o PATH .*; nothing was written there",
+    ):
         export_gguf(sharp_model_dir, target, "q8_0")
     assert target.read_bytes() == b"the previous export"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.gguf"]

@@ -162,8 +162,57 @@ def test_a_read_only_folder_is_one_line_that_says_so(run_dir, capsys, monkeypatc
     assert (out / "m.gguf").stat().st_size > 0 and (out / "m.Modelfile").is_file()
 
 
+def _exported(run: Path) -> dict[str, bytes]:
+    """The export's three files in ``run`` and their bytes, and no temporary beside them."""
+    assert not [p.name for p in run.iterdir() if ".tmp" in p.name]
+    return {p.name: p.read_bytes() for p in sorted(run.glob("final.*"))}
+
+
+@pytest.mark.parametrize("fault", ["cut off in silence", "cut off, disk full", "short write", "ENOSPC"])
+def test_a_gguf_cut_off_on_a_full_disk_is_never_called_written(run_dir, capsys, monkeypatch, fault):
+    """A nearly full disk under an earlier export: the new GGUF is cut off (in silence, as numpy's tofile can do,
+    or with numpy's errno-less "N requested and M written", or ENOSPC). Exit 2, one line that says the disk is full
+    (or that the file is not whole), and the earlier three files whole: no new file is called written."""
+    import gguf
+
+    assert _export(run_dir, capsys, "--quant", "q8_0")[0] == 0  # the earlier export (q8_0: other bytes than f16)
+    before = _exported(run_dir)
+    assert sorted(before) == ["final.Modelfile", "final.gguf", "final.system_prompt.txt"]
+    (run_dir / "run.json").write_text(
+        json.dumps({**json.loads((run_dir / "run.json").read_text()), "stop_strings": []})
+    )
+    real = gguf.GGUFWriter.write_tensors_to_file
+
+    def cut_off(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        real(self, *args, **kwargs)
+        for fout in self.fout:
+            fout.flush()
+            os.truncate(fout.name, os.fstat(fout.fileno()).st_size - 416)  # 416 bytes lost, as on the 2 MB tmpfs
+        if fault == "short write":
+            raise OSError("4352 requested and 0 written")
+        if fault == "ENOSPC":
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", cut_off)
+    if fault != "cut off in silence":  # what is left free once the write has failed
+        monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(2 << 20, 2 << 20, 4096))
+    code, err = _export(run_dir, capsys)
+    assert code == 2 and err.startswith(f"error: cannot write {run_dir / 'final.gguf'}: "), err
+    if fault == "cut off in silence":
+        assert "the file written is not whole" in err and "nothing was kept" in err, err
+    else:
+        assert f"the disk holding {run_dir} is full (4 KB free, the export needs " in err, err
+        assert "free at least " in err and "export elsewhere with -o PATH" in err and "requested" not in err, err
+    assert _exported(run_dir) == before  # the earlier export whole: its GGUF, Modelfile and system prompt
+
+
 def test_a_full_disk_at_the_modelfile_leaves_no_empty_file(run_dir, capsys, monkeypatch):
+    assert _export(run_dir, capsys)[0] == 0
     (run_dir / "final.Modelfile").write_text("FROM ./an-earlier-export.gguf\n")
+    gguf_before = (run_dir / "final.gguf").read_bytes()
+    (run_dir / "run.json").write_text(
+        json.dumps({**json.loads((run_dir / "run.json").read_text()), "stop_strings": []})
+    )
 
     class FullDisk(io.StringIO):  # the file is created, then the first write finds the disk full
         def write(self, text: str) -> int:
@@ -186,13 +235,21 @@ def test_a_full_disk_at_the_modelfile_leaves_no_empty_file(run_dir, capsys, monk
     monkeypatch.setattr(io, "open", fake)
     code, err = _export(run_dir, capsys)
     assert code == 2
-    assert err.startswith(f"error: cannot write {run_dir / 'final.Modelfile'}: the disk is full; nothing was written")
+    assert err.startswith(f"error: cannot write {run_dir / 'final.Modelfile'}: the disk holding {run_dir} is full")
+    assert "nothing was written there" in err and "export elsewhere with -o PATH" in err, err
     assert (run_dir / "final.Modelfile").read_text() == "FROM ./an-earlier-export.gguf\n"  # whole, not emptied
+    assert (run_dir / "final.gguf").read_bytes() == gguf_before  # the new GGUF is not renamed without its Modelfile
     assert not [p.name for p in run_dir.iterdir() if ".tmp" in p.name]
 
 
 @pytest.mark.parametrize(
-    "text, why", [('{"model": "x", "prompt_st', "Unterminated string"), ("[1, 2]", "not a JSON object")]
+    "text, why",
+    [
+        ('{"model": "x", "prompt_st', "Unterminated string"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"stop_strings": "</answer>"}', 'stop_strings is "</answer>", not a list'),  # valid JSON, the wrong shape
+        ('{"prompt_style": {"system_prompt": 1}}', "prompt_style.system_prompt is not a prompt style's field"),
+    ],
 )
 def test_a_broken_run_json_is_one_line(run_dir, capsys, text, why):
     (run_dir / "run.json").write_text(text)
@@ -270,3 +327,16 @@ def test_atomic_write_keeps_the_old_file_whole_and_leaves_no_temporary_on_an_err
     assert json.loads(target.read_text()) == {"status": "finished"} and os.listdir(target.parent) == ["run.json"]
     with pytest.raises(ValueError, match="choose 'w' \\(text\\) or 'wb' \\(bytes\\)"), atomic_write(target, "a"):  # type: ignore[arg-type]
         pass
+
+
+def test_a_symlink_at_the_lock_path_is_said_so_not_wait_for_the_run(run_dir, tmp_path, capsys):
+    target = tmp_path / "precious.txt"
+    target.write_text("not a lock")
+    (run_dir / ".grpo-lite.lock").symlink_to(target)
+    code, err = _export(run_dir, capsys)
+    assert code == 2 and "wait for the run" not in err, err
+    assert err == (
+        f"error: cannot export {run_dir}: {run_dir / '.grpo-lite.lock'} is a symbolic link; remove the link (a run "
+        "makes its lock itself), then export again"
+    )
+    assert target.read_text() == "not a lock" and not (run_dir / "final.gguf").exists()

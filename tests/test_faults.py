@@ -448,3 +448,68 @@ def test_lock_check_leaves_a_stale_lock_for_the_run_to_report(tmp_path):
     lock.release()
     assert not (tmp_path / LOCK_NAME).exists()
     RunLock.check(tmp_path)
+
+
+def test_resume_never_moves_or_deletes_through_a_linked_incomplete_folder(tiny_model_dir, finished_run, tmp_path):
+    """``incomplete/`` a link to another folder, the newest checkpoint cut off: the resume is refused in one line
+    naming the link; the checkpoint stays in the run folder and nothing in the link's target is touched."""
+    out, elsewhere = _copy(finished_run, tmp_path / "run"), tmp_path / "elsewhere"
+    (elsewhere / "checkpoint-3").mkdir(parents=True)
+    (elsewhere / "checkpoint-3" / "precious.txt").write_text("kept")
+    (out / "incomplete").symlink_to(elsewhere, target_is_directory=True)
+    (out / "checkpoint-3" / "trainer_state.json").unlink()
+    with pytest.raises(OutputDirError, match=r"incomplete is a symbolic link \(to .*elsewhere\).*remove the link"):
+        train(str(tiny_model_dir), output_dir=out, resume=True, **RUN)
+    assert (elsewhere / "checkpoint-3" / "precious.txt").read_text() == "kept"
+    assert sorted(p.name for p in elsewhere.rglob("*")) == ["checkpoint-3", "precious.txt"]
+    assert (out / "checkpoint-3").is_dir() and not (out / ".grpo-lite.lock").exists()
+
+
+@pytest.mark.parametrize("name", ["README.md", "ranks"])
+def test_a_link_where_the_run_writes_is_refused_and_its_target_kept(tiny_model_dir, tmp_path, name):
+    """TRL's model card (README.md) and the rank records (ranks/) would be written through a link."""
+    out, target = tmp_path / "run", tmp_path / "precious"
+    out.mkdir()
+    if name == "ranks":
+        target.mkdir()
+    else:
+        target.write_text("mine")
+    (out / name).symlink_to(target)
+    with pytest.raises(OutputDirError, match=rf"{name} is a symbolic link.*rm "):
+        train(str(tiny_model_dir), output_dir=out, **{**RUN, "max_steps": 1})
+    assert list(target.iterdir()) == [] if name == "ranks" else target.read_text() == "mine"
+    assert sorted(p.name for p in out.iterdir()) == [name]  # nothing written, the lock gone
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"plan": []}, "plan is [], not an object"),
+        ({"events": [1]}, "events[0] is 1, not an object with an event name"),
+        ({"history": [{"reward": 0.5}]}, "history[0] has no step"),
+        ({"history": [{"step": "3"}]}, 'history[0].step is "3", not a whole number'),
+    ],
+)
+def test_a_run_json_of_the_wrong_shape_on_resume_is_kept_and_rebuilt(
+    tiny_model_dir, finished_run, tmp_path, change, why
+):
+    """Valid JSON that is not a run record: kept as run.json.corrupt, the record rebuilt, no traceback."""
+    out = _copy(finished_run, tmp_path / "run")
+    wrong = {**_record(out), **change}
+    (out / "run.json").write_text(json.dumps(wrong))
+    record = _resume_and_check(tiny_model_dir, out, from_step=3)
+    assert json.loads((out / "run.json.corrupt").read_text()) == wrong
+    assert f"run.json could not be read ({why}): kept as run.json.corrupt" in " ".join(record["events"][-1]["notes"])
+    assert not (out / ".grpo-lite.lock").exists()
+
+
+def test_an_unexpected_error_while_the_folder_is_opened_leaves_no_lock(
+    tiny_model_dir, finished_run, tmp_path, monkeypatch
+):
+    from grpo_lite.training.run import resume
+
+    out = _copy(finished_run, tmp_path / "run")
+    monkeypatch.setattr(resume, "earlier_run", lambda *a, **k: 1 / 0)  # a bug in the resume's own code
+    with pytest.raises(ZeroDivisionError):
+        train(str(tiny_model_dir), output_dir=out, resume=True, **RUN)
+    assert not (out / ".grpo-lite.lock").exists()

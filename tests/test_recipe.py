@@ -361,3 +361,34 @@ def test_aliases_of_a_modest_size_still_read(tmp_path):
     path = tmp_path / "r.yaml"
     path.write_text("model: m\npreset: lora\nstop_strings: &s ['</answer>']\ntrl:\n  report_to: *s\n")
     assert Recipe.read(path).trl["report_to"] == ["</answer>"]
+
+
+def test_a_folder_given_as_the_recipe_file_is_said_to_be_a_folder(tmp_path, capsys):
+    (tmp_path / "r.yaml").write_text("model: m\n")
+    assert main(["train", "--config", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: recipe file {tmp_path} is a folder (it holds r.yaml); pass a recipe file (YAML), or write one with "
+        f"grpo-lite plan MODEL --budget-gb N --write {tmp_path / 'recipe.yaml'}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"lora": {"r": 0}}, "lora.r: 0 must be >= 1; e.g. r: 16"),
+        ({"lora": {"lora_dropout": 2}}, "lora.lora_dropout: 2 must be in [0, 1); e.g. lora_dropout: 0.05"),
+        ({"max_steps": -3}, "max_steps: -3 must be a positive integer; e.g. max_steps: 1"),
+        ({"num_processes": 0}, "num_processes: 0 must be a positive integer; e.g. num_processes: 1"),
+        ({"trl": {"learning_rate": -1}}, "trl: learning_rate=-1 must be > 0"),  # as before: named the file already
+    ],
+)
+def test_a_value_out_of_range_in_a_recipe_file_names_the_file(tmp_path, capsys, edit, message):
+    path = Recipe.from_plan(PLANS["qwen-0.5b-cpu-lora"]()).write(tmp_path / "r.yaml")
+    data = yaml.safe_load(path.read_text())
+    for key, value in edit.items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) else value
+    path.write_text(yaml.safe_dump(data))
+    assert main(["train", "--config", str(path), "--dataset", "synthetic"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {path}: {message}"), err

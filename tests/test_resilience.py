@@ -236,3 +236,39 @@ def test_step_down_skips_rungs_that_a_fixed_optimizer_rules_out():
 def test_planner_inputs_cannot_be_overridden(tiny_model_dir, tmp_path):
     with pytest.raises(ConfigError, match="max_prompt_length cannot be set here: train.. measures"):
         train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=1, max_prompt_length=300, **FAST)
+
+
+def test_overwrite_removes_links_not_their_targets(tmp_path):
+    """--overwrite over a run whose final/, a checkpoint, README.md, ranks/ and final.gguf are links: the links go,
+    everything they point to stays; nothing is refused, no traceback."""
+    from grpo_lite.training.run.resilience import guard_output_dir
+
+    out, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    out.mkdir()
+    for name in ("final", "checkpoint-2", "ranks"):
+        (elsewhere / name).mkdir(parents=True)
+        (elsewhere / name / "kept.txt").write_text(name)
+        (out / name).symlink_to(elsewhere / name, target_is_directory=True)
+    for name in ("README.md", "final.gguf"):
+        (elsewhere / name).write_text(name)
+        (out / name).symlink_to(elsewhere / name)
+    (out / "run.json").write_text("{}")
+    (out / "notes.txt").write_text("the user's")  # not the run's: kept
+    guard_output_dir(out, resume=False, overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    assert sorted(str(p.relative_to(elsewhere)) for p in elsewhere.rglob("*.*")) == [
+        "README.md", "checkpoint-2/kept.txt", "final.gguf", "final/kept.txt", "ranks/kept.txt"
+    ]  # fmt: skip
+
+
+def test_a_link_inside_a_checkpoint_is_refused_without_overwrite(tmp_path):
+    from grpo_lite import OutputDirError
+    from grpo_lite.training.run.resilience import guard_output_dir
+
+    out = tmp_path / "run"
+    (out / "checkpoint-2").mkdir(parents=True)
+    (tmp_path / "weights").write_text("elsewhere")
+    (out / "checkpoint-2" / "adapter_model.safetensors").symlink_to(tmp_path / "weights")
+    with pytest.raises(OutputDirError, match=r"checkpoint-2/adapter_model\.safetensors is a symbolic link"):
+        guard_output_dir(out, resume=True, overwrite=False)
+    assert (tmp_path / "weights").read_text() == "elsewhere"

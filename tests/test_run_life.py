@@ -247,8 +247,9 @@ def test_a_second_sigterm_during_the_save_aborts_and_the_run_resumes(tiny_model_
 
     code, output = _in_child(body)
     assert code == 143, output[-2000:]
-    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith(
-        "interrupted: stopped without saving"
+    assert "Traceback" not in output and output.strip().splitlines()[-1] == (
+        f"interrupted: stopped without saving; the run in {out} continues from its last complete checkpoint "
+        "(checkpoint-2) with the same command plus --resume"
     )
     assert _record(out)["status"] == "aborted" and not (out / ".grpo-lite.lock").exists()
     result = train(str(tiny_model_dir), output_dir=out, resume=True, **RUN)
@@ -343,8 +344,71 @@ def test_sigterm_before_training_starts_stops_the_run_and_gives_the_folder_back(
 
     code, output = _in_child(body)
     assert code == 143, output[-2000:]
-    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith(
-        "interrupted: stopped without saving"
-    )
+    assert "Traceback" not in output and output.strip().splitlines()[-1] == (
+        f"interrupted before the run wrote anything: nothing was kept ({out} is removed); run the same command again"
+    )  # no --resume on a folder that is gone
     assert not out.exists()  # the run made the folder and wrote nothing in it: gone with its lock
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # this process's handler is untouched
+
+
+def test_sighup_from_a_closed_terminal_ends_like_sigterm(tiny_model_dir, tmp_path):
+    """SIGHUP during step 2: the step finishes, a checkpoint is saved, ``interrupted``, the lock released, exit 129."""
+    out = tmp_path / "run"
+
+    def body():
+        from grpo_lite.training import trainer
+
+        original = trainer.train
+        trainer.train = lambda *a, **k: original(*a, **k, callbacks=[signal_during_step(2, signal.SIGHUP)])
+        return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
+
+    code, output = _in_child(body)
+    assert code == 128 + signal.SIGHUP, output[-2000:]
+    assert "SIGHUP (the terminal closed): finishing the current step and saving a checkpoint" in output
+    assert "Traceback" not in output
+    record = _record(out)
+    assert record["status"] == "interrupted" and record["events"][-1]["signal"] == "SIGHUP", record["events"]
+    assert record["steps"] == 2 and (out / "checkpoint-2").is_dir() and not (out / ".grpo-lite.lock").exists()
+
+
+def test_a_stop_before_the_first_checkpoint_names_overwrite_not_resume(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    from grpo_lite.training import trainer
+
+    out = tmp_path / "run"
+
+    def stopped(*args, **kwargs):  # Ctrl-C during step 1: run.json written, no checkpoint yet
+        out.mkdir()
+        (out / "run.json").write_text('{"status": "aborted"}')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "train", stopped)
+    capsys.readouterr()
+    assert main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"interrupted: stopped without saving, before the first complete checkpoint in {out}: nothing to resume; "
+        "start again with the same command plus --overwrite"
+    )
+
+
+def test_one_sigterm_during_the_final_save_finishes_the_run(tiny_model_dir, tmp_path):
+    """Every step is trained when the final save starts: one SIGTERM there lets it finish; the run is finished."""
+    out = tmp_path / "run"
+
+    def body():
+        from transformers import Trainer
+
+        original = Trainer.save_model
+
+        def save_model(self, output_dir=None, *args, **kwargs):
+            if str(output_dir).endswith(".final.tmp"):
+                os.kill(os.getpid(), signal.SIGTERM)
+            return original(self, output_dir, *args, **kwargs)
+
+        Trainer.save_model = save_model
+        return main(["train", str(tiny_model_dir), *CLI_RUN[:-2], "--max-steps", "2", "--output-dir", str(out)])
+
+    code, output = _in_child(body)
+    assert code == 0, output[-2000:]
+    assert "SIGTERM: every step is trained; finishing the final save first, then the run ends" in output
+    assert _record(out)["status"] == "finished" and (out / "final" / "adapter_model.safetensors").is_file()
+    assert not (out / ".grpo-lite.lock").exists() and not (out / ".final.tmp").exists()

@@ -16,7 +16,7 @@ from grpo_lite.cli.options import SHARED, add_options, parse_set
 from grpo_lite.cli.relaunch import add_launch_arguments
 from grpo_lite.defaults import RESILIENCE
 
-__all__ = ["INTERRUPTED", "add_parser", "run"]
+__all__ = ["INTERRUPTED", "add_parser", "interrupted_line", "run"]
 
 INTERRUPTED = (
     "interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
@@ -123,7 +123,12 @@ def run(args: argparse.Namespace) -> int:
     code = maybe_relaunch(args)  # reruns this command under N processes when asked
     if code is not None:
         return code
-    result = _train(args, recipe, overrides)
+    try:
+        result = _train(args, recipe, overrides)
+    except KeyboardInterrupt as exc:  # stopped without saving: what the folder now holds decides what to say
+        folder = getattr(exc, "output_dir", None) or args.output_dir
+        args._interrupted = interrupted_line(Path(folder) if folder is not None else None)
+        raise
     if result.interrupted:  # 130 after Ctrl-C, 143 after SIGTERM: the shell's code for the signal
         import signal
 
@@ -132,6 +137,30 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"trained {result.steps} steps in {result.wall_seconds:.0f} s; model in {result.model_dir}")
     return 0
+
+
+def interrupted_line(folder: Path | None) -> str:
+    """What a run stopped without saving leaves, and the command that goes on from it (:data:`INTERRUPTED` when the
+    folder is not known)."""
+    if folder is None:
+        return INTERRUPTED
+    if not folder.exists():
+        return (
+            f"interrupted before the run wrote anything: nothing was kept ({folder} is removed); run the same "
+            "command again"
+        )
+    from grpo_lite.training.run.checkpoints import scan
+
+    newest = scan(folder).newest
+    if newest is None:
+        return (
+            f"interrupted: stopped without saving, before the first complete checkpoint in {folder}: nothing to "
+            "resume; start again with the same command plus --overwrite"
+        )
+    return (
+        f"interrupted: stopped without saving; the run in {folder} continues from its last complete checkpoint "
+        f"({newest.name}) with the same command plus --resume"
+    )
 
 
 def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any], recipe: Any) -> None:

@@ -13,44 +13,88 @@ from __future__ import annotations
 
 import errno
 import os
+import re
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator, Literal
 
 from grpo_lite.errors import ExportError, GrpoLiteError, ModelError
 from grpo_lite.export.tensors import Quantization
-from grpo_lite.files import atomic_write, remove_stale_temporaries
+from grpo_lite.files import RUN_GGUF, Together, atomic_write, remove_stale_temporaries
 
 __all__ = ["GGUF_DEPENDENCY", "default_gguf_path", "export_file", "export_gguf", "write_gguf"]
 
 GGUF_DEPENDENCY = "pip install 'grpo-lite[gguf]'"
-RUN_GGUF = "final.gguf"  # a run's export, next to its final/ model
 
 _WHY = {
-    errno.ENOSPC: "the disk is full",
-    errno.EDQUOT: "the disk quota is used up",
     errno.EROFS: "the folder is read-only",
     errno.EACCES: "the folder is not writable",
     errno.EPERM: "the folder is not writable",
-}  # anything else: the system's own words
+}  # a full disk says so with what to free; anything else: the system's own words
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")  # numpy's tofile on a full disk: an OSError without errno
+
+
+def _disk_full(exc: OSError) -> bool:
+    """A write refused for want of room: ENOSPC or a quota, or a short write (numpy says it without an errno)."""
+    return exc.errno in _FULL or bool(_SHORT_WRITE.search(str(exc))) or "No space left on device" in str(exc)
+
+
+def _full_disk(path: Path, need: int) -> str:
+    """``the disk holding FOLDER is full (F free, the export needs S): free at least N or export elsewhere with -o
+    PATH (...)``.
+
+    Args:
+        need: the bytes the export writes there.
+    """
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:  # pragma: no cover - the folder went away
+        free = 0
+    more = max(need - free, 0)
+    return (
+        f"the disk holding {path.parent} is full ({_size(free)} free, the export needs {_size(need)}): free "
+        f"{'at least ' + _size(more) if more else 'some space'} or export elsewhere with -o PATH (grpo-lite export ... "
+        "--output PATH)"
+    )
+
+
+def _size(n: float) -> str:
+    """``127 KB``, ``4.4 MB``, ``1340 MB``.
+
+    >>> _size(127_392), _size(4_352_000), _size(1.34e9), _size(0)
+    ('127 KB', '4.4 MB', '1340 MB', '0 KB')
+    """
+    if n < 1e6:
+        return f"{n / 1e3:.0f} KB"
+    return f"{n / 1e6:.1f} MB" if n < 1e7 else f"{n / 1e6:.0f} MB"
 
 
 @contextmanager
-def export_file(path: Path, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
-    """:func:`grpo_lite.files.atomic_write`, with an error of the filesystem as one :class:`ExportError` line;
-    the temporaries of ``path`` that an export killed outright left behind are removed first."""
+def export_file(
+    path: Path, mode: Literal["w", "wb"] = "w", group: Together | None = None, need: int = 0
+) -> Iterator[IO[Any]]:
+    """``path`` written atomically (:func:`grpo_lite.files.atomic_write`), or as one of ``group``'s files (renamed
+    with the others), with an error of the filesystem as one :class:`ExportError` line; the temporaries of ``path``
+    that an export killed outright left behind are removed first.
+
+    Args:
+        need: the bytes the whole export writes (for a full disk's message).
+    """
     try:
         remove_stale_temporaries(path.parent, (path.name,))
-        with atomic_write(path, mode) as handle:
+        with atomic_write(path, mode) if group is None else group.write(path, mode) as handle:
             yield handle
     except OSError as exc:
         if isinstance(exc, GrpoLiteError):
             raise
+        kept = "nothing was written there (an older file is kept whole)"
+        if _disk_full(exc):
+            raise ExportError(f"cannot write {path}: {_full_disk(path, max(need, 1))}; {kept}") from exc
         why = _WHY.get(exc.errno or 0, exc.strerror or str(exc))
-        fix = "free some space, or pass" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "pass"
         raise ExportError(
-            f"cannot write {path}: {why}; nothing was written there (an older file is kept whole); {fix} "
-            "a path in another folder: grpo-lite export ... --output PATH"
+            f"cannot write {path}: {why}; {kept}; pass a path in another folder: grpo-lite export ... --output PATH"
         ) from exc
 
 
@@ -96,11 +140,18 @@ def export_gguf(
 
 
 def write_gguf(
-    model_dir: str | os.PathLike, path: str | os.PathLike | None, quantization: Quantization, loaded: Any = None
+    model_dir: str | os.PathLike,
+    path: str | os.PathLike | None,
+    quantization: Quantization,
+    loaded: Any = None,
+    group: Together | None = None,
 ) -> Path:
     """:func:`export_gguf` without taking the run's lock (the caller holds it), reading the weights from
     ``loaded`` when given: the model ``model_dir`` holds, already in memory (``train(export="gguf")`` passes
-    its own; it is read, never changed)."""
+    its own; it is read, never changed). With ``group`` the file is renamed into place with the group's others.
+
+    The file counts as written only when it is whole: its size reaches the end of its last tensor and
+    ``gguf.GGUFReader`` reads it back with every tensor (a short write on a full disk is not always an error)."""
     from grpo_lite.export.hparams import find_arch
     from grpo_lite.export.source import find_source
     from grpo_lite.export.tensors import check_quantization
@@ -122,14 +173,38 @@ def write_gguf(
         raise ModelError(f"GGUF export needs the gguf package: {GGUF_DEPENDENCY}") from None
     model = loaded if loaded is not None else source.load_model()
     writer = _writer(model, arch, quant, source)
-    with export_file(target, "wb") as handle:
+    tensors = sum(len(shard) for shard in writer.tensors)
+    need = sum(info.nbytes for shard in writer.tensors for info in shard.values())
+    with export_file(target, "wb", group, need) as handle:
         try:  # the writer opens the temporary itself; atomic_write syncs and renames it once it is closed
             writer.write_header_to_file(path=Path(handle.name))
             writer.write_kv_data_to_file()
             writer.write_tensors_to_file(progress=False)
         finally:
             writer.close()
+        _check_whole(Path(handle.name), target, tensors, need)
     return target
+
+
+def _check_whole(written: Path, target: Path, tensors: int, need: int) -> None:
+    """Raise unless ``written`` (the temporary of ``target``) reads back as a GGUF with ``tensors`` tensors, each
+    within the file: a short write on a full disk can leave the file cut off without an error."""
+    import gguf
+
+    size = written.stat().st_size
+    try:
+        reader = gguf.GGUFReader(written)
+        end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
+        found = len(reader.tensors)
+    except Exception as exc:  # noqa: BLE001 - any failure to read it back means the file is not whole
+        end, found, why = size + 1, -1, f"gguf.GGUFReader cannot read it back ({str(exc).splitlines()[0][:120]})"
+    else:
+        why = f"it holds {found} of {tensors} tensors" if found != tensors else f"{size} bytes, {end} needed"
+    if found == tensors and size >= end:
+        return
+    if shutil.disk_usage(written.parent).free < max(need, 1):  # the write found the disk full without saying so
+        raise OSError(errno.ENOSPC, f"the file was cut off at {size} bytes ({why})")
+    raise ExportError(f"cannot write {target}: the file written is not whole ({why}); nothing was kept; export again")
 
 
 def _writer(model: Any, arch: Any, quant: Quantization, source: Any) -> Any:

@@ -2,7 +2,9 @@
 
 Next to ``NAME.gguf`` they are ``NAME.Modelfile`` and ``NAME.system_prompt.txt``: named after the file, so an
 export never replaces another model's files in a shared folder. Every file is written atomically
-(:func:`~grpo_lite.export.gguf_file.export_file`), and an error writing one is one line that says why (a full disk, a read-only folder).
+(:func:`~grpo_lite.export.gguf_file.export_file`) and the three are renamed into place together
+(:func:`grpo_lite.files.together`): an error writing one is one line that says why (a full disk, a read-only folder),
+and leaves the files already there whole, none of them replaced.
 
 The model was trained on prompts of one :class:`~grpo_lite.data.prompts.PromptStyle` (read back from
 the run's ``run.json``): the Modelfile gives Ollama that style's system prompt and worked examples
@@ -24,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.data.prompts import Example, PromptStyle
 from grpo_lite.errors import ConfigError
+from grpo_lite.files import Together, run_exports, together
+from grpo_lite.files import export_companions as companions
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.export.tensors import Quantization
@@ -38,23 +42,6 @@ __all__ = [
     "style_of_run",
     "write_runtime_files",
 ]
-
-
-def companions(gguf: Path) -> tuple[Path, Path]:
-    """The Modelfile and the system prompt file that go next to ``gguf``.
-
-    >>> [p.name for p in companions(Path("runs/demo/final.gguf"))]
-    ['final.Modelfile', 'final.system_prompt.txt']
-    """
-    return gguf.with_suffix(".Modelfile"), gguf.with_suffix(".system_prompt.txt")
-
-
-def run_exports(run_dir: Path) -> list[Path]:
-    """What an export wrote into a run folder by default, those that exist: what ``overwrite=True`` removes."""
-    from grpo_lite.export.gguf_file import RUN_GGUF
-
-    gguf = Path(run_dir) / RUN_GGUF
-    return [p for p in (gguf, *companions(gguf)) if p.is_file()]
 
 
 @dataclass(frozen=True)
@@ -158,21 +145,30 @@ def llama_cli_command(gguf: Path, system_prompt: Path | None) -> str:
     return line + (f" -sysf {shlex.quote(str(system_prompt))}" if system_prompt is not None else "")
 
 
-def write_runtime_files(gguf: str | os.PathLike, record: dict[str, Any]) -> RuntimeFiles:
-    """Write ``NAME.Modelfile`` (and ``NAME.system_prompt.txt``) next to ``NAME.gguf``, from a run's ``run.json``."""
+def write_runtime_files(
+    gguf: str | os.PathLike, record: dict[str, Any], group: Together | None = None, need: int = 0
+) -> RuntimeFiles:
+    """Write ``NAME.Modelfile`` (and ``NAME.system_prompt.txt``) next to ``NAME.gguf``, from a run's ``run.json``:
+    both or neither (with ``group``, renamed with its other files: the GGUF itself).
+
+    Args:
+        need: the bytes the whole export writes (for a full disk's message).
+    """
     from grpo_lite.export.gguf_file import export_file
 
     path = Path(gguf)
     style = style_of_run(record)
     modelfile, system_file = companions(path)
-    with export_file(modelfile) as f:
-        f.write(modelfile_text(path.name, style, tuple(record.get("stop_strings", ()))))
+    text = modelfile_text(path.name, style, tuple(record.get("stop_strings", ())))  # a ConfigError writes nothing
     system = system_file if style.system_prompt else None
-    if system is not None:
-        with export_file(system) as f:
-            f.write(style.system_prompt)
-    else:  # an earlier export's system prompt would not be this model's
-        system_file.unlink(missing_ok=True)
+    with together() if group is None else nullcontext(group) as files:
+        with export_file(modelfile, "w", files, need) as f:
+            f.write(text)
+        if system is not None:
+            with export_file(system, "w", files, need) as f:
+                f.write(style.system_prompt)
+        else:  # an earlier export's system prompt would not be this model's
+            files.remove(system_file)
     return RuntimeFiles(gguf=path, modelfile=modelfile, system_prompt=system, llama_cli=llama_cli_command(path, system))
 
 
@@ -195,6 +191,12 @@ def export_for_runtimes(
     start = time.perf_counter()
     with holding_run(model_dir) if lock else nullcontext():
         source = find_source(model_dir)  # after the lock: the run's final model and record as they now are
-        gguf = write_gguf(model_dir, path, quantization, loaded)
-        files = write_runtime_files(gguf, source.run_record)
+        with together() as group:  # the GGUF, the Modelfile and the system prompt: all three renamed, or none
+            gguf = write_gguf(model_dir, path, quantization, loaded, group)
+            files = write_runtime_files(gguf, source.run_record, group, need=_staged_bytes(group))
     return replace(files, quantization=quantization, seconds=time.perf_counter() - start)
+
+
+def _staged_bytes(group: Together) -> int:
+    """The bytes of the files ``group`` has written so far (their temporaries)."""
+    return sum(tmp.stat().st_size for tmp, _ in group.staged if tmp.exists())

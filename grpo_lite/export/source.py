@@ -183,21 +183,19 @@ def find_source(path: str | os.PathLike) -> ExportSource:
 
 
 def _run_record(run_dir: Path) -> dict[str, Any]:
-    """The run's ``run.json``; a :class:`ModelError` when it is cut off or not a JSON object."""
+    """The run's ``run.json`` (:func:`grpo_lite.run_record.read_run_record`); a :class:`ModelError` when it is cut
+    off or not of a run record's shape."""
+    from grpo_lite.run_record import read_run_record
+
     path = run_dir / "run.json"
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        record, why = None, str(exc).splitlines()[0][:120]
-    else:
-        why = "not a JSON object"
-    if not isinstance(record, dict):
+    record, why = read_run_record(run_dir, keep_corrupt=False)
+    if record is None:
         raise ModelError(
-            f"cannot export the run {run_dir}: its run.json is broken ({why}); restore it, or move it aside "
-            f"and export the model alone (its Modelfile then has the default prompt style): mv {path} "
+            f"cannot export the run {run_dir}: its run.json is broken ({why or 'it is gone'}); restore it, or move "
+            f"it aside and export the model alone (its Modelfile then has the default prompt style): mv {path} "
             f"{path}.corrupt && grpo-lite export {run_dir / 'final'} --gguf"
         )
-    return record
+    return dict(record)
 
 
 @contextmanager
@@ -209,9 +207,10 @@ def holding_run(path: str | os.PathLike) -> Iterator[None]:
     run folder is only checked (no run can be writing to it).
 
     Raises:
-        ExportError: a live run holds the folder; the message names its PID.
+        ExportError: a live run holds the folder (the message names its PID), or its lock cannot be taken (a
+            symbolic link at the lock path: the message says so).
     """
-    from grpo_lite.training.run.lock import RunLock
+    from grpo_lite.training.run.lock import LOCK_NAME, RunHeld, RunLock
 
     run_dir = find_source(path).run_dir
     lock = None
@@ -223,11 +222,15 @@ def holding_run(path: str | os.PathLike) -> Iterator[None]:
                 raise
             except OSError:  # the lock file cannot be created: a read-only folder
                 RunLock.check(run_dir)
-    except OutputDirError as exc:
+    except RunHeld as exc:
         raise ExportError(
             f"cannot export {run_dir} now: {str(exc).split('; ')[0]}; wait for the run to finish (or "
             "stop it), then export again"
         ) from None
+    except OutputDirError as exc:  # a link at the lock path, a filesystem without locks: what to change is its own
+        link = run_dir is not None and (run_dir / LOCK_NAME).is_symlink()
+        fix = "remove the link (a run makes its lock itself), then export again" if link else ""
+        raise ExportError(f"cannot export {run_dir}: {str(exc).split('; ')[0] + '; ' + fix if fix else exc}") from None
     try:
         yield
     finally:

@@ -36,7 +36,7 @@ from grpo_lite.files import write_text
 from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS
-from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, typed
+from grpo_lite.recipe.values import RANGES, check_overrides, closest_names, load_yaml, read_mapping, typed
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -390,10 +390,17 @@ class Recipe:
         """Read a recipe file.
 
         Raises:
-            ConfigError: the file is missing, not UTF-8 or not YAML (one line naming the file, the line and the key),
-                or holds an invalid recipe (naming the key).
+            ConfigError: the file is missing or a folder, not UTF-8 or not YAML (one line naming the file, the line and
+                the key), or holds an invalid recipe (naming the key and the file).
         """
         p = Path(path)
+        if p.is_dir():
+            yamls = sorted(q.name for q in p.glob("*.yaml"))[:3]
+            inside = f" (it holds {', '.join(yamls)})" if yamls else ""
+            raise ConfigError(
+                f"recipe file {p} is a folder{inside}; pass a recipe file (YAML), or write one with grpo-lite plan "
+                f"MODEL --budget-gb N --write {p / 'recipe.yaml'}"
+            )
         return cls.from_dict(read_mapping(p), source=str(p))
 
     # ---- plain TRL ---------------------------------------------------------------------------------
@@ -456,6 +463,13 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
             k: typed_as(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
             for k, v in values["lora"].items()
         }
+        for k, v in values["lora"].items():  # the ranges train()'s lora_* arguments have, named as the file names them
+            accepts, what, example = RANGES.get(_LORA_ARGUMENTS.get(k, ""), (None, "", None))
+            if accepts is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and not accepts(v):
+                raise ConfigError(f"{source}: lora.{k}: {v!r} must be {what}; e.g. {k}: {example!r}")
+    for key in ("max_steps", "num_processes"):  # whole numbers from 1 (max_steps: null trains one epoch)
+        if isinstance(values.get(key), int) and values[key] < 1:
+            raise ConfigError(f"{source}: {key}: {values[key]!r} must be a positive integer; e.g. {key}: 1")
     return values
 
 

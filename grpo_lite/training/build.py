@@ -7,7 +7,6 @@ carried state when stepping down after an out-of-memory error. Imported only ins
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -82,15 +81,19 @@ def build_trainer(
 
 
 def save_final(trainer: Any, tokenizer: Any, out: Path) -> Path:
-    """Save the final model (or adapter) to ``out/final`` via a temporary folder and a rename."""
+    """Save the final model (or adapter) to ``out/final`` via a temporary folder and a rename. Every step is
+    trained: a stop signal now lets the save finish (:func:`~grpo_lite.training.run.resilience.finish_first`)."""
+    from grpo_lite.files import remove
+    from grpo_lite.training.run.resilience import finish_first
+
     final, tmp = out / "final", out / ".final.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    trainer.save_model(str(tmp))
-    if trainer.accelerator.is_main_process:
-        tokenizer.save_pretrained(str(tmp))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+    with finish_first("the final save"):
+        remove(tmp)  # a link is unlinked, never written through
+        trainer.save_model(str(tmp))
+        if trainer.accelerator.is_main_process:
+            tokenizer.save_pretrained(str(tmp))
+            remove(final)
+            os.replace(tmp, final)
     return final
 
 
@@ -99,7 +102,9 @@ def carry_weights(trainer: Any, tokenizer: Any, path: Path) -> Path:
     model = trainer.accelerator.unwrap_model(trainer.model)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
-    shutil.rmtree(path, ignore_errors=True)
+    from grpo_lite.files import remove
+
+    remove(path)  # a link is unlinked, never written through
     model.save_pretrained(str(path))
     tokenizer.save_pretrained(str(path))
     return path

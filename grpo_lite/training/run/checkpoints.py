@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -125,13 +124,18 @@ def scan(output_dir: Path) -> Scan:
 
 
 def set_aside(output_dir: Path, incomplete: list[tuple[Path, str]]) -> list[Path]:
-    """Move incomplete checkpoints to ``<output_dir>/incomplete/`` (an older copy of the same name is replaced)."""
+    """Move incomplete checkpoints to ``<output_dir>/incomplete/`` (an older copy of the same name is replaced).
+
+    Raises:
+        OutputDirError: ``incomplete`` (or a copy in it) is a symbolic link: nothing is moved through it.
+    """
+    from grpo_lite.files import inside, remove
+
     moved = []
     for path, _ in incomplete:
-        target = Path(output_dir) / INCOMPLETE_DIR / path.name
+        target = inside(output_dir, INCOMPLETE_DIR, path.name)  # refuses a link: nothing moved or deleted outside
         target.parent.mkdir(exist_ok=True)
-        if target.exists():
-            shutil.rmtree(target)
+        remove(target)
         os.replace(path, target)
         moved.append(target)
     return moved

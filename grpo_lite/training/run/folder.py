@@ -92,6 +92,9 @@ def open_run(
         except GrpoLiteError as exc:
             run.release()
             error = exc
+        except BaseException:  # anything else (a bug, Ctrl-C): the lock is not left behind either
+            run.release()
+            raise
     error = _shared_error(state, error)
     if error is not None:
         raise error
@@ -100,7 +103,7 @@ def open_run(
     if resume and (run.finished or not state.is_main_process):
         run.checkpoint, _ = resuming.resume_point(out, move=False)
         run.earlier = resuming.earlier_run(out, run.checkpoint, main=False)
-    run.restore_sigterm = resilience.sigterm_raises()  # until run.release(): SIGTERM stops the run as Ctrl-C does
+    run.restore_sigterm = resilience.sigterm_raises(out)  # until run.release(): SIGTERM stops the run as Ctrl-C does
     return run
 
 

@@ -22,9 +22,13 @@ from typing import Any
 
 from grpo_lite.errors import OutputDirError
 
-__all__ = ["LOCK_NAME", "RunLock"]
+__all__ = ["LOCK_NAME", "RunHeld", "RunLock"]
 
 LOCK_NAME = ".grpo-lite.lock"
+
+
+class RunHeld(OutputDirError):
+    """Another live process holds the folder's lock (the other refusals are plain :class:`OutputDirError`)."""
 
 
 def _read(fd: int) -> dict[str, Any] | None:
@@ -113,7 +117,7 @@ class RunLock:
         try:
             lock.acquire()
         except Timeout:
-            raise OutputDirError(
+            raise RunHeld(
                 f"another grpo-lite run ({_describe(_holder(path))}) is writing to {path.parent}; wait for it to "
                 "finish or stop it, or pass another output_dir (--output-dir)"
             ) from None

@@ -1,12 +1,14 @@
 """Nothing a user did must cost them finished work: output-dir guard, Ctrl-C, OOM step-down, failures.
 
 - :func:`guard_output_dir` refuses a folder that holds another run unless resume or overwrite is asked.
-- :class:`InterruptCallback` with :func:`stop_signals_save`: the first Ctrl-C or SIGTERM (Slurm, Kubernetes,
-  ``timeout``) finishes the current step, saves a loadable checkpoint and stops; a second one aborts at
-  once (:class:`Aborted`; a save it cuts off is incomplete, and a resume skips it:
+- :class:`InterruptCallback` with :func:`stop_signals_save`: the first Ctrl-C, SIGTERM (Slurm, Kubernetes,
+  ``timeout``) or SIGHUP (the terminal closed) finishes the current step, saves a loadable checkpoint and
+  stops; a second one aborts at once (:class:`Aborted`; a save it cuts off is incomplete, and a resume skips it:
   :mod:`grpo_lite.training.run.checkpoints`), as does the scheduler's SIGKILL. Before and after the
-  loop, :func:`sigterm_raises` makes SIGTERM stop a run as Ctrl-C does (an exception, the lock released).
-- :class:`SaveAtEndCallback`: the last step always leaves a checkpoint, so every run can be resumed.
+  loop, :func:`sigterm_raises` makes SIGTERM and SIGHUP stop a run as Ctrl-C does (an exception, the lock
+  released).
+- :class:`SaveAtEndCallback`: the last step always leaves a checkpoint, so every run can be resumed;
+  :func:`finish_first`: a stop signal during the final save lets it finish (the run is finished).
 - :class:`StopWhenDone`: a resumed checkpoint that holds every step trains none (transformers would
   train one more: its loop looks for the end only after a step).
 - :func:`next_plan`: the next cheaper rung of the ladder that fits, for stepping down after a CUDA
@@ -20,6 +22,7 @@ Imported only inside train(): it imports transformers at the top.
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import signal
 import sys
@@ -44,6 +47,7 @@ __all__ = [
     "continue_schedule",
     "disk_full_error",
     "drop_checkpoints",
+    "finish_first",
     "guard_output_dir",
     "next_plan",
     "sigterm_raises",
@@ -52,32 +56,36 @@ __all__ = [
 ]
 
 _RUN_MARKERS = ("run.json", "final", "history.jsonl")
-_RUN_LEFTOVERS = ("reward_curve.png", "run.json.corrupt", "incomplete")  # also cleared by overwrite
 
 
 def drop_checkpoints(output_dir: Path) -> None:
     """Remove the ``checkpoint-N`` folders of an attempt that stepped down (another rung cannot resume them)."""
+    from grpo_lite.files import remove
+
     for child in output_dir.glob("checkpoint-*"):
-        if child.is_dir():
-            shutil.rmtree(child)
+        remove(child)  # a link is unlinked, its target kept
 
 
 def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None:
     """Check ``output_dir`` before a run (the resume point is :func:`grpo_lite.training.run.resume.resume_point`).
 
+    With ``overwrite`` the old run's entries (:data:`grpo_lite.files.RUN_ENTRIES`, its exports included) are removed;
+    a link among them is unlinked, never followed. Otherwise a link where the run writes is refused.
+
     Raises:
         ConfigError: the folder holds another run and neither resume nor overwrite was asked, or both were asked.
+        OutputDirError: a symbolic link where the run writes (not with overwrite, which removes it).
     """
+    from grpo_lite import files
+
     if resume and overwrite:
         raise ConfigError("resume=True and overwrite=True contradict each other: choose one")
-    if resume or not output_dir.is_dir():
+    if not output_dir.is_dir():
         return
-    holds_run = any((output_dir / m).exists() for m in _RUN_MARKERS) or any(
+    holds_run = any(os.path.lexists(output_dir / m) for m in _RUN_MARKERS) or any(
         p.is_dir() for p in output_dir.glob("checkpoint-*")
     )
-    if not holds_run:
-        return
-    if not overwrite:
+    if holds_run and not resume and not overwrite:
         from grpo_lite.training.run.checkpoints import scan
 
         way = (
@@ -89,13 +97,11 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
             f"{output_dir} already holds a run (run.json or checkpoints); {way}overwrite=True "
             "(--overwrite) to replace it, or another output_dir"
         )
-    from grpo_lite.export.runtimes import run_exports
-
-    for child in output_dir.iterdir():
-        if child.name.startswith(("checkpoint-", "stepdown-")) or child.name in _RUN_MARKERS + _RUN_LEFTOVERS:
-            shutil.rmtree(child) if child.is_dir() else child.unlink()
-    for path in run_exports(output_dir):  # the old run's final.gguf would pass for this run's
-        path.unlink()
+    if overwrite:  # the old run's final.gguf would pass for this run's: its exports go too
+        for entry in files.run_entries(output_dir):
+            if holds_run or entry.is_symlink():  # in a folder without a run, only the links where the run writes
+                files.remove(entry)
+    files.refuse_links(output_dir)
 
 
 _DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
@@ -167,11 +173,13 @@ class StopWhenDone(TrainerCallback):
 
 
 class Aborted(KeyboardInterrupt):
-    """A second stop signal: the run stops at once, without saving (``signum``: the signal)."""
+    """A stop signal the run cannot finish a step for: it stops at once, without saving (``signum``: the signal;
+    ``output_dir``: the run folder, when the handler knew it)."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, output_dir: Path | None = None) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        self.output_dir = output_dir
 
 
 class InterruptCallback(TrainerCallback):
@@ -179,7 +187,7 @@ class InterruptCallback(TrainerCallback):
 
     def __init__(self) -> None:
         self.requested = False
-        self.signal: str | None = None  # "SIGINT" or "SIGTERM": the signal that asked
+        self.signal: str | None = None  # "SIGINT", "SIGTERM" or "SIGHUP": the signal that asked
         self.stopped_at: int | None = None
 
     def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
@@ -189,31 +197,54 @@ class InterruptCallback(TrainerCallback):
             self.stopped_at = state.global_step
 
 
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-_SAID = {signal.SIGINT: ("Ctrl-C", "Ctrl-C again"), signal.SIGTERM: ("SIGTERM", "a second SIGTERM")}
+# what a user, a scheduler or a closed terminal sends to stop a run; POSIX has SIGHUP, Windows not
+_HUP = (signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, *_HUP)
+_SAID = {
+    signal.SIGINT: ("Ctrl-C", "Ctrl-C again"),
+    signal.SIGTERM: ("SIGTERM", "a second SIGTERM"),
+    **{hup: ("SIGHUP (the terminal closed)", "a second SIGHUP") for hup in _HUP},
+}
 
 
-def sigterm_raises() -> Callable[[], None]:
-    """From now on SIGTERM raises :class:`Aborted`, as Ctrl-C raises KeyboardInterrupt (outside the training
-    loop there is no step to finish): the run records how it ended and gives its folder back.
+def _say(text: str) -> None:
+    """One line on stderr; a terminal that closed (SIGHUP) cannot take it, and the run goes on without it."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def sigterm_raises(output_dir: Path | None = None) -> Callable[[], None]:
+    """From now on SIGTERM (and SIGHUP: a closed terminal) raises :class:`Aborted`, as Ctrl-C raises
+    KeyboardInterrupt (outside the training loop there is no step to finish): the run records how it ended and
+    gives its folder back.
+
+    Args:
+        output_dir: the run folder, carried by the :class:`Aborted` raised (what to say next depends on what it holds).
 
     Returns:
-        The function that puts the previous handler back (nothing to do outside the main thread).
+        The function that puts the previous handlers back (nothing to do outside the main thread).
     """
 
     def handler(signum: int, frame: Any) -> None:
-        raise Aborted(signum)
+        raise Aborted(signum, output_dir)
 
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, *_HUP)}
     except ValueError:  # pragma: no cover - not the main thread: leave signals alone
         return lambda: None
-    return lambda: signal.signal(signal.SIGTERM, previous)
+
+    def restore() -> None:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+    return restore
 
 
 @contextmanager
 def stop_signals_save(callback: InterruptCallback) -> Iterator[None]:
-    """While active, the first SIGINT or SIGTERM asks ``callback`` to save and stop; a second one raises
+    """While active, the first SIGINT, SIGTERM or SIGHUP asks ``callback`` to save and stop; a second one raises
     :class:`Aborted` (a KeyboardInterrupt). Outside the main thread signals are left alone."""
     try:
         previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
@@ -231,11 +262,43 @@ def stop_signals_save(callback: InterruptCallback) -> Iterator[None]:
             raise Aborted(signum)
         callback.requested, callback.signal = True, signal.Signals(signum).name
         name, again = _SAID[signum]
-        print(
-            f"\n{name}: finishing the current step and saving a checkpoint ({again} to abort without saving)",
-            file=sys.stderr,
-            flush=True,
-        )
+        _say(f"\n{name}: finishing the current step and saving a checkpoint ({again} to abort without saving)")
+
+    try:
+        for signum in _STOP_SIGNALS:
+            signal.signal(signum, handler)
+    except ValueError:  # pragma: no cover - not the main thread (the first call fails: nothing was set)
+        yield
+        return
+    try:
+        yield
+    finally:
+        restore()
+
+
+@contextmanager
+def finish_first(what: str) -> Iterator[None]:
+    """While active, the first SIGINT, SIGTERM or SIGHUP is said and ``what`` (the final save: every step is trained)
+    goes on to its end, so the run ends finished; a second one raises :class:`Aborted`. Outside the main thread
+    signals are left alone."""
+    try:
+        previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
+    except ValueError:  # pragma: no cover - not the main thread: leave signals alone
+        yield
+        return
+    asked: list[int] = []
+
+    def restore() -> None:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+    def handler(signum: int, frame: Any) -> None:
+        if asked:
+            restore()
+            raise Aborted(signum)
+        asked.append(signum)
+        name, again = _SAID[signum]
+        _say(f"\n{name}: every step is trained; finishing {what} first, then the run ends ({again} to abort)")
 
     try:
         for signum in _STOP_SIGNALS:

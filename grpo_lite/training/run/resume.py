@@ -7,8 +7,9 @@
   that completed up to the checkpoint, merged from ``history.jsonl`` (appended every step), the
   ``run.json`` history and the checkpoint's ``log_history``. A run whose record still says
   ``running`` crashed (the run lock shows no live owner): a ``crashed`` event says after which step.
-- :func:`read_record`: ``run.json``, or None when it is missing; an unreadable one (cut off, edited)
-  is moved to ``run.json.corrupt`` and the run is rebuilt from the checkpoint and the history file.
+- :func:`read_record`: ``run.json``, or None when it is missing; an unreadable one (cut off, edited, of the
+  wrong shape: :mod:`grpo_lite.run_record`) is moved to ``run.json.corrupt`` and the run is rebuilt from the
+  checkpoint and the history file.
 - Whether a resume may go on at all (same model, preset, method; steps left) is
   :mod:`grpo_lite.training.run.resume_checks`.
 
@@ -18,7 +19,6 @@ Imported only inside train().
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,24 +122,17 @@ def resume_point(output_dir: Path, *, move: bool) -> tuple[Path, list[str]]:
 
 
 def read_record(output_dir: Path, *, move: bool) -> tuple[dict[str, Any] | None, str | None]:
-    """``run.json`` and a note: None when it is missing; an unreadable one is moved aside (``move``)."""
-    path = output_dir / "run.json"
-    if not path.is_file():
-        return None, None
-    try:
-        record = json.loads(path.read_text())
-        if not isinstance(record, dict):
-            raise ValueError("not a JSON object")
-        return record, None
-    except (OSError, ValueError) as exc:
-        why = str(exc).splitlines()[0][:120]
-        target = path.with_name("run.json.corrupt")
-        if move:
-            os.replace(path, target)
-        return None, (
-            f"run.json could not be read ({why}): kept as {target.name}; the run's record is rebuilt from "
-            "the checkpoint and history.jsonl"
-        )
+    """``run.json`` and a note: None when it is missing; one that cannot be read or has the wrong shape is moved
+    to ``run.json.corrupt`` (``move``) and the note says so (:func:`grpo_lite.run_record.read_run_record`)."""
+    from grpo_lite.run_record import CORRUPT, read_run_record
+
+    record, why = read_run_record(output_dir, keep_corrupt=move)
+    if why is None:
+        return (None if record is None else dict(record)), None
+    return None, (
+        f"run.json could not be read ({why}): kept as {CORRUPT}; the run's record is rebuilt from the checkpoint "
+        "and history.jsonl"
+    )
 
 
 def read_history(output_dir: Path) -> list[dict[str, Any]]:

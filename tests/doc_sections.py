@@ -184,7 +184,34 @@ def api_sections() -> dict[str, str]:
     return {"api-table": "\n".join(rows)}
 
 
-RENDERED = {DOCS / "cli.md": cli_sections, DOCS / "quickstart.md": api_sections}
+def layers_sections() -> dict[str, str]:
+    """The layers of the import contract in pyproject.toml, highest first, with their comments."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    layers = next(c for c in contracts["contracts"] if c["type"] == "layers")["layers"]
+    lines = (ROOT / "pyproject.toml").read_text(encoding="utf-8").splitlines()
+    notes = {}
+    for line in lines:
+        text, _, note = line.partition("#")
+        name = text.strip().strip('",')
+        if name in layers and note:
+            notes[name] = note.strip()
+    rows = [
+        f"| {i} | {', '.join(f'`{part}`' for part in name.split(' | '))} | {notes.get(name, '')} |"
+        for i, name in enumerate(layers, 1)
+    ]
+    return {
+        "layers": "| # | layer (siblings never import each other) | what it holds |\n| --- | --- | --- |\n"
+        + "\n".join(rows)
+    }
+
+
+RENDERED = {
+    DOCS / "cli.md": cli_sections,
+    DOCS / "quickstart.md": api_sections,
+    DOCS / "architecture.md": layers_sections,
+}
 
 
 def replace_sections(text: str, sections: dict[str, str]) -> str:

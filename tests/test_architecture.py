@@ -1,5 +1,5 @@
 """The package tree: no import circle anywhere (imports inside functions and under TYPE_CHECKING included), and the
-module map in docs/index.md matches the tree.
+module map in docs/architecture.md matches the tree.
 
 Which way imports run (the pipeline's layers, the core apart from the optional parts and the CLI) is checked by
 the import-linter contracts in pyproject.toml (``lint-imports``, run by .ci/run), on the same graph.
@@ -93,9 +93,11 @@ def test_function_level_imports_count_in_the_package() -> None:
 
 
 def test_module_map_matches_the_tree() -> None:
-    """docs/index.md lists every module of the package, and no module that is gone."""
-    text = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
-    block = text.split("## How it flows", 1)[1].split("```", 2)[1]
+    """docs/architecture.md lists every module of the package, and no module that is gone."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("## The module map", 1)[1].split("```", 2)[1]
     listed = {p for p in re.findall(r"(grpo_lite(?:/\w+)*/\w+\.py)", block)}
     actual = {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent == PACKAGE}
-    assert listed == actual, f"missing from docs/index.md: {sorted(actual - listed)}; gone: {sorted(listed - actual)}"
+    assert listed == actual, (
+        f"missing from docs/architecture.md: {sorted(actual - listed)}; gone: {sorted(listed - actual)}"
+    )

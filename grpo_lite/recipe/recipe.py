@@ -35,6 +35,7 @@ from grpo_lite.files import write_text
 from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT, Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS
 from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, typed
+from grpo_lite.training.step.problem_choice import PROBLEM_CHOICE_DEFAULT, ProblemChoice
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -94,6 +95,8 @@ class Recipe:
         update_rounding: how updates reach bf16 weights (``"stochastic"`` or ``"nearest"``).
         shared_prefix: forward each prompt once for its group (grpo-lite's trainer).
         stop_strings: sampling stops at these (grpo-lite's trainer).
+        problem_choice: ``"learnable"`` chooses each batch's problems by what the model can still learn from;
+            ``"off"`` keeps TRL's order (grpo-lite's trainer). Default: ``"off"``.
         trl: ``GRPOConfig`` keyword arguments, verbatim (``output_dir``, ``seed`` and ``max_steps`` aside).
         plan: the plan it was written from (its estimate gives the comments), or None.
 
@@ -119,6 +122,7 @@ class Recipe:
     update_rounding: UpdateRounding | None = None
     shared_prefix: bool = SHARED_PREFIX_DEFAULT
     stop_strings: list[str] = field(default_factory=lambda: list(DEFAULT_STOP_STRINGS))
+    problem_choice: ProblemChoice = PROBLEM_CHOICE_DEFAULT
     trl: dict[str, Any] = field(default_factory=dict)
     plan: Plan | None = field(default=None, compare=False, repr=False)
 
@@ -134,12 +138,14 @@ class Recipe:
         seed: int = 0,
         max_steps: int | None = None,
         stop_strings: Any = DEFAULT_STOP_STRINGS,
+        problem_choice: ProblemChoice | None = None,
     ) -> Recipe:
         """The plan as a recipe: its settings after :data:`RUN_DEFAULTS`, its load, LoRA and rounding.
 
         Args:
             plan: what :func:`grpo_lite.plan` returned.
-            dataset, rewards, prompt_style, seed, max_steps, stop_strings: the run's own (train()'s arguments).
+            dataset, rewards, prompt_style, seed, max_steps, stop_strings, problem_choice: the run's own
+                (train()'s arguments; None: the default).
         """
         from grpo_lite.rewards.registry import DEFAULT_REWARDS
 
@@ -153,6 +159,7 @@ class Recipe:
             dtype=plan.model_kwargs["dtype"], quantization=_copy(plan.model_kwargs.get("quantization")),
             lora=_copy(plan.lora), update_rounding=step.update_rounding,
             shared_prefix=step.shared_prefix, stop_strings=list(stop_strings), trl=_copy(trl), plan=plan,
+            problem_choice=PROBLEM_CHOICE_DEFAULT if problem_choice is None else problem_choice,
         )  # fmt: skip
 
     def replanned(self, plan: Plan) -> Recipe:
@@ -165,6 +172,7 @@ class Recipe:
             seed=self.seed,
             max_steps=self.max_steps,
             stop_strings=self.stop_strings,
+            problem_choice=self.problem_choice,
         )
 
     @classmethod
@@ -357,7 +365,10 @@ class Recipe:
         lines += ["", "# LoRA (peft.LoraConfig); null: every weight trains"]
         lines += _block("lora", data["lora"], notes, note_prefix="lora.")
         lines += ["", "# grpo-lite's trainer on top of TRL's (plain TRL has neither)"]
-        for key in ("update_rounding", "shared_prefix", "stop_strings"):
+        notes.setdefault(
+            "problem_choice", "learnable: each batch's problems chosen by what the model can still learn from"
+        )
+        for key in ("update_rounding", "shared_prefix", "stop_strings", "problem_choice"):
             lines.append(_line(key, data[key], notes.get(key)))
         lines += ["", "# GRPOConfig, verbatim (output_dir, seed and max_steps come from the run)", "trl:"]
         first_default = next((key for key in data["trl"] if key in RUN_DEFAULTS), None)

@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
+from grpo_lite.training.step.problem_choice import ProblemChoice
 
 __all__ = [
     "RANGES",
@@ -60,6 +61,7 @@ class OwnSettings:
     sharding: Optional[Sharding] = None
     dtype: Optional[Dtype] = None
     update_rounding: Optional[UpdateRounding] = None
+    problem_choice: Optional[ProblemChoice] = None
     lora_target_modules: Union[None, str, list[str]] = None  # names, or a pattern ("all-linear"): typed as text
 
 

@@ -195,6 +195,8 @@ def train(
         **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
             ``num_generations=4``) or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``,
             ``lora_target_modules``), applied verbatim: the planner only chooses what is not fixed here.
+            ``problem_choice="learnable"`` chooses each batch's problems by what the model can still learn from
+            (:mod:`grpo_lite.training.step.problem_choice`; default ``"off"``, TRL's order).
             Each is checked against GRPOConfig's type and range before anything loads.
 
     Raises:
@@ -273,6 +275,8 @@ def train(
         if run.finished:
             return TrainResult.of_finished_run(run, inputs, the_plan)
         the_recipe = _recipe(recipe, the_plan, inputs, dataset, rewards, seed, max_steps, stop_strings)
+        if recipe is None and "problem_choice" in overrides:  # a trainer option, not a plan setting
+            the_recipe = the_recipe.with_overrides(problem_choice=overrides["problem_choice"])
         prepare.check_context(the_plan, inputs)
         folder.check_disk(run, the_plan)
 

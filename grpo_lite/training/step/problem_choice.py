@@ -305,6 +305,14 @@ class PassRateReport:
         return rewards
 
 
+def _plain_function(func: Any) -> bool:
+    """A reward TRL calls as a function (not a reward model, not a coroutine), so a wrapper can stand in for it."""
+    import inspect
+
+    coroutine = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
+    return not hasattr(func, "parameters") and not coroutine
+
+
 def judged_reward(reward_funcs: Sequence[Any]) -> int:
     """The index of the reward that says pass or fail: grpo-lite's correctness reward, else the first."""
     names = [getattr(f, "__name__", "") for f in reward_funcs]
@@ -327,9 +335,16 @@ class ProblemChoiceRun:
         self.record: dict[str, Any] = {"setting": setting}
         self.chooser: ProblemChooser | None = None
         self.groups = self.groups_with_spread = 0
-        if setting == "learnable" and off_reason:
-            self.record["off"] = off_reason
-        elif setting == "learnable":
+        judged = judged_reward(trainer.reward_funcs) if off_reason is None else 0
+        if off_reason is None and not hasattr(trainer.train_dataset, "add_column"):
+            off_reason = "the training set is streamed (an IterableDataset): its rows cannot be chosen"
+        elif off_reason is None and not _plain_function(trainer.reward_funcs[judged]):
+            off_reason = "the reward that says pass or fail is a model or async: its calls cannot report"
+        if off_reason is not None:  # TRL's sampler, nothing reported
+            self.record.update({"off": off_reason} if setting == "learnable" else {})
+            self._metrics, self._layout = None, (0, 0)
+            return
+        if setting == "learnable":
             per_batch = args.generation_batch_size // trainer.num_generations
             ahead = CHOICE_DEFAULTS.loader_ahead + args.dataloader_num_workers * (args.dataloader_prefetch_factor or 0)
             lag = lag_batches(
@@ -340,8 +355,7 @@ class ProblemChoiceRun:
             args.ignore_data_skip = True  # the chooser's own state resumes the order; replaying batches would not
             self.record.update(rule=asdict(CHOICE_DEFAULTS), lag_batches=lag)
         self._layout = (trainer.num_generations, trainer.num_iterations * args.steps_per_generation)
-        self._metrics = getattr(trainer, "_metrics", {}).get("train") if off_reason is None else None
-        judged = judged_reward(trainer.reward_funcs)
+        self._metrics = trainer._metrics["train"]  # TRL averages these lists at each log (the seam checks it)
         trainer.reward_funcs[judged] = PassRateReport(
             trainer.reward_funcs[judged], self._report, lambda: bool(trainer.model.training)
         )

@@ -328,14 +328,13 @@ def test_two_processes_choose_alike(tiny_model_dir, tmp_path):
         "train(%r, output_dir=%r, dataset=load_dataset('synthetic', split='train', limit=N, seed=0),\n"
         "      rewards=[reward], **{**CHOICE_RUN, 'per_device_train_batch_size': 4, 'max_steps': 6})\n"
         "from accelerate import PartialState\n"
-        "from grpo_lite.training.step import problem_choice\n"
         "open(%r + f'/rank{PartialState().process_index}.json', 'w').write(json.dumps(reward.batches))\n"
         % (str(Path(__file__).parent), str(tiny_model_dir), str(tmp_path / "run"), str(tmp_path))
     )
     env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     import os
 
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu", str(script)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script)]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
@@ -343,3 +342,16 @@ def test_two_processes_choose_alike(tiny_model_dir, tmp_path):
     assert record["skipped"] > 0 and record["groups"] == 24  # each rank saw all 4 groups of a batch, gathered
     # each rank's rows are half of each batch: together they are the batch both chose
     assert all(len(set(a) | set(b)) == 4 for a, b in zip(*ranks)), ranks
+
+
+@pytest.mark.parametrize("setting", ["off", "learnable"])
+def test_the_zero_spread_finding_names_the_setting_when_it_is_off(setting):
+    from grpo_lite.training.report.health import WINDOW_STEPS, HealthMonitor
+
+    found = []
+    monitor = HealthMonitor([], report=found.append)
+    monitor.problem_choice = setting
+    for step in range(1, WINDOW_STEPS + 1):
+        monitor.observe({"frac_reward_zero_std": 1.0, "reward": 0.0}, step)
+    assert [f.kind for f in found] == ["zero_spread"]
+    assert ("--problem-choice learnable" in found[0].remedy) == (setting == "off")

@@ -138,7 +138,8 @@ def _child(args: argparse.Namespace) -> None:
         )
         trainer.train()
         model = trainer.model
-    curve.evaluate(model, limit.steps)  # at the budget
+    if not curve.points or curve.points[-1]["step"] != limit.steps:  # at the budget (unless the last step was)
+        curve.evaluate(model, limit.steps)
     record = {"steps": limit.steps, "train_cpu_s": limit.cpu, "curve": curve.points, "groups": counts}
     (out / "result.json").write_text(json.dumps(record))
 
@@ -213,9 +214,18 @@ def report(task: str, before: dict[str, Any], runs: list[dict[str, Any]], budget
         target, provisional = target_from(before, reference), " (PROVISIONAL: from this run's own trl-lite-hp runs)"
     if target is None:
         return f"{task}: no target (run --reference) and no trl-lite-hp runs to take one from"
+    if target <= before["correct"] / before["n"]:  # every run would "reach" it at its first evaluation
+        return (
+            f"{task}: no time to target: the target {100 * target:.1f}%{provisional} is not above the untrained "
+            f"model's {share(before['correct'], before['n'])} (the reference runs did not improve on it)"
+        )
+    # a run that never reaches the target counts at the budget, or later when its runs overran it (at least one
+    # step runs): never sooner than a run that did reach it
+    ceiling = max([budget, *(r["curve"][-1]["train_cpu_s"] for r in runs)])
     lines = [
         f"## {task} (levels {TASKS[task]}): before {share(before['correct'], before['n'])}, "
-        f"target {100 * target:.1f}%{provisional}, budget {budget:.0f} CPU s",
+        f"target {100 * target:.1f}%{provisional}, budget {budget:.0f} CPU s (a run that never reaches the target "
+        f"counts at {ceiling:.0f})",
         "",
         "| arm | runs | reached | time to target, CPU s: mean of kept [range] | accuracy at the budget, pooled [95%] "
         "| groups with spread | steps (mean) |",
@@ -227,7 +237,7 @@ def report(task: str, before: dict[str, Any], runs: list[dict[str, Any]], budget
         if not rows:
             continue
         times = [time_to(r, target) for r in rows]
-        rest = kept([budget if t is None else t for t in times])
+        rest = kept([ceiling if t is None else t for t in times])
         means[arm] = sum(rest) / len(rest)
         k, n = sum(r["curve"][-1]["correct"] for r in rows), sum(r["curve"][-1]["n"] for r in rows)
         groups, spread = sum(r["groups"][0] for r in rows), sum(r["groups"][1] for r in rows)
@@ -293,6 +303,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads per run")
     parser.add_argument("--model", default=None, help="model path; default: the demo's SmolLM2 GGUF")
     parser.add_argument("--out", type=Path, default=None, help="keep every run's folder and time_to_target.json here")
+    parser.add_argument(
+        "--summarize", action="store_true", help="only print the figures of --out's time_to_target.json"
+    )
     parser.add_argument("--child", choices=("before", *ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--task", choices=list(TASKS), default="one-step", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
@@ -307,8 +320,15 @@ def main() -> int:
     if args.child:
         _child(args)
         return 0
+    start = time.perf_counter()
+    if args.summarize:
+        if args.out is None or not (args.out / "time_to_target.json").is_file():
+            raise SystemExit("--summarize reads --out/time_to_target.json: give the --out of a finished run")
+        saved = json.loads((args.out / "time_to_target.json").read_text())
+        print_figures(saved["runs"], argparse.Namespace(**{**saved["args"], "reference": args.reference}))
+        return 0
     vs_trl.check_cores(args.parallel, args.threads)
-    start, todo = time.perf_counter(), jobs(args)
+    todo = jobs(args)
     print(
         f"time_to_target: {len(todo)} runs ({', '.join(args.tasks)}), {args.budget:.0f} CPU s a run, evaluation every "
         f"{args.eval_every:.0f} CPU s on n={args.eval_n}, {args.parallel} at a time, {args.threads} thread(s) a run",
@@ -322,6 +342,13 @@ def main() -> int:
             (args.out / "time_to_target.json").write_text(
                 json.dumps({"runs": records, "args": vars(args)}, default=str)
             )
+    print_figures(records, args)
+    print(f"time_to_target: {time.perf_counter() - start:.0f} s of wall time in all")
+    return 0
+
+
+def print_figures(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """Each task's report (or, with ``--reference``, the target lines to write in :data:`TARGETS`)."""
     print()
     for task in args.tasks:
         before = next((r["eval"] for r in records if r["arm"] == "before" and r["task"] == task), None)
@@ -331,8 +358,6 @@ def main() -> int:
         runs = [r for r in records if r["arm"] != "before" and r["task"] == task]
         print(reference_line(task, before, runs, args) if args.reference else report(task, before, runs, args.budget))
         print()
-    print(f"time_to_target: {time.perf_counter() - start:.0f} s of wall time in all")
-    return 0
 
 
 if __name__ == "__main__":

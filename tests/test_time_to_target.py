@@ -71,3 +71,17 @@ def test_the_runs_of_a_benchmark_and_of_a_reference(bench):
     assert sum(arm == "grpo-lite" for arm, _, _ in runs) == 4 and len(runs) == 2 * (2 + 2 * 3)
     args.reference = True
     assert {arm for arm, _, _ in bench.jobs(args)} == {"before", "trl-lite-hp"}
+
+
+def test_a_run_that_never_reaches_the_target_is_never_counted_sooner_than_one_that_did(bench, monkeypatch):
+    """Runs overrun a short budget (at least one step runs): a run that missed counts at the latest end, not 15 s."""
+    monkeypatch.setitem(bench.TARGETS, "one-step", 0.2)
+    runs = [_run("trl-lite-hp", 0, [(49, 25)]), _run("grpo-lite", 0, [(22, 12)])]
+    text = bench.report("one-step", {"correct": 12, "n": 100}, runs, 15.0)
+    assert "| grpo-lite | 1 | 0 | 49 [49, 49] |" in text and "counts at 49" in text
+
+
+def test_a_target_not_above_the_untrained_accuracy_gives_no_time(bench):
+    runs = [_run("trl-lite-hp", 0, [(60, 0)]), _run("grpo-lite", 0, [(60, 0)])]
+    text = bench.report("mixed", {"correct": 0, "n": 8}, runs, 15.0)
+    assert "no time to target" in text and "speedup" not in text

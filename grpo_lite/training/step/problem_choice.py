@@ -353,7 +353,8 @@ class ProblemChoiceRun:
             self.chooser = ProblemChooser(len(trainer.train_dataset), per_batch, args.seed, lag)
             trainer.train_dataset = trainer.train_dataset.add_column(COLUMN, list(range(len(trainer.train_dataset))))
             args.ignore_data_skip = True  # the chooser's own state resumes the order; replaying batches would not
-            self.record.update(rule=asdict(CHOICE_DEFAULTS), lag_batches=lag)
+            rule = {k: v for k, v in asdict(CHOICE_DEFAULTS).items() if k != "setting"}
+            self.record.update(rule=rule, lag_batches=lag)
         self._layout = (trainer.num_generations, trainer.num_iterations * args.steps_per_generation)
         self._metrics = trainer._metrics["train"]  # TRL averages these lists at each log (the seam checks it)
         trainer.reward_funcs[judged] = PassRateReport(

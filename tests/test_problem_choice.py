@@ -324,24 +324,30 @@ def test_two_processes_choose_alike(tiny_model_dir, tmp_path):
         "from test_problem_choice import ByProblem, CHOICE_RUN, N\n"
         "from grpo_lite import train\n"
         "from grpo_lite.data.loaders import load_dataset\n"
+        "from grpo_lite.training.step import problem_choice as pc\n"
+        "chosen, choose = [], pc.ProblemChooser.choose\n"
+        "pc.ProblemChooser.choose = lambda self: chosen.append(choose(self)) or chosen[-1]\n"
         "reward = ByProblem()\n"
         "train(%r, output_dir=%r, dataset=load_dataset('synthetic', split='train', limit=N, seed=0),\n"
-        "      rewards=[reward], **{**CHOICE_RUN, 'per_device_train_batch_size': 4, 'max_steps': 6})\n"
+        "      rewards=[reward], **{**CHOICE_RUN, 'per_device_train_batch_size': 4, 'max_steps': 6, 'beta': 0.01})\n"
         "from accelerate import PartialState\n"
-        "open(%r + f'/rank{PartialState().process_index}.json', 'w').write(json.dumps(reward.batches))\n"
+        "open(%r + f'/rank{PartialState().process_index}.json', 'w').write(json.dumps([reward.batches, chosen]))\n"
         % (str(Path(__file__).parent), str(tiny_model_dir), str(tmp_path / "run"), str(tmp_path))
     )
+    # beta > 0 keeps the zero-advantage skip off: with it, ranks that keep different numbers of rows stop in TRL's
+    # gather of the clip ratios (a collective of two sizes), whether the choice is on or off
     env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     import os
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script)]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    (rows0, chosen0), (rows1, chosen1) = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert chosen0 == chosen1 and len(chosen0) >= 6  # each rank's own chooser, fed the gathered rates: one choice
     record = json.loads((tmp_path / "run" / "run.json").read_text())["problem_choice"]
     assert record["skipped"] > 0 and record["groups"] == 24  # each rank saw all 4 groups of a batch, gathered
     # each rank's rows are half of each batch: together they are the batch both chose
-    assert all(len(set(a) | set(b)) == 4 for a, b in zip(*ranks)), ranks
+    assert all(set(a) | set(b) == set(c) for a, b, c in zip(rows0, rows1, chosen0)), (rows0, rows1, chosen0)
 
 
 @pytest.mark.parametrize("setting", ["off", "learnable"])

@@ -74,13 +74,15 @@ LONG_TRAIN_N = 256  # --long's training problems: one a step, more than 600 s ca
 
 
 # ---- the problems, the prompt and the rewards every arm shares ----------------------------------------
-def problems(split: Literal["train", "test"], n: int, seed: int) -> Any:
-    """The demo's synthetic level-1 problems as conversations in the demo's prompt style (``load_dataset``)."""
+def problems(split: Literal["train", "test"], n: int, seed: int, levels: Sequence[int] | None = None) -> Any:
+    """The demo's synthetic problems (``levels``, default the demo's level 1) as conversations in the demo's prompt
+    style (``load_dataset``)."""
     from grpo_lite import DemoConfig
     from grpo_lite.data.loaders import load_dataset
 
     cfg = DemoConfig()
-    return load_dataset("synthetic", split=split, style=cfg.style(), limit=n, seed=seed, levels=cfg.levels)
+    levels = cfg.levels if levels is None else tuple(levels)
+    return load_dataset("synthetic", split=split, style=cfg.style(), limit=n, seed=seed, levels=levels)
 
 
 def trl_dataset(rows: Any, tokenizer: Any) -> Any:
@@ -159,8 +161,10 @@ def trl_trainer(
     callbacks: Sequence[Any] = (),
     max_steps: int = 1,
     settings: dict[str, Any] | None = None,
+    reward_funcs: Sequence[Callable[..., list[float]]] | None = None,
 ) -> Any:
-    """Plain ``trl.GRPOTrainer`` for ``trl-defaults`` or ``trl-lite-hp`` (``max_steps``, ``settings``: the latter's)."""
+    """Plain ``trl.GRPOTrainer`` for ``trl-defaults`` or ``trl-lite-hp`` (``max_steps``, ``settings``: the latter's;
+    ``reward_funcs``: :func:`rewards` by default)."""
     import torch
     from transformers import AutoModelForCausalLM
     from trl import GRPOTrainer
@@ -174,7 +178,7 @@ def trl_trainer(
     if arm == "trl-defaults":  # as TRL's quickstart: the model by name, TRL loads it and its tokenizer
         return GRPOTrainer(
             model=folder,
-            reward_funcs=rewards(),
+            reward_funcs=list(reward_funcs or rewards()),
             train_dataset=data,
             args=trl_defaults_config(output_dir, seed),
             callbacks=list(callbacks),
@@ -187,7 +191,7 @@ def trl_trainer(
     policy = AutoModelForCausalLM.from_pretrained(folder, **recipe.from_pretrained_kwargs())
     return GRPOTrainer(
         model=policy,
-        reward_funcs=rewards(),
+        reward_funcs=list(reward_funcs or rewards()),
         train_dataset=data,
         args=args,
         peft_config=recipe.lora_config(),
@@ -202,8 +206,10 @@ def lite_train(
     output_dir: str | os.PathLike,
     callbacks: Sequence[Any] = (),
     max_steps: int = 1,
+    **options: Any,
 ) -> Any:
-    """``grpo_lite.train()`` with the demo's settings, as ``grpo-lite demo`` calls it (without the export)."""
+    """``grpo_lite.train()`` with the demo's settings, as ``grpo-lite demo`` calls it (without the export);
+    ``options`` are train()'s further keyword arguments (``problem_choice="learnable"``)."""
     from grpo_lite import DemoConfig, train
 
     cfg = DemoConfig()
@@ -218,7 +224,7 @@ def lite_train(
         seed=seed,
         quiet=True,
         callbacks=list(callbacks),
-        **cfg.train_settings(),
+        **{**cfg.train_settings(), **options},
     )
 
 
@@ -306,7 +312,7 @@ def _scores(result: Any) -> dict[str, Any]:
     }
 
 
-def _evaluate(model: Any, args: argparse.Namespace) -> dict[str, Any]:
+def _evaluate(model: Any, args: argparse.Namespace, levels: Sequence[int] | None = None) -> dict[str, Any]:
     from accelerate.utils import extract_model_from_parallel
 
     from grpo_lite import DemoConfig
@@ -322,7 +328,7 @@ def _evaluate(model: Any, args: argparse.Namespace) -> dict[str, Any]:
     return _scores(
         evaluate(
             model,
-            problems("test", args.eval_n, EVAL_SEED),
+            problems("test", args.eval_n, EVAL_SEED, levels),
             tokenizer=load_tokenizer(model_folder(args.model)),
             prompt_style=cfg.style(),
             max_new_tokens=args.eval_tokens,

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, get_args
 
 from grpo_lite.cli.options import SHARED, add_options, parse_set
 from grpo_lite.cli.relaunch import add_launch_arguments
-from grpo_lite.defaults import RESILIENCE
+from grpo_lite.defaults import CHOICE_DEFAULTS, RESILIENCE, ProblemChoice
 
 __all__ = ["INTERRUPTED", "add_parser", "interrupted_line", "run"]
 
@@ -33,6 +33,7 @@ RECIPE_FLAGS = (
     "seed",
     "max_steps",
     "shared_prefix",
+    "problem_choice",
     "num_processes",
     "sharding",
 )
@@ -99,6 +100,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=RESILIENCE.on_stall,
         help="when the run is not learning: print the cause and a remedy (default), or also raise "
         "max_completion_length at the next checkpoint when most completions are cut (docs/health.md)",
+    )
+    p.add_argument(
+        "--problem-choice",
+        choices=get_args(ProblemChoice),
+        default=None,
+        help="learnable: skip problems whose recent groups all passed or all failed, prefer pass rates near one "
+        f"half (default {CHOICE_DEFAULTS.setting}: TRL's order)",
     )
     add_options(p, "set")
     add_launch_arguments(p)  # --num-processes N, --sharding
@@ -223,5 +231,6 @@ def _train(args: argparse.Namespace, recipe: Any, overrides: dict[str, Any]) -> 
         seed=args.seed,
         shared_prefix=args.shared_prefix,
         **run,
+        **({"problem_choice": args.problem_choice} if args.problem_choice is not None else {}),
         **overrides,
     )

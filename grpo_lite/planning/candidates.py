@@ -69,7 +69,8 @@ LORA_KEYS: dict[str, str] = {
     "lora_target_modules": "target_modules",
 }
 MODEL_KEYS = ("dtype",)  # how the weights load (from_pretrained), not GRPOConfig fields
-TRAINER_KEYS = ("shared_prefix", "update_rounding")  # grpo-lite's own trainer options, not GRPOConfig fields
+# grpo-lite's own trainer options, not GRPOConfig fields
+TRAINER_KEYS = ("shared_prefix", "update_rounding", "problem_choice")
 VLLM_MAX_SHARE = PLANNER.vllm_max_share
 
 

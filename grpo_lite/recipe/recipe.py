@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite._version import __version__
 from grpo_lite.data.prompts import PROMPT_STYLES, Example, PromptStyle
-from grpo_lite.defaults import RUN, STEP, TRAINER
+from grpo_lite.defaults import CHOICE_DEFAULTS, RUN, STEP, TRAINER, ProblemChoice
 from grpo_lite.errors import ConfigError, OutputDirError
 from grpo_lite.files import write_text
 from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
@@ -90,6 +90,8 @@ class Recipe:
         update_rounding: how updates reach bf16 weights (``"stochastic"`` or ``"nearest"``).
         shared_prefix: forward each prompt once for its group (grpo-lite's trainer).
         stop_strings: sampling stops at these (grpo-lite's trainer).
+        problem_choice: ``"learnable"`` chooses each batch's problems by what the model can still learn from;
+            ``"off"`` keeps TRL's order (grpo-lite's trainer). Default: ``"off"``.
         trl: ``GRPOConfig`` keyword arguments, verbatim (``output_dir``, ``seed`` and ``max_steps`` aside).
         plan: the plan it was written from (its estimate gives the comments), or None.
 
@@ -115,6 +117,7 @@ class Recipe:
     update_rounding: UpdateRounding | None = None
     shared_prefix: bool = STEP.shared_prefix
     stop_strings: list[str] = field(default_factory=lambda: list(TRAINER.stop_strings))
+    problem_choice: ProblemChoice = CHOICE_DEFAULTS.setting
     trl: dict[str, Any] = field(default_factory=dict)
     plan: Plan | None = field(default=None, compare=False, repr=False)
 
@@ -130,12 +133,14 @@ class Recipe:
         seed: int = 0,
         max_steps: int | None = None,
         stop_strings: Any = TRAINER.stop_strings,
+        problem_choice: ProblemChoice | None = None,
     ) -> Recipe:
         """The plan as a recipe: its settings after :data:`RUN_DEFAULTS`, its load, LoRA and rounding.
 
         Args:
             plan: what :func:`grpo_lite.plan` returned.
-            dataset, rewards, prompt_style, seed, max_steps, stop_strings: the run's own (train()'s arguments).
+            dataset, rewards, prompt_style, seed, max_steps, stop_strings, problem_choice: the run's own
+                (train()'s arguments; None: the default).
         """
         from grpo_lite.rewards.registry import DEFAULT_REWARDS
 
@@ -149,6 +154,7 @@ class Recipe:
             dtype=plan.model_kwargs["dtype"], quantization=_copy(plan.model_kwargs.get("quantization")),
             lora=_copy(plan.lora), update_rounding=step.update_rounding,
             shared_prefix=step.shared_prefix, stop_strings=list(stop_strings), trl=_copy(trl), plan=plan,
+            problem_choice=CHOICE_DEFAULTS.setting if problem_choice is None else problem_choice,
         )  # fmt: skip
 
     def replanned(self, plan: Plan) -> Recipe:
@@ -161,6 +167,7 @@ class Recipe:
             seed=self.seed,
             max_steps=self.max_steps,
             stop_strings=self.stop_strings,
+            problem_choice=self.problem_choice,
         )
 
     @classmethod
@@ -354,7 +361,10 @@ class Recipe:
         lines += ["", "# LoRA (peft.LoraConfig); null: every weight trains"]
         lines += _block("lora", data["lora"], notes, note_prefix="lora.")
         lines += ["", "# grpo-lite's trainer on top of TRL's (plain TRL has neither)"]
-        for key in ("update_rounding", "shared_prefix", "stop_strings"):
+        notes.setdefault(
+            "problem_choice", "learnable: each batch's problems chosen by what the model can still learn from"
+        )
+        for key in ("update_rounding", "shared_prefix", "stop_strings", "problem_choice"):
             lines.append(_line(key, data[key], notes.get(key)))
         lines += ["", "# GRPOConfig, verbatim (output_dir, seed and max_steps come from the run)", "trl:"]
         first_default = next((key for key in data["trl"] if key in RUN_DEFAULTS), None)

@@ -27,7 +27,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
-from grpo_lite.defaults import LORA
+from grpo_lite.defaults import LORA, ProblemChoice
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
@@ -63,6 +63,7 @@ class OwnSettings:
     sharding: Optional[Sharding] = None
     dtype: Optional[Dtype] = None
     update_rounding: Optional[UpdateRounding] = None
+    problem_choice: Optional[ProblemChoice] = None
     lora_target_modules: Union[None, str, list[str]] = None  # names, or a pattern ("all-linear"): typed as text
 
 

@@ -5,6 +5,8 @@ printer and prints instead::
 
     step  3/16  reward 1.42  format 62%  correct 12%  len 58 (cut 25%)  21.4 s/step  4m 38s left  realized 0.98
 
+With the problem choice's figures logged, the line ends with ``spread 38%`` (the groups whose completions both
+passed and failed) and, with ``problem_choice="learnable"``, ``skipped 12`` (problems skipped so far).
 The full dict still goes to ``run.json`` (history) and to ``report_to`` (TensorBoard, W&B) when set.
 ``format`` and ``correct`` are the shares of sampled completions that earned the format and the
 correctness reward (a reward's mean divided by its full value); they appear when those rewards are used.
@@ -73,6 +75,10 @@ def format_line(
             parts.append(f"{_duration(seconds_per_step * (total - step))} left")
     if isinstance(logs.get("update/realized"), (int, float)):
         parts.append(f"realized {logs['update/realized']:.2f}")
+    if isinstance(logs.get("problem_choice/spread"), (int, float)):  # groups whose completions pass and fail
+        parts.append(f"spread {logs['problem_choice/spread']:.0%}")
+    if isinstance(logs.get("problem_choice/skipped"), (int, float)):  # problems skipped so far
+        parts.append(f"skipped {logs['problem_choice/skipped']:.0f}")
     return "  ".join(parts)
 
 

@@ -105,6 +105,7 @@ class Attempts:
     zero_advantage_record: dict[str, Any] | None = None  # what the last trainer's zero-advantage skip saved
     health: Any = None  # health.HealthMonitor: findings over the run's logged steps, kept across attempts
     plan_kwargs: dict[str, Any] = field(default_factory=dict)  # what train() called plan() with (replan.replan)
+    problem_choice_record: dict[str, Any] | None = None  # what the last trainer's problem choice did
 
     @classmethod
     def start(
@@ -215,6 +216,7 @@ class Attempts:
                 downs[-1]["lr_schedule"] = note
         self.shared_prefix_record = trainer.shared_prefix_record  # updated in place as the run goes
         self.zero_advantage_record = trainer.zero_advantage.record  # likewise
+        self.problem_choice_record = trainer.problem_choice.record  # likewise: skipped problems, groups with spread
         monitor = trainer.update_monitor
         self.monitor_record = {
             "monitor": None
@@ -231,6 +233,7 @@ class Attempts:
         replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
         self.health.step_offset = self.done
         self.health.advisor.plan, self.health.advisor.trainer = self.plan, trainer
+        self.health.problem_choice = self.recipe.problem_choice  # the zero-spread finding names it when off
         trainer.add_callback(self.health)  # after the progress line: a finding's line follows its step's
         return trainer
 
@@ -349,6 +352,7 @@ class Attempts:
                 "measured_prompt_tokens": self.inputs.prompt_tokens,
                 "shared_prefix": self.shared_prefix_record,
                 "zero_advantage": self.zero_advantage_record,
+                "problem_choice": self.problem_choice_record,
                 "health": None
                 if self.health is None
                 else {"on_stall": self.health.on_stall, "findings": [f.kind for f in self.health.found]},

@@ -1,4 +1,4 @@
-"""TRL's GRPOTrainer with four additions, each through one of TRL's own methods (no fork):
+"""TRL's GRPOTrainer with five additions, each through one of TRL's own methods (no fork):
 
 - **Shared prefix** (``_get_per_token_logps_and_entropies`` and ``_generate_single_turn``): the log-prob
   forwards of the loss and of the old / reference scoring put each prompt through the model once for all
@@ -18,6 +18,9 @@
 - **Zero-advantage skip** (``_compute_loss``): sequences whose advantage is exactly zero skip their forward and
   backward where that leaves the gradient unchanged (:mod:`grpo_lite.training.step.zero_advantage`); the kept rows'
   loss is rescaled to TRL's divisor. :attr:`LiteGRPOTrainer.zero_advantage` counts what was saved.
+- **Problem choice** (``_get_train_sampler``): with ``problem_choice="learnable"`` each generation batch's problems
+  are chosen by what the model can still learn from (:mod:`grpo_lite.training.step.problem_choice`); the choice's
+  state goes into each checkpoint and a resume goes on from it.
 
 When the trainer is built, the TRL code each addition relies on is checked
 (:mod:`grpo_lite.training.step.trl_seam`); where it differs, that addition is off and TRL's own method runs.
@@ -30,10 +33,12 @@ import logging
 import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from grpo_lite.defaults import STEP
@@ -41,6 +46,7 @@ from grpo_lite.memory.settings import UpdateRounding, default_update_rounding
 from grpo_lite.precision.monitor import UpdateMonitor
 from grpo_lite.precision.rounding import install_update_rounding
 from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
+from grpo_lite.training.step.problem_choice import PROBLEM_CHOICE_DEFAULT, ProblemChoice, ProblemChoiceRun
 from grpo_lite.training.step.sampling_check import SamplingCheck, check_rows, checked_generate
 from grpo_lite.training.step.shared_prefix import (
     default_tolerances,
@@ -78,6 +84,8 @@ class LiteGRPOTrainer(GRPOTrainer):
         skip_zero_advantage: sequences whose advantage is exactly zero skip their forward and backward when
             that leaves the gradient unchanged (beta 0, no entropy term; :mod:`grpo_lite.training.step.zero_advantage`).
             Default: True.
+        problem_choice: ``"learnable"`` chooses each batch's problems by what the model can still learn from
+            (:mod:`grpo_lite.training.step.problem_choice`); ``"off"`` keeps TRL's order. Default: ``"off"``.
         *args, **kwargs: ``GRPOTrainer``'s own.
     """
 
@@ -91,8 +99,10 @@ class LiteGRPOTrainer(GRPOTrainer):
         update_rounding: UpdateRounding | None = None,
         update_monitor: bool = True,
         skip_zero_advantage: bool = True,
+        problem_choice: ProblemChoice = PROBLEM_CHOICE_DEFAULT,
         **kwargs: Any,
     ) -> None:
+        kwargs["callbacks"] = [_ChoiceCheckpoint(self), *(kwargs.get("callbacks") or [])]  # before the marker's
         super().__init__(*args, **kwargs)
         if update_rounding is None:
             trains_bf16 = any(p.requires_grad and p.dtype == torch.bfloat16 for p in self.model.parameters())
@@ -115,6 +125,8 @@ class LiteGRPOTrainer(GRPOTrainer):
         self.zero_advantage = ZeroAdvantageSkip(
             skip_zero_advantage and not why_not, None if not skip_zero_advantage else why_not or None
         )
+        seam_off = seam.get("problem_choice") and f"TRL {trl.__version__}: {seam['problem_choice']}"
+        self.problem_choice = ProblemChoiceRun(self, problem_choice, seam_off or None)
         zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         if shared_prefix and (self.is_fsdp_enabled or zero3):
             self._shared_off("not supported with FSDP or DeepSpeed ZeRO-3")
@@ -141,6 +153,22 @@ class LiteGRPOTrainer(GRPOTrainer):
             )
         if not (self.shared_sampling or self.stop_strings):
             self._generate_single_turn = types.MethodType(GRPOTrainer._generate_single_turn, self)
+
+    # ---- problem choice -------------------------------------------------------------------------------
+    def _get_train_sampler(self, dataset: Any = None) -> Any:
+        """TRL's sampler, or with ``problem_choice="learnable"`` the same layout with each batch's problems chosen."""
+        sampler = self.problem_choice.sampler() if hasattr(self, "problem_choice") else None  # the training set
+        return sampler if sampler is not None else super()._get_train_sampler(dataset)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        """transformers' ``train``; a resume also takes the problem choice's state from the checkpoint."""
+        if resume_from_checkpoint is True:
+            from transformers.trainer_utils import get_last_checkpoint
+
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        if isinstance(resume_from_checkpoint, str):
+            self.problem_choice.load(resume_from_checkpoint)
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     # ---- updates that land on bf16 weights -----------------------------------------------------
     def create_optimizer(self, model: nn.Module | None = None) -> Any:
@@ -286,6 +314,18 @@ class LiteGRPOTrainer(GRPOTrainer):
         )
         self._check_sampling(check)
         return check.ok
+
+
+class _ChoiceCheckpoint(TrainerCallback):
+    """Writes the problem choice's state into each ``checkpoint-N`` (first among the run's callbacks: before the
+    completion marker lists the folder's files)."""
+
+    def __init__(self, trainer: LiteGRPOTrainer) -> None:
+        self.trainer = trainer
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.is_world_process_zero and hasattr(self.trainer, "problem_choice"):
+            self.trainer.problem_choice.save(Path(args.output_dir) / f"checkpoint-{state.global_step}")
 
 
 @contextmanager

@@ -11,6 +11,7 @@ code grpo-lite was written for (TRL :data:`TESTED_TRL`):
 | stop strings | the same method and ``generate`` call, the cut at the first of ``eos_token_ids``; ``generation_config``, ``_tokenizer`` |
 | update monitor | ``_metrics["train"]``, the lists TRL averages at each log |
 | zero-advantage skip | ``_compute_loss`` exactly as TRL 1.16 wrote it (its source's digest, whitespace ignored): every loss type's per-token loss and divisor (:mod:`grpo_lite.training.step.zero_advantage`) |
+| problem choice | ``_get_train_sampler(dataset)`` building ``RepeatSampler(mini_repeat_count=self.num_generations, batch_size=generation_batch_size // num_generations, repeat_count=self.num_iterations * self.args.steps_per_generation)``, called by ``get_train_dataloader``; ``num_generations``, ``num_iterations``, a list ``reward_funcs``, ``_metrics["train"]`` (:mod:`grpo_lite.training.step.problem_choice`) |
 
 :func:`seam_problems` names what differs, per feature. The trainer turns such a feature off and runs
 TRL's own code in its place, with one warning naming the TRL version: a changed seam costs speed or a
@@ -31,13 +32,16 @@ __all__ = ["FEATURES", "TESTED_TRL", "Feature", "seam_problems", "seam_warning"]
 # 1.13.0 and 1.14.0 differ at the seam (the trainer warns and runs TRL's code); 1.15.0 has the same seam but its
 # fused LM head needs Triton, so no training step runs on a CPU-only torch and it was not tested further.
 TESTED_TRL = ("1.16.0",)
-Feature = Literal["shared_scoring", "shared_sampling", "stop_strings", "update_monitor", "skip_zero_advantage"]
+Feature = Literal[
+    "shared_scoring", "shared_sampling", "stop_strings", "update_monitor", "skip_zero_advantage", "problem_choice"
+]
 FEATURES: dict[Feature, str] = {  # the words of the warning, in the order the trainer checks them
     "shared_scoring": "shared-prefix scoring",
     "shared_sampling": "shared-prefix sampling",
     "stop_strings": "stop strings",
     "update_monitor": "update monitor metrics",
     "skip_zero_advantage": "zero-advantage skip",
+    "problem_choice": "problem choice",
 }
 
 _SCORING = (
@@ -63,6 +67,14 @@ _EOS_CUT = "torch.isin(completion_ids, torch.tensor(self.eos_token_ids"
 # sha256 of TRL 1.16's GRPOTrainer._compute_loss source, whitespace removed (_compact), first 16 hex digits. The skip's
 # proof reads the whole function (any new term may count the skipped rows), so the whole function is compared.
 _LOSS = ("_compute_loss", "eaa6a1420809f02d")
+# The sampler's layout that the problem choice reproduces, and the dataloader's call of it.
+_SAMPLER = (
+    "RepeatSampler(",
+    "mini_repeat_count=self.num_generations",
+    "batch_size=self.args.generation_batch_size // self.num_generations",
+    "repeat_count=self.num_iterations * self.args.steps_per_generation",
+)
+_LOADER = ("sampler_fn=self._get_train_sampler",)
 
 
 def _compact(text: str) -> str:
@@ -171,6 +183,18 @@ def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, 
             trainer, {"_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")}
         ),
         "skip_zero_advantage": _digest_problem(trl_class, *_LOSS),
+        "problem_choice": _signature_problem(trl_class, "_get_train_sampler", ("self", "dataset"), rest_none=False)
+        or _source_problem(trl_class, "_get_train_sampler", _SAMPLER)
+        or _source_problem(trl_class, "get_train_dataloader", _LOADER)
+        or _attribute_problem(
+            trainer,
+            {
+                "num_generations": lambda n: isinstance(n, int),
+                "num_iterations": lambda n: isinstance(n, int),
+                "reward_funcs": lambda f: isinstance(f, list),
+                "_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__"),
+            },
+        ),
     }
     return {feature: problem for feature, problem in found.items() if problem}
 

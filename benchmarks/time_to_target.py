@@ -1,0 +1,364 @@
+"""Time to a target accuracy: grpo-lite beside plain TRL, by MLPerf Training's rules scaled to this machine.
+
+Accuracy at a fixed budget cannot show that one arm got there sooner once both stop improving; MLPerf Training
+scores the time to a quality target fixed in advance. Here, on the demo's model and synthetic problems
+(benchmarks/vs_trl.py builds the arms, the problems, the rewards and the evaluation; this script imports them):
+
+- arms: ``trl-defaults`` (TRL's GRPOConfig defaults), ``trl-lite-hp`` (plain TRL with grpo-lite's settings),
+  ``grpo-lite-off`` (grpo-lite with ``problem_choice="off"``) and ``grpo-lite`` (``problem_choice="learnable"``:
+  the candidate for grpo-lite as shipped);
+- tasks: two difficulty mixes of the synthetic problems (:data:`TASKS`), each with its own target;
+- the target (:data:`TARGETS`): :data:`TARGET_SHARE` of the way from the untrained model's accuracy to the plateau
+  (the mean accuracy at the budget) of reference runs of ``trl-lite-hp``, measured before any grpo-lite run
+  (``--reference`` runs them and prints the line to write here, with the runs it came from) and never moved after;
+- the clock: training CPU seconds of the run's process (vs_trl.py's ``--clock cpu``); the held-out evaluation
+  (``--eval-n``, at least 200 for a verdict) runs every ``--eval-every`` CPU seconds of training and at the end,
+  off the clock;
+- seeds: ``--seeds`` (at least 5) for the three arms with grpo-lite's settings, ``--defaults-seeds`` for
+  trl-defaults; with 3 or more, the fastest and the slowest are dropped and the rest averaged; a run that never
+  reaches the target counts at the budget; every run's curve is kept (``--out``/time_to_target.json);
+- printed per task and arm: time to target (mean of the kept runs, their range, how many reached it), accuracy at
+  the budget (pooled, 95% Wilson interval), the share of groups with spread (the correctness reward passed some of
+  a group's completions and failed others), and the ratios to ``trl-lite-hp``.
+
+The training set is ``--train-n`` problems (24 by default): problems come back within a run, as in a run of
+several epochs, which is where choosing among them can matter.
+
+    python benchmarks/time_to_target.py --reference   # the targets, from trl-lite-hp runs: write them in TARGETS
+    python benchmarks/time_to_target.py               # 5 seeds x 3 arms (+2 trl-defaults) x 2 tasks
+    python benchmarks/time_to_target.py --quick       # the smoke configuration: 1 seed, 15 s a run, n=8
+
+The closing lines are ``time_to_target: <task> grpo-lite/trl-lite-hp speedup=<r> ...`` per task, and the last
+``time_to_target: <s> s of wall time in all``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import vs_trl  # noqa: E402 - the arms, the problems, the time limit, the waves
+
+Arm = Literal["trl-defaults", "trl-lite-hp", "grpo-lite-off", "grpo-lite"]
+ARMS: tuple[Arm, ...] = ("trl-defaults", "trl-lite-hp", "grpo-lite-off", "grpo-lite")
+LITE_HP: tuple[Arm, ...] = ("trl-lite-hp", "grpo-lite-off", "grpo-lite")  # the arms with grpo-lite's settings
+CHOICE: dict[str, str] = {"grpo-lite-off": "off", "grpo-lite": "learnable"}
+TASKS: dict[str, tuple[int, ...]] = {"one-step": (1,), "mixed": (1, 2)}  # synthetic levels: arithmetic steps
+TARGET_SHARE = 0.75  # of the way from the untrained model's accuracy to the reference runs' plateau
+# The target accuracy per task, fixed from --reference runs of trl-lite-hp (write the runs beside it) before any
+# grpo-lite run, and never moved after. None: not measured yet (a run then uses a provisional target from its own
+# trl-lite-hp runs, and says so).
+TARGETS: dict[str, float | None] = {"one-step": None, "mixed": None}
+PRESETS: dict[str, dict[str, Any]] = {
+    "default": {"budget": 600.0, "eval_every": 60.0, "eval_n": 200, "seeds": [0, 1, 2, 3, 4], "defaults_seeds": [0, 1]},
+    # the smoke run: trl-defaults left out (its first step alone, 512 tokens for 8 completions, takes minutes)
+    "quick": {"budget": 15.0, "eval_every": 10.0, "eval_n": 8, "seeds": [0], "defaults_seeds": [], "train_n": 8},
+}
+
+
+# ---- one run, in its own process ----------------------------------------------------------------------
+def _curve_callback(args: argparse.Namespace, levels: Sequence[int], paused: list[float]) -> Any:
+    """Evaluates a copy of the model every ``eval_every`` training CPU seconds; its CPU time goes to ``paused``."""
+    from transformers import TrainerCallback
+
+    class Curve(TrainerCallback):
+        def __init__(self) -> None:
+            self.points: list[dict[str, Any]] = []
+            self.start = 0.0
+
+        def training_cpu(self) -> float:
+            return time.process_time() - paused[0] - self.start
+
+        def on_train_begin(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.start = time.process_time() - paused[0]
+
+        def on_step_end(self, a: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+            if self.training_cpu() >= args.eval_every * (len(self.points) + 1):
+                self.evaluate(model, state.global_step)
+
+        def evaluate(self, model: Any, step: int) -> None:
+            cpu, mark = self.training_cpu(), time.process_time()
+            scores = vs_trl._evaluate(copy.deepcopy(model).eval(), args, levels)  # a copy, merged and scored as vs_trl
+            self.points.append({"train_cpu_s": cpu, "step": step, **scores})
+            paused[0] += time.process_time() - mark
+
+    return Curve()
+
+
+def _spread_counter() -> tuple[list[int], Any]:
+    """[groups, groups with spread], and the sink :class:`PassRateReport` hands each batch's pass rates to."""
+    counts = [0, 0]
+
+    def sink(rates: dict[Any, float]) -> None:
+        counts[0] += len(rates)
+        counts[1] += sum(0 < r < 1 for r in rates.values())
+
+    return counts, sink
+
+
+def _child(args: argparse.Namespace) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    out, levels = Path(args.out), TASKS[args.task]
+    if args.child == "before":
+        from grpo_lite.evaluation import load_for_eval
+
+        model, _ = load_for_eval(vs_trl.model_folder(args.model))
+        (out / "result.json").write_text(json.dumps({"eval": vs_trl._evaluate(model, args, levels)}))
+        return
+    from grpo_lite.training.step.problem_choice import PassRateReport, judged_reward
+
+    paused = [0.0]
+    limit = vs_trl.TimeLimit(args.budget, "cpu", cpu_clock=lambda: time.process_time() - paused[0])
+    curve = _curve_callback(args, levels, paused)
+    rows = vs_trl.problems("train", args.train_n, args.seed, levels)
+    counts, sink = _spread_counter()
+    if args.child in CHOICE:
+        result = vs_trl.lite_train(
+            args.model, rows, args.seed, out / "run", [limit, curve], args.max_steps, problem_choice=CHOICE[args.child]
+        )
+        model, record = result.model, json.loads((out / "run" / "run.json").read_text())["problem_choice"]
+        counts = [record["groups"], record["groups_with_spread"]]
+    else:
+        rewards = vs_trl.rewards()
+        judged = judged_reward(rewards)
+        rewards[judged] = PassRateReport(rewards[judged], sink, lambda: True)  # groups by prompt text
+        trainer = vs_trl.trl_trainer(
+            args.child, args.model, rows, args.seed, out / "run", [limit, curve], args.max_steps, reward_funcs=rewards
+        )
+        trainer.train()
+        model = trainer.model
+    if not curve.points or curve.points[-1]["step"] != limit.steps:  # at the budget (unless the last step was)
+        curve.evaluate(model, limit.steps)
+    record = {"steps": limit.steps, "train_cpu_s": limit.cpu, "curve": curve.points, "groups": counts}
+    (out / "result.json").write_text(json.dumps(record))
+
+
+def _run(job: tuple[str, str, int], args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """One run in a fresh process, its output in its folder's log.txt; a failure is said and left out."""
+    arm, task, seed = job
+    out = tmp / task / f"{arm}-seed{seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    flags = {"--child": arm, "--task": task, "--seed": seed, "--out": out, "--budget": args.budget,
+             "--eval-every": args.eval_every, "--eval-n": args.eval_n, "--eval-tokens": args.eval_tokens,
+             "--train-n": args.train_n, "--max-steps": args.max_steps, "--model": args.model,
+             "--threads": args.threads}  # fmt: skip
+    cmd = [sys.executable, str(Path(__file__).resolve()), *(f"{k}={v}" for k, v in flags.items())]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(args.threads), "TOKENIZERS_PARALLELISM": "false"}
+    with (out / "log.txt").open("w") as log:
+        code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    if code != 0:
+        print(f"  {task} {arm} seed {seed} FAILED (exit code {code}); its log: {out / 'log.txt'}", flush=True)
+        return {"arm": arm, "task": task, "seed": seed, "failed": code}
+    record = {**json.loads((out / "result.json").read_text()), "arm": arm, "task": task, "seed": seed}
+    final = record["eval"] if arm == "before" else record["curve"][-1]
+    print(f"  {task} {arm} seed {seed}: {record.get('steps', '-')} steps, accuracy {final['correct']}/{final['n']}")
+    return record
+
+
+# ---- the figures --------------------------------------------------------------------------------------
+def target_from(before: dict[str, Any], reference: list[dict[str, Any]]) -> float:
+    """:data:`TARGET_SHARE` of the way from the untrained accuracy to the reference runs' mean accuracy at the budget.
+
+    >>> round(target_from({"correct": 10, "n": 100}, [{"curve": [{"correct": 40, "n": 100}]}] * 2), 3)
+    0.325
+    """
+    plateau = sum(r["curve"][-1]["correct"] / r["curve"][-1]["n"] for r in reference) / len(reference)
+    start = before["correct"] / before["n"]
+    return start + TARGET_SHARE * (plateau - start)
+
+
+def time_to(run: dict[str, Any], target: float) -> float | None:
+    """The training CPU seconds of the first evaluation at or above ``target``; None when none was.
+
+    >>> time_to({"curve": [{"train_cpu_s": 61, "correct": 1, "n": 4}, {"train_cpu_s": 122, "correct": 3, "n": 4}]},
+    ...         0.5)
+    122
+    """
+    return next((p["train_cpu_s"] for p in run["curve"] if p["correct"] / p["n"] >= target), None)
+
+
+def kept(times: list[float]) -> list[float]:
+    """MLPerf's rule: with 3 or more runs, the fastest and the slowest dropped.
+
+    >>> kept([5.0, 1.0, 3.0, 9.0]), kept([2.0, 1.0])
+    ([3.0, 5.0], [1.0, 2.0])
+    """
+    ordered = sorted(times)
+    return ordered[1:-1] if len(ordered) >= 3 else ordered
+
+
+def share(k: int, n: int) -> str:
+    """``29.0% [23.2, 35.6]``: the share and its 95% Wilson interval (grpo_lite.evaluation), in percent."""
+    from grpo_lite.evaluation import wilson_interval
+
+    lo, hi = wilson_interval(k, n)
+    return f"{100 * k / n:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def report(task: str, before: dict[str, Any], runs: list[dict[str, Any]], budget: float) -> str:
+    """One task's table and closing line."""
+    target, provisional = TARGETS[task], ""
+    reference = [r for r in runs if r["arm"] == "trl-lite-hp"]
+    if target is None and reference:
+        target, provisional = target_from(before, reference), " (PROVISIONAL: from this run's own trl-lite-hp runs)"
+    if target is None:
+        return f"{task}: no target (run --reference) and no trl-lite-hp runs to take one from"
+    if target <= before["correct"] / before["n"]:  # every run would "reach" it at its first evaluation
+        return (
+            f"{task}: no time to target: the target {100 * target:.1f}%{provisional} is not above the untrained "
+            f"model's {share(before['correct'], before['n'])} (the reference runs did not improve on it)"
+        )
+    # a run that never reaches the target counts at the budget, or later when its runs overran it (at least one
+    # step runs): never sooner than a run that did reach it
+    ceiling = max([budget, *(r["curve"][-1]["train_cpu_s"] for r in runs)])
+    lines = [
+        f"## {task} (levels {TASKS[task]}): before {share(before['correct'], before['n'])}, "
+        f"target {100 * target:.1f}%{provisional}, budget {budget:.0f} CPU s (a run that never reaches the target "
+        f"counts at {ceiling:.0f})",
+        "",
+        "| arm | runs | reached | time to target, CPU s: mean of kept [range] | accuracy at the budget, pooled [95%] "
+        "| groups with spread | steps (mean) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    means: dict[str, float] = {}
+    for arm in ARMS:
+        rows = [r for r in runs if r["arm"] == arm]
+        if not rows:
+            continue
+        times = [time_to(r, target) for r in rows]
+        rest = kept([ceiling if t is None else t for t in times])
+        means[arm] = sum(rest) / len(rest)
+        k, n = sum(r["curve"][-1]["correct"] for r in rows), sum(r["curve"][-1]["n"] for r in rows)
+        groups, spread = sum(r["groups"][0] for r in rows), sum(r["groups"][1] for r in rows)
+        lines.append(
+            f"| {arm} | {len(rows)} | {sum(t is not None for t in times)} | {means[arm]:.0f} [{rest[0]:.0f}, "
+            f"{rest[-1]:.0f}] | {share(k, n)} | {share(spread, groups) if groups else '-'} | "
+            f"{sum(r['steps'] for r in rows) / len(rows):.1f} |"
+        )
+    if "trl-lite-hp" in means:
+        base = means["trl-lite-hp"]
+        ratios = ", ".join(f"{arm} {base / t:.2f}x" for arm, t in means.items() if arm != "trl-lite-hp" and t > 0)
+        lines += ["", f"speedup over trl-lite-hp (its mean time to target / the arm's): {ratios}"]
+        if "grpo-lite" in means:
+            lines.append(
+                f"time_to_target: {task} grpo-lite/trl-lite-hp speedup={base / means['grpo-lite']:.2f} "
+                f"(goal: >= 2.00; runs that never reached the target count at the budget)"
+            )
+    return "\n".join(lines)
+
+
+def reference_line(task: str, before: dict[str, Any], runs: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    """What ``--reference`` prints: the target to write in :data:`TARGETS`, with the runs it came from."""
+    reference = [r for r in runs if r["arm"] == "trl-lite-hp"]
+    if not reference:
+        return f"{task}: no trl-lite-hp run finished: no target"
+    finals = ", ".join(f"seed {r['seed']} {r['curve'][-1]['correct']}/{r['curve'][-1]['n']}" for r in reference)
+    return (
+        f'    "{task}": {target_from(before, reference):.4f},  # trl-lite-hp, {args.budget:.0f} CPU s, n={args.eval_n}: '
+        f"before {before['correct']}/{before['n']}, at the budget {finals}"
+    )
+
+
+# ---- the whole benchmark ------------------------------------------------------------------------------
+def jobs(args: argparse.Namespace) -> list[tuple[str, str, int]]:
+    """Every run: per task the evaluation before training, trl-defaults, then each seed's three other arms."""
+    arms = ("trl-lite-hp",) if args.reference else LITE_HP
+    out: list[tuple[str, str, int]] = []
+    for task in args.tasks:
+        out.append(("before", task, vs_trl.EVAL_SEED))
+        if not args.reference:
+            out += [("trl-defaults", task, seed) for seed in args.defaults_seeds]
+        out += [(arm, task, seed) for seed in args.seeds for arm in arms]
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument(
+        "--quick", action="store_true", help="smoke configuration: 1 seed, 15 s a run, n=8, no trl-defaults run"
+    )
+    modes.add_argument("--reference", action="store_true", help="only trl-lite-hp: print the targets to write")
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS), help="the problem mixes")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds of the grpo-lite-settings arms")
+    parser.add_argument("--defaults-seeds", type=int, nargs="*", default=None, help="seeds of trl-defaults")
+    parser.add_argument("--budget", type=float, default=None, help="training CPU seconds a run (default 600)")
+    parser.add_argument("--eval-every", type=float, default=None, help="training CPU seconds between evaluations")
+    parser.add_argument("--eval-n", type=int, default=None, help="held-out problems (default 200)")
+    parser.add_argument("--eval-tokens", type=int, default=64, help="greedy tokens per held-out answer")
+    parser.add_argument("--train-n", type=int, default=24, help="training problems (they come back within a run)")
+    parser.add_argument("--max-steps", type=int, default=256, help="the schedule's steps (the budget stops first)")
+    parser.add_argument("--parallel", type=int, default=2, help="runs side by side, one core each")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads per run")
+    parser.add_argument("--model", default=None, help="model path; default: the demo's SmolLM2 GGUF")
+    parser.add_argument("--out", type=Path, default=None, help="keep every run's folder and time_to_target.json here")
+    parser.add_argument(
+        "--summarize", action="store_true", help="only print the figures of --out's time_to_target.json"
+    )
+    parser.add_argument("--child", choices=("before", *ARMS), help=argparse.SUPPRESS)
+    parser.add_argument("--task", choices=list(TASKS), default="one-step", help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    for key, value in PRESETS["quick" if args.quick else "default"].items():
+        if getattr(args, key, None) is None or (args.quick and key == "train_n"):
+            setattr(args, key, value)
+    if args.model is None:
+        from grpo_lite.training.loading import demo_model_path
+
+        args.model = str(demo_model_path())
+    if args.child:
+        _child(args)
+        return 0
+    start = time.perf_counter()
+    if args.summarize:
+        if args.out is None or not (args.out / "time_to_target.json").is_file():
+            raise SystemExit("--summarize reads --out/time_to_target.json: give the --out of a finished run")
+        saved = json.loads((args.out / "time_to_target.json").read_text())
+        print_figures(saved["runs"], argparse.Namespace(**{**saved["args"], "reference": args.reference}))
+        return 0
+    vs_trl.check_cores(args.parallel, args.threads)
+    todo = jobs(args)
+    print(
+        f"time_to_target: {len(todo)} runs ({', '.join(args.tasks)}), {args.budget:.0f} CPU s a run, evaluation every "
+        f"{args.eval_every:.0f} CPU s on n={args.eval_n}, {args.parallel} at a time, {args.threads} thread(s) a run",
+        flush=True,
+    )
+    waves = [todo[i : i + args.parallel] for i in range(0, len(todo), args.parallel)]
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.out or Path(scratch)
+        records = [r for r in vs_trl.run_waves(waves, lambda job: _run(job, args, tmp)) if "failed" not in r]
+        if args.out:
+            (args.out / "time_to_target.json").write_text(
+                json.dumps({"runs": records, "args": vars(args)}, default=str)
+            )
+    print_figures(records, args)
+    print(f"time_to_target: {time.perf_counter() - start:.0f} s of wall time in all")
+    return 0
+
+
+def print_figures(records: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """Each task's report (or, with ``--reference``, the target lines to write in :data:`TARGETS`)."""
+    print()
+    for task in args.tasks:
+        before = next((r["eval"] for r in records if r["arm"] == "before" and r["task"] == task), None)
+        if before is None:
+            print(f"{task}: the evaluation before training failed: no figures")
+            continue
+        runs = [r for r in records if r["arm"] != "before" and r["task"] == task]
+        print(reference_line(task, before, runs, args) if args.reference else report(task, before, runs, args.budget))
+        print()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

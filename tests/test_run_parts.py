@@ -133,7 +133,7 @@ def test_evaluation_forwards_the_common_prefix_once_and_decodes_the_same(tiny_mo
         calls.append("cache" in out or "past_key_values" in out)
         return out
 
-    monkeypatch.setattr(pc, "prefix_cache_inputs", spy)
+    monkeypatch.setattr(ev, "prefix_cache_inputs", spy)  # the name evaluation imported
     shared = ev.evaluate(str(tiny_model_dir), "synthetic", limit=6, batch_size=3, max_new_tokens=12)
     assert calls == [True, True]  # the style's system prompt and example are one prefix per batch
     monkeypatch.setattr(pc, "MIN_SHARED_PREFIX", 10**6)  # left padding only

@@ -176,6 +176,9 @@ def test_resume_after_a_step_down_goes_on_from_the_carried_weights(tiny_model_di
     first = train(str(tiny_model_dir), output_dir=out, preset="full", callbacks=[oom, StopAfterStepDown()], **kw)
     assert first.steps == 3 and first.plan.preset.name != "full"
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]  # the full rung's are gone
+    # the checkpoint holds 3 steps of the run: 2 before the step down and its own 1; fewer is refused, nothing moved
+    with pytest.raises(ConfigError, match=r"holds 3 trained steps \(checkpoint-1\) and max_steps=2 asks for fewer"):
+        train(str(tiny_model_dir), output_dir=out, resume=True, **{**kw, "max_steps": 2})
     resumed = train(str(tiny_model_dir), output_dir=out, resume=True, **kw)
     assert resumed.steps == 5 and resumed.plan.preset.name == first.plan.preset.name
     assert [r["step"] for r in resumed.history] == [1, 2, 3, 4, 5]

@@ -134,6 +134,8 @@ def test_extract_answer(text: str, fallback: bool, expected: str | None) -> None
         ("2,125", "2125", True),
         ("2125", "2,125", True),
         ("0.5", "1/2", True),
+        ("0.2", "1/5", True),  # a denominator with a factor 5 terminates too
+        ("0.35", "7/20", True),
         ("-0", "0", True),
         ("180", "18", False),
         ("1.8", "18", False),
@@ -144,6 +146,7 @@ def test_extract_answer(text: str, fallback: bool, expected: str | None) -> None
         ("", "18", False),
         ("18", "", False),
         ("", "", False),
+        ("42", "so 42 apples", True),  # a gold with words: its last number
     ],
 )
 def test_answers_match(predicted: str | None, gold: str, expected: bool) -> None:
@@ -160,6 +163,9 @@ def test_answers_match(predicted: str | None, gold: str, expected: bool) -> None
         ("a #### b #### 7", "7"),
         ("no marker 18", None),
         ("#### none", None),
+        ("#### 5\n#### none", None),  # the text after the last marker only
+        ("####18", "18"),
+        ("#### 18 apples", "18"),
     ],
 )
 def test_gsm8k_gold(field: str, expected: str | None) -> None:

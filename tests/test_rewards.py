@@ -88,6 +88,7 @@ def test_correctness(text: str, gold: str, expected: float) -> None:
         ("18.00", 0.5),
         ("18.5", 0.0),
         ("1/2", 0.0),
+        ("1/3", 0.0),  # no decimal form: kept as a fraction, still not an integer
         ("18 apples", 0.0),
         ("", 0.0),
     ],
@@ -153,6 +154,7 @@ def test_soft_format(text: str, expected: float) -> None:
         ("<answer>\n18\n</answer>", 0.0),  # no reasoning: no tag credit
         ("<reasoning>\n...\n</reasoning>\n<answer>\n18\n</answer>", 0.0),
         ("<reasoning>\n...\n</reasoning>\n<answer>\n18\n</answer>\nxyz", -0.003),  # penalty stays
+        ("</answer>\nxyz", -0.003),  # the closing tag first in the text: its tail is still penalised
         ("", 0.0),
     ],
 )
@@ -222,7 +224,10 @@ def test_correctness_needs_the_answer_column() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"answer": ["18", "19"]}, r"'answer' column must be a list with one value per completion \(1\)"),
+        (
+            {"answer": ["18", "19"]},
+            r"correctness_reward: the 'answer' column must be a list with one value per completion \(1\)",
+        ),
         ({"answer": "18"}, r"'answer' column must be a list"),
         ({"answer": ["18"], "prefill": "<reasoning>\n"}, r"'prefill' column must be a list"),
         ({"answer": ["18"], "prefill": []}, r"'prefill' column must be a list"),

@@ -229,7 +229,7 @@ def test_correctness_needs_the_answer_column() -> None:
             r"correctness_reward: the 'answer' column must be a list with one value per completion \(1\)",
         ),
         ({"answer": "18"}, r"'answer' column must be a list"),
-        ({"answer": ["18"], "prefill": "<reasoning>\n"}, r"'prefill' column must be a list"),
+        ({"answer": ["18"], "prefill": "<reasoning>\n"}, r"correctness_reward: the 'prefill' column must be a list"),
         ({"answer": ["18"], "prefill": []}, r"'prefill' column must be a list"),
     ],
 )

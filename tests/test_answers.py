@@ -42,6 +42,9 @@ from grpo_lite.data.answers import (
         ("-0", "0"),
         ("-0.00", "0"),
         ("50%", "50"),
+        ("50 %", "50"),
+        ("18 .", "18"),  # a sentence's period after a space
+        ("18X", None),
         ("1/2", "0.5"),
         ("3/4", "0.75"),
         ("-1/8", "-0.125"),
@@ -100,6 +103,7 @@ def test_last_number(text: str, expected: str | None) -> None:
         ("<answer>", ""),
         ("18", None),
         ("</answer>", None),
+        ("<answer>\n1\n</answer>\n</answer>", "1"),  # up to the first closing tag after the opening one
     ],
 )
 def test_extract_xml_answer(text: str, expected: str | None) -> None:

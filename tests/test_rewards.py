@@ -238,6 +238,17 @@ def test_column_errors(kwargs: dict[str, Any], match: str) -> None:
         correctness_reward(None, [GOOD], **kwargs)
 
 
+def test_column_and_message_edges() -> None:
+    """What mutation testing found unpinned: a string of the right length is still not a column, a column error
+    names its reward and the type it got, a None prefill adds nothing, a message may be a bare string."""
+    with pytest.raises(DataError, match=r"^correctness_reward: the 'answer' column must be a list .* got str '7'"):
+        correctness_reward(None, [GOOD], answer="7")
+    with pytest.raises(DataError, match=r"^xml_count_reward: the 'prefill' column must be a list .* got list"):
+        xml_count_reward(None, [GOOD], prefill=["a", "b"])
+    assert strict_format_reward(None, [GOOD], prefill=[None]) == strict_format_reward(None, [GOOD]) == [0.5]
+    assert completion_text([GOOD]) == GOOD
+
+
 def test_trl_keywords_are_accepted() -> None:
     extra = {"completion_ids": [[1, 2]], "trainer_state": object(), "log_extra": print, "log_metric": print}
     assert correctness_reward(prompts=["q"], completions=[GOOD], answer=["18"], **extra) == [2.0]

@@ -247,7 +247,10 @@ def test_column_and_message_edges() -> None:
         xml_count_reward(None, [GOOD], prefill=["a", "b"])
     assert strict_format_reward(None, [GOOD], prefill=[None]) == strict_format_reward(None, [GOOD]) == [0.5]
     assert completion_text([GOOD]) == GOOD
-    assert completion_text([{"role": "assistant", "content": ["a", {"type": "text", "text": "b"}]}]) == "ab"
+    assert (
+        completion_text([{"role": "assistant", "content": ["a", {"type": "image"}, {"type": "text", "text": "b"}]}])
+        == "ab"
+    )
 
 
 def test_trl_keywords_are_accepted() -> None:

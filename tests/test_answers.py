@@ -42,6 +42,9 @@ from grpo_lite.data.answers import (
         ("-0", "0"),
         ("-0.00", "0"),
         ("50%", "50"),
+        ("50 %", "50"),
+        ("18 .", "18"),  # a sentence's period after a space
+        ("18X", None),
         ("1/2", "0.5"),
         ("3/4", "0.75"),
         ("-1/8", "-0.125"),
@@ -100,6 +103,7 @@ def test_last_number(text: str, expected: str | None) -> None:
         ("<answer>", ""),
         ("18", None),
         ("</answer>", None),
+        ("<answer>\n1\n</answer>\n</answer>", "1"),  # up to the first closing tag after the opening one
     ],
 )
 def test_extract_xml_answer(text: str, expected: str | None) -> None:
@@ -134,6 +138,8 @@ def test_extract_answer(text: str, fallback: bool, expected: str | None) -> None
         ("2,125", "2125", True),
         ("2125", "2,125", True),
         ("0.5", "1/2", True),
+        ("0.2", "1/5", True),  # a denominator with a factor 5 terminates too
+        ("0.35", "7/20", True),
         ("-0", "0", True),
         ("180", "18", False),
         ("1.8", "18", False),
@@ -144,6 +150,7 @@ def test_extract_answer(text: str, fallback: bool, expected: str | None) -> None
         ("", "18", False),
         ("18", "", False),
         ("", "", False),
+        ("42", "so 42 apples", True),  # a gold with words: its last number
     ],
 )
 def test_answers_match(predicted: str | None, gold: str, expected: bool) -> None:
@@ -165,6 +172,8 @@ def test_answers_match(predicted: str | None, gold: str, expected: bool) -> None
         ("#### 1e400", None),
         ("#### 1 000", None),
         ("#### 18 apples", None),
+        ("#### 5\n#### none", None),  # the text after the last marker only
+        ("####18", "18"),
     ],
 )
 def test_gsm8k_gold(field: str, expected: str | None) -> None:

@@ -89,24 +89,25 @@ def test_bad_override_from_python_is_the_same_error(tiny_model_dir, tmp_path, no
         train(str(tiny_model_dir), output_dir=tmp_path / "out", reward_weights=[1.0, 1.0, 1.0], **TINY_RUN)
 
 
-def test_good_overrides_pass():
+def test_good_overrides_pass_typed():
+    """Good values pass, and come back typed as TRL's parser types ``--set`` text (``"1e-5"`` -> 1e-05)."""
     from grpo_lite.recipe.values import check_overrides
 
-    check_overrides(
-        {
-            "learning_rate": 1e-5,
-            "warmup_steps": 3,
-            "lr_scheduler_type": "cosine",
-            "bf16": None,
-            "report_to": ["tensorboard"],
-            "optim": "adamw_8bit",
-            "lora_target_modules": ["q_proj"],
-            "dtype": "bfloat16",
-            "save_total_limit": None,
-            "reward_weights": [1, 0.5],
-        },
-        n_rewards=2,
-    )
+    given = {
+        "learning_rate": "1e-5",
+        "warmup_steps": "3",
+        "lr_scheduler_type": "cosine",
+        "bf16": None,
+        "report_to": ["tensorboard"],
+        "optim": "adamw_8bit",
+        "lora_target_modules": ["q_proj"],
+        "dtype": "bfloat16",
+        "save_total_limit": None,
+        "reward_weights": [1, 0.5],
+    }
+    assert check_overrides(given, n_rewards=2) == {**given, "learning_rate": 1e-5, "warmup_steps": 3}
+    with pytest.raises(ConfigError, match="reward_weights has 2 weights for 3 rewards"):
+        check_overrides(given, n_rewards=3)  # the same values, one reward more: not a check that passes anything
 
 
 def test_output_dir_that_is_a_file_is_one_line(tiny_model_dir, tmp_path, capsys, nothing_loads):

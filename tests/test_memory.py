@@ -53,7 +53,9 @@ def test_every_component_by_hand_full_adamw() -> None:
     scored = 2 * 16  # completion tokens on CUDA
     activations = saved + 2 * scored * 64  # + the LM head's saved input
     logits = scored * 32768 * 2 + 28 * scored + 4 * scored * 64 + 4 * 1000 * 64 + 2 * scored * 64 + 2 * 1000 * 64
-    assert head["cuda_context"] == 0.5 * GIB
+    # the CUDA context: at least cuBLAS's default workspaces (8 x 4096 KiB + 8 x 16 KiB, PyTorch's CUDA notes), at
+    # most what the Transformers docs page measured on a V100 (1343 MB; docs/memory_published.json)
+    assert (8 * 4096 + 8 * 16) * 2**10 <= head["cuda_context"] <= 1343 * 2**20
     assert head["weights"] == TOY_PARAMS * 2
     assert head["gradients"] == TOY_PARAMS * 2  # accumulation: the first micro-batch's gradients exist
     monitor = 3 * 4096  # the update monitor's sampled elements
@@ -61,7 +63,7 @@ def test_every_component_by_hand_full_adamw() -> None:
     assert head["update_monitor"] == monitor * 24  # shadow, sums, index, snapshot
     assert head["activations"] == activations
     assert head["logits"] == logits
-    assert head["allocator_reserve"] == pytest.approx(0.15 * (activations + logits))
+    share = head["allocator_reserve"] / (activations + logits)  # a share of the transient bytes, the same share ...
     layers = phase(est, "backward_layers")  # the final norm's and the head's inputs are gone; the block under
     assert layers["activations"] == 2 * per_layer * tokens - 2 * 128 * tokens  # backward consumed its MLP product
     assert layers["logits"] == 1000 * 64 * 2  # the tied head's weight gradient waits for the embedding's
@@ -72,6 +74,9 @@ def test_every_component_by_hand_full_adamw() -> None:
     assert gen["kv_cache"] == 2 * 2 * 32 * 2 * 4 * 24 * (1 + 1 / 4)  # K,V x layers x kv_dim x bf16 x 4 x 24 (+ cat)
     assert gen["logits"] == 4 * 1000 * 2 and gen["work_buffers"] == 4 * 1000 * 28  # logits, sampling temporaries
     assert gen["gradients"] == 0
+    assert (
+        0 < share == pytest.approx(gen["allocator_reserve"] / (2 * 2 * 32 * 2 * 4 * 24 * (1 + 1 / 4) + 4 * 1000 * 30))
+    )  # ... here
 
 
 @pytest.mark.parametrize(
@@ -463,3 +468,20 @@ def test_sliding_window_layers_cache_only_their_window(name: str, windows: tuple
     assert held <= planned <= held + one_key
     if windows:
         assert planned < 2 * arch.layers * arch.kv_dim * 2 * batch * (prompt + 1)  # below every layer at full length
+
+
+def test_estimate_assumes_the_lora_rank_the_ladder_plans_and_the_trainer_builds() -> None:
+    """A LoRA default kept in two places (estimate()'s settings, the ladder's rung) drifts unnoticed when each is
+    only read where it is used: estimate() without a rank must give the plan's bytes, and the recipe the trainer
+    builds its LoraConfig from must carry the rank that was planned."""
+    import dataclasses
+
+    from grpo_lite.planning.choose import plan
+    from grpo_lite.recipe.recipe import Recipe
+
+    the_plan = plan("Llama-3.2-1B-Instruct", budget_gb=16, preset="lora")
+    s = the_plan.estimate.settings
+    others = {f.name: getattr(s, f.name) for f in dataclasses.fields(StepSettings) if f.name != "lora_r"}
+    alone = estimate(the_plan.estimate.arch, **others).total_bytes
+    assert alone == the_plan.estimate.total_bytes, f"estimate() without lora_r: {alone:,.0f} B, planned {s.lora_r=}"
+    assert Recipe.from_plan(the_plan).lora["r"] == s.lora_r

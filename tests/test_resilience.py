@@ -183,6 +183,9 @@ def test_resume_after_a_step_down_goes_on_from_the_carried_weights(tiny_model_di
     first = train(str(tiny_model_dir), output_dir=out, preset="full", callbacks=[oom, StopAfterStepDown()], **kw)
     assert first.steps == 3 and first.plan.preset.name != "full"
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]  # the full rung's are gone
+    # the checkpoint holds 3 steps of the run: 2 before the step down and its own 1; fewer is refused, nothing moved
+    with pytest.raises(ConfigError, match=r"holds 3 trained steps \(checkpoint-1\) and max_steps=2 asks for fewer"):
+        train(str(tiny_model_dir), output_dir=out, resume=True, **{**kw, "max_steps": 2})
     resumed = train(str(tiny_model_dir), output_dir=out, resume=True, **kw)
     assert resumed.steps == 5 and resumed.plan.preset.name == first.plan.preset.name
     assert [r["step"] for r in resumed.history] == [1, 2, 3, 4, 5]
@@ -272,3 +275,120 @@ def test_a_link_inside_a_checkpoint_is_refused_without_overwrite(tmp_path):
     with pytest.raises(OutputDirError, match=r"checkpoint-2/adapter_model\.safetensors is a symbolic link"):
         guard_output_dir(out, resume=True, overwrite=False)
     assert (tmp_path / "weights").read_text() == "elsewhere"
+
+
+# ---- the step down proven on weights -----------------------------------------------------------------
+OOM = torch.cuda.OutOfMemoryError  # what run_attempts catches (torch.OutOfMemoryError on a CPU build)
+
+
+def _digest(model) -> dict[str, torch.Tensor]:
+    """The model's weights by name as plain fp32 tensors (a LoRA model's merged in): what a rung trains from."""
+    if hasattr(model, "merge_and_unload"):  # a PEFT model: its base plus adapter, which starts at zero
+        import copy
+
+        model = copy.deepcopy(model).merge_and_unload()
+    return {n.removeprefix("base_model.model."): p.detach().float().clone() for n, p in model.named_parameters()}
+
+
+def _starts():
+    """A callback that keeps the weights of each attempt's model as its training begins."""
+    from transformers import TrainerCallback
+
+    class Starts(TrainerCallback):
+        seen: list[dict[str, torch.Tensor]] = []
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            self.seen.append(_digest(model))
+
+    return Starts()
+
+
+def _oom_inside(step: int, where: str):
+    """A callback that arms a hook on the first decoder layer when ``step`` begins: the hook raises CUDA's
+    out-of-memory error once, inside that step's training forward (``where="forward"``) or its backward."""
+    from transformers import TrainerCallback
+
+    class InjectInside(TrainerCallback):
+        armed = fired = False
+        calls = 0
+
+        def raise_once(self) -> None:
+            if self.armed and not self.fired:
+                self.fired = True
+                raise OOM(f"CUDA out of memory. Tried to allocate 1.90 GiB (injected in the {where})")
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            layer = next(m for n, m in model.named_modules() if n.endswith("layers.0"))
+            if where == "forward":  # the training forward only: generation runs without grad
+                layer.register_forward_hook(lambda *_: self.raise_once() if torch.is_grad_enabled() else None)
+            else:
+                layer.register_full_backward_hook(lambda *_: self.raise_once())
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self.armed = state.global_step + 1 == step
+
+    return InjectInside()
+
+
+def _close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """The largest absolute difference over the weights both hold (and they hold the same names)."""
+    assert a.keys() == b.keys() and a
+    return max(float((a[n] - b[n]).abs().max()) for n in a)
+
+
+@pytest.mark.parametrize("where", ["boundary", "forward", "backward"])
+def test_the_next_rung_starts_from_the_weights_of_the_step_reached(tiny_model_dir, tmp_path, where):
+    """An OOM when step 3 begins, or inside its forward or backward: the next rung's model is the full rung's
+    after step 2 (compared with a run of 2 steps without an OOM), not the base model it started from."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same reductions in both runs
+    try:
+        kw = dict(preset="full", save_strategy="no", **FAST)
+        straight = _starts()
+        two = train(str(tiny_model_dir), output_dir=tmp_path / "two", max_steps=2, callbacks=[straight], **kw)
+        oom = _oom_at(3) if where == "boundary" else _oom_inside(3, where)
+        starts = _starts()
+        stepped = train(str(tiny_model_dir), output_dir=tmp_path / "oom", max_steps=4, callbacks=[oom, starts], **kw)
+    finally:
+        torch.set_num_threads(threads)
+    assert [e["step"] for e in stepped.events if e["event"] == "out_of_memory"] == [2] and stepped.steps == 4
+    assert where in stepped.events[0]["error"] or where == "boundary"
+    base, reached = starts.seen[0], _digest(two.model)
+    assert len(starts.seen) == 2 and _close(straight.seen[0], base) == 0.0  # both runs began at the base model
+    moved = _close(reached, base)
+    assert moved > 1e-3, moved  # two steps at lr 1e-2 move the weights: equal to step 2's is not equal to the base
+    difference = _close(starts.seen[1], reached)
+    assert difference <= 1e-5 * moved, f"the next rung starts {difference:.2e} from step 2's weights ({moved=:.2e})"
+
+
+def test_an_out_of_memory_error_after_the_window_is_raised(tiny_model_dir, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(OOM, match="injected in the backward"):
+        train(str(tiny_model_dir), output_dir=out, max_steps=4, preset="full", oom_window_steps=2,
+              save_strategy="no", callbacks=[_oom_inside(3, "backward")], **FAST)  # fmt: skip
+    record = json.loads((out / "run.json").read_text())  # two steps done, then step 3's OOM: 2 >= the window of 2
+    assert record["status"] == "failed" and record["plan"]["preset"] == "full"
+    assert [e["event"] for e in record["events"]] == ["failed"] and "OutOfMemoryError" in record["events"][0]["error"]
+    assert not list(out.glob("stepdown-*"))
+
+
+@pytest.mark.slow
+def test_an_out_of_memory_error_on_one_of_two_ranks_stops_both(tiny_model_dir, tmp_path):
+    """Two gloo processes, CUDA's OOM raised on rank 1 only, in step 2: one rank cannot step down while the other
+    waits in the step's collectives, so, as docs/troubleshooting.md says, the error is raised: rank 1 ends with it,
+    rank 0's collective fails (its peer closed), the launcher ends both, and nothing stepped down."""
+    out = tmp_path / "run"
+    script = os.path.join(os.path.dirname(__file__), "oom_on_one_rank.py")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", script, "1", "2",
+           "train", str(tiny_model_dir), "--num-processes", "2", "--output-dir", str(out), "--dataset", "synthetic",
+           "--reward", "length", "--max-steps", "3", "--set", "num_generations=4", "--set",
+           "per_device_train_batch_size=2", "--set", "max_completion_length=16", "--set", "save_strategy=no"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-3000:]
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.90 GiB (injected on rank 1)" in output
+    record = json.loads((out / "run.json").read_text())  # written by rank 0, the main process
+    assert record["status"] == "failed"
+    assert [e["event"] for e in record["events"]] == ["failed"] and record["events"][0]["after_step"] == 1
+    assert not list(out.glob("stepdown-*")) and "stepping down" not in output

@@ -90,6 +90,7 @@ def test_correctness(text: str, gold: str, expected: float) -> None:
         ("18.00", 0.5),
         ("18.5", 0.0),
         ("1/2", 0.0),
+        ("1/3", 0.0),  # no decimal form: kept as a fraction, still not an integer
         ("18 apples", 0.0),
         ("", 0.0),
     ],
@@ -155,6 +156,7 @@ def test_soft_format(text: str, expected: float) -> None:
         ("<answer>\n18\n</answer>", 0.0),  # no reasoning: no tag credit
         ("<reasoning>\n...\n</reasoning>\n<answer>\n18\n</answer>", 0.0),
         ("<reasoning>\n...\n</reasoning>\n<answer>\n18\n</answer>\nxyz", -0.003),  # penalty stays
+        ("</answer>\nxyz", -0.003),  # the closing tag first in the text: its tail is still penalised
         ("", 0.0),
     ],
 )
@@ -224,15 +226,33 @@ def test_correctness_needs_the_answer_column() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"answer": ["18", "19"]}, r"'answer' column must be a list with one value per completion \(1\)"),
+        (
+            {"answer": ["18", "19"]},
+            r"correctness_reward: the 'answer' column must be a list with one value per completion \(1\)",
+        ),
         ({"answer": "18"}, r"'answer' column must be a list"),
-        ({"answer": ["18"], "prefill": "<reasoning>\n"}, r"'prefill' column must be a list"),
+        ({"answer": ["18"], "prefill": "<reasoning>\n"}, r"correctness_reward: the 'prefill' column must be a list"),
         ({"answer": ["18"], "prefill": []}, r"'prefill' column must be a list"),
     ],
 )
 def test_column_errors(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(DataError, match=match):
         correctness_reward(None, [GOOD], **kwargs)
+
+
+def test_column_and_message_edges() -> None:
+    """What mutation testing found unpinned: a string of the right length is still not a column, a column error
+    names its reward and the type it got, a None prefill adds nothing, a message may be a bare string."""
+    with pytest.raises(DataError, match=r"^correctness_reward: the 'answer' column must be a list .* got str '7'"):
+        correctness_reward(None, [GOOD], answer="7")
+    with pytest.raises(DataError, match=r"^xml_count_reward: the 'prefill' column must be a list .* got list"):
+        xml_count_reward(None, [GOOD], prefill=["a", "b"])
+    assert strict_format_reward(None, [GOOD], prefill=[None]) == strict_format_reward(None, [GOOD]) == [0.5]
+    assert completion_text([GOOD]) == GOOD
+    assert (
+        completion_text([{"role": "assistant", "content": ["a", {"type": "image"}, {"type": "text", "text": "b"}]}])
+        == "ab"
+    )
 
 
 def test_trl_keywords_are_accepted() -> None:

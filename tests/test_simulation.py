@@ -186,14 +186,15 @@ def test_the_held_out_rows_cover_every_new_architecture_and_method() -> None:
 
 
 @pytest.mark.parametrize("row", HELD_OUT, ids=lambda r: r["label"])
-def test_the_planner_still_plans_each_held_out_row_as_stored(row: dict) -> None:
-    """The stored plan figures are the current planner's: a planner change shows in the held-out table at once."""
+def test_the_planner_holds_each_held_out_row_to_its_stored_simulation(row: dict) -> None:
+    """The current planner's tensor bytes, phase by phase, within the 5% band of what the full-size simulation of
+    the row measured (stored; no term was tuned on these rows): a planner change that leaves them fails here."""
     kwargs = dict(row["plan_kwargs"])
     the_plan = plan(kwargs.pop("model"), kwargs.pop("budget"), **kwargs)
     assert the_plan.preset.name == row["preset"]
-    assert round(the_plan.estimate.total_bytes) == row["planned_total"], "stale: gpu_sim.py --held-out --show --write"
-    for phase, (stored, _) in row["phases"].items():
-        assert round(sum(planned_tensor_bytes(the_plan.estimate, phase).values())) == stored, phase
+    for phase, (_, simulated) in row["phases"].items():
+        planned = sum(planned_tensor_bytes(the_plan.estimate, phase).values())
+        assert abs(simulated / planned - 1) <= TOLERANCE, (phase, planned, simulated)
 
 
 def test_the_held_out_table_is_rendered_from_the_stored_rows() -> None:

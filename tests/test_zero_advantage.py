@@ -144,3 +144,78 @@ def test_another_trl_loss_falls_back_with_one_warning(tiny_model_dir, tmp_path, 
         and "_compute_loss is not the code read" in trainer.zero_advantage.record["off"]
     )
     assert any("zero-advantage skip off" in r.getMessage() for r in caplog.records)
+
+
+# ---- a whole run: the skip on (beta 0) against TRL's trainer on the same batches ----------------------
+STEPS = 3
+TOLERANCE = dict(rtol=1e-4, atol=1e-5)  # fp32 on CPU: the kept rows' matmuls reduce in another order
+
+
+def _flat_or_length(completions: list, flat: list[bool], **_: object) -> list[float]:
+    """A flat prompt's group earns one reward (advantage exactly 0); the others earn their completion's length."""
+    return [1.0 if f else len(c[0]["content"]) / 10 for c, f in zip(completions, flat, strict=True)]
+
+
+def _train(cls: type, path, out, loss_type: str, **options: object):
+    """``STEPS`` steps of ``cls`` on the tiny model from the same seed: generation batches of 8 (two groups of 4,
+    shuffled into micro-batches of 4), half the prompts flat; the trainer after its run."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig
+
+    args = GRPOConfig(
+        output_dir=str(out),
+        use_cpu=True,
+        bf16=False,
+        seed=3,
+        max_steps=STEPS,
+        learning_rate=1e-2,
+        beta=0.0,
+        loss_type=loss_type,
+        num_generations=4,
+        per_device_train_batch_size=4,
+        steps_per_generation=2,
+        max_completion_length=T,
+        report_to=[],
+        save_strategy="no",
+        disable_tqdm=True,
+        logging_steps=1,
+    )
+    data = Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": f"question {i}?"}], "flat": i % 2 == 0} for i in range(16)]
+    )
+    trainer = cls(
+        model=AutoModelForCausalLM.from_pretrained(path),
+        args=args,
+        train_dataset=data,
+        processing_class=AutoTokenizer.from_pretrained(path),
+        reward_funcs=_flat_or_length,
+        **options,
+    )
+    trainer.train()
+    return trainer
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo", "bnpo"])  # the three divisors: carried, rows, tokens
+def test_a_whole_run_with_the_skip_is_trls_run(tiny_model_dir, tmp_path, loss_type):
+    """Parameters after 3 steps within rtol 1e-4, atol 1e-5 of TRL's, while a quarter to all of each micro-batch's
+    rows were skipped; a run that moved the weights less than 100x that tolerance would prove nothing."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        theirs = _train(GRPOTrainer, tiny_model_dir, tmp_path / "trl", loss_type)
+        ours = _train(LiteGRPOTrainer, tiny_model_dir, tmp_path / "lite", loss_type, shared_prefix=False)
+    finally:
+        torch.set_num_threads(threads)
+    record = ours.zero_advantage.record
+    assert ours.zero_advantage.enabled and record["rows"] == 4 * STEPS and record["skipped_rows"] >= STEPS, record
+    base = dict(AutoModelForCausalLM.from_pretrained(tiny_model_dir).named_parameters())
+    mine = dict(ours.model.named_parameters())
+    moved = max(float((p.detach() - base[n].detach()).abs().max()) for n, p in theirs.model.named_parameters())
+    assert moved > 100 * TOLERANCE["atol"], moved
+    for name, p in theirs.model.named_parameters():
+        torch.testing.assert_close(mine[name].detach(), p.detach(), **TOLERANCE, msg=name)

@@ -27,7 +27,7 @@ import shutil
 import signal
 import sys
 import warnings
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -243,44 +243,9 @@ def sigterm_raises(output_dir: Path | None = None) -> Callable[[], None]:
 
 
 @contextmanager
-def stop_signals_save(callback: InterruptCallback) -> Iterator[None]:
-    """While active, the first SIGINT, SIGTERM or SIGHUP asks ``callback`` to save and stop; a second one raises
-    :class:`Aborted` (a KeyboardInterrupt). Outside the main thread signals are left alone."""
-    try:
-        previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
-    except ValueError:  # pragma: no cover - not the main thread: leave signals alone
-        yield
-        return
-
-    def restore() -> None:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-    def handler(signum: int, frame: Any) -> None:
-        if callback.requested:
-            restore()
-            raise Aborted(signum)
-        callback.requested, callback.signal = True, signal.Signals(signum).name
-        name, again = _SAID[signum]
-        _say(f"\n{name}: finishing the current step and saving a checkpoint ({again} to abort without saving)")
-
-    try:
-        for signum in _STOP_SIGNALS:
-            signal.signal(signum, handler)
-    except ValueError:  # pragma: no cover - not the main thread (the first call fails: nothing was set)
-        yield
-        return
-    try:
-        yield
-    finally:
-        restore()
-
-
-@contextmanager
-def finish_first(what: str) -> Iterator[None]:
-    """While active, the first SIGINT, SIGTERM or SIGHUP is said and ``what`` (the final save: every step is trained)
-    goes on to its end, so the run ends finished; a second one raises :class:`Aborted`. Outside the main thread
-    signals are left alone."""
+def _first_stop_then_abort(first: Callable[[int], None]) -> Iterator[None]:
+    """While active, the first SIGINT, SIGTERM or SIGHUP calls ``first(signum)``; a second one puts the previous
+    handlers back and raises :class:`Aborted` (a KeyboardInterrupt). Outside the main thread signals are left alone."""
     try:
         previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
     except ValueError:  # pragma: no cover - not the main thread: leave signals alone
@@ -297,8 +262,7 @@ def finish_first(what: str) -> Iterator[None]:
             restore()
             raise Aborted(signum)
         asked.append(signum)
-        name, again = _SAID[signum]
-        _say(f"\n{name}: every step is trained; finishing {what} first, then the run ends ({again} to abort)")
+        first(signum)
 
     try:
         for signum in _STOP_SIGNALS:
@@ -310,6 +274,30 @@ def finish_first(what: str) -> Iterator[None]:
         yield
     finally:
         restore()
+
+
+def stop_signals_save(callback: InterruptCallback) -> AbstractContextManager[None]:
+    """While active, the first SIGINT, SIGTERM or SIGHUP asks ``callback`` to save and stop; a second one raises
+    :class:`Aborted` (a KeyboardInterrupt). Outside the main thread signals are left alone."""
+
+    def first(signum: int) -> None:
+        callback.requested, callback.signal = True, signal.Signals(signum).name
+        name, again = _SAID[signum]
+        _say(f"\n{name}: finishing the current step and saving a checkpoint ({again} to abort without saving)")
+
+    return _first_stop_then_abort(first)
+
+
+def finish_first(what: str) -> AbstractContextManager[None]:
+    """While active, the first SIGINT, SIGTERM or SIGHUP is said and ``what`` (the final save: every step is trained)
+    goes on to its end, so the run ends finished; a second one raises :class:`Aborted`. Outside the main thread
+    signals are left alone."""
+
+    def first(signum: int) -> None:
+        name, again = _SAID[signum]
+        _say(f"\n{name}: every step is trained; finishing {what} first, then the run ends ({again} to abort)")
+
+    return _first_stop_then_abort(first)
 
 
 def next_plan(current: Plan, **plan_kwargs: Any) -> Plan:

@@ -23,6 +23,8 @@ import shutil
 from pathlib import Path
 from typing import IO, Any, Iterator, Literal
 
+from psutil import pid_exists
+
 from grpo_lite.errors import OutputDirError
 
 __all__ = [
@@ -139,8 +141,6 @@ def write_json(path: str | os.PathLike, data: Any) -> Path:
 def remove_stale_temporaries(folder: Path, names: tuple[str, ...]) -> None:
     """Remove the temporaries of ``names`` in ``folder`` whose process is gone (a live one may be writing;
     another user's process counts as live)."""
-    from psutil import pid_exists
-
     for child in folder.glob(".*.tmp-*"):
         found = re.fullmatch(r"\.(.+)\.tmp-(\d+)-[0-9a-f]+", child.name)
         if found and found[1] in names and not pid_exists(int(found[2])):

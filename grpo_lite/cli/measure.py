@@ -18,6 +18,13 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.data.prompts import prompt_token_ids
+from grpo_lite.errors import ConfigError
+from grpo_lite.memory.calibration import make_row
+from grpo_lite.memory.heap import mmap_threshold_on_cpu
+from grpo_lite.recipe.recipe import Recipe
+from grpo_lite.training.build import build_trainer, grpo_settings
+
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
@@ -32,8 +39,6 @@ def exact_prompts(tokenizer: Any, tokens: int, n: int) -> list[str]:
     Raises:
         ConfigError: no filler word reaches the exact count (an unusual tokenizer, or ``tokens`` too small).
     """
-    from grpo_lite.data.prompts import prompt_token_ids
-    from grpo_lite.errors import ConfigError
 
     def count(text: str) -> int:
         return len(prompt_token_ids(tokenizer, [text])[0])
@@ -112,14 +117,10 @@ def measure_plan(the_plan: Plan, *, steps: int = 2, seed: int = 0, source: str |
     Returns:
         A calibration row (see :func:`grpo_lite.memory.calibration.make_row`).
     """
-    import torch
+    import torch  # heavy: torch
     from datasets import Dataset
 
-    from grpo_lite.memory.calibration import make_row
-    from grpo_lite.memory.heap import mmap_threshold_on_cpu
-    from grpo_lite.memory.measure import measure_training
-    from grpo_lite.recipe.recipe import Recipe
-    from grpo_lite.training.build import build_trainer, grpo_settings
+    from grpo_lite.memory.measure import measure_training  # heavy: imports torch
     from grpo_lite.training.loading import load_tokenizer
 
     source = source or the_plan.model.model_id

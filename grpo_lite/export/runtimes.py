@@ -26,6 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.data.prompts import Example, PromptStyle
 from grpo_lite.errors import ConfigError
+from grpo_lite.export import gguf_file
+from grpo_lite.export.gguf_file import export_file
+from grpo_lite.export.source import find_source, holding_run
 from grpo_lite.files import Together, run_exports, together
 from grpo_lite.files import export_companions as companions
 
@@ -154,8 +157,6 @@ def write_runtime_files(
     Args:
         need: the bytes the whole export writes (for a full disk's message).
     """
-    from grpo_lite.export.gguf_file import export_file
-
     path = Path(gguf)
     style = style_of_run(record)
     modelfile, system_file = companions(path)
@@ -185,14 +186,11 @@ def export_for_runtimes(
 
     The run's lock is held throughout (``lock=False``: the caller holds it, as ``train(export=...)`` does).
     """
-    from grpo_lite.export.gguf_file import write_gguf
-    from grpo_lite.export.source import find_source, holding_run
-
     start = time.perf_counter()
     with holding_run(model_dir) if lock else nullcontext():
         source = find_source(model_dir)  # after the lock: the run's final model and record as they now are
         with together() as group:  # the GGUF, the Modelfile and the system prompt: all three renamed, or none
-            gguf = write_gguf(model_dir, path, quantization, loaded, group)
+            gguf = gguf_file.write_gguf(model_dir, path, quantization, loaded, group)
             files = write_runtime_files(gguf, source.run_record, group, need=_staged_bytes(group))
     return replace(files, quantization=quantization, seconds=time.perf_counter() - start)
 

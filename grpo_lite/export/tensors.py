@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
 from grpo_lite.errors import ConfigError, ModelError
 from grpo_lite.export.hparams import GgufArch, rope_settings
+from grpo_lite.export.source import named_weights
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -70,7 +71,7 @@ def check_quantization(quantization: str) -> Quantization:
 
 def file_type(quantization: Quantization) -> int:
     """``general.file_type``: llama.cpp's number for the file's main type (``MOSTLY_Q8_0`` is 7)."""
-    import gguf
+    import gguf  # optional: gguf (the gguf extra)
 
     return int(gguf.LlamaFileType[QUANTIZATIONS[quantization][1]])
 
@@ -121,7 +122,7 @@ def rope_freqs(config: Any) -> Any:
     llama.cpp divides each rotary frequency by its factor; the factors are those of llama.cpp's Llama
     converter, which are the ratios of transformers' default frequencies to its llama3-scaled ones.
     """
-    import torch
+    import torch  # heavy: torch
 
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     base, rope_type, params = rope_settings(text)
@@ -156,9 +157,7 @@ def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iter
     Raises:
         ModelError: a weight the ``gguf`` package's name map does not know for this architecture.
     """
-    import gguf
-
-    from grpo_lite.export.source import named_weights
+    import gguf  # optional: gguf (the gguf extra)
 
     config = model.config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -196,13 +195,13 @@ def _lazy(
 ) -> tuple[str, Any, Any]:
     """One tensor as the writer takes it: its final dtype and shape now, its bytes (``read()``, reordered,
     quantized) when written."""
-    import gguf
+    import gguf  # optional: gguf (the gguf extra)
     import numpy as np
 
     kind = gguf.GGMLQuantizationType[tensor_type(name, shape, quantization, tied=tied)]
 
     def convert() -> np.ndarray:
-        import torch
+        import torch  # heavy: torch
 
         data = read().detach().to("cpu", torch.float32)
         if n_head is not None:

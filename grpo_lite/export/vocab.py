@@ -22,6 +22,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from grpo_lite.data.prompts import adds_bos_token
 from grpo_lite.errors import ModelError
 
 __all__ = [
@@ -55,7 +56,7 @@ _GPT2_PRE = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
 
 def carried_fields(origin: Path) -> dict[str, tuple[Any, Any, Any]]:
     """``{key: (value, GGUF type, array item type or None)}`` of every key of ``origin`` the export copies."""
-    import gguf
+    import gguf  # optional: gguf (the gguf extra)
 
     out: dict[str, tuple[Any, Any, Any]] = {}
     for key, field in gguf.GGUFReader(origin).fields.items():
@@ -114,7 +115,7 @@ def add_hf_tokenizer(writer: Any, tokenizer_dir: Path, vocab_size: int, what: st
         vocab_size: the model's vocabulary size; ids the tokenizer does not use are written as unused pads.
         what: the model, as messages should name it.
     """
-    import gguf
+    import gguf  # optional: gguf (the gguf extra)
     from transformers import AutoTokenizer
 
     try:
@@ -157,7 +158,5 @@ def add_hf_tokenizer(writer: Any, tokenizer_dir: Path, vocab_size: int, what: st
     writer.add_token_types(types)
     special = gguf.SpecialVocab(tokenizer_dir, load_merges=True, n_vocab=vocab_size)
     if "bos" not in special.add_special_token:  # not stated in the tokenizer's files: write what it does
-        from grpo_lite.data.prompts import adds_bos_token
-
         special.add_special_token["bos"] = adds_bos_token(tokenizer)
     special.add_to_gguf(writer, quiet=True)

@@ -36,7 +36,7 @@ __all__ = ["SettingNote", "KNOBS", "setting_notes", "estimate_settings", "show_v
 
 def show_value(value: Any) -> str:
     """A value as YAML writes it in one line (``true``, ``null``, ``adamw_8bit``, ``[q_proj, v_proj]``)."""
-    import yaml
+    import yaml  # loaded on use: yaml
 
     return yaml.safe_dump([value], default_flow_style=True, width=10**6).strip()[1:-1]
 

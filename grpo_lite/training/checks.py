@@ -75,7 +75,7 @@ def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
     Raises:
         OutputDirError: less free space than one checkpoint needs; the message gives both sizes.
     """
-    from grpo_lite.training.run.checkpoints import INCOMPLETE_DIR, checkpoint_bytes
+    from grpo_lite.training.run.checkpoints import INCOMPLETE_DIR, checkpoint_bytes  # heavy: imports transformers
 
     need = checkpoint_bytes(plan)
     free = shutil.disk_usage(out).free

@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.data import prompts
+from grpo_lite.data.loaders import load_dataset
 from grpo_lite.defaults import PLANNER
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.training.arguments import Request
+from grpo_lite.training.build import measure_prompt_tokens
 from grpo_lite.training.checks import check_positions
 from grpo_lite.training.run.attempts import RunInputs
 
@@ -31,10 +34,7 @@ __all__ = ["check_inputs", "context_tokens", "load_inputs"]
 
 def load_inputs(spec: ModelSpec, request: Request, skip_invalid: bool, console: Any) -> RunInputs:
     """Load the model's tokenizer and the dataset, measure every prompt and the model's context."""
-    from grpo_lite.data import prompts
-    from grpo_lite.data.loaders import load_dataset
-    from grpo_lite.training.build import measure_prompt_tokens
-    from grpo_lite.training.loading import load_tokenizer
+    from grpo_lite.training.loading import load_tokenizer  # heavy: imports torch, transformers
 
     if spec.note:
         console.print(f"[dim]{spec.note}[/dim]")
@@ -52,7 +52,7 @@ def context_tokens(spec: Any, tokenizer: Any) -> int | None:
     ``model_max_length`` (None when neither says, as for a tokenizer without a limit)."""
     context = None
     if spec.kind != "gguf":
-        from transformers import AutoConfig
+        from transformers import AutoConfig  # heavy: transformers
 
         try:
             context = getattr(AutoConfig.from_pretrained(spec.model_id), "max_position_embeddings", None)

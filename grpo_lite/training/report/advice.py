@@ -24,7 +24,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from grpo_lite.defaults import RESILIENCE
+from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.planning.candidates import BATCH_KEYS
+from grpo_lite.planning.choose import plan
 
 __all__ = ["Advisor", "LENGTH_STEP", "MAX_GENERATIONS", "MAX_LENGTH_FACTOR", "OnStall"]
 
@@ -71,9 +73,6 @@ class Advisor:
     def _fits(self, change: Mapping[str, Any], *, keep_all: bool = False, drop: tuple[str, ...] = ()) -> Any:
         """The plan with ``change`` on this rung, or None when it does not fit (or breaks TRL's rules).
         ``keep_all``: every current setting fixed too (an in-place change); ``drop``: fixed keys left to the planner."""
-        from grpo_lite.errors import ConfigError, DoesNotFitError
-        from grpo_lite.planning.choose import plan
-
         fixed = {k: v for k, v in self.plan.fixed.items() if k not in ("method", "preset", *drop)}
         if keep_all:
             fixed = {**self.plan.settings, **fixed}
@@ -196,8 +195,6 @@ class Advisor:
     def adapt(self, step: int) -> None:
         """At a checkpoint: the run re-plans with the longest length that fits with the rest unchanged, and the
         trainer samples up to it."""
-        from grpo_lite.errors import ConfigError, DoesNotFitError
-
         blocker = self.adapt_blocker() or (None if self.replan is not None else "no re-plan for this run")
         found = None if blocker else self.longest_completion(keep_all=True)
         current = self.plan.settings["max_completion_length"]

@@ -54,7 +54,7 @@ def quiet_libraries() -> Iterator[None]:
     >>> logging.getLogger("bitsandbytes.backends.cpu.ops").filters
     []
     """
-    from huggingface_hub import utils as hub_utils
+    from huggingface_hub import utils as hub_utils  # heavy: huggingface_hub
     from transformers.utils import logging as hf_logging
 
     bars, hub_bars = hf_logging.is_progress_bar_enabled(), not hub_utils.are_progress_bars_disabled()
@@ -81,7 +81,7 @@ def quiet_libraries() -> Iterator[None]:
 @contextmanager
 def quiet_gguf_conversion() -> Iterator[None]:
     """transformers' GGUF loader without its progress bar (it calls tqdm itself); put back afterwards."""
-    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils  # heavy: transformers
 
     bar = getattr(gguf_utils, "tqdm", None)
     if bar is None:  # another transformers: nothing to quiet

@@ -31,6 +31,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from transformers import TrainerCallback
 
+from grpo_lite.files import inside, remove
+from grpo_lite.memory import terms
+from grpo_lite.training.report.summary import write_json_atomic
+
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
@@ -129,8 +133,6 @@ def set_aside(output_dir: Path, incomplete: list[tuple[Path, str]]) -> list[Path
     Raises:
         OutputDirError: ``incomplete`` (or a copy in it) is a symbolic link: nothing is moved through it.
     """
-    from grpo_lite.files import inside, remove
-
     moved = []
     for path, _ in incomplete:
         target = inside(output_dir, INCOMPLETE_DIR, path.name)  # refuses a link: nothing moved or deleted outside
@@ -153,8 +155,6 @@ def _fsync(path: Path) -> None:
 
 def mark_complete(folder: Path, run: dict[str, Any]) -> Path:
     """Flush every file of ``folder`` to disk, then write :data:`MARKER` atomically (last)."""
-    from grpo_lite.training.report.summary import write_json_atomic
-
     files = _files(folder)
     for name in files:
         _fsync(folder / name)
@@ -178,7 +178,7 @@ class CompletionCallback(TrainerCallback):
         self.saved = saved
 
     def on_save(self, args, state, control, **kwargs):  # noqa: ANN001 - transformers' signature
-        from accelerate import PartialState
+        from accelerate import PartialState  # heavy: accelerate (imports torch)
 
         PartialState().wait_for_everyone()  # every rank's files (RNG states, shards) are written
         if state.is_world_process_zero:
@@ -192,8 +192,6 @@ class CompletionCallback(TrainerCallback):
 def checkpoint_bytes(plan: Plan) -> float:
     """Bytes one checkpoint of ``plan`` takes on disk: trainable weights (the adapter for LoRA/QLoRA,
     every weight otherwise) and optimizer state over all processes, plus tokenizer and trainer state."""
-    from grpo_lite.memory import terms
-
     arch, s = plan.estimate.arch, plan.estimate.settings
     n, _, per = terms.trainable(arch, s)
     weights = n * per if s.is_peft else arch.n_params * s.weight_bytes

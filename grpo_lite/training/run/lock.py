@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from grpo_lite.errors import OutputDirError
 
 __all__ = ["LOCK_NAME", "RunHeld", "RunLock"]
@@ -111,8 +113,6 @@ class RunLock:
 
     @staticmethod
     def _take(path: Path, **options: Any) -> Any:
-        from filelock import FileLock, Timeout
-
         lock = FileLock(path, timeout=0, thread_local=False, **options)
         try:
             lock.acquire()

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from grpo_lite.errors import GrpoLiteError
+from grpo_lite.training.report.summary import write_json_atomic
 
 __all__ = ["RankRecord", "RankRecordCallback", "check_ranks", "process_state", "read_rank_records"]
 
@@ -59,7 +61,7 @@ def process_state() -> Any:
     On CPU it must be asked with ``cpu=True``: otherwise accelerate ignores a torchrun launch (each
     rank would think it is alone, write run.json and record one process in the plan).
     """
-    import torch
+    import torch  # heavy: torch
     from accelerate import PartialState
 
     return PartialState(cpu=not torch.cuda.is_available())
@@ -118,12 +120,8 @@ def _backend(torch: Any) -> str | None:
 
 
 def _build_rank_record_callback() -> type:
-    import time
-
-    import torch
+    import torch  # heavy: torch
     from transformers import TrainerCallback
-
-    from grpo_lite.training.report.summary import write_json_atomic
 
     class RankRecordCallback(TrainerCallback):
         """Writes ``<output_dir>/ranks/rank<R>.json`` (a :class:`RankRecord`) on EVERY rank at train end.

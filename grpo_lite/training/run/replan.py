@@ -20,6 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from grpo_lite.errors import DoesNotFitError
+from grpo_lite.planning.choose import plan
+from grpo_lite.training.checks import check_context
+
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
@@ -62,10 +66,6 @@ def replan(
         DoesNotFitError: the change does not fit the run's budget. ConfigError: it does not fit the model's context,
             or the recipe cannot run as written on the new plan.
     """
-    from grpo_lite.errors import DoesNotFitError
-    from grpo_lite.planning.choose import plan
-    from grpo_lite.training.checks import check_context
-
     old = loop.plan
     assert loop.recipe is not None
     settings = {k: v for k, v in change.items() if k != "preset"}

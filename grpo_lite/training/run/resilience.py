@@ -22,6 +22,7 @@ Imported only inside train(): it imports transformers at the top.
 from __future__ import annotations
 
 import errno
+import inspect
 import os
 import shutil
 import signal
@@ -33,7 +34,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from transformers import TrainerCallback
 
+from grpo_lite import files
 from grpo_lite.errors import ConfigError, DoesNotFitError, OutputDirError
+from grpo_lite.files import remove
+from grpo_lite.planning import hardware
+from grpo_lite.planning.choose import plan
+from grpo_lite.planning.ladder import LADDER
+from grpo_lite.training.checks import format_bytes
+from grpo_lite.training.run.checkpoints import scan
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -60,8 +68,6 @@ _RUN_MARKERS = ("run.json", "final", "history.jsonl")
 
 def drop_checkpoints(output_dir: Path) -> None:
     """Remove the ``checkpoint-N`` folders of an attempt that stepped down (another rung cannot resume them)."""
-    from grpo_lite.files import remove
-
     for child in output_dir.glob("checkpoint-*"):
         remove(child)  # a link is unlinked, its target kept
 
@@ -76,8 +82,6 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
         ConfigError: the folder holds another run and neither resume nor overwrite was asked, or both were asked.
         OutputDirError: a symbolic link where the run writes (not with overwrite, which removes it).
     """
-    from grpo_lite import files
-
     if resume and overwrite:
         raise ConfigError("resume=True and overwrite=True contradict each other: choose one")
     if not output_dir.is_dir():
@@ -86,8 +90,6 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
         p.is_dir() for p in output_dir.glob("checkpoint-*")
     )
     if holds_run and not resume and not overwrite:
-        from grpo_lite.training.run.checkpoints import scan
-
         way = (
             "pass resume=True (--resume) to continue it, "
             if scan(output_dir).newest is not None
@@ -114,8 +116,6 @@ def disk_full_error(exc: BaseException, out: Path, need_bytes: float, checkpoint
     reports it as a ``RuntimeError`` without an errno: then the free space left decides (less than
     one checkpoint needs).
     """
-    from grpo_lite.training.checks import format_bytes
-
     chain, seen = [], exc
     while seen is not None and len(chain) < 10:
         chain.append(seen)
@@ -324,11 +324,7 @@ def next_plan(current: Plan, **plan_kwargs: Any) -> Plan:
         DoesNotFitError: ``current`` is the bottom rung, or nothing below it fits; the message says
             what budget would be needed.
     """
-    from grpo_lite.planning.choose import plan
-    from grpo_lite.planning.hardware import installed_extras
-    from grpo_lite.planning.ladder import LADDER
-
-    extras = installed_extras()
+    extras = hardware.installed_extras()  # through the module: tests stand in for the probe
     names = [p.name for p in LADDER]
     below = [p for p in LADDER[names.index(current.preset.name) + 1 :] if all(getattr(extras, r) for r in p.requires)]
     fixed = dict(current.fixed)
@@ -364,9 +360,7 @@ def continue_schedule(trainer: Any, *, offset: int, total_steps: int) -> str:
     Returns:
         What the run record says about the schedule (``"continues at step 2 of 6"``, or why it restarts).
     """
-    import inspect
-
-    from torch.optim.lr_scheduler import LambdaLR
+    from torch.optim.lr_scheduler import LambdaLR  # heavy: torch
     from transformers import Trainer
     from transformers.optimization import get_scheduler
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite.errors import ConfigError
+from grpo_lite.planning.ladder import get_preset
 from grpo_lite.training.run.resume import EarlierRun, earlier_run, resume_point
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,7 +39,7 @@ def model_fingerprint(model_id: str) -> dict[str, str] | None:
     """
     path = Path(model_id).expanduser()
     if not path.exists():
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # heavy: huggingface_hub
 
         cached = try_to_load_from_cache(model_id, "config.json")
         if not isinstance(cached, str):
@@ -73,8 +74,6 @@ def check_same_run(
     Raises:
         ConfigError: one line naming what differs and what to pass instead.
     """
-    from grpo_lite.planning.ladder import get_preset
-
     again = f"or --overwrite to start a new run in {output_dir} (Python: overwrite=True)"
     theirs = earlier.model
     if theirs is not None:

@@ -52,7 +52,7 @@ def prefix_cache_inputs(model: Any, lists: list[list[int]], pad_id: int, width: 
     ``width``: the rows' width, that of the caller's padded prompts (Default: the longest list's).
     The completions start at that column of ``generate``'s output, as they do after the caller's own padding.
     """
-    import torch
+    import torch  # heavy: torch
 
     longest = max(len(ids) for ids in lists)
     if width is None:

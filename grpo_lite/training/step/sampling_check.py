@@ -206,7 +206,7 @@ def checked_generate(
         max_new_tokens: the cap on each row's sampled tokens (Default: :data:`CHECK_TOKENS`; never more than
             the generation config's own).
     """
-    from transformers import LogitsProcessorList
+    from transformers import LogitsProcessorList  # heavy: transformers
 
     device = plain["input_ids"].device
     config = plain.get("generation_config")

@@ -1,14 +1,6 @@
 """``grpo-lite plan --measure``: run real GRPO steps with a plan's settings and measure each phase.
 
-The run is the worst case the memory model plans for: prompts of exactly ``max_prompt_length``
-tokens, completions of exactly ``max_completion_length`` tokens (``min_new_tokens``), and one
-completion per generation ending a token early so every micro-batch carries padding (as real ones
-do). The model loads as the plan's recipe says (:func:`grpo_lite.training.build.build_trainer`), so it must
-be on this machine: a local folder, a ``.gguf`` file, or a hub id in the local cache. On CPU the
-glibc mmap threshold is set first and lifted after, as ``train()`` does. The shared-prefix forward runs when the plan
-says ``shared_prefix`` (on by default, as in ``train()``; ``--set shared_prefix=false`` turns it off).
-Two steps run; the second (optimizer state allocated) is compared with the model at the measured prompt and completion lengths.
-
+Two steps at the worst case the memory model plans for; the model must be on this machine (docs/internals.md).
 Used by ``benchmarks/memory_fit.py`` and the calibration tests too.
 """
 

@@ -1,10 +1,7 @@
 """``grpo-lite plan``: the memory plan for a model and a budget, or every preset side by side.
 
-Runs offline in well under 2 s for known architectures: no torch, trl, peft, bitsandbytes or
-datasets import on this path (torch only to detect a GPU when --budget-gb is omitted, or to count
-an unknown config's parameters on the meta device). ``--measure`` is the exception: it trains two
-real steps (:mod:`grpo_lite.cli.measure`); so is ``--simulate``, which runs one step of the plan at
-full size on the meta device (:mod:`grpo_lite.simulation`, offline, seconds, no GPU).
+Offline and without torch for known architectures; ``--measure`` (:mod:`grpo_lite.cli.measure`) and ``--simulate``
+(:mod:`grpo_lite.simulation`) are the exceptions (docs/internals.md).
 """
 
 from __future__ import annotations

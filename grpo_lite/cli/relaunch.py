@@ -1,11 +1,7 @@
 """The CLI side of scaling out: ``--num-processes`` / ``--sharding`` and the relaunch under N processes.
 
-- :func:`add_launch_arguments`: the two options on a subcommand's parser.
-- :func:`namespace_argv`: parsed arguments back to a command line (what each launched rank parses).
-- :func:`maybe_relaunch`: rerun ``grpo-lite train`` under :func:`grpo_lite.scale.distributed.launch_command`
-  and check the ranks' records (:func:`grpo_lite.training.run.ranks.check_ranks`).
-
-Cheap to import: no torch, transformers or yaml at the top (the GPU count is asked in a child process).
+Cheap to import: no torch, transformers or yaml at the top (the GPU count is asked in a child process;
+docs/internals.md).
 
 >>> p = argparse.ArgumentParser(); add_launch_arguments(p)
 >>> namespace_argv(p, p.parse_args(["--num-processes", "2"]))

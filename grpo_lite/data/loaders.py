@@ -1,13 +1,7 @@
 """Datasets for training and evaluation: GSM8K, synthetic problems, or the user's own rows.
 
-Every loader returns a ``datasets.Dataset`` with a ``prompt`` column (conversational messages from
-:func:`grpo_lite.data.prompts.build_messages`, unless the user's rows bring their own ``prompt``), a
-``question`` column and an ``answer`` column holding the gold number in canonical form
-(:func:`grpo_lite.data.answers.normalize_number`: no commas, no ``$``). Rows are read with exact line/row
-numbers so that a bad row is reported where it is.
-
-``datasets`` (and ``pyarrow`` for parquet) are imported inside the functions that need them.
-Reading files and folders into located rows lives in :mod:`grpo_lite.data.readers`.
+Every loader returns a ``datasets.Dataset`` with ``prompt``, ``question`` and ``answer`` (the gold number in
+canonical form) columns; a bad row is reported where it is (docs/internals.md, docs/datasets.md).
 """
 
 from __future__ import annotations

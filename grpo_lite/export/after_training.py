@@ -1,9 +1,7 @@
 """``train(..., export="gguf")``: the option checked before a run starts, and the export at its end.
 
-The check runs before the output folder is touched, so a wrong value or an architecture the export does
-not write fails in seconds, not after training. The export runs after the final model and ``run.json``
-are saved: if it fails, the trained model is kept and the message says how to export it again.
-:class:`ExportAfterTraining` is both, as the training pipeline takes them (``grpo_lite.train`` passes it).
+:class:`ExportAfterTraining` is both, as the training pipeline takes them (``grpo_lite.train`` passes it); a failed
+export keeps the trained model (docs/internals.md).
 """
 
 from __future__ import annotations

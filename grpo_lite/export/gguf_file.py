@@ -1,12 +1,6 @@
 """export_gguf(): a trained model -> one GGUF file, written under a temporary name and renamed at the end.
 
-The steps, in order: find the model (:mod:`~grpo_lite.export.source`), check its architecture
-(:mod:`~grpo_lite.export.hparams`; an unsupported one fails before anything is loaded), load it (a
-LoRA adapter merged), gather the metadata (carried from the origin GGUF or built from the HF
-tokenizer, :mod:`~grpo_lite.export.vocab`), quantize the tensors (:mod:`~grpo_lite.export.tensors`) and
-write with the ``gguf`` package's ``GGUFWriter``, atomically (:func:`grpo_lite.files.atomic_write`): a
-crash or a full disk never leaves a partial ``path``, and an older file at ``path`` stays whole until the
-new one is complete. A run folder is exported under its run lock: a run still training there is refused.
+The steps in order, atomically, under the run's lock (docs/internals.md, docs/export.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """What a runtime needs next to an exported GGUF: an Ollama Modelfile, a system prompt file, the llama-cli line.
 
-Next to ``NAME.gguf`` they are ``NAME.Modelfile`` and ``NAME.system_prompt.txt``: named after the file, so an
-export never replaces another model's files in a shared folder. Every file is written atomically
-(:func:`~grpo_lite.export.gguf_file.export_file`) and the three are renamed into place together
-(:func:`grpo_lite.files.together`): an error writing one is one line that says why (a full disk, a read-only folder),
-and leaves the files already there whole, none of them replaced.
-
-The model was trained on prompts of one :class:`~grpo_lite.data.prompts.PromptStyle` (read back from
-the run's ``run.json``): the Modelfile gives Ollama that style's system prompt and worked examples
-(``SYSTEM``, ``MESSAGE``), greedy decoding (``temperature 0``, as evaluation decodes) and the run's
-stop strings; Ollama takes the chat template from the GGUF file. ``llama-cli`` reads the chat
-template from the file too and the system prompt from ``NAME.system_prompt.txt``. Neither runtime can
-open the assistant's turn with the style's prefill (``<reasoning>``), which training and evaluation do.
+The three files are written atomically and renamed into place together (docs/internals.md, docs/export.md).
 """
 
 from __future__ import annotations

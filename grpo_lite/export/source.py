@@ -1,19 +1,7 @@
 """What an export reads: a run folder or a model folder -> the model, its config, its tokenizer, its origin.
 
-Accepted inputs, checked before anything heavy is loaded:
-
-- a run folder of :func:`grpo_lite.train` (``run.json`` and ``final/``): its ``final/`` model;
-- a ``final/`` folder, or any transformers model folder (``config.json`` and the weights);
-- a LoRA adapter folder (``adapter_config.json``): its base model is loaded and the adapter merged in.
-
-A plain LoRA adapter is merged one weight at a time as the file is written (:func:`named_weights`:
-``W + delta``, the sum PEFT's own merge computes), without changing the model: ``train(export="gguf")``
-exports the model it holds in memory this way, with no second copy. Other adapters (DoRA, several
-adapters, saved modules) are merged by PEFT's ``merge_and_unload`` after loading.
-
-When ``run.json`` (in the run folder, or next to the model folder) names a ``.gguf`` file as its
-model, that file is the origin whose metadata the export carries over. The model is loaded in its
-saved dtype; tensors are converted to float32 one at a time when written.
+A run folder, a model folder or a LoRA adapter folder, checked before anything heavy loads; a plain LoRA adapter
+is merged one weight at a time (:func:`named_weights`; docs/internals.md).
 """
 
 from __future__ import annotations

@@ -1,20 +1,7 @@
 """Weights -> GGUF tensors: llama.cpp's names, its q/k layout, tied embeddings, and the quantization.
 
-Names come from the ``gguf`` package's tensor-name map (``gguf.get_tensor_name_map``, built from
-``gguf.MODEL_TENSORS``): ``model.layers.3.self_attn.q_proj.weight`` -> ``blk.3.attn_q.weight``. A tensor
-the map does not know is an error, never skipped.
-
-llama.cpp applies rotary embeddings to interleaved pairs of a head's dimensions, transformers' Llama to
-its two halves: llama.cpp's Llama converter reorders the rows of q and k per head (:func:`permute_rows`),
-and its GGUF readers (llama.cpp, transformers' ``gguf_file=`` loader) undo it. Qwen2 is written as is.
-
-A tied LM head (``tie_word_embeddings``) is not written: llama.cpp reads ``token_embd`` for the output
-when ``output.weight`` is absent, as do transformers' GGUF loader and llama.cpp's converter.
-
-Quantization (:func:`tensor_type`) follows llama.cpp's converter: vectors (norms, biases) stay F32;
-matrices take the chosen type, or F16 when a row is not a whole number of blocks. For q4_0 the output
-matrix (``output``, or ``token_embd`` when it is tied) is written at Q8_0: llama.cpp's own Q4_0 keeps
-it at 6 bits (Q6_K), which the ``gguf`` package cannot write.
+Each follows llama.cpp's converter (docs/internals.md); a tensor the name map does not know is an error, never
+skipped.
 """
 
 from __future__ import annotations

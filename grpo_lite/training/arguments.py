@@ -1,16 +1,8 @@
 """train()'s arguments, checked before anything loads or the output folder is touched.
 
-- :func:`recipe_with_passed_arguments`: train()'s arguments left None take grpo-lite's defaults
-  (:data:`DEFAULTED`, from :mod:`grpo_lite.defaults`); ``train(config=...)`` runs the recipe with the arguments the
-  caller wrote applied over it (:data:`RECIPE_ARGUMENTS`: the arguments a recipe holds).
-- :func:`check_recipe_launch`: a recipe planned for a device, or for N processes, runs only there.
-- :func:`typed_arguments`: train()'s own seed, shared_prefix and stop_strings typed as a recipe's are.
-- :func:`check_arguments`: max_steps, on_oom, on_stall; none of the settings train() decides itself
-  (:data:`PLAN_OWNED`); the rewards resolved and every override typed and range-checked as TRL's parser types them.
-- :func:`request`: all of it, for train(): the :class:`Request` the rest of the pipeline reads, the same for a
-  recipe (its values are the run's) and for a model planned for a budget.
-- :class:`AfterTraining`: what runs around the pipeline when ``export=`` is asked (the optional export part
-  provides it, :mod:`grpo_lite.api`); the core never imports that part.
+:func:`request` makes the :class:`Request` the rest of the pipeline reads, the same for a recipe and for a model
+planned for a budget; :func:`check_arguments`, :func:`typed_arguments` and :func:`check_recipe_launch` are its
+checks (docs/internals.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """The plan and recipe stages: what the run trains with, and the checks it passes before the model loads.
 
-- :func:`make_plan`: for the budget (plan -> Recipe), or, with a recipe, the estimate of the recipe as written,
-  refused in one line naming the recipe's keys to change when it does not fit its budget (:func:`recipe_advice`).
-  Printed on the main process. A resumed run plans on the rung its checkpoint was trained on.
-- :func:`make_recipe`: where ``train(config=...)`` and ``train(model, budget_gb=...)`` meet: the plan written as a
-  Recipe, or the recipe given with what it left to the planner filled in; then checked: a resume optimizes what
-  the run did, the longest prompt and the completions fit the model's context
-  (:func:`~grpo_lite.training.checks.check_context`, the check a re-plan passes too), the disk holds a checkpoint.
+:func:`make_plan` plans for the budget (or estimates the recipe as written); :func:`make_recipe` is where
+``train(config=...)`` and ``train(model, budget_gb=...)`` meet (docs/internals.md).
 """
 
 from __future__ import annotations

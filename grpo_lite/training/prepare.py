@@ -1,14 +1,8 @@
-"""The inputs stage: the model resolved once, its tokenizer and context, the dataset in the prompt style, every
-prompt measured (before the model loads).
+"""The inputs stage: the model's tokenizer and context, the dataset in the prompt style, every prompt measured
+(before the model loads).
 
-train() resolves the model once (:func:`~grpo_lite.memory.models.resolve_model`) and hands the
-:class:`~grpo_lite.memory.models.ModelSpec` to every stage: the run folder, the resume checks, these inputs, the plan
-and the export's check.
-
-- :func:`load_inputs`: the model's tokenizer and context, the dataset in the prompt style, every prompt measured.
-- :func:`context_tokens`: the model's context, from its config or its tokenizer.
-- :func:`check_inputs`: before ``--num-processes N`` starts its ranks: the dataset loads and its prompts fit the
-  context (the tokenizer and the dataset only, no weights), so a bad input is one error, not one per rank.
+:func:`load_inputs` for train(); :func:`check_inputs` before ``--num-processes N`` starts its ranks
+(docs/internals.md).
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """The numbers in the health monitor's remedies, asked of the planner, and the ``on_stall="adapt"`` change.
 
-:class:`Advisor` plans again with the run's own settings (same model, card, prompt length, preset and what the
-user fixed) and one thing changed: the longest ``max_completion_length`` that fits (a binary search in steps of
-:data:`LENGTH_STEP`), or the largest ``num_generations`` (doubling). A remedy names the values as ``--set`` flags
-and Python arguments; planning with exactly those fixed gives the plan the search found, so the flags fit as
-written.
-
-Every length tried fits the model's context with the longest prompt (as the first plan was checked), so a remedy's
-flags pass train()'s checks as written.
-
-``on_stall="adapt"``: after a ``length_cut`` finding, at the next checkpoint, the run's trainer samples up to the
-longest ``max_completion_length`` that fits with every other setting of the run unchanged (micro-batch,
-accumulation, generations: what the data loader and the optimizer were built with). The run re-plans through
-:func:`~grpo_lite.training.run.replan.replan` (cause ``stall``): its plan, recipe and settings in run.json become
-the new ones; a ``replanned`` event and a line say so. Not done: with vLLM (its engine was built for
-the old length), under several processes (every rank would have to change at the same step), or in a run
-without checkpoints (no boundary). A resume plans from its own command again: add the event's flag to it.
+:class:`Advisor` plans again with the run's own settings and one thing changed; :func:`adapt` re-plans a stalled
+run through :func:`~grpo_lite.training.run.replan.replan` (docs/internals.md, docs/health.md).
 """
 
 from __future__ import annotations

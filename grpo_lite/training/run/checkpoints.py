@@ -1,23 +1,8 @@
 """Checkpoints a crash cannot corrupt: a ``checkpoint-N`` counts only when it is complete.
 
-transformers' Trainer writes ``checkpoint-N`` file by file (weights, optimizer, scheduler, RNG state,
-``trainer_state.json`` last) and then deletes the oldest ones beyond ``save_total_limit``. A SIGKILL,
-a second Ctrl-C or a full disk in between leaves a folder that ``get_last_checkpoint`` still picks and
-that cannot be resumed. Here:
-
-- :class:`CompletionCallback` runs after each save (``on_save``, once every rank is done): it flushes
-  the files to disk and writes :data:`MARKER` last, listing every file with its size and the run's
-  record at that step (so a resume does not depend on ``run.json``).
-- :func:`why_incomplete` says why a folder is not a complete checkpoint (None when it is): a marker
-  whose files are all there at their size; without a marker (TRL itself, an older grpo-lite, or a
-  save cut off between transformers' last file and the marker), a whole ``trainer_state.json``.
-- :func:`scan` finds the newest complete checkpoint and the incomplete ones; :func:`set_aside` moves
-  the incomplete ones to ``<output_dir>/incomplete/`` so that neither transformers' rotation nor
-  ``get_last_checkpoint`` picks them again (nothing is deleted: they can be inspected, then removed).
-- :func:`checkpoint_bytes`: the size of one checkpoint from the memory model (trainable weights and
-  optimizer state), for the free-space check before a run.
-
-Imported only inside train(): it imports transformers at the top.
+:class:`CompletionCallback` writes :data:`MARKER` last after each save; :func:`scan` and :func:`set_aside` find
+and move aside the incomplete ones; :func:`checkpoint_bytes` sizes one (docs/internals.md). Imported only inside
+functions: it imports transformers at the top.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The run folder: chosen, checked, locked and guarded before the run; its disk watched around it.
 
-- :func:`default_output_dir`: ``runs/<model>-<time>`` when no folder is named.
-- :func:`open_run`: one folder for every rank. The main process checks it, takes its lock
-  (:mod:`~grpo_lite.training.run.lock`), guards it against another run, checks a resume before anything in it is
-  written, finds the checkpoint to resume from and records a run that crashed; its error is raised on every rank.
-- :func:`check_disk`: room for one checkpoint before the model loads; :func:`disk_full`: a failure caused by a
-  full disk, said as such.
+:func:`open_run` (one folder for every rank), :func:`default_output_dir`, :func:`check_disk` and
+:func:`disk_full` (docs/internals.md).
 """
 
 from __future__ import annotations

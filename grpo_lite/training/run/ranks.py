@@ -1,12 +1,7 @@
 """What each rank ran: ``<output_dir>/ranks/rank<R>.json`` records and the check that all ranks trained together.
 
-- :class:`RankRecord`: one process's steps, samples, backend and parameter sum.
-- ``RankRecordCallback``: every rank writes its record when training ends.
-- :func:`read_rank_records` / :func:`check_ranks`: read them back; fail if a rank is missing or trained alone.
-- :func:`process_state`: accelerate's view of this process (its rank, the world size, the main process).
-
-Cheap to import: no torch or transformers at the top. ``RankRecordCallback`` subclasses transformers'
-``TrainerCallback`` and is built on first access (PEP 562 module ``__getattr__``).
+Cheap to import: ``RankRecordCallback`` (a transformers ``TrainerCallback``) is built on first access
+(docs/internals.md).
 
 >>> RankRecord(rank=0, world_size=2, steps=3, local_samples=12, backend="gloo").micro_batches
 0

@@ -1,22 +1,7 @@
 """Nothing a user did must cost them finished work: output-dir guard, Ctrl-C, OOM step-down, failures.
 
-- :func:`guard_output_dir` refuses a folder that holds another run unless resume or overwrite is asked.
-- :class:`InterruptCallback` with :func:`stop_signals_save`: the first Ctrl-C, SIGTERM (Slurm, Kubernetes,
-  ``timeout``) or SIGHUP (the terminal closed) finishes the current step, saves a loadable checkpoint and
-  stops; a second one aborts at once (:class:`Aborted`; a save it cuts off is incomplete, and a resume skips it:
-  :mod:`grpo_lite.training.run.checkpoints`), as does the scheduler's SIGKILL. Before and after the
-  loop, :func:`sigterm_raises` makes SIGTERM and SIGHUP stop a run as Ctrl-C does (an exception, the lock
-  released).
-- :class:`SaveAtEndCallback`: the last step always leaves a checkpoint, so every run can be resumed;
-  :func:`finish_first`: a stop signal during the final save lets it finish (the run is finished).
-- :class:`StopWhenDone`: a resumed checkpoint that holds every step trains none (transformers would
-  train one more: its loop looks for the end only after a step).
-- :func:`next_plan`: the next cheaper rung of the ladder that fits, for stepping down after a CUDA
-  out-of-memory error (``train(on_oom="step_down")``); :func:`continue_schedule` makes the next
-  rung's learning-rate schedule go on at the step reached instead of warming up again.
-- :func:`disk_full_error`: a failure caused by a full disk, as one line that says so.
-
-Imported only inside train(): it imports transformers at the top.
+The guard, the stop-signal callbacks, the save at the end, the next rung down after an out-of-memory error and
+a full disk said as such (docs/internals.md). Imported only inside functions: it imports transformers at the top.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
 """What a resumed run takes over: the checkpoint, the run's record, its history, and what happened.
 
-- :func:`resume_point`: the newest complete checkpoint; incomplete ones (a save cut off by SIGKILL, a
-  second Ctrl-C or a full disk) are moved to ``<output_dir>/incomplete/`` and reported.
-- :func:`earlier_run`: where the checkpoint's attempt started (preset, weights, steps before it),
-  from the checkpoint's own completion marker, else from ``run.json``. The history is every step
-  that completed up to the checkpoint, merged from ``history.jsonl`` (appended every step), the
-  ``run.json`` history and the checkpoint's ``log_history``. A run whose record still says
-  ``running`` crashed (the run lock shows no live owner): a ``crashed`` event says after which step.
-- :func:`read_record`: ``run.json``, or None when it is missing; an unreadable one (cut off, edited, of the
-  wrong shape: :mod:`grpo_lite.run_record`) is moved to ``run.json.corrupt`` and the run is rebuilt from the
-  checkpoint and the history file.
-- Whether a resume may go on at all (same model, preset, method; steps left) is
-  :mod:`grpo_lite.training.run.resume_checks`.
-
-Imported only inside train().
+:func:`resume_point`, :func:`earlier_run` and :func:`read_record` (docs/internals.md); whether a resume may go on
+at all is :mod:`grpo_lite.training.run.resume_checks`.
 """
 
 from __future__ import annotations

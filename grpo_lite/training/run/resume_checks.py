@@ -1,14 +1,7 @@
 """Whether a resume may go on, checked before anything in the run folder is written.
 
-- :func:`check_resume`: the resume names the run's model, a preset or method the run trained on, and no
-  fewer steps than its checkpoint holds; else one line says what differs and what to pass. A finished
-  run asked for no more steps is left as it is.
-- :func:`check_same_training`: the resume optimizes what the run did (its rewards, seed and num_generations),
-  checked once the run is planned.
-- :func:`model_fingerprint`: a cheap fingerprint of a model's config and weights, kept in ``run.json``
-  and in each checkpoint's marker when a run starts, so that a base of the same shape is told apart.
-
-Imported only inside train().
+:func:`check_resume` (same model, preset, method; steps left), :func:`check_same_training` and
+:func:`model_fingerprint` (docs/internals.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """``grpo_lite.train``: the training pipeline with the optional GGUF export around it.
 
 The pipeline (:func:`grpo_lite.training.trainer.train`) is the core and never imports the export; this module sits
-above both. With ``export=``, it hands the pipeline an
-:class:`~grpo_lite.export.after_training.ExportAfterTraining`: the format checked now, the model's architecture
-checked once the pipeline has resolved it (before the output folder is touched), the export once run.json says
-finished (a failed export keeps the trained model). Same signature, docstring and result as the pipeline.
+above both and, with ``export=``, hands it an :class:`~grpo_lite.export.after_training.ExportAfterTraining`
+(docs/internals.md). Same signature, docstring and result as the pipeline.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Every file grpo-lite writes is written whole or not at all; nothing of a run is written or deleted through a link.
 
-- :func:`atomic_write`: the file is written as ``.<name>.tmp-<pid>-<random>`` beside ``path``, synced and renamed
-  over it; any error removes it. A killed process cannot: :func:`remove_stale_temporaries` removes those whose PID
-  is gone. The rename replaces a symbolic link at ``path`` itself, never the file it points to. :func:`together`
-  does the same for several files at once: all renamed once all are written, or none (an export's three files).
-- The run folder's layout (:data:`RUN_ENTRIES`, :func:`run_exports`): what a run and its export write there, the
-  one list that ``overwrite`` clears and that the link check walks.
-- :func:`inside`, :func:`refuse_links`: a path in a run folder, refused (:class:`~grpo_lite.errors.OutputDirError`)
-  when a symbolic link lies on the way: a run never writes or deletes through one (its target may be anywhere).
-- :func:`remove`: a file, a folder or a link removed; a link is unlinked, never followed.
+:func:`atomic_write` and :func:`together` (temporary, synced, renamed), the run folder's layout
+(:data:`RUN_ENTRIES`), :func:`inside` / :func:`refuse_links` and :func:`remove` (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -22,6 +15,8 @@ import secrets
 import shutil
 from pathlib import Path
 from typing import IO, Any, Iterator, Literal
+
+from psutil import pid_exists
 
 from grpo_lite.errors import OutputDirError
 
@@ -139,8 +134,6 @@ def write_json(path: str | os.PathLike, data: Any) -> Path:
 def remove_stale_temporaries(folder: Path, names: tuple[str, ...]) -> None:
     """Remove the temporaries of ``names`` in ``folder`` whose process is gone (a live one may be writing;
     another user's process counts as live)."""
-    from psutil import pid_exists
-
     for child in folder.glob(".*.tmp-*"):
         found = re.fullmatch(r"\.(.+)\.tmp-(\d+)-[0-9a-f]+", child.name)
         if found and found[1] in names and not pid_exists(int(found[2])):

@@ -1,11 +1,6 @@
 """The one reader of a run's ``run.json``: :func:`read_run_record` checks its shape, not only its syntax.
 
-A run.json can be valid JSON and still not a record a run wrote (``"plan": []``, ``"events": [1]``, a history
-row without ``step``, ``"step": "3"``): every reader (a resume, an export, the crash note) reads it here, so a
-wrong one is said once, the same way, before any code trips on it. A resume keeps it as ``run.json.corrupt``
-and rebuilds the record from the checkpoint and ``history.jsonl``; an export refuses it in one line.
-
-Standard library only: the training and the export both read through it.
+A resume, an export and the crash note all read through it (docs/internals.md). Standard library only.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from grpo_lite import demo
 from grpo_lite.cli.options import add_options
+from grpo_lite.data.prompts import PROMPT_STYLES
+from grpo_lite.demo import DemoConfig
 
 __all__ = ["INTERRUPTED", "add_parser", "run"]
 
@@ -14,9 +17,6 @@ INTERRUPTED = (
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from grpo_lite.data.prompts import PROMPT_STYLES
-    from grpo_lite.demo import DemoConfig
-
     d = DemoConfig()
     p = subparsers.add_parser(
         "demo",
@@ -49,8 +49,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from grpo_lite.demo import DemoConfig, run_demo
-
     cfg = DemoConfig(
         steps=args.steps,
         eval_n=args.eval_n,
@@ -64,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         output_dir=args.output_dir,
         model=args.model,
     )
-    result = run_demo(cfg, quiet=args.quiet, show_plan=args.show_plan)
+    result = demo.run_demo(cfg, quiet=args.quiet, show_plan=args.show_plan)
     phases = ", ".join(f"{name.replace('_', ' ')} {sec:.0f} s" for name, sec in result.phase_seconds.items())
     print(f"demo took {result.wall_seconds:.0f} s ({cfg.steps} steps, n={cfg.eval_n}; {phases})")
     print(result.line())

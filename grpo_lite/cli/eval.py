@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 
+from grpo_lite import evaluation
 from grpo_lite.cli.options import add_options
 from grpo_lite.defaults import EVALUATION
 
@@ -41,11 +43,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from grpo_lite.evaluation import evaluate
-
-    result = evaluate(
+    result = evaluation.evaluate(
         args.model,
         args.dataset,
         split=args.split,

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from grpo_lite.export import runtimes
+from grpo_lite.export.tensors import QUANTIZATIONS
+from grpo_lite.training.report.quiet import quiet_libraries
+
 __all__ = ["INTERRUPTED", "add_parser", "run"]
 
 INTERRUPTED = (
@@ -13,8 +17,6 @@ INTERRUPTED = (
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    from grpo_lite.export.tensors import QUANTIZATIONS
-
     p = subparsers.add_parser(
         "export",
         help="write a run's trained model as a GGUF file for llama.cpp, Ollama and LM Studio",
@@ -43,11 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    from grpo_lite.export.runtimes import export_for_runtimes
-    from grpo_lite.training.report.quiet import quiet_libraries
-
     with quiet_libraries():  # the libraries' bars and warnings, filtered as around train()
-        files = export_for_runtimes(args.run, args.output, args.quant)
+        files = runtimes.export_for_runtimes(args.run, args.output, args.quant)
     print(files.summary())
     for line in files.lines():
         print(f"  {line}")

@@ -1,14 +1,6 @@
 """``grpo-lite plan --measure``: run real GRPO steps with a plan's settings and measure each phase.
 
-The run is the worst case the memory model plans for: prompts of exactly ``max_prompt_length``
-tokens, completions of exactly ``max_completion_length`` tokens (``min_new_tokens``), and one
-completion per generation ending a token early so every micro-batch carries padding (as real ones
-do). The model loads as the plan's recipe says (:func:`grpo_lite.training.build.build_trainer`), so it must
-be on this machine: a local folder, a ``.gguf`` file, or a hub id in the local cache. On CPU the
-glibc mmap threshold is set first and lifted after, as ``train()`` does. The shared-prefix forward runs when the plan
-says ``shared_prefix`` (on by default, as in ``train()``; ``--set shared_prefix=false`` turns it off).
-Two steps run; the second (optimizer state allocated) is compared with the model at the measured prompt and completion lengths.
-
+Two steps at the worst case the memory model plans for; the model must be on this machine (docs/internals.md).
 Used by ``benchmarks/memory_fit.py`` and the calibration tests too.
 """
 
@@ -17,6 +9,13 @@ from __future__ import annotations
 import os
 import tempfile
 from typing import TYPE_CHECKING, Any
+
+from grpo_lite.data.prompts import prompt_token_ids
+from grpo_lite.errors import ConfigError
+from grpo_lite.memory.calibration import make_row
+from grpo_lite.memory.heap import mmap_threshold_on_cpu
+from grpo_lite.recipe.recipe import Recipe
+from grpo_lite.training.build import build_trainer, grpo_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -32,8 +31,6 @@ def exact_prompts(tokenizer: Any, tokens: int, n: int) -> list[str]:
     Raises:
         ConfigError: no filler word reaches the exact count (an unusual tokenizer, or ``tokens`` too small).
     """
-    from grpo_lite.data.prompts import prompt_token_ids
-    from grpo_lite.errors import ConfigError
 
     def count(text: str) -> int:
         return len(prompt_token_ids(tokenizer, [text])[0])
@@ -112,14 +109,10 @@ def measure_plan(the_plan: Plan, *, steps: int = 2, seed: int = 0, source: str |
     Returns:
         A calibration row (see :func:`grpo_lite.memory.calibration.make_row`).
     """
-    import torch
+    import torch  # heavy: torch
     from datasets import Dataset
 
-    from grpo_lite.memory.calibration import make_row
-    from grpo_lite.memory.heap import mmap_threshold_on_cpu
-    from grpo_lite.memory.measure import measure_training
-    from grpo_lite.recipe.recipe import Recipe
-    from grpo_lite.training.build import build_trainer, grpo_settings
+    from grpo_lite.memory.measure import measure_training  # heavy: imports torch
     from grpo_lite.training.loading import load_tokenizer
 
     source = source or the_plan.model.model_id

@@ -1,24 +1,31 @@
 """``grpo-lite plan``: the memory plan for a model and a budget, or every preset side by side.
 
-Runs offline in well under 2 s for known architectures: no torch, trl, peft, bitsandbytes or
-datasets import on this path (torch only to detect a GPU when --budget-gb is omitted, or to count
-an unknown config's parameters on the meta device). ``--measure`` is the exception: it trains two
-real steps (:mod:`grpo_lite.cli.measure`); so is ``--simulate``, which runs one step of the plan at
-full size on the meta device (:mod:`grpo_lite.simulation`, offline, seconds, no GPU).
+Offline and without torch for known architectures; ``--measure`` (:mod:`grpo_lite.cli.measure`) and ``--simulate``
+(:mod:`grpo_lite.simulation`) are the exceptions (docs/internals.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
+from grpo_lite.cli.measure import measure_plan
 from grpo_lite.cli.options import add_options, parse_set
 from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, GrpoLiteError
 from grpo_lite.memory.blocks import BLOCK_MODES, DEFAULT_BLOCKS
+from grpo_lite.memory.calibration import compare, planned, rss_check
 from grpo_lite.memory.meta.gpus import DEFAULT_GPU, GPU_ARCHES
+from grpo_lite.planning import choose
+from grpo_lite.planning.hardware import nominal_to_usable_gib
+from grpo_lite.planning.tables import compare_data, compare_table, measured_table, plan_table, plot_components
+from grpo_lite.recipe.recipe import Recipe
+from grpo_lite.recipe.values import check_overrides
 from grpo_lite.scale.distributed import SHARDINGS
+from grpo_lite.simulation import run as sim_run
+from grpo_lite.simulation.report import simulation_tables
 
 __all__ = ["add_parser", "run"]
 
@@ -114,9 +121,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
-    from grpo_lite.planning.hardware import nominal_to_usable_gib
-    from grpo_lite.planning.tables import compare_data, compare_table
-
     usable = nominal_to_usable_gib(args.budget_gb) if args.budget_gb else None
     extra = {
         "max_prompt_length": args.max_prompt_length,
@@ -130,7 +134,7 @@ def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:
     if args.json:
         print(json.dumps(data, indent=2, default=str))
     else:
-        from rich.console import Console
+        from rich.console import Console  # loaded to draw: rich
 
         Console().print(compare_table(data))
     return 0
@@ -161,10 +165,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _simulate(the_plan: Any, args: argparse.Namespace) -> tuple[Any, str | None]:
     """The simulation of the plan, or why it failed (the plan itself stands)."""
-    from grpo_lite.simulation.run import simulate
-
     try:
-        return simulate(the_plan, gpu=args.gpu, padded=args.padding), None
+        return sim_run.simulate(the_plan, gpu=args.gpu, padded=args.padding), None
     except Exception as exc:  # noqa: BLE001 - any failure of the simulation: said in one line, the plan is kept
         return None, (
             f"--simulate failed for {the_plan.model.name} ({type(exc).__name__}: {_one_line(exc)}): the plan "
@@ -182,18 +184,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.compare:
         return _compare(args, fixed)
     if args.write:  # the checks train --config runs on the file, before anything is planned or written
-        from grpo_lite.recipe.values import check_overrides
-
         fixed = check_overrides(fixed)
     if len(args.models) > 1:
         raise ConfigError(f"got {len(args.models)} models: pass one MODEL, or add --compare to see several")
-    from grpo_lite.planning.choose import plan
-
     if args.plot:
-        from grpo_lite.planning.tables import plot_components
-
         print(f"memory chart: {plot_components(args.plot, args.models[0], blocks=args.blocks, **fixed)}")
-    the_plan = plan(
+    the_plan = choose.plan(
         args.models[0],
         args.budget_gb,
         method=args.method,
@@ -209,8 +205,6 @@ def _run(args: argparse.Namespace) -> int:
         _write_recipe(the_plan, args.write)
     row = sim = sim_error = None
     if args.measure:
-        from grpo_lite.cli.measure import measure_plan
-
         row = measure_plan(the_plan)
     if args.simulate:
         sim, sim_error = _simulate(the_plan, args)
@@ -224,16 +218,12 @@ def _run(args: argparse.Namespace) -> int:
             data["error"] = sim_error
         print(json.dumps(data, indent=2, default=str))
         return 2 if sim_error else 0
-    from rich.console import Console
-
-    from grpo_lite.planning.tables import measured_table, plan_table
+    from rich.console import Console  # loaded to draw: rich
 
     Console().print(plan_table(the_plan))
     if row is not None:
         Console().print(measured_table(row))
     if sim is not None:
-        from grpo_lite.simulation.report import simulation_tables
-
         Console().print(simulation_tables(sim))
     if sim_error is not None:
         raise GrpoLiteError(sim_error)
@@ -242,10 +232,6 @@ def _run(args: argparse.Namespace) -> int:
 
 def _write_recipe(the_plan: Any, path: str) -> None:
     """Write the plan as a recipe file; say where on stderr (stdout stays the plan, --json included)."""
-    import sys
-
-    from grpo_lite.recipe.recipe import Recipe
-
     recipe = Recipe.from_plan(the_plan)
     Recipe.from_yaml(recipe.to_yaml(path), source=path)  # read back as train --config reads it: refused, not written
     out = recipe.write(path)
@@ -254,8 +240,6 @@ def _write_recipe(the_plan: Any, path: str) -> None:
 
 def _measured_json(row: dict[str, Any]) -> dict[str, Any]:
     """Planned against measured, per phase and per component (bytes), and the process's peak."""
-    from grpo_lite.memory.calibration import compare, planned, rss_check
-
     est = planned(row)
     plan_b, meas_b = rss_check(row, est)
     return {

@@ -7,6 +7,8 @@ import json
 
 from grpo_lite.cli.options import add_options
 from grpo_lite.defaults import DEMO
+from grpo_lite.planning.ladder import LADDER
+from grpo_lite.planning.tables import ladder_table, plot_components
 
 __all__ = ["add_parser", "run"]
 
@@ -31,9 +33,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Print the ladder, and draw the chart when asked."""
-    from grpo_lite.planning.ladder import LADDER
-    from grpo_lite.planning.tables import ladder_table, plot_components
-
     if args.json:
         print(
             json.dumps(
@@ -54,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     else:
-        from rich.console import Console
+        from rich.console import Console  # loaded to draw: rich
 
         Console().print(ladder_table())
     if args.plot:

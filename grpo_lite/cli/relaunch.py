@@ -1,11 +1,7 @@
 """The CLI side of scaling out: ``--num-processes`` / ``--sharding`` and the relaunch under N processes.
 
-- :func:`add_launch_arguments`: the two options on a subcommand's parser.
-- :func:`namespace_argv`: parsed arguments back to a command line (what each launched rank parses).
-- :func:`maybe_relaunch`: rerun ``grpo-lite train`` under :func:`grpo_lite.scale.distributed.launch_command`
-  and check the ranks' records (:func:`grpo_lite.training.run.ranks.check_ranks`).
-
-Cheap to import: no torch, transformers or yaml at the top (the GPU count is asked in a child process).
+Cheap to import: no torch, transformers or yaml at the top (the GPU count is asked in a child process;
+docs/internals.md).
 
 >>> p = argparse.ArgumentParser(); add_launch_arguments(p)
 >>> namespace_argv(p, p.parse_args(["--num-processes", "2"]))
@@ -24,10 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import grpo_lite.scale.distributed as _distributed
+from grpo_lite.cli.options import parse_set
 from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Sharding
+from grpo_lite.planning.choose import plan
+from grpo_lite.planning.hardware import usable_to_nominal_gb
 from grpo_lite.scale.distributed import SHARDINGS, _check_processes, _mode, in_launched_process, launch_command
+from grpo_lite.training.run.folder import default_output_dir
 from grpo_lite.training.run.ranks import _clear_records, check_ranks
 
 __all__ = ["add_launch_arguments", "namespace_argv", "maybe_relaunch"]
@@ -89,10 +89,6 @@ def _choose_sharding(args: argparse.Namespace, cuda: bool, gib: float | None) ->
         return args.sharding
     if not cuda:
         return "ddp"
-    from grpo_lite.cli.options import parse_set
-    from grpo_lite.planning.choose import plan
-    from grpo_lite.planning.hardware import usable_to_nominal_gb
-
     budget = args.budget_gb if args.budget_gb is not None else round(usable_to_nominal_gb(gib or 0.0), 1)
     return plan(
         args.model,
@@ -136,8 +132,6 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
     missing = [pkg for pkg in _mode(sharding).requires if not _importable(pkg)]
     if missing:
         raise ConfigError(f"sharding {sharding!r} needs {', '.join(missing)}: pip install {' '.join(missing)}")
-    from grpo_lite.training.run.folder import default_output_dir
-
     out = Path(args.output_dir) if args.output_dir is not None else default_output_dir(str(args.model))
     argv = ["train", *namespace_argv(args._launch_parser, args, output_dir=str(out), sharding=sharding)]
     cmd = launch_command(argv, n, sharding, cuda=count > 0)

@@ -1,20 +1,7 @@
 """Parsing and comparing numeric answers, shared by the reward functions and evaluation.
 
-Numbers are compared exactly, never through floats: every number is turned into one canonical
-string (a plain decimal without ``$``, thousands commas, leading zeros or trailing zeros, e.g.
-``"18"``, ``"2125"``, ``"3.5"``, ``"-18"``), and two numbers are equal when their canonical strings
-are. A fraction becomes a decimal when its decimal expansion ends (``1/2`` -> ``"0.5"``), else the
-reduced fraction (``2/6`` -> ``"1/3"``), so canonical strings stay unique per value.
-
-What counts as a number: ASCII digits with an optional sign (``-``, ``+``, Unicode minus), an
-optional ``$`` (before or after the sign), thousands commas in groups of three (``2,125``), a
-decimal part (``3.50``, ``.5``) and an optional ``/denominator``. A ``-`` glued to a word or digit
-is a hyphen, not a sign (``5-3`` ends with the number 3). Not recognised: mixed numbers (``1 1/2``
-reads as ``1/2``), words (``eighteen``); scientific notation (``2e3``, ``1e400``) is read whole and
-refused as a number, never as its exponent (``3``, ``400``). A GSM8K gold answer (:func:`gsm8k_gold`)
-must be one number in this grammar: ``#### 1 000`` is no number rather than ``0``.
-
-No function here raises for any ``str`` input. Only the standard library is imported.
+Numbers are compared exactly through one canonical string per value, never through floats; the grammar of what
+counts as a number is in docs/internals.md. No function here raises for any ``str`` input; standard library only.
 """
 
 from __future__ import annotations

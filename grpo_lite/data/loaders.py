@@ -1,13 +1,7 @@
 """Datasets for training and evaluation: GSM8K, synthetic problems, or the user's own rows.
 
-Every loader returns a ``datasets.Dataset`` with a ``prompt`` column (conversational messages from
-:func:`grpo_lite.data.prompts.build_messages`, unless the user's rows bring their own ``prompt``), a
-``question`` column and an ``answer`` column holding the gold number in canonical form
-(:func:`grpo_lite.data.answers.normalize_number`: no commas, no ``$``). Rows are read with exact line/row
-numbers so that a bad row is reported where it is.
-
-``datasets`` (and ``pyarrow`` for parquet) are imported inside the functions that need them.
-Reading files and folders into located rows lives in :mod:`grpo_lite.data.readers`.
+Every loader returns a ``datasets.Dataset`` with ``prompt``, ``question`` and ``answer`` (the gold number in
+canonical form) columns; a bad row is reported where it is (docs/internals.md, docs/datasets.md).
 """
 
 from __future__ import annotations
@@ -51,7 +45,7 @@ def _check_limit(limit: int | None) -> None:
 # ----------------------------------------------------------------------------- the hub
 def _hub_gsm8k(split: DataSplit) -> list[Row]:
     try:
-        from datasets import load_dataset as hf_load_dataset
+        from datasets import load_dataset as hf_load_dataset  # heavy: datasets
 
         hub = hf_load_dataset(GSM8K_HUB_ID, "main", split=split)
     except Exception as exc:  # offline, not cached, hub errors: all mean "not available here"
@@ -107,7 +101,7 @@ def _to_dataset(
     ``column_hint`` ends the message for a missing column (what to change); ``keep_columns`` keeps the
     rows' other columns.
     """
-    from datasets import Dataset
+    from datasets import Dataset  # heavy: datasets
 
     columns = list(dict.fromkeys(key for row in rows for key in row.data))
     if question_column not in columns and not (question_column == "question" and "prompt" in columns):
@@ -257,7 +251,7 @@ def load_dataset(
     >>> ds.num_rows, ds.column_names[:3]
     (3, ['prompt', 'question', 'answer'])
     """
-    from datasets import Dataset, DatasetDict, IterableDataset
+    from datasets import Dataset, DatasetDict, IterableDataset  # heavy: datasets
 
     _check_split(split)
     _check_limit(limit)

@@ -1,9 +1,7 @@
 """``train(..., export="gguf")``: the option checked before a run starts, and the export at its end.
 
-The check runs before the output folder is touched, so a wrong value or an architecture the export does
-not write fails in seconds, not after training. The export runs after the final model and ``run.json``
-are saved: if it fails, the trained model is kept and the message says how to export it again.
-:class:`ExportAfterTraining` is both, as the training pipeline takes them (``grpo_lite.train`` passes it).
+:class:`ExportAfterTraining` is both, as the training pipeline takes them (``grpo_lite.train`` passes it); a failed
+export keeps the trained model (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -14,6 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from grpo_lite.errors import ConfigError, ExportError, GrpoLiteError, ModelError
+from grpo_lite.export.hparams import SUPPORTED, supported_text
+from grpo_lite.export.runtimes import export_for_runtimes
+from grpo_lite.export.source import lazily_mergeable
+from grpo_lite.memory.models import resolve_model
 from grpo_lite.training.arguments import ExportFormat
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,8 +41,6 @@ def check_export(export: str | None, model: str | os.PathLike) -> None:
     if export is None:
         return
     _check_format(export)
-    from grpo_lite.memory.models import resolve_model
-
     _check_architecture(resolve_model(model))
 
 
@@ -50,8 +50,6 @@ def _check_format(export: str) -> None:
 
 
 def _check_architecture(spec: ModelSpec) -> None:
-    from grpo_lite.export.hparams import SUPPORTED, supported_text
-
     if spec.arch.family not in {a.model_type for a in SUPPORTED}:
         raise ModelError(
             f"train(export='gguf') cannot export {spec.name}: its architecture is not one the GGUF export writes "
@@ -77,9 +75,6 @@ def export_after_training(
     Returns:
         The :class:`~grpo_lite.export.runtimes.RuntimeFiles` written.
     """
-    from grpo_lite.export.runtimes import export_for_runtimes
-    from grpo_lite.export.source import lazily_mergeable
-
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     quantized = getattr(base, "is_quantized", False) or getattr(base, "hf_quantizer", None) is not None
     loaded = model if model is not None and num_processes == 1 and not quantized and lazily_mergeable(model) else None

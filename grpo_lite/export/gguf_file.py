@@ -1,12 +1,6 @@
 """export_gguf(): a trained model -> one GGUF file, written under a temporary name and renamed at the end.
 
-The steps, in order: find the model (:mod:`~grpo_lite.export.source`), check its architecture
-(:mod:`~grpo_lite.export.hparams`; an unsupported one fails before anything is loaded), load it (a
-LoRA adapter merged), gather the metadata (carried from the origin GGUF or built from the HF
-tokenizer, :mod:`~grpo_lite.export.vocab`), quantize the tensors (:mod:`~grpo_lite.export.tensors`) and
-write with the ``gguf`` package's ``GGUFWriter``, atomically (:func:`grpo_lite.files.atomic_write`): a
-crash or a full disk never leaves a partial ``path``, and an older file at ``path`` stays whole until the
-new one is complete. A run folder is exported under its run lock: a run still training there is refused.
+The steps in order, atomically, under the run's lock (docs/internals.md, docs/export.md).
 """
 
 from __future__ import annotations
@@ -20,7 +14,10 @@ from pathlib import Path
 from typing import IO, Any, Iterator, Literal
 
 from grpo_lite.errors import ExportError, GrpoLiteError, ModelError
-from grpo_lite.export.tensors import Quantization
+from grpo_lite.export.hparams import find_arch, hyperparameters
+from grpo_lite.export.source import find_source, holding_run
+from grpo_lite.export.tensors import Quantization, check_quantization, file_type, gguf_tensors
+from grpo_lite.export.vocab import add_hf_tokenizer, carried_fields, check_agrees
 from grpo_lite.files import RUN_GGUF, Together, atomic_write, remove_stale_temporaries
 
 __all__ = ["GGUF_DEPENDENCY", "default_gguf_path", "export_file", "export_gguf", "write_gguf"]
@@ -133,8 +130,6 @@ def export_gguf(
         ExportError: the run is still training, or the file could not be written (a full disk, a read-only
             folder); no partial file is left.
     """
-    from grpo_lite.export.source import holding_run
-
     with holding_run(model_dir):
         return write_gguf(model_dir, path, quantization)
 
@@ -152,10 +147,6 @@ def write_gguf(
 
     The file counts as written only when it is whole: its size reaches the end of its last tensor and
     ``gguf.GGUFReader`` reads it back with every tensor (a short write on a full disk is not always an error)."""
-    from grpo_lite.export.hparams import find_arch
-    from grpo_lite.export.source import find_source
-    from grpo_lite.export.tensors import check_quantization
-
     quant = check_quantization(quantization)
     source = find_source(model_dir)
     config = source.config()
@@ -189,7 +180,7 @@ def write_gguf(
 def _check_whole(written: Path, target: Path, tensors: int, need: int) -> None:
     """Raise unless ``written`` (the temporary of ``target``) reads back as a GGUF with ``tensors`` tensors, each
     within the file: a short write on a full disk can leave the file cut off without an error."""
-    import gguf
+    import gguf  # optional: gguf (the gguf extra)
 
     size = written.stat().st_size
     try:
@@ -209,11 +200,7 @@ def _check_whole(written: Path, target: Path, tensors: int, need: int) -> None:
 
 def _writer(model: Any, arch: Any, quant: Quantization, source: Any) -> Any:
     """A GGUFWriter with every key and every (quantized) tensor added, nothing written yet."""
-    import gguf
-
-    from grpo_lite.export.hparams import hyperparameters
-    from grpo_lite.export.tensors import file_type, gguf_tensors
-    from grpo_lite.export.vocab import add_hf_tokenizer, carried_fields, check_agrees
+    import gguf  # optional: gguf (the gguf extra)
 
     writer = gguf.GGUFWriter(path=None, arch=arch.gguf_arch)
     keys = hyperparameters(model.config, arch)

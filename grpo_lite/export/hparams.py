@@ -1,12 +1,7 @@
 """The architectures a GGUF export supports, and the hyperparameter keys llama.cpp reads for them.
 
-One row per architecture. The keys are those llama.cpp's own converter (``convert_hf_to_gguf.py``)
-writes for these classes: the block, context, embedding and feed-forward sizes, the heads, the RoPE
-base and the RMSNorm epsilon; Llama adds ``vocab_size`` and ``rope.dimension_count``. Any other
-architecture gets a :class:`~grpo_lite.errors.ModelError` naming the supported ones, before anything
-is loaded or written.
-
-Plain Python: the config is read through attribute access, nothing heavy is imported.
+One row per architecture; any other gets a :class:`~grpo_lite.errors.ModelError` naming the supported ones before
+anything loads. Plain Python (docs/internals.md).
 """
 
 from __future__ import annotations

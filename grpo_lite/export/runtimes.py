@@ -1,17 +1,6 @@
 """What a runtime needs next to an exported GGUF: an Ollama Modelfile, a system prompt file, the llama-cli line.
 
-Next to ``NAME.gguf`` they are ``NAME.Modelfile`` and ``NAME.system_prompt.txt``: named after the file, so an
-export never replaces another model's files in a shared folder. Every file is written atomically
-(:func:`~grpo_lite.export.gguf_file.export_file`) and the three are renamed into place together
-(:func:`grpo_lite.files.together`): an error writing one is one line that says why (a full disk, a read-only folder),
-and leaves the files already there whole, none of them replaced.
-
-The model was trained on prompts of one :class:`~grpo_lite.data.prompts.PromptStyle` (read back from
-the run's ``run.json``): the Modelfile gives Ollama that style's system prompt and worked examples
-(``SYSTEM``, ``MESSAGE``), greedy decoding (``temperature 0``, as evaluation decodes) and the run's
-stop strings; Ollama takes the chat template from the GGUF file. ``llama-cli`` reads the chat
-template from the file too and the system prompt from ``NAME.system_prompt.txt``. Neither runtime can
-open the assistant's turn with the style's prefill (``<reasoning>``), which training and evaluation do.
+The three files are written atomically and renamed into place together (docs/internals.md, docs/export.md).
 """
 
 from __future__ import annotations
@@ -26,6 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.data.prompts import Example, PromptStyle
 from grpo_lite.errors import ConfigError
+from grpo_lite.export import gguf_file
+from grpo_lite.export.gguf_file import export_file
+from grpo_lite.export.source import find_source, holding_run
 from grpo_lite.files import Together, run_exports, together
 from grpo_lite.files import export_companions as companions
 
@@ -154,8 +146,6 @@ def write_runtime_files(
     Args:
         need: the bytes the whole export writes (for a full disk's message).
     """
-    from grpo_lite.export.gguf_file import export_file
-
     path = Path(gguf)
     style = style_of_run(record)
     modelfile, system_file = companions(path)
@@ -185,14 +175,11 @@ def export_for_runtimes(
 
     The run's lock is held throughout (``lock=False``: the caller holds it, as ``train(export=...)`` does).
     """
-    from grpo_lite.export.gguf_file import write_gguf
-    from grpo_lite.export.source import find_source, holding_run
-
     start = time.perf_counter()
     with holding_run(model_dir) if lock else nullcontext():
         source = find_source(model_dir)  # after the lock: the run's final model and record as they now are
         with together() as group:  # the GGUF, the Modelfile and the system prompt: all three renamed, or none
-            gguf = write_gguf(model_dir, path, quantization, loaded, group)
+            gguf = gguf_file.write_gguf(model_dir, path, quantization, loaded, group)
             files = write_runtime_files(gguf, source.run_record, group, need=_staged_bytes(group))
     return replace(files, quantization=quantization, seconds=time.perf_counter() - start)
 

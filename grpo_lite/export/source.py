@@ -1,19 +1,7 @@
 """What an export reads: a run folder or a model folder -> the model, its config, its tokenizer, its origin.
 
-Accepted inputs, checked before anything heavy is loaded:
-
-- a run folder of :func:`grpo_lite.train` (``run.json`` and ``final/``): its ``final/`` model;
-- a ``final/`` folder, or any transformers model folder (``config.json`` and the weights);
-- a LoRA adapter folder (``adapter_config.json``): its base model is loaded and the adapter merged in.
-
-A plain LoRA adapter is merged one weight at a time as the file is written (:func:`named_weights`:
-``W + delta``, the sum PEFT's own merge computes), without changing the model: ``train(export="gguf")``
-exports the model it holds in memory this way, with no second copy. Other adapters (DoRA, several
-adapters, saved modules) are merged by PEFT's ``merge_and_unload`` after loading.
-
-When ``run.json`` (in the run folder, or next to the model folder) names a ``.gguf`` file as its
-model, that file is the origin whose metadata the export carries over. The model is loaded in its
-saved dtype; tensors are converted to float32 one at a time when written.
+A run folder, a model folder or a LoRA adapter folder, checked before anything heavy loads; a plain LoRA adapter
+is merged one weight at a time (:func:`named_weights`; docs/internals.md).
 """
 
 from __future__ import annotations
@@ -26,6 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from grpo_lite.errors import ExportError, ModelError, OutputDirError
+from grpo_lite.run_record import read_run_record
+from grpo_lite.training.run.lock import LOCK_NAME, RunHeld, RunLock
 
 __all__ = ["ExportSource", "find_source", "holding_run", "lazily_mergeable", "named_weights"]
 
@@ -55,7 +45,7 @@ class ExportSource:
 
     def config(self) -> Any:
         """The transformers config of the model (of the adapter's base for a LoRA run)."""
-        from transformers import AutoConfig
+        from transformers import AutoConfig  # heavy: transformers
 
         where = self.adapter_base or str(self.model_dir)
         if self.origin_gguf is not None and self.adapter_base and not Path(self.adapter_base).is_dir():
@@ -68,7 +58,7 @@ class ExportSource:
     def load_model(self) -> Any:
         """The model in its saved dtype, in eval mode; a LoRA adapter on its base (merged by PEFT unless
         :func:`lazily_mergeable`)."""
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM  # heavy: transformers
 
         if self.adapter_base is None:
             return AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype="auto").eval()
@@ -87,7 +77,7 @@ def lazily_mergeable(model: Any) -> bool:
     bias, no saved modules), whose merged weights :func:`named_weights` computes without changing it."""
     if not hasattr(model, "peft_config"):
         return True
-    from peft.tuners.lora import LoraLayer
+    from peft.tuners.lora import LoraLayer  # heavy: peft (imports torch)
 
     if len(model.peft_config) != 1 or str(next(iter(model.peft_config.values())).peft_type) != "PeftType.LORA":
         return False
@@ -185,8 +175,6 @@ def find_source(path: str | os.PathLike) -> ExportSource:
 def _run_record(run_dir: Path) -> dict[str, Any]:
     """The run's ``run.json`` (:func:`grpo_lite.run_record.read_run_record`); a :class:`ModelError` when it is cut
     off or not of a run record's shape."""
-    from grpo_lite.run_record import read_run_record
-
     path = run_dir / "run.json"
     record, why = read_run_record(run_dir, keep_corrupt=False)
     if record is None:
@@ -210,8 +198,6 @@ def holding_run(path: str | os.PathLike) -> Iterator[None]:
         ExportError: a live run holds the folder (the message names its PID), or its lock cannot be taken (a
             symbolic link at the lock path: the message says so).
     """
-    from grpo_lite.training.run.lock import LOCK_NAME, RunHeld, RunLock
-
     run_dir = find_source(path).run_dir
     lock = None
     try:

@@ -1,20 +1,7 @@
 """Weights -> GGUF tensors: llama.cpp's names, its q/k layout, tied embeddings, and the quantization.
 
-Names come from the ``gguf`` package's tensor-name map (``gguf.get_tensor_name_map``, built from
-``gguf.MODEL_TENSORS``): ``model.layers.3.self_attn.q_proj.weight`` -> ``blk.3.attn_q.weight``. A tensor
-the map does not know is an error, never skipped.
-
-llama.cpp applies rotary embeddings to interleaved pairs of a head's dimensions, transformers' Llama to
-its two halves: llama.cpp's Llama converter reorders the rows of q and k per head (:func:`permute_rows`),
-and its GGUF readers (llama.cpp, transformers' ``gguf_file=`` loader) undo it. Qwen2 is written as is.
-
-A tied LM head (``tie_word_embeddings``) is not written: llama.cpp reads ``token_embd`` for the output
-when ``output.weight`` is absent, as do transformers' GGUF loader and llama.cpp's converter.
-
-Quantization (:func:`tensor_type`) follows llama.cpp's converter: vectors (norms, biases) stay F32;
-matrices take the chosen type, or F16 when a row is not a whole number of blocks. For q4_0 the output
-matrix (``output``, or ``token_embd`` when it is tied) is written at Q8_0: llama.cpp's own Q4_0 keeps
-it at 6 bits (Q6_K), which the ``gguf`` package cannot write.
+Each follows llama.cpp's converter (docs/internals.md); a tensor the name map does not know is an error, never
+skipped.
 """
 
 from __future__ import annotations
@@ -24,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
 from grpo_lite.errors import ConfigError, ModelError
 from grpo_lite.export.hparams import GgufArch, rope_settings
+from grpo_lite.export.source import named_weights
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -70,7 +58,7 @@ def check_quantization(quantization: str) -> Quantization:
 
 def file_type(quantization: Quantization) -> int:
     """``general.file_type``: llama.cpp's number for the file's main type (``MOSTLY_Q8_0`` is 7)."""
-    import gguf
+    import gguf  # optional: gguf (the gguf extra)
 
     return int(gguf.LlamaFileType[QUANTIZATIONS[quantization][1]])
 
@@ -121,7 +109,7 @@ def rope_freqs(config: Any) -> Any:
     llama.cpp divides each rotary frequency by its factor; the factors are those of llama.cpp's Llama
     converter, which are the ratios of transformers' default frequencies to its llama3-scaled ones.
     """
-    import torch
+    import torch  # heavy: torch
 
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     base, rope_type, params = rope_settings(text)
@@ -156,9 +144,7 @@ def gguf_tensors(model: Any, arch: GgufArch, quantization: Quantization) -> Iter
     Raises:
         ModelError: a weight the ``gguf`` package's name map does not know for this architecture.
     """
-    import gguf
-
-    from grpo_lite.export.source import named_weights
+    import gguf  # optional: gguf (the gguf extra)
 
     config = model.config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -196,13 +182,13 @@ def _lazy(
 ) -> tuple[str, Any, Any]:
     """One tensor as the writer takes it: its final dtype and shape now, its bytes (``read()``, reordered,
     quantized) when written."""
-    import gguf
+    import gguf  # optional: gguf (the gguf extra)
     import numpy as np
 
     kind = gguf.GGMLQuantizationType[tensor_type(name, shape, quantization, tied=tied)]
 
     def convert() -> np.ndarray:
-        import torch
+        import torch  # heavy: torch
 
         data = read().detach().to("cpu", torch.float32)
         if n_head is not None:

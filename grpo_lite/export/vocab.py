@@ -1,17 +1,7 @@
 """The tokenizer metadata of an exported file: carried over from a source GGUF, or built from the HF tokenizer.
 
-**Carried** (:func:`carried_fields`): when the run started from a GGUF file (the demo's SmolLM2 Q4_1),
-every key of that file is copied (the tokenizer, its chat template and special tokens, ``general.*``
-and the architecture keys) except the few the export owns (:data:`OWNED_KEYS`). The architecture keys
-are checked against the trained model's config first (:func:`check_agrees`).
-
-**Built** (:func:`add_hf_tokenizer`): for a hub or safetensors model with a byte-level BPE tokenizer
-(Llama 3, Qwen2, SmolLM2), the ``gguf`` package's vocabulary helpers do the work: ``gguf.BpeVocab``
-lists the tokens, ``gguf.SpecialVocab`` adds the merges, the special token ids, the add-BOS/EOS flags
-and the chat template. Two things come from the tokenizer itself, as in llama.cpp's converter: each
-added token's type (special ones are CONTROL, others USER_DEFINED, so runtimes keep them whole), and
-the name of the pre-tokenizer llama.cpp must split text with (``tokenizer.ggml.pre``), found from the
-token ids of one test text (:func:`pre_tokenizer_name`); and whether it adds BOS, when its files do not say.
+:func:`carried_fields` copies a source GGUF's keys (checked by :func:`check_agrees`); :func:`add_hf_tokenizer`
+builds them with the ``gguf`` package's helpers (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -22,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from grpo_lite.data.prompts import adds_bos_token
 from grpo_lite.errors import ModelError
 
 __all__ = [
@@ -55,7 +46,7 @@ _GPT2_PRE = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
 
 def carried_fields(origin: Path) -> dict[str, tuple[Any, Any, Any]]:
     """``{key: (value, GGUF type, array item type or None)}`` of every key of ``origin`` the export copies."""
-    import gguf
+    import gguf  # optional: gguf (the gguf extra)
 
     out: dict[str, tuple[Any, Any, Any]] = {}
     for key, field in gguf.GGUFReader(origin).fields.items():
@@ -114,7 +105,7 @@ def add_hf_tokenizer(writer: Any, tokenizer_dir: Path, vocab_size: int, what: st
         vocab_size: the model's vocabulary size; ids the tokenizer does not use are written as unused pads.
         what: the model, as messages should name it.
     """
-    import gguf
+    import gguf  # optional: gguf (the gguf extra)
     from transformers import AutoTokenizer
 
     try:
@@ -157,7 +148,5 @@ def add_hf_tokenizer(writer: Any, tokenizer_dir: Path, vocab_size: int, what: st
     writer.add_token_types(types)
     special = gguf.SpecialVocab(tokenizer_dir, load_merges=True, n_vocab=vocab_size)
     if "bos" not in special.add_special_token:  # not stated in the tokenizer's files: write what it does
-        from grpo_lite.data.prompts import adds_bos_token
-
         special.add_special_token["bos"] = adds_bos_token(tokenizer)
     special.add_to_gguf(writer, quiet=True)

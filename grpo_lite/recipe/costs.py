@@ -1,13 +1,7 @@
 """What each setting of a recipe costs in memory and what it trades: the plan estimated with and without it.
 
-A note compares the plan's estimate with one alternative, everything else as planned: the knob turned the
-other way (gradient checkpointing, shared prefix, rounding, beta), the next value down the planner's own
-list (8 -> 6 generations, 512 -> 384 completion tokens), half the micro-batch with twice the accumulation,
-the other optimizer family (8-bit <-> 32-bit states), the other load dtype. The figures come from
-:func:`grpo_lite.memory.estimate.estimate`, never from a table; the alternative is spelled out in
-``estimate()``'s own names so that anyone can check it::
-
-    gradient_checkpointing: true  # saves 6.10 GiB at the peak (activations) vs gradient_checkpointing=false; ...
+Each note compares the plan's estimate (:func:`grpo_lite.memory.estimate.estimate`) with one alternative,
+spelled in ``estimate()``'s own names (docs/internals.md).
 
 >>> from grpo_lite.planning.choose import plan
 >>> notes = setting_notes(plan("Llama-3.2-1B-Instruct", budget_gb=16))
@@ -36,7 +30,7 @@ __all__ = ["SettingNote", "KNOBS", "setting_notes", "estimate_settings", "show_v
 
 def show_value(value: Any) -> str:
     """A value as YAML writes it in one line (``true``, ``null``, ``adamw_8bit``, ``[q_proj, v_proj]``)."""
-    import yaml
+    import yaml  # loaded on use: yaml
 
     return yaml.safe_dump([value], default_flow_style=True, width=10**6).strip()[1:-1]
 

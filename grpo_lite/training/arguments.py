@@ -1,16 +1,8 @@
 """train()'s arguments, checked before anything loads or the output folder is touched.
 
-- :func:`recipe_with_passed_arguments`: train()'s arguments left None take grpo-lite's defaults
-  (:data:`DEFAULTED`, from :mod:`grpo_lite.defaults`); ``train(config=...)`` runs the recipe with the arguments the
-  caller wrote applied over it (:data:`RECIPE_ARGUMENTS`: the arguments a recipe holds).
-- :func:`check_recipe_launch`: a recipe planned for a device, or for N processes, runs only there.
-- :func:`typed_arguments`: train()'s own seed, shared_prefix and stop_strings typed as a recipe's are.
-- :func:`check_arguments`: max_steps, on_oom, on_stall; none of the settings train() decides itself
-  (:data:`PLAN_OWNED`); the rewards resolved and every override typed and range-checked as TRL's parser types them.
-- :func:`request`: all of it, for train(): the :class:`Request` the rest of the pipeline reads, the same for a
-  recipe (its values are the run's) and for a model planned for a budget.
-- :class:`AfterTraining`: what runs around the pipeline when ``export=`` is asked (the optional export part
-  provides it, :mod:`grpo_lite.api`); the core never imports that part.
+:func:`request` makes the :class:`Request` the rest of the pipeline reads, the same for a recipe and for a model
+planned for a budget; :func:`check_arguments`, :func:`typed_arguments` and :func:`check_recipe_launch` are its
+checks (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -21,13 +13,16 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, TypeVar
 
+from grpo_lite import rewards as reward_lib
 from grpo_lite.defaults import RESILIENCE, STEP, TRAINER
 from grpo_lite.errors import ConfigError
+from grpo_lite.recipe.recipe import Recipe
+from grpo_lite.recipe.values import check_overrides, typed
+from grpo_lite.training.run.ranks import process_state
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.memory.models import ModelSpec
-    from grpo_lite.recipe.recipe import Recipe
 
 __all__ = [
     "DEFAULTED",
@@ -103,8 +98,6 @@ def recipe_with_passed_arguments(func: Callable[..., R]) -> Callable[..., R]:
         if passed.get("config") is None:
             overrides = passed.pop("overrides", {})
             return func(**resolved(passed), **overrides)
-        from grpo_lite.recipe.recipe import Recipe
-
         written = {key: passed.pop(key) for key in RECIPE_ARGUMENTS if key in passed}
         written = {key: value for key, value in written.items() if not (key in DEFAULTED and value is None)}
         recipe = Recipe.with_arguments(passed.pop("config"), {**written, **passed.pop("overrides", {})})
@@ -115,9 +108,7 @@ def recipe_with_passed_arguments(func: Callable[..., R]) -> Callable[..., R]:
 
 def check_recipe_launch(recipe: Recipe) -> None:
     """A recipe planned for a GPU, or for N processes, runs only there (checked before anything is loaded)."""
-    import torch
-
-    from grpo_lite.training.run.ranks import process_state
+    import torch  # heavy: torch
 
     here = "cuda" if torch.cuda.is_available() else "cpu"
     if recipe.device is not None and recipe.device != here:
@@ -137,8 +128,6 @@ def check_recipe_launch(recipe: Recipe) -> None:
 def typed_arguments(seed: Any, shared_prefix: Any, stop_strings: Any) -> tuple[int, bool, Any]:
     """train()'s own ``seed``, ``shared_prefix`` and ``stop_strings``, typed as a recipe's are (a ConfigError
     naming the argument when one is not of its type)."""
-    from grpo_lite.recipe.values import typed
-
     return typed("seed", seed), typed("shared_prefix", shared_prefix), typed("stop_strings", stop_strings)
 
 
@@ -147,9 +136,6 @@ def check_arguments(
 ) -> tuple[list[Any], dict[str, Any]]:
     """Reject bad arguments and settings before anything is loaded; return the reward callables and the
     overrides typed as TRL's parser types them."""
-    from grpo_lite import rewards as reward_lib
-    from grpo_lite.recipe.values import check_overrides
-
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise ConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
     if on_oom not in ("step_down", "raise"):

@@ -1,11 +1,6 @@
-"""What train() checks about its output folder before it loads anything (its settings:
-:func:`grpo_lite.recipe.values.check_overrides`). Model loading takes minutes; a bad folder must not wait for it.
+"""What train() checks about its output folder, the model's context and the free disk before it loads anything.
 
-- :func:`check_output_dir`: the folder can be created and written (not a file, not read-only).
-- :func:`check_context`: after planning, and for every re-plan: the longest prompt and the completions fit the
-  model's context.
-- :func:`check_free_space`: after planning, before the model loads: the disk has room for one
-  checkpoint (size from the memory model, :func:`grpo_lite.training.run.checkpoints.checkpoint_bytes`).
+Model loading takes minutes; a bad folder must not wait for it (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -75,7 +70,7 @@ def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
     Raises:
         OutputDirError: less free space than one checkpoint needs; the message gives both sizes.
     """
-    from grpo_lite.training.run.checkpoints import INCOMPLETE_DIR, checkpoint_bytes
+    from grpo_lite.training.run.checkpoints import INCOMPLETE_DIR, checkpoint_bytes  # heavy: imports transformers
 
     need = checkpoint_bytes(plan)
     free = shutil.disk_usage(out).free

@@ -1,21 +1,24 @@
 """The plan and recipe stages: what the run trains with, and the checks it passes before the model loads.
 
-- :func:`make_plan`: for the budget (plan -> Recipe), or, with a recipe, the estimate of the recipe as written,
-  refused in one line naming the recipe's keys to change when it does not fit its budget (:func:`recipe_advice`).
-  Printed on the main process. A resumed run plans on the rung its checkpoint was trained on.
-- :func:`make_recipe`: where ``train(config=...)`` and ``train(model, budget_gb=...)`` meet: the plan written as a
-  Recipe, or the recipe given with what it left to the planner filled in; then checked: a resume optimizes what
-  the run did, the longest prompt and the completions fit the model's context
-  (:func:`~grpo_lite.training.checks.check_context`, the check a re-plan passes too), the disk holds a checkpoint.
+:func:`make_plan` plans for the budget (or estimates the recipe as written); :func:`make_recipe` is where
+``train(config=...)`` and ``train(model, budget_gb=...)`` meet (docs/internals.md).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.errors import DoesNotFitError
+from grpo_lite.planning.choose import plan
+from grpo_lite.planning.tables import plan_summary, plan_table
+from grpo_lite.recipe.recipe import Recipe
+from grpo_lite.scale.distributed import detect_sharding
+from grpo_lite.training.checks import check_context
+from grpo_lite.training.run.folder import check_disk
+from grpo_lite.training.run.ranks import process_state
+
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
-    from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.training.arguments import Request
     from grpo_lite.training.run.attempts import RunFolder, RunInputs
 
@@ -25,9 +28,6 @@ __all__ = ["make_plan", "make_recipe", "plan_kwargs", "recipe_advice"]
 def plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
     """What train() decides for plan(): the device, the prompt length, the launcher's processes and sharding."""
     import torch  # a heavy dependency: imported when a run plans
-
-    from grpo_lite.scale.distributed import detect_sharding
-    from grpo_lite.training.run.ranks import process_state
 
     kwargs: dict[str, Any] = dict(
         device="cuda" if torch.cuda.is_available() else "cpu",
@@ -50,9 +50,7 @@ def make_plan(
     change when it does not fit its budget. Without: the plan for the budget, on the rung a resumed checkpoint was
     trained on (after any step down).
     """
-    from grpo_lite.errors import DoesNotFitError
-    from grpo_lite.planning.choose import plan
-    from grpo_lite.training.run.resilience import train_advice
+    from grpo_lite.training.run.resilience import train_advice  # heavy: imports transformers
 
     kwargs = plan_kwargs(request.budget_gb, inputs.prompt_tokens)
     preset, method, recipe = request.preset, request.method, request.recipe
@@ -71,8 +69,6 @@ def make_plan(
         )
         raise DoesNotFitError(advice, exc.smallest_budget_gb, exc.preset) from None
     if not quiet and run.state.is_main_process:
-        from grpo_lite.planning.tables import plan_summary, plan_table
-
         if show_plan:
             run.console.print(plan_table(the_plan))
         else:
@@ -98,10 +94,7 @@ def recipe_advice(message: str, prompt_tokens: int, smallest_gb: float | None, r
 def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFolder) -> Recipe:
     """The Recipe the run trains (the plan written as one, or the recipe given, filled in), checked before the
     model loads: a resume's rewards, seed and generations; the model's context; the disk."""
-    from grpo_lite.recipe.recipe import Recipe
-    from grpo_lite.training.checks import check_context
-    from grpo_lite.training.run.folder import check_disk
-    from grpo_lite.training.run.resume_checks import check_same_training
+    from grpo_lite.training.run.resume_checks import check_same_training  # heavy: imports transformers
 
     if request.recipe is not None:
         recipe = request.recipe.filled(the_plan)

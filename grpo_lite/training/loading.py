@@ -1,12 +1,7 @@
 """Load a model and its tokenizer for training or evaluation: hub ids, local folders, GGUF files.
 
-GGUF files (the offline demo model among them) are dequantized by transformers on load, which takes
-about 20 s for SmolLM2-135M on 2 cores, and transformers refuses to ``save_pretrained`` a
-GGUF-loaded model. So the first load converts the file once into an ordinary safetensors folder under
-the user cache (``$GRPO_LITE_CACHE`` or ``~/.cache/grpo_lite``), keyed by the file's name, size and
-mtime; later loads take well under a second and give identical logits.
-
-This module imports torch and transformers at the top: it is only imported inside functions.
+A GGUF file is converted once into a safetensors folder under the user cache (docs/internals.md). This module
+imports torch and transformers at the top: it is only imported inside functions.
 """
 
 from __future__ import annotations

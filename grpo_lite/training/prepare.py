@@ -1,14 +1,8 @@
-"""The inputs stage: the model resolved once, its tokenizer and context, the dataset in the prompt style, every
-prompt measured (before the model loads).
+"""The inputs stage: the model's tokenizer and context, the dataset in the prompt style, every prompt measured
+(before the model loads).
 
-train() resolves the model once (:func:`~grpo_lite.memory.models.resolve_model`) and hands the
-:class:`~grpo_lite.memory.models.ModelSpec` to every stage: the run folder, the resume checks, these inputs, the plan
-and the export's check.
-
-- :func:`load_inputs`: the model's tokenizer and context, the dataset in the prompt style, every prompt measured.
-- :func:`context_tokens`: the model's context, from its config or its tokenizer.
-- :func:`check_inputs`: before ``--num-processes N`` starts its ranks: the dataset loads and its prompts fit the
-  context (the tokenizer and the dataset only, no weights), so a bad input is one error, not one per rank.
+:func:`load_inputs` for train(); :func:`check_inputs` before ``--num-processes N`` starts its ranks
+(docs/internals.md).
 """
 
 from __future__ import annotations
@@ -16,9 +10,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.data import prompts
+from grpo_lite.data.loaders import load_dataset
 from grpo_lite.defaults import PLANNER
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.training.arguments import Request
+from grpo_lite.training.build import measure_prompt_tokens
 from grpo_lite.training.checks import check_positions
 from grpo_lite.training.run.attempts import RunInputs
 
@@ -31,10 +28,7 @@ __all__ = ["check_inputs", "context_tokens", "load_inputs"]
 
 def load_inputs(spec: ModelSpec, request: Request, skip_invalid: bool, console: Any) -> RunInputs:
     """Load the model's tokenizer and the dataset, measure every prompt and the model's context."""
-    from grpo_lite.data import prompts
-    from grpo_lite.data.loaders import load_dataset
-    from grpo_lite.training.build import measure_prompt_tokens
-    from grpo_lite.training.loading import load_tokenizer
+    from grpo_lite.training.loading import load_tokenizer  # heavy: imports torch, transformers
 
     if spec.note:
         console.print(f"[dim]{spec.note}[/dim]")
@@ -52,7 +46,7 @@ def context_tokens(spec: Any, tokenizer: Any) -> int | None:
     ``model_max_length`` (None when neither says, as for a tokenizer without a limit)."""
     context = None
     if spec.kind != "gguf":
-        from transformers import AutoConfig
+        from transformers import AutoConfig  # heavy: transformers
 
         try:
             context = getattr(AutoConfig.from_pretrained(spec.model_id), "max_position_embeddings", None)

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.training import build
+from grpo_lite.training.report.summary import finish_report, first_last
+
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
     from grpo_lite.training.run.attempts import Attempts, RunFolder, RunInputs
@@ -54,15 +57,13 @@ class TrainResult:
 
     def reward_change(self, window: int = 3) -> tuple[float | None, float | None]:
         """Mean total reward over the first and the last ``window`` logged steps."""
-        from grpo_lite.training.report.summary import first_last
-
         return first_last(self.history, window).get("reward", (None, None))
 
     @classmethod
     def of_finished_run(cls, run: RunFolder, inputs: RunInputs, the_plan: Plan) -> TrainResult:
         """Resuming a run that is finished, with no steps asked beyond it: what its run.json records; nothing
         trained or written (``model`` is None; the model is in ``model_dir``)."""
-        from grpo_lite.training.run.resume import read_record
+        from grpo_lite.training.run.resume import read_record  # heavy: imports transformers
 
         record, _ = read_record(run.out, move=False)
         record = record or {}
@@ -82,8 +83,7 @@ class TrainResult:
 
 def finish(loop: Attempts, trainer: Any, inputs: RunInputs, run: RunFolder) -> TrainResult:
     """Save the final model (unless interrupted), write run.json, print the summary."""
-    from grpo_lite.training import build
-    from grpo_lite.training.run import checkpoints
+    from grpo_lite.training.run import checkpoints  # heavy: imports transformers
 
     out = run.out
     # a stop asked during the last step leaves nothing to resume: the run is finished
@@ -102,8 +102,6 @@ def finish(loop: Attempts, trainer: Any, inputs: RunInputs, run: RunFolder) -> T
     )  # fmt: skip
     loop.write_record(status="interrupted" if interrupted else "finished", model_dir=model_dir)
     if run.state.is_main_process:
-        from grpo_lite.training.report.summary import finish_report
-
         finish_report(result, run.console)
         if interrupted:
             run.console.print(

@@ -1,21 +1,7 @@
 """The numbers in the health monitor's remedies, asked of the planner, and the ``on_stall="adapt"`` change.
 
-:class:`Advisor` plans again with the run's own settings (same model, card, prompt length, preset and what the
-user fixed) and one thing changed: the longest ``max_completion_length`` that fits (a binary search in steps of
-:data:`LENGTH_STEP`), or the largest ``num_generations`` (doubling). A remedy names the values as ``--set`` flags
-and Python arguments; planning with exactly those fixed gives the plan the search found, so the flags fit as
-written.
-
-Every length tried fits the model's context with the longest prompt (as the first plan was checked), so a remedy's
-flags pass train()'s checks as written.
-
-``on_stall="adapt"``: after a ``length_cut`` finding, at the next checkpoint, the run's trainer samples up to the
-longest ``max_completion_length`` that fits with every other setting of the run unchanged (micro-batch,
-accumulation, generations: what the data loader and the optimizer were built with). The run re-plans through
-:func:`~grpo_lite.training.run.replan.replan` (cause ``stall``): its plan, recipe and settings in run.json become
-the new ones; a ``replanned`` event and a line say so. Not done: with vLLM (its engine was built for
-the old length), under several processes (every rank would have to change at the same step), or in a run
-without checkpoints (no boundary). A resume plans from its own command again: add the event's flag to it.
+:class:`Advisor` plans again with the run's own settings and one thing changed; :func:`adapt` re-plans a stalled
+run through :func:`~grpo_lite.training.run.replan.replan` (docs/internals.md, docs/health.md).
 """
 
 from __future__ import annotations
@@ -24,7 +10,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from grpo_lite.defaults import RESILIENCE
+from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.planning.candidates import BATCH_KEYS
+from grpo_lite.planning.choose import plan
 
 __all__ = ["Advisor", "LENGTH_STEP", "MAX_GENERATIONS", "MAX_LENGTH_FACTOR", "OnStall"]
 
@@ -71,9 +59,6 @@ class Advisor:
     def _fits(self, change: Mapping[str, Any], *, keep_all: bool = False, drop: tuple[str, ...] = ()) -> Any:
         """The plan with ``change`` on this rung, or None when it does not fit (or breaks TRL's rules).
         ``keep_all``: every current setting fixed too (an in-place change); ``drop``: fixed keys left to the planner."""
-        from grpo_lite.errors import ConfigError, DoesNotFitError
-        from grpo_lite.planning.choose import plan
-
         fixed = {k: v for k, v in self.plan.fixed.items() if k not in ("method", "preset", *drop)}
         if keep_all:
             fixed = {**self.plan.settings, **fixed}
@@ -196,8 +181,6 @@ class Advisor:
     def adapt(self, step: int) -> None:
         """At a checkpoint: the run re-plans with the longest length that fits with the rest unchanged, and the
         trainer samples up to it."""
-        from grpo_lite.errors import ConfigError, DoesNotFitError
-
         blocker = self.adapt_blocker() or (None if self.replan is not None else "no re-plan for this run")
         found = None if blocker else self.longest_completion(keep_all=True)
         current = self.plan.settings["max_completion_length"]

@@ -1,18 +1,8 @@
 """The libraries' console noise, filtered around grpo-lite's own calls into them.
 
-A run prints grpo-lite's lines (the plan summary, one progress line per step, the results). The
-libraries it drives print lines that say nothing a grpo-lite user can act on; each is filtered where
-it comes from, only while grpo-lite's call runs (:func:`quiet_libraries`, a context manager and a
-decorator), and put back as it was afterwards:
-
-| noise | source | filtered by |
-| --- | --- | --- |
-| ``Loading weights``, ``Writing model shards`` bars | transformers' progress bars | transformers' own switch (the hub's download bars stay on) |
-| ``Converting and de-quantizing GGUF tensors...`` bar | transformers' GGUF loader (a bare tqdm) | :func:`quiet_gguf_conversion` around the one conversion |
-| ``Failed to load CPU gemm_4bit_forward from kernels-community`` | bitsandbytes' CPU backend, at import: it falls back to its own kernel | a filter on that logger, for that message |
-| ``is_gradient_checkpointing is deprecated`` FutureWarning | transformers, called by TRL and PEFT | a warnings filter for that message |
-
-Anything else the libraries log or warn still shows.
+:func:`quiet_libraries` (a context manager and a decorator) filters each line where it comes from, only while
+grpo-lite's call runs; anything else the libraries log or warn still shows. The table of what is filtered:
+docs/internals.md.
 """
 
 from __future__ import annotations
@@ -54,7 +44,7 @@ def quiet_libraries() -> Iterator[None]:
     >>> logging.getLogger("bitsandbytes.backends.cpu.ops").filters
     []
     """
-    from huggingface_hub import utils as hub_utils
+    from huggingface_hub import utils as hub_utils  # heavy: huggingface_hub
     from transformers.utils import logging as hf_logging
 
     bars, hub_bars = hf_logging.is_progress_bar_enabled(), not hub_utils.are_progress_bars_disabled()
@@ -81,7 +71,7 @@ def quiet_libraries() -> Iterator[None]:
 @contextmanager
 def quiet_gguf_conversion() -> Iterator[None]:
     """transformers' GGUF loader without its progress bar (it calls tqdm itself); put back afterwards."""
-    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils  # heavy: transformers
 
     bar = getattr(gguf_utils, "tqdm", None)
     if bar is None:  # another transformers: nothing to quiet

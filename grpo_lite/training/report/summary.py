@@ -5,12 +5,14 @@ Numbers are gathered by ``first_last()`` and formatted by ``summary_table()``: o
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from grpo_lite._version import __version__
 from grpo_lite.files import write_json as write_json_atomic  # the name its callers import
 
 __all__ = [
@@ -58,7 +60,7 @@ def summary_table(
     history: list[dict[str, Any]], *, title: str, peak: dict[str, float] | None = None, planned_gib: float | None = None
 ):
     """A rich Table: each metric over the first and last logged steps, and memory against the plan."""
-    from rich.table import Table
+    from rich.table import Table  # loaded to draw: rich
 
     table = Table(title=title)
     table.add_column("metric")
@@ -83,7 +85,7 @@ def plot_reward_curve(history: list[dict[str, Any]], path: str | os.PathLike) ->
     Needs the ``plot`` extra (``pip install 'grpo-lite[plot]'``).
     """
     try:
-        import matplotlib
+        import matplotlib  # optional: matplotlib (the plot extra)
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -111,10 +113,6 @@ def plot_reward_curve(history: list[dict[str, Any]], path: str | os.PathLike) ->
 
 def versions() -> dict[str, str | None]:
     """Installed versions of grpo-lite and the libraries a run depends on (for run.json)."""
-    import importlib.metadata as md
-
-    from grpo_lite._version import __version__
-
     out: dict[str, str | None] = {"grpo-lite": __version__}
     for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "bitsandbytes"):
         try:

@@ -1,23 +1,8 @@
 """Checkpoints a crash cannot corrupt: a ``checkpoint-N`` counts only when it is complete.
 
-transformers' Trainer writes ``checkpoint-N`` file by file (weights, optimizer, scheduler, RNG state,
-``trainer_state.json`` last) and then deletes the oldest ones beyond ``save_total_limit``. A SIGKILL,
-a second Ctrl-C or a full disk in between leaves a folder that ``get_last_checkpoint`` still picks and
-that cannot be resumed. Here:
-
-- :class:`CompletionCallback` runs after each save (``on_save``, once every rank is done): it flushes
-  the files to disk and writes :data:`MARKER` last, listing every file with its size and the run's
-  record at that step (so a resume does not depend on ``run.json``).
-- :func:`why_incomplete` says why a folder is not a complete checkpoint (None when it is): a marker
-  whose files are all there at their size; without a marker (TRL itself, an older grpo-lite, or a
-  save cut off between transformers' last file and the marker), a whole ``trainer_state.json``.
-- :func:`scan` finds the newest complete checkpoint and the incomplete ones; :func:`set_aside` moves
-  the incomplete ones to ``<output_dir>/incomplete/`` so that neither transformers' rotation nor
-  ``get_last_checkpoint`` picks them again (nothing is deleted: they can be inspected, then removed).
-- :func:`checkpoint_bytes`: the size of one checkpoint from the memory model (trainable weights and
-  optimizer state), for the free-space check before a run.
-
-Imported only inside train(): it imports transformers at the top.
+:class:`CompletionCallback` writes :data:`MARKER` last after each save; :func:`scan` and :func:`set_aside` find
+and move aside the incomplete ones; :func:`checkpoint_bytes` sizes one (docs/internals.md). Imported only inside
+functions: it imports transformers at the top.
 """
 
 from __future__ import annotations
@@ -30,6 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from transformers import TrainerCallback
+
+from grpo_lite.files import inside, remove
+from grpo_lite.memory import terms
+from grpo_lite.training.report.summary import write_json_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -129,8 +118,6 @@ def set_aside(output_dir: Path, incomplete: list[tuple[Path, str]]) -> list[Path
     Raises:
         OutputDirError: ``incomplete`` (or a copy in it) is a symbolic link: nothing is moved through it.
     """
-    from grpo_lite.files import inside, remove
-
     moved = []
     for path, _ in incomplete:
         target = inside(output_dir, INCOMPLETE_DIR, path.name)  # refuses a link: nothing moved or deleted outside
@@ -153,8 +140,6 @@ def _fsync(path: Path) -> None:
 
 def mark_complete(folder: Path, run: dict[str, Any]) -> Path:
     """Flush every file of ``folder`` to disk, then write :data:`MARKER` atomically (last)."""
-    from grpo_lite.training.report.summary import write_json_atomic
-
     files = _files(folder)
     for name in files:
         _fsync(folder / name)
@@ -178,7 +163,7 @@ class CompletionCallback(TrainerCallback):
         self.saved = saved
 
     def on_save(self, args, state, control, **kwargs):  # noqa: ANN001 - transformers' signature
-        from accelerate import PartialState
+        from accelerate import PartialState  # heavy: accelerate (imports torch)
 
         PartialState().wait_for_everyone()  # every rank's files (RNG states, shards) are written
         if state.is_world_process_zero:
@@ -192,8 +177,6 @@ class CompletionCallback(TrainerCallback):
 def checkpoint_bytes(plan: Plan) -> float:
     """Bytes one checkpoint of ``plan`` takes on disk: trainable weights (the adapter for LoRA/QLoRA,
     every weight otherwise) and optimizer state over all processes, plus tokenizer and trainer state."""
-    from grpo_lite.memory import terms
-
     arch, s = plan.estimate.arch, plan.estimate.settings
     n, _, per = terms.trainable(arch, s)
     weights = n * per if s.is_peft else arch.n_params * s.weight_bytes

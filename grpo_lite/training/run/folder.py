@@ -1,11 +1,7 @@
 """The run folder: chosen, checked, locked and guarded before the run; its disk watched around it.
 
-- :func:`default_output_dir`: ``runs/<model>-<time>`` when no folder is named.
-- :func:`open_run`: one folder for every rank. The main process checks it, takes its lock
-  (:mod:`~grpo_lite.training.run.lock`), guards it against another run, checks a resume before anything in it is
-  written, finds the checkpoint to resume from and records a run that crashed; its error is raised on every rank.
-- :func:`check_disk`: room for one checkpoint before the model loads; :func:`disk_full`: a failure caused by a
-  full disk, said as such.
+:func:`open_run` (one folder for every rank), :func:`default_output_dir`, :func:`check_disk` and
+:func:`disk_full` (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -15,10 +11,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite import errors
+from grpo_lite.errors import GrpoLiteError
+from grpo_lite.training import checks
+from grpo_lite.training.build import RUN_DEFAULTS
+from grpo_lite.training.checks import check_free_space
+from grpo_lite.training.report.summary import write_json_atomic
 from grpo_lite.training.run.attempts import RunFolder
+from grpo_lite.training.run.lock import RunLock
+from grpo_lite.training.run.ranks import process_state
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.errors import GrpoLiteError
     from grpo_lite.memory.models import ModelSpec
     from grpo_lite.planning.result import Plan
     from grpo_lite.training.arguments import Request
@@ -46,14 +49,10 @@ def open_run(
     The main process does the checks and takes the lock; its error, if any, is raised on every rank. A resume
     is checked (same model, preset and method; steps: ``request``'s) before anything in the folder is written.
     """
-    from rich.console import Console
+    from rich.console import Console  # loaded to draw: rich
 
-    from grpo_lite.errors import GrpoLiteError
-    from grpo_lite.training import checks
-    from grpo_lite.training.run import resilience, resume_checks
+    from grpo_lite.training.run import resilience, resume_checks  # heavy: they import transformers
     from grpo_lite.training.run import resume as resuming
-    from grpo_lite.training.run.lock import RunLock
-    from grpo_lite.training.run.ranks import process_state
 
     state = process_state()
     console = Console(quiet=quiet or not state.is_main_process)
@@ -62,7 +61,7 @@ def open_run(
         asked = {"max_steps": request.max_steps, "preset": request.preset, "method": request.method}
     out = Path(output_dir) if output_dir is not None else default_output_dir(spec.name)
     if output_dir is None and state.num_processes > 1:  # one timestamped folder for every rank
-        from accelerate.utils import broadcast_object_list
+        from accelerate.utils import broadcast_object_list  # heavy: accelerate (imports torch)
 
         out = Path(broadcast_object_list([str(out)], from_process=0)[0])
     run = RunFolder(out, state, console, None, None)
@@ -110,14 +109,12 @@ def open_run(
 def _shared_error(state: Any, error: GrpoLiteError | None) -> GrpoLiteError | None:
     """The main process's error on every rank (the others would otherwise wait for it forever)."""
     if state.num_processes > 1:
-        from accelerate.utils import broadcast_object_list
+        from accelerate.utils import broadcast_object_list  # heavy: accelerate (imports torch)
 
         kind, text = broadcast_object_list(
             [type(error).__name__ if error else None, str(error) if error else None], from_process=0
         )
         if error is None and kind is not None:
-            from grpo_lite import errors
-
             error = getattr(errors, kind, errors.GrpoLiteError)(text)
     state.wait_for_everyone()
     return error
@@ -125,8 +122,7 @@ def _shared_error(state: Any, error: GrpoLiteError | None) -> GrpoLiteError | No
 
 def _record_crash(out: Path, earlier: Any) -> None:
     """A run whose record said ``running`` when nobody held its lock crashed: say so in run.json now."""
-    from grpo_lite.training.report.summary import write_json_atomic
-    from grpo_lite.training.run.resume import read_record
+    from grpo_lite.training.run.resume import read_record  # heavy: imports transformers
 
     if not any(e.get("event") == "crashed" for e in earlier.events[-1:]):
         return
@@ -137,9 +133,6 @@ def _record_crash(out: Path, earlier: Any) -> None:
 
 def check_disk(run: RunFolder, the_plan: Plan) -> None:
     """Before the model loads: room on the disk for one checkpoint (a warning when the whole run may not fit)."""
-    from grpo_lite.training.build import RUN_DEFAULTS
-    from grpo_lite.training.checks import check_free_space
-
     if the_plan.settings.get("save_strategy", RUN_DEFAULTS["save_strategy"]) == "no":
         return
     keep = the_plan.settings.get("save_total_limit", RUN_DEFAULTS["save_total_limit"])
@@ -151,8 +144,7 @@ def check_disk(run: RunFolder, the_plan: Plan) -> None:
 def disk_full(exc: BaseException, run: RunFolder, the_plan: Plan) -> Exception | None:
     """A failure caused by a full disk, as an OutputDirError that says so (None for any other failure, and for
     grpo-lite's own errors, which say what they are)."""
-    from grpo_lite.errors import GrpoLiteError
-    from grpo_lite.training.run import checkpoints
+    from grpo_lite.training.run import checkpoints  # heavy: imports transformers
     from grpo_lite.training.run.resilience import disk_full_error
 
     if isinstance(exc, GrpoLiteError):

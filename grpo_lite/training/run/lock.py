@@ -1,12 +1,6 @@
-"""One run per output folder: a lock held for the run's life (``filelock``).
+"""One run per output folder: a lock held for the run's life (``filelock``), naming its owner's PID.
 
-``<output_dir>/.grpo-lite.lock`` is a :class:`filelock.FileLock` (the kernel's ``flock``); once it is
-taken, the owner writes its PID, host and start time into it. A second run into the same folder
-fails at once with an :class:`~grpo_lite.errors.OutputDirError` that names the first one's PID. When
-the owner dies (SIGKILL, a crash, a reboot) the kernel drops its lock: the file is stale, and the
-next run takes it over and reports whose it was (``RunLock.stale``). A clean end removes the file.
-filelock opens the file with ``O_NOFOLLOW``: a symbolic link at the lock path is refused, never
-followed. With several processes only the main one (rank 0) takes the lock.
+A stale lock (its owner died) is taken over and reported; a link at the lock path is refused (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -19,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock, Timeout
 
 from grpo_lite.errors import OutputDirError
 
@@ -111,8 +107,6 @@ class RunLock:
 
     @staticmethod
     def _take(path: Path, **options: Any) -> Any:
-        from filelock import FileLock, Timeout
-
         lock = FileLock(path, timeout=0, thread_local=False, **options)
         try:
             lock.acquire()

@@ -1,12 +1,7 @@
 """What each rank ran: ``<output_dir>/ranks/rank<R>.json`` records and the check that all ranks trained together.
 
-- :class:`RankRecord`: one process's steps, samples, backend and parameter sum.
-- ``RankRecordCallback``: every rank writes its record when training ends.
-- :func:`read_rank_records` / :func:`check_ranks`: read them back; fail if a rank is missing or trained alone.
-- :func:`process_state`: accelerate's view of this process (its rank, the world size, the main process).
-
-Cheap to import: no torch or transformers at the top. ``RankRecordCallback`` subclasses transformers'
-``TrainerCallback`` and is built on first access (PEP 562 module ``__getattr__``).
+Cheap to import: ``RankRecordCallback`` (a transformers ``TrainerCallback``) is built on first access
+(docs/internals.md).
 
 >>> RankRecord(rank=0, world_size=2, steps=3, local_samples=12, backend="gloo").micro_batches
 0
@@ -16,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from grpo_lite.errors import GrpoLiteError
+from grpo_lite.training.report.summary import write_json_atomic
 
 __all__ = ["RankRecord", "RankRecordCallback", "check_ranks", "process_state", "read_rank_records"]
 
@@ -59,7 +56,7 @@ def process_state() -> Any:
     On CPU it must be asked with ``cpu=True``: otherwise accelerate ignores a torchrun launch (each
     rank would think it is alone, write run.json and record one process in the plan).
     """
-    import torch
+    import torch  # heavy: torch
     from accelerate import PartialState
 
     return PartialState(cpu=not torch.cuda.is_available())
@@ -118,12 +115,8 @@ def _backend(torch: Any) -> str | None:
 
 
 def _build_rank_record_callback() -> type:
-    import time
-
-    import torch
+    import torch  # heavy: torch
     from transformers import TrainerCallback
-
-    from grpo_lite.training.report.summary import write_json_atomic
 
     class RankRecordCallback(TrainerCallback):
         """Writes ``<output_dir>/ranks/rank<R>.json`` (a :class:`RankRecord`) on EVERY rank at train end.

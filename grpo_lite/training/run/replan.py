@@ -1,24 +1,17 @@
 """The one way a run changes its settings while it runs: :func:`replan`.
 
-Four causes call it, each with the change it asks for: an early CUDA out-of-memory error (the next cheaper rung,
-:func:`~grpo_lite.training.run.resilience.next_plan`), TRL code that no longer matches grpo-lite's seam or a
-shared prefix turned off once the model loaded or by its first self-check (the recipe without the shared prefix),
-and ``on_stall="adapt"`` (the longest ``max_completion_length`` that fits,
-:class:`~grpo_lite.training.report.advice.Advisor`). The change is planned from the run's recipe and passes the
-checks the first plan passed (the budget, the model's context); then the run's plan, recipe and GRPOConfig
-settings are the new ones, and one ``replanned`` event in run.json and one line say what changed:
-
-    {"event": "replanned", "cause": "stall", "step": 2, "why": "...",
-     "from": {"max_completion_length": 4, "peak_gib": 0.41}, "to": {"max_completion_length": 16, "peak_gib": 0.43}}
-
-``from`` and ``to`` hold the settings that changed (``preset``, ``shared_prefix``, GRPOConfig keys) and the planned
-peak. A step down adds ``weights`` (the weights it goes on from) and, once the next rung is built, ``lr_schedule``.
+An out-of-memory step down, a TRL seam that no longer matches, a failed shared-prefix self-check and
+``on_stall="adapt"`` all call it; it writes one ``replanned`` event to run.json (docs/internals.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
+
+from grpo_lite.errors import DoesNotFitError
+from grpo_lite.planning.choose import plan
+from grpo_lite.training.checks import check_context
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -62,10 +55,6 @@ def replan(
         DoesNotFitError: the change does not fit the run's budget. ConfigError: it does not fit the model's context,
             or the recipe cannot run as written on the new plan.
     """
-    from grpo_lite.errors import DoesNotFitError
-    from grpo_lite.planning.choose import plan
-    from grpo_lite.training.checks import check_context
-
     old = loop.plan
     assert loop.recipe is not None
     settings = {k: v for k, v in change.items() if k != "preset"}

@@ -1,27 +1,13 @@
 """Nothing a user did must cost them finished work: output-dir guard, Ctrl-C, OOM step-down, failures.
 
-- :func:`guard_output_dir` refuses a folder that holds another run unless resume or overwrite is asked.
-- :class:`InterruptCallback` with :func:`stop_signals_save`: the first Ctrl-C, SIGTERM (Slurm, Kubernetes,
-  ``timeout``) or SIGHUP (the terminal closed) finishes the current step, saves a loadable checkpoint and
-  stops; a second one aborts at once (:class:`Aborted`; a save it cuts off is incomplete, and a resume skips it:
-  :mod:`grpo_lite.training.run.checkpoints`), as does the scheduler's SIGKILL. Before and after the
-  loop, :func:`sigterm_raises` makes SIGTERM and SIGHUP stop a run as Ctrl-C does (an exception, the lock
-  released).
-- :class:`SaveAtEndCallback`: the last step always leaves a checkpoint, so every run can be resumed;
-  :func:`finish_first`: a stop signal during the final save lets it finish (the run is finished).
-- :class:`StopWhenDone`: a resumed checkpoint that holds every step trains none (transformers would
-  train one more: its loop looks for the end only after a step).
-- :func:`next_plan`: the next cheaper rung of the ladder that fits, for stepping down after a CUDA
-  out-of-memory error (``train(on_oom="step_down")``); :func:`continue_schedule` makes the next
-  rung's learning-rate schedule go on at the step reached instead of warming up again.
-- :func:`disk_full_error`: a failure caused by a full disk, as one line that says so.
-
-Imported only inside train(): it imports transformers at the top.
+The guard, the stop-signal callbacks, the save at the end, the next rung down after an out-of-memory error and
+a full disk said as such (docs/internals.md). Imported only inside functions: it imports transformers at the top.
 """
 
 from __future__ import annotations
 
 import errno
+import inspect
 import os
 import shutil
 import signal
@@ -33,7 +19,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from transformers import TrainerCallback
 
+from grpo_lite import files
 from grpo_lite.errors import ConfigError, DoesNotFitError, OutputDirError
+from grpo_lite.files import remove
+from grpo_lite.planning import hardware
+from grpo_lite.planning.choose import plan
+from grpo_lite.planning.ladder import LADDER
+from grpo_lite.training.checks import format_bytes
+from grpo_lite.training.run.checkpoints import scan
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -60,8 +53,6 @@ _RUN_MARKERS = ("run.json", "final", "history.jsonl")
 
 def drop_checkpoints(output_dir: Path) -> None:
     """Remove the ``checkpoint-N`` folders of an attempt that stepped down (another rung cannot resume them)."""
-    from grpo_lite.files import remove
-
     for child in output_dir.glob("checkpoint-*"):
         remove(child)  # a link is unlinked, its target kept
 
@@ -76,8 +67,6 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
         ConfigError: the folder holds another run and neither resume nor overwrite was asked, or both were asked.
         OutputDirError: a symbolic link where the run writes (not with overwrite, which removes it).
     """
-    from grpo_lite import files
-
     if resume and overwrite:
         raise ConfigError("resume=True and overwrite=True contradict each other: choose one")
     if not output_dir.is_dir():
@@ -86,8 +75,6 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
         p.is_dir() for p in output_dir.glob("checkpoint-*")
     )
     if holds_run and not resume and not overwrite:
-        from grpo_lite.training.run.checkpoints import scan
-
         way = (
             "pass resume=True (--resume) to continue it, "
             if scan(output_dir).newest is not None
@@ -114,8 +101,6 @@ def disk_full_error(exc: BaseException, out: Path, need_bytes: float, checkpoint
     reports it as a ``RuntimeError`` without an errno: then the free space left decides (less than
     one checkpoint needs).
     """
-    from grpo_lite.training.checks import format_bytes
-
     chain, seen = [], exc
     while seen is not None and len(chain) < 10:
         chain.append(seen)
@@ -312,11 +297,7 @@ def next_plan(current: Plan, **plan_kwargs: Any) -> Plan:
         DoesNotFitError: ``current`` is the bottom rung, or nothing below it fits; the message says
             what budget would be needed.
     """
-    from grpo_lite.planning.choose import plan
-    from grpo_lite.planning.hardware import installed_extras
-    from grpo_lite.planning.ladder import LADDER
-
-    extras = installed_extras()
+    extras = hardware.installed_extras()  # through the module: tests stand in for the probe
     names = [p.name for p in LADDER]
     below = [p for p in LADDER[names.index(current.preset.name) + 1 :] if all(getattr(extras, r) for r in p.requires)]
     fixed = dict(current.fixed)
@@ -352,9 +333,7 @@ def continue_schedule(trainer: Any, *, offset: int, total_steps: int) -> str:
     Returns:
         What the run record says about the schedule (``"continues at step 2 of 6"``, or why it restarts).
     """
-    import inspect
-
-    from torch.optim.lr_scheduler import LambdaLR
+    from torch.optim.lr_scheduler import LambdaLR  # heavy: torch
     from transformers import Trainer
     from transformers.optimization import get_scheduler
 

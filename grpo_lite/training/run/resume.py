@@ -1,19 +1,7 @@
 """What a resumed run takes over: the checkpoint, the run's record, its history, and what happened.
 
-- :func:`resume_point`: the newest complete checkpoint; incomplete ones (a save cut off by SIGKILL, a
-  second Ctrl-C or a full disk) are moved to ``<output_dir>/incomplete/`` and reported.
-- :func:`earlier_run`: where the checkpoint's attempt started (preset, weights, steps before it),
-  from the checkpoint's own completion marker, else from ``run.json``. The history is every step
-  that completed up to the checkpoint, merged from ``history.jsonl`` (appended every step), the
-  ``run.json`` history and the checkpoint's ``log_history``. A run whose record still says
-  ``running`` crashed (the run lock shows no live owner): a ``crashed`` event says after which step.
-- :func:`read_record`: ``run.json``, or None when it is missing; an unreadable one (cut off, edited, of the
-  wrong shape: :mod:`grpo_lite.run_record`) is moved to ``run.json.corrupt`` and the run is rebuilt from the
-  checkpoint and the history file.
-- Whether a resume may go on at all (same model, preset, method; steps left) is
-  :mod:`grpo_lite.training.run.resume_checks`.
-
-Imported only inside train().
+:func:`resume_point`, :func:`earlier_run` and :func:`read_record` (docs/internals.md); whether a resume may go on
+at all is :mod:`grpo_lite.training.run.resume_checks`.
 """
 
 from __future__ import annotations
@@ -24,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_lite.errors import ConfigError
+from grpo_lite.run_record import CORRUPT, read_run_record
+from grpo_lite.training.report.summary import is_step_down, step_down_presets
 from grpo_lite.training.run import checkpoints
 
 __all__ = ["HISTORY_FILE", "EarlierRun", "earlier_run", "read_history", "read_record", "resume_point"]
@@ -73,8 +63,6 @@ class EarlierRun:
 
     def presets(self) -> list[str]:
         """The presets the run trained on: the first rung, then each step down's."""
-        from grpo_lite.training.report.summary import is_step_down, step_down_presets
-
         downs = [step_down_presets(e) for e in self.events if is_step_down(e)]
         names = [downs[0][0]] + [to for _, to in downs] if downs else [self.preset]
         return [n for n in names if n]
@@ -124,8 +112,6 @@ def resume_point(output_dir: Path, *, move: bool) -> tuple[Path, list[str]]:
 def read_record(output_dir: Path, *, move: bool) -> tuple[dict[str, Any] | None, str | None]:
     """``run.json`` and a note: None when it is missing; one that cannot be read or has the wrong shape is moved
     to ``run.json.corrupt`` (``move``) and the note says so (:func:`grpo_lite.run_record.read_run_record`)."""
-    from grpo_lite.run_record import CORRUPT, read_run_record
-
     record, why = read_run_record(output_dir, keep_corrupt=move)
     if why is None:
         return (None if record is None else dict(record)), None
@@ -175,8 +161,6 @@ def _merge(*sources: list[dict[str, Any]], last: int) -> list[dict[str, Any]]:
 def _from_record(record: dict[str, Any]) -> dict[str, Any]:
     """preset, source, done, max_steps from a run.json (the last step down's target and weights); the rewards,
     seed and num_generations it trained with."""
-    from grpo_lite.training.report.summary import is_step_down
-
     downs = [e for e in record.get("events", []) if is_step_down(e)]
     recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
     trl = recipe.get("trl") if isinstance(recipe.get("trl"), dict) else {}

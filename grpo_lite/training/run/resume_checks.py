@@ -1,14 +1,7 @@
 """Whether a resume may go on, checked before anything in the run folder is written.
 
-- :func:`check_resume`: the resume names the run's model, a preset or method the run trained on, and no
-  fewer steps than its checkpoint holds; else one line says what differs and what to pass. A finished
-  run asked for no more steps is left as it is.
-- :func:`check_same_training`: the resume optimizes what the run did (its rewards, seed and num_generations),
-  checked once the run is planned.
-- :func:`model_fingerprint`: a cheap fingerprint of a model's config and weights, kept in ``run.json``
-  and in each checkpoint's marker when a run starts, so that a base of the same shape is told apart.
-
-Imported only inside train().
+:func:`check_resume` (same model, preset, method; steps left), :func:`check_same_training` and
+:func:`model_fingerprint` (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -18,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite.errors import ConfigError
+from grpo_lite.planning.ladder import get_preset
 from grpo_lite.training.run.resume import EarlierRun, earlier_run, resume_point
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,7 +32,7 @@ def model_fingerprint(model_id: str) -> dict[str, str] | None:
     """
     path = Path(model_id).expanduser()
     if not path.exists():
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # heavy: huggingface_hub
 
         cached = try_to_load_from_cache(model_id, "config.json")
         if not isinstance(cached, str):
@@ -73,8 +67,6 @@ def check_same_run(
     Raises:
         ConfigError: one line naming what differs and what to pass instead.
     """
-    from grpo_lite.planning.ladder import get_preset
-
     again = f"or --overwrite to start a new run in {output_dir} (Python: overwrite=True)"
     theirs = earlier.model
     if theirs is not None:

@@ -1,16 +1,8 @@
 """Decode a batch of prompts with their common prefix forwarded once.
 
-The prompts of one batch share a long token prefix: a GRPO group is one prompt repeated for each of
-its completions, and every prompt of a style starts with the same system prompt and worked examples.
-:func:`prefix_cache_inputs` forwards that prefix once, repeats its KV cache for every row and lays
-each row out as the prefix, its padding, then its own suffix; positions follow the attention mask,
-so a row's suffix continues the prefix's positions as in its unpadded prompt, and greedy decoding
-gives the same tokens as with left padding. The rows are exactly as wide as the caller's own (TRL pads
-its prompts to ``pad_to_multiple_of``), or the longest prompt's by default, so whatever cuts the
-completions off at the prompt's width cuts at the same column: not one completion token is lost.
-
-Used by sampling in :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` (with the shared
-prefix on) and by :func:`grpo_lite.evaluation.evaluate`.
+:func:`prefix_cache_inputs` gives the same greedy tokens as left padding, in rows exactly as wide as the
+caller's; used by :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` and
+:func:`grpo_lite.evaluation.evaluate` (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -52,7 +44,7 @@ def prefix_cache_inputs(model: Any, lists: list[list[int]], pad_id: int, width: 
     ``width``: the rows' width, that of the caller's padded prompts (Default: the longest list's).
     The completions start at that column of ``generate``'s output, as they do after the caller's own padding.
     """
-    import torch
+    import torch  # heavy: torch
 
     longest = max(len(ids) for ids in lists)
     if width is None:

@@ -1,35 +1,7 @@
 """The first shared-prefix sampling call of a run, checked against TRL's own on a slice: same RNG state, same tokens.
 
-:class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` samples with the group's common prompt prefix
-forwarded once (:mod:`~grpo_lite.training.step.prefix_cache`). On the first call, :func:`checked_generate`
-runs ``generate`` twice from one RNG state on a slice of the batch (:func:`check_rows`: at most
-:data:`CHECK_ROWS` rows, one per distinct prompt, the longest and the shortest first, at TRL's padded width)
-for at most :data:`CHECK_TOKENS` tokens: on the shared layout, then on TRL's own left-padded inputs. It
-compares the completions after TRL's slice (at the padded prompt width) and the log-prob of each sampled
-token, and leaves the RNG state as it found it: the batch is then sampled once, on the shared layout when
-the check passed (the same tokens as TRL's, which is what the check is for), else by TRL's own call.
-
-The trade-off: the slice costs a few rows' prefill and a few decoding steps instead of a second pass over
-the whole batch, and it sees every layout the batch has (the same width, the same common prefix when every
-distinct prompt is in it, the most and the least padding between prefix and suffix), since a layout error
-(a cut, a shifted position, a wrong mask) shows on every row from the first tokens on. What it does not
-see: a row outside the slice whose prompt is neither the longest nor the shortest, and tokens past
-:data:`CHECK_TOKENS`; neither changes the layout.
-
-The rule (:attr:`SamplingCheck.ok`):
-
-- **Layout**: the shared rows are exactly as wide as TRL's padded prompts. A narrower row would lose
-  its first completion tokens to TRL's slice (a cut), whatever was sampled.
-- **Tokens**: in fp32 every completion token is the same. In bf16 or fp16 a row may part ways: a float
-  difference can flip one sampled token, and every later token follows from it. That is not a layout
-  error, so past a row's first differing token nothing is compared.
-- **Log-probs**: while a row's tokens agree, both paths see the same context, so the log-probs of the
-  tokens drawn must agree within ``atol`` (largest difference) and ``mean_atol`` (mean); the defaults are
-  :class:`~grpo_lite.training.step.shared_prefix.SelfCheck`'s (fp32 1e-3 / 1e-4, bf16 and fp16 1.0 / 0.1).
-  A shifted position or a wrong mask moves every row's distribution from the first token on.
-
-The log-probs are those of the model's logits after ``generate``'s logits processors (repetition
-penalty and the like) and before temperature, top-k and top-p.
+:func:`checked_generate` runs both on a few rows from one RNG state; :attr:`SamplingCheck.ok` is the rule
+(layout, tokens, log-probs). Why a slice suffices, and the rule in full: docs/internals.md.
 """
 
 from __future__ import annotations
@@ -206,7 +178,7 @@ def checked_generate(
         max_new_tokens: the cap on each row's sampled tokens (Default: :data:`CHECK_TOKENS`; never more than
             the generation config's own).
     """
-    from transformers import LogitsProcessorList
+    from transformers import LogitsProcessorList  # heavy: transformers
 
     device = plain["input_ids"].device
     config = plain.get("generation_config")

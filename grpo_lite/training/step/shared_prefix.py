@@ -1,24 +1,8 @@
 """Shared-prefix log-prob forward for GRPO: score the completions of a prompt in one packed sequence.
 
-TRL's ``GRPOTrainer`` forwards ``cat(prompt, completion)`` once per completion, so a prompt shared by
-G completions goes through the model (and the backward) G times. Here the completions of one prompt
-are packed after a single copy of it (the "PrefixGrouper" idea)::
-
-    [p_0 .. p_{n-1} | a_0 .. a_{m-1} | b_0 .. b_{k-1} | ... | pad]
-
-with a 4-D block mask (prompt causal; a completion sees the whole prompt and itself, causally) and
-position ids that reproduce TRL's own: TRL passes no ``position_ids``, so a token's position is its
-column in ``cat(left-padded prompt, right-padded completion)``; a prompt token keeps its column and
-completion token j sits at ``P + j``, ``P`` the padded prompt width. Pad tokens are dropped.
-
-Only the hidden states that predict completion tokens (the last prompt token for token 0, token
-j - 1 for token j) reach the LM head, TRL's fused one (``add_fused_lm_head``), so the temperature,
-logit scaling or soft-capping and ``cast_lm_head_to_fp32`` are applied exactly as TRL does.
-
-:class:`grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` calls it from TRL's one log-prob hook,
-``_get_per_token_logps_and_entropies`` (the loss and the old / reference scoring), checks it once
-against TRL's own forward on a few rows (:func:`self_check`) and falls back where :func:`unsupported_reason` says.
-Why not in TRL: TRL 1.16 has no shared-prefix path; this module needs no fork, only that hook.
+Each prompt is forwarded once for its group, with a block mask and TRL's own positions; checked once against
+TRL's forward (:func:`self_check`), with fallbacks where :func:`unsupported_reason` says (docs/internals.md,
+docs/shared_prefix.md).
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def _attribute_problem(trainer: Any, checks: dict[str, Callable[[Any], bool]]) -
 
 
 def _fused_head_problem(trainer: Any) -> str | None:
-    from grpo_lite.training.step.shared_prefix import _patched_lm
+    from grpo_lite.training.step.shared_prefix import _patched_lm  # heavy: imports torch
 
     try:
         params = inspect.signature(_patched_lm(trainer.model).forward, follow_wrapped=False).parameters
@@ -145,7 +145,7 @@ def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, 
         trl_class: the class whose private methods the overrides call. Default: ``trl.GRPOTrainer``.
     """
     if trl_class is None:
-        from trl import GRPOTrainer as trl_class
+        from trl import GRPOTrainer as trl_class  # heavy: TRL
     scoring, sampling = "_get_per_token_logps_and_entropies", "_generate_single_turn"
     is_bool = lambda v: isinstance(v, bool)  # noqa: E731
     switches = _attribute_problem(trainer, {"use_vllm": is_bool, "use_transformers_continuous_batching": is_bool})

@@ -1,29 +1,7 @@
 """Sequences whose advantage is exactly zero skip their training forward and backward, where that provably
 leaves the gradient unchanged.
 
-Why it is exact (TRL 1.16's ``GRPOTrainer._compute_loss``, read for every ``loss_type``): each sequence's
-per-token loss is its advantage times a factor (``coef * A`` clipped for grpo, bnpo, dr_grpo, dapo and luspo;
-``ratio * A * logp`` for cispo and vespo; ``soft_coef * A`` for sapo), so a row with ``A == 0`` adds exactly
-zero to the loss and to its gradient. What else a row could change is the loss's divisor, and each divisor is
-known without the row's forward:
-
-| loss_type | divisor | the kept rows' loss is multiplied by |
-| --- | --- | --- |
-| grpo, sapo, luspo | rows in the micro-batch (a mean of per-row terms) | kept rows / rows |
-| dr_grpo | rows x ``max_completion_length`` | kept rows / rows |
-| bnpo | completion tokens in the micro-batch | kept tokens / tokens |
-| dapo, cispo, vespo | ``num_items_in_batch`` (the generation batch's tokens, carried in the inputs) | 1 |
-
-Not skipped (the whole micro-batch runs, as TRL does): ``beta != 0`` (the KL term has a gradient whatever the
-advantage), an entropy bonus or ``top_entropy_quantile < 1`` (both read every row's entropies), a router
-auxiliary loss, multimodal inputs, evaluation, and any TRL whose ``_compute_loss`` is not the code read here
-(:mod:`grpo_lite.training.step.trl_seam` compares its source with TRL 1.16's; another one runs TRL's path, one warning).
-
-The skipped rows leave the micro-batch before the forward; the completion columns that only they used are cut
-too (the completions are right-padded and attention is causal, so the kept tokens' log-probs are unchanged). A
-micro-batch whose rows are all zero keeps its shortest row and multiplies the loss by 0: every process still
-runs one forward and backward (data-parallel gradients are reduced in the backward). What changes: the metrics
-TRL computes in the loss (``entropy``, ``clip_ratio/*``) are then means over the rows trained.
+Why it is exact for every ``loss_type``, the divisors, and when nothing is skipped: docs/internals.md.
 """
 
 from __future__ import annotations

@@ -196,6 +196,13 @@ class LiteGRPOTrainer(GRPOTrainer):
         if not (self.zero_advantage.enabled and self.model.training):
             return super()._compute_loss(model, inputs)
         plan = split(inputs, DIVISORS[self.loss_type])
+        if self.accelerator.num_processes > 1:
+            # TRL's loss gathers one clip ratio per row from every rank, which needs equal sizes: every rank keeps
+            # as many rows as the rank that keeps most
+            kept = int(inputs["completion_ids"].size(0)) if plan is None else plan.kept_rows
+            most = int(self.accelerator.gather(torch.tensor([kept], device=self.accelerator.device)).max())
+            if plan is not None and most > plan.kept_rows:
+                plan = split(inputs, DIVISORS[self.loss_type], min_rows=most)
         for key, value in self.zero_advantage.count(plan, inputs).items():
             self._metrics["train"][key].append(value)
         if plan is None:

@@ -22,8 +22,11 @@ auxiliary loss, multimodal inputs, evaluation, and any TRL whose ``_compute_loss
 The skipped rows leave the micro-batch before the forward; the completion columns that only they used are cut
 too (the completions are right-padded and attention is causal, so the kept tokens' log-probs are unchanged). A
 micro-batch whose rows are all zero keeps its shortest row and multiplies the loss by 0: every process still
-runs one forward and backward (data-parallel gradients are reduced in the backward). What changes: the metrics
-TRL computes in the loss (``entropy``, ``clip_ratio/*``) are then means over the rows trained.
+runs one forward and backward (data-parallel gradients are reduced in the backward). On several processes every
+rank keeps as many rows as the rank that keeps most (``min_rows``): TRL's loss gathers one clip ratio per row from
+every rank, a collective that needs the same size everywhere, so zero-advantage rows (shortest first, their loss
+exactly zero) are kept to make up the count. What changes: the metrics TRL computes in the loss (``entropy``,
+``clip_ratio/*``) are then means over the rows trained.
 """
 
 from __future__ import annotations
@@ -96,9 +99,13 @@ def _mask(inputs: dict[str, Any]) -> Tensor:
     return mask if "tool_mask" not in inputs else mask * inputs["tool_mask"]
 
 
-def split(inputs: dict[str, Any], divisor: Divisor) -> SkipPlan | None:
-    """The micro-batch without its zero-advantage rows, or None when nothing is skipped (no such row, or an
-    input this split does not know how to cut)."""
+def split(inputs: dict[str, Any], divisor: Divisor, min_rows: int = 1) -> SkipPlan | None:
+    """The micro-batch without its zero-advantage rows, or None when nothing is skipped (no such row, as many
+    rows to keep as it has, or an input this split does not know how to cut).
+
+    Args:
+        min_rows: rows to keep at least; zero-advantage rows make up the count, the shortest first.
+    """
     if not set(inputs) <= {*ROW_KEYS, *COLUMN_KEYS, *SCALAR_KEYS} or not all(k in inputs for k in ROW_KEYS[:2]):
         return None
     advantages = inputs["advantages"]
@@ -109,11 +116,14 @@ def split(inputs: dict[str, Any], divisor: Divisor) -> SkipPlan | None:
     mask = _mask(inputs)
     lengths = inputs["completion_mask"].sum(-1)
     keep = ~zero
-    factor = 1.0
-    if not bool(keep.any()):  # all zero: the shortest row runs, its loss times 0 (every process still steps)
-        keep = torch.zeros_like(zero)
-        keep[int(lengths.argmin())] = True
-        factor = 0.0
+    # all zero: the shortest row runs, its loss times 0 (every process still steps)
+    factor = 1.0 if bool(keep.any()) else 0.0
+    missing = max(min_rows, 1) - int(keep.sum())
+    if missing >= int(zero.sum()):  # every row runs: TRL's own call
+        return None
+    if missing > 0:  # the shortest zero rows make up the count (their loss is exactly zero)
+        order = torch.sort(torch.where(zero, lengths, lengths.max() + 1), stable=True).indices
+        keep[order[:missing]] = True
     index = keep.nonzero().squeeze(-1)
     used = inputs["completion_mask"][index]
     width = int(used.nonzero()[:, 1].max()) + 1 if bool(used.any()) else 1

@@ -37,6 +37,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from grpo_lite.training.step.trl_seam import entropy_bonus_enabled
+
 __all__ = ["DIVISORS", "SkipPlan", "ZeroAdvantageSkip", "config_reason", "split"]
 
 Divisor = Literal["rows", "tokens", "carried"]
@@ -72,7 +74,7 @@ def config_reason(trainer: Any) -> str | None:
         return f"loss_type={loss_type!r} is not one of {', '.join(DIVISORS)}"
     if getattr(trainer, "beta", None) != 0.0:
         return f"beta={getattr(trainer, 'beta', None)}: the KL term's gradient counts every row"
-    if getattr(trainer, "_entropy_bonus_enabled", True):
+    if entropy_bonus_enabled(trainer):
         return "an entropy bonus reads every row's entropy"
     if getattr(trainer, "top_entropy_quantile", 0.0) < 1.0:
         return "top_entropy_quantile < 1 ranks every row's entropy"

@@ -13,11 +13,13 @@ trace or simulate, never on the ``grpo-lite plan`` path.
 | ``torch.utils._foreach_utils._get_foreach_kernels_supported_devices``, ``torch.optim.optimizer._get_{foreach,fused}_kernels_supported_devices``, ``_default_to_fused_or_foreach`` | meta counted as CUDA for the optimizer's choice (:mod:`~grpo_lite.memory.meta.cuda`); the simulation's optimizer line | error when a step is emulated | the same |
 | ``module._gradient_checkpointing_func`` (transformers) | a recomputed block keeps its forward's autocast on meta | a module without it is left as it is (no autocast restored) | ``test_private_names.py::test_a_module_without_the_checkpoint_function_is_left_alone`` |
 | ``AutoModelForCausalLM._model_mapping`` (transformers) | the decoder layer's class name of a traced block | error when a block is traced | ``test_private_names.py::test_the_causal_lm_mapping_gone_is_a_clear_error`` |
-| ``transformers.masking_utils._ignore_causal_mask_sdpa`` | the 4-D mask decision on meta | error when a step is emulated | the same |
+| ``transformers.masking_utils._ignore_causal_mask_sdpa`` | the 4-D mask decision on meta | error when a step is emulated | ``test_private_names.py::test_a_missing_name_is_a_clear_error`` |
 | ``trl.kernels.chunked_logprob._addmm_fp32``, ``_use_triton``, ``_forward_kernel``, ``_backward_kernel`` | the fused LM head's CUDA path on meta | their source is hashed with the head's (``TRL_HEAD_SOURCE``): another one (or one gone) simulates TRL's CPU fold, one warning | ``test_simulation.py::test_trl_head_code_that_changed_is_not_patched``, ``test_private_names.py::test_absent_optional_names_are_skipped`` |
 | ``trl.trainer.utils._use_triton``, ``_CHUNKED_LOGPROB_CHUNK_SIZE`` | the compact fused-head path; the tile width in the simulation's line | absent: not patched; the width reads ``?`` | ``test_private_names.py::test_absent_optional_names_are_skipped`` |
 | ``Params4bit._quantize`` (bitsandbytes) | NF4 weights built on meta | error when a 4-bit model is built on meta | ``test_private_names.py::test_a_missing_name_is_a_clear_error`` |
 | ``GRPOTrainer._get_per_token_logps_and_entropies`` (TRL) | the simulation's scoring forward | error when a step is simulated | the same |
+| ``GRPOTrainer._get_per_token_logps_and_entropies``, ``Trainer._clip_grad_norm`` (transformers) | the measured scoring and optimizer-step phases (:mod:`grpo_lite.memory.measure`) | error when a measurement starts | ``test_private_names.py::test_a_missing_name_is_a_clear_error`` |
+| ``GRPOTrainer._compute_loss`` and the attributes its ``__init__`` sets for the loss (``_entropy_bonus_enabled``, ``_last_world_entropy``, ``_entropy_window_stats``, ``_metrics``) | the simulation's trainer, built without TRL's ``__init__`` | a loss that reads another attribute stops the simulation with its name (``missing_attributes``) | ``test_simulation.py::test_a_trl_loss_that_reads_more_stops_the_simulation_with_its_name`` |
 """
 
 from __future__ import annotations

@@ -334,8 +334,6 @@ def test_two_processes_choose_alike(tiny_model_dir, tmp_path):
         "open(%r + f'/rank{PartialState().process_index}.json', 'w').write(json.dumps([reward.batches, chosen]))\n"
         % (str(Path(__file__).parent), str(tiny_model_dir), str(tmp_path / "run"), str(tmp_path))
     )
-    # beta > 0 keeps the zero-advantage skip off: with it, ranks that keep different numbers of rows stop in TRL's
-    # gather of the clip ratios (a collective of two sizes), whether the choice is on or off
     env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     import os
 

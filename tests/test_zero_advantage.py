@@ -219,3 +219,59 @@ def test_a_whole_run_with_the_skip_is_trls_run(tiny_model_dir, tmp_path, loss_ty
     assert moved > 100 * TOLERANCE["atol"], moved
     for name, p in theirs.model.named_parameters():
         torch.testing.assert_close(mine[name].detach(), p.detach(), **TOLERANCE, msg=name)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo"])  # one loss_type per divisor
+def test_zero_rows_kept_to_match_another_ranks_count_leave_trls_step(tiny_model_dir, tmp_path, loss_type):
+    trainer = _trainer(tiny_model_dir, tmp_path, loss_type=loss_type)
+    inputs = _batch(MIXED)
+    plan = split(inputs, DIVISORS[loss_type], min_rows=6)  # another rank keeps 6 rows: 2 zero rows make up the count
+    assert plan.kept_rows == 6 and plan.inputs["advantages"].tolist() == [*MIXED[:4], 0.0, 0.0]
+    theirs, their_loss = _sgd_step(trainer, lambda m, x: GRPOTrainer._compute_loss(trainer, m, x), inputs)
+    ours, our_loss = _sgd_step(
+        trainer, lambda m, x: GRPOTrainer._compute_loss(trainer, m, plan.inputs) * plan.scale, inputs
+    )
+    assert our_loss == pytest.approx(their_loss, rel=1e-5, abs=1e-7)
+    for name in theirs:
+        torch.testing.assert_close(ours[name], theirs[name], rtol=1e-5, atol=1e-6, msg=name)
+    every = split(_batch([0.0] * B), "rows", min_rows=3)  # all zero: the 3 shortest rows run, their loss times 0
+    assert every.kept_rows == 3 and every.scale == 0.0
+    assert split(inputs, "rows", min_rows=B) is None  # every row runs: TRL's own call
+
+
+def alike_on_rank_0(prompts, completions, **kwargs):
+    """Rank 0's groups all alike (advantage 0); rank 1's first group with spread, its second alike."""
+    import os
+
+    if os.environ.get("RANK", "0") == "0":
+        return [1.0] * len(completions)
+    return [float(i == 1) for i in range(len(completions))]  # rows 0 and 1 are the first group
+
+
+@pytest.mark.slow  # two gloo processes train the tiny model (about a minute on 2 cores)
+def test_two_ranks_that_keep_different_rows_train_to_the_end(tiny_model_dir, tmp_path):
+    """TRL's loss gathers one clip ratio per row from every rank: the ranks keep the same number of rows."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "ranks.py"
+    script.write_text(
+        "import sys\n"
+        "sys.path.insert(0, %r)\n"
+        "import torch; torch.set_num_threads(1)\n"
+        "from test_zero_advantage import alike_on_rank_0\n"
+        "from grpo_lite import train\n"
+        "train(%r, output_dir=%r, dataset='synthetic', rewards=[alike_on_rank_0], method='lora', num_generations=2,\n"
+        "      per_device_train_batch_size=4, max_completion_length=4, max_steps=2, beta=0.0, quiet=True)\n"
+        % (str(Path(__file__).parent), str(tiny_model_dir), str(tmp_path / "run"))
+    )
+    env = {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    record = json.loads((tmp_path / "run" / "run.json").read_text())["zero_advantage"]
+    # each rank: 2 steps of 4 rows; rank 1 keeps 2 (its first group), so rank 0 (all zero) runs 2 of its 4 too
+    assert record["enabled"] and (record["rows"], record["skipped_rows"]) == (8, 4), record

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from grpo_lite.memory.heap import current_rss_bytes, peak_rss_bytes
+from grpo_lite.memory.meta.private import measured_methods
 from grpo_lite.memory.tracker import MEASURED_PHASES, Backend, CudaAllocator, PhaseClock, SegmentPeak, TensorTracker
 
 __all__ = ["GRPOPhaseHooks", "MemoryReport", "PhasePeak", "StepMemory", "measure_step", "measure_training"]
@@ -221,10 +222,11 @@ class GRPOPhaseHooks:
 
         trainer, clock = self.trainer, self.clock
         self._wrap(trainer.model, "generate", self._generate)
-        self._wrap(trainer, "_get_per_token_logps_and_entropies", self._scoring)
+        scoring, clip_grad = measured_methods(trainer)
+        self._wrap(trainer, scoring, self._scoring)
         self._wrap(trainer, "compute_loss", self._loss)
         self._wrap(trainer.accelerator, "backward", self._phase("backward_head"))
-        self._wrap(trainer, "_clip_grad_norm", self._phase("optimizer_step"))
+        self._wrap(trainer, clip_grad, self._phase("optimizer_step"))
         self._wrap(ChunkedLogProbFunction, "forward", self._region("lm_head"), static=True)
         self._wrap(ChunkedLogProbFunction, "backward", self._region("lm_head", then="backward_layers"), static=True)
         self._wrap(DynamicLayer, "update", self._region("kv_cache"))

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
+
+from grpo_lite.memory.meta.private import TorchDispatchMode, tree_leaves
 
 __all__ = ["CATEGORIES", "MEASURED_PHASES", "Backend", "CudaAllocator", "PhaseClock", "SegmentPeak", "TensorTracker"]
 

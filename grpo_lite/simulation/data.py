@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
+
+from grpo_lite.memory.meta.private import TorchDispatchMode, simulation_ops, tree_flatten, tree_map
 
 __all__ = ["BatchData"]
 
@@ -23,7 +23,8 @@ META = torch.device("meta")
 CPU = torch.device("cpu")
 aten = torch.ops.aten
 MAX_TWIN = 1 << 20  # elements: larger tensors made from the batch (attention masks) keep no twin
-_INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, aten._unsafe_index.Tensor}
+UNSAFE_INDEX, LOCAL_SCALAR_DENSE, TO_COPY = simulation_ops()
+_INDEXING = {aten.index.Tensor, aten.index_put.default, aten.index_put_.default, UNSAFE_INDEX}
 
 
 def _is_meta(x: Any) -> bool:
@@ -67,20 +68,16 @@ class BatchData(TorchDispatchMode):
             and first.device.type == "meta"
             and first not in self._twins
             and func not in _INDEXING
-            and func is not aten._local_scalar_dense.default
+            and func is not LOCAL_SCALAR_DENSE
         ):
             return func(*args, **kwargs)  # the model's own tensors (most ops): nothing to keep
         leaves, _ = tree_flatten((args, kwargs))
         metas = [x for x in leaves if _is_meta(x)]
         known = all(x in self._twins for x in metas)
-        if func is aten._local_scalar_dense.default:
+        if func is LOCAL_SCALAR_DENSE:
             return self._scalar(args[0], known)
         if (
-            func is aten._to_copy.default
-            and known
-            and metas
-            and kwargs.get("device") is not None
-            and not _makes_meta(kwargs)
+            func is TO_COPY and known and metas and kwargs.get("device") is not None and not _makes_meta(kwargs)
         ):  # .cpu(), .tolist(): the twin's values
             return func(self._twins[args[0]], **kwargs)
         factory = not metas

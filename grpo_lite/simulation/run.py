@@ -46,8 +46,8 @@ def _check(plan: Plan) -> None:
 def describe_optimizer(optimizer: Any, rounding: bool) -> str:
     """The implementation the step ran: class, torch's foreach / fused choice for CUDA tensors, wrappers."""
     import torch  # heavy: torch (and the modules below)
-    from torch.optim.optimizer import _default_to_fused_or_foreach
 
+    from grpo_lite.memory.meta.private import default_to_fused_or_foreach
     from grpo_lite.precision.rounding import inner_optimizers, unwrap
 
     inner = inner_optimizers(optimizer)
@@ -72,7 +72,7 @@ def describe_optimizer(optimizer: Any, rounding: bool) -> str:
             impl = "fused"
         elif group.get("foreach") is None:
             params = [p for g in first.param_groups for p in g["params"]]
-            impl = "foreach" if _default_to_fused_or_foreach(params, False, False)[1] else "for-loop"
+            impl = "foreach" if default_to_fused_or_foreach()(params, False, False)[1] else "for-loop"
             impl += " (torch's default for CUDA tensors)"
         else:
             impl = "foreach" if group["foreach"] else "for-loop"

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from grpo_lite.memory.meta import autocast as amp
+from grpo_lite.memory.meta.private import trainer_logps
 from grpo_lite.memory.tracker import PhaseClock, TensorTracker
 from grpo_lite.precision.rounding import inner_optimizers
 from grpo_lite.simulation.data import BatchData
@@ -178,7 +179,7 @@ class _Step:
         scored: dict[str, Tensor] = {}
 
         def logps() -> Tensor:
-            return self.trainer._get_per_token_logps_and_entropies(model, ids, mask, completion, batch_size=rows)[0]
+            return trainer_logps(self.trainer)(model, ids, mask, completion, batch_size=rows)[0]
 
         with (
             self.clock.in_phase("scoring"),
@@ -251,9 +252,9 @@ def _grow_cache(cache: Any, tokens: int, tracker: TensorTracker) -> None:
     all but one token, then one, which leaves each layer's storage as a one-token decoding step leaves it (a
     sliding layer keeps a view of ``window`` tokens). The result is counted as ``kv_cache``.
     """
-    from torch.utils._python_dispatch import _disable_current_modes  # heavy: torch
+    from grpo_lite.memory.meta.private import disable_current_modes  # loads torch
 
-    with _disable_current_modes():
+    with disable_current_modes():
         for layer in cache.layers:
             if not layer.is_initialized:
                 continue

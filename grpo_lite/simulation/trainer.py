@@ -11,12 +11,12 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
-from collections import defaultdict
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite.errors import SimulationError
+from grpo_lite.memory.meta.private import TRL_LOSS, TRL_SCORING, trl_loss_state
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.settings import StepSettings
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["LOSS_METHODS", "OneProcess", "missing_attributes", "trainer_for"]
 
 # the methods a training step's loss runs, as TRL calls them (Trainer.training_step -> compute_loss)
-LOSS_METHODS = ("compute_loss", "_compute_loss", "_get_per_token_logps_and_entropies")
+LOSS_METHODS = ("compute_loss", TRL_LOSS, TRL_SCORING)
 
 
 class OneProcess:
@@ -80,15 +80,12 @@ def trainer_for(
         "top_entropy_quantile": args.top_entropy_quantile,
         "entropy_coef": args.entropy_coef,
         "use_adaptive_entropy": args.use_adaptive_entropy,
-        "_entropy_bonus_enabled": args.entropy_coef != 0.0 or args.use_adaptive_entropy,
-        "_last_world_entropy": float("inf"),
-        "_entropy_window_stats": None,
+        **trl_loss_state(entropy_bonus=args.entropy_coef != 0.0 or args.use_adaptive_entropy),
         "epsilon_low": args.epsilon,
         "epsilon_high": args.epsilon_high if args.epsilon_high is not None else args.epsilon,
         "beta": args.beta,
         "current_gradient_accumulation_steps": args.gradient_accumulation_steps,
         "router_aux_loss_coef": getattr(text, "router_aux_loss_coef", 0.0) if coef is None else coef,
-        "_metrics": {"train": defaultdict(list), "eval": defaultdict(list)},
         # LiteGRPOTrainer's shared prefix: as planned, checked against TRL's path in the first step only
         "shared_prefix": s.shared_prefix,
         "_verify_pending": False,

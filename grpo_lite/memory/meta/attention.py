@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from grpo_lite.memory.meta.gpus import GPU_ARCHES, GpuArch
+from grpo_lite.memory.meta.private import sdpa_efficient, sdpa_flash, sdpa_math
 
 __all__ = ["Kernel", "choose_kernel", "cuda_sdpa"]
 
@@ -100,9 +101,7 @@ def cuda_sdpa(arch: GpuArch, calls: Counter[str], dtype: torch.dtype | None = No
         )
         calls[kernel if grad else f"{kernel} (no grad)"] += 1
         if kernel == "flash":
-            return torch.ops.aten._scaled_dot_product_flash_attention(
-                query, key, value, dropout_p, is_causal, False, scale=scale
-            )[0]
+            return sdpa_flash(query, key, value, dropout_p, is_causal, False, scale=scale)[0]
         if enable_gqa and key.size(-3) != query.size(-3):  # not reached by transformers' calls (mask => repeat_kv)
             repeat = query.size(-3) // key.size(-3)
             key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
@@ -110,11 +109,7 @@ def cuda_sdpa(arch: GpuArch, calls: Counter[str], dtype: torch.dtype | None = No
         if kernel == "efficient":
             if bias is not None:
                 bias = _aligned(bias).expand(query.size(0), query.size(1), query.size(2), key.size(2))
-            return torch.ops.aten._scaled_dot_product_efficient_attention(
-                query, key, value, bias, grad, dropout_p, is_causal, scale=scale
-            )[0]
-        return torch.ops.aten._scaled_dot_product_attention_math(
-            query, key, value, bias, dropout_p, is_causal, None, scale=scale
-        )[0]
+            return sdpa_efficient(query, key, value, bias, grad, dropout_p, is_causal, scale=scale)[0]
+        return sdpa_math(query, key, value, bias, dropout_p, is_causal, None, scale=scale)[0]
 
     return sdpa

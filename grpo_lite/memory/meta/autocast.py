@@ -14,7 +14,8 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_map
+
+from grpo_lite.memory.meta.private import gradient_checkpointing_func, set_gradient_checkpointing_func, tree_map
 
 __all__ = ["FP32_OPS", "LOWER_PRECISION_OPS", "CudaAutocast", "active", "checkpoint_autocast", "suspended"]
 
@@ -181,7 +182,7 @@ def checkpoint_autocast(model: Any) -> Iterator[None]:
     emulated one (torch's checkpoint has no meta autocast to restore)."""
     touched = []
     for module in model.modules():
-        fn = getattr(module, "_gradient_checkpointing_func", None)
+        fn = gradient_checkpointing_func(module)
         if fn is None or not getattr(module, "gradient_checkpointing", False):
             continue
 
@@ -199,9 +200,9 @@ def checkpoint_autocast(model: Any) -> Iterator[None]:
             return _fn(under_autocast, *args, **kwargs)
 
         touched.append((module, fn))
-        module._gradient_checkpointing_func = checkpoint
+        set_gradient_checkpointing_func(module, checkpoint)
     try:
         yield
     finally:
         for module, fn in touched:
-            module._gradient_checkpointing_func = fn
+            set_gradient_checkpointing_func(module, fn)

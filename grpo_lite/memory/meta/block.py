@@ -243,9 +243,9 @@ def _envelope(triples: list[Triple]) -> tuple[Triple, ...]:
 
 
 def _layer_class(config: Any) -> str:
-    from transformers import AutoModelForCausalLM  # heavy dependency: loaded when a block is traced
+    from grpo_lite.memory.meta.private import causal_lm_class  # loads torch: when a block is traced
 
-    name = AutoModelForCausalLM._model_mapping[type(config)].__name__  # e.g. Qwen3ForCausalLM
+    name = causal_lm_class(config).__name__  # e.g. Qwen3ForCausalLM
     return name.replace("ForCausalLM", "DecoderLayer")
 
 

@@ -24,6 +24,13 @@ import torch
 from grpo_lite.memory.meta import autocast as amp
 from grpo_lite.memory.meta.attention import cuda_sdpa
 from grpo_lite.memory.meta.gpus import DEFAULT_GPU, GPU_ARCHES, GpuArch
+from grpo_lite.memory.meta.private import (
+    TRL_HEAD_NAMES,
+    optimizer_device_lists,
+    sdpa_mask_decision,
+    trl_head,
+    trl_optional,
+)
 
 __all__ = ["GpuChoices", "TRL_HEAD_SOURCE", "cuda_semantics", "trl_head_source_hash"]
 
@@ -92,9 +99,10 @@ class _Patches:
 
 def trl_head_source_hash() -> str:
     """The hash :data:`TRL_HEAD_SOURCE` is checked against."""
-    import trl.kernels.chunked_logprob as chunked  # heavy: TRL
-
-    parts = (chunked.ChunkedLogProbFunction, chunked._addmm_fp32, chunked._use_triton)
+    chunked, (use_triton, _, _, addmm_fp32) = trl_head()
+    parts = (chunked.ChunkedLogProbFunction, addmm_fp32, use_triton)
+    if any(part is None for part in parts):  # a private part gone: not the code the simulation was written for
+        return ""
     return hashlib.sha256("".join(inspect.getsource(o) for o in parts).encode()).hexdigest()[:16]
 
 
@@ -121,17 +129,15 @@ def _patch_trl_head(patches: _Patches, choices: GpuChoices) -> None:
         warnings.warn(message, stacklevel=3)
         choices.lm_head = "TRL's torch fold (CPU path): " + message
         return
-    import trl.trainer.utils as trl_utils
-
-    patches.set(chunked, "_use_triton", lambda device: True)
-    if getattr(trl_utils, "_use_triton", None) is not None:  # the fused head's compact path (scores masked tokens only)
-        patches.set(trl_utils, "_use_triton", lambda device: True)
-    patches.set(chunked, "_forward_kernel", _InPlaceKernel())
-    patches.set(chunked, "_backward_kernel", _InPlaceKernel())
-    patches.set(chunked, "_addmm_fp32", _addmm_fp32)
+    trl_utils, use_triton, tile = trl_optional()
+    on_cuda = (lambda device: True, _InPlaceKernel(), _InPlaceKernel(), _addmm_fp32)  # TRL_HEAD_NAMES' order
+    for name, value in zip(TRL_HEAD_NAMES, on_cuda):
+        patches.set(chunked, name, value)
+    if use_triton is not None:  # the fused head's compact path (scores masked tokens only)
+        patches.set(trl_utils, TRL_HEAD_NAMES[0], on_cuda[0])
     if not hasattr(chunked, "triton"):  # the backward sizes its Triton grid with triton.cdiv
         patches.set(chunked, "triton", types.SimpleNamespace(cdiv=lambda a, b: -(-a // b)))
-    vocab_tile = getattr(trl_utils, "_CHUNKED_LOGPROB_CHUNK_SIZE", "?")
+    vocab_tile = "?" if tile is None else tile
     choices.lm_head = (
         f"TRL's chunked log-prob, Triton path: [min(N, {chunked.TOKEN_CHUNK_SIZE}) x {vocab_tile}] tile "
         "buffer folded in place, fp32 gradients by addmm(out_dtype=float32)"
@@ -140,16 +146,15 @@ def _patch_trl_head(patches: _Patches, choices: GpuChoices) -> None:
 
 def _patch_padding(patches: _Patches, padded: bool) -> None:
     """transformers decides from the mask's values whether to build a 4-D mask; on meta, from ``padded``."""
-    import transformers.masking_utils as masking  # heavy: transformers
-
-    original = masking._ignore_causal_mask_sdpa
+    masking, name = sdpa_mask_decision()
+    original = getattr(masking, name)
 
     def ignore_causal_mask(padding_mask: Any, *args: Any, **kwargs: Any) -> bool:
         if padding_mask is not None and padding_mask.device.type == "meta":
             return False if padded else original(None, *args, **kwargs)
         return original(padding_mask, *args, **kwargs)
 
-    patches.set(masking, "_ignore_causal_mask_sdpa", ignore_causal_mask)
+    patches.set(masking, name, ignore_causal_mask)
 
 
 def _patch_autocast(patches: _Patches) -> None:
@@ -199,17 +204,12 @@ def _patch_autocast(patches: _Patches) -> None:
 
 def _patch_optimizer_defaults(patches: _Patches) -> None:
     """torch chooses foreach / fused by the parameters' device: meta counts as CUDA."""
-    import torch.optim.optimizer as optimizer  # heavy: torch
-    import torch.utils._foreach_utils as foreach
 
     def plus_meta(original: Any) -> Any:
         return lambda: [*original(), "meta"]
 
-    patches.set(
-        foreach, "_get_foreach_kernels_supported_devices", plus_meta(foreach._get_foreach_kernels_supported_devices)
-    )
-    for name in ("_get_foreach_kernels_supported_devices", "_get_fused_kernels_supported_devices"):
-        patches.set(optimizer, name, plus_meta(getattr(optimizer, name)))
+    for module, name in optimizer_device_lists():
+        patches.set(module, name, plus_meta(getattr(module, name)))
     patches.set(torch.cuda, "synchronize", lambda device=None: None)
     try:
         from bitsandbytes.optim.optimizer import Optimizer8bit

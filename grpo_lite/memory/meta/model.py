@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
+from grpo_lite.memory.meta.private import quantize
 
 __all__ = ["build_model"]
 
@@ -43,7 +44,7 @@ def _quantize_nf4(model: nn.Module, quantization: dict[str, Any]) -> list[torch.
                 quant_storage=torch.uint8,
                 module=module,
             )
-            module.weight = weight._quantize("meta")
+            module.weight = quantize(weight, "meta")
             state = module.weight.quant_state
             constants += [state.absmax, state.code]
             if state.state2 is not None:

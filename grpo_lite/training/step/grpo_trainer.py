@@ -54,7 +54,7 @@ from grpo_lite.training.step.shared_prefix import (
     shared_prefix_logps_and_entropies,
     unsupported_reason,
 )
-from grpo_lite.training.step.trl_seam import seam_problems, seam_warning
+from grpo_lite.training.step.trl_seam import seam_problems, seam_warning, train_metrics, trainer_tokenizer
 from grpo_lite.training.step.zero_advantage import DIVISORS, ZeroAdvantageSkip, config_reason, split
 
 __all__ = ["LiteGRPOTrainer"]
@@ -183,7 +183,7 @@ class LiteGRPOTrainer(GRPOTrainer):
         """The monitor's window goes out with the step's other metrics (TRL averages ``_metrics``)."""
         for key, value in metrics.items():
             if value == value:  # NaN: nothing sampled stepped in this window
-                self._metrics["train"][key].append(value)
+                train_metrics(self)[key].append(value)
 
     def _shared_off(self, reason: str) -> None:
         logger.warning("grpo-lite: shared-prefix forward off (%s); using TRL's forward", reason)
@@ -196,8 +196,15 @@ class LiteGRPOTrainer(GRPOTrainer):
         if not (self.zero_advantage.enabled and self.model.training):
             return super()._compute_loss(model, inputs)
         plan = split(inputs, DIVISORS[self.loss_type])
+        if self.accelerator.num_processes > 1:
+            # TRL's loss gathers one clip ratio per row from every rank, which needs equal sizes: every rank keeps
+            # as many rows as the rank that keeps most
+            kept = int(inputs["completion_ids"].size(0)) if plan is None else plan.kept_rows
+            most = int(self.accelerator.gather(torch.tensor([kept], device=self.accelerator.device)).max())
+            if plan is not None and most > plan.kept_rows:
+                plan = split(inputs, DIVISORS[self.loss_type], min_rows=most)
         for key, value in self.zero_advantage.count(plan, inputs).items():
-            self._metrics["train"][key].append(value)
+            train_metrics(self)[key].append(value)
         if plan is None:
             return super()._compute_loss(model, inputs)
         return super()._compute_loss(model, plan.inputs) * plan.scale
@@ -282,7 +289,7 @@ class LiteGRPOTrainer(GRPOTrainer):
             self.processing_class,
             stops=stops,
             share=share,
-            pad_token_id=self._tokenizer.pad_token_id,
+            pad_token_id=trainer_tokenizer(self).pad_token_id,
             check=check,
         ):
             completion_ids, logprobs = super()._generate_single_turn(
@@ -290,10 +297,12 @@ class LiteGRPOTrainer(GRPOTrainer):
             )
         if not stops:
             return completion_ids, logprobs
-        pad, eos = self._tokenizer.pad_token_id, self.eos_token_ids
+        pad, eos = trainer_tokenizer(self).pad_token_id, self.eos_token_ids
         stops = list(self.generation_config.stop_strings)
         return [
-            end_at_stop(ids, pad, eos, stopped=stopped_at_stop(ids, self._tokenizer, stops, self.max_completion_length))
+            end_at_stop(
+                ids, pad, eos, stopped=stopped_at_stop(ids, trainer_tokenizer(self), stops, self.max_completion_length)
+            )
             for ids in completion_ids
         ], logprobs
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_lite.defaults import CHOICE_DEFAULTS, ChoiceRule, ProblemChoice
+from grpo_lite.training.step.trl_seam import train_metrics
 
 __all__ = [
     "CHOICE_DEFAULTS",
@@ -324,7 +325,7 @@ class ProblemChoiceRun:
             rule = {k: v for k, v in asdict(CHOICE_DEFAULTS).items() if k != "setting"}
             self.record.update(rule=rule, lag_batches=lag)
         self._layout = (trainer.num_generations, trainer.num_iterations * args.steps_per_generation)
-        self._metrics = trainer._metrics["train"]  # TRL averages these lists at each log (the seam checks it)
+        self._metrics = train_metrics(trainer)  # TRL averages these lists at each log (the seam checks it)
         trainer.reward_funcs[judged] = PassRateReport(
             trainer.reward_funcs[judged], self._report, lambda: bool(trainer.model.training)
         )

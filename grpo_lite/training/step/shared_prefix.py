@@ -17,6 +17,7 @@ from accelerate.utils import extract_model_from_parallel, is_peft_model
 from torch import Tensor, nn
 
 from grpo_lite.memory.packing import sliding_window_reason
+from grpo_lite.training.step.trl_seam import attn_implementation, patched_lm
 
 __all__ = [
     "CHECK_GROUPS", "SUPPORTED_ATTENTION", "PackedGroups", "SelfCheck", "check_rows", "default_tolerances",
@@ -140,8 +141,7 @@ def _chunks(groups: Tensor, prompt_mask: Tensor, completion_mask: Tensor, max_to
 
 def _patched_lm(model: nn.Module) -> nn.Module:
     """The causal LM TRL gave a fused LM head: unwrapped from DDP/DeepSpeed/compile and from PEFT."""
-    model = extract_model_from_parallel(model)
-    return model.get_base_model() if is_peft_model(model) else model
+    return patched_lm(model)
 
 
 @contextmanager
@@ -177,7 +177,7 @@ def shared_prefix_logps_and_entropies(
     ``batch_size`` bounds each forward to about ``batch_size`` unshared rows' worth of tokens.
     """
     lm = _patched_lm(model)
-    attn, dtype = lm.config._attn_implementation, lm.get_input_embeddings().weight.dtype
+    attn, dtype = attn_implementation(lm.config), lm.get_input_embeddings().weight.dtype
     prompt_ids, completion_ids = input_ids[:, :-logits_to_keep], input_ids[:, -logits_to_keep:]
     prompt_mask, completion_mask = attention_mask[:, :-logits_to_keep], attention_mask[:, -logits_to_keep:]
     groups = group_prompts(prompt_ids, prompt_mask)
@@ -218,8 +218,8 @@ def unsupported_reason(
     config = _patched_lm(model).config
     if config.is_encoder_decoder or config.get_text_config() is not config:
         return "not a text-only decoder"
-    if config._attn_implementation not in SUPPORTED_ATTENTION:
-        return f"attention {config._attn_implementation!r} does not take a custom 4-D mask"
+    if attn_implementation(config) not in SUPPORTED_ATTENTION:
+        return f"attention {attn_implementation(config)!r} does not take a custom 4-D mask"
     window_reason = sliding_window_reason(config, attention_mask.size(1))  # the planner's rule too
     if window_reason is not None:
         return window_reason

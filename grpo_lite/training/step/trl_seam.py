@@ -17,6 +17,21 @@ code grpo-lite was written for (TRL :data:`TESTED_TRL`):
 TRL's own code in its place, with one warning naming the TRL version: a changed seam costs speed or a
 feature, never a log-prob computed differently in silence. A shared prefix turned off so is planned again
 (:func:`grpo_lite.training.run.replan.replan`, cause ``trl_seam``): the plan in run.json is the plan trained.
+
+The training code's private names of TRL, transformers, torch and bitsandbytes, all in this module (the memory
+layer's and the simulation's are in :mod:`grpo_lite.memory.meta.private`); other modules read them through the
+functions here:
+
+| private name | used by | when it changes | test |
+| --- | --- | --- | --- |
+| ``GRPOTrainer._compute_loss`` (overridden) | the zero-advantage skip | its source's digest differs: the skip is off, TRL's loss runs, one warning | ``test_zero_advantage.py::test_another_trl_loss_falls_back_with_one_warning`` |
+| ``GRPOTrainer._get_per_token_logps_and_entropies`` (overridden) | shared-prefix scoring | another signature: TRL's method serves its calls, one warning | ``test_trl_seam.py`` |
+| ``GRPOTrainer._generate_single_turn`` (overridden) | shared-prefix sampling, stop strings | another signature or source: TRL's method, one warning | ``test_trl_seam.py`` |
+| ``GRPOTrainer._get_train_sampler`` (overridden) | problem choice | another signature or layout: TRL's sampler, one warning | ``test_problem_choice.py::test_a_trl_whose_sampler_differs_runs_its_own`` |
+| ``GRPOTrainer._tokenizer`` (:func:`trainer_tokenizer`) | shared-prefix sampling, stop strings | missing or without ``pad_token_id``: both off, TRL's method, one warning | ``test_private_names.py::test_a_trainer_without_the_tokenizer_turns_sampling_features_off`` |
+| ``GRPOTrainer._metrics`` (:func:`train_metrics`) | the update monitor, the skip's and the choice's metrics | missing or not a dict of lists: the monitor and the choice off, one warning (the skip: its ``_compute_loss`` digest) | ``test_private_names.py::test_a_trainer_without_metrics_turns_the_monitor_off`` |
+| ``GRPOTrainer._entropy_bonus_enabled`` (:func:`entropy_bonus_enabled`) | the zero-advantage skip | missing: read as on, the skip off (TRL's loss) | ``test_private_names.py::test_a_trainer_without_the_entropy_flag_keeps_trls_loss`` |
+| ``PretrainedConfig._attn_implementation`` (transformers; :func:`attn_implementation`) | shared-prefix scoring | missing: read as None, which no kernel list holds: the shared prefix off, TRL's forward | ``test_private_names.py::test_a_config_without_the_attention_name_keeps_trls_forward`` |
 """
 
 from __future__ import annotations
@@ -26,7 +41,19 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
-__all__ = ["FEATURES", "TESTED_TRL", "Feature", "seam_problems", "seam_warning"]
+__all__ = [
+    "FEATURES",
+    "OVERRIDES",
+    "TESTED_TRL",
+    "Feature",
+    "attn_implementation",
+    "entropy_bonus_enabled",
+    "patched_lm",
+    "seam_problems",
+    "seam_warning",
+    "train_metrics",
+    "trainer_tokenizer",
+]
 
 # The TRL releases the trainer, shared-prefix and stop-string tests passed with (pyproject.toml's bound).
 # 1.13.0 and 1.14.0 differ at the seam (the trainer warns and runs TRL's code); 1.15.0 has the same seam but its
@@ -127,10 +154,8 @@ def _attribute_problem(trainer: Any, checks: dict[str, Callable[[Any], bool]]) -
 
 
 def _fused_head_problem(trainer: Any) -> str | None:
-    from grpo_lite.training.step.shared_prefix import _patched_lm  # heavy: imports torch
-
     try:
-        params = inspect.signature(_patched_lm(trainer.model).forward, follow_wrapped=False).parameters
+        params = inspect.signature(patched_lm(trainer.model).forward, follow_wrapped=False).parameters
     except (AttributeError, TypeError, ValueError):
         return "the model's forward is unreadable"
     missing = [p for p in ("fused_lm_head", "shift_labels") if p not in params]
@@ -211,3 +236,37 @@ def seam_warning(problems: dict[Feature, str], version: str) -> str:
         f"{', '.join(TESTED_TRL)}): {off}. TRL's own code runs instead; docs/troubleshooting.md says how "
         "to check a TRL release"
     )
+
+
+# The private methods of TRL's GRPOTrainer that LiteGRPOTrainer overrides (the first table's rows); the only private
+# names of a dependency another module may name: its ``def`` and its ``super()`` call.
+OVERRIDES = ("_compute_loss", "_get_per_token_logps_and_entropies", "_generate_single_turn", "_get_train_sampler")
+
+
+# ---- the private names other modules read ----------------------------------------------------------------
+def trainer_tokenizer(trainer: Any) -> Any:
+    """TRL's ``GRPOTrainer._tokenizer`` (the seam checks it before a feature that reads it is on)."""
+    return trainer._tokenizer
+
+
+def train_metrics(trainer: Any) -> Any:
+    """TRL's ``GRPOTrainer._metrics["train"]``: the lists TRL averages at each log (checked by the seam)."""
+    return trainer._metrics["train"]
+
+
+def entropy_bonus_enabled(trainer: Any) -> bool:
+    """TRL's ``GRPOTrainer._entropy_bonus_enabled`` (True when the trainer has none: the skip then stays off)."""
+    return bool(getattr(trainer, "_entropy_bonus_enabled", True))
+
+
+def attn_implementation(config: Any) -> str | None:
+    """transformers' ``config._attn_implementation`` (None: the config has none, so no attention list holds it)."""
+    return getattr(config, "_attn_implementation", None)
+
+
+def patched_lm(model: Any) -> Any:
+    """The causal LM TRL gave a fused LM head: unwrapped from DDP/DeepSpeed/compile and from PEFT."""
+    from accelerate.utils import extract_model_from_parallel, is_peft_model  # heavy: accelerate
+
+    model = extract_model_from_parallel(model)
+    return model.get_base_model() if is_peft_model(model) else model

@@ -12,6 +12,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from grpo_lite.training.step.trl_seam import entropy_bonus_enabled
+
 __all__ = ["DIVISORS", "SkipPlan", "ZeroAdvantageSkip", "config_reason", "split"]
 
 Divisor = Literal["rows", "tokens", "carried"]
@@ -47,7 +49,7 @@ def config_reason(trainer: Any) -> str | None:
         return f"loss_type={loss_type!r} is not one of {', '.join(DIVISORS)}"
     if getattr(trainer, "beta", None) != 0.0:
         return f"beta={getattr(trainer, 'beta', None)}: the KL term's gradient counts every row"
-    if getattr(trainer, "_entropy_bonus_enabled", True):
+    if entropy_bonus_enabled(trainer):
         return "an entropy bonus reads every row's entropy"
     if getattr(trainer, "top_entropy_quantile", 0.0) < 1.0:
         return "top_entropy_quantile < 1 ranks every row's entropy"
@@ -74,9 +76,13 @@ def _mask(inputs: dict[str, Any]) -> Tensor:
     return mask if "tool_mask" not in inputs else mask * inputs["tool_mask"]
 
 
-def split(inputs: dict[str, Any], divisor: Divisor) -> SkipPlan | None:
-    """The micro-batch without its zero-advantage rows, or None when nothing is skipped (no such row, or an
-    input this split does not know how to cut)."""
+def split(inputs: dict[str, Any], divisor: Divisor, min_rows: int = 1) -> SkipPlan | None:
+    """The micro-batch without its zero-advantage rows, or None when nothing is skipped (no such row, as many
+    rows to keep as it has, or an input this split does not know how to cut).
+
+    Args:
+        min_rows: rows to keep at least; zero-advantage rows make up the count, the shortest first.
+    """
     if not set(inputs) <= {*ROW_KEYS, *COLUMN_KEYS, *SCALAR_KEYS} or not all(k in inputs for k in ROW_KEYS[:2]):
         return None
     advantages = inputs["advantages"]
@@ -87,11 +93,14 @@ def split(inputs: dict[str, Any], divisor: Divisor) -> SkipPlan | None:
     mask = _mask(inputs)
     lengths = inputs["completion_mask"].sum(-1)
     keep = ~zero
-    factor = 1.0
-    if not bool(keep.any()):  # all zero: the shortest row runs, its loss times 0 (every process still steps)
-        keep = torch.zeros_like(zero)
-        keep[int(lengths.argmin())] = True
-        factor = 0.0
+    # all zero: the shortest row runs, its loss times 0 (every process still steps)
+    factor = 1.0 if bool(keep.any()) else 0.0
+    missing = max(min_rows, 1) - int(keep.sum())
+    if missing >= int(zero.sum()):  # every row runs: TRL's own call
+        return None
+    if missing > 0:  # the shortest zero rows make up the count (their loss is exactly zero)
+        order = torch.sort(torch.where(zero, lengths, lengths.max() + 1), stable=True).indices
+        keep[order[:missing]] = True
     index = keep.nonzero().squeeze(-1)
     used = inputs["completion_mask"][index]
     width = int(used.nonzero()[:, 1].max()) + 1 if bool(used.any()) else 1

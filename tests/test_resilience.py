@@ -351,8 +351,8 @@ def test_the_next_rung_starts_from_the_weights_of_the_step_reached(tiny_model_di
         stepped = train(str(tiny_model_dir), output_dir=tmp_path / "oom", max_steps=4, callbacks=[oom, starts], **kw)
     finally:
         torch.set_num_threads(threads)
-    assert [e["step"] for e in stepped.events if e["event"] == "out_of_memory"] == [2] and stepped.steps == 4
-    assert where in stepped.events[0]["error"] or where == "boundary"
+    assert [e["step"] for e in _step_downs(stepped.events)] == [2] and stepped.steps == 4
+    assert where in _step_downs(stepped.events)[0]["why"] or where == "boundary"
     base, reached = starts.seen[0], _digest(two.model)
     assert len(starts.seen) == 2 and _close(straight.seen[0], base) == 0.0  # both runs began at the base model
     moved = _close(reached, base)

@@ -25,6 +25,7 @@ from grpo_lite.planning.candidates import fits
 from grpo_lite.planning.ladder import METHODS
 from grpo_lite.planning.result import Plan
 from grpo_lite.planning.search import search
+from grpo_lite.ranges import check
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode
@@ -84,10 +85,8 @@ def plan(
         raise ConfigError(f"device={device!r} is not valid; choose cuda or cpu")
     if sharding is not None and sharding not in get_args(Sharding):
         raise ConfigError(f"sharding={sharding!r} is not valid; choose one of {', '.join(get_args(Sharding))}")
-    if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
-        raise ConfigError(f"num_processes={num_processes!r} must be a positive integer")
-    if isinstance(max_prompt_length, bool) or not isinstance(max_prompt_length, int) or max_prompt_length < 1:
-        raise ConfigError(f"max_prompt_length={max_prompt_length!r} must be a positive integer")
+    check("num_processes", num_processes)
+    check("max_prompt_length", max_prompt_length)
     block_source(blocks)  # an unknown mode fails here, before the search
     if fixed.get("use_cpu") is True:
         if device == "cuda":

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, TypeVar
 from grpo_lite import rewards as reward_lib
 from grpo_lite.defaults import RESILIENCE, STEP, TRAINER
 from grpo_lite.errors import ConfigError
+from grpo_lite.ranges import check
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.recipe.values import check_overrides, typed
 from grpo_lite.training.run.ranks import process_state
@@ -136,8 +137,7 @@ def check_arguments(
 ) -> tuple[list[Any], dict[str, Any]]:
     """Reject bad arguments and settings before anything is loaded; return the reward callables and the
     overrides typed as TRL's parser types them."""
-    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
-        raise ConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
+    check("max_steps", max_steps)
     if on_oom not in ("step_down", "raise"):
         raise ConfigError(f"on_oom={on_oom!r} is not valid; choose 'step_down' or 'raise'")
     if on_stall not in ("warn", "adapt"):

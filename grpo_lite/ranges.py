@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from grpo_lite.defaults import EVALUATION, LORA, RUN, STEP
 from grpo_lite.errors import ConfigError
@@ -77,23 +77,36 @@ RANGES: dict[str, Range] = {
 """Setting -> its :class:`Range`; GRPOConfig's fields first, in its order."""
 
 
-def check(key: str, value: Any, *, written: str | None = None, named: str | None = None, sep: str = "=") -> Any:
+def check(
+    key: str,
+    value: Any,
+    choices: Collection[Any] | None = None,
+    *,
+    written: str | None = None,
+    named: str | None = None,
+    sep: str = "=",
+) -> Any:
     """Return ``value`` when it is in the range of the setting ``key``; None (not set) and an unbounded setting pass.
 
     Args:
+        choices: the values a setting of a few named values takes (its ``Literal``'s), instead of a range.
         written: how the user wrote it, for the message. Default: ``named=value``.
         named: the setting's name as the user wrote it (``lora.r``'s ``r``), for the example. Default: ``key``.
         sep: ``"="`` (Python, ``--set``) or ``": "`` (a recipe file) between the name and the example.
 
     Raises:
         ConfigError: ``"num_processes=0 must be a positive integer; e.g. num_processes=1"``; a number that is
-            not finite: ``"... must be a finite number"``.
+            not finite: ``"... must be a finite number"``; ``"device='tpu' is not valid; choose one of cuda, cpu"``.
     """
     if value is None:
         return value
     rule = RANGES.get(key)
     name = named or key
     written = written or f"{name}{sep}{value!r}"
+    if choices is not None:
+        if value not in choices:
+            raise ConfigError(f"{written} is not valid; choose one of {', '.join(map(str, choices))}")
+        return value
     example = f"; e.g. {name}{sep}{rule.example!r}" if rule is not None else ""
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{written} must be a finite number{example}")

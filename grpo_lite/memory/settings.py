@@ -152,9 +152,7 @@ class StepSettings:
         if unknown:
             raise ConfigError(f"unknown memory setting(s) {unknown}; valid: {', '.join(cls.keys())}")
         for key, choices in _CHOICES.items():
-            value = settings.get(key)
-            if value is not None and value not in choices:
-                raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(map(str, choices))}")
+            check(key, settings.get(key), choices)
         targets = settings.get("lora_target_modules")
         if isinstance(targets, str):
             settings["lora_target_modules"] = None if targets.replace("_", "-") == "all-linear" else (targets,)

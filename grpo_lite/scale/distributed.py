@@ -104,9 +104,7 @@ SHARDINGS: dict[str, ShardingMode] = {
 
 
 def _mode(sharding: str) -> ShardingMode:
-    if sharding not in SHARDINGS:
-        raise ConfigError(f"sharding={sharding!r} is not valid; choose one of {', '.join(SHARDINGS)}")
-    return SHARDINGS[sharding]
+    return SHARDINGS[check("sharding", sharding, tuple(SHARDINGS))]
 
 
 def config_path(sharding: Sharding) -> Path:

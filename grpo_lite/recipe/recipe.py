@@ -198,7 +198,7 @@ class Recipe:
         changes: dict[str, Any] = {"trl": dict(self.trl), "lora": None if self.lora is None else dict(self.lora)}
         for key, value in overrides.items():
             if key not in ("trl", "lora"):
-                value = typed(key, value, optional=key == "max_steps")  # a recipe's max_steps may be None
+                value = check(key, typed(key, value, optional=key == "max_steps"))  # a recipe's max_steps may be None
             if key == "trl":
                 _check_run_owned(value, "trl")
                 changes["trl"].update(value)

@@ -138,10 +138,8 @@ def check_arguments(
     """Reject bad arguments and settings before anything is loaded; return the reward callables and the
     overrides typed as TRL's parser types them."""
     check("max_steps", max_steps)
-    if on_oom not in ("step_down", "raise"):
-        raise ConfigError(f"on_oom={on_oom!r} is not valid; choose 'step_down' or 'raise'")
-    if on_stall not in ("warn", "adapt"):
-        raise ConfigError(f"on_stall={on_stall!r} is not valid; choose 'warn' or 'adapt'")
+    check("on_oom", on_oom, ("step_down", "raise"))
+    check("on_stall", on_stall, ("warn", "adapt"))
     taken = sorted(set(overrides) & set(PLAN_OWNED))
     if taken:
         raise ConfigError("; ".join(f"{key} cannot be set here: {PLAN_OWNED[key]}" for key in taken))

@@ -24,6 +24,7 @@ from grpo_lite.defaults import EVALUATION, TRAINER
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import load_dtype
+from grpo_lite.ranges import check
 from grpo_lite.training.report.quiet import quiet_libraries
 from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
 
@@ -232,8 +233,8 @@ def evaluate(
     split = EVALUATION.split if split is None else split
     batch_size = EVALUATION.batch_size if batch_size is None else batch_size
     max_new_tokens = EVALUATION.max_new_tokens if max_new_tokens is None else max_new_tokens
-    if batch_size < 1 or max_new_tokens < 1:
-        raise ConfigError(f"batch_size and max_new_tokens must be >= 1, got {batch_size} and {max_new_tokens}")
+    check("batch_size", batch_size)
+    check("max_new_tokens", max_new_tokens)
     if isinstance(model, (str, os.PathLike)):
         model, tokenizer = load_for_eval(model)
     elif tokenizer is None:

@@ -97,7 +97,7 @@ def test_without_a_report_a_finding_is_a_warning():
 
 
 def test_on_stall_is_checked():
-    with pytest.raises(ValueError, match="choose 'warn' or 'adapt'"):
+    with pytest.raises(ValueError, match="on_stall='fix' is not valid; choose one of warn, adapt"):
         HealthMonitor(REWARDS, on_stall="fix")
 
 
@@ -340,6 +340,6 @@ def test_train_refuses_an_unknown_on_stall_before_loading(tmp_path):
     from grpo_lite import train
     from grpo_lite.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="on_stall='fix' is not valid; choose 'warn' or 'adapt'"):
+    with pytest.raises(ConfigError, match="on_stall='fix' is not valid; choose one of warn, adapt"):
         train("Llama-3.2-1B-Instruct", output_dir=tmp_path / "run", on_stall="fix")
     assert not (tmp_path / "run").exists()

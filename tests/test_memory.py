@@ -260,7 +260,7 @@ def test_cpu_has_no_context_or_reserve_and_fp32() -> None:
             {"per_device_train_batch_size": 3, "gradient_accumulation_steps": 1, "num_generations": 8},
             r"per_device_train_batch_size \(3\) x num_processes \(1\) x steps_per_generation \(1\) = 3",
         ),
-        ({"num_generations": 1}, "at least 2"),
+        ({"num_generations": 1}, r"num_generations=1 must be >= 2 \(GRPO compares a group\)"),
         ({"method": "galore", "optim": "galore_adamw_layerwise", "gradient_accumulation_steps": 2}, "accumulation"),
         ({"method": "galore", "optim": "adamw_torch"}, "does not match method"),
         ({"device": "cpu", "method": "galore", "optim": "galore_adamw_8bit"}, "GPU-only"),

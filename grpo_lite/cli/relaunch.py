@@ -26,7 +26,8 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Sharding
 from grpo_lite.planning.choose import plan
 from grpo_lite.planning.hardware import usable_to_nominal_gb
-from grpo_lite.scale.distributed import SHARDINGS, _check_processes, _mode, in_launched_process, launch_command
+from grpo_lite.ranges import check
+from grpo_lite.scale.distributed import SHARDINGS, _mode, in_launched_process, launch_command
 from grpo_lite.training.run.folder import default_output_dir
 from grpo_lite.training.run.ranks import _clear_records, check_ranks
 
@@ -112,7 +113,7 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
     Returns:
         The launcher's exit code, or None when this process should train itself.
     """
-    n = _check_processes(args.num_processes)
+    n = check("num_processes", args.num_processes)
     if in_launched_process():
         world = int(os.environ["WORLD_SIZE"])
         if n > 1 and world != n:

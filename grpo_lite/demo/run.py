@@ -32,6 +32,7 @@ from typing import Any
 from grpo_lite.data.prompts import PromptStyle, PromptStyleName
 from grpo_lite.defaults import DEMO, LORA, STEP
 from grpo_lite.errors import ConfigError
+from grpo_lite.ranges import check
 from grpo_lite.training.report.quiet import quiet_libraries
 
 __all__ = ["DemoConfig", "DemoResult", "demo_line", "run_demo"]
@@ -112,10 +113,8 @@ class DemoConfig:
                 f"steps, eval_n and eval_batch_size must be >= 1, got steps={self.steps}, eval_n={self.eval_n}, "
                 f"eval_batch_size={self.eval_batch_size}"
             )
-        if self.num_generations < 2:
-            raise ConfigError(f"num_generations must be >= 2 (GRPO compares a group), got {self.num_generations}")
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature must be > 0 (GRPO samples), got {self.temperature}")
+        check("num_generations", self.num_generations)
+        check("temperature", self.temperature)
         self.style()  # an unknown prompt_style fails here, naming the valid ones
 
 

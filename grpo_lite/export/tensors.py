@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
-from grpo_lite.errors import ConfigError, ModelError
+from grpo_lite.errors import ModelError
 from grpo_lite.export.hparams import GgufArch, rope_settings
 from grpo_lite.export.source import named_weights
+from grpo_lite.ranges import check
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -51,9 +52,7 @@ def check_quantization(quantization: str) -> Quantization:
     ...
     grpo_lite.errors.ConfigError: quantization='Q4_K_M' is not valid; choose one of f16, q8_0, q4_0
     """
-    if quantization not in QUANTIZATIONS:
-        raise ConfigError(f"quantization={quantization!r} is not valid; choose one of {', '.join(QUANTIZATIONS)}")
-    return quantization  # type: ignore[return-value]
+    return check("quantization", quantization, QUANTIZATIONS)
 
 
 def file_type(quantization: Quantization) -> int:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, get_args
 
-from grpo_lite.errors import ConfigError
 from grpo_lite.memory.meta.block import BlockTerms, traced_block_terms
+from grpo_lite.ranges import check
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
@@ -48,8 +48,7 @@ def block_source(mode: BlockMode = DEFAULT_BLOCKS) -> BlockSource | None:
     Raises:
         ConfigError: an unknown mode.
     """
-    if mode not in BLOCK_MODES:
-        raise ConfigError(f"blocks={mode!r} is not valid; choose one of {', '.join(BLOCK_MODES)}")
+    check("blocks", mode, BLOCK_MODES)
     if mode == "formulas":
         return None
     if mode == "traced":

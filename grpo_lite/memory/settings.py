@@ -24,6 +24,7 @@ from typing import Any, Literal, get_args
 from grpo_lite.defaults import LORA, STEP
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
+from grpo_lite.ranges import check
 
 __all__ = [
     "StepSettings",
@@ -151,9 +152,7 @@ class StepSettings:
         if unknown:
             raise ConfigError(f"unknown memory setting(s) {unknown}; valid: {', '.join(cls.keys())}")
         for key, choices in _CHOICES.items():
-            value = settings.get(key)
-            if value is not None and value not in choices:
-                raise ConfigError(f"{key}={value!r} is not valid; choose one of {', '.join(map(str, choices))}")
+            check(key, settings.get(key), choices)
         targets = settings.get("lora_target_modules")
         if isinstance(targets, str):
             settings["lora_target_modules"] = None if targets.replace("_", "-") == "all-linear" else (targets,)
@@ -161,7 +160,7 @@ class StepSettings:
             settings["lora_target_modules"] = tuple(targets)
         s = cls(**settings)
         device = s.device
-        nproc = _positive("num_processes", s.num_processes)
+        nproc = check("num_processes", s.num_processes)
         fill: dict[str, Any] = {
             "dtype": s.dtype or load_dtype(device, fp16=s.fp16),
             "quantization": s.quantization or ("nf4" if s.method == "qlora" else "none"),
@@ -280,19 +279,17 @@ class StepSettings:
             "per_device_train_batch_size",
             "gradient_accumulation_steps",
             "num_iterations",
+            "num_generations",
             "max_prompt_length",
             "max_completion_length",
             "lora_r",
+            "lora_dropout",
+            "beta",
+            "vllm_gpu_memory_utilization",
         ):
-            _positive(key, getattr(self, key))
-        if self.num_generations < 2:
-            raise ConfigError(f"num_generations={self.num_generations}: GRPO needs at least 2 generations per prompt")
+            check(key, getattr(self, key))
         _check_batch_rule(self)
         opt = self.optimizer
-        if self.beta < 0 or not 0 <= self.lora_dropout < 1:
-            raise ConfigError("beta must be >= 0 and lora_dropout in [0, 1)")
-        if not 0 < self.vllm_gpu_memory_utilization <= 1:
-            raise ConfigError("vllm_gpu_memory_utilization must be in (0, 1], e.g. 0.3")
         if self.sharding == "none" and self.num_processes > 1:
             raise ConfigError(
                 f"sharding='none' runs one process; with num_processes={self.num_processes} "
@@ -322,12 +319,6 @@ class StepSettings:
             )
         if self.use_vllm and self.vllm_mode == "colocate" and self.budget_gib is None:
             raise ConfigError("use_vllm with vllm_mode='colocate' needs budget_gib to size vLLM's share")
-
-
-def _positive(key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{key}={value!r} must be a positive integer")
-    return value
 
 
 def _check_batch_rule(s: StepSettings) -> None:

@@ -19,12 +19,13 @@ from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
 from grpo_lite.memory.models import ModelSpec, resolve_model
-from grpo_lite.memory.settings import Method, Sharding
+from grpo_lite.memory.settings import Device, Method, Sharding
 from grpo_lite.planning import hardware
 from grpo_lite.planning.candidates import fits
 from grpo_lite.planning.ladder import METHODS
 from grpo_lite.planning.result import Plan
 from grpo_lite.planning.search import search
+from grpo_lite.ranges import check
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode
@@ -78,16 +79,11 @@ def plan(
     spec = model if isinstance(model, ModelSpec) else resolve_model(model)
     num_processes = STEP.num_processes if num_processes is None else num_processes
     max_prompt_length = STEP.max_prompt_length if max_prompt_length is None else max_prompt_length
-    if method is not None and method not in METHODS:
-        raise ConfigError(f"method={method!r} is not valid; choose one of {', '.join(METHODS)}")
-    if device is not None and device not in ("cuda", "cpu"):
-        raise ConfigError(f"device={device!r} is not valid; choose cuda or cpu")
-    if sharding is not None and sharding not in get_args(Sharding):
-        raise ConfigError(f"sharding={sharding!r} is not valid; choose one of {', '.join(get_args(Sharding))}")
-    if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
-        raise ConfigError(f"num_processes={num_processes!r} must be a positive integer")
-    if isinstance(max_prompt_length, bool) or not isinstance(max_prompt_length, int) or max_prompt_length < 1:
-        raise ConfigError(f"max_prompt_length={max_prompt_length!r} must be a positive integer")
+    check("method", method, METHODS)
+    check("device", device, get_args(Device))
+    check("sharding", sharding, get_args(Sharding))
+    check("num_processes", num_processes)
+    check("max_prompt_length", max_prompt_length)
     block_source(blocks)  # an unknown mode fails here, before the search
     if fixed.get("use_cpu") is True:
         if device == "cuda":

@@ -36,7 +36,8 @@ from grpo_lite.files import write_text
 from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS
-from grpo_lite.recipe.values import RANGES, check_overrides, closest_names, load_yaml, read_mapping, typed
+from grpo_lite.ranges import check
+from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, typed
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -197,7 +198,7 @@ class Recipe:
         changes: dict[str, Any] = {"trl": dict(self.trl), "lora": None if self.lora is None else dict(self.lora)}
         for key, value in overrides.items():
             if key not in ("trl", "lora"):
-                value = typed(key, value, optional=key == "max_steps")  # a recipe's max_steps may be None
+                value = check(key, typed(key, value, optional=key == "max_steps"))  # a recipe's max_steps may be None
             if key == "trl":
                 _check_run_owned(value, "trl")
                 changes["trl"].update(value)
@@ -474,12 +475,10 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
             for k, v in values["lora"].items()
         }
         for k, v in values["lora"].items():  # the ranges train()'s lora_* arguments have, named as the file names them
-            accepts, what, example = RANGES.get(_LORA_ARGUMENTS.get(k, ""), (None, "", None))
-            if accepts is not None and isinstance(v, (int, float)) and not isinstance(v, bool) and not accepts(v):
-                raise ConfigError(f"{source}: lora.{k}: {v!r} must be {what}; e.g. {k}: {example!r}")
-    for key in ("max_steps", "num_processes"):  # whole numbers from 1 (max_steps: null trains one epoch)
-        if isinstance(values.get(key), int) and values[key] < 1:
-            raise ConfigError(f"{source}: {key}: {values[key]!r} must be a positive integer; e.g. {key}: 1")
+            check(_LORA_ARGUMENTS.get(k, ""), v, written=f"{source}: lora.{k}: {v!r}", named=k, sep=": ")
+    for key, value in values.items():  # grpo-lite's own (max_steps: null trains one epoch)
+        if key not in ("trl", "lora"):
+            check(key, value, written=f"{source}: {key}: {value!r}", sep=": ")
     return values
 
 

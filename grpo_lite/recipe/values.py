@@ -25,16 +25,16 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
-from grpo_lite.defaults import LORA, ProblemChoice
+from grpo_lite.defaults import ProblemChoice
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
+from grpo_lite.ranges import check
 
 __all__ = [
     "MAX_YAML_NODES",
-    "RANGES",
     "OwnSettings",
     "check_config_keys",
     "check_overrides",
@@ -311,40 +311,6 @@ def closest_names(unknown: Sequence[Any], valid: Sequence[str]) -> str:
     return ", ".join(hints)
 
 
-_R = tuple[Callable[[Any], bool], str, Any]  # (accepts, what it must be, a value that works)
-RANGES: dict[str, _R] = {
-    "learning_rate": (lambda x: x > 0, "> 0", 1e-5),
-    "weight_decay": (lambda x: x >= 0, ">= 0", 0.1),
-    "adam_beta1": (lambda x: 0 <= x < 1, "in [0, 1)", 0.9),
-    "adam_beta2": (lambda x: 0 <= x < 1, "in [0, 1)", 0.99),
-    "adam_epsilon": (lambda x: x > 0, "> 0", 1e-8),
-    "max_grad_norm": (lambda x: x >= 0, ">= 0 (0 turns clipping off)", 0.1),
-    "warmup_steps": (lambda x: x >= 0, ">= 0 (below 1: a share of the steps)", 0.1),
-    "num_train_epochs": (lambda x: x > 0, "> 0", 1),
-    "logging_steps": (lambda x: x > 0, "> 0", 1),
-    "save_steps": (lambda x: x > 0, "> 0 (below 1: a share of the steps)", 50),
-    "save_total_limit": (lambda x: x >= 0, ">= 0 (0 or None keeps every checkpoint)", 2),
-    "temperature": (lambda x: x > 0, "> 0", 0.7),
-    "top_p": (lambda x: 0 < x <= 1, "in (0, 1]", 1.0),
-    "top_k": (lambda x: x >= 0, ">= 0 (0 turns it off)", 0),
-    "min_p": (lambda x: 0 <= x <= 1, "in [0, 1]", 0.05),
-    "repetition_penalty": (lambda x: x > 0, "> 0", 1.0),
-    "beta": (lambda x: x >= 0, ">= 0", 0.0),
-    "epsilon": (lambda x: x > 0, "> 0", 0.2),
-    "epsilon_high": (lambda x: x > 0, "> 0", 0.28),
-    "num_iterations": (lambda x: x >= 1, ">= 1", 1),
-    "lora_r": (lambda x: x >= 1, ">= 1", LORA.r),
-    "lora_alpha": (lambda x: x > 0, "> 0", LORA.alpha(LORA.r)),
-    "lora_dropout": (lambda x: 0 <= x < 1, "in [0, 1)", 0.05),
-}
-"""Settings with a range, in GRPOConfig's order where it has them: (accepts, what it must be, an example)."""
-
-
-def _range_example(key: str) -> str:
-    """``; e.g. key=<a value that works>`` for a setting with a range."""
-    return f"; e.g. {key}={RANGES[key][2]!r}" if key in RANGES else ""
-
-
 def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) -> dict[str, Any]:
     """Check every override's name, type and range before anything loads; return them typed.
 
@@ -362,12 +328,7 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
     check_config_keys(overrides, also=(*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS))
     overrides = {key: typed(key, value) for key, value in overrides.items()}
     for key, value in overrides.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{key}={value!r} must be a finite number{_range_example(key)}")
-        if key in RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
-            accepts, what, _ = RANGES[key]
-            if not accepts(value):
-                raise ConfigError(f"{key}={value!r} must be {what}{_range_example(key)}")
+        check(key, value)
     weights = overrides.get("reward_weights")  # typed above: a list of numbers
     if weights is not None:
         if not all(math.isfinite(w) for w in weights):

@@ -26,6 +26,7 @@ from typing import Literal, Mapping, Sequence, get_args
 from grpo_lite.errors import ConfigError, GrpoLiteError
 from grpo_lite.files import write_text
 from grpo_lite.memory.settings import Sharding
+from grpo_lite.ranges import check
 
 __all__ = [
     "ShardingMode",
@@ -103,15 +104,7 @@ SHARDINGS: dict[str, ShardingMode] = {
 
 
 def _mode(sharding: str) -> ShardingMode:
-    if sharding not in SHARDINGS:
-        raise ConfigError(f"sharding={sharding!r} is not valid; choose one of {', '.join(SHARDINGS)}")
-    return SHARDINGS[sharding]
-
-
-def _check_processes(num_processes: object) -> int:
-    if isinstance(num_processes, bool) or not isinstance(num_processes, int) or num_processes < 1:
-        raise ConfigError(f"num_processes={num_processes!r} must be a positive integer (one per GPU)")
-    return num_processes
+    return SHARDINGS[check("sharding", sharding, tuple(SHARDINGS))]
 
 
 def config_path(sharding: Sharding) -> Path:
@@ -142,7 +135,7 @@ def accelerate_config(sharding: Sharding, num_processes: int, *, mixed_precision
     """
     import yaml  # loaded on use: yaml
 
-    _check_processes(num_processes)
+    check("num_processes", num_processes)
     if mixed_precision not in get_args(MixedPrecision):
         raise ConfigError(
             f"mixed_precision={mixed_precision!r} is not valid; choose one of "
@@ -206,7 +199,7 @@ def launch_command(
     >>> launch_command(["train", "m"], 4, "zero3", cuda=True, config_file="z3.yaml", python="python")[2:8]
     ['accelerate.commands.launch', '--config_file', 'z3.yaml', '--num_processes', '4', '--main_process_port']
     """
-    n = _check_processes(num_processes)
+    n = check("num_processes", num_processes)
     mode = _mode(sharding or "ddp")
     if mode.config is None:
         raise ConfigError("sharding 'none' runs one process: drop --num-processes, or choose ddp, zero2, zero3 or fsdp")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, TypeVar
 from grpo_lite import rewards as reward_lib
 from grpo_lite.defaults import RESILIENCE, STEP, TRAINER
 from grpo_lite.errors import ConfigError
+from grpo_lite.ranges import check
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.recipe.values import check_overrides, typed
 from grpo_lite.training.run.ranks import process_state
@@ -136,12 +137,9 @@ def check_arguments(
 ) -> tuple[list[Any], dict[str, Any]]:
     """Reject bad arguments and settings before anything is loaded; return the reward callables and the
     overrides typed as TRL's parser types them."""
-    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
-        raise ConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
-    if on_oom not in ("step_down", "raise"):
-        raise ConfigError(f"on_oom={on_oom!r} is not valid; choose 'step_down' or 'raise'")
-    if on_stall not in ("warn", "adapt"):
-        raise ConfigError(f"on_stall={on_stall!r} is not valid; choose 'warn' or 'adapt'")
+    check("max_steps", max_steps)
+    check("on_oom", on_oom, ("step_down", "raise"))
+    check("on_stall", on_stall, ("warn", "adapt"))
     taken = sorted(set(overrides) & set(PLAN_OWNED))
     if taken:
         raise ConfigError("; ".join(f"{key} cannot be set here: {PLAN_OWNED[key]}" for key in taken))

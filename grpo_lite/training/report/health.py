@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 from transformers import TrainerCallback
 
+from grpo_lite import ranges
 from grpo_lite.defaults import HEALTH, RESILIENCE
-from grpo_lite.errors import ConfigError
 from grpo_lite.training.report.advice import OnStall
 from grpo_lite.training.report.progress import reward_shares
 
@@ -112,8 +112,7 @@ class HealthMonitor(TrainerCallback):
         on_stall: OnStall = RESILIENCE.on_stall,
         step_offset: int = 0,
     ) -> None:
-        if on_stall not in ("warn", "adapt"):
-            raise ConfigError(f"on_stall={on_stall!r} is not valid; choose 'warn' or 'adapt'")
+        ranges.check("on_stall", on_stall, ("warn", "adapt"))  # a HealthMonitor added to your own trainer
         self.reward_funcs = list(reward_funcs)
         self.report = report or _warn
         self.advisor, self.on_stall, self.step_offset = advisor, on_stall, step_offset

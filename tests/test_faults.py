@@ -433,7 +433,10 @@ def test_a_write_error_without_errno_on_a_full_disk_is_recognised(tmp_path, monk
     monkeypatch.setattr(resilience.shutil, "disk_usage", lambda path: usage(2**40, 2**30, 2**40 - 2**30))
     assert resilience.disk_full_error(torch_error, tmp_path, 2**20, None) is None  # plenty of room: another failure
     enospc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    assert "no checkpoint is complete yet" in str(resilience.disk_full_error(enospc, tmp_path, 2**20, None))
+    before_any = str(resilience.disk_full_error(enospc, tmp_path, 2**20, None))
+    # --resume refuses a folder without a complete checkpoint: the advice is the start that works
+    assert "no checkpoint is complete yet, so there is nothing to resume" in before_any
+    assert "plus --overwrite (Python: overwrite=True)" in before_any and "--resume" not in before_any
 
 
 def test_lock_check_leaves_a_stale_lock_for_the_run_to_report(tmp_path):

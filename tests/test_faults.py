@@ -401,6 +401,31 @@ def test_deleted_trainer_state_on_resume_falls_back_or_says_so(tiny_model_dir, f
     assert "checkpoint-3 is incomplete (trainer_state.json is missing)" in " ".join(record["events"][-1]["notes"])
 
 
+def test_a_final_save_cut_by_a_full_disk_leaves_no_partial_folder(tiny_model_dir, tmp_path, monkeypatch):
+    """The final save's temporary folder is removed when the save fails: a partial model is not left in the run
+    folder, and its room goes back to the disk (before, .final.tmp stayed and run.json could stay 'running')."""
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
+
+    save_model = LiteGRPOTrainer.save_model
+
+    def full_disk(self, output_dir=None, *args, **kwargs):
+        if output_dir is not None and Path(output_dir).name == ".final.tmp":
+            Path(output_dir).mkdir(parents=True, exist_ok=True)
+            (Path(output_dir) / "model.safetensors").write_bytes(
+                b"\0" * 1000
+            )  # the part written before the disk filled
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return save_model(self, output_dir, *args, **kwargs)
+
+    monkeypatch.setattr(LiteGRPOTrainer, "save_model", full_disk)
+    out = tmp_path / "run"
+    with pytest.raises(OutputDirError, match="ran out of space"):
+        train(str(tiny_model_dir), output_dir=out, **dict(RUN, max_steps=1, save_steps=10))
+    assert not os.path.lexists(out / ".final.tmp") and not (out / "final").exists()
+    assert _record(out)["status"] == "failed"
+    assert not (out / ".grpo-lite.lock").exists()
+
+
 def test_a_failed_resume_logs_no_resume_event(tiny_model_dir, finished_run, tmp_path, monkeypatch):
     from transformers import Trainer
 

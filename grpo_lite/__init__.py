@@ -4,8 +4,8 @@ Importing this package is cheap: TRL, PEFT, bitsandbytes and even torch load onl
 function that needs them is called (PEP 562 lazy attributes).
 
 >>> import grpo_lite
->>> grpo_lite.__version__
-'0.4.0'
+>>> grpo_lite.plan.__module__  # loaded from its module on first use
+'grpo_lite.planning.choose'
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     """Load a model and tokenizer from a hub id, folder, GGUF file, or a saved LoRA adapter folder."""
     import torch  # heavy: torch, transformers (the loader)
 
-    from grpo_lite.training.loading import load_model, load_tokenizer
+    from grpo_lite.training.loading import load_model, load_tokenizer, readable_weights
 
     # the first GPU when there is one (greedy decoding of a 1B model on CPU takes hours), else the CPU
     cuda = torch.cuda.is_available()
@@ -139,7 +139,8 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
 
         base = json.loads(adapter.read_text())["base_model_name_or_path"]
         base_model = load_model(resolve_model(base).model_id, **place)
-        return PeftModel.from_pretrained(base_model, str(path)), load_tokenizer(path)
+        with readable_weights(path):
+            return PeftModel.from_pretrained(base_model, str(path)), load_tokenizer(path)
     spec = resolve_model(model)
     return load_model(spec.model_id, **place), load_tokenizer(spec.model_id)
 

@@ -340,3 +340,21 @@ def test_a_symlink_at_the_lock_path_is_said_so_not_wait_for_the_run(run_dir, tmp
         "makes its lock itself), then export again"
     )
     assert target.read_text() == "not a lock" and not (run_dir / "final.gguf").exists()
+
+
+@pytest.mark.parametrize("command", ["export", "eval"])
+def test_cut_off_weights_are_one_line_that_says_so(run_dir, capsys, command):
+    """A model whose safetensors file is cut off (a copy or a save that did not finish) is one line naming the
+    file, exit 2, not safetensors' traceback (exit 1); an export writes nothing."""
+    weights = run_dir / "final" / "model.safetensors"
+    with open(weights, "r+b") as f:
+        f.truncate(weights.stat().st_size // 2)
+    if command == "export":
+        code, err = _export(run_dir, capsys)
+    else:
+        code = main(["eval", str(run_dir / "final"), "--dataset", "synthetic", "--limit", "1", "--max-new-tokens", "2"])
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2, err
+    assert err.startswith("error: cannot read the weights in ") and str(run_dir / "final") in err
+    assert "cut off or damaged" in err
+    assert not (run_dir / "final.gguf").exists()

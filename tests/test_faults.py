@@ -401,6 +401,31 @@ def test_deleted_trainer_state_on_resume_falls_back_or_says_so(tiny_model_dir, f
     assert "checkpoint-3 is incomplete (trainer_state.json is missing)" in " ".join(record["events"][-1]["notes"])
 
 
+def test_a_final_save_cut_by_a_full_disk_leaves_no_partial_folder(tiny_model_dir, tmp_path, monkeypatch):
+    """The final save's temporary folder is removed when the save fails: a partial model is not left in the run
+    folder, and its room goes back to the disk (before, .final.tmp stayed and run.json could stay 'running')."""
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
+
+    save_model = LiteGRPOTrainer.save_model
+
+    def full_disk(self, output_dir=None, *args, **kwargs):
+        if output_dir is not None and Path(output_dir).name == ".final.tmp":
+            Path(output_dir).mkdir(parents=True, exist_ok=True)
+            (Path(output_dir) / "model.safetensors").write_bytes(
+                b"\0" * 1000
+            )  # the part written before the disk filled
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return save_model(self, output_dir, *args, **kwargs)
+
+    monkeypatch.setattr(LiteGRPOTrainer, "save_model", full_disk)
+    out = tmp_path / "run"
+    with pytest.raises(OutputDirError, match="ran out of space"):
+        train(str(tiny_model_dir), output_dir=out, **dict(RUN, max_steps=1, save_steps=10))
+    assert not os.path.lexists(out / ".final.tmp") and not (out / "final").exists()
+    assert _record(out)["status"] == "failed"
+    assert not (out / ".grpo-lite.lock").exists()
+
+
 def test_a_failed_resume_logs_no_resume_event(tiny_model_dir, finished_run, tmp_path, monkeypatch):
     from transformers import Trainer
 
@@ -433,7 +458,10 @@ def test_a_write_error_without_errno_on_a_full_disk_is_recognised(tmp_path, monk
     monkeypatch.setattr(resilience.shutil, "disk_usage", lambda path: usage(2**40, 2**30, 2**40 - 2**30))
     assert resilience.disk_full_error(torch_error, tmp_path, 2**20, None) is None  # plenty of room: another failure
     enospc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    assert "no checkpoint is complete yet" in str(resilience.disk_full_error(enospc, tmp_path, 2**20, None))
+    before_any = str(resilience.disk_full_error(enospc, tmp_path, 2**20, None))
+    # --resume refuses a folder without a complete checkpoint: the advice is the start that works
+    assert "no checkpoint is complete yet, so there is nothing to resume" in before_any
+    assert "plus --overwrite (Python: overwrite=True)" in before_any and "--resume" not in before_any
 
 
 def test_lock_check_leaves_a_stale_lock_for_the_run_to_report(tmp_path):

@@ -158,6 +158,21 @@ def test_grpo_lites_own_keys_under_trl_are_refused_naming_where_they_belong(tmp_
         Recipe("m", "lora").with_overrides(trl={key: value})
 
 
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("shared_prefix", False), ("stop_strings", ["x"]), ("prompt_style", "plain"), ("rewards", ["integer"])],
+)
+def test_a_top_level_key_under_trl_is_refused_naming_the_file_and_the_top_level(tmp_path, key, value):
+    """A recipe key written under trl: is not read there: the one line names the file and says where it goes
+    (trl: shared_prefix used to pass the file's check and fail later as an unknown setting, file unnamed)."""
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"model": "m", "preset": "lora", "trl": {"learning_rate": 1e-5, key: value}}))
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: trl: {key}: ")) as caught:
+        Recipe.read(path)
+    assert f"write it at the top level of the recipe ({key}: " in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
 def test_missing_file_says_how_to_write_one(tmp_path):
     with pytest.raises(ConfigError, match="grpo-lite plan MODEL --budget-gb N --write"):
         Recipe.read(tmp_path / "none.yaml")

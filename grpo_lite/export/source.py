@@ -57,7 +57,13 @@ class ExportSource:
 
     def load_model(self) -> Any:
         """The model in its saved dtype, in eval mode; a LoRA adapter on its base (merged by PEFT unless
-        :func:`lazily_mergeable`)."""
+        :func:`lazily_mergeable`). A cut-off weights file is a :class:`ModelError` naming the folder."""
+        from grpo_lite.training.loading import readable_weights  # heavy: torch, transformers
+
+        with readable_weights(self.model_dir):
+            return self._load_model()
+
+    def _load_model(self) -> Any:
         from transformers import AutoModelForCausalLM  # heavy: transformers
 
         if self.adapter_base is None:

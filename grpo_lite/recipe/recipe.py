@@ -483,14 +483,17 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _check_run_owned(trl: dict[str, Any], where: str) -> None:
-    """Refuse grpo-lite's own settings under ``trl:`` (the run sets them; there they would be ignored)."""
+    """Refuse grpo-lite's own settings under ``trl:`` (the run sets them; there they would be ignored), and the
+    recipe's top-level keys written there (``dtype`` is also read under ``trl:``: the weights' dtype)."""
+    top_level = {f.name for f in dataclasses.fields(Recipe)} - {"trl", "plan", "dtype"}
     for key, value in trl.items():
-        if key in _RUN_OWNED_TRL:
+        if key in _RUN_OWNED_TRL or key in top_level:
             from grpo_lite.recipe.costs import show_value
 
+            where_to = _RUN_OWNED_TRL.get(key, "write it at the top level of the recipe ({key}: {value})")
             raise ConfigError(
                 f"{where}: {key}: {show_value(value):.60} is grpo-lite's own setting, not read under trl:; "
-                + _RUN_OWNED_TRL[key].format(value=show_value(value))
+                + where_to.format(key=key, value=show_value(value))
             )
 
 

@@ -6,6 +6,7 @@ carried state when stepping down after an out-of-memory error. Imported only ins
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -90,11 +91,17 @@ def save_final(trainer: Any, tokenizer: Any, out: Path) -> Path:
     final, tmp = out / "final", out / ".final.tmp"
     with finish_first("the final save"):
         remove(tmp)  # a link is unlinked, never written through
-        trainer.save_model(str(tmp))
-        if trainer.accelerator.is_main_process:
-            tokenizer.save_pretrained(str(tmp))
-            remove(final)
-            os.replace(tmp, final)
+        try:
+            trainer.save_model(str(tmp))
+            if trainer.accelerator.is_main_process:
+                tokenizer.save_pretrained(str(tmp))
+                remove(final)
+                os.replace(tmp, final)
+        except BaseException:
+            if trainer.accelerator.is_main_process:  # a cut-off save (a full disk): no partial model stays behind,
+                with contextlib.suppress(OSError):  # and its room is free again for run.json's failure record
+                    remove(tmp)
+            raise
     return final
 
 

@@ -6,13 +6,14 @@ imports torch and transformers at the top: it is only imported inside functions.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -23,7 +24,15 @@ from grpo_lite.errors import ModelError
 from grpo_lite.memory.keywords import from_pretrained_kwargs  # the one builder (a recipe hands it to plain TRL)
 from grpo_lite.training.report.quiet import quiet_gguf_conversion, quiet_libraries
 
-__all__ = ["DEMO_MODEL_FILE", "DEMO_PACKAGE", "demo_model_path", "gguf_cache_dir", "load_model", "load_tokenizer"]
+__all__ = [
+    "DEMO_MODEL_FILE",
+    "DEMO_PACKAGE",
+    "demo_model_path",
+    "gguf_cache_dir",
+    "load_model",
+    "load_tokenizer",
+    "readable_weights",
+]
 
 DEMO_PACKAGE = DEMO.model_package  # the old names of grpo_lite.defaults.DEMO.model_package and model_file
 DEMO_MODEL_FILE = DEMO.model_file
@@ -119,6 +128,21 @@ def load_tokenizer(model_id: str | os.PathLike) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
+@contextlib.contextmanager
+def readable_weights(where: str | os.PathLike) -> Iterator[None]:
+    """Weights read inside the block: a safetensors file cut off or damaged is one :class:`ModelError` that names
+    ``where`` (safetensors raises its own exception, not an OSError, and with it a traceback)."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except SafetensorError as exc:
+        raise ModelError(
+            f"cannot read the weights in {where}: {exc} (a safetensors file is cut off or damaged): copy, download "
+            "or save the model again"
+        ) from exc
+
+
 @quiet_libraries()
 def load_model(
     model_id: str | os.PathLike,
@@ -138,6 +162,7 @@ def load_model(
     kwargs = from_pretrained_kwargs(dtype, quantization, device_map=device_map)
     source = _local_source(model_id)
     try:
-        return AutoModelForCausalLM.from_pretrained(source, **kwargs)
+        with readable_weights(model_id):
+            return AutoModelForCausalLM.from_pretrained(source, **kwargs)
     except OSError as exc:
         raise ModelError(f"cannot load model {model_id!r}: {exc}") from exc

@@ -114,11 +114,15 @@ def disk_full_error(exc: BaseException, out: Path, need_bytes: float, checkpoint
     if not (by_errno or by_text or (free is not None and free < need_bytes and not isinstance(exc, KeyboardInterrupt))):
         return None
     have = "" if free is None else f" ({format_bytes(free)} free now)"
-    kept = f"{checkpoint.name} is complete" if checkpoint is not None else "no checkpoint is complete yet"
+    why = f"the disk holding {out} ran out of space{have}: {str(exc).splitlines()[0][:160] or type(exc).__name__}. "
+    if checkpoint is None:  # --resume refuses a run without a complete checkpoint: only a new start is left
+        return OutputDirError(
+            f"{why}no checkpoint is complete yet, so there is nothing to resume; free at least "
+            f"{format_bytes(need_bytes)} and start again with the same command plus --overwrite (Python: overwrite=True)"
+        )
     return OutputDirError(
-        f"the disk holding {out} ran out of space{have}: {str(exc).splitlines()[0][:160] or type(exc).__name__}. "
-        f"{kept}; free at least {format_bytes(need_bytes)} and resume with the same command plus --resume (Python: "
-        f"resume=True); a cut-off checkpoint is then moved to {out / 'incomplete'}"
+        f"{why}{checkpoint.name} is complete; free at least {format_bytes(need_bytes)} and resume with the same command "
+        f"plus --resume (Python: resume=True); a cut-off checkpoint is then moved to {out / 'incomplete'}"
     )
 
 

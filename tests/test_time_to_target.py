@@ -67,7 +67,15 @@ def test_without_a_target_the_report_says_its_own_is_provisional(bench):
 def test_the_runs_of_a_benchmark_and_of_a_reference(bench):
     args = argparse.Namespace(tasks=["one-step", "mixed"], seeds=[0, 1], defaults_seeds=[0], reference=False)
     runs = bench.jobs(args)
-    assert runs[:2] == [("before", "one-step", 0), ("trl-defaults", "one-step", 0)]
+    assert runs[:5] == [
+        ("before", "one-step", 0),
+        ("before", "mixed", 0),
+        ("trl-lite-hp", "one-step", 0),
+        ("grpo-lite-off", "one-step", 0),
+        ("grpo-lite", "one-step", 0),
+    ]
+    assert runs[5:8] == [("trl-lite-hp", "mixed", 0), ("grpo-lite-off", "mixed", 0), ("grpo-lite", "mixed", 0)]
+    assert runs[-2:] == [("trl-defaults", "one-step", 0), ("trl-defaults", "mixed", 0)]  # seed-major, defaults last
     assert sum(arm == "grpo-lite" for arm, _, _ in runs) == 4 and len(runs) == 2 * (2 + 2 * 3)
     args.reference = True
     assert {arm for arm, _, _ in bench.jobs(args)} == {"before", "trl-lite-hp"}

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
     from grpo_lite.data.prompts import PromptStyle
-    from grpo_lite.data.readers import DataSplit
+    from grpo_lite.data.loaders import DataSplit
 
 __all__ = ["EvalResult", "evaluate", "formatted_accuracy", "load_for_eval", "wilson_interval"]
 

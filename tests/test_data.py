@@ -42,10 +42,14 @@ def write_parquet(path: Path, rows: list[dict]) -> Path:
 
 @pytest.fixture
 def no_hub(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the hub unreachable, as on an offline machine without a cache."""
+    """Make the hub unreachable, as on an offline machine without a cache (local files are read by datasets too)."""
     import datasets
 
-    def unreachable(*args: object, **kwargs: object) -> None:
+    read = datasets.load_dataset
+
+    def unreachable(name: str, *args: object, **kwargs: object) -> object:
+        if name in ("json", "csv", "parquet"):
+            return read(name, *args, **kwargs)
         raise ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub (OfflineModeIsEnabled)")
 
     monkeypatch.setattr(datasets, "load_dataset", unreachable)

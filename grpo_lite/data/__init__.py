@@ -1,4 +1,4 @@
-"""Stage 1 of the pipeline: questions -> prompts (loaders, file readers, synthetic problems, answers, prompt styles).
+"""Stage 1 of the pipeline: questions -> prompts (loaders, synthetic problems, answers, prompt styles).
 
 docs/index.md lists the modules. Nothing is imported here: import the module you need.
 """

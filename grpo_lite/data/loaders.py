@@ -6,6 +6,7 @@ canonical form) columns; a bad row is reported where it is (docs/internals.md, d
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -15,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.data.answers import gsm8k_gold, normalize_number
 from grpo_lite.data.prompts import PromptStyle, build_messages
-from grpo_lite.data.readers import SUFFIXES, DataSplit, Row, read_source
 from grpo_lite.data.synthetic import LEVELS, synthetic_problems
 from grpo_lite.defaults import TRAINER
 from grpo_lite.errors import ConfigError, DataError
@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["DATASETS", "DatasetName", "GSM8K_DIR_ENV", "GSM8K_HUB_ID", "SUFFIXES", "load_dataset", "load_gsm8k"]
 
 DatasetName = Literal["gsm8k", "synthetic"]
+DataSplit = Literal["train", "test"]
+SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # the file types read, each by datasets' own builder
 GSM8K_HUB_ID = "openai/gsm8k"
 GSM8K_DIR_ENV = "GRPO_LITE_GSM8K_DIR"  # a folder with train.jsonl/test.jsonl, read instead of the hub
 _SPLITS: tuple[DataSplit, ...] = ("train", "test")
@@ -40,6 +42,92 @@ def _check_split(split: str) -> None:
 def _check_limit(limit: int | None) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"limit must be a positive number of rows or None (all rows), got {limit!r}")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the user's data and where a person finds it (``"path, line 3"``, ``"path, row 3"``)."""
+
+    where: str
+    data: dict[str, Any]
+
+
+# ----------------------------------------------------------------------------- files
+def _why_unreadable(path: Path, exc: Exception) -> str:
+    """What is wrong with a file ``datasets`` refused; for JSON, the first line Python's parser refuses."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if path.suffix.lower() not in (".json", ".jsonl"):
+        return f"{path}: cannot read {path.suffix.lower()[1:]} ({type(exc).__name__}: {exc})"
+    text = path.read_text(encoding="utf-8-sig")
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as whole:
+        for number, line in enumerate(text.splitlines() if text.lstrip().startswith("{") else [], 1):
+            try:
+                if line.strip() and not isinstance(json.loads(line), dict):
+                    return f"{path}, line {number}: expected a JSON object with named fields: {line.strip()[:80]!r}"
+            except json.JSONDecodeError as bad:
+                return f"{path}, line {number}: not valid JSON ({bad.msg}): {line.strip()[:80]!r}"
+        return f"{path}: not valid JSON ({whole.msg} at line {whole.lineno}, column {whole.colno})"
+    return f"{path}: expected a list of objects like [{{'question': ..., 'answer': ...}}] or JSON lines"
+
+
+def _read_file(path: Path) -> list[Row]:
+    """All rows of one file, read by ``datasets``' own builder, each with its location; DataError when unreadable."""
+    suffix = path.suffix.lower()
+    if not path.exists():
+        raise DataError(f"{path}: file not found; pass an existing {'/'.join(SUFFIXES)} file or a train/test folder")
+    if suffix not in SUFFIXES or not path.is_file():
+        raise DataError(f"{path}: unsupported file type {suffix or '(none)'!r}; use one of {', '.join(SUFFIXES)}")
+    lines = path.read_bytes().splitlines() if suffix == ".jsonl" else []
+    if lines and lines[0].lstrip(b"\xef\xbb\xbf \t").startswith(b"["):  # datasets would read a JSON document
+        raise DataError(f"{path}, line 1: expected a JSON object with named fields: {lines[0].strip()[:80]!r}")
+    from datasets import load_dataset as hf_load_dataset  # heavy: datasets
+
+    try:  # streaming reads the file in place: nothing is copied into the datasets cache
+        builder = "json" if suffix.startswith(".json") else suffix[1:]
+        records = list(hf_load_dataset(builder, data_files=str(path), split="train", streaming=True))
+    except Exception as exc:  # each builder raises its own types for a bad file; an empty one, StopIteration
+        if path.read_bytes().strip():
+            raise DataError(_why_unreadable(path, exc)) from None
+        records = []
+    if not records:
+        what = "has no rows" if path.read_bytes().strip() else "is empty"
+        raise DataError(f"{path}: the file {what}; it needs one row per problem with 'question' and 'answer'")
+    values = list(records[0].values())
+    if suffix == ".json" and len(records) == 1 and all(isinstance(v, list) for v in values):
+        if len(values) == 1 and all(isinstance(r, dict) for r in values[0]):
+            records = values[0]  # {"data": [{...}, ...]}
+        elif len({len(v) for v in values}) == 1:
+            records = [dict(zip(records[0], row, strict=True)) for row in zip(*values, strict=True)]  # columns
+    if suffix == ".jsonl":  # the 1-based line of each row: datasets skips blank lines
+        numbers = [n for n, line in enumerate(lines, 1) if line.strip()]
+        return [Row(f"{path}, line {n}", r) for n, r in zip(numbers, records, strict=False)]
+    return [Row(f"{path}, row {i}", r) for i, r in enumerate(records, 1)]
+
+
+def _split_files(folder: Path, split: DataSplit) -> list[Path]:
+    """The files holding ``split`` in a folder: ``train.jsonl``..., else ``*train*.<ext>`` (also in ``main/``)."""
+    for suffix in SUFFIXES:
+        if (folder / f"{split}{suffix}").is_file():
+            return [folder / f"{split}{suffix}"]
+    for where in (folder, folder / "main"):
+        found = sorted(p for p in where.glob(f"*{split}*") if p.is_file() and p.suffix.lower() in SUFFIXES)
+        if found:
+            return found
+    present = ", ".join(sorted(p.name for p in folder.iterdir())[:10]) or "nothing"
+    raise DataError(
+        f"{folder}: no {split} file found (looked for {split}.jsonl, {split}.json, {split}.parquet, {split}.csv "
+        f"or *{split}*.<ext>, also in main/); the folder holds: {present}"
+    )
+
+
+def _read_source(source: str | os.PathLike[str], split: DataSplit) -> list[Row]:
+    """The rows of a file (read whole, whatever ``split``), or of a folder's ``split`` file(s)."""
+    path = Path(source).expanduser()
+    files = _split_files(path, split) if path.is_dir() else [path]
+    return [row for file in files for row in _read_file(file)]
 
 
 # ----------------------------------------------------------------------------- the hub
@@ -176,7 +264,7 @@ def load_gsm8k(
     _check_limit(limit)
     if source is None and os.environ.get(GSM8K_DIR_ENV):
         source = os.environ[GSM8K_DIR_ENV]
-    rows = _hub_gsm8k(split) if source is None else read_source(source, split)
+    rows = _hub_gsm8k(split) if source is None else _read_source(source, split)
     name = f"{GSM8K_HUB_ID} ({split})" if source is None else str(source)
     return _to_dataset(
         rows, name, question_column="question", answer_column="answer", gold=gsm8k_gold,
@@ -279,4 +367,4 @@ def load_dataset(
         names = ", ".join(repr(n) for n in DATASETS)
         kinds = "/".join(SUFFIXES)
         raise DataError(f"unknown dataset {str(spec)!r}; use one of {names}, or a path to a {kinds} file or a folder")
-    return _to_dataset(read_source(path, split), str(spec), **kwargs)
+    return _to_dataset(_read_source(path, split), str(spec), **kwargs)

@@ -8,7 +8,6 @@ score interval (:func:`wilson_interval`).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -31,8 +30,8 @@ from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-    from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.data.loaders import DataSplit
+    from grpo_lite.data.prompts import PromptStyle
 
 __all__ = ["EvalResult", "evaluate", "formatted_accuracy", "load_for_eval", "wilson_interval"]
 
@@ -121,26 +120,18 @@ def formatted_accuracy(samples: Sequence[dict[str, Any]]) -> tuple[float, int]:
 
 @quiet_libraries()
 def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
-    """Load a model and tokenizer from a hub id, folder, GGUF file, or a saved LoRA adapter folder."""
+    """Load a model and tokenizer from a hub id, folder, GGUF file, run folder or saved LoRA adapter folder."""
     import torch  # heavy: torch, transformers (the loader)
 
-    from grpo_lite.training.loading import load_model, load_tokenizer, readable_weights
+    from grpo_lite.training.loading import load_model, load_saved_model, load_tokenizer
 
     # the first GPU when there is one (greedy decoding of a 1B model on CPU takes hours), else the CPU
     cuda = torch.cuda.is_available()
-    place: dict[str, Any] = {
-        "dtype": load_dtype("cuda" if cuda else "cpu"),
-        **({"device_map": {"": 0}} if cuda else {}),
-    }
+    place: dict[str, Any] = {"dtype": load_dtype("cuda" if cuda else "cpu"), "device_map": {"": 0} if cuda else None}
     path = Path(model)
-    adapter = path / "adapter_config.json"
-    if adapter.is_file():
-        from peft import PeftModel
-
-        base = json.loads(adapter.read_text())["base_model_name_or_path"]
-        base_model = load_model(resolve_model(base).model_id, **place)
-        with readable_weights(path):
-            return PeftModel.from_pretrained(base_model, str(path)), load_tokenizer(path)
+    folder = path / "final" if (path / "run.json").is_file() else path
+    if folder != path or (folder / "adapter_config.json").is_file():
+        return load_saved_model(folder, **place), load_tokenizer(folder)
     spec = resolve_model(model)
     return load_model(spec.model_id, **place), load_tokenizer(spec.model_id)
 

@@ -56,25 +56,13 @@ class ExportSource:
             raise ModelError(f"cannot read the config of {where} to export {self.name}: {exc}") from exc
 
     def load_model(self) -> Any:
-        """The model in its saved dtype, in eval mode; a LoRA adapter on its base (merged by PEFT unless
-        :func:`lazily_mergeable`). A cut-off weights file is a :class:`ModelError` naming the folder."""
-        from grpo_lite.training.loading import readable_weights  # heavy: torch, transformers
+        """The model in its saved dtype, in eval mode (:func:`grpo_lite.training.loading.load_saved_model`); a LoRA
+        adapter is merged by PEFT unless :func:`lazily_mergeable`. A cut-off weights file is a ModelError."""
+        from grpo_lite.training.loading import load_saved_model  # heavy: torch, transformers
 
-        with readable_weights(self.model_dir):
-            return self._load_model()
-
-    def _load_model(self) -> Any:
-        from transformers import AutoModelForCausalLM  # heavy: transformers
-
-        if self.adapter_base is None:
-            return AutoModelForCausalLM.from_pretrained(str(self.model_dir), dtype="auto").eval()
-        from peft import PeftModel
-
-        if Path(self.adapter_base).is_dir() or self.origin_gguf is None:
-            base = AutoModelForCausalLM.from_pretrained(self.adapter_base, dtype="auto")
-        else:  # the converted copy of the origin GGUF is gone from the cache: read the file itself
-            base = AutoModelForCausalLM.from_pretrained(str(self.origin_gguf.parent), gguf_file=self.origin_gguf.name)
-        model = PeftModel.from_pretrained(base, str(self.model_dir)).eval()
+        gone = self.adapter_base and not Path(self.adapter_base).is_dir() and self.origin_gguf is not None
+        base = self.origin_gguf if gone else None  # the converted copy of the origin GGUF is gone: convert it again
+        model = load_saved_model(self.model_dir, base=base)
         return model if lazily_mergeable(model) else model.merge_and_unload().eval()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import json
 import os
 import shutil
 import tempfile
@@ -30,6 +31,7 @@ __all__ = [
     "demo_model_path",
     "gguf_cache_dir",
     "load_model",
+    "load_saved_model",
     "load_tokenizer",
     "readable_weights",
 ]
@@ -166,3 +168,32 @@ def load_model(
             return AutoModelForCausalLM.from_pretrained(source, **kwargs)
     except OSError as exc:
         raise ModelError(f"cannot load model {model_id!r}: {exc}") from exc
+
+
+@quiet_libraries()
+def load_saved_model(
+    path: str | os.PathLike, *, dtype: str = "auto", device_map: Any = None, base: str | os.PathLike | None = None
+) -> Any:
+    """What a run saved, in eval mode: a model folder, or a LoRA adapter folder on its base (evaluation and export).
+
+    Args:
+        path: the model or adapter folder.
+        dtype: a dtype name, or ``"auto"``: the saved dtype.
+        device_map: passed to ``from_pretrained``.
+        base: an adapter's base model (a folder, hub id or ``.gguf`` file). Default: the adapter's
+            ``base_model_name_or_path``.
+    """
+    folder = Path(path)
+    adapter = folder / "adapter_config.json"
+    kwargs = {"dtype": "auto"} if dtype == "auto" else from_pretrained_kwargs(dtype)
+    try:
+        with readable_weights(folder):
+            if not adapter.is_file():
+                return AutoModelForCausalLM.from_pretrained(str(folder), device_map=device_map, **kwargs).eval()
+            from peft import PeftModel  # heavy: peft
+
+            base = base or json.loads(adapter.read_text(encoding="utf-8"))["base_model_name_or_path"]
+            base_model = AutoModelForCausalLM.from_pretrained(_local_source(base), device_map=device_map, **kwargs)
+            return PeftModel.from_pretrained(base_model, str(folder)).eval()
+    except OSError as exc:
+        raise ModelError(f"cannot load the model in {folder}: {exc}") from exc

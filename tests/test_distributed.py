@@ -200,36 +200,31 @@ def test_detect_sharding_rejects_zero1():
         D.detect_sharding({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "1"})
 
 
-# ---- the CLI: options, argv round trip, relaunch guard ----------------------------------------------
+# ---- the CLI: options, the relaunched command line, relaunch guard -----------------------------------
 def _train_parser():
-    from grpo_lite.cli import build_parser
+    import argparse
 
-    args = build_parser().parse_args(["train", "m"])
-    return args._launch_parser
+    from grpo_lite.cli import train
 
-
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["m"],
-        ["m", "--num-processes", "2", "--sharding", "zero3", "--budget-gb", "80"],
-        ["m", "--reward", "length", "--reward", "format", "--set", "beta=0.04", "--set", "lr_scheduler_type=constant"],
-        ["m", "--method", "lora", "--max-steps", "3", "--seed", "-1", "--output-dir", "runs/a b"],
-        ["m", "--resume", "--on-oom", "raise", "--dataset", "synthetic"],
-        ["m", "--no-shared-prefix"],
-    ],
-)
-def test_namespace_argv_round_trips_the_train_parser(argv):
-    parser = _train_parser()
-    args = parser.parse_args(argv)
-    rebuilt = RL.namespace_argv(parser, args)
-    assert vars(parser.parse_args(rebuilt)) == vars(args)
+    return train.add_parser(argparse.ArgumentParser().add_subparsers())
 
 
-def test_namespace_argv_applies_replacements():
-    parser = _train_parser()
-    rebuilt = RL.namespace_argv(parser, parser.parse_args(["m"]), output_dir="out", sharding="ddp")
-    assert rebuilt == ["m", "--output-dir=out", "--sharding=ddp"]
+def test_the_ranks_rerun_the_command_line_with_the_folder_and_sharding_fixed(tiny_model_dir, monkeypatch):
+    from grpo_lite.cli import build_parser, main
+
+    _no_launch(monkeypatch)
+    launched = []
+    monkeypatch.setattr(RL.subprocess, "Popen", lambda cmd: launched.append(cmd) or SimpleNamespace(wait=lambda: 0))
+    argv = ["train", str(tiny_model_dir), *TINY_RUN, "--reward", "soft_format", "--no-shared-prefix", "--num-processes", "2"]
+    assert main(argv) == 0
+    (cmd,) = launched
+    ranks_argv = cmd[cmd.index("grpo_lite") + 1 :]
+    assert ranks_argv[: len(argv)] == argv and ranks_argv[-1] == "--sharding=ddp"
+    given, ranks = vars(build_parser().parse_args(argv)), vars(build_parser().parse_args(ranks_argv))
+    assert ranks["output_dir"] == ranks_argv[-2].removeprefix("--output-dir=") and ranks["sharding"] == "ddp"
+    assert {k: v for k, v in ranks.items() if k not in ("output_dir", "sharding", "_written")} == {
+        k: v for k, v in given.items() if k not in ("output_dir", "sharding", "_written")
+    }
 
 
 def test_launched_process_does_not_relaunch_and_checks_world_size(monkeypatch):

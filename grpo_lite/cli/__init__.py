@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``grpo-lite`` console script."""
     args = build_parser().parse_args(argv)
+    args._argv = list(sys.argv[1:] if argv is None else argv)  # what --num-processes N reruns in each process
     try:
         return int(args._run(args) or 0)
     except GrpoLiteError as exc:

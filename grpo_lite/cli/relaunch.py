@@ -1,11 +1,6 @@
 """The CLI side of scaling out: ``--num-processes`` / ``--sharding`` and the relaunch under N processes.
 
-Cheap to import: no torch, transformers or yaml at the top (the GPU count is asked in a child process;
-docs/internals.md).
-
->>> p = argparse.ArgumentParser(); add_launch_arguments(p)
->>> namespace_argv(p, p.parse_args(["--num-processes", "2"]))
-['--num-processes=2']
+Cheap to import: no torch, transformers or yaml at the top (the GPU count is asked in a child process).
 """
 
 from __future__ import annotations
@@ -17,7 +12,6 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import grpo_lite.scale.distributed as _distributed
 from grpo_lite.cli.options import parse_set
@@ -31,11 +25,11 @@ from grpo_lite.scale.distributed import SHARDINGS, _mode, in_launched_process, l
 from grpo_lite.training.run.folder import default_output_dir
 from grpo_lite.training.run.ranks import _clear_records, check_ranks
 
-__all__ = ["add_launch_arguments", "namespace_argv", "maybe_relaunch"]
+__all__ = ["add_launch_arguments", "maybe_relaunch"]
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--num-processes`` and ``--sharding`` to a subcommand (its parser is kept for the relaunch)."""
+    """Add ``--num-processes`` and ``--sharding`` to a subcommand."""
     parser.add_argument(
         "--num-processes",
         type=int,
@@ -49,40 +43,6 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="split state across processes (default: the planner's choice; ddp on CPU)",
     )
-    parser.set_defaults(_launch_parser=parser)
-
-
-def namespace_argv(parser: argparse.ArgumentParser, args: argparse.Namespace, **replace: Any) -> list[str]:
-    """Command-line arguments that parse back to ``args`` (with ``replace`` applied); defaults are left out.
-
-    >>> p = argparse.ArgumentParser(); _ = p.add_argument("model"); _ = p.add_argument("--max-steps", type=int)
-    >>> namespace_argv(p, p.parse_args(["m", "--max-steps", "2"]))
-    ['m', '--max-steps=2']
-    """
-    values = {**vars(args), **replace}
-    positional: list[str] = []
-    optional: list[str] = []
-    for action in parser._actions:  # argparse keeps its actions here; there is no public accessor
-        if action.dest not in values or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
-            continue
-        value = values[action.dest]
-        if not action.option_strings:
-            positional.extend(map(str, value) if isinstance(value, (list, tuple)) else [str(value)])
-            continue
-        if value is None or value == action.default:
-            continue
-        flag = next((s for s in action.option_strings if s.startswith("--")), action.option_strings[0])
-        if isinstance(action, argparse.BooleanOptionalAction):  # --x / --no-x
-            optional.append(flag if value else "--no-" + flag[2:])
-        elif action.nargs == 0:
-            optional.append(flag)
-        elif isinstance(action, argparse._AppendAction):
-            optional.extend(f"{flag}={item}" for item in value)
-        elif isinstance(value, (list, tuple)):
-            optional.extend([flag, *map(str, value)])
-        else:
-            optional.append(f"{flag}={value}")
-    return positional + optional
 
 
 def _choose_sharding(args: argparse.Namespace, cuda: bool, gib: float | None) -> Sharding:
@@ -106,9 +66,9 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
     """Rerun ``grpo-lite train`` under ``args.num_processes`` processes when asked; None: train here.
 
     Inside a launched process it only checks that the world size matches ``--num-processes``.
-    Otherwise it picks the sharding (``--sharding``, else the planner's choice; ddp on CPU), fixes the
-    output folder so every rank writes to the same one, runs :func:`launch_command` and, when the
-    ranks left records, checks them with :func:`check_ranks`.
+    Otherwise it picks the sharding (``--sharding``, else the planner's choice; ddp on CPU), reruns the command
+    line (``args._argv``, kept by :func:`grpo_lite.cli.main`) with the output folder fixed so that every rank
+    writes to the same one, under :func:`launch_command`, and checks the ranks' records (:func:`check_ranks`).
 
     Returns:
         The launcher's exit code, or None when this process should train itself.
@@ -134,7 +94,7 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
     if missing:
         raise ConfigError(f"sharding {sharding!r} needs {', '.join(missing)}: pip install {' '.join(missing)}")
     out = Path(args.output_dir) if args.output_dir is not None else default_output_dir(str(args.model))
-    argv = ["train", *namespace_argv(args._launch_parser, args, output_dir=str(out), sharding=sharding)]
+    argv = [*args._argv, f"--output-dir={out}", f"--sharding={sharding}"]  # the last of a flag wins: every rank
     cmd = launch_command(argv, n, sharding, cuda=count > 0)
     _clear_records(out)
     print(f"launching {n} processes ({SHARDINGS[sharding].engine}): {shlex.join(cmd)}", file=sys.stderr, flush=True)

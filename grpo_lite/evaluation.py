@@ -1,9 +1,7 @@
 """evaluate(): batched greedy decoding, scored by the same rules as the training rewards.
 
-Accuracy by the correctness rule of :mod:`grpo_lite.data.answers` (the number inside ``<answer>`` against the gold);
-the format rate by the soft format reward; :func:`formatted_accuracy`, the accuracy among formatted answers, tells
-learning the format from learning to be right; :meth:`EvalResult.accuracy_interval` is the accuracy's 95% Wilson
-score interval (:func:`wilson_interval`).
+Accuracy by the correctness rule of :mod:`grpo_lite.data.answers`, the format rate by the soft format reward;
+:func:`formatted_accuracy` tells learning the format from learning to be right.
 """
 
 from __future__ import annotations
@@ -39,10 +37,8 @@ Z_95 = 1.959963984540054  # the standard normal's 97.5% quantile: a two-sided 95
 
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
-    """The Wilson score interval of a share ``successes / n`` (95% by default).
-
-    Chosen over the textbook ``p ± z·sqrt(p(1-p)/n)``, which collapses to a point at 0% and 100% and leaves [0, 1]
-    near them: the demo's accuracies sit at 15-35% of 100 problems, where the two differ by a point or two.
+    """The Wilson score interval of a share ``successes / n`` (95% by default); unlike the textbook
+    ``p ± z·sqrt(p(1-p)/n)`` it neither collapses to a point at 0% and 100% nor leaves [0, 1].
 
     >>> [round(x, 4) for x in wilson_interval(5, 100)]
     [0.0215, 0.1118]
@@ -67,8 +63,7 @@ class EvalResult:
         mean_reward: mean of the summed rewards (the training rewards) per completion.
         n: number of problems.
         samples: per problem: question, gold, completion, predicted, correct, formatted, reward.
-        formatted_accuracy: share of the well-formatted completions that are correct (see
-            :func:`formatted_accuracy`); 0.0 when none is formatted.
+        formatted_accuracy: share of the well-formatted completions that are correct; 0.0 when none is.
         n_formatted: number of well-formatted completions.
     """
 
@@ -93,10 +88,8 @@ class EvalResult:
 
 
 def formatted_accuracy(samples: Sequence[dict[str, Any]]) -> tuple[float, int]:
-    """Accuracy over the well-formatted samples only, and how many there are.
-
-    A run that only learns the format raises plain accuracy too; this share moves only when formatted answers
-    get righter.
+    """Accuracy over the well-formatted samples only (it moves only when formatted answers get righter, where plain
+    accuracy also rises with the format), and how many there are.
 
     Args:
         samples: dicts with boolean ``"correct"`` and ``"formatted"`` (as in :attr:`EvalResult.samples`).
@@ -198,10 +191,8 @@ def evaluate(
     stop_strings: Sequence[str] | None = None,
     skip_invalid: bool = False,
 ) -> EvalResult:
-    """Greedy-decode ``dataset[split]`` and score accuracy, format rate and mean reward.
-
-    The prompts' common prefix (system prompt, worked examples) is forwarded once per batch and its
-    KV cache shared by the batch's rows.
+    """Greedy-decode ``dataset[split]`` and score accuracy, format rate and mean reward (the prompts' common prefix
+    is forwarded once per batch, its KV cache shared by the batch's rows).
 
     Args:
         model: a model name/path (as for :func:`grpo_lite.train`, or a saved adapter folder), or a loaded
@@ -220,7 +211,6 @@ def evaluate(
             (``grpo_lite.defaults.TRAINER.stop_strings``); ``()`` decodes to ``max_new_tokens``.
         skip_invalid: skip dataset rows without a usable question or answer (with a warning) instead of raising.
     """
-
     dataset = TRAINER.dataset if dataset is None else dataset
     split = EVALUATION.split if split is None else split
     batch_size = EVALUATION.batch_size if batch_size is None else batch_size

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 
 from grpo_lite import demo
 from grpo_lite.cli.options import add_options
@@ -49,19 +50,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = DemoConfig(
-        steps=args.steps,
-        eval_n=args.eval_n,
-        num_generations=args.num_generations,
-        max_completion_length=args.max_completion_length,
-        learning_rate=args.learning_rate,
-        temperature=args.temperature,
-        prompt_style=args.prompt_style,
-        shared_prefix=args.shared_prefix,
-        seed=args.seed,
-        output_dir=args.output_dir,
-        model=args.model,
-    )
+    cfg = DemoConfig(**{f.name: getattr(args, f.name) for f in fields(DemoConfig) if hasattr(args, f.name)})
     result = demo.run_demo(cfg, quiet=args.quiet, show_plan=args.show_plan)
     phases = ", ".join(f"{name.replace('_', ' ')} {sec:.0f} s" for name, sec in result.phase_seconds.items())
     print(f"demo took {result.wall_seconds:.0f} s ({cfg.steps} steps, n={cfg.eval_n}; {phases})")

@@ -52,17 +52,6 @@ def run(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         skip_invalid=args.skip_invalid,
     )
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "accuracy": result.accuracy,
-                    "format_rate": result.format_rate,
-                    "mean_reward": result.mean_reward,
-                    "n": result.n,
-                }
-            )
-        )
-    else:
-        print(result.summary())
+    scores = ("accuracy", "format_rate", "mean_reward", "n")
+    print(json.dumps({name: getattr(result, name) for name in scores}) if args.json else result.summary())
     return 0

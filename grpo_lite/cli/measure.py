@@ -1,7 +1,5 @@
-"""``grpo-lite plan --measure``: run real GRPO steps with a plan's settings and measure each phase.
-
-Two steps at the worst case the memory model plans for; the model must be on this machine (docs/internals.md).
-Used by ``benchmarks/memory_fit.py`` and the calibration tests too.
+"""``grpo-lite plan --measure``: two real GRPO steps with a plan's settings, at the worst case it plans for, each
+phase measured (also used by ``benchmarks/memory_fit.py`` and the calibration tests; docs/internals.md).
 """
 
 from __future__ import annotations
@@ -67,27 +65,10 @@ def planned_kwargs(the_plan: Plan, prompt_tokens: int, completion_tokens: int) -
     """The estimate() keywords of a plan at the measured lengths (what its memory depends on)."""
     s = the_plan.estimate.settings
     keep = (
-        "method",
-        "device",
-        "dtype",
-        "optim",
-        "optim_args",
-        "gradient_checkpointing",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "steps_per_generation",
-        "generation_batch_size",
-        "num_generations",
-        "num_iterations",
-        "beta",
-        "lora_r",
-        "lora_dropout",
-        "use_liger_kernel",
-        "bf16",
-        "fp16",
-        "cast_lm_head_to_fp32",
-        "shared_prefix",
-    )
+        "method device dtype optim optim_args gradient_checkpointing per_device_train_batch_size "
+        "gradient_accumulation_steps steps_per_generation generation_batch_size num_generations num_iterations beta "
+        "lora_r lora_dropout use_liger_kernel bf16 fp16 cast_lm_head_to_fp32 shared_prefix"
+    ).split()
     kwargs = {k: getattr(s, k) for k in keep if hasattr(s, k)}
     if s.lora_target_modules is not None:
         kwargs["lora_target_modules"] = list(s.lora_target_modules)
@@ -107,7 +88,7 @@ def measure_plan(the_plan: Plan, *, steps: int = 2, seed: int = 0, source: str |
         source: where to load the model from. Default: the plan's model id.
 
     Returns:
-        A calibration row (see :func:`grpo_lite.memory.calibration.make_row`).
+        A calibration row (:func:`grpo_lite.memory.calibration.make_row`).
     """
     import torch  # heavy: torch
     from datasets import Dataset

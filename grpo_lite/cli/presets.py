@@ -34,24 +34,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     """Print the ladder, and draw the chart when asked."""
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "name": p.name,
-                        "method": p.method,
-                        "optim": p.optim,
-                        "cpu_optim": p.cpu_optim,
-                        "gradient_checkpointing": p.gradient_checkpointing,
-                        "quantization": p.quantization,
-                        "learning_rate": p.learning_rate,
-                        "summary": p.summary,
-                    }
-                    for p in LADDER
-                ],
-                indent=2,
-            )
-        )
+        keys = ("name", "method", "optim", "cpu_optim", "gradient_checkpointing", "quantization", "learning_rate")
+        print(json.dumps([{**{k: getattr(p, k) for k in keys}, "summary": p.summary} for p in LADDER], indent=2))
     else:
         from rich.console import Console  # loaded to draw: rich
 

@@ -1,9 +1,7 @@
 """``grpo-lite train``: plan the memory preset for a budget and train with GRPO, or train a recipe as written.
 
-``--config FILE`` trains a recipe (``grpo-lite plan MODEL --write FILE``) by the rule ``train(config=...)``
-follows (:meth:`~grpo_lite.recipe.recipe.Recipe.with_arguments`): the file's values, then every flag
-written on the command line, even one written at its default, and ``--set KEY=VALUE`` over the file's
-``trl:``, ``lora:`` and loading settings. The file is read in :func:`run`, so a bad file is one error line.
+``--config FILE`` follows ``train(config=...)``'s rule (:meth:`~grpo_lite.recipe.recipe.Recipe.with_arguments`):
+the file's values, then every flag written (even at its default), then ``--set``. A bad file is one error line.
 """
 
 from __future__ import annotations
@@ -24,18 +22,8 @@ INTERRUPTED = (
 )
 
 # flags that set a recipe's field of the same name: with --config, the ones written override the file
-RECIPE_FLAGS = (
-    "model",
-    "budget_gb",
-    "dataset",
-    "rewards",
-    "preset",
-    "seed",
-    "max_steps",
-    "shared_prefix",
-    "problem_choice",
-    "num_processes",
-    "sharding",
+RECIPE_FLAGS = tuple(
+    "model budget_gb dataset rewards preset seed max_steps shared_prefix problem_choice num_processes sharding".split()
 )
 
 
@@ -172,10 +160,9 @@ def interrupted_line(folder: Path | None) -> str:
 
 
 def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any], recipe: Any) -> None:
-    """What can be checked before ``--num-processes N`` starts its ranks: the settings, the dataset and its prompts
-    against the model's context (tokenizer only), the folder, and whether a live run holds it (a rank's error would
-    come back once per rank, inside the launcher's traceback, after the folder was made). Each rank checks again,
-    and takes the lock."""
+    """What can be checked before ``--num-processes N`` starts its ranks (a rank's error would come back once per
+    rank, inside the launcher's traceback): the settings, the prompts against the model's context, the folder and
+    its lock. Each rank checks again, and takes the lock."""
     from grpo_lite.recipe.values import check_overrides
     from grpo_lite.rewards import resolve_rewards
     from grpo_lite.training.checks import check_output_dir

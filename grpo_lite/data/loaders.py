@@ -184,11 +184,8 @@ def _to_dataset(
     keep_columns: bool,
     column_hint: str,
 ) -> Dataset:
-    """Validate rows, normalize answers, build prompts. Raises DataError naming the bad row.
-
-    ``column_hint`` ends the message for a missing column (what to change); ``keep_columns`` keeps the
-    rows' other columns.
-    """
+    """Validate rows, normalize answers, build prompts; a DataError names the bad row (``column_hint``: what to
+    change for a missing column; ``keep_columns``: keep the rows' other columns)."""
     from datasets import Dataset  # heavy: datasets
 
     columns = list(dict.fromkeys(key for row in rows for key in row.data))
@@ -243,21 +240,18 @@ def load_gsm8k(
 
     Args:
         split: ``"train"`` (7,473 rows) or ``"test"`` (1,319 rows).
-        source: ``None`` reads the hub dataset ``openai/gsm8k`` (``main``), which works offline from the
-            local Hugging Face cache; when ``$GRPO_LITE_GSM8K_DIR`` is set, that folder is read instead. A
-            path reads a ``.jsonl``/``.json``/``.parquet`` file or a folder holding the split's file
-            (``train.jsonl``, ``test.jsonl``, ``*train*.parquet``...).
+        source: ``None``: the hub's ``openai/gsm8k`` (offline from the Hugging Face cache), or the folder in
+            ``$GRPO_LITE_GSM8K_DIR``; a path: a file, or a folder with the split's file (docs/datasets.md).
         style: the prompt style of the ``prompt`` column. Default: ``PromptStyle()``.
-        skip_invalid: skip rows without a gold number (with a warning giving the count) instead of
-            raising.
+        skip_invalid: skip rows without a gold number (one warning gives the count) instead of raising.
         limit: keep only the first ``limit`` usable rows.
 
     Returns:
         Columns ``prompt`` (conversational messages), ``question`` and ``answer``.
 
     Raises:
-        DataError: the source is missing, empty or unreadable, lacks ``question``/``answer``, or a row
-            has no number after ``####`` (the message names the file and line).
+        DataError: the source is missing or unreadable, lacks ``question``/``answer``, or a row has no number
+            after ``####`` (named by file and line).
         ConfigError: unknown split or a bad limit.
     """
     _check_split(split)
@@ -313,13 +307,11 @@ def load_dataset(
     """The one entry the trainer uses: a named dataset, a file or folder, or a ``datasets.Dataset``.
 
     Args:
-        spec: ``"gsm8k"`` or ``"synthetic"`` (see :data:`DATASETS`); a path to a ``.jsonl``, ``.json``,
-            ``.parquet`` or ``.csv`` file, or a folder with the split's file; or a ``datasets.Dataset``.
+        spec: ``"gsm8k"`` or ``"synthetic"`` (:data:`DATASETS`); a :data:`SUFFIXES` file or a folder with the
+            split's file; or a ``datasets.Dataset``.
         split: ``"train"`` or ``"test"`` (named datasets and folders; a single file is read whole).
-        style: the prompt style used to build ``prompt`` from the question. Default: ``PromptStyle()``.
-            Rows that bring their own ``prompt`` column keep it.
-        prompt_column: the user's column holding the question (when it is missing and a ``prompt``
-            column exists, the question is taken from the prompt).
+        style: the prompt style that builds ``prompt`` (rows with their own keep it). Default: ``PromptStyle()``.
+        prompt_column: the user's column holding the question (else the last user message of ``prompt``).
         answer_column: the user's column holding the answer: a number (``"1,234"``, ``"$5"``, ``7``)
             or a worked solution ending in ``#### <number>``.
         limit: keep only the first ``limit`` usable rows (for ``"synthetic"``: generate ``limit``).
@@ -328,8 +320,8 @@ def load_dataset(
         levels: the levels of ``"synthetic"``, a selection of ``(1, 2, 3)``.
 
     Returns:
-        Columns ``prompt``, ``question``, ``answer`` (the canonical number as text), plus the user's
-        other columns (reward functions receive them as keyword arguments).
+        Columns ``prompt``, ``question``, ``answer`` (the canonical number), plus the user's other columns
+        (reward functions receive them as keyword arguments).
 
     Raises:
         DataError: unknown name, missing/empty/unreadable file, missing columns, a bad row.
@@ -364,7 +356,6 @@ def load_dataset(
     path = Path(spec).expanduser()
     looks_like_path = path.suffix.lower() in SUFFIXES or os.sep in str(spec) or str(spec).startswith((".", "~"))
     if not path.exists() and not looks_like_path:
-        names = ", ".join(repr(n) for n in DATASETS)
-        kinds = "/".join(SUFFIXES)
+        names, kinds = ", ".join(repr(n) for n in DATASETS), "/".join(SUFFIXES)
         raise DataError(f"unknown dataset {str(spec)!r}; use one of {names}, or a path to a {kinds} file or a folder")
     return _to_dataset(_read_source(path, split), str(spec), **kwargs)

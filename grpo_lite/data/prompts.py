@@ -1,8 +1,7 @@
 """Prompt formatting: the system prompt, a one-shot example, the assistant prefill, chat rendering.
 
 The default :class:`PromptStyle` uses all three, so a small model writes the XML format from its first samples;
-:meth:`PromptStyle.plain` is the public recipe, :meth:`PromptStyle.one_step` the demo's. Why each choice:
-docs/internals.md. Plain Python: nothing heavy is imported.
+why each choice: docs/internals.md. Plain Python: nothing heavy is imported.
 """
 
 from __future__ import annotations
@@ -66,14 +65,7 @@ PromptStyleName = Literal["guided", "plain", "one_step"]
 
 
 def format_solution(reasoning: str, answer: str) -> str:
-    """Write a solution in the XML format the rewards check.
-
-    Args:
-        reasoning: the worked steps (no tags).
-        answer: the final answer (no tags).
-
-    Returns:
-        ``"<reasoning>\\n{reasoning}\\n</reasoning>\\n<answer>\\n{answer}\\n</answer>"``.
+    """A solution (worked steps, final answer; no tags) in the XML format the rewards check.
 
     >>> print(format_solution("2 + 3 = 5", "5"))
     <reasoning>
@@ -127,9 +119,7 @@ synthetic level-1 problems (with one example only, the model copied its operatio
 
 @dataclass(frozen=True)
 class PromptStyle:
-    """How a question becomes a prompt.
-
-    The default is system prompt + one-shot + prefill: docs/datasets.md has the figures that chose it.
+    """How a question becomes a prompt (the default's figures: docs/datasets.md).
 
     Attributes:
         system_prompt: the system message; ``""`` sends no system message (for chat templates that
@@ -138,8 +128,7 @@ class PromptStyle:
         prefill: text that opens the assistant's turn, appended to the rendered prompt; reward
             functions prepend it to completions. ``""`` for none. Default: ``"<reasoning>\\n"``.
         examples: the worked examples shown, in order, when ``one_shot`` is on; at least one.
-            Default: ``(GUIDED_EXAMPLE,)`` (one two-step example); :data:`ONE_STEP_EXAMPLES` are two
-            one-step ones.
+            Default: ``(GUIDED_EXAMPLE,)``.
 
     >>> PromptStyle().prefill
     '<reasoning>\\n'
@@ -212,16 +201,8 @@ PROMPT_STYLES: dict[PromptStyleName, tuple[PromptStyle, str]] = {
 
 
 def build_messages(question: str, style: PromptStyle | None = None) -> list[dict[str, str]]:
-    """The conversation for one question: system, [example user, example assistant]..., user.
-
-    The prefill is not a message: :func:`render_prompt` appends it after the generation prompt.
-
-    Args:
-        question: the problem text.
-        style: the prompt style. Default: ``PromptStyle()``.
-
-    Returns:
-        Messages as ``{"role", "content"}`` dicts.
+    """The ``{"role", "content"}`` messages for one question: system, [example user, example assistant]..., user
+    (under ``style``, default ``PromptStyle()``). The prefill is not a message: :func:`render_prompt` appends it.
 
     >>> [m["role"] for m in build_messages("What is 2 + 2?")]
     ['system', 'user', 'assistant', 'user']
@@ -252,9 +233,8 @@ def adds_bos_token(tokenizer: Any) -> bool:
 def render_prompt(messages: list[dict[str, str]], tokenizer: Any, prefill: str = "") -> str:
     """Apply the chat template (with the generation prompt) and append the prefill.
 
-    When the tokenizer adds BOS by itself and the template already starts with it, the BOS is
-    stripped from the text: TRL tokenizes plain-text prompts with ``tokenizer(text)``, which would
-    otherwise double it.
+    A BOS the template writes is stripped when the tokenizer adds its own: TRL tokenizes text prompts with
+    ``tokenizer(text)``, which would double it.
 
     Args:
         messages: the conversation, e.g. from :func:`build_messages`.
@@ -287,14 +267,10 @@ def _render(messages: list[dict[str, str]], tokenizer: Any, prefill: str, adds_b
 def apply_prompt_style(dataset: Dataset, tokenizer: Any, style: PromptStyle | None = None) -> Dataset:
     """Make a dataset's ``prompt`` column ready for training or evaluation under ``style``.
 
-    With a non-empty ``style.prefill``, each conversational prompt is rendered to plain text by
-    :func:`render_prompt` and a ``prefill`` column (the prefill on every row) is added, so reward
-    functions can prepend it to completions. A prompt that is already text gets the prefill appended
-    unless it already ends with it (applying twice changes nothing). With an empty prefill the dataset
-    is returned unchanged (conversational prompts stay conversational).
-
-    The messages themselves (system prompt, one-shot) were built when the dataset was loaded
-    (``load_dataset(..., style=style)``): pass the same style to both.
+    With a prefill, conversational prompts are rendered to text (:func:`render_prompt`), text prompts get the
+    prefill unless they end with it (applying twice changes nothing), and a ``prefill`` column is added for the
+    reward functions; without one the dataset is returned unchanged. The messages were built by
+    ``load_dataset(..., style=style)``: pass the same style to both.
 
     Args:
         dataset: a dataset with a ``prompt`` column (from :mod:`grpo_lite.data.loaders`).
@@ -334,12 +310,9 @@ def apply_prompt_style(dataset: Dataset, tokenizer: Any, style: PromptStyle | No
 
 
 def prompt_token_ids(tokenizer: Any, prompts: list[Any]) -> list[list[int]]:
-    """The token ids of a batch of prompts, as TRL's GRPOTrainer tokenizes them: the one rule.
-
-    Text prompts go through ``tokenizer(text)`` (its special tokens included, BOS for most); a batch
-    of conversations through the chat template with the generation prompt, and no special tokens
-    added on top (the template writes its own). As in TRL, the first prompt decides for the batch.
-    train() measures the prompt length with it and evaluate() feeds the model with it.
+    """The token ids of a batch of prompts, as TRL's GRPOTrainer tokenizes them (train() measures with it,
+    evaluate() feeds the model with it): text through ``tokenizer(text)``, conversations through the chat
+    template with no special tokens on top. As in TRL, the first prompt decides for the batch.
 
     Args:
         tokenizer: the model's tokenizer.

@@ -1,7 +1,6 @@
-"""What an export reads: a run folder or a model folder -> the model, its config, its tokenizer, its origin.
+"""What an export reads: a run, model or LoRA adapter folder -> the model, its config, its origin.
 
-A run folder, a model folder or a LoRA adapter folder, checked before anything heavy loads; a plain LoRA adapter
-is merged one weight at a time (:func:`named_weights`; docs/internals.md).
+Checked before anything heavy loads; a plain LoRA adapter is merged one weight at a time (:func:`named_weights`).
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ class ExportSource:
 
     @property
     def name(self) -> str:
-        """The run or model folder's name, for messages and the file's ``general.name``."""
+        """The run or model folder's name (messages, the file's ``general.name``)."""
         return (self.run_dir or self.model_dir).resolve().name
 
     def config(self) -> Any:
@@ -82,13 +81,8 @@ def lazily_mergeable(model: Any) -> bool:
 
 
 def named_weights(model: Any) -> Iterator[tuple[str, tuple[int, ...], Callable[[], Any]]]:
-    """``(transformers name, shape, read)`` for every weight; ``read()`` returns the tensor. A LoRA
-    adapter's weights are merged when read (``W + get_delta_weight()``, the sum PEFT's merge adds),
-    without changing the model.
-
-    Args:
-        model: a model for which :func:`lazily_mergeable` is True.
-    """
+    """``(transformers name, shape, read)`` for every weight of a :func:`lazily_mergeable` model; ``read()`` returns
+    the tensor, a LoRA adapter's merged when read (``W + get_delta_weight()``, PEFT's sum) without changing it."""
     if not hasattr(model, "peft_config"):
         for name, tensor in model.state_dict().items():
             yield name, tuple(tensor.shape), _reader(tensor)
@@ -167,8 +161,7 @@ def find_source(path: str | os.PathLike) -> ExportSource:
 
 
 def _run_record(run_dir: Path) -> dict[str, Any]:
-    """The run's ``run.json`` (:func:`grpo_lite.run_record.read_run_record`); a :class:`ModelError` when it is cut
-    off or not of a run record's shape."""
+    """The run's ``run.json``; a :class:`ModelError` when it is cut off or not of a run record's shape."""
     path = run_dir / "run.json"
     record, why = read_run_record(run_dir, keep_corrupt=False)
     if record is None:
@@ -182,15 +175,12 @@ def _run_record(run_dir: Path) -> dict[str, Any]:
 
 @contextmanager
 def holding_run(path: str | os.PathLike) -> Iterator[None]:
-    """Hold the lock of the run ``path`` belongs to (:mod:`grpo_lite.training.run.lock`) while it is exported.
-
-    A run still training there is refused (its ``final/`` is an earlier one, or half-saved), and no run
-    starts there until the export is done. A model folder outside any run is not locked, and a read-only
-    run folder is only checked (no run can be writing to it).
+    """Hold the lock of the run ``path`` belongs to while it is exported: a run still training there is refused,
+    none starts until the export is done. A model folder outside a run is not locked, a read-only run folder
+    only checked.
 
     Raises:
-        ExportError: a live run holds the folder (the message names its PID), or its lock cannot be taken (a
-            symbolic link at the lock path: the message says so).
+        ExportError: a live run holds the folder (named by PID), or its lock cannot be taken (a link at its path).
     """
     run_dir = find_source(path).run_dir
     lock = None

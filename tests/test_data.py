@@ -159,6 +159,15 @@ def test_unreadable_files(tmp_path: Path, name: str, content: str, message: str)
         load_gsm8k(source=path)
 
 
+def test_a_bad_file_is_said_once(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """datasets' builder logs its own error before raising it; the DataError alone is shown."""
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"question": "a", "answer": "#### 1"}\n{"question": \n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 2: not valid JSON"):
+        load_gsm8k(source=path)
+    assert capfd.readouterr().err == ""
+
+
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"nope\.jsonl: file not found; pass an existing"):
         load_gsm8k(source=tmp_path / "nope.jsonl")

@@ -7,6 +7,7 @@ canonical form) columns; a bad row is reported where it is (docs/internals.md, d
 from __future__ import annotations
 
 import json
+import logging
 import os
 import warnings
 from collections.abc import Callable, Sequence
@@ -85,6 +86,9 @@ def _read_file(path: Path) -> list[Row]:
         raise DataError(f"{path}, line 1: expected a JSON object with named fields: {lines[0].strip()[:80]!r}")
     from datasets import load_dataset as hf_load_dataset  # heavy: datasets
 
+    builders_log = logging.getLogger("datasets.packaged_modules")
+    level = builders_log.level
+    builders_log.setLevel(logging.CRITICAL)  # a builder logs a bad file's error before raising it: said once below
     try:  # streaming reads the file in place: nothing is copied into the datasets cache
         builder = "json" if suffix.startswith(".json") else suffix[1:]
         records = list(hf_load_dataset(builder, data_files=str(path), split="train", streaming=True))
@@ -92,6 +96,8 @@ def _read_file(path: Path) -> list[Row]:
         if path.read_bytes().strip():
             raise DataError(_why_unreadable(path, exc)) from None
         records = []
+    finally:
+        builders_log.setLevel(level)
     if not records:
         what = "has no rows" if path.read_bytes().strip() else "is empty"
         raise DataError(f"{path}: the file {what}; it needs one row per problem with 'question' and 'answer'")

@@ -1,7 +1,5 @@
-"""Every file grpo-lite writes is written whole or not at all; nothing of a run is written or deleted through a link.
-
-:func:`atomic_write` and :func:`together` (temporary, synced, renamed), the run folder's layout
-(:data:`RUN_ENTRIES`), :func:`inside` / :func:`refuse_links` and :func:`remove` (docs/internals.md).
+"""Every file grpo-lite writes is written whole or not at all; nothing of a run is written or deleted through a link
+(docs/internals.md).
 """
 
 from __future__ import annotations
@@ -57,8 +55,8 @@ RUN_ENTRIES = (
 
 
 class Together:
-    """Files written to temporaries beside their paths and renamed over them together once every one is written
-    (:func:`together`): an error before that removes every temporary, and the files already there stay whole."""
+    """Files written to temporaries beside their paths, renamed over them together once all are written
+    (:func:`together`); an error before removes every temporary, the files already there stay whole."""
 
     def __init__(self) -> None:
         self.staged: list[tuple[Path, Path]] = []  # (temporary, path), renamed in order
@@ -112,8 +110,7 @@ def together() -> Iterator[Together]:
 
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
-    """The temporary file of ``path`` open in ``mode`` (text: UTF-8), renamed over ``path`` on a clean exit.
-    Its ``name`` is the temporary path, for writers that open the file themselves (the GGUF writer)."""
+    """:meth:`Together.write` for one file: renamed over ``path`` on a clean exit."""
     with together() as group, group.write(path, mode) as handle:
         yield handle
 

@@ -1,6 +1,5 @@
-"""The one reader of a run's ``run.json``: :func:`read_run_record` checks its shape, not only its syntax.
-
-A resume, an export and the crash note all read through it (docs/internals.md). Standard library only.
+"""The one reader of a run's ``run.json`` (resume, export, crash note): :func:`read_run_record` checks its shape,
+not only its syntax. Standard library only.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """A tiny random Llama and a locally trained tokenizer, for tests, CI and benchmarks.
 
-Nothing is downloaded: a byte-level BPE trained here on a few hundred lines of synthetic text (numbers, the GSM8K
-format's tags, the synthetic problems' words) and a 2-layer ``LlamaConfig`` with random weights, written as a folder
-that loads like any hub model (``train(path)``, ``evaluate(path)``). ``python -m grpo_lite.tiny PATH`` writes one.
-Heavy imports happen inside the function.
+Nothing is downloaded: a byte-level BPE trained here on synthetic text and a 2-layer ``LlamaConfig`` with random
+weights, a folder that loads like any hub model. ``python -m grpo_lite.tiny PATH`` writes one.
 """
 
 from __future__ import annotations
@@ -50,16 +48,8 @@ def build_tiny_model(
     num_heads: int = 4,
     seed: int = 0,
 ) -> Path:
-    """Write a tiny random Llama and its tokenizer to ``path`` and return the path.
-
-    Args:
-        path: output folder (created; existing files are overwritten).
-        vocab_size: BPE vocabulary size. Default: 512.
-        hidden_size: model width. Default: 64.
-        num_layers: decoder layers. Default: 2.
-        num_heads: attention heads (2 key/value heads). Default: 4.
-        seed: seed for the corpus and the weights. Default: 0.
-    """
+    """Write a tiny random Llama (``num_heads`` attention heads, 2 key/value heads) and its BPE tokenizer to
+    ``path`` (created; existing files are overwritten) and return the path; ``seed`` seeds the corpus and weights."""
     import torch  # heavy: torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast

@@ -1,9 +1,7 @@
 """The ``grpo-lite`` command: one module per subcommand, each with ``add_parser`` and ``run``.
 
-A :class:`~grpo_lite.errors.GrpoLiteError` from a subcommand is printed as one line and exits with
-code 2 (no traceback): the message says what was wrong and what to change. Ctrl-C prints the module's
-``INTERRUPTED`` line (what was kept, what to run next; :data:`INTERRUPTED` by default) and exits with
-128 + the signal number (130 after Ctrl-C, 143 after a second SIGTERM).
+A :class:`~grpo_lite.errors.GrpoLiteError` is one line and exit code 2 (no traceback); Ctrl-C prints the module's
+``INTERRUPTED`` line (what was kept, what to run next) and exits with 128 + the signal number.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The options the subcommands share, declared once, and the parsers of their values.
-
-Each subcommand adds what it needs with :func:`add_options` (``add_options(p, "model", "budget_gb")``);
-the help text, type and default of a shared option live only in :data:`SHARED`.
+"""The options the subcommands share, declared once in :data:`SHARED` (added with :func:`add_options`), and the
+parsers of their values.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
     sharding = _choose_sharding(args, cuda=count > 0, gib=gib)
     if sharding == "none":
         return None
-    missing = [pkg for pkg in _mode(sharding).requires if not _importable(pkg)]
+    missing = [pkg for pkg in _mode(sharding).requires if importlib.util.find_spec(pkg) is None]
     if missing:
         raise ConfigError(f"sharding {sharding!r} needs {', '.join(missing)}: pip install {' '.join(missing)}")
     out = Path(args.output_dir) if args.output_dir is not None else default_output_dir(str(args.model))
@@ -107,7 +107,3 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
         records = check_ranks(out, n)
         print("ranks: " + "; ".join(f"rank {r.rank}: {r.steps} steps, {r.local_samples} samples" for r in records))
     return code
-
-
-def _importable(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None

@@ -71,11 +71,8 @@ def _canonical(match: re.Match[str]) -> str | None:
 
 
 def normalize_number(text: str) -> str | None:
-    """The canonical form of a text that is one number, or None when it is not.
-
-    Surrounding whitespace, trailing sentence periods and a trailing ``%`` are ignored; anything
-    else around the number (words, units) makes the text "not a number": use :func:`last_number`
-    for free text.
+    """The canonical form of a text that is one number, or None when it is not: whitespace, trailing periods and a
+    trailing ``%`` are ignored, words or units around it are not (:func:`last_number` reads free text).
 
     Args:
         text: a number as a person or model writes it.
@@ -126,10 +123,8 @@ def last_number(text: str) -> str | None:
 
 
 def extract_xml_answer(text: str) -> str | None:
-    """The stripped content of the last ``<answer>`` block, or None when there is no ``<answer>``.
-
-    A missing ``</answer>`` is tolerated: the block then runs to the end of the text (a completion
-    cut by the length limit still has an answer).
+    """The stripped content of the last ``<answer>`` block, or None when there is no ``<answer>``; without
+    ``</answer>`` the block runs to the end (a completion cut by the length limit still has an answer).
 
     Args:
         text: a completion.
@@ -153,12 +148,8 @@ def extract_xml_answer(text: str) -> str | None:
 
 
 def extract_answer(text: str, fallback: bool = False) -> str | None:
-    """The model's final numeric answer, canonical.
-
-    The rule: the last number inside the last ``<answer>`` block (see :func:`extract_xml_answer`).
-    Strict (the default, used by the correctness reward): no ``<answer>`` block, or a block without
-    a number, gives None. With ``fallback=True`` (for evaluating models that ignore the format)
-    those cases take the last number of the whole text instead.
+    """The model's final numeric answer, canonical: the last number inside the last ``<answer>`` block. Strict by
+    default (the correctness reward's rule): no block, or one without a number, gives None.
 
     Args:
         text: a completion.
@@ -183,10 +174,8 @@ def extract_answer(text: str, fallback: bool = False) -> str | None:
 
 
 def answers_match(predicted: str | None, gold: str) -> bool:
-    """Whether a predicted answer equals the gold answer as a number (exactly, no rounding).
-
-    Each side is read as one number (:func:`normalize_number`) or, failing that, as the last
-    number of its text (:func:`last_number`); None or a text without numbers never matches.
+    """Whether a predicted answer equals the gold answer as a number (exactly, no rounding): each side read as one
+    number (:func:`normalize_number`), else as its text's last number; None or no number never matches.
 
     Args:
         predicted: the model's answer (raw or already extracted), or None.
@@ -216,9 +205,8 @@ def gsm8k_gold(answer_field: str) -> str | None:
         answer_field: the worked solution ending in ``#### <number>``.
 
     Returns:
-        The canonical number, or None when there is no ``####`` or the text after it is not one number
-        (:func:`normalize_number`: ``#### 1 000``, ``#### 2e3`` and ``#### 18 apples`` are None, never
-        the last digits ``0``, ``3`` or ``18``; the loaders refuse such a row, naming it).
+        The canonical number, or None without ``####`` or when the text after it is not one number
+        (``#### 1 000``, ``#### 2e3``: None, never ``0`` or ``3``; the loaders refuse such a row, naming it).
 
     >>> gsm8k_gold("She sells 2,125 ... <<2125>>\\n#### 2,125")
     '2125'

@@ -1,8 +1,7 @@
 """Synthetic grade-school word problems: offline, seeded, original (never GSM8K text).
 
-Levels 1 to 3 (one to three steps); ``split="test"`` problems never share question text with ``split="train"`` ones.
-How a problem is made and the splits kept apart: docs/internals.md. The shapes and templates live in
-:mod:`grpo_lite.data.templates`; ``datasets`` is imported only inside :func:`synthetic_problems`.
+Levels 1 to 3 (one to three steps); ``split="test"`` problems never share question text with ``split="train"`` ones
+(docs/internals.md). The shapes and templates live in :mod:`grpo_lite.data.templates`.
 """
 
 from __future__ import annotations
@@ -38,15 +37,8 @@ _TEST_PERCENT = 20  # share of the question space that belongs to the "test" spl
 # ----------------------------------------------------------------------------- generation
 @dataclass(frozen=True)
 class SyntheticProblem:
-    """One generated problem.
-
-    Attributes:
-        question: the word problem.
-        answer: the computed answer (a non-negative integer).
-        level: 1, 2 or 3 (the number of arithmetic steps).
-        steps: the worked reasoning, one sentence a step.
-        template: the name of its :class:`Template`.
-    """
+    """One generated problem: its question, answer, level (its arithmetic steps), worked steps (one sentence
+    each) and the name of its :class:`Template`."""
 
     question: str
     answer: int
@@ -150,8 +142,7 @@ def synthetic_problems(
         split: ``"train"`` or ``"test"``; ``"test"`` problems never share text with ``"train"``.
 
     Returns:
-        Columns ``prompt`` (conversational messages), ``question``, ``answer`` (the number as
-        text) and ``level``.
+        Columns ``prompt`` (conversational messages), ``question``, ``answer`` (the number as text), ``level``.
 
     Raises:
         ConfigError: ``n`` below 1, an unknown level or split.

@@ -1,9 +1,8 @@
 """The stories and arithmetic of the synthetic problems: shapes, templates and the scene words.
 
 A problem is a shape (:data:`SHAPES`: draws the numbers, computes the answer) told through a template
-(:data:`TEMPLATES`: question and worked steps, filled from a :func:`_scene` of names and objects).
-:mod:`grpo_lite.data.synthetic` draws problems from them and re-exports ``LEVELS``, ``SHAPES``, ``TEMPLATES`` and
-``Template``. Standard library only.
+(:data:`TEMPLATES`: question and worked steps, filled from a :func:`_scene` of names and objects), drawn by
+:mod:`grpo_lite.data.synthetic`. Standard library only.
 
 >>> import random
 >>> values = SHAPES["add"][1](random.Random(0))
@@ -124,14 +123,8 @@ SHAPES: dict[str, tuple[Level, Callable[[random.Random], Values]]] = {
 # ----------------------------------------------------------------------------- templates (the stories)
 @dataclass(frozen=True)
 class Template:
-    """A story for a shape: ``str.format`` fields are the shape's numbers and the scene's words.
-
-    Attributes:
-        name: unique name.
-        shape: a key of :data:`SHAPES`.
-        question: the question text.
-        steps: the worked reasoning, one sentence a step.
-    """
+    """A story for a shape (a key of :data:`SHAPES`): its question and worked steps (one sentence a step) are
+    ``str.format`` texts of the shape's numbers and the scene's words."""
 
     name: str
     shape: str

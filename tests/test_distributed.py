@@ -215,16 +215,8 @@ def test_the_ranks_rerun_the_command_line_with_the_folder_and_sharding_fixed(tin
     _no_launch(monkeypatch)
     launched = []
     monkeypatch.setattr(RL.subprocess, "Popen", lambda cmd: launched.append(cmd) or SimpleNamespace(wait=lambda: 0))
-    argv = [
-        "train",
-        str(tiny_model_dir),
-        *TINY_RUN,
-        "--reward",
-        "soft_format",
-        "--no-shared-prefix",
-        "--num-processes",
-        "2",
-    ]
+    argv = ["train", str(tiny_model_dir), *TINY_RUN, "--reward", "soft_format", "--no-shared-prefix"]
+    argv += ["--num-processes", "2"]
     assert main(argv) == 0
     (cmd,) = launched
     ranks_argv = cmd[cmd.index("grpo_lite") + 1 :]

@@ -191,8 +191,9 @@ def evaluate(
     stop_strings: Sequence[str] | None = None,
     skip_invalid: bool = False,
 ) -> EvalResult:
-    """Greedy-decode ``dataset[split]`` and score accuracy, format rate and mean reward (the prompts' common prefix
-    is forwarded once per batch, its KV cache shared by the batch's rows).
+    """Greedy-decode ``dataset[split]`` and score accuracy, format rate and mean reward.
+
+    The prompts' common prefix is forwarded once per batch, its KV cache shared by the batch's rows.
 
     Args:
         model: a model name/path (as for :func:`grpo_lite.train`, or a saved adapter folder), or a loaded

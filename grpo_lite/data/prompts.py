@@ -119,7 +119,7 @@ synthetic level-1 problems (with one example only, the model copied its operatio
 
 @dataclass(frozen=True)
 class PromptStyle:
-    """How a question becomes a prompt (the default's figures: docs/datasets.md).
+    """How a question becomes a prompt.
 
     Attributes:
         system_prompt: the system message; ``""`` sends no system message (for chat templates that

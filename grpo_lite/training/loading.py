@@ -164,20 +164,20 @@ def load_model(
 
 @quiet_libraries()
 def load_saved_model(
-    path: str | os.PathLike, *, dtype: str = "auto", device_map: Any = None, base: str | os.PathLike | None = None
+    path: str | os.PathLike, *, dtype: str | None = None, device_map: Any = None, base: str | os.PathLike | None = None
 ) -> Any:
     """What a run saved, in eval mode: a model folder, or a LoRA adapter folder on its base (evaluation and export).
 
     Args:
         path: the model or adapter folder.
-        dtype: a dtype name, or ``"auto"``: the saved dtype.
+        dtype: a dtype name. Default: the saved dtype.
         device_map: passed to ``from_pretrained``.
         base: an adapter's base model (a folder, hub id or ``.gguf`` file). Default: the adapter's
             ``base_model_name_or_path``.
     """
     folder = Path(path)
     adapter = folder / "adapter_config.json"
-    kwargs = {"dtype": "auto"} if dtype == "auto" else from_pretrained_kwargs(dtype)
+    kwargs = {"dtype": "auto"} if dtype is None else from_pretrained_kwargs(dtype)
     try:
         with readable_weights(folder):
             if not adapter.is_file():

@@ -1,15 +1,8 @@
-"""The recipe: a plan written out one setting per line, that trains as written and hands itself to plain TRL.
+"""The recipe: a plan written out one setting per line, the one object between the planner and the trainer.
 
-A :class:`Recipe` is the one object between the planner and the trainer. :meth:`Recipe.from_plan` turns a
-:class:`~grpo_lite.planning.result.Plan` into it; ``train()`` builds TRL's ``GRPOConfig``, the model and
-PEFT's ``LoraConfig`` from it and nothing else. On disk it is a YAML file (``grpo-lite plan ... --write
-recipe.yaml``) with the memory cost and trade-off of each setting beside it
-(:mod:`grpo_lite.recipe.costs`); ``grpo-lite train --config recipe.yaml`` and ``train(config=...)`` run it
-with every value fixed, so the planner trades nothing inside it. Users who keep their own TRL script take
-:meth:`Recipe.grpo_config`, :meth:`Recipe.lora_config` and :meth:`Recipe.from_pretrained_kwargs`.
-
-PyYAML is imported inside the functions that read and write; TRL, PEFT and torch inside the ones that
-build their objects.
+``train()`` builds TRL's ``GRPOConfig``, the model and PEFT's ``LoraConfig`` from it and nothing else; on disk it
+is YAML with each setting's memory cost beside it (:mod:`grpo_lite.recipe.costs`); plain TRL scripts take
+:meth:`Recipe.grpo_config`, :meth:`Recipe.lora_config` and :meth:`Recipe.from_pretrained_kwargs` (docs/recipes.md).
 
 >>> from grpo_lite.planning.choose import plan
 >>> r = Recipe.from_plan(plan("Llama-3.2-1B-Instruct", budget_gb=16))
@@ -96,9 +89,8 @@ class Recipe:
         trl: ``GRPOConfig`` keyword arguments, verbatim (``output_dir``, ``seed`` and ``max_steps`` aside).
         plan: the plan it was written from (its estimate gives the comments), or None.
 
-    A setting that is None (or missing from a file) is the planner's to choose, as in ``train()``:
-    ``device``, ``sharding``, ``dtype``, ``quantization``, ``lora``, ``update_rounding`` and any
-    ``trl`` key; every setting present is kept as written.
+    A setting that is None (or missing from a file) is the planner's to choose, as in ``train()``; every setting
+    present is kept as written.
     """
 
     model: str
@@ -160,25 +152,13 @@ class Recipe:
 
     def replanned(self, plan: Plan) -> Recipe:
         """The same run on another plan (after an out-of-memory step down)."""
-        return Recipe.from_plan(
-            plan,
-            dataset=self.dataset,
-            rewards=self.rewards,
-            prompt_style=self.prompt_style,
-            seed=self.seed,
-            max_steps=self.max_steps,
-            stop_strings=self.stop_strings,
-            problem_choice=self.problem_choice,
-        )
+        own = ("dataset", "rewards", "prompt_style", "seed", "max_steps", "stop_strings", "problem_choice")
+        return Recipe.from_plan(plan, **{key: getattr(self, key) for key in own})
 
     @classmethod
     def with_arguments(cls, config: str | os.PathLike | Recipe, passed: dict[str, Any]) -> Recipe:
         """The one override rule, for ``train(config=...)`` and ``grpo-lite train --config`` alike: the recipe
-        (read when ``config`` is a file), then every argument the caller passed, as passed.
-
-        An argument counts when the caller wrote it, even at train()'s own default: ``train(config=FILE, seed=0)``
-        runs seed 0 over the file's 7. train() finds what was written by binding its call to its signature,
-        the command line by parsing its words again with every default suppressed; neither compares with a default.
+        (read when ``config`` is a file), then every argument the caller wrote, as written (even at its default).
 
         Raises:
             ConfigError: the file cannot be read, or it or a passed value is not a valid recipe.
@@ -211,13 +191,8 @@ class Recipe:
         return dataclasses.replace(self, plan=None, **changes)
 
     def plan_settings(self) -> dict[str, Any]:
-        """What :func:`grpo_lite.plan` keeps verbatim to estimate this recipe: its ``trl`` settings, its LoRA
-        settings (train()'s names), and ``dtype``, ``update_rounding``, ``shared_prefix``; a setting left None
-        stays the planner's.
-
-        With every setting written (as ``grpo-lite plan --write`` writes them) the planner has one candidate: the
-        recipe itself, whose estimate is checked against the budget.
-        """
+        """What :func:`grpo_lite.plan` keeps verbatim to estimate this recipe: its ``trl`` and LoRA settings (train()'s
+        names), ``dtype``, ``update_rounding``, ``shared_prefix``; a setting left None stays the planner's."""
         written = {key: getattr(self, key) for key in ("dtype", "update_rounding") if getattr(self, key) is not None}
         lora = {_LORA_ARGUMENTS[key]: value for key, value in (self.lora or {}).items() if key in _LORA_ARGUMENTS}
         return {**self.trl, "shared_prefix": self.shared_prefix, **written, **lora}
@@ -227,14 +202,11 @@ class Recipe:
         return _style_object(self.prompt_style)
 
     def filled(self, plan: Plan) -> Recipe:
-        """This recipe as it runs on ``plan``, the plan of its own settings (:meth:`plan_settings`): what it leaves
-        to the planner (None, a LoRA or ``trl`` key it does not write) taken from the plan, every setting written
-        kept as written.
+        """This recipe as it runs on ``plan`` (the plan of :meth:`plan_settings`): what it leaves to the planner
+        taken from the plan, every setting written kept as written.
 
         Raises:
-            ConfigError: the plan's estimate is not of a setting as written (LoRA settings under a full fine-tuning
-                preset, a quantization the preset does not load, another sharding than the launch's): one
-                phrase per key, naming it and what to change.
+            ConfigError: the plan does not run a setting as written (:meth:`differences`, one phrase per key).
         """
         planned = Recipe.from_plan(plan)
         problems = self.differences(planned)
@@ -249,23 +221,10 @@ class Recipe:
         return dataclasses.replace(self, **chosen, lora=_copy(lora), trl={**planned.trl, **_copy(self.trl)}, plan=plan)
 
     def differences(self, planned: Recipe) -> list[str]:
-        """What ``planned`` (this recipe after planning) does not run as written: one line per setting.
-
-        Settings missing from this recipe are the planner's to fill; every one present must come back equal.
-        """
+        """What ``planned`` (this recipe after planning) does not run as written, one line per setting present."""
         out = []
         mine, theirs = self.to_dict(), planned.to_dict()
-        for key in (
-            "preset",
-            "device",
-            "num_processes",
-            "sharding",
-            "dtype",
-            "quantization",
-            "lora",
-            "update_rounding",
-            "shared_prefix",
-        ):
+        for key in "preset device num_processes sharding dtype quantization lora update_rounding shared_prefix".split():
             a, b = mine[key], theirs[key]
             if a is None:  # the planner's to choose
                 continue
@@ -332,8 +291,8 @@ class Recipe:
         return cls(**values)
 
     def to_yaml(self, path: str | os.PathLike | None = None) -> str:
-        """The recipe as YAML: a header with the plan's peak, the budget and the commands that run it, then one
-        setting per line with its memory cost and trade-off beside it (when the recipe has its plan)."""
+        """The recipe as YAML: a header (the plan's peak, the budget, the commands that run it), then one setting per
+        line with its memory cost and trade-off beside it (when the recipe has its plan)."""
         from grpo_lite.recipe import costs
 
         notes = {k: n.text() for k, n in costs.setting_notes(self.plan).items()} if self.plan is not None else {}
@@ -343,20 +302,8 @@ class Recipe:
         notes.setdefault("budget_gb", "the card's nominal GB per device (RAM on CPU); null: not checked")
         data = self.to_dict()
         lines = _header(self, str(path) if path is not None else "recipe.yaml")
-        for key in (
-            "model",
-            "preset",
-            "device",
-            "budget_gb",
-            "num_processes",
-            "sharding",
-            "dataset",
-            "rewards",
-            "prompt_style",
-            "seed",
-            "max_steps",
-        ):
-            lines.append(_line(key, data[key], notes.get(key)))
+        run = list(data)[: list(data).index("dtype")]  # model ... max_steps: the fields before the weights' load
+        lines += [_line(key, data[key], notes.get(key)) for key in run]
         lines += ["", "# how the weights load (from_pretrained)", _line("dtype", data["dtype"], notes.get("dtype"))]
         lines += _block("quantization", data["quantization"], notes, first_note="quantization")
         lines += ["", "# LoRA (peft.LoraConfig); null: every weight trains"]
@@ -483,8 +430,7 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _check_run_owned(trl: dict[str, Any], where: str) -> None:
-    """Refuse grpo-lite's own settings under ``trl:`` (the run sets them; there they would be ignored), and the
-    recipe's top-level keys written there (``dtype`` is also read under ``trl:``: the weights' dtype)."""
+    """Refuse grpo-lite's own settings under ``trl:``, where they would be ignored (``dtype`` is read there too)."""
     top_level = {f.name for f in dataclasses.fields(Recipe)} - {"trl", "plan", "dtype"}
     for key, value in trl.items():
         if key in _RUN_OWNED_TRL or key in top_level:
@@ -545,19 +491,14 @@ def _line(key: str, value: Any, note: str | None = None, indent: int = 0) -> str
 
 
 def _block(
-    name: str,
-    value: dict[str, Any] | None,
-    notes: dict[str, str],
-    *,
-    note_prefix: str = "",
-    first_note: str | None = None,
+    name: str, value: dict[str, Any] | None, notes: dict[str, str], *, note_prefix: str = "", first_note: str = ""
 ) -> list[str]:
     """A mapping one key per line (or ``name: null``); the first line carries ``first_note``'s note."""
     if not value:
         return [_line(name, value)]
     lines = [f"{name}:"]
     for i, (key, item) in enumerate(value.items()):
-        note = notes.get(first_note) if (first_note and i == 0) else notes.get(f"{note_prefix}{key}")
+        note = notes.get(first_note) if first_note and i == 0 else notes.get(f"{note_prefix}{key}")
         lines.append(_line(key, item, note, indent=1))
     return lines
 

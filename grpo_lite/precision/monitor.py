@@ -128,7 +128,9 @@ class UpdateMonitor(TrainerCallback):
             probe.optimizer = clone_optimizer(inner, p, probe.shadow)
             self.probes.append(probe)
             if self._layerwise:  # the step runs inside backward; catch the gradient on its way in
-                self._hooks.append(p.register_hook(self._grad_hook(probe)))
+                self._hooks.append(
+                    p.register_hook(lambda grad, probe=probe: probe.capture(grad, hyperparameters(probe.group)))
+                )
 
     def _choose(self, model: nn.Module, optimizer: Any) -> list[tuple[str, Tensor]]:
         """2-D trainable tensors, embeddings excluded (sparse rows; bitsandbytes keeps them 32-bit)."""
@@ -144,13 +146,6 @@ class UpdateMonitor(TrainerCallback):
             eligible = [(n, p) for n, p in mixing if p.numel() == smallest] or mixing
         step = max(1, len(eligible) // self.n_tensors)
         return eligible[step // 2 :: step][: self.n_tensors]
-
-    @staticmethod
-    def _grad_hook(probe: _Probe) -> Callable[[Tensor], None]:
-        def hook(grad: Tensor) -> None:
-            probe.capture(grad, hyperparameters(probe.group))
-
-        return hook
 
     def nbytes(self) -> int:
         """Memory the monitor holds: shadows, their optimizer state, captured gradients, window sums."""

@@ -300,6 +300,9 @@ class Recipe:
             notes["preset"] = self.plan.preset.summary
         notes.setdefault("max_steps", "optimizer steps; null trains one epoch")
         notes.setdefault("budget_gb", "the card's nominal GB per device (RAM on CPU); null: not checked")
+        notes.setdefault(
+            "problem_choice", "learnable: each batch's problems chosen by what the model can still learn from"
+        )
         data = self.to_dict()
         lines = _header(self, str(path) if path is not None else "recipe.yaml")
         run = list(data)[: list(data).index("dtype")]  # model ... max_steps: the fields before the weights' load
@@ -309,11 +312,8 @@ class Recipe:
         lines += ["", "# LoRA (peft.LoraConfig); null: every weight trains"]
         lines += _block("lora", data["lora"], notes, note_prefix="lora.")
         lines += ["", "# grpo-lite's trainer on top of TRL's (plain TRL has neither)"]
-        notes.setdefault(
-            "problem_choice", "learnable: each batch's problems chosen by what the model can still learn from"
-        )
-        for key in ("update_rounding", "shared_prefix", "stop_strings", "problem_choice"):
-            lines.append(_line(key, data[key], notes.get(key)))
+        own = ("update_rounding", "shared_prefix", "stop_strings", "problem_choice")
+        lines += [_line(key, data[key], notes.get(key)) for key in own]
         lines += ["", "# GRPOConfig, verbatim (output_dir, seed and max_steps come from the run)", "trl:"]
         first_default = next((key for key in data["trl"] if key in RUN_DEFAULTS), None)
         for key, value in data["trl"].items():

@@ -43,25 +43,15 @@ _MODULE = "grpo_lite"  # `python -m grpo_lite` is the `grpo-lite` command
 
 @dataclass(frozen=True)
 class ShardingMode:
-    """One way to spread a GRPO step over N processes (one GPU each).
+    """One way to spread a GRPO step over N processes (one GPU each)."""
 
-    Attributes:
-        name: the value of ``--sharding`` / ``plan(sharding=...)``.
-        engine: what does the work.
-        config: the accelerate config file shipped in ``grpo_lite/scale/accelerate_configs`` (None: no launcher).
-        divided: what each device holds only 1/N of.
-        whole: what every device holds in full.
-        requires: pip packages it needs beyond grpo-lite's own.
-        cpu: whether it runs on CPU processes (gloo); the others need one CUDA GPU per process.
-    """
-
-    name: Sharding
-    engine: str
-    config: str | None
-    divided: str
-    whole: str
-    requires: tuple[str, ...] = ()
-    cpu: bool = False
+    name: Sharding  # the value of --sharding / plan(sharding=...)
+    engine: str  # what does the work
+    config: str | None  # the accelerate config shipped in grpo_lite/scale/accelerate_configs (None: no launcher)
+    divided: str  # what each device holds only 1/N of
+    whole: str  # what every device holds in full
+    requires: tuple[str, ...] = ()  # pip packages it needs beyond grpo-lite's own
+    cpu: bool = False  # runs on CPU processes (gloo); the others need one CUDA GPU per process
 
 
 SHARDINGS: dict[str, ShardingMode] = {
@@ -179,10 +169,8 @@ def launch_command(
     config_file: str | os.PathLike[str] | None = None,
     python: str | None = None,
 ) -> list[str]:
-    """The command that runs ``grpo-lite <argv>`` in ``num_processes`` processes.
-
-    On CPU: ``torchrun --standalone`` (gloo; ``accelerate launch --cpu`` would start ONE process).
-    On CUDA: ``accelerate launch`` with the config for ``sharding`` (default ddp).
+    """The command that runs ``grpo-lite <argv>`` in ``num_processes`` processes: ``torchrun --standalone`` on CPU
+    (``accelerate launch --cpu`` would start ONE process), ``accelerate launch`` with the sharding's config on CUDA.
 
     Args:
         argv: the ``grpo-lite`` arguments, e.g. ``["train", "MODEL", "--max-steps", "2"]``.

@@ -68,51 +68,30 @@ _SHAPES = (
 class Recipe:
     """A whole run, one setting per line: what the planner chose (or you wrote), ready for ``train()`` or TRL.
 
-    Attributes:
-        model: hub id, local folder or ``.gguf`` file.
-        preset: the rung of the ladder (``grpo-lite presets``).
-        device: ``"cuda"`` or ``"cpu"``, the device it was planned for.
-        budget_gb: the card's nominal GB per device (RAM on CPU); None: a CPU plan without a budget.
-        num_processes, sharding: the launch it was planned for.
-        dataset: ``"gsm8k"``, ``"synthetic"`` or a path (a ``datasets.Dataset`` in memory only).
-        rewards: reward names (callables in memory only). Default: the five GSM8K rewards.
-        prompt_style: a name in ``PROMPT_STYLES`` or a :class:`~grpo_lite.data.prompts.PromptStyle`.
-        seed, max_steps: the run's seed, and its optimizer steps (None: one epoch).
-        dtype: the dtype the weights load in.
-        quantization: ``BitsAndBytesConfig`` keyword arguments, or None.
-        lora: ``peft.LoraConfig`` keyword arguments, or None (every weight trains).
-        update_rounding: how updates reach bf16 weights (``"stochastic"`` or ``"nearest"``).
-        shared_prefix: forward each prompt once for its group (grpo-lite's trainer).
-        stop_strings: sampling stops at these (grpo-lite's trainer).
-        problem_choice: ``"learnable"`` chooses each batch's problems by what the model can still learn from;
-            ``"off"`` keeps TRL's order (grpo-lite's trainer). Default: ``"off"``.
-        trl: ``GRPOConfig`` keyword arguments, verbatim (``output_dir``, ``seed`` and ``max_steps`` aside).
-        plan: the plan it was written from (its estimate gives the comments), or None.
-
     A setting that is None (or missing from a file) is the planner's to choose, as in ``train()``; every setting
     present is kept as written.
     """
 
-    model: str
-    preset: str
-    device: Device | None = None
-    budget_gb: float | None = None
-    num_processes: int = STEP.num_processes
+    model: str  # hub id, local folder or .gguf file
+    preset: str  # the rung of the ladder (grpo-lite presets)
+    device: Device | None = None  # the device it was planned for
+    budget_gb: float | None = None  # the card's nominal GB per device (RAM on CPU); None: a CPU plan without one
+    num_processes: int = STEP.num_processes  # the launch it was planned for, with sharding
     sharding: Sharding | None = None
-    dataset: Any = TRAINER.dataset
-    rewards: list[Any] | None = None
-    prompt_style: Any = TRAINER.prompt_style
+    dataset: Any = TRAINER.dataset  # "gsm8k", "synthetic" or a path (a datasets.Dataset in memory only)
+    rewards: list[Any] | None = None  # reward names (callables in memory only); None: the five GSM8K rewards
+    prompt_style: Any = TRAINER.prompt_style  # a name in PROMPT_STYLES, or a PromptStyle (its fields in a file)
     seed: int = 0
-    max_steps: int | None = None
-    dtype: Dtype | None = None
-    quantization: dict[str, Any] | None = None
-    lora: dict[str, Any] | None = None
-    update_rounding: UpdateRounding | None = None
-    shared_prefix: bool = STEP.shared_prefix
-    stop_strings: list[str] = field(default_factory=lambda: list(TRAINER.stop_strings))
-    problem_choice: ProblemChoice = CHOICE_DEFAULTS.setting
-    trl: dict[str, Any] = field(default_factory=dict)
-    plan: Plan | None = field(default=None, compare=False, repr=False)
+    max_steps: int | None = None  # optimizer steps; None: one epoch
+    dtype: Dtype | None = None  # the dtype the weights load in
+    quantization: dict[str, Any] | None = None  # BitsAndBytesConfig keyword arguments
+    lora: dict[str, Any] | None = None  # peft.LoraConfig keyword arguments; None: every weight trains
+    update_rounding: UpdateRounding | None = None  # how updates reach bf16 weights
+    shared_prefix: bool = STEP.shared_prefix  # forward each prompt once for its group (grpo-lite's trainer)
+    stop_strings: list[str] = field(default_factory=lambda: list(TRAINER.stop_strings))  # sampling stops at these
+    problem_choice: ProblemChoice = CHOICE_DEFAULTS.setting  # "learnable": batches of what the model can learn from
+    trl: dict[str, Any] = field(default_factory=dict)  # GRPOConfig keyword arguments (output_dir, seed, max_steps aside)
+    plan: Plan | None = field(default=None, compare=False, repr=False)  # the plan it was written from (the comments)
 
     # ---- from a plan, to train() ------------------------------------------------------------------
     @classmethod
@@ -128,13 +107,8 @@ class Recipe:
         stop_strings: Any = TRAINER.stop_strings,
         problem_choice: ProblemChoice | None = None,
     ) -> Recipe:
-        """The plan as a recipe: its settings after :data:`RUN_DEFAULTS`, its load, LoRA and rounding.
-
-        Args:
-            plan: what :func:`grpo_lite.plan` returned.
-            dataset, rewards, prompt_style, seed, max_steps, stop_strings, problem_choice: the run's own
-                (train()'s arguments; None: the default).
-        """
+        """The plan as a recipe: its settings after :data:`RUN_DEFAULTS`, its load, LoRA and rounding, with the
+        run's own settings (train()'s arguments; None: the default)."""
         from grpo_lite.rewards.registry import DEFAULT_REWARDS
 
         step = plan.estimate.settings

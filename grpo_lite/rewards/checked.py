@@ -121,11 +121,6 @@ class _Steps:
         self.seen.clear()
 
 
-def _batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
-    completions = kwargs.get("completions", args[1] if len(args) > 1 else None)
-    return None if completions is None else len(completions)
-
-
 class _CheckedReward:
     """A reward callable whose every output is checked (see the module docstring)."""
 
@@ -134,8 +129,9 @@ class _CheckedReward:
         self.__wrapped__ = func
 
     def _check(self, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        n = _batch_size(args, kwargs)
-        all_none = check_values(self.__name__, out, len(out) if n is None and isinstance(out, (list, tuple)) else n)
+        completions = kwargs.get("completions", args[1] if len(args) > 1 else None)
+        n = len(completions) if completions is not None else len(out) if isinstance(out, (list, tuple)) else None
+        all_none = check_values(self.__name__, out, n)
         self._steps.report(self.__name__, all_none)
         return out
 

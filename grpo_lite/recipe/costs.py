@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, get_args
 
 from grpo_lite.errors import ConfigError
@@ -228,22 +228,17 @@ def setting_notes(plan: Plan) -> dict[str, SettingNote]:
             continue
         tradeoff = knob.tradeoff or get_optimizer(step.optim).summary
         change = knob.alternative(step)
-        alt = None
-        if change is not None:
-            try:
-                alt = estimate(est.arch, blocks=est.blocks, **{**base, **change})
-            except ConfigError:  # the alternative breaks a rule (batch divisibility, a GPU-only option): no figure
-                change = None
-        size = components.get(knob.component) if knob.component else None
-        notes[knob.key] = SettingNote(
-            key=knob.key,
-            tradeoff=tradeoff,
-            component=knob.component if size is not None else None,
-            size_gib=size,
-            alternative=change if alt is not None else None,
-            delta_gib=None if alt is None else (alt.total_bytes - est.total_bytes) / GIB,
-            changed=None if alt is None else _changed_most(est, alt),
-        )
+        note = SettingNote(knob.key, tradeoff)
+        if knob.component in components:
+            note = replace(note, component=knob.component, size_gib=components[knob.component])
+        try:
+            alt = estimate(est.arch, blocks=est.blocks, **{**base, **change}) if change is not None else None
+        except ConfigError:  # the alternative breaks a rule (batch divisibility, a GPU-only option): no figure
+            alt = None
+        if alt is not None:
+            delta = (alt.total_bytes - est.total_bytes) / GIB
+            note = replace(note, alternative=change, delta_gib=delta, changed=_changed_most(est, alt))
+        notes[knob.key] = note
     return notes
 
 

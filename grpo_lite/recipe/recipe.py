@@ -90,7 +90,9 @@ class Recipe:
     shared_prefix: bool = STEP.shared_prefix  # forward each prompt once for its group (grpo-lite's trainer)
     stop_strings: list[str] = field(default_factory=lambda: list(TRAINER.stop_strings))  # sampling stops at these
     problem_choice: ProblemChoice = CHOICE_DEFAULTS.setting  # "learnable": batches of what the model can learn from
-    trl: dict[str, Any] = field(default_factory=dict)  # GRPOConfig keyword arguments (output_dir, seed, max_steps aside)
+    trl: dict[str, Any] = field(
+        default_factory=dict
+    )  # GRPOConfig keyword arguments (output_dir, seed, max_steps aside)
     plan: Plan | None = field(default=None, compare=False, repr=False)  # the plan it was written from (the comments)
 
     # ---- from a plan, to train() ------------------------------------------------------------------

@@ -1,11 +1,5 @@
-"""Every value grpo-lite chooses by default, in one place, each with its trade-off.
-
-``train()``, ``plan()``, ``estimate()``, the CLI, the demo, the presets and the recipes read these values;
-a signature that leaves a setting to grpo-lite says None and names the value here in its docstring
-("Default: 16 (grpo_lite.defaults.LORA.r)"). To change a default, change it here: tests/test_one_place.py
-fails on a literal default for any setting named here found anywhere else in the package.
-
-The bottom layer of the package: it imports nothing from grpo-lite and nothing heavy.
+"""Every value grpo-lite chooses by default, in one place, each with its trade-off (tests/test_one_place.py fails on
+a literal default for a setting named here found anywhere else). The bottom layer: it imports nothing.
 
 >>> STEP.num_generations, STEP.max_completion_length, LORA.r, LORA.alpha(LORA.r)
 (8, 512, 16, 32)

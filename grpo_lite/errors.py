@@ -32,17 +32,12 @@ class ModelError(GrpoLiteError, LookupError):
 
 
 class DoesNotFitError(GrpoLiteError):
-    """No preset fits the memory budget.
-
-    Attributes:
-        smallest_budget_gb: the smallest nominal budget (GB) at which some preset fits, or None.
-        preset: the name of the preset that would fit at that budget, or None.
-    """
+    """No preset fits the memory budget."""
 
     def __init__(self, message: str, smallest_budget_gb: float | None = None, preset: str | None = None):
         super().__init__(message)
-        self.smallest_budget_gb = smallest_budget_gb
-        self.preset = preset
+        self.smallest_budget_gb = smallest_budget_gb  # the smallest nominal budget (GB) at which some preset fits
+        self.preset = preset  # the name of the preset that would fit at that budget
 
 
 class OutputDirError(GrpoLiteError, OSError):

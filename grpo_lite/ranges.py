@@ -1,7 +1,5 @@
-"""The range of every numeric setting TRL's parser does not check, and the one function that checks a value.
-
-Every entry point (a recipe file, a Python argument, a CLI flag) calls :func:`check` where the value enters;
-the code after it trusts the value. Types come from TRL's parser first (``grpo_lite.recipe.values.typed``).
+"""The range of every numeric setting TRL's parser does not check, and :func:`check`, called where a value enters
+(a recipe file, a Python argument, a CLI flag): the code after it trusts the value.
 
 >>> check("num_processes", 2)
 2
@@ -37,7 +35,7 @@ def _whole(example: int, what: str = "a positive integer", least: int = 1) -> Ra
     return Range(lambda x: x >= least, what, example, whole=True)
 
 
-RANGES: dict[str, Range] = {
+RANGES: dict[str, Range] = {  # GRPOConfig's fields first, in its order
     # GRPOConfig fields: TRL's parser types them, it does not bound them
     "learning_rate": Range(lambda x: x > 0, "> 0", 1e-5),
     "weight_decay": Range(lambda x: x >= 0, ">= 0", RUN["weight_decay"]),
@@ -74,7 +72,6 @@ RANGES: dict[str, Range] = {
     "batch_size": _whole(EVALUATION.batch_size),  # evaluate()
     "max_new_tokens": _whole(EVALUATION.max_new_tokens),  # evaluate()
 }
-"""Setting -> its :class:`Range`; GRPOConfig's fields first, in its order."""
 
 
 def check(
@@ -95,8 +92,7 @@ def check(
         sep: ``"="`` (Python, ``--set``) or ``": "`` (a recipe file) between the name and the example.
 
     Raises:
-        ConfigError: ``"num_processes=0 must be a positive integer; e.g. num_processes=1"``; a number that is
-            not finite: ``"... must be a finite number"``; ``"device='tpu' is not valid; choose one of cuda, cpu"``.
+        ConfigError: out of range, not finite, or not one of ``choices`` (with a value that works).
     """
     if value is None:
         return value

@@ -1,9 +1,7 @@
 """``update/realized``: the share of the optimizer's intended update that the weights actually received.
 
-:class:`UpdateMonitor` replays each step on fp32 shadows of a few sampled parameters, stepped by a clone of the
-optimizer that owns them and synced to its live state, and logs ``update/realized`` (with its standard error and
-``update/relative_step``); below ``warn_below`` it warns once (:class:`UpdatesLostWarning`). Not supported: parameters
-sharded by FSDP / ZeRO-3. The design, its cost and its hooks: docs/internals.md.
+:class:`UpdateMonitor` replays each step on fp32 shadows of a few sampled parameters (a clone of their optimizer,
+synced to its live state). Not for parameters sharded by FSDP / ZeRO-3. The design and its cost: docs/internals.md.
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ LOST_UPDATES_HINT = (
 )
 
 MetricsSink = Callable[[dict[str, float]], None]
-# --------------------------------------------------------------------------------------------- one sampled tensor
 
 
 @dataclass
@@ -73,8 +70,7 @@ class _Probe:
         self.intended = torch.zeros_like(self.applied)
 
     def exact(self, sampled: bool = False) -> Tensor:
-        """The weight as the optimizer holds it (plus any Kahan compensation), in fp32; ``sampled``: only
-        the sampled elements (no copy of the whole tensor)."""
+        """The weight as the optimizer holds it (plus any Kahan compensation) in fp32, or only its sampled elements."""
         pick = (lambda t: t.detach().reshape(-1)[self.index]) if sampled else (lambda t: t.detach())
         value = pick(self.param).float()
         comp = compensation(self.owner, self.param)
@@ -96,8 +92,7 @@ class UpdateMonitor(TrainerCallback):
         n_tensors: parameter tensors to sample (2-D, trainable, not embeddings, evenly spread through the model).
         n_elements: elements sampled per tensor.
         sink: receives ``{"update/realized", "update/realized_stderr", "update/relative_step"}`` when the Trainer logs
-            (``control.should_log``). grpo-lite passes a function that appends to ``GRPOTrainer._metrics["train"]``
-            so the values go out with the step's other metrics; default: ``self.history``.
+            (grpo-lite's trainer adds them to the step's metrics). Default: ``self.history.append``.
         seed: sampling seed.
         warn_below: warn once (:class:`UpdatesLostWarning`) when a window's share is below this. Default: 0.5.
     """
@@ -120,8 +115,6 @@ class UpdateMonitor(TrainerCallback):
         self._hooks: list[Any] = []
         self._layerwise = False
 
-    # ----------------------------------------------------------------------------------------- setup
-
     def setup(self, model: nn.Module, optimizer: Any) -> None:
         """Pick the tensors and build their shadows (called by ``on_train_begin``; callable directly)."""
         self.close()
@@ -135,7 +128,9 @@ class UpdateMonitor(TrainerCallback):
             probe.optimizer = clone_optimizer(inner, p, probe.shadow)
             self.probes.append(probe)
             if self._layerwise:  # the step runs inside backward; catch the gradient on its way in
-                self._hooks.append(p.register_hook(self._grad_hook(probe)))
+                self._hooks.append(
+                    p.register_hook(lambda grad, probe=probe: probe.capture(grad, hyperparameters(probe.group)))
+                )
 
     def _choose(self, model: nn.Module, optimizer: Any) -> list[tuple[str, Tensor]]:
         """2-D trainable tensors, embeddings excluded (sparse rows; bitsandbytes keeps them 32-bit)."""
@@ -152,13 +147,6 @@ class UpdateMonitor(TrainerCallback):
         step = max(1, len(eligible) // self.n_tensors)
         return eligible[step // 2 :: step][: self.n_tensors]
 
-    @staticmethod
-    def _grad_hook(probe: _Probe) -> Callable[[Tensor], None]:
-        def hook(grad: Tensor) -> None:
-            probe.capture(grad, hyperparameters(probe.group))
-
-        return hook
-
     def nbytes(self) -> int:
         """Memory the monitor holds: shadows, their optimizer state, captured gradients, window sums."""
         total = 0
@@ -172,8 +160,6 @@ class UpdateMonitor(TrainerCallback):
         for handle in self._hooks:
             handle.remove()
         self._hooks, self.probes = [], []
-
-    # ----------------------------------------------------------------------------------------- Trainer events
 
     def on_train_begin(
         self, args: Any, state: Any, control: Any, model: nn.Module | None = None, optimizer: Any = None, **kwargs: Any
@@ -195,8 +181,6 @@ class UpdateMonitor(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.close()
-
-    # ----------------------------------------------------------------------------------------- the work
 
     def begin_step(self) -> None:
         """Before forward/backward: remember the sampled weights and re-sync the shadows to them."""
@@ -222,16 +206,15 @@ class UpdateMonitor(TrainerCallback):
         probe.synced, probe.unmapped = True, None
 
     def _note(self, probe: _Probe) -> None:
-        if self._noted:
-            return
-        self._noted = True
-        logger.warning(
-            "grpo-lite: the update monitor cannot replay %s from its state (%s); update/realized is "
-            "not the live step's share for %s and raises no UpdatesLostWarning",
-            type(probe.owner).__name__,
-            probe.unmapped,
-            probe.name,
-        )
+        if not self._noted:
+            self._noted = True
+            logger.warning(
+                "grpo-lite: the update monitor cannot replay %s from its state (%s); update/realized is not the live "
+                "step's share for %s and raises no UpdatesLostWarning",
+                type(probe.owner).__name__,
+                probe.unmapped,
+                probe.name,
+            )
 
     def capture_grads(self) -> None:
         """After clipping, before the step (non-layer-wise optimizers)."""
@@ -300,11 +283,8 @@ class UpdateMonitor(TrainerCallback):
 
 
 def _window_metrics(probes: list[_Probe]) -> dict[str, float]:
-    """Least-squares share ``s`` in ``applied ≈ s · intended`` and its standard error.
-
-    Stochastic rounding adds independent zero-mean noise per element, so ``var(s) = Σ I² var(e) / (Σ I²)²``,
-    estimated with the residuals ``e = applied - s · intended``.
-    """
+    """Least-squares share ``s`` in ``applied ≈ s · intended``, and its standard error from the residuals
+    (stochastic rounding's noise is independent per element: ``var(s) = Σ I² var(e) / (Σ I²)²``)."""
     nan = math.nan
     steps = sum(p.steps for p in probes)
     if not probes or not steps:
@@ -323,8 +303,7 @@ def _window_metrics(probes: list[_Probe]) -> dict[str, float]:
     }
 
 
-# ---- the replay's plumbing: who owns a parameter, whether its update is element-wise, a clone of its optimizer over
-# an fp32 shadow, the live state mapped onto it, and which elements to sample
+# ---- the replay's plumbing: a parameter's optimizer, a clone of it over an fp32 shadow, the live state mapped onto it
 KAHAN_KEYS = ("kahan_comp",)  # torch-optimi's Kahan summation buffer
 CODEBOOK_KEYS = ("qmap", "absmax")  # bitsandbytes' 8-bit state: codebook and block scales (used to dequantize)
 
@@ -358,9 +337,8 @@ def compensation(inner: torch.optim.Optimizer, p: Tensor) -> Tensor | None:
 
 
 def sample(numel: int, n: int, gen: torch.Generator) -> Tensor:
-    """Exactly ``n`` flat indices (so the monitor's memory is known in advance): every element, repeated
-    when the tensor is smaller; distinct ones up to 2**24 elements; uniform draws above (no numel-sized
-    permutation)."""
+    """Exactly ``n`` flat indices (the monitor's memory known in advance): every element, repeated when the tensor is
+    smaller; distinct ones up to 2**24 elements; uniform draws above (no numel-sized permutation)."""
     if numel <= n:
         return torch.arange(n) % numel
     if numel <= 1 << 24:
@@ -369,13 +347,8 @@ def sample(numel: int, n: int, gen: torch.Generator) -> Tensor:
 
 
 def clone_optimizer(inner: torch.optim.Optimizer, p: Tensor, shadow: Tensor) -> torch.optim.Optimizer:
-    """Same class and attributes as ``inner``, over ``shadow`` only, with empty state (:func:`shadow_state` fills
-    it from the live state before every step).
-
-    ``__init__`` is bypassed (constructor signatures differ); instance-level ``step`` patches (LR-scheduler counters,
-    rounding wrappers) and step hooks stay with the real optimizer. A bitsandbytes clone keeps 32-bit state
-    whatever the live tensor's: its 8-bit state is dequantized into it.
-    """
+    """Same class and attributes as ``inner`` (``__init__`` bypassed), over ``shadow`` only, with empty state; the
+    live optimizer's ``step`` patches and hooks are not copied. A bitsandbytes clone keeps 32-bit state."""
     _, group = owner(inner, p)
     clone = object.__new__(type(inner))
     clone.__dict__.update(inner.__dict__)
@@ -402,13 +375,12 @@ def clone_optimizer(inner: torch.optim.Optimizer, p: Tensor, shadow: Tensor) -> 
 
 
 def shadow_state(live: dict[str, Any], probe: _Probe) -> dict[str, Any]:
-    """The live optimizer's state for ``probe.param``, mapped onto its fp32 shadow (:func:`refill` copies it in).
+    """The live optimizer's state for ``probe.param``, mapped onto its fp32 shadow (only :func:`refill` may store
+    it: whole tensors and objects are the live ones).
 
-    Element-wise probes: tensors shaped like the parameter, gathered at the sampled elements; mixing ones: whole
-    tensors. bitsandbytes' blockwise 8-bit tensors dequantized; per-tensor entries (the step count, a norm buffer)
-    and plain values as they are; objects (GaLore's projector) as they are, for mixing optimizers only. Kahan
-    buffers are left out: the shadow's weight already includes them. Whole tensors and objects are the live ones:
-    only :func:`refill` may store them.
+    Element-wise probes gather per-element tensors at the sampled elements; bitsandbytes' 8-bit tensors are
+    dequantized; per-tensor entries and plain values pass; objects (GaLore's projector) pass for mixing optimizers
+    only; Kahan buffers are left out (the shadow's weight includes them).
 
     Raises:
         UnmappableState: an entry that is none of these (said why).
@@ -430,9 +402,8 @@ def shadow_state(live: dict[str, Any], probe: _Probe) -> dict[str, Any]:
 
 
 def refill(state: dict[str, Any], mapped: dict[str, Any]) -> None:
-    """Make the shadow's ``state`` equal to ``mapped``, floating tensors in fp32: copied into the tensors it
-    already holds where they fit (no allocation per step; memory trackers keep seeing the same optimizer state),
-    new copies otherwise; objects refilled attribute by attribute, or deep-copied the first time."""
+    """Make the shadow's ``state`` equal to ``mapped``, floating tensors in fp32, copied into the tensors it already
+    holds where they fit (no allocation per step); objects refilled attribute by attribute."""
     for key in [k for k in state if k not in mapped]:
         del state[key]
     for key, value in mapped.items():
@@ -464,9 +435,8 @@ def _state_tensor(key: Any, value: Tensor, live: dict[str, Any], probe: _Probe, 
 
 
 def _dequantize(key: Any, codes: Tensor, live: dict[str, Any], probe: _Probe) -> Tensor:
-    """A bitsandbytes blockwise 8-bit state (``state<k>``: codebook ``qmap<k>``, one ``absmax<k>`` per
-    :data:`BNB_BLOCK` elements) in fp32: whole, or at the sampled elements, ``qmap[code] * absmax[block]``
-    (checked once per state against ``bitsandbytes.functional.dequantize_blockwise``)."""
+    """A bitsandbytes blockwise 8-bit state (``state<k>``, codebook ``qmap<k>``, one ``absmax<k>`` per
+    :data:`BNB_BLOCK` elements) in fp32, whole or at the sampled elements (checked once against bitsandbytes')."""
     from bitsandbytes.functional import dequantize_blockwise  # heavy: bitsandbytes
 
     suffix = str(key).removeprefix("state")

@@ -1,9 +1,5 @@
-"""How much of the intended update reaches bf16 weights: an optimizer against an fp32 copy.
-
-``share = <dw_bf16, dw_ref> / |dw_ref|^2`` after ``steps`` steps fed the same gradients, ``dw_ref`` an fp32 copy's
-displacement under the reference optimizer (docs/internals.md). 1.0: every update landed; near 0: bf16 rounded them
-away. :func:`planned_optimizer` builds a rung's optimizer as training does (tests, ``benchmarks/precision.py``).
-"""
+"""How much of the intended update reaches bf16 weights: an optimizer against an fp32 copy fed the same gradients
+(docs/internals.md); :func:`planned_optimizer` builds a rung's optimizer as training does (tests, benchmarks)."""
 
 from __future__ import annotations
 
@@ -35,16 +31,10 @@ OptimizerFactory = Callable[[nn.Module], Any]
 
 @dataclass(frozen=True)
 class Realized:
-    """The applied displacement against the intended one.
+    """The applied displacement against the intended one."""
 
-    Attributes:
-        share: projection of applied on intended, over ``|intended|^2`` (1.0 = all of it).
-        norm_ratio: ``|applied| / |intended|``.
-        cosine: their cosine.
-    """
-
-    share: float
-    norm_ratio: float
+    share: float  # <applied, intended> / |intended|^2: 1.0, every update landed; near 0, bf16 rounded them away
+    norm_ratio: float  # |applied| / |intended|
     cosine: float
 
 
@@ -73,8 +63,7 @@ def bf16_and_fp32_copies(model: nn.Module) -> tuple[nn.Module, nn.Module]:
 
 
 def lm_gradients(model: nn.Module, batches: int = 1, seed: int = 0, tokens: int = 32) -> list[Grads]:
-    """Real language-model gradients on random tokens, rounded to bf16 so that bf16 and fp32 copies see
-    identical values (the model is left with no gradients)."""
+    """Language-model gradients on random tokens, rounded to bf16 so that both copies see the same values."""
     gen = torch.Generator().manual_seed(seed)
     out = []
     for _ in range(batches):
@@ -95,8 +84,8 @@ def planned_optimizer(
     optim_args: str | None = None,
     target_modules: Sequence[str] | None = None,
 ) -> Any:
-    """The optimizer transformers builds for ``optim`` (``TrainingArguments.optim``), with stochastic rounding
-    installed when ``update_rounding == "stochastic"``, as in training. Weight decay 0."""
+    """The optimizer transformers builds for ``optim`` (weight decay 0), with stochastic rounding installed when
+    ``update_rounding == "stochastic"``, as in training."""
     from transformers import Trainer, TrainingArguments  # heavy: transformers
 
     with tempfile.TemporaryDirectory() as out:
@@ -129,8 +118,7 @@ def fp32_adamw(model: nn.Module, learning_rate: float) -> torch.optim.Optimizer:
 
 
 def step(optimizer: Any) -> None:
-    """One optimizer step; layer-wise optimizers (``optimizer_dict``) step each parameter as their
-    backward hooks would."""
+    """One optimizer step; layer-wise ones (``optimizer_dict``) step each parameter as their backward hooks would."""
     per_param = getattr(unwrap(optimizer), "optimizer_dict", None)
     if per_param is None:
         optimizer.step()

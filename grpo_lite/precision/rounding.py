@@ -1,9 +1,8 @@
 """Make optimizer updates land on bf16 weights: stochastic rounding around any optimizer.
 
 :func:`install_update_rounding` runs the optimizer's own step on a transient fp32 copy of each bf16 parameter (in
-slices of :data:`SR_CHUNK` elements where the update is element-wise) and rounds the result back stochastically, so
-the update lands in expectation; the optimizer's maths is unchanged. Why, what it costs, and why not torchao or
-Kahan summation: docs/internals.md.
+:data:`SR_CHUNK`-element slices where the update is element-wise) and rounds the result back stochastically. Why,
+what it costs, and why not torchao or Kahan summation: docs/internals.md.
 
 >>> x = torch.full((100_000,), 1.0 + 2**-10)  # 1/8 of a bf16 step above 1.0
 >>> round(fp32_to_bf16_sr(x).float().mean().item(), 3), x.bfloat16().float().mean().item()
@@ -12,7 +11,7 @@ Kahan summation: docs/internals.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -73,16 +72,8 @@ def inner_optimizers(optimizer: Any) -> list[torch.optim.Optimizer]:
     return [optimizer]
 
 
-def _bf16_params_with_grad(optimizer: torch.optim.Optimizer) -> Iterator[Tensor]:
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            if p.grad is not None and p.dtype == torch.bfloat16:
-                yield p
-
-
 def _write_back(exact: Tensor, bf16: Tensor) -> None:
-    """Store the fp32 result of the step into ``bf16`` (the parameter's own storage, or a flat slice of it),
-    stochastically rounded."""
+    """Store the fp32 result of the step into ``bf16`` (the parameter's storage or a flat slice), rounded."""
     flat_out, flat_in = bf16.view(-1), exact.reshape(-1)
     for start in range(0, flat_in.numel(), SR_CHUNK):  # chunks: the int32 noise stays small
         flat_out[start : start + SR_CHUNK].copy_(fp32_to_bf16_sr(flat_in[start : start + SR_CHUNK]))
@@ -96,9 +87,8 @@ def is_elementwise(inner: torch.optim.Optimizer, group: dict[str, Any]) -> bool:
 
 
 def _norm_clipped(inner: Any, p: Tensor) -> bool:
-    """bitsandbytes' update-norm clipping (``max_unorm``) scales a 32-bit-state tensor's update by whole-tensor
-    norms; its blockwise 8-bit update ignores it. (galore_torch's 8-bit AdamW passes its ``percentile_clipping=100``
-    where bitsandbytes 0.50 takes ``max_unorm``.)"""
+    """Whether bitsandbytes' ``max_unorm`` scales ``p``'s update by whole-tensor norms (32-bit state only; its
+    blockwise 8-bit update ignores it)."""
     args = getattr(inner, "args", None)
     if args is None or not getattr(args, "max_unorm", 0.0):
         return False
@@ -197,11 +187,8 @@ def _grow_state(inner: Any, like: Tensor, first: dict[str, Any], n_first: int) -
 
 
 def _step_in_slices(inner: Any, p: Tensor, step: Callable[..., Any]) -> Any:
-    """:func:`_step_one_in_fp32` for one :data:`SR_CHUNK`-element slice of ``p`` at a time (see the module notes).
-
-    The optimizer's state for ``p`` is swapped for a view of each slice's share while that slice steps; on the
-    first step the state the optimizer creates for the first slice is grown to full size.
-    """
+    """:func:`_step_one_in_fp32` for one :data:`SR_CHUNK`-element slice of ``p`` at a time, the optimizer's state
+    swapped for a view of each slice's share (on the first step, the first slice's new state grown to full size)."""
     bf16, grad = p.data, p.grad
     flat, flat_grad, n = bf16.view(-1), grad.reshape(-1), bf16.numel()
     state = inner.state[p]
@@ -231,9 +218,8 @@ def _step_in_slices(inner: Any, p: Tensor, step: Callable[..., Any]) -> Any:
 
 
 def _compact_state(state: dict[str, Any]) -> None:
-    """Keep no view of a larger buffer in the state. GaLore's projector slices its SVD factor (``Vh[:rank]``) and
-    keeps the slice; from an fp32 gradient (the copy this wrapper steps) that slice is a view, which pins the
-    whole ``min(m, n)``-row factor: 5 GiB for a 3B model's projectors instead of 0.2."""
+    """Keep no view of a larger buffer in the state (GaLore's projector keeps ``Vh[:rank]``, a view of the whole SVD
+    factor: 5 GiB for a 3B model's projectors instead of 0.2)."""
     for value in state.values():
         holder = vars(value) if hasattr(value, "__dict__") and not isinstance(value, (type, Tensor)) else None
         for key, t in (holder or {}).items():
@@ -262,7 +248,9 @@ def _rounding_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
         if closure is not None:
             with torch.enable_grad():
                 closure()
-        targets = list(_bf16_params_with_grad(optimizer))
+        targets = [
+            p for g in optimizer.param_groups for p in g["params"] if p.grad is not None and p.dtype == torch.bfloat16
+        ]
         if not targets:
             return step()
         hidden = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
@@ -272,7 +260,7 @@ def _rounding_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
         try:
             result = None
             others = [p for p in hidden if p.dtype != torch.bfloat16]
-            if others:
+            if others:  # the fp32 parameters step together, as the optimizer would
                 for p in others:
                     p.grad = grads[p]
                 result = step()
@@ -281,10 +269,8 @@ def _rounding_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
             group_of = {id(p): g for g in optimizer.param_groups for p in g["params"]}
             for p in targets:
                 p.grad = grads[p]
-                if sliceable(optimizer, group_of[id(p)], p):
-                    result = _step_in_slices(optimizer, p, step)
-                else:
-                    result = _step_one_in_fp32(optimizer, p, step)
+                one_step = _step_in_slices if sliceable(optimizer, group_of[id(p)], p) else _step_one_in_fp32
+                result = one_step(optimizer, p, step)
                 p.grad = None
         finally:
             for p, g in grads.items():
@@ -298,9 +284,8 @@ def _rounding_step(optimizer: torch.optim.Optimizer) -> Callable[..., Any]:
 def install_update_rounding(optimizer: Any) -> list[torch.optim.Optimizer]:
     """Patch ``step`` of every inner optimizer so bf16 parameters receive their update (stochastic rounding).
 
-    Call it on the optimizer the Trainer built (e.g. in an overridden ``create_optimizer``, before the LR scheduler
-    and accelerate wrap it). Layer-wise optimizers are patched in ``optimizer_dict``, which transformers' backward
-    hooks call. Idempotent.
+    Call it on the optimizer the Trainer built, before the LR scheduler and accelerate wrap it (layer-wise
+    optimizers are patched in ``optimizer_dict``). Idempotent.
 
     Returns:
         the patched optimizers.

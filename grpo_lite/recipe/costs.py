@@ -1,7 +1,5 @@
-"""What each setting of a recipe costs in memory and what it trades: the plan estimated with and without it.
-
-Each note compares the plan's estimate (:func:`grpo_lite.memory.estimate.estimate`) with one alternative,
-spelled in ``estimate()``'s own names (docs/internals.md).
+"""What each setting of a recipe costs in memory and what it trades: the plan estimated with and without it
+(one alternative each, in ``estimate()``'s own names; docs/internals.md).
 
 >>> from grpo_lite.planning.choose import plan
 >>> notes = setting_notes(plan("Llama-3.2-1B-Instruct", budget_gb=16))
@@ -13,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, get_args
 
 from grpo_lite.errors import ConfigError
@@ -37,25 +35,15 @@ def show_value(value: Any) -> str:
 
 @dataclass(frozen=True)
 class SettingNote:
-    """The comment beside one setting of a recipe.
+    """The comment beside one setting of a recipe."""
 
-    Attributes:
-        key: where the setting sits in the recipe (``"dtype"``, ``"lora.r"``, ``"trl.optim"``).
-        tradeoff: what the setting trades, in one line.
-        component: a component of the plan's peak the setting sizes (``"weights"``), quoted with its size.
-        size_gib: that component's size at the plan's peak.
-        alternative: the ``estimate()`` settings changed for the comparison, or None.
-        delta_gib: the alternative's peak minus the plan's (> 0: the setting as planned saves memory).
-        changed: the component whose size changes most between the two.
-    """
-
-    key: str
-    tradeoff: str
-    component: str | None = None
-    size_gib: float | None = None
-    alternative: dict[str, Any] | None = None
-    delta_gib: float | None = None
-    changed: str | None = None
+    key: str  # where the setting sits in the recipe ("dtype", "lora.r", "trl.optim")
+    tradeoff: str  # what the setting trades, in one line
+    component: str | None = None  # a component of the plan's peak the setting sizes ("weights")...
+    size_gib: float | None = None  # ...and its size at the peak
+    alternative: dict[str, Any] | None = None  # the estimate() settings changed for the comparison
+    delta_gib: float | None = None  # the alternative's peak minus the plan's (> 0: the setting saves memory)
+    changed: str | None = None  # the component whose size changes most between the two
 
     def text(self) -> str:
         """``[component X GiB; ]saves|costs Y GiB at the peak (component) vs k=v, ...; trade-off``."""
@@ -240,22 +228,17 @@ def setting_notes(plan: Plan) -> dict[str, SettingNote]:
             continue
         tradeoff = knob.tradeoff or get_optimizer(step.optim).summary
         change = knob.alternative(step)
-        alt = None
-        if change is not None:
-            try:
-                alt = estimate(est.arch, blocks=est.blocks, **{**base, **change})
-            except ConfigError:  # the alternative breaks a rule (batch divisibility, a GPU-only option): no figure
-                change = None
-        size = components.get(knob.component) if knob.component else None
-        notes[knob.key] = SettingNote(
-            key=knob.key,
-            tradeoff=tradeoff,
-            component=knob.component if size is not None else None,
-            size_gib=size,
-            alternative=change if alt is not None else None,
-            delta_gib=None if alt is None else (alt.total_bytes - est.total_bytes) / GIB,
-            changed=None if alt is None else _changed_most(est, alt),
-        )
+        note = SettingNote(knob.key, tradeoff)
+        if knob.component in components:
+            note = replace(note, component=knob.component, size_gib=components[knob.component])
+        try:
+            alt = estimate(est.arch, blocks=est.blocks, **{**base, **change}) if change is not None else None
+        except ConfigError:  # the alternative breaks a rule (batch divisibility, a GPU-only option): no figure
+            alt = None
+        if alt is not None:
+            delta = (alt.total_bytes - est.total_bytes) / GIB
+            note = replace(note, alternative=change, delta_gib=delta, changed=_changed_most(est, alt))
+        notes[knob.key] = note
     return notes
 
 

@@ -1,15 +1,8 @@
-"""The recipe: a plan written out one setting per line, that trains as written and hands itself to plain TRL.
+"""The recipe: a plan written out one setting per line, the one object between the planner and the trainer.
 
-A :class:`Recipe` is the one object between the planner and the trainer. :meth:`Recipe.from_plan` turns a
-:class:`~grpo_lite.planning.result.Plan` into it; ``train()`` builds TRL's ``GRPOConfig``, the model and
-PEFT's ``LoraConfig`` from it and nothing else. On disk it is a YAML file (``grpo-lite plan ... --write
-recipe.yaml``) with the memory cost and trade-off of each setting beside it
-(:mod:`grpo_lite.recipe.costs`); ``grpo-lite train --config recipe.yaml`` and ``train(config=...)`` run it
-with every value fixed, so the planner trades nothing inside it. Users who keep their own TRL script take
-:meth:`Recipe.grpo_config`, :meth:`Recipe.lora_config` and :meth:`Recipe.from_pretrained_kwargs`.
-
-PyYAML is imported inside the functions that read and write; TRL, PEFT and torch inside the ones that
-build their objects.
+``train()`` builds TRL's ``GRPOConfig``, the model and PEFT's ``LoraConfig`` from it and nothing else; on disk it
+is YAML with each setting's memory cost beside it (:mod:`grpo_lite.recipe.costs`); plain TRL scripts take
+:meth:`Recipe.grpo_config`, :meth:`Recipe.lora_config` and :meth:`Recipe.from_pretrained_kwargs` (docs/recipes.md).
 
 >>> from grpo_lite.planning.choose import plan
 >>> r = Recipe.from_plan(plan("Llama-3.2-1B-Instruct", budget_gb=16))
@@ -75,52 +68,32 @@ _SHAPES = (
 class Recipe:
     """A whole run, one setting per line: what the planner chose (or you wrote), ready for ``train()`` or TRL.
 
-    Attributes:
-        model: hub id, local folder or ``.gguf`` file.
-        preset: the rung of the ladder (``grpo-lite presets``).
-        device: ``"cuda"`` or ``"cpu"``, the device it was planned for.
-        budget_gb: the card's nominal GB per device (RAM on CPU); None: a CPU plan without a budget.
-        num_processes, sharding: the launch it was planned for.
-        dataset: ``"gsm8k"``, ``"synthetic"`` or a path (a ``datasets.Dataset`` in memory only).
-        rewards: reward names (callables in memory only). Default: the five GSM8K rewards.
-        prompt_style: a name in ``PROMPT_STYLES`` or a :class:`~grpo_lite.data.prompts.PromptStyle`.
-        seed, max_steps: the run's seed, and its optimizer steps (None: one epoch).
-        dtype: the dtype the weights load in.
-        quantization: ``BitsAndBytesConfig`` keyword arguments, or None.
-        lora: ``peft.LoraConfig`` keyword arguments, or None (every weight trains).
-        update_rounding: how updates reach bf16 weights (``"stochastic"`` or ``"nearest"``).
-        shared_prefix: forward each prompt once for its group (grpo-lite's trainer).
-        stop_strings: sampling stops at these (grpo-lite's trainer).
-        problem_choice: ``"learnable"`` chooses each batch's problems by what the model can still learn from;
-            ``"off"`` keeps TRL's order (grpo-lite's trainer). Default: ``"off"``.
-        trl: ``GRPOConfig`` keyword arguments, verbatim (``output_dir``, ``seed`` and ``max_steps`` aside).
-        plan: the plan it was written from (its estimate gives the comments), or None.
-
-    A setting that is None (or missing from a file) is the planner's to choose, as in ``train()``:
-    ``device``, ``sharding``, ``dtype``, ``quantization``, ``lora``, ``update_rounding`` and any
-    ``trl`` key; every setting present is kept as written.
+    A setting that is None (or missing from a file) is the planner's to choose, as in ``train()``; every setting
+    present is kept as written.
     """
 
-    model: str
-    preset: str
-    device: Device | None = None
-    budget_gb: float | None = None
-    num_processes: int = STEP.num_processes
+    model: str  # hub id, local folder or .gguf file
+    preset: str  # the rung of the ladder (grpo-lite presets)
+    device: Device | None = None  # the device it was planned for
+    budget_gb: float | None = None  # the card's nominal GB per device (RAM on CPU); None: a CPU plan without one
+    num_processes: int = STEP.num_processes  # the launch it was planned for, with sharding
     sharding: Sharding | None = None
-    dataset: Any = TRAINER.dataset
-    rewards: list[Any] | None = None
-    prompt_style: Any = TRAINER.prompt_style
+    dataset: Any = TRAINER.dataset  # "gsm8k", "synthetic" or a path (a datasets.Dataset in memory only)
+    rewards: list[Any] | None = None  # reward names (callables in memory only); None: the five GSM8K rewards
+    prompt_style: Any = TRAINER.prompt_style  # a name in PROMPT_STYLES, or a PromptStyle (its fields in a file)
     seed: int = 0
-    max_steps: int | None = None
-    dtype: Dtype | None = None
-    quantization: dict[str, Any] | None = None
-    lora: dict[str, Any] | None = None
-    update_rounding: UpdateRounding | None = None
-    shared_prefix: bool = STEP.shared_prefix
-    stop_strings: list[str] = field(default_factory=lambda: list(TRAINER.stop_strings))
-    problem_choice: ProblemChoice = CHOICE_DEFAULTS.setting
-    trl: dict[str, Any] = field(default_factory=dict)
-    plan: Plan | None = field(default=None, compare=False, repr=False)
+    max_steps: int | None = None  # optimizer steps; None: one epoch
+    dtype: Dtype | None = None  # the dtype the weights load in
+    quantization: dict[str, Any] | None = None  # BitsAndBytesConfig keyword arguments
+    lora: dict[str, Any] | None = None  # peft.LoraConfig keyword arguments; None: every weight trains
+    update_rounding: UpdateRounding | None = None  # how updates reach bf16 weights
+    shared_prefix: bool = STEP.shared_prefix  # forward each prompt once for its group (grpo-lite's trainer)
+    stop_strings: list[str] = field(default_factory=lambda: list(TRAINER.stop_strings))  # sampling stops at these
+    problem_choice: ProblemChoice = CHOICE_DEFAULTS.setting  # "learnable": batches of what the model can learn from
+    trl: dict[str, Any] = field(
+        default_factory=dict
+    )  # GRPOConfig keyword arguments (output_dir, seed, max_steps aside)
+    plan: Plan | None = field(default=None, compare=False, repr=False)  # the plan it was written from (the comments)
 
     # ---- from a plan, to train() ------------------------------------------------------------------
     @classmethod
@@ -136,13 +109,8 @@ class Recipe:
         stop_strings: Any = TRAINER.stop_strings,
         problem_choice: ProblemChoice | None = None,
     ) -> Recipe:
-        """The plan as a recipe: its settings after :data:`RUN_DEFAULTS`, its load, LoRA and rounding.
-
-        Args:
-            plan: what :func:`grpo_lite.plan` returned.
-            dataset, rewards, prompt_style, seed, max_steps, stop_strings, problem_choice: the run's own
-                (train()'s arguments; None: the default).
-        """
+        """The plan as a recipe: its settings after :data:`RUN_DEFAULTS`, its load, LoRA and rounding, with the
+        run's own settings (train()'s arguments; None: the default)."""
         from grpo_lite.rewards.registry import DEFAULT_REWARDS
 
         step = plan.estimate.settings
@@ -160,25 +128,13 @@ class Recipe:
 
     def replanned(self, plan: Plan) -> Recipe:
         """The same run on another plan (after an out-of-memory step down)."""
-        return Recipe.from_plan(
-            plan,
-            dataset=self.dataset,
-            rewards=self.rewards,
-            prompt_style=self.prompt_style,
-            seed=self.seed,
-            max_steps=self.max_steps,
-            stop_strings=self.stop_strings,
-            problem_choice=self.problem_choice,
-        )
+        own = ("dataset", "rewards", "prompt_style", "seed", "max_steps", "stop_strings", "problem_choice")
+        return Recipe.from_plan(plan, **{key: getattr(self, key) for key in own})
 
     @classmethod
     def with_arguments(cls, config: str | os.PathLike | Recipe, passed: dict[str, Any]) -> Recipe:
         """The one override rule, for ``train(config=...)`` and ``grpo-lite train --config`` alike: the recipe
-        (read when ``config`` is a file), then every argument the caller passed, as passed.
-
-        An argument counts when the caller wrote it, even at train()'s own default: ``train(config=FILE, seed=0)``
-        runs seed 0 over the file's 7. train() finds what was written by binding its call to its signature,
-        the command line by parsing its words again with every default suppressed; neither compares with a default.
+        (read when ``config`` is a file), then every argument the caller wrote, as written (even at its default).
 
         Raises:
             ConfigError: the file cannot be read, or it or a passed value is not a valid recipe.
@@ -211,13 +167,8 @@ class Recipe:
         return dataclasses.replace(self, plan=None, **changes)
 
     def plan_settings(self) -> dict[str, Any]:
-        """What :func:`grpo_lite.plan` keeps verbatim to estimate this recipe: its ``trl`` settings, its LoRA
-        settings (train()'s names), and ``dtype``, ``update_rounding``, ``shared_prefix``; a setting left None
-        stays the planner's.
-
-        With every setting written (as ``grpo-lite plan --write`` writes them) the planner has one candidate: the
-        recipe itself, whose estimate is checked against the budget.
-        """
+        """What :func:`grpo_lite.plan` keeps verbatim to estimate this recipe: its ``trl`` and LoRA settings (train()'s
+        names), ``dtype``, ``update_rounding``, ``shared_prefix``; a setting left None stays the planner's."""
         written = {key: getattr(self, key) for key in ("dtype", "update_rounding") if getattr(self, key) is not None}
         lora = {_LORA_ARGUMENTS[key]: value for key, value in (self.lora or {}).items() if key in _LORA_ARGUMENTS}
         return {**self.trl, "shared_prefix": self.shared_prefix, **written, **lora}
@@ -227,14 +178,11 @@ class Recipe:
         return _style_object(self.prompt_style)
 
     def filled(self, plan: Plan) -> Recipe:
-        """This recipe as it runs on ``plan``, the plan of its own settings (:meth:`plan_settings`): what it leaves
-        to the planner (None, a LoRA or ``trl`` key it does not write) taken from the plan, every setting written
-        kept as written.
+        """This recipe as it runs on ``plan`` (the plan of :meth:`plan_settings`): what it leaves to the planner
+        taken from the plan, every setting written kept as written.
 
         Raises:
-            ConfigError: the plan's estimate is not of a setting as written (LoRA settings under a full fine-tuning
-                preset, a quantization the preset does not load, another sharding than the launch's): one
-                phrase per key, naming it and what to change.
+            ConfigError: the plan does not run a setting as written (:meth:`differences`, one phrase per key).
         """
         planned = Recipe.from_plan(plan)
         problems = self.differences(planned)
@@ -249,23 +197,10 @@ class Recipe:
         return dataclasses.replace(self, **chosen, lora=_copy(lora), trl={**planned.trl, **_copy(self.trl)}, plan=plan)
 
     def differences(self, planned: Recipe) -> list[str]:
-        """What ``planned`` (this recipe after planning) does not run as written: one line per setting.
-
-        Settings missing from this recipe are the planner's to fill; every one present must come back equal.
-        """
+        """What ``planned`` (this recipe after planning) does not run as written, one line per setting present."""
         out = []
         mine, theirs = self.to_dict(), planned.to_dict()
-        for key in (
-            "preset",
-            "device",
-            "num_processes",
-            "sharding",
-            "dtype",
-            "quantization",
-            "lora",
-            "update_rounding",
-            "shared_prefix",
-        ):
+        for key in "preset device num_processes sharding dtype quantization lora update_rounding shared_prefix".split():
             a, b = mine[key], theirs[key]
             if a is None:  # the planner's to choose
                 continue
@@ -332,8 +267,8 @@ class Recipe:
         return cls(**values)
 
     def to_yaml(self, path: str | os.PathLike | None = None) -> str:
-        """The recipe as YAML: a header with the plan's peak, the budget and the commands that run it, then one
-        setting per line with its memory cost and trade-off beside it (when the recipe has its plan)."""
+        """The recipe as YAML: a header (the plan's peak, the budget, the commands that run it), then one setting per
+        line with its memory cost and trade-off beside it (when the recipe has its plan)."""
         from grpo_lite.recipe import costs
 
         notes = {k: n.text() for k, n in costs.setting_notes(self.plan).items()} if self.plan is not None else {}
@@ -341,32 +276,20 @@ class Recipe:
             notes["preset"] = self.plan.preset.summary
         notes.setdefault("max_steps", "optimizer steps; null trains one epoch")
         notes.setdefault("budget_gb", "the card's nominal GB per device (RAM on CPU); null: not checked")
+        notes.setdefault(
+            "problem_choice", "learnable: each batch's problems chosen by what the model can still learn from"
+        )
         data = self.to_dict()
         lines = _header(self, str(path) if path is not None else "recipe.yaml")
-        for key in (
-            "model",
-            "preset",
-            "device",
-            "budget_gb",
-            "num_processes",
-            "sharding",
-            "dataset",
-            "rewards",
-            "prompt_style",
-            "seed",
-            "max_steps",
-        ):
-            lines.append(_line(key, data[key], notes.get(key)))
+        run = list(data)[: list(data).index("dtype")]  # model ... max_steps: the fields before the weights' load
+        lines += [_line(key, data[key], notes.get(key)) for key in run]
         lines += ["", "# how the weights load (from_pretrained)", _line("dtype", data["dtype"], notes.get("dtype"))]
         lines += _block("quantization", data["quantization"], notes, first_note="quantization")
         lines += ["", "# LoRA (peft.LoraConfig); null: every weight trains"]
         lines += _block("lora", data["lora"], notes, note_prefix="lora.")
         lines += ["", "# grpo-lite's trainer on top of TRL's (plain TRL has neither)"]
-        notes.setdefault(
-            "problem_choice", "learnable: each batch's problems chosen by what the model can still learn from"
-        )
-        for key in ("update_rounding", "shared_prefix", "stop_strings", "problem_choice"):
-            lines.append(_line(key, data[key], notes.get(key)))
+        own = ("update_rounding", "shared_prefix", "stop_strings", "problem_choice")
+        lines += [_line(key, data[key], notes.get(key)) for key in own]
         lines += ["", "# GRPOConfig, verbatim (output_dir, seed and max_steps come from the run)", "trl:"]
         first_default = next((key for key in data["trl"] if key in RUN_DEFAULTS), None)
         for key, value in data["trl"].items():
@@ -483,8 +406,7 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _check_run_owned(trl: dict[str, Any], where: str) -> None:
-    """Refuse grpo-lite's own settings under ``trl:`` (the run sets them; there they would be ignored), and the
-    recipe's top-level keys written there (``dtype`` is also read under ``trl:``: the weights' dtype)."""
+    """Refuse grpo-lite's own settings under ``trl:``, where they would be ignored (``dtype`` is read there too)."""
     top_level = {f.name for f in dataclasses.fields(Recipe)} - {"trl", "plan", "dtype"}
     for key, value in trl.items():
         if key in _RUN_OWNED_TRL or key in top_level:
@@ -545,19 +467,14 @@ def _line(key: str, value: Any, note: str | None = None, indent: int = 0) -> str
 
 
 def _block(
-    name: str,
-    value: dict[str, Any] | None,
-    notes: dict[str, str],
-    *,
-    note_prefix: str = "",
-    first_note: str | None = None,
+    name: str, value: dict[str, Any] | None, notes: dict[str, str], *, note_prefix: str = "", first_note: str = ""
 ) -> list[str]:
     """A mapping one key per line (or ``name: null``); the first line carries ``first_note``'s note."""
     if not value:
         return [_line(name, value)]
     lines = [f"{name}:"]
     for i, (key, item) in enumerate(value.items()):
-        note = notes.get(first_note) if (first_note and i == 0) else notes.get(f"{note_prefix}{key}")
+        note = notes.get(first_note) if first_note and i == 0 else notes.get(f"{note_prefix}{key}")
         lines.append(_line(key, item, note, indent=1))
     return lines
 

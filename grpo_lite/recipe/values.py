@@ -1,10 +1,7 @@
-"""Settings typed as TRL's own parser (``HfArgumentParser``) types them, and a recipe file read as one error line.
+"""Settings typed as TRL's own parser (``HfArgumentParser``) types them, and a recipe file read safely.
 
-:func:`typed`: the argparse action TRL's parser builds from a field (GRPOConfig's or :class:`OwnSettings`')
-gives the type and choices; text goes through the type (``"1e-5"``, which PyYAML leaves text, becomes a
-number), typed values must be of it, a list field takes a list. :func:`read_mapping`: UTF-8 and
-``yaml.safe_load`` (a ``!!python`` tag is refused, never run; a document that aliases expand past
-:data:`MAX_YAML_NODES` values is refused before it is built). transformers and TRL load on the first call.
+:func:`typed`: the type and choices of the argparse action TRL's parser builds for a field (``"1e-5"`` becomes a
+number; a list field takes a list). :func:`read_mapping`: UTF-8 and ``yaml.safe_load``, every failure one line.
 
 >>> typed("learning_rate", "1e-5"), typed("num_generations", 4), typed("stop_strings", ["</answer>"])
 (1e-05, 4, ['</answer>'])
@@ -47,8 +44,8 @@ __all__ = [
 
 @dataclass
 class OwnSettings:
-    """grpo-lite's settings that are not GRPOConfig fields, typed for HfArgumentParser: recipe keys and train()
-    arguments of the same names (LoRA's under train()'s names). Types only: the defaults live where they are used."""
+    """grpo-lite's recipe keys and train() arguments that are not GRPOConfig fields, typed for HfArgumentParser
+    (types only: the defaults live in grpo_lite.defaults)."""
 
     model: str
     preset: str
@@ -67,9 +64,8 @@ class OwnSettings:
     lora_target_modules: Union[None, str, list[str]] = None  # names, or a pattern ("all-linear"): typed as text
 
 
-# what a value must be for an action's type (by the type's name), when it is not text (text goes through the type
-# itself); the parser types a field of several types (``str | list[str]``, ``dict | str``) as text: lists and
-# mappings pass to TRL. Booleans parse with transformers' string_to_bool.
+# what a non-text value must be for an action's type (by its name; text goes through the type); a field of several
+# types (``str | list[str]``) is typed as text, its lists and mappings pass to TRL
 _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "int": ((int,), "a whole number"),
     "float": ((int, float), "a number"),
@@ -126,12 +122,10 @@ def typed(key: str, value: Any, *, optional: bool = False, written: str | None =
         written: how the user wrote it, for the message. Default: ``key=value``.
 
     Returns:
-        The value, typed; an unknown key's value unchanged (:func:`check_config_keys`
-        names unknown keys).
+        The value, typed; an unknown key's value unchanged.
 
     Raises:
-        ConfigError: the value is not of the field's type or not one of its choices; the message names what
-            was written, what it takes and a value that works.
+        ConfigError: the value is not of the field's type or choices (naming what it takes and a value that works).
     """
     action, takes_none = _actions().get(key, (None, True))
     if action is None or (value is None and (takes_none or optional)):
@@ -173,12 +167,10 @@ def _example(key: str, action: argparse.Action, value: Any, many: bool) -> str:
 
 
 def read_mapping(path: Path) -> Any:
-    """The YAML of a recipe file, read safely (:func:`load_yaml`); every failure one line naming the file, the line
-    and the key.
+    """The YAML of a recipe file, read safely (:func:`load_yaml`).
 
     Raises:
-        ConfigError: the file is missing or unreadable, not UTF-8, not YAML, or uses a tag (``!!python/...``)
-            that only an unsafe loader would run.
+        ConfigError: the file is missing or unreadable, not UTF-8 or not YAML (naming the file, the line and the key).
     """
     if not path.is_file():
         raise ConfigError(
@@ -200,16 +192,12 @@ def read_mapping(path: Path) -> Any:
     return load_yaml(text, str(path))
 
 
-MAX_YAML_NODES = 100_000
-"""The most values (every alias counted as the copy it stands for) a YAML document may expand to: a recipe
-holds a few hundred; an alias bomb (a list of nested aliases ten deep) expands to billions."""
+MAX_YAML_NODES = 100_000  # values a document may expand to, aliases counted as copies: a recipe holds a few hundred
 
 
 def load_yaml(text: str, source: str) -> Any:
-    """``yaml.safe_load(text)``; an error is one line naming ``source``, the line and the key.
-
-    Aliases are counted as the values they stand for before anything is built: past :data:`MAX_YAML_NODES`, or an
-    alias inside itself, the document is refused (under any key), as is nesting too deep for the reader.
+    """``yaml.safe_load(text)``; an error is one line naming ``source``, the line and the key. A ``!!python`` tag,
+    an alias bomb (:func:`_check_expansion`) and nesting too deep for the reader are refused before anything is built.
     """
     import yaml
 
@@ -236,11 +224,8 @@ def load_yaml(text: str, source: str) -> Any:
 
 
 def _check_expansion(root: Any, text: str, source: str) -> None:
-    """Refuse a YAML node graph whose aliases expand past :data:`MAX_YAML_NODES` values, or that holds itself.
-
-    Each node's expanded size is counted once (an alias is the same node object again), so the count is linear
-    in the file's size however far the aliases would expand.
-    """
+    """Refuse a YAML node graph whose aliases expand past :data:`MAX_YAML_NODES` values, or that holds itself (each
+    node's size counted once: an alias is the same node object again)."""
     import yaml
 
     sizes: dict[int, int] = {}
@@ -319,11 +304,10 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
         n_rewards: the number of reward functions (``reward_weights`` must give one weight each).
 
     Returns:
-        The overrides typed as TRL's parser types them (``"1e-5"`` -> ``1e-05``; :func:`grpo_lite.recipe.values.typed`).
+        The overrides typed as TRL's parser types them (:func:`typed`).
 
     Raises:
-        ConfigError: an unknown name (with the closest valid one), a value of the wrong type, a
-            non-finite number, a value out of range, an unknown choice; the message shows a value that works.
+        ConfigError: an unknown name (with the closest valid one), a wrong type, a value out of range.
     """
     check_config_keys(overrides, also=(*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS))
     overrides = {key: typed(key, value) for key, value in overrides.items()}

@@ -1,9 +1,7 @@
 """Reward values checked where they leave the reward function: one number (or None) per completion.
 
-:func:`check_rewards` wraps each callable so that every output is checked (:func:`check_values`): a bad value raises
-:class:`~grpo_lite.errors.RewardError` naming the function, and a step where every reward returns None warns once
-(:class:`NoRewardWarning`). The wrappers keep ``__name__``, ``async`` and the attributes TRL reads; reward models
-pass through. Why: docs/internals.md.
+:func:`check_rewards` wraps each callable (keeping ``__name__``, ``async`` and the attributes TRL reads) so that a bad
+value raises :class:`~grpo_lite.errors.RewardError` and a step without any reward warns once. Why: docs/internals.md.
 
 >>> def bad(prompts, completions, **kwargs): return ["1.0"] * len(completions)
 >>> checked = check_rewards([bad])[0]
@@ -55,13 +53,10 @@ def _number(value: Any) -> float | None:
 
 
 def check_values(name: str, values: Any, n: int) -> bool:
-    """Check one call's output of reward ``name`` for a batch of ``n`` completions.
-
-    Returns True when every value is None (the reward applies to none of the completions).
+    """Check one call's output of reward ``name`` for ``n`` completions; True when every value is None.
 
     Raises:
-        RewardError: not a list or tuple, a length other than ``n``, a value that is neither a number
-            nor None, or a non-finite number; the message names the function and shows a sample.
+        RewardError: not a list of ``n`` values that are finite numbers or None (naming the function, with a sample).
 
     >>> check_values("f", [1, 0.5, None], 3), check_values("f", [None, None], 2)
     (False, True)
@@ -83,11 +78,9 @@ def check_values(name: str, values: Any, n: int) -> bool:
         raise RewardError(
             f"reward function {name!r} returned {len(values)} values for {n} completions: {_sample(values)}; {_ADVICE}"
         )
-    all_none = True
     for i, value in enumerate(values):
         if value is None:
             continue
-        all_none = False
         number = _number(value)
         if number is None:
             raise RewardError(
@@ -99,7 +92,7 @@ def check_values(name: str, values: Any, n: int) -> bool:
                 f"reward function {name!r} returned {number} at index {i}: {_sample(values)}; "
                 "return a finite number (None for a completion it does not apply to)"
             )
-    return all_none
+    return all(value is None for value in values)
 
 
 class _Steps:
@@ -128,11 +121,6 @@ class _Steps:
         self.seen.clear()
 
 
-def _batch_size(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
-    completions = kwargs.get("completions", args[1] if len(args) > 1 else None)
-    return None if completions is None else len(completions)
-
-
 class _CheckedReward:
     """A reward callable whose every output is checked (see the module docstring)."""
 
@@ -141,8 +129,9 @@ class _CheckedReward:
         self.__wrapped__ = func
 
     def _check(self, out: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        n = _batch_size(args, kwargs)
-        all_none = check_values(self.__name__, out, len(out) if n is None and isinstance(out, (list, tuple)) else n)
+        completions = kwargs.get("completions", args[1] if len(args) > 1 else None)
+        n = len(completions) if completions is not None else len(out) if isinstance(out, (list, tuple)) else None
+        all_none = check_values(self.__name__, out, n)
         self._steps.report(self.__name__, all_none)
         return out
 
@@ -177,10 +166,8 @@ def _is_module(func: Any) -> bool:
 
 
 def check_rewards(funcs: Sequence[Callable[..., Any]]) -> list[Callable[..., Any]]:
-    """Wrap each reward callable so that every call's output is checked; reward models pass through.
-
-    Args:
-        funcs: reward callables with TRL's signature ``f(prompts, completions, **kwargs)``.
+    """Wrap each reward callable (TRL's signature ``f(prompts, completions, **kwargs)``) so that every call's output
+    is checked; reward models pass through.
 
     >>> def one(prompts, completions, **kwargs): return [1.0] * len(completions)
     >>> check_rewards([one])[0](prompts=["q", "q"], completions=["a", "b"])

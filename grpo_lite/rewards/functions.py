@@ -1,9 +1,8 @@
 """Reward functions for GRPO on GSM8K-style problems.
 
-Each has TRL's signature ``f(prompts, completions, **kwargs) -> list[float]``, is pure, and returns one float per
-completion; with a ``prefill`` column it judges ``prefill[i] + completion``. Each is a small frozen dataclass instance
-(``CorrectnessReward(value=1.0)`` gives another value). The format rewards need real reasoning (anti reward hacking:
-docs/internals.md). The registry of names is :mod:`grpo_lite.rewards.registry`.
+Each has TRL's signature ``f(prompts, completions, **kwargs) -> list[float]``, is pure, and judges
+``prefill[i] + completion`` (with a ``prefill`` column); each is a frozen dataclass (``CorrectnessReward(value=1.0)``
+gives another value). The format rewards need real reasoning (anti reward hacking: docs/internals.md).
 
 >>> done = "<reasoning>\\n6 * 3 = 18\\n</reasoning>\\n<answer>\\n18\\n</answer>"
 >>> correctness_reward(None, [done], answer=["18"]), strict_format_reward(None, [done])
@@ -93,18 +92,13 @@ def _column(kwargs: Mapping[str, Any], name: str, size: int, reward: str) -> Seq
 
 def _texts(completions: Sequence[Any], kwargs: Mapping[str, Any], reward: str) -> list[str]:
     """``prefill[i] + completion_text(completions[i])`` for every completion."""
-    prefill = _column(kwargs, "prefill", len(completions), reward)
-    texts = [completion_text(c) for c in completions]
-    if prefill is None:
-        return texts
-    return [(p if isinstance(p, str) else "") + t for p, t in zip(prefill, texts)]
+    prefill = _column(kwargs, "prefill", len(completions), reward) or [""] * len(completions)
+    return [(p if isinstance(p, str) else "") + completion_text(c) for p, c in zip(prefill, completions)]
 
 
 def has_real_reasoning(text: str, min_chars: int = MIN_REASONING_CHARS) -> bool:
-    """Whether the first ``<reasoning>`` block holds at least ``min_chars`` letters or digits.
-
-    The block runs to ``</reasoning>``, else to ``<answer>``, else to the end of the text; a text
-    without ``<reasoning>`` has no reasoning.
+    """Whether the first ``<reasoning>`` block (to ``</reasoning>``, ``<answer>`` or the end) holds at least
+    ``min_chars`` letters or digits.
 
     >>> has_real_reasoning("<reasoning>\\n...\\n</reasoning>")
     False
@@ -149,10 +143,8 @@ class _Reward:
 
 @dataclass(frozen=True)
 class CorrectnessReward(_Reward):
-    """``value`` when the ``<answer>`` block's last number equals the ``answer`` column as a number.
-
-    Needs the dataset column ``answer`` (the gold number, one per completion). Strict extraction:
-    no ``<answer>`` block scores 0 (see :func:`grpo_lite.data.answers.extract_answer`).
+    """``value`` when the ``<answer>`` block's last number equals the ``answer`` column (the gold number) as a
+    number; no ``<answer>`` block scores 0 (:func:`grpo_lite.data.answers.extract_answer`).
 
     >>> correctness_reward(None, ["<answer>\\n$18.00\\n</answer>", "18"], answer=["18", "18"])
     [2.0, 0.0]
@@ -177,10 +169,8 @@ class CorrectnessReward(_Reward):
 
 @dataclass(frozen=True)
 class IntegerReward(_Reward):
-    """``value`` when the ``<answer>`` content is one number with a whole value.
-
-    ``18``, ``2,125``, ``$18``, ``-3``, ``18.`` and ``18.00`` count; ``18.5``, ``1/2``, ``18 apples``
-    and an empty block do not.
+    """``value`` when the ``<answer>`` content is one whole number (``2,125``, ``$18``, ``18.00``; not ``18.5``,
+    ``1/2``, ``18 apples``).
 
     >>> integer_reward(None, ["<answer>\\n2,125\\n</answer>", "<answer>18.5</answer>", "<answer>18kg</answer>"])
     [0.5, 0.0, 0.0]
@@ -196,9 +186,8 @@ class IntegerReward(_Reward):
 
 @dataclass(frozen=True)
 class StrictFormatReward(_Reward):
-    """``value`` for exactly ``<reasoning>\\n...\\n</reasoning>\\n<answer>\\n...\\n</answer>`` (+ one ``\\n``).
-
-    Nothing may come before or after; the reasoning needs real content (see module docstring).
+    """``value`` for exactly ``<reasoning>\\n...\\n</reasoning>\\n<answer>\\n...\\n</answer>`` (+ one ``\\n``), nothing
+    around it, with real reasoning.
 
     >>> ok = "<reasoning>\\n6 * 3 = 18\\n</reasoning>\\n<answer>\\n18\\n</answer>\\n"
     >>> hack = "<reasoning>\\n...\\n</reasoning>\\n<answer>\\n18\\n</answer>"
@@ -219,9 +208,7 @@ class StrictFormatReward(_Reward):
 
 @dataclass(frozen=True)
 class SoftFormatReward(_Reward):
-    """``value`` for a ``<reasoning>...</reasoning>`` block followed by an ``<answer>...</answer>`` block.
-
-    Any whitespace between them, any text around them; the reasoning needs real content.
+    """``value`` for a ``<reasoning>...</reasoning>`` block (real reasoning), then an ``<answer>...</answer>`` block.
 
     >>> soft_format_reward(None, ["So <reasoning>6*3=18</reasoning> <answer>18</answer>!", "<answer>18</answer>"])
     [0.5, 0.0]
@@ -238,11 +225,8 @@ class SoftFormatReward(_Reward):
 
 @dataclass(frozen=True)
 class XmlCountReward(_Reward):
-    """``value / 4`` per tag present exactly once, minus ``trailing_penalty`` per character after the answer.
-
-    The four tags are ``<reasoning>``, ``</reasoning>``, ``<answer>``, ``</answer>``; one newline
-    right after the last ``</answer>`` is free. The tag credit needs real reasoning (see module
-    docstring); the trailing penalty applies regardless, so the result can be negative.
+    """``value / 4`` per tag present exactly once (with real reasoning), minus ``trailing_penalty`` per character after
+    the last ``</answer>`` but one newline (so the result can be negative).
 
     >>> xml_count_reward(None, ["<reasoning>\\n6*3=18\\n</reasoning>\\n<answer>\\n18\\n</answer>\\n"])
     [0.5]
@@ -271,10 +255,8 @@ class XmlCountReward(_Reward):
 
 @dataclass(frozen=True)
 class LengthReward(_Reward):
-    """``value * min(len(text), max_chars) / max_chars``: for tests and demos of the training loop only.
-
-    A dense reward that a random model earns in varying amounts, so GRPO groups have non-zero
-    advantages and parameters change (format and correctness rewards are all zero there).
+    """``value * min(len(text), max_chars) / max_chars``: a dense reward a random model earns in varying amounts, for
+    tests and demos of the training loop only.
 
     >>> length_reward(None, ["", "x" * 100, "x" * 500])
     [0.0, 0.5, 1.0]

@@ -1,9 +1,5 @@
-"""The one registry of built-in rewards: names users pass, the reward objects, what each checks.
-
-:data:`REWARDS` (name -> :class:`RewardSpec`, in display order; docs and the CLI render from it),
-:data:`DEFAULT_REWARDS` (the five GSM8K rewards), :func:`get_reward` / :func:`resolve_rewards` (names and callables
-to what the trainer calls), :func:`rewards_table_markdown` (the table in ``docs/rewards.md``). The reward objects
-live in :mod:`grpo_lite.rewards.functions`. Standard library and grpo_lite only.
+"""The one registry of built-in rewards: the names users pass, the reward objects, what each checks (docs and the
+CLI render from :data:`REWARDS`), and names and callables resolved to what the trainer calls.
 
 >>> list(REWARDS)[:3], DEFAULT_REWARDS[-1]
 (['correctness', 'integer', 'strict_format'], 'xml_count')
@@ -68,7 +64,6 @@ _ROWS: tuple[tuple[str, _Reward, str], ...] = (
     ("length", length_reward, f"longer text earns more, up to {length_reward.max_chars} characters (tests, demos)"),
 )
 REWARDS: dict[str, RewardSpec] = {name: RewardSpec(name, func, text, func.value) for name, func, text in _ROWS}
-"""The one registry of built-in rewards, in display order; docs and CLI render from it."""
 
 DEFAULT_REWARDS: tuple[str, ...] = ("correctness", "integer", "strict_format", "soft_format", "xml_count")
 """The five GSM8K rewards used when none are given (maximum total 4.0)."""
@@ -93,14 +88,11 @@ def get_reward(name: str) -> RewardFunc:
 
 
 def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Callable[..., Any]]:
-    """Reward callables for the trainer: names are looked up, callables pass through.
-
-    Args:
-        items: reward names and/or callables; None means :data:`DEFAULT_REWARDS`.
+    """Reward callables for the trainer: names (None: :data:`DEFAULT_REWARDS`) looked up, callables as they are.
 
     Raises:
-        ConfigError: an unknown name, an item that is neither a name nor callable, an empty list, or
-            two rewards with the same ``__name__`` (TRL logs by it).
+        ConfigError: an unknown name, an item neither a name nor callable, an empty list, or two rewards with the
+            same ``__name__`` (TRL logs by it).
 
     >>> [f.__name__ for f in resolve_rewards(None)][:2]
     ['correctness_reward', 'integer_reward']

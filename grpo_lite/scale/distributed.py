@@ -1,8 +1,5 @@
-"""Scaling out: the sharding registry, accelerate configs per sharding, and the launch command.
-
-:data:`SHARDINGS` (the one registry of sharding modes), :func:`accelerate_config` / :func:`write_accelerate_config`,
-:func:`launch_command` (``torchrun`` on CPU, ``accelerate launch`` on CUDA), :func:`detect_sharding` /
-:func:`in_launched_process`. Cheap to import: no torch, transformers or yaml at the top.
+"""Scaling out: :data:`SHARDINGS` (the one registry of sharding modes), their accelerate configs, the launch command
+(``torchrun`` on CPU, ``accelerate launch`` on CUDA). No torch, transformers or yaml at the top.
 ``python -m grpo_lite.scale.distributed zero3 --num-processes 4 --output zero3.yaml`` writes a config.
 
 >>> list(SHARDINGS)
@@ -46,25 +43,15 @@ _MODULE = "grpo_lite"  # `python -m grpo_lite` is the `grpo-lite` command
 
 @dataclass(frozen=True)
 class ShardingMode:
-    """One way to spread a GRPO step over N processes (one GPU each).
+    """One way to spread a GRPO step over N processes (one GPU each)."""
 
-    Attributes:
-        name: the value of ``--sharding`` / ``plan(sharding=...)``.
-        engine: what does the work.
-        config: the accelerate config file shipped in ``grpo_lite/scale/accelerate_configs`` (None: no launcher).
-        divided: what each device holds only 1/N of.
-        whole: what every device holds in full.
-        requires: pip packages it needs beyond grpo-lite's own.
-        cpu: whether it runs on CPU processes (gloo); the others need one CUDA GPU per process.
-    """
-
-    name: Sharding
-    engine: str
-    config: str | None
-    divided: str
-    whole: str
-    requires: tuple[str, ...] = ()
-    cpu: bool = False
+    name: Sharding  # the value of --sharding / plan(sharding=...)
+    engine: str  # what does the work
+    config: str | None  # the accelerate config shipped in grpo_lite/scale/accelerate_configs (None: no launcher)
+    divided: str  # what each device holds only 1/N of
+    whole: str  # what every device holds in full
+    requires: tuple[str, ...] = ()  # pip packages it needs beyond grpo-lite's own
+    cpu: bool = False  # runs on CPU processes (gloo); the others need one CUDA GPU per process
 
 
 SHARDINGS: dict[str, ShardingMode] = {
@@ -107,6 +94,22 @@ def _mode(sharding: str) -> ShardingMode:
     return SHARDINGS[check("sharding", sharding, tuple(SHARDINGS))]
 
 
+def _launched(sharding: str, num_processes: int = 2) -> ShardingMode:
+    """The mode of a sharding run under a launcher: not 'none', and ddp with at least 2 processes."""
+    mode = _mode(sharding)
+    if mode.config is None:
+        raise ConfigError(
+            "sharding 'none' runs one process without a launcher; drop --num-processes, or choose ddp, zero2, zero3 "
+            "or fsdp"
+        )
+    if mode.name == "ddp" and num_processes < 2:
+        raise ConfigError(
+            "sharding 'ddp' needs at least 2 processes (accelerate refuses --multi_gpu with one); run without "
+            "--num-processes on one device"
+        )
+    return mode
+
+
 def config_path(sharding: Sharding) -> Path:
     """The accelerate config shipped for ``sharding``.
 
@@ -115,12 +118,9 @@ def config_path(sharding: Sharding) -> Path:
     >>> config_path("none")
     Traceback (most recent call last):
     ...
-    grpo_lite.errors.ConfigError: sharding 'none' runs one process without a launcher; choose ddp, zero2, zero3 or fsdp
+    grpo_lite.errors.ConfigError: sharding 'none' runs one process without a launcher; drop --num-processes, or choose ddp, zero2, zero3 or fsdp
     """
-    mode = _mode(sharding)
-    if mode.config is None:
-        raise ConfigError("sharding 'none' runs one process without a launcher; choose ddp, zero2, zero3 or fsdp")
-    return Path(str(files("grpo_lite.scale") / "accelerate_configs" / mode.config))
+    return Path(str(files("grpo_lite.scale") / "accelerate_configs" / str(_launched(sharding).config)))
 
 
 def accelerate_config(sharding: Sharding, num_processes: int, *, mixed_precision: MixedPrecision = "bf16") -> dict:
@@ -141,11 +141,7 @@ def accelerate_config(sharding: Sharding, num_processes: int, *, mixed_precision
             f"mixed_precision={mixed_precision!r} is not valid; choose one of "
             f"{', '.join(get_args(MixedPrecision))} (fp16 on GPUs without bf16, such as T4 or V100)"
         )
-    if sharding == "ddp" and num_processes < 2:
-        raise ConfigError(
-            "sharding 'ddp' needs at least 2 processes (accelerate refuses --multi_gpu with one); "
-            "run without --num-processes on one GPU"
-        )
+    _launched(sharding, num_processes)
     config = yaml.safe_load(config_path(sharding).read_text(encoding="utf-8"))
     config.update(num_processes=num_processes, mixed_precision=mixed_precision)
     return config
@@ -154,13 +150,8 @@ def accelerate_config(sharding: Sharding, num_processes: int, *, mixed_precision
 def write_accelerate_config(
     sharding: Sharding, num_processes: int, path: str | os.PathLike[str], *, mixed_precision: MixedPrecision = "bf16"
 ) -> Path:
-    """Write the config for ``sharding`` with ``num_processes`` to ``path`` (for ``accelerate launch``).
-
-    The shipped file's comment header (what the mode divides, how to run it) is kept.
-
-    Returns:
-        The path written.
-    """
+    """Write the config for ``sharding`` with ``num_processes`` to ``path`` (for ``accelerate launch``), the shipped
+    file's comment header kept; return the path written."""
     import yaml  # loaded on use: yaml
 
     config = accelerate_config(sharding, num_processes, mixed_precision=mixed_precision)
@@ -178,10 +169,8 @@ def launch_command(
     config_file: str | os.PathLike[str] | None = None,
     python: str | None = None,
 ) -> list[str]:
-    """The command that runs ``grpo-lite <argv>`` in ``num_processes`` processes.
-
-    On CPU: ``torchrun --standalone`` (gloo; ``accelerate launch --cpu`` would start ONE process).
-    On CUDA: ``accelerate launch`` with the config for ``sharding`` (default ddp).
+    """The command that runs ``grpo-lite <argv>`` in ``num_processes`` processes: ``torchrun --standalone`` on CPU
+    (``accelerate launch --cpu`` would start ONE process), ``accelerate launch`` with the sharding's config on CUDA.
 
     Args:
         argv: the ``grpo-lite`` arguments, e.g. ``["train", "MODEL", "--max-steps", "2"]``.
@@ -200,11 +189,7 @@ def launch_command(
     ['accelerate.commands.launch', '--config_file', 'z3.yaml', '--num_processes', '4', '--main_process_port']
     """
     n = check("num_processes", num_processes)
-    mode = _mode(sharding or "ddp")
-    if mode.config is None:
-        raise ConfigError("sharding 'none' runs one process: drop --num-processes, or choose ddp, zero2, zero3 or fsdp")
-    if mode.name == "ddp" and n < 2:
-        raise ConfigError("sharding 'ddp' needs at least 2 processes; run without --num-processes on one device")
+    mode = _launched(sharding or "ddp", n)
     py = python or sys.executable
     if not cuda:
         if not mode.cpu:
@@ -214,20 +199,8 @@ def launch_command(
             )
         return [py, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n), "-m", _MODULE, *argv]
     config = str(config_file) if config_file is not None else str(config_path(mode.name))
-    return [
-        py,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        config,
-        "--num_processes",
-        str(n),
-        "--main_process_port",
-        "0",
-        "-m",
-        _MODULE,
-        *argv,
-    ]  # port 0: accelerate picks a free one
+    launch = [py, "-m", "accelerate.commands.launch", "--config_file", config, "--num_processes", str(n)]
+    return [*launch, "--main_process_port", "0", "-m", _MODULE, *argv]  # port 0: accelerate picks a free one
 
 
 def in_launched_process(env: Mapping[str, str] | None = None) -> bool:
@@ -296,13 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.output is None:
             import yaml  # loaded on use: yaml
 
-            print(
-                yaml.safe_dump(
-                    accelerate_config(args.sharding, args.num_processes, mixed_precision=args.mixed_precision),
-                    sort_keys=True,
-                ),
-                end="",
-            )
+            config = accelerate_config(args.sharding, args.num_processes, mixed_precision=args.mixed_precision)
+            print(yaml.safe_dump(config, sort_keys=True), end="")
         else:
             print(
                 write_accelerate_config(

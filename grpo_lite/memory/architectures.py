@@ -36,25 +36,18 @@ class Architecture:
         name: display name, e.g. ``"Llama-3.2-1B"``.
         hub_ids: hub ids that share these shapes (base and instruct), first is canonical.
         family: ``"llama"``, ``"qwen2"`` (q/k/v biases) or ``"other"`` (read from a config).
-        layers: number of decoder blocks.
-        hidden: hidden size h.
-        heads: attention heads.
-        kv_heads: key/value heads (grouped-query attention).
-        head_dim: size of one head.
-        intermediate: MLP inner size I.
-        vocab: vocabulary size V.
+        layers, hidden, heads, kv_heads, head_dim, intermediate, vocab: the decoder's sizes.
         tied: whether lm_head shares the embedding matrix.
         attention_bias: whether q/k/v projections carry a bias.
         gated_mlp: SwiGLU-style MLP (gate, up, down) rather than two matrices.
         source: where the numbers come from.
-        n_params: parameter count, tied weights counted once. Default: computed from the shapes;
-            rows built from a config pass the meta-device count instead.
+        n_params: parameter count, tied weights once. Default: from the shapes; rows built from a config pass the
+            meta-device count.
         linear_names: leaf names of the decoder linear layers (LoRA / GaLore targets).
-        model_type: transformers' ``model_type`` (``"qwen3"``, ``"gemma2"``...); empty: Llama / Qwen2 rows.
-        config_json: the config values that rebuild the model (``AutoConfig.for_model``), as JSON; empty for
-            the Llama / Qwen2 rows (their shapes are the whole config).
-        experts: routed experts per MoE layer (0: a dense MLP).
-        active_experts: experts each token goes through (MoE).
+        model_type: transformers' ``model_type``; empty for the Llama / Qwen2 rows.
+        config_json: the config values that rebuild the model (``AutoConfig.for_model``), as JSON; empty for the
+            Llama / Qwen2 rows (their shapes are the whole config).
+        experts, active_experts: routed experts per MoE layer and per token (0: a dense MLP).
     """
 
     name: str
@@ -82,15 +75,14 @@ class Architecture:
         if self.n_params == 0:
             object.__setattr__(self, "n_params", self.formula_params())
 
-    # ---- shapes -------------------------------------------------------------------------
     @property
     def q_dim(self) -> int:
-        """Output size of the query projection (heads x head_dim)."""
+        """heads x head_dim."""
         return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
-        """Output size of each key/value projection (kv_heads x head_dim)."""
+        """kv_heads x head_dim."""
         return self.kv_heads * self.head_dim
 
     def linear_shapes(self) -> tuple[tuple[str, int, int], ...]:
@@ -271,22 +263,4 @@ def find_architecture(name: str) -> Architecture | None:
         candidates = {arch.name.lower(), *(h.lower() for h in arch.hub_ids), *(s.lower() for s in arch.short_names)}
         if key in candidates:
             return arch
-    return None
-
-
-def canonical_hub_id(name: str) -> str | None:
-    """The hub id a known name resolves to, keeping the instruct suffix when given.
-
-    >>> canonical_hub_id("Llama-3.2-1B-Instruct")
-    'meta-llama/Llama-3.2-1B-Instruct'
-    >>> canonical_hub_id("llama-3.2-1b")
-    'meta-llama/Llama-3.2-1B'
-    """
-    key = name.strip().lower()
-    for arch in KNOWN_ARCHITECTURES:
-        for hub_id in arch.hub_ids:
-            if key in (hub_id.lower(), hub_id.split("/")[-1].lower()):
-                return hub_id
-        if key == arch.name.lower():
-            return arch.hub_ids[0]
     return None

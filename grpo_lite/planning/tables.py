@@ -1,6 +1,4 @@
-"""Render plans and the ladder: rich tables for the terminal, Markdown for docs, a bar chart.
-
-rich is imported inside the functions that draw; matplotlib only by :func:`plot_components`.
+"""Render plans and the ladder: rich tables for the terminal (rich loaded to draw), Markdown for docs, a bar chart.
 
 >>> "| full |" in ladder_markdown()
 True
@@ -18,7 +16,7 @@ from grpo_lite.memory.calibration import compare, planned, rss_check
 from grpo_lite.memory.estimate import COMPONENTS, PHASES, estimate
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import StepSettings
-from grpo_lite.planning.candidates import headroom_gib
+from grpo_lite.planning.candidates import fits
 from grpo_lite.planning.ladder import LADDER
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,16 +47,9 @@ __all__ = [
 
 DOC_START = "<!-- presets-table:start -->"
 DOC_END = "<!-- presets-table:end -->"
-# Settings every rung is compared at (docs, `presets --plot`, `plan --compare`): one group of 8 per step.
-REFERENCE_SETTINGS: dict[str, Any] = {
-    key: getattr(StepSettings, key)
-    for key in (  # StepSettings' defaults
-        "num_generations",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "max_completion_length",
-    )
-}
+# Settings every rung is compared at (docs, `presets --plot`, `plan --compare`): StepSettings' defaults
+_KEYS = ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length")
+REFERENCE_SETTINGS: dict[str, Any] = {key: getattr(StepSettings, key) for key in _KEYS}
 
 
 def estimate_table(est: MemoryEstimate, title: str | None = None) -> Table:
@@ -204,15 +195,8 @@ def splice_section(page: str, start_marker: str, end_marker: str, body: str) -> 
 
 
 def update_presets_doc(path: str | Path, *, check: bool = False) -> bool:
-    """Rewrite the table between DOC_START and DOC_END in ``path``.
-
-    Args:
-        path: docs/presets.md.
-        check: only report whether the page is up to date; write nothing.
-
-    Returns:
-        True when the page was (or, with ``check``, is) up to date before the call.
-    """
+    """Rewrite the table between DOC_START and DOC_END in ``path`` (docs/presets.md), or with ``check`` only say
+    whether it is up to date; True when it was up to date before the call."""
     page = Path(path).read_text(encoding="utf-8")
     fresh = splice_section(page, DOC_START, DOC_END, ladder_markdown())
     if fresh == page:
@@ -223,11 +207,7 @@ def update_presets_doc(path: str | Path, *, check: bool = False) -> bool:
 
 
 def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, MemoryEstimate | None, str]]:
-    """Every rung's estimate at the reference settings (overridable), on CUDA.
-
-    Returns:
-        ``(preset, estimate or None, error message or "")`` per rung.
-    """
+    """Every rung's ``(preset, estimate or None, error message or "")`` at the reference settings (overridable)."""
     arch = resolve_model(model).arch
     rows: list[tuple[Preset, MemoryEstimate | None, str]] = []
     for preset in LADDER:
@@ -297,8 +277,7 @@ def compare_data(models: list[str], budget_gib: float | None = None, **settings:
         cells = {m: per_model[m][i][1] for m in models}
         gib_cells = {m: None if est is None else round(est.total_gib, 2) for m, est in cells.items()}
         fit_cells = {
-            m: None if (est is None or budget_gib is None) else est.total_gib + headroom_gib(budget_gib) <= budget_gib
-            for m, est in cells.items()
+            m: None if est is None or budget_gib is None else fits(est, budget_gib) for m, est in cells.items()
         }
         rows.append({"preset": preset.name, "method": preset.method, "gib": gib_cells, "fits": fit_cells})
     return {

@@ -24,23 +24,12 @@ from grpo_lite.memory.architectures import Architecture
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
 from grpo_lite.memory.models import ModelSpec, resolve_model
 from grpo_lite.memory.packing import planned_off_reason
-from grpo_lite.memory.settings import Method, Sharding, StepSettings
+from grpo_lite.memory.settings import StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode, BlockTerms
 
-__all__ = [
-    "StepSettings",
-    "Component",
-    "Phase",
-    "MemoryEstimate",
-    "estimate",
-    "Sharding",
-    "Method",
-    "GIB",
-    "COMPONENTS",
-    "PHASES",
-]
+__all__ = ["COMPONENTS", "GIB", "PHASES", "Component", "MemoryEstimate", "Phase", "StepSettings", "estimate"]
 
 PhaseName = Literal["generation", "scoring", "backward_head", "backward_layers", "optimizer_step"]
 
@@ -72,17 +61,7 @@ COMPONENTS: dict[str, str] = {
     "heap_slack": "glibc heap pages kept after frees, minus buffer pages never touched (CPU)",
 }
 FORMULAS = "formulas of a Llama block (docs/memory.md)"
-_PERSISTENT = (
-    "cuda_context",
-    "process_baseline",
-    "weights",
-    "reference_model",
-    "vllm",
-    "optimizer_state",
-    "update_monitor",
-    "gradients",
-    "grad_buckets",
-)
+_PERSISTENT = tuple(COMPONENTS)[: list(COMPONENTS).index("gathered_weights")]  # alive through the whole step
 
 
 @dataclass(frozen=True)
@@ -95,7 +74,6 @@ class Component:
 
     @property
     def gib(self) -> float:
-        """Size in GiB."""
         return self.bytes / GIB
 
 
@@ -108,7 +86,6 @@ class Phase:
 
     @property
     def total_bytes(self) -> float:
-        """The sum of the phase's components."""
         return math.fsum(c.bytes for c in self.components)
 
 

@@ -160,34 +160,16 @@ class Architecture:
         return tuple(h.split("/")[-1] for h in self.hub_ids)
 
 
-def _llama(
-    name: str,
-    org: str,
-    layers: int,
-    hidden: int,
-    heads: int,
-    kv: int,
-    inter: int,
-    vocab: int,
-    tied: bool,
-    family: Family = "llama",
-    variants: tuple[str, ...] = ("", "-Instruct"),
-) -> Architecture:
-    ids = tuple(f"{org}/{name}{v}" for v in variants)
+def _llama(name: str, org: str, sizes: tuple[int, ...], tied: bool, family: Family = "llama") -> Architecture:
+    """A Llama-style row from its published shapes: (layers, hidden, heads, kv heads, intermediate, vocabulary)."""
+    layers, hidden, heads, kv, inter, vocab = sizes
+    ids = (f"{org}/{name}", f"{org}/{name}-Instruct")
+    shapes: dict[str, Any] = dict(
+        layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=hidden // heads, intermediate=inter
+    )
+    source = f"config.json of {ids[0]} on the Hugging Face hub (public)"
     return Architecture(
-        name=name,
-        hub_ids=ids,
-        family=family,
-        layers=layers,
-        hidden=hidden,
-        heads=heads,
-        kv_heads=kv,
-        head_dim=hidden // heads,
-        intermediate=inter,
-        vocab=vocab,
-        tied=tied,
-        attention_bias=family == "qwen2",
-        source=f"config.json of {ids[0]} on the Hugging Face hub (public)",
+        name, ids, family, **shapes, vocab=vocab, tied=tied, attention_bias=family == "qwen2", source=source
     )
 
 
@@ -223,17 +205,17 @@ def _from_config(name: str) -> Architecture:
 
 # Ordered smallest family member first; ONE registry (docs and CLI render from it).
 KNOWN_ARCHITECTURES: tuple[Architecture, ...] = (
-    _llama("Llama-3.2-1B", "meta-llama", 16, 2048, 32, 8, 8192, 128256, True),
-    _llama("Llama-3.2-3B", "meta-llama", 28, 3072, 24, 8, 8192, 128256, True),
-    _llama("Llama-3.1-8B", "meta-llama", 32, 4096, 32, 8, 14336, 128256, False),
-    _llama("Qwen2.5-0.5B", "Qwen", 24, 896, 14, 2, 4864, 151936, True, "qwen2"),
-    _llama("Qwen2.5-1.5B", "Qwen", 28, 1536, 12, 2, 8960, 151936, True, "qwen2"),
-    _llama("Qwen2.5-3B", "Qwen", 36, 2048, 16, 2, 11008, 151936, True, "qwen2"),
-    _llama("Qwen2.5-7B", "Qwen", 28, 3584, 28, 4, 18944, 152064, False, "qwen2"),
-    _llama("Qwen2.5-14B", "Qwen", 48, 5120, 40, 8, 13824, 152064, False, "qwen2"),
-    _llama("SmolLM2-135M", "HuggingFaceTB", 30, 576, 9, 3, 1536, 49152, True),
-    _llama("SmolLM2-360M", "HuggingFaceTB", 32, 960, 15, 5, 2560, 49152, True),
-    _llama("SmolLM2-1.7B", "HuggingFaceTB", 24, 2048, 32, 32, 8192, 49152, True),
+    _llama("Llama-3.2-1B", "meta-llama", (16, 2048, 32, 8, 8192, 128256), True),
+    _llama("Llama-3.2-3B", "meta-llama", (28, 3072, 24, 8, 8192, 128256), True),
+    _llama("Llama-3.1-8B", "meta-llama", (32, 4096, 32, 8, 14336, 128256), False),
+    _llama("Qwen2.5-0.5B", "Qwen", (24, 896, 14, 2, 4864, 151936), True, "qwen2"),
+    _llama("Qwen2.5-1.5B", "Qwen", (28, 1536, 12, 2, 8960, 151936), True, "qwen2"),
+    _llama("Qwen2.5-3B", "Qwen", (36, 2048, 16, 2, 11008, 151936), True, "qwen2"),
+    _llama("Qwen2.5-7B", "Qwen", (28, 3584, 28, 4, 18944, 152064), False, "qwen2"),
+    _llama("Qwen2.5-14B", "Qwen", (48, 5120, 40, 8, 13824, 152064), False, "qwen2"),
+    _llama("SmolLM2-135M", "HuggingFaceTB", (30, 576, 9, 3, 1536, 49152), True),
+    _llama("SmolLM2-360M", "HuggingFaceTB", (32, 960, 15, 5, 2560, 49152), True),
+    _llama("SmolLM2-1.7B", "HuggingFaceTB", (24, 2048, 32, 32, 8192, 49152), True),
     *(_from_config(name) for name in KNOWN_CONFIGS),
 )
 

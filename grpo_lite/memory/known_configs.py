@@ -72,8 +72,8 @@ def _phi(heads: int, kv: int, vocab: int, tied: bool, positions: int, **more: An
 
 _SMOLLM3 = {"no_rope_layer_interval": 4, "rope_theta": 5000000.0, "rms_norm_eps": 1e-6, "hidden_act": "silu"}
 _SMOLLM3.update(max_position_embeddings=65536, attention_bias=False)
-_QWEN3_MOE = {"moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1}
-_QWEN3_MOE.update(model_type="qwen3_moe", num_key_value_heads=4, norm_topk_prob=True)
+_QWEN3_MOE = dict(model_type="qwen3_moe", num_key_value_heads=4, norm_topk_prob=True, decoder_sparse_step=1)
+_QWEN3_MOE.update(moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8)
 _OLMOE = {"num_experts": 64, "num_experts_per_tok": 8, "norm_topk_prob": False, "rope_theta": 10000.0}
 _OLMOE.update(max_position_embeddings=4096, rms_norm_eps=1e-5)
 

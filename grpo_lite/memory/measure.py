@@ -146,12 +146,11 @@ class GRPOPhaseHooks:
         return make
 
     def _scoring(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        scoring = self._phase("scoring")(fn)
+
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if torch.is_grad_enabled():
-                return fn(*args, **kwargs)
-            with self.clock.in_phase("scoring"):
-                return fn(*args, **kwargs)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:  # the no-grad log-prob forward only
+            return (fn if torch.is_grad_enabled() else scoring)(*args, **kwargs)
 
         return wrapper
 

@@ -103,6 +103,8 @@ def search(
     rungs = _rungs(method, preset_name, lora_fixed, cpu_reference)
     failures: list[Candidate] = []
     errors: list[str] = []
+    where: dict[str, Any] = dict(device=device, usable_gib=usable_gib, num_processes=num_processes, fixed=fixed)
+    where.update(max_prompt_length=max_prompt_length, extras=extras, cpu_reference=cpu_reference, blocks=blocks)
     for shard in _shardings(sharding, num_processes, extras, reasons):
         for rung in rungs:
             missing = [r for r in rung.requires if not getattr(extras, r)]
@@ -112,19 +114,7 @@ def search(
                 )
                 continue
             smallest: Candidate | None = None
-            for cand in candidates(
-                spec.arch,
-                rung,
-                device=device,
-                usable_gib=usable_gib,
-                sharding=shard,
-                num_processes=num_processes,
-                max_prompt_length=max_prompt_length,
-                fixed=fixed,
-                extras=extras,
-                cpu_reference=cpu_reference,
-                blocks=blocks,
-            ):
+            for cand in candidates(spec.arch, rung, sharding=shard, **where):
                 if cand.estimate is None:
                     errors.append(cand.error or "invalid settings")
                     continue

@@ -19,15 +19,7 @@ from grpo_lite.memory.meta.private import TorchDispatchMode, tree_leaves
 
 __all__ = ["CATEGORIES", "MEASURED_PHASES", "Backend", "CudaAllocator", "PhaseClock", "SegmentPeak", "TensorTracker"]
 
-MEASURED_PHASES: tuple[str, ...] = (
-    "generation",
-    "scoring",
-    "forward",
-    "backward_head",
-    "backward_layers",
-    "optimizer_step",
-    "other",
-)
+MEASURED_PHASES = ("generation", "scoring", "forward", "backward_head", "backward_layers", "optimizer_step", "other")
 PERSISTENT: tuple[str, ...] = ("param", "reference", "buffer", "gradient", "optimizer_state", "monitor")
 CATEGORIES: tuple[str, ...] = PERSISTENT + ("activation", "kv_cache", "lm_head", "optimizer_temp", "temporary")
 _TRANSIENT = frozenset(CATEGORIES) - frozenset(PERSISTENT)

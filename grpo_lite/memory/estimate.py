@@ -1,8 +1,5 @@
-"""The memory model: the peak GPU memory of one GRPO training step, as components that add up.
-
-Each phase's total is the sum of what is alive in it (persistent memory in all of them); the step's peak is the
-largest phase, and ``MemoryEstimate.components`` are that phase's, so they add up to ``total_bytes``.
-docs/memory.md has the phases of a TRL 1.16 step and the formulas.
+"""The memory model: the peak memory of one GRPO step, as the components of its largest phase (they add up to
+``total_bytes``). docs/memory.md has the phases of a TRL 1.16 step and the formulas.
 
 >>> est = estimate("Llama-3.2-1B", method="lora", gradient_checkpointing=True,
 ...                per_device_train_batch_size=4, gradient_accumulation_steps=2, num_generations=8)
@@ -27,23 +24,12 @@ from grpo_lite.memory.architectures import Architecture
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
 from grpo_lite.memory.models import ModelSpec, resolve_model
 from grpo_lite.memory.packing import planned_off_reason
-from grpo_lite.memory.settings import Method, Sharding, StepSettings
+from grpo_lite.memory.settings import StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode, BlockTerms
 
-__all__ = [
-    "StepSettings",
-    "Component",
-    "Phase",
-    "MemoryEstimate",
-    "estimate",
-    "Sharding",
-    "Method",
-    "GIB",
-    "COMPONENTS",
-    "PHASES",
-]
+__all__ = ["COMPONENTS", "GIB", "PHASES", "Component", "MemoryEstimate", "Phase", "StepSettings", "estimate"]
 
 PhaseName = Literal["generation", "scoring", "backward_head", "backward_layers", "optimizer_step"]
 
@@ -75,17 +61,7 @@ COMPONENTS: dict[str, str] = {
     "heap_slack": "glibc heap pages kept after frees, minus buffer pages never touched (CPU)",
 }
 FORMULAS = "formulas of a Llama block (docs/memory.md)"
-_PERSISTENT = (
-    "cuda_context",
-    "process_baseline",
-    "weights",
-    "reference_model",
-    "vllm",
-    "optimizer_state",
-    "update_monitor",
-    "gradients",
-    "grad_buckets",
-)
+_PERSISTENT = tuple(COMPONENTS)[: list(COMPONENTS).index("gathered_weights")]  # alive through the whole step
 
 
 @dataclass(frozen=True)
@@ -98,7 +74,6 @@ class Component:
 
     @property
     def gib(self) -> float:
-        """Size in GiB."""
         return self.bytes / GIB
 
 
@@ -111,7 +86,6 @@ class Phase:
 
     @property
     def total_bytes(self) -> float:
-        """The sum of the phase's components."""
         return math.fsum(c.bytes for c in self.components)
 
 
@@ -125,9 +99,8 @@ class MemoryEstimate:
         phases: each phase with its components (each sums to its own total).
         peak_phase: the phase with the largest total: the step's peak.
         notes: caveats worth showing to the user.
-        block_terms: where one block's bytes per token come from: traced from the model's own code (and how),
-            or the Llama formulas.
-        blocks: the block source asked for (``estimate(blocks=...)``): what reproduces this estimate's block terms.
+        block_terms: where one block's bytes per token came from: traced (and how), or the Llama formulas.
+        blocks: the block source asked for (``estimate(blocks=...)``).
     """
 
     arch: Architecture
@@ -184,6 +157,10 @@ def _phase(name: PhaseName, terms: dict[str, T.Term], arch: Architecture, s: Ste
     return Phase(name, ordered)
 
 
+def _pending_head(head: float) -> T.Term:
+    return T.Term(head, "the tied LM head's weight gradient, pending until the embedding's")
+
+
 def _layers_phase(
     arch: Architecture,
     s: StepSettings,
@@ -191,46 +168,27 @@ def _layers_phase(
     extra: dict[str, T.Term],
     block: BlockTerms | None,
 ) -> dict[str, T.Term]:
-    """Backward through the blocks.
-
-    With gradients from earlier micro-batches (accumulation) everything adds up. Without, each
-    block's gradients appear as its saved activations are freed, so the peak holds the larger of the
-    two, beside the recomputed block, the working set and the LM head's weight gradient (pending
-    until the tied embedding's own arrives).
-    """
+    """Backward through the blocks. With gradients from earlier micro-batches (accumulation) everything adds up;
+    without, each block's gradients appear as its saved activations are freed, so the peak holds the larger of the
+    two, beside the recomputed block, the working set and the LM head's weight gradient (a tied one pending until
+    the embedding's arrives)."""
     acts = K.activations(arch, s, recompute=True, block=block)
-    working = K.backward_working_set(arch, s, block)
-    extra = {**extra, "work_buffers": working}
-    grads = with_grads["gradients"]
-    head = K.head_weight_grad(arch, s)
+    extra = {**extra, "work_buffers": K.backward_working_set(arch, s, block)}
     if s.optimizer.layerwise:
         return _layerwise_peak(arch, s, with_grads, extra, acts, block)
+    head = K.head_weight_grad(arch, s)
+    pending = {"logits": _pending_head(head)} if arch.tied and head else {}
+    terms = {**with_grads, **extra, "activations": acts}
     if s.grads_before_backward:
-        if arch.tied and head:  # autograd sums the tied weight's two gradients before accumulating them
-            extra = {
-                **extra,
-                "logits": T.Term(head, "the tied LM head's weight gradient, pending until the embedding's"),
-            }
-        return {**with_grads, **extra, "activations": acts}
+        return {**terms, **pending}
     saved = K.saved_activations(arch, s, block).saved
+    grads = with_grads["gradients"]
     if saved >= grads.bytes - head:
-        if arch.tied and head:  # the head's weight gradient waits for the embedding's before it accumulates
-            return {
-                **with_grads,
-                **extra,
-                "activations": acts,
-                "gradients": T.Term(0.0, "none yet"),
-                "logits": T.Term(head, "the tied LM head's weight gradient, pending until the embedding's"),
-            }
-        return {
-            **with_grads,
-            **extra,
-            "activations": acts,
-            "gradients": T.Term(head, "the LM head's weight gradient" if head else "none yet"),
-        }
+        if pending:
+            return {**terms, "gradients": T.Term(0.0, "none yet"), **pending}
+        return {**terms, "gradients": T.Term(head, "the LM head's weight gradient" if head else "none yet")}
     return {
-        **with_grads,
-        **extra,
+        **terms,
         "activations": T.Term(acts.bytes - saved, "the last block's"),
         "gradients": T.Term(grads.bytes, f"{grads.detail}, all there by the end of backward"),
     }
@@ -259,7 +217,7 @@ def _layerwise_peak(
         "optimizer_step": block_step,
     }
     if arch.tied and head:
-        block["logits"] = T.Term(head, "the tied LM head's weight gradient, pending until the embedding's")
+        block["logits"] = _pending_head(head)
     copies = 3 if arch.tied else 1
     vocab = {
         **with_grads,
@@ -340,7 +298,7 @@ def build_phases(arch: Architecture, s: StepSettings, block: BlockTerms | None =
     ]
     if s.needs_scoring:
         head = K.scoring_head(arch, s)
-        old_pass = s.needs_scoring and (
+        old_pass = (
             s.beta == 0
             or s.gradient_accumulation_steps % (s.spg * s.num_iterations) != 0
             or (s.use_vllm and s.vllm_importance_sampling_correction)
@@ -364,8 +322,7 @@ def build_phases(arch: Architecture, s: StepSettings, block: BlockTerms | None =
         )
     )
     # a dequantized 4-bit weight lives inside its matmul's backward, beside one I-sized gradient: below the peak
-    extra = {"gathered_weights": blocks, "work_buffers": T.Term(0.0, "none")}
-    layers = _layers_phase(arch, s, with_grads, extra, block)
+    layers = _layers_phase(arch, s, with_grads, {"gathered_weights": blocks}, block)
     if s.device == "cuda":
         layers["kernel_scratch"] = K.kernel_scratch(arch, s)
     phases.append(_phase("backward_layers", layers, arch, s))
@@ -406,11 +363,10 @@ def _notes(s: StepSettings, block: BlockTerms | None) -> tuple[str, ...]:
 
 
 def refuse_moe(arch: Architecture) -> None:
-    """Refuse a mixture-of-experts model before anything is built, with the reason and what to do instead.
+    """Refuse a mixture-of-experts model (its routing depends on the data) with what to pick instead.
 
     Raises:
-        ModelError: ``arch`` routes tokens through experts: the formulas and the traced block size a dense MLP,
-            and transformers' expert dispatch has data-dependent shapes that cannot run on the meta device.
+        ModelError: ``arch`` routes tokens through experts.
     """
     if arch.experts:
         raise ModelError(
@@ -426,15 +382,10 @@ def estimate(
     """Estimate the peak GPU memory of one GRPO step.
 
     Args:
-        model: a name or path (resolved with :func:`grpo_lite.memory.models.resolve_model`), a ModelSpec
-            or an Architecture.
-        blocks: where one block's bytes per token come from (:func:`grpo_lite.memory.blocks.block_source`):
-            ``"auto"`` (Default): the Llama formulas for Llama / Qwen2 blocks, every other block traced from the
-            model's own code; ``"traced"``; ``"formulas"``. A model that cannot be traced keeps the formulas;
-            :attr:`MemoryEstimate.block_terms` says which.
-        **settings: any of :meth:`StepSettings.keys` (GRPOConfig names where they exist, plus
-            ``method``, ``device``, ``dtype``, ``quantization``, ``max_prompt_length``, ``lora_r``,
-            ``lora_dropout``, ``lora_target_modules``, ``budget_gib``, ``num_processes``, ``sharding``).
+        model: a name or path (:func:`grpo_lite.memory.models.resolve_model`), a ModelSpec or an Architecture.
+        blocks: where one block's bytes per token come from (:func:`grpo_lite.memory.blocks.block_source`).
+            Default: ``"auto"``; :attr:`MemoryEstimate.block_terms` says which was used.
+        **settings: any of :meth:`StepSettings.keys` (GRPOConfig names where they exist).
 
     Returns:
         A MemoryEstimate whose ``components`` add up to ``total_bytes``.

@@ -1,8 +1,5 @@
-"""The process's heap on CPU: glibc's mmap threshold, and resident-set readings.
-
-``train()`` fixes the mmap threshold at 64 KiB on CPU for its run, so peak RSS does not creep up step after step,
-and lifts it when the run ends (:func:`mmap_threshold_on_cpu`, :func:`lift_mmap_threshold`); the CPU memory model
-plans for it. Why, and what it costs: docs/internals.md. Standard library only.
+"""The process's heap on CPU: glibc's mmap threshold, which ``train()`` fixes at 64 KiB for its run so peak RSS does
+not creep up step after step (docs/internals.md), and resident-set readings.
 
 >>> now = current_rss_bytes()
 >>> peak_rss_bytes() >= now > 0
@@ -27,7 +24,6 @@ __all__ = [
     "mmap_threshold_on_cpu",
     "peak_rss_bytes",
     "set_mmap_threshold",
-    "use_mmap_threshold_on_cpu",
 ]
 
 MMAP_THRESHOLD_BYTES = 65536  # blocks of this size or more get their own mapping, returned when freed
@@ -51,12 +47,7 @@ def _mallopt(param: int, value: int) -> bool:
 
 
 def set_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
-    """Set glibc's mmap threshold for this process (Linux with glibc only; elsewhere a no-op).
-
-    Returns:
-        True when the threshold is in force (set now or earlier), False where glibc is absent or
-        refused it.
-    """
+    """Set glibc's mmap threshold for this process; True when it is in force (False without glibc, or refused)."""
     global _applied
     if _applied == nbytes:
         return True
@@ -72,15 +63,8 @@ def fixed_mmap_threshold() -> int | None:
 
 
 def lift_mmap_threshold() -> bool:
-    """Lift the threshold :func:`set_mmap_threshold` fixed: the heap serves blocks up to 32 MiB again.
-
-    Sets what glibc's dynamic adjustment climbs to (mmap threshold ``LIFTED_MMAP_THRESHOLD_BYTES``,
-    trim threshold twice that), as near to glibc's defaults as ``mallopt`` can go back. A no-op
-    (False) when no threshold is in force.
-
-    Returns:
-        True when the threshold was lifted.
-    """
+    """Lift the threshold :func:`set_mmap_threshold` fixed to what glibc's dynamic adjustment climbs to, as near to
+    its defaults as ``mallopt`` goes back; True when lifted (False: none was in force)."""
     global _applied
     if _applied is None:
         return False
@@ -89,34 +73,24 @@ def lift_mmap_threshold() -> bool:
     return _mallopt(_M_TRIM_THRESHOLD, 2 * LIFTED_MMAP_THRESHOLD_BYTES) and ok
 
 
-def use_mmap_threshold_on_cpu() -> bool:
-    """Set the mmap threshold when this process trains on CPU (no CUDA device); ``train()`` calls it first.
-
-    Returns:
-        True when the threshold is in force.
-    """
-    import torch  # heavy: torch
-
-    if torch.cuda.is_available():
-        return False
-    return set_mmap_threshold()
-
-
 @contextlib.contextmanager
 def mmap_threshold_on_cpu(device: str | None = None) -> Iterator[bool]:
-    """The mmap threshold in force for the ``with`` block or decorated call when it runs on CPU, and at
-    its end, even on an error, the heap as it was before: the threshold lifted
-    (:func:`lift_mmap_threshold`), or the one :func:`set_mmap_threshold` had fixed.
+    """The mmap threshold in force for the block when it runs on CPU, and at its end, even on an error, the heap as
+    it was before.
 
     Args:
-        device: ``"cpu"`` sets the threshold, another device leaves the heap alone. Default: None, the
-            CPU when there is no CUDA device (:func:`use_mmap_threshold_on_cpu`).
+        device: ``"cpu"`` sets the threshold, another device leaves the heap alone. Default: the CPU when there is
+            no CUDA device.
 
     Yields:
         True when the threshold is in force in the block.
     """
+    if device is None:
+        import torch  # heavy: torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     earlier = _applied
-    on = use_mmap_threshold_on_cpu() if device is None else device == "cpu" and set_mmap_threshold()
+    on = device == "cpu" and set_mmap_threshold()
     try:
         yield on
     finally:
@@ -136,10 +110,6 @@ def current_rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
-    """The highest resident set size of this process so far (``getrusage``; kilobytes on Linux).
-
-    Linux updates the high-water mark lazily, so the RSS of this moment can be above it: the larger of
-    the two is returned.
-    """
+    """The highest resident set size of this process so far (``getrusage``, updated lazily: at least the current)."""
     scale = 1 if sys.platform == "darwin" else 1024
     return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale, current_rss_bytes())

@@ -1,8 +1,5 @@
-"""How a plan's model loads and adapts, as the keyword arguments transformers and PEFT take: one builder of each.
-
-The planner writes them into the plan (:func:`model_kwargs`, :func:`lora_kwargs`); the block tracer and the
-simulation build their model on meta with them, training loads and adapts the real one with them, and the recipe
-hands them to plain TRL (:func:`from_pretrained_kwargs`, :func:`lora_config`).
+"""How a plan's model loads and adapts, as the keyword arguments transformers and PEFT take: one builder of each,
+for the plan, the meta model of the tracer and the simulation, training and the recipe.
 
 >>> s = StepSettings.resolve(method="qlora", lora_r=8)
 >>> model_kwargs(s)["quantization"]["bnb_4bit_quant_type"], lora_kwargs(s, ("q_proj", "v_proj"))
@@ -39,9 +36,8 @@ def lora_kwargs(step: StepSettings, linear_names: Sequence[str], *, alpha: int |
     """The ``peft.LoraConfig`` keywords these settings train with, or None when every weight trains.
 
     Args:
-        step: the resolved settings (rank, dropout, targets).
         linear_names: the decoder's linear layers, the targets when the settings name none.
-        alpha: the LoRA scale the user set; None: ``defaults.LORA.alpha(r)`` (twice the rank).
+        alpha: the LoRA scale the user set; None: ``defaults.LORA.alpha(r)``.
     """
     if not step.is_peft:
         return None

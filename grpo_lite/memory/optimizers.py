@@ -1,6 +1,4 @@
-"""The optimizers the memory model knows, keyed by their ``TrainingArguments.optim`` name.
-
-One ordered registry; the byte rules below read it. Pure arithmetic, no imports beyond the stdlib.
+"""The optimizers the memory model knows, keyed by their ``TrainingArguments.optim`` name, and their state's bytes.
 
 >>> get_optimizer("adamw_8bit").state
 'int8'
@@ -45,16 +43,13 @@ class OptimizerSpec:
 
     Attributes:
         name: the ``optim`` string passed to GRPOConfig / TrainingArguments.
-        state: dtype of the two Adam moments: like the parameter (PyTorch ``zeros_like``),
-            fp32 (bitsandbytes 32-bit), or int8 blockwise (bitsandbytes 8-bit).
-        paged: state lives in CUDA unified memory and can be evicted to CPU under pressure.
-        galore: projects the gradients of the target matrices to rank r (GaLore).
-        layerwise: updates each parameter inside backward (no gradient buffer kept; needs
-            gradient_accumulation_steps=1 and no DDP).
+        state: dtype of the two Adam moments: like the parameter, fp32, or int8 blockwise (bitsandbytes 8-bit).
+        paged: state in CUDA unified memory, evicted to CPU under pressure.
+        galore: projects the gradients of the target matrices to rank r.
+        layerwise: updates each parameter inside backward (no gradient buffer; one process, no accumulation).
         step_temp: the step allocates one parameter-sized temporary (PyTorch foreach AdamW's sqrt).
         cuda_only: fails without CUDA.
-        embedding_32bit: a bitsandbytes optimizer: transformers' ``create_optimizer`` registers every
-            ``nn.Embedding`` weight for 32-bit state (8 bytes per parameter), whatever ``optim_bits``.
+        embedding_32bit: bitsandbytes: transformers keeps every ``nn.Embedding`` weight in 32-bit state.
         summary: one-line trade-off.
     """
 
@@ -139,12 +134,7 @@ def get_optimizer(name: str) -> OptimizerSpec:
 
 
 def state_bytes(spec: OptimizerSpec, numel: int, param_bytes: float) -> float:
-    """Bytes of Adam state (both moments) for one tensor of ``numel`` elements.
-
-    Args:
-        spec: the optimizer.
-        numel: elements of the tensor the state is kept for (the projected size under GaLore).
-        param_bytes: bytes per element of the parameter (2 for bf16, 4 for fp32).
+    """Bytes of Adam state (both moments) for one tensor of ``numel`` elements of ``param_bytes`` each.
 
     >>> state_bytes(get_optimizer("adamw_8bit"), numel=1_000_000, param_bytes=2)
     2031250.0
@@ -197,12 +187,13 @@ def parse_galore_args(optim_args: str | None) -> GaloreArgs:
             raise ConfigError(f"optim_args piece {piece!r} is not key=value (e.g. 'rank=128,update_proj_gap=200')")
         key, value = piece.split("=", 1)
         values[key] = value
+    default = GaloreArgs()
     try:
         return GaloreArgs(
-            rank=int(values.get("rank", 128)),
-            update_proj_gap=int(values.get("update_proj_gap", 200)),
-            scale=float(values.get("scale", 0.25)),
-            proj_type=values.get("proj_type", "std"),
+            rank=int(values.get("rank", default.rank)),
+            update_proj_gap=int(values.get("update_proj_gap", default.update_proj_gap)),
+            scale=float(values.get("scale", default.scale)),
+            proj_type=values.get("proj_type", default.proj_type),
         )
     except ValueError as exc:
         raise ConfigError(f"optim_args {optim_args!r}: {exc}; e.g. 'rank=128,update_proj_gap=200'") from exc

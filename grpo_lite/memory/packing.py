@@ -1,9 +1,5 @@
-"""Where the shared-prefix packing cannot serve a model: one rule for the planner and for the trainer.
-
-The trainer (:func:`grpo_lite.training.step.shared_prefix.unsupported_reason`) asks it of the loaded model's config
-and the batch's padded width; the planner (:func:`grpo_lite.memory.estimate.estimate`) asks it of the model's
-config and the longest sequence the settings allow, so a plan packs the prompt only where training will.
-No torch here: ``import grpo_lite.memory`` stays light.
+"""Where the shared-prefix packing cannot serve a model: one rule for the trainer (the loaded model's config, the
+batch's width) and the planner (the row's config, the longest sequence), so a plan packs only where training will.
 """
 
 from __future__ import annotations
@@ -22,11 +18,9 @@ SLIDING_WINDOW = "sliding-window attention"
 
 
 def sliding_window_reason(config: Any, sequence_length: int) -> str | None:
-    """Why the packed block mask would be wrong for this config, or None.
-
-    A layer of another kind than ``full_attention`` (Gemma 2 / 3's sliding layers) masks by its own rule, which
-    the 4-D block mask does not carry; a config with a window and no layer kinds (Mistral-7B-v0.1, Phi-3-mini)
-    slides over every layer once the sequence is longer than its window.
+    """Why the packed block mask would be wrong for this config, or None: a layer of another kind than
+    ``full_attention`` masks by its own rule, and a window with no layer kinds slides over every layer once the
+    sequence is longer.
 
     >>> from types import SimpleNamespace as C
     >>> sliding_window_reason(C(layer_types=["sliding_attention", "full_attention"], sliding_window=512), 64)
@@ -44,11 +38,8 @@ def sliding_window_reason(config: Any, sequence_length: int) -> str | None:
 
 
 def planned_off_reason(arch: Architecture, s: StepSettings) -> str | None:
-    """Why training will turn the shared prefix off for this model and these settings, or None (also when it is off).
-
-    The rule is :func:`sliding_window_reason` on transformers' config of the row (its layer kinds are the config
-    class's own) at the longest sequence, ``max_prompt_length + max_completion_length``. The config is built only
-    for a row with a sliding window: it imports transformers.
+    """Why training will turn the shared prefix off for this model and these settings, or None (also when it is off):
+    :func:`sliding_window_reason` at the longest sequence, for a row with a sliding window (it imports transformers).
     """
     if not s.shared_prefix or not arch.config_values.get("sliding_window"):
         return None

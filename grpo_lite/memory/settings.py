@@ -1,9 +1,4 @@
-"""Resolved, validated settings of a GRPO step: what decides its memory.
-
-GRPOConfig names are used where they exist; ``method``, ``device``, ``dtype``, ``quantization``,
-``max_prompt_length``, ``lora_*``, ``budget_gib``, ``num_processes``, ``sharding``,
-``shared_prefix`` and ``update_rounding`` are the planner's own. :meth:`StepSettings.resolve` fills device-dependent defaults
-and raises :class:`~grpo_lite.errors.ConfigError` for what TRL or transformers would reject.
+"""Resolved, validated settings of a GRPO step: what decides its memory (GRPOConfig names where they exist).
 
 >>> s = StepSettings.resolve(method="qlora", optim="paged_adamw_8bit")
 >>> s.quantization, s.dtype, s.bf16, s.update_rounding
@@ -24,7 +19,7 @@ from typing import Any, Literal, get_args
 from grpo_lite.defaults import LORA, STEP
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
-from grpo_lite.ranges import check
+from grpo_lite.ranges import RANGES, check
 
 __all__ = [
     "StepSettings",
@@ -50,16 +45,14 @@ Dtype = Literal["bfloat16", "float16", "float32"]
 Quantization = Literal["none", "nf4", "int8"]
 Sharding = Literal["none", "ddp", "zero2", "zero3", "fsdp"]
 VllmMode = Literal["colocate", "server"]
-# How an update reaches bf16 trained weights: "stochastic" steps an fp32 copy and rounds it back
-# stochastically (grpo_lite.precision.rounding; lands in expectation); "nearest" is PyTorch's own
-# rounding, which drops steps below half a bf16 spacing (most steps at lr 1e-6).
+# How an update reaches bf16 trained weights: "stochastic" rounds an fp32 copy back stochastically (lands in
+# expectation); "nearest" is PyTorch's own, which drops steps below half a bf16 spacing (most at lr 1e-6).
 UpdateRounding = Literal["stochastic", "nearest"]
 
 
 def load_dtype(device: Device, *, fp16: bool | None = None) -> Dtype:
-    """The dtype the weights load in when none is given: the one rule (plans, train(), evaluate()).
-
-    bfloat16 on CUDA (float16 under fp16 mixed precision), float32 on CPU (bf16 matmuls there are slow).
+    """The dtype the weights load in when none is given: the one rule (plans, train(), evaluate()); float32 on CPU,
+    where bf16 matmuls are slow.
 
     >>> load_dtype("cuda"), load_dtype("cuda", fp16=True), load_dtype("cpu")
     ('bfloat16', 'float16', 'float32')
@@ -71,9 +64,6 @@ def load_dtype(device: Device, *, fp16: bool | None = None) -> Dtype:
 
 def default_update_rounding(trains_bf16: bool) -> UpdateRounding:
     """How updates reach the trained weights when nobody said: the one rule (plans and LiteGRPOTrainer).
-
-    Stochastic rounding when the optimizer writes into bf16 tensors (otherwise steps below half a bf16
-    spacing are lost), round to nearest (nothing to round) for fp32 ones.
 
     >>> default_update_rounding(True), default_update_rounding(False)
     ('stochastic', 'nearest')
@@ -94,11 +84,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
 
 @dataclass(frozen=True)
 class StepSettings:
-    """What decides memory in a GRPO step: GRPOConfig names where they exist (resolved, validated).
-
-    Build it with :meth:`resolve`, which fills the device-dependent defaults and raises
-    :class:`~grpo_lite.errors.ConfigError` for invalid values or combinations.
-    """
+    """What decides memory in a GRPO step; build it with :meth:`resolve`."""
 
     method: Method = STEP.method  # type: ignore[assignment]  # a Method
     device: Device = STEP.device  # type: ignore[assignment]  # a Device
@@ -176,13 +162,12 @@ class StepSettings:
     # ---- derived values -------------------------------------------------------------------
     @property
     def optimizer(self) -> OptimizerSpec:
-        """The optimizer's row in the registry."""
         return get_optimizer(self.optim)
 
     @property
     def trained_dtype(self) -> Dtype:
-        """The dtype of the tensors the optimizer steps: QLoRA adapters bf16 (TRL casts them, on CPU too),
-        LoRA adapters fp32 (PEFT upcasts them; ZeRO-3 keeps the load dtype), full/GaLore the load dtype."""
+        """The dtype the optimizer steps: QLoRA adapters bf16 (TRL casts them), LoRA adapters fp32 (PEFT upcasts
+        them; ZeRO-3 keeps the load dtype), full/GaLore the load dtype."""
         if self.method == "qlora":
             return "bfloat16"
         if self.is_peft and self.sharding != "zero3":
@@ -191,8 +176,7 @@ class StepSettings:
 
     @property
     def trains_bf16(self) -> bool:
-        """The optimizer writes into bf16 tensors with no fp32 master copy (DeepSpeed ZeRO keeps one for
-        full fine-tuning and LoRA): full/GaLore weights loaded in bf16, or QLoRA adapters."""
+        """The optimizer writes into bf16 tensors with no fp32 master copy (DeepSpeed ZeRO keeps one)."""
         if self.method == "qlora":
             return True
         return not self.is_peft and self.trained_dtype == "bfloat16" and self.sharding not in ("zero2", "zero3")
@@ -204,12 +188,10 @@ class StepSettings:
 
     @property
     def is_peft(self) -> bool:
-        """LoRA or QLoRA: only adapters train."""
         return self.method in ("lora", "qlora")
 
     @property
     def weight_bytes(self) -> int:
-        """Bytes per weight of the load dtype."""
         return 4 if self.dtype == "float32" else 2
 
     @property
@@ -219,13 +201,11 @@ class StepSettings:
 
     @property
     def generation_bytes(self) -> int:
-        """Bytes per activation while sampling (KV cache, logits): a PEFT model generates through its base model's
-        own forward, outside the autocast accelerate wraps around the prepared model: the load dtype's."""
+        """Bytes per activation while sampling: a PEFT model generates outside accelerate's autocast."""
         return self.weight_bytes if self.is_peft else self.act_bytes
 
     @property
     def adapter_bytes(self) -> int:
-        """Bytes per LoRA adapter weight (:attr:`trained_dtype`)."""
         return 4 if self.trained_dtype == "float32" else 2
 
     @property
@@ -239,17 +219,16 @@ class StepSettings:
 
     @property
     def generation_batch_per_device(self) -> int:
-        """Sequences one device generates at once: per_device_train_batch_size x steps_per_generation."""
+        """Sequences one device generates at once."""
         return self.per_device_train_batch_size * self.spg
 
     @property
     def shards_weights(self) -> bool:
-        """ZeRO-3 and FSDP full-shard split the weights across processes."""
         return self.sharding in ("zero3", "fsdp") and self.num_processes > 1
 
     @property
     def shards_grads(self) -> bool:
-        """ZeRO-2, ZeRO-3 and FSDP split gradients and optimizer state across processes."""
+        """Gradients and optimizer state split across processes."""
         return self.sharding in ("zero2", "zero3", "fsdp") and self.num_processes > 1
 
     @property
@@ -260,34 +239,20 @@ class StepSettings:
 
     @property
     def grads_during_generation(self) -> bool:
-        """Whether some generation happens mid-accumulation, with gradients of earlier micro-batches alive.
-
-        TRL generates at the micro-steps that are multiples of ``steps_per_generation x num_iterations``;
-        gradients are set to None after every optimizer step, i.e. every ``gradient_accumulation_steps``
-        micro-steps, so a generation sees gradients only when the two cycles do not line up.
-        """
+        """Whether some generation happens mid-accumulation, with gradients of earlier micro-batches alive: TRL
+        generates every ``steps_per_generation x num_iterations`` micro-steps, gradients are cleared every
+        ``gradient_accumulation_steps``."""
         return (self.spg * self.num_iterations) % self.gradient_accumulation_steps != 0
 
     @property
     def grads_before_backward(self) -> bool:
-        """Whether gradients exist when a micro-batch's backward starts: after the first micro-batch of an
-        accumulation, or always under DeepSpeed ZeRO (it keeps its gradient partitions allocated)."""
+        """Whether gradients exist when a backward starts: accumulation, or DeepSpeed ZeRO's kept partitions."""
         return self.gradient_accumulation_steps > 1 or self.sharding in ("zero2", "zero3")
 
     def _validate(self) -> None:
-        for key in (
-            "per_device_train_batch_size",
-            "gradient_accumulation_steps",
-            "num_iterations",
-            "num_generations",
-            "max_prompt_length",
-            "max_completion_length",
-            "lora_r",
-            "lora_dropout",
-            "beta",
-            "vllm_gpu_memory_utilization",
-        ):
-            check(key, getattr(self, key))
+        for f in fields(self):
+            if f.name in RANGES:
+                check(f.name, getattr(self, f.name))
         _check_batch_rule(self)
         opt = self.optimizer
         if self.sharding == "none" and self.num_processes > 1:

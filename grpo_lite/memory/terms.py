@@ -1,8 +1,5 @@
-"""Byte formulas for each memory component of a GRPO step (see docs/memory.md for the derivations).
-
-Each function returns a :class:`Term` (bytes and a one-line formula with the numbers filled in).
-Pure arithmetic over an :class:`~grpo_lite.memory.architectures.Architecture` and the resolved
-:class:`~grpo_lite.memory.settings.StepSettings`; :mod:`grpo_lite.memory.estimate` assembles them into phases.
+"""Byte formulas for each memory component of a GRPO step (derivations: docs/memory.md), each a :class:`Term`: bytes
+and the formula with its numbers. Pure arithmetic; :mod:`grpo_lite.memory.estimate` assembles them into phases.
 """
 
 from __future__ import annotations
@@ -18,14 +15,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.settings import StepSettings
 
-# grpo-lite's measured constants (grpo_lite.defaults.GPU) under their old names
-CUDA_CONTEXT_BYTES = GPU.cuda_context_bytes
+CUDA_CONTEXT_BYTES = GPU.cuda_context_bytes  # the old names of two of grpo_lite.defaults.GPU's measured constants
 FRAGMENTATION = GPU.fragmentation
-VLLM_OVERHEAD_BYTES = GPU.vllm_overhead_bytes
 TOKEN_TILE = 4096  # TRL's chunked log-prob kernel: tokens per projection tile
 VOCAB_TILE = 32768  # TRL's chunked log-prob kernel: vocabulary columns per tile
-PROCESS_BASELINE_BYTES = GPU.process_baseline_bytes
-HEAP_SLACK_SHARE = GPU.heap_slack_share
 PAGE = 4096
 NF4_BYTES = 0.5  # 4 bits per weight
 NF4_CONST_DOUBLE = 1 / 64 + 4 / (64 * 256)  # 8-bit absmax per 64 weights + fp32 per 256 blocks
@@ -172,8 +165,8 @@ def optimizer_state(arch: Architecture, s: StepSettings) -> Term:
 
 
 def update_monitor(arch: Architecture, s: StepSettings) -> Term:
-    """The update monitor's sampled elements (grpo_lite.precision.monitor): fp32 shadows, window sums,
-    indices and each step's snapshot. Its shadow optimizer's state is in :func:`monitor_state`."""
+    """The update monitor's sampled elements (grpo_lite.precision.monitor): fp32 shadows, window sums, indices, each
+    step's snapshot; its shadow optimizer's state is in :func:`monitor_state`."""
     k = MONITOR_TENSORS * MONITOR_ELEMENTS
     per_element = 4 + 4 + 4 + 8 + 4  # shadow, applied, intended, index (int64), before
     if s.optimizer.galore and not s.is_peft:  # GaLore mixes a tensor's elements: whole smallest linears
@@ -186,15 +179,14 @@ def update_monitor(arch: Architecture, s: StepSettings) -> Term:
 
 
 def _smallest_linear(arch: Architecture) -> tuple[int, int]:
-    """(out, in) of the smallest linear weight: the tensors the monitor shadows whole under GaLore."""
+    """(out, in) of the smallest linear weight: what the monitor shadows whole under GaLore."""
     _, out, inp = min(arch.linear_shapes(), key=lambda t: t[1] * t[2])
     return out, inp
 
 
 def monitor_state(arch: Architecture, s: StepSettings) -> float:
-    """Bytes of the update monitor's shadow optimizer state: two fp32 moments per shadow element whatever the
-    run's state dtype (the shadow replays each step from the live state, 8-bit states dequantized into 32-bit
-    ones); GaLore: rank-r fp32 states and an fp32 projector per shadowed linear."""
+    """Bytes of the update monitor's shadow optimizer state: two fp32 moments per shadow element whatever the run's
+    state dtype; GaLore: rank-r fp32 states and an fp32 projector per shadowed linear."""
     fp32_moments = 2 * 4
     if s.optimizer.galore and not s.is_peft:
         g = parse_galore_args(s.optim_args)
@@ -216,21 +208,16 @@ def optimizer_step(arch: Architecture, s: StepSettings) -> Term:
     n, largest, pb = trainable(arch, s)
     if not s.rounds_stochastically:
         return _step_temporaries(arch, s, n, largest, pb)
-    sliced = elementwise_step(arch, s, _largest_elementwise(arch, s, largest))
     if not (s.optimizer.galore and not s.is_peft):
-        return sliced
+        return elementwise_step(arch, s, largest)
+    sliced = elementwise_step(arch, s, arch.embedding_params)  # the largest tensor GaLore does not project
     projected = projected_step(arch, s)  # GaLore's projected matrices are stepped whole
     return projected if projected.bytes > sliced.bytes else sliced
 
 
-def _largest_elementwise(arch: Architecture, s: StepSettings, largest: int) -> int:
-    """The largest tensor whose update is element-wise: under GaLore the embedding (its matrices are projected)."""
-    return arch.embedding_params if s.optimizer.galore and not s.is_peft else largest
-
-
 def elementwise_step(arch: Architecture, s: StepSettings, numel: int) -> Term:
-    """The step of one tensor of ``numel`` elements whose update is element-wise; under stochastic rounding
-    one slice of at most SR_CHUNK elements at a time, on fp32 copies (grpo_lite.precision.rounding)."""
+    """The step of one tensor of ``numel`` elements updated element-wise; under stochastic rounding one slice of at
+    most SR_CHUNK elements at a time, on fp32 copies (grpo_lite.precision.rounding)."""
     if not s.rounds_stochastically:
         return _elementwise_temporaries(s, numel, s.weight_bytes)
     size = min(SR_CHUNK, numel)
@@ -261,12 +248,9 @@ def largest_projected(arch: Architecture) -> tuple[int, int]:
 
 
 def projected_step(arch: Architecture, s: StepSettings) -> Term:
-    """GaLore's step of its largest projected matrix (``L`` elements, ``k = min(out, in)``), stepped whole.
-
-    Its SVD (every ``update_proj_gap`` steps) makes U ``[out, k]`` and Vh ``[k, in]`` in fp32; the projector keeps
-    one of them (what it slices: Vh when ``out >= in``), the update is projected back to full size. Under
-    stochastic rounding the matrix and its gradient are fp32 copies (8 B per element), and galore_torch's 8-bit
-    AdamW clones the weight first (``saved_data``, 4 B).
+    """GaLore's step of its largest projected matrix, stepped whole: the SVD's fp32 U ``[out, k]`` and Vh
+    ``[k, in]`` (the projector keeps the one it slices), the update projected back to full size; under stochastic
+    rounding fp32 copies of the matrix and its gradient, and the 8-bit AdamW's ``saved_data`` clone.
     """
     out, inp = largest_projected(arch)
     big, k = out * inp, min(out, inp)
@@ -305,8 +289,7 @@ def kv_cache(arch: Architecture, s: StepSettings, *, tokens: int | None = None) 
 
     Args:
         tokens: tokens per sequence cached (the prefill: every layer holds them all). Default: ``P + C`` (the last
-            decoding step), a sliding-window layer only its window (:func:`~grpo_lite.memory.models.kv_windows`),
-            plus the ``torch.cat`` in ``DynamicLayer.update`` that holds one layer's old and new keys at once.
+            decoding step: a sliding-window layer holds its window), plus one layer's old keys during the cat.
     """
     if s.use_vllm:
         return Term(0.0, "inside vLLM's share")
@@ -339,8 +322,7 @@ def generation_logits(arch: Architecture, s: StepSettings) -> Term:
 
 
 def sampling_buffers(arch: Architecture, s: StepSettings) -> Term:
-    """What sampling a token allocates after the logits: fp32 copies, processed scores, probabilities
-    (7 fp32 vocabulary vectors per sequence, measured on CPU)."""
+    """What sampling a token allocates after the logits: GENERATION_VOCAB_VECTORS fp32 vectors per sequence."""
     if s.use_vllm:
         return Term(0.0, "inside vLLM's share")
     per = 4 * GENERATION_VOCAB_VECTORS
@@ -349,11 +331,8 @@ def sampling_buffers(arch: Architecture, s: StepSettings) -> Term:
 
 
 def lora_copy_bytes(s: StepSettings) -> int:
-    """Bytes per element of the copy of a wrapped linear's input that LoRA's ``lora_A`` works on; 0: none.
-
-    PEFT casts the input to the adapters' dtype (fp32 LoRA adapters on a bf16 base: an fp32 copy); under
-    autocast ``lora_A`` then works on (and saves) autocast's 16-bit copy instead.
-    """
+    """Bytes per element of the copy of a wrapped linear's input that ``lora_A`` works on (0: none): PEFT casts it to
+    the adapters' dtype; under autocast ``lora_A`` saves autocast's 16-bit copy instead."""
     if not s.is_peft:
         return 0
     after_peft = s.adapter_bytes
@@ -390,20 +369,18 @@ def gathered_weights(arch: Architecture, s: StepSettings, *, full_model: bool = 
 
 
 def vllm_share(s: StepSettings, *, generating: bool = True) -> Term:
-    """vLLM colocate reserves vllm_gpu_memory_utilization x the device's total memory (as PyTorch reports it: the
-    plan's usable GiB) for its weights, KV cache and activations.
+    """vLLM colocate reserves vllm_gpu_memory_utilization x the device's usable memory.
 
     Args:
         generating: the generation phase. Outside it, with ``vllm_enable_sleep_mode``, TRL 1.16 has put the engine
-            to sleep at level 2 (``LLM.sleep(level=2)`` after each generation): its weights and KV cache are freed,
-            its own activations and CUDA graphs (:data:`VLLM_OVERHEAD_BYTES`) stay.
+            to sleep at level 2: only its activations and CUDA graphs stay.
     """
     if not s.use_vllm or s.vllm_mode != "colocate":
         return Term(0.0, "no colocated vLLM")
     assert s.budget_gib is not None  # validated by StepSettings
     b = s.vllm_gpu_memory_utilization * s.budget_gib * GIB
     if s.vllm_enable_sleep_mode and not generating:
-        kept = min(b, VLLM_OVERHEAD_BYTES)
+        kept = min(b, GPU.vllm_overhead_bytes)
         return Term(
             kept,
             "asleep (vllm_enable_sleep_mode, level 2): weights and KV cache freed, its activations and "
@@ -416,23 +393,19 @@ def vllm_needed(arch: Architecture, s: StepSettings) -> float:
     """Bytes vLLM needs inside its share: bf16 weights, the KV cache of the batch, its overhead."""
     seq = s.max_prompt_length + s.max_completion_length
     kv = 2 * arch.layers * arch.kv_dim * 2 * s.generation_batch_per_device * seq
-    return arch.n_params * 2 + kv + VLLM_OVERHEAD_BYTES
+    return arch.n_params * 2 + kv + GPU.vllm_overhead_bytes
 
 
 def process_baseline(s: StepSettings) -> Term:
     """CPU: what the training process holds before any tensor: interpreter, torch, transformers, TRL, data."""
-    return Term(PROCESS_BASELINE_BYTES, "Python + torch + transformers + TRL + tokenizer and dataset (measured)")
+    return Term(GPU.process_baseline_bytes, "Python + torch + transformers + TRL + tokenizer and dataset (measured)")
 
 
 def heap_slack(arch: Architecture, s: StepSettings, transient: float, *, untouched: float = 0.0) -> Term:
-    """CPU: heap pages beyond the live tensors at the phase's peak, minus pages of the head buffer never touched.
-
-    Args:
-        transient: the phase's transient bytes (activations, logits, buffers, KV cache).
-        untouched: bytes of the LM head's tile buffer that are never written (vocabulary < 32768 columns).
-    """
-    b = HEAP_SLACK_SHARE * transient - untouched
-    detail = f"{HEAP_SLACK_SHARE:.0%} of {_g(transient)} transient"
+    """CPU: heap pages beyond the live tensors at the phase's peak (a share of its ``transient`` bytes), minus the
+    ``untouched`` bytes of the LM head's tile buffer (a vocabulary narrower than its 32768 columns)."""
+    b = GPU.heap_slack_share * transient - untouched
+    detail = f"{GPU.heap_slack_share:.0%} of {_g(transient)} transient"
     if untouched:
         detail += f", minus {_g(untouched)} of the head buffer never touched (vocabulary < {VOCAB_TILE})"
     return Term(b, detail)

@@ -1,8 +1,6 @@
 """The byte formulas that grow with the tokens of a micro-batch: saved activations and TRL's fused LM head.
 
-Each measured on CPU with :mod:`grpo_lite.memory.measure` (docs/memory.md: the calibration table, the notation
-``e``, ``h``, ``N``); the packed rows and the LM head's tiles: docs/internals.md. Pure arithmetic;
-:mod:`grpo_lite.memory.estimate` assembles these into phases.
+Notation and calibration: docs/memory.md; the packed rows and the LM head's tiles: docs/internals.md.
 """
 
 from __future__ import annotations
@@ -63,13 +61,9 @@ class Packing:
 
 
 def packing(s: StepSettings) -> Packing:
-    """The forward rows of one micro-batch.
-
-    With ``shared_prefix``, a micro-batch made of whole groups (``per_device_train_batch_size`` a
-    multiple of ``num_generations`` and one micro-batch per generation) packs ``B / G`` rows of
-    ``P + G x C`` tokens. Otherwise TRL shuffles the generation batch before splitting it, so a
-    micro-batch can hold rows of up to ``min(B, prompts)`` groups; the worst case packs that many
-    rows, each padded to the largest group ``P + (B - groups + 1) x C``.
+    """The forward rows of one micro-batch: with ``shared_prefix``, whole groups pack ``B / G`` rows of
+    ``P + G x C`` tokens; otherwise (TRL shuffles the generation batch) the worst case packs ``min(B, prompts)``
+    groups, each padded to the largest, ``P + (B - groups + 1) x C``.
 
     >>> from grpo_lite.memory.settings import StepSettings
     >>> s = StepSettings.resolve(per_device_train_batch_size=8, num_generations=4, max_prompt_length=100,
@@ -100,17 +94,12 @@ def head_tokens(s: StepSettings) -> int:
 def per_layer_token_bytes(arch: Architecture, s: StepSettings, seq: int) -> tuple[float, str]:
     """Bytes one decoder block saves for backward, per token (padded worst case: see docs/memory.md).
 
-    The linears' inputs (the norms' outputs, the MLP's product) are saved by whoever needs them for a
-    weight gradient: the linear itself in full fine-tuning, ``lora_A`` under LoRA. When ``lora_A`` gets
-    its own copy (a dtype cast, dropout), the shared tensors are not kept at all.
+    A linear's input is saved by whoever needs it for a weight gradient: the linear in full fine-tuning, ``lora_A``
+    under LoRA; when ``lora_A`` gets its own copy (a dtype cast, dropout), the shared one is not kept.
     """
     e, h, qd, i = s.act_bytes, arch.hidden, arch.q_dim, arch.intermediate
-    separate = s.is_peft and (lora_copy_bytes(s) > 0 or s.lora_dropout > 0)
-    shared_in = 0 if separate else e  # the norm output / MLP product kept for the next linear
-    if s.use_liger_kernel:
-        norm = 2 * e * h
-    else:  # HF RMSNorm keeps an fp32 copy of its input, and ``weight * x`` keeps x when the weight trains
-        norm = 4 * h + shared_in * h + (0 if s.is_peft else e * h)
+    shared_in = 0 if _lora_own_copy(s) else e  # the norm output / MLP product kept for the next linear
+    norm = _final_norm(arch, s) + (0 if s.use_liger_kernel else shared_in * h)
     if arch.gated_mlp:
         mlp = (3 if s.use_liger_kernel else 3 * e + shared_in) * i  # gate, up, SiLU (, the product)
     else:
@@ -127,22 +116,31 @@ def per_layer_token_bytes(arch: Architecture, s: StepSettings, seq: int) -> tupl
 
 
 def consumed_first(arch: Architecture, s: StepSettings) -> float:
-    """Bytes per token of the MLP product a block keeps for ``down_proj`` (or the copy its ``lora_A`` keeps): the
-    first saved tensor a block's backward frees, before the I-sized gradients of the working set exist."""
-    separate = s.is_peft and (lora_copy_bytes(s) > 0 or s.lora_dropout > 0)
-    if not separate:
+    """Bytes per token of the MLP product a block keeps for ``down_proj`` (or its ``lora_A``'s copy): the first
+    saved tensor a block's backward frees."""
+    if not _lora_own_copy(s):
         return float(s.act_bytes * arch.intermediate)
     down = [inp for name, _, inp in lora_targets(arch, s) if name == "down_proj"]
     copy = lora_copy_bytes(s) or s.act_bytes
     return float(copy * down[0]) if down else 0.0
 
 
+def _lora_own_copy(s: StepSettings) -> bool:
+    """Whether ``lora_A`` keeps its own copy of a linear's input (a dtype cast or dropout)."""
+    return s.is_peft and (lora_copy_bytes(s) > 0 or s.lora_dropout > 0)
+
+
 def _final_norm(arch: Architecture, s: StepSettings) -> float:
-    """Per token: the final norm's fp32 input copy (+ ``x * rsqrt`` when its weight trains)."""
+    """Per token, what an RMSNorm keeps: its input's fp32 copy (+ ``x * rsqrt`` when its weight trains)."""
     e, h = s.act_bytes, arch.hidden
     if s.use_liger_kernel:
         return 2 * e * h
     return 4 * h + (0 if s.is_peft else e * h)
+
+
+def _head_bytes(s: StepSettings) -> int:
+    """Bytes per element of the LM head's output tiles."""
+    return 4 if s.cast_lm_head_to_fp32 else s.act_bytes
 
 
 @dataclass(frozen=True)
@@ -154,8 +152,8 @@ class SavedActivations:
         final_norm: what the final norm keeps (freed by its backward, before the blocks').
         recomputed: one block's saved tensors, recomputed in backward (checkpointing), else 0.
         consumed: the block's MLP product, freed first in the block's backward (:func:`consumed_first`).
-        working: the backward working set of one block, ``3 e I + 4 h`` per token (``+ 4 h`` when ``e`` is 2).
-        head_input: the LM head's saved input, ``e x N x h`` (freed once the head's backward ran).
+        working: the backward working set of one block.
+        head_input: the LM head's saved input, ``e x N x h``.
         detail: how ``saved`` was computed.
     """
 
@@ -169,12 +167,11 @@ class SavedActivations:
 
 
 def saved_activations(arch: Architecture, s: StepSettings, block: BlockTerms | None = None) -> SavedActivations:
-    """The activations of one micro-batch, by role (see :class:`SavedActivations`).
+    """The activations of one micro-batch, by role.
 
     Args:
-        block: one block's traced bytes per token (:mod:`grpo_lite.memory.blocks`); None: the Llama formulas.
-            Traced, the block whose backward runs keeps its own share in ``working`` (``consumed`` takes it out
-            of ``saved``): the traced high point already counts what it still keeps and recomputes.
+        block: one block's traced bytes per token; None: the Llama formulas. Traced, the block in backward keeps
+            its own share in ``working`` (``consumed`` takes it out of ``saved``).
     """
     pack = packing(s)
     tokens, e, h = pack.tokens, s.act_bytes, arch.hidden
@@ -217,9 +214,8 @@ def activations(arch: Architecture, s: StepSettings, *, recompute: bool, block: 
     """Saved activations of one micro-batch (worst-case lengths).
 
     Args:
-        recompute: at a block's backward (True: the head's input and the final norm's are gone; the block is
-            recomputed when checkpointing; its MLP product is consumed first) or at the LM head (False). The
-            backward working set is :func:`backward_working_set`.
+        recompute: at a block's backward (True: the head's input and the final norm's are gone, the block is
+            recomputed when checkpointing, its MLP product consumed first) or at the LM head (False).
     """
     a = saved_activations(arch, s, block)
     if not recompute:
@@ -237,8 +233,7 @@ def activations(arch: Architecture, s: StepSettings, *, recompute: bool, block: 
 
 
 def backward_working_set(arch: Architecture, s: StepSettings, block: BlockTerms | None = None) -> Term:
-    """Gradients of one block's intermediates during its backward: ``e x (2h + 3I)`` per token; traced: the block's
-    whole high point (what it keeps and recomputes, and the gradients)."""
+    """Gradients of one block's intermediates during its backward; traced: the block's whole high point."""
     a = saved_activations(arch, s, block)
     if block is not None:
         return Term(
@@ -264,7 +259,7 @@ def head_weight_grad(arch: Architecture, s: StepSettings) -> float:
 def logits(arch: Architecture, s: StepSettings) -> Term:
     """TRL's chunked log-prob head at its backward: the tile buffer, fp32 gradients, the torch fold's tiles."""
     n, h = head_tokens(s), arch.hidden
-    ec = 4 if s.cast_lm_head_to_fp32 else s.act_bytes
+    ec = _head_bytes(s)
     buf = min(n, TOKEN_TILE) * VOCAB_TILE * ec
     b = buf + HEAD_VECTORS * n + 4 * n * h
     casts = (ec if ec != 4 else 0) * n * h  # grad_hidden.to(hidden.dtype) at the end
@@ -285,7 +280,7 @@ def logits(arch: Architecture, s: StepSettings) -> Term:
 def scoring_head(arch: Architecture, s: StepSettings) -> Term:
     """Forward-only chunked head (old / reference log-probs): final hidden states, the head's copy, buffer, tiles."""
     n, pack = head_tokens(s), packing(s)
-    ec = 4 if s.cast_lm_head_to_fp32 else s.act_bytes
+    ec = _head_bytes(s)
     b = s.act_bytes * (pack.tokens + n) * arch.hidden + min(n, TOKEN_TILE) * VOCAB_TILE * ec + HEAD_VECTORS * n
     detail = f"{n:,} scored tokens, one {min(n, TOKEN_TILE)}x{VOCAB_TILE} buffer"
     if s.device != "cuda":
@@ -296,23 +291,19 @@ def scoring_head(arch: Architecture, s: StepSettings) -> Term:
 
 
 def untouched_buffer(arch: Architecture, s: StepSettings) -> float:
-    """Bytes of the head's ``[min(N, 4096), 32768]`` buffer never written when the vocabulary is narrower.
-
-    Each row is written in its first ``V`` columns only, so on CPU (pages mapped on first touch) only
-    those pages become resident. 0 on CUDA and for vocabularies of 32768 or more.
-    """
+    """CPU: bytes of the head's ``[min(N, 4096), 32768]`` buffer never written (pages mapped on first touch) when
+    the vocabulary is narrower than its columns."""
     if s.device == "cuda" or arch.vocab >= VOCAB_TILE:
         return 0.0
-    ec = 4 if s.cast_lm_head_to_fp32 else s.act_bytes
+    ec = _head_bytes(s)
     row = VOCAB_TILE * ec
     touched = min(row, math.ceil(arch.vocab * ec / PAGE) * PAGE)
     return float(min(head_tokens(s), TOKEN_TILE) * (row - touched))
 
 
 def kernel_scratch(arch: Architecture, s: StepSettings) -> Term:
-    """CUDA: what the attention backward allocates inside its kernel, beyond its inputs and outputs, for one layer
-    at a time: an fp32 accumulator of the queries' gradient, ``4 x tokens x q`` (FlashAttention-2's ``dq_accum``,
-    the memory-efficient kernel's gradQ workspace). No tensor-level simulation sees it: a named constant."""
+    """CUDA: the attention backward's fp32 accumulator of the queries' gradient inside its kernel, one layer at a
+    time (FlashAttention-2's ``dq_accum``, the memory-efficient kernel's gradQ): no tensor-level trace sees it."""
     if s.device != "cuda":
         return Term(0.0, "CPU: no fused attention kernel")
     tokens = packing(s).tokens

@@ -1,9 +1,6 @@
-"""Live tensor bytes per phase of a step: a phase clock and the two backends that read memory.
-
-:class:`PhaseClock` knows the phase now running; each backend reports the peak of every segment (phase and step):
-:class:`TensorTracker` (every tensor storage, by category) and :class:`CudaAllocator` (the CUDA allocator's peaks);
-what each sees: docs/internals.md. Imports torch at the top: loaded to measure, trace or simulate, never on the
-``grpo-lite plan`` path.
+"""Live tensor bytes per phase of a step: :class:`PhaseClock` knows the phase now running; each backend reports the
+peak of every segment, :class:`TensorTracker` by tensor category, :class:`CudaAllocator` from the CUDA allocator
+(docs/internals.md). Imports torch at the top: never on the ``grpo-lite plan`` path.
 """
 
 from __future__ import annotations
@@ -22,15 +19,7 @@ from grpo_lite.memory.meta.private import TorchDispatchMode, tree_leaves
 
 __all__ = ["CATEGORIES", "MEASURED_PHASES", "Backend", "CudaAllocator", "PhaseClock", "SegmentPeak", "TensorTracker"]
 
-MEASURED_PHASES: tuple[str, ...] = (
-    "generation",
-    "scoring",
-    "forward",
-    "backward_head",
-    "backward_layers",
-    "optimizer_step",
-    "other",
-)
+MEASURED_PHASES = ("generation", "scoring", "forward", "backward_head", "backward_layers", "optimizer_step", "other")
 PERSISTENT: tuple[str, ...] = ("param", "reference", "buffer", "gradient", "optimizer_state", "monitor")
 CATEGORIES: tuple[str, ...] = PERSISTENT + ("activation", "kv_cache", "lm_head", "optimizer_temp", "temporary")
 _TRANSIENT = frozenset(CATEGORIES) - frozenset(PERSISTENT)
@@ -38,14 +27,8 @@ _TRANSIENT = frozenset(CATEGORIES) - frozenset(PERSISTENT)
 
 @dataclass
 class SegmentPeak:
-    """The high point of one segment (the time between two phase boundaries).
-
-    Attributes:
-        peak_bytes: the most bytes alive at once in the segment.
-        start_bytes: bytes alive when the segment began.
-        categories: bytes by category at the peak (TensorTracker; CudaAllocator: the reserved peak).
-        category_max: each category's own high point in the segment (TensorTracker only).
-    """
+    """The high point of one segment (between two phase boundaries): ``categories`` are the bytes by category at
+    the peak (CudaAllocator: the reserved peak), ``category_max`` each category's own high point."""
 
     peak_bytes: int
     start_bytes: int
@@ -68,11 +51,8 @@ class Backend(Protocol):
 
 
 class PhaseClock:
-    """The current step, phase (a stack: the innermost wins) and allocation region.
-
-    Every change of step or phase closes a segment: ``segments`` gets ``(step, phase)`` and every
-    backend closes its own, so the i-th segment of every backend lines up.
-    """
+    """The current step, phase (a stack: the innermost wins) and allocation region; every change of step or phase
+    closes a segment in ``segments`` and in every backend, so their i-th segments line up."""
 
     def __init__(self) -> None:
         self.step = 0
@@ -98,12 +78,10 @@ class PhaseClock:
             backend.close_segment()
 
     def push(self, phase: str) -> None:
-        """Enter ``phase``."""
         self._close()
         self._phases.append(phase)
 
     def pop(self) -> None:
-        """Leave the innermost phase."""
         self._close()
         self._phases.pop()
 
@@ -113,13 +91,11 @@ class PhaseClock:
         self._phases[-1] = phase
 
     def set_step(self, step: int) -> None:
-        """Start counting into optimizer step ``step``."""
         self._close()
         self.step = step
 
     @contextlib.contextmanager
     def in_phase(self, phase: str) -> Iterator[None]:
-        """Run a block as ``phase``."""
         self.push(phase)
         try:
             yield
@@ -131,7 +107,6 @@ class PhaseClock:
         self._regions.append(category)
 
     def leave_region(self) -> None:
-        """Undo the innermost :meth:`enter_region`."""
         self._regions.pop()
 
     def tagging(self, category: str, *, then: str | None = None) -> Any:
@@ -162,14 +137,9 @@ class _Entry:
 
 
 class TensorTracker(TorchDispatchMode):
-    """Live tensor bytes on one device type, from a ``TorchDispatchMode`` and storage finalizers.
-
-    Each op's new output storages are recorded when the op returns and dropped by a weakref
-    finalizer when the storage dies; tensors made before (weights, buffers, gradients, optimizer
-    state) are registered by :meth:`track_module` / :meth:`track_optimizer`. A saved-tensor hook moves
-    what autograd keeps to ``activation``; the clock's region tags the KV cache and the LM head;
-    gradients are retagged when accumulated, optimizer state after each step.
-    """
+    """Live tensor bytes on one device type: each op's new output storages, recorded by a ``TorchDispatchMode`` and
+    dropped by a weakref finalizer, plus the tensors :meth:`track_module` / :meth:`track_optimizer` register; what
+    autograd saves is retagged ``activation``, gradients when accumulated, optimizer state after each step."""
 
     name = "tensor"
 
@@ -188,7 +158,6 @@ class TensorTracker(TorchDispatchMode):
         self._hooks: list[Any] = []
         self._saved_hooks: contextlib.AbstractContextManager[Any] | None = None
 
-    # ---- bookkeeping ----------------------------------------------------------------------------
     def _add(self, st: torch.UntypedStorage, category: str) -> None:
         entry = _Entry(st.nbytes(), category)
         self._refs[id(entry)] = weakref.ref(st, functools.partial(self._on_free, entry))
@@ -255,9 +224,8 @@ class TensorTracker(TorchDispatchMode):
             self.register(p.grad, "gradient")
 
     def track_optimizer(self, optimizer: Any, *, stepped_only: bool = False) -> None:
-        """Register (or retag) every optimizer state tensor, and the tensors of state objects (GaLore's
-        projector). ``stepped_only``: only the state of parameters that have a gradient now (the ones a
-        step just updated: one at a time under stochastic rounding or a layer-wise optimizer)."""
+        """Register (or retag) every optimizer state tensor, and those of state objects (GaLore's projector);
+        ``stepped_only``: of the parameters that have a gradient now (the ones a step just updated)."""
         if stepped_only:
             states = [
                 optimizer.state[p]
@@ -277,7 +245,6 @@ class TensorTracker(TorchDispatchMode):
                             if isinstance(t, torch.Tensor):
                                 self.register(t, "optimizer_state")
 
-    # ---- segments -------------------------------------------------------------------------------
     def _check_peak(self) -> None:
         if self.live > self._seg_peak:
             self._seg_peak = self.live
@@ -285,6 +252,9 @@ class TensorTracker(TorchDispatchMode):
 
     def close_segment(self) -> None:
         self._done.append(SegmentPeak(self._seg_peak, self._seg_start, self._seg_cats, self._seg_cat_max))
+        self._open_segment()
+
+    def _open_segment(self) -> None:
         self._seg_start = self._seg_peak = self.live
         self._seg_cats = dict(self.by_category)
         self._seg_cat_max = dict(self.by_category)
@@ -292,7 +262,6 @@ class TensorTracker(TorchDispatchMode):
     def segments(self) -> list[SegmentPeak]:
         return self._done
 
-    # ---- lifecycle ------------------------------------------------------------------------------
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         self.retag(t, "activation")
         return t
@@ -306,9 +275,7 @@ class TensorTracker(TorchDispatchMode):
         self._hooks.append(
             register_optimizer_step_post_hook(lambda opt, _a, _k: self.track_optimizer(opt, stepped_only=True))
         )
-        self._seg_start = self._seg_peak = self.live
-        self._seg_cats = dict(self.by_category)
-        self._seg_cat_max = dict(self.by_category)
+        self._open_segment()
 
     def stop(self) -> None:
         if self._saved_hooks is not None:
@@ -365,7 +332,7 @@ class CudaAllocator:
         self._start = torch.cuda.memory_allocated(self.device)
 
     def stop(self) -> None:
-        """Nothing to release."""
+        pass  # nothing to release
 
     def segments(self) -> list[SegmentPeak]:
         return self._done

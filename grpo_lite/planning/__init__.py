@@ -1,5 +1,3 @@
-"""Stage 4 of the pipeline: a budget -> the best rung of the ladder that fits, and why.
-
-Hardware detection, the ladder, the candidates inside a rung, the search, the Plan, ``plan()`` and the tables
-(docs/index.md lists the modules). No torch import on this path. Nothing is imported here.
+"""Stage 4 of the pipeline: a budget -> the best rung of the ladder that fits, and why (docs/index.md lists the
+modules). No torch import on this path. Nothing is imported here.
 """

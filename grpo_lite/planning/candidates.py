@@ -1,8 +1,7 @@
 """The search inside one rung of the ladder: candidate settings, best first, and the fit test.
 
-Within a rung the planner trades, in this order, the micro-batch (speed only: the generation batch
-stays the same), then the completion length (512 -> 384 -> 256), then the number of generations
-(8 -> 6 -> 4). Values the user fixed are never traded. Used by :func:`grpo_lite.planning.choose.plan`.
+Within a rung the planner trades the micro-batch (speed only), then the completion length, then the number of
+generations; values the user fixed are never traded.
 
 >>> [s["per_device_train_batch_size"] for s in batch_shapes(8, num_processes=1, fixed={})]
 [8, 4, 2, 1]
@@ -35,8 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "GENERATIONS",
     "COMPLETION_LENGTHS",
-    "HEADROOM_SHARE",
-    "HEADROOM_MIN_GIB",
     "Candidate",
     "batch_shapes",
     "candidates",
@@ -49,12 +46,8 @@ __all__ = [
     "TRAINER_KEYS",
 ]
 
-# the values of grpo_lite.defaults.PLANNER under their old names
-GENERATIONS: tuple[int, ...] = PLANNER.generations  # num_generations tried, best first
-COMPLETION_LENGTHS: tuple[int, ...] = PLANNER.completion_lengths  # max_completion_length tried, best first
-CPU_COMPLETION_LENGTH = PLANNER.cpu_completion_length
-HEADROOM_SHARE = PLANNER.headroom_share
-HEADROOM_MIN_GIB = PLANNER.headroom_min_gib
+GENERATIONS: tuple[int, ...] = PLANNER.generations  # num_generations tried, best first (old name)
+COMPLETION_LENGTHS: tuple[int, ...] = PLANNER.completion_lengths  # max_completion_length tried, best first (old name)
 BATCH_KEYS = (
     "per_device_train_batch_size",
     "gradient_accumulation_steps",
@@ -69,19 +62,21 @@ LORA_KEYS: dict[str, str] = {
     "lora_target_modules": "target_modules",
 }
 MODEL_KEYS = ("dtype",)  # how the weights load (from_pretrained), not GRPOConfig fields
-# grpo-lite's own trainer options, not GRPOConfig fields
-TRAINER_KEYS = ("shared_prefix", "update_rounding", "problem_choice")
-VLLM_MAX_SHARE = PLANNER.vllm_max_share
+TRAINER_KEYS = ("shared_prefix", "update_rounding", "problem_choice")  # grpo-lite's own, not GRPOConfig fields
+# what the user fixed that goes to estimate() as it is
+_PASSED_ON = ("num_iterations", "cast_lm_head_to_fp32", "bf16", "fp16", "ds3_gather_for_generation")
+_VLLM_PASSED_ON = ("vllm_mode", "vllm_importance_sampling_correction", "vllm_enable_sleep_mode")
 
 
 def headroom_gib(usable_gib: float) -> float:
-    """Free memory a plan must leave: HEADROOM_SHARE of the usable memory, at least HEADROOM_MIN_GIB."""
-    return round(max(HEADROOM_SHARE * usable_gib, HEADROOM_MIN_GIB), 4)
+    """Free memory a plan must leave: a share of the usable memory, at least PLANNER.headroom_min_gib."""
+    return round(max(PLANNER.headroom_share * usable_gib, PLANNER.headroom_min_gib), 4)
 
 
-def fits(est: MemoryEstimate, usable_gib: float) -> bool:
-    """Whether the estimated peak plus the headroom stays within the usable memory."""
-    return est.total_gib + headroom_gib(usable_gib) <= usable_gib
+def fits(est: MemoryEstimate | float, usable_gib: float) -> bool:
+    """Whether the estimated peak (an estimate, or its GiB) plus the headroom stays within the usable memory."""
+    total = est if isinstance(est, (int, float)) else est.total_gib
+    return total + headroom_gib(usable_gib) <= usable_gib
 
 
 def required_nominal_gb(total_gib: float, *, device: str = STEP.device) -> int:
@@ -90,17 +85,11 @@ def required_nominal_gb(total_gib: float, *, device: str = STEP.device) -> int:
     >>> required_nominal_gb(10.0), required_nominal_gb(10.0, device="cpu")
     (11, 11)
     """
-    usable = max(total_gib / (1 - HEADROOM_SHARE), total_gib + HEADROOM_MIN_GIB)
+    usable = max(total_gib / (1 - PLANNER.headroom_share), total_gib + PLANNER.headroom_min_gib)
     gb = math.ceil((usable if device == "cpu" else usable_to_nominal_gb(usable)) - 1e-9)
-    while not fits_total(total_gib, gb, device=device):  # guard against rounding at the boundary
+    while not fits(total_gib, gb if device == "cpu" else nominal_to_usable_gib(gb)):  # rounding at the boundary
         gb += 1
     return gb
-
-
-def fits_total(total_gib: float, nominal_gb: float, *, device: str = STEP.device) -> bool:
-    """Whether a peak of ``total_gib`` fits a ``nominal_gb`` card (or that much RAM on CPU) with headroom."""
-    usable = nominal_gb if device == "cpu" else nominal_to_usable_gib(nominal_gb)
-    return total_gib + headroom_gib(usable) <= usable
 
 
 def _divisors_desc(n: int) -> list[int]:
@@ -130,11 +119,9 @@ def batch_shapes(
 ) -> list[dict[str, Any]]:
     """Micro-batch / accumulation pairs for ``num_generations``, largest micro-batch first.
 
-    Each device generates one prompt group per step unless the user fixed the batch keys; values in
-    ``fixed`` are kept. Shapes that break TRL's divisibility rule are left for StepSettings to reject.
-    With a shared prefix (``shared_prefix``, or ``fixed["shared_prefix"]``) the shapes that keep whole
-    groups in one micro-batch (a multiple of ``num_generations``) come first: their prompt is
-    forwarded once for all its completions.
+    Each device generates one prompt group per step unless ``fixed`` sets the batch keys (kept as they are; TRL's
+    divisibility rule is StepSettings'). With a shared prefix, shapes that keep whole groups in one micro-batch
+    come first.
 
     >>> [tuple(s.values()) for s in batch_shapes(8, num_processes=2, fixed={})]
     [(8, 1), (4, 1), (2, 2), (1, 4)]
@@ -205,17 +192,9 @@ def candidates(
     """Yield the rung's candidates best first, each already estimated (or carrying its ConfigError).
 
     Args:
-        arch: the model's shapes.
-        preset: the rung.
-        device: target device.
         usable_gib: the usable memory (sizes a colocated vLLM share); None for a CPU reference plan.
-        sharding: the sharding to estimate under.
-        num_processes: processes (GPUs).
-        max_prompt_length: prompt tokens (worst case).
         fixed: what the user fixed (GRPOConfig and lora_* keys), kept verbatim.
-        extras: which optional packages are installed.
         cpu_reference: a CPU plan without a budget: one candidate at the CPU defaults.
-        blocks: where one block's bytes per token come from (see :func:`grpo_lite.memory.estimate.estimate`).
     """
     optim = fixed.get("optim", rung_optim(preset, device, num_processes))
     layerwise = optim.endswith("layerwise")
@@ -225,7 +204,7 @@ def candidates(
     lengths = (
         [fixed["max_completion_length"]]
         if "max_completion_length" in fixed
-        else ([CPU_COMPLETION_LENGTH] if cpu_reference else list(COMPLETION_LENGTHS))
+        else ([PLANNER.cpu_completion_length] if cpu_reference else list(COMPLETION_LENGTHS))
     )
     if "use_vllm" in fixed:
         vllm_options = [bool(fixed["use_vllm"])]
@@ -253,18 +232,7 @@ def candidates(
         base["optim_args"] = fixed.get("optim_args") or preset.galore_args
     if "lora_target_modules" in fixed:
         base["lora_target_modules"] = fixed["lora_target_modules"]
-    for key in (
-        "num_iterations",
-        "cast_lm_head_to_fp32",
-        "vllm_mode",
-        "vllm_importance_sampling_correction",
-        "vllm_enable_sleep_mode",
-        "ds3_gather_for_generation",
-        "bf16",
-        "fp16",
-    ):
-        if key in fixed:
-            base[key] = fixed[key]
+    base.update({key: fixed[key] for key in (*_PASSED_ON, *_VLLM_PASSED_ON) if key in fixed})
     for gens_n in gens:
         for length in lengths:
             for use_vllm in vllm_options:
@@ -301,7 +269,7 @@ def _size_vllm(arch: Architecture, cand: Candidate, fixed: dict[str, Any], usabl
         return True  # let estimate() report the error
     share = memory_terms.vllm_needed(arch, settings) / (usable_gib * GIB)
     util = math.ceil(share * 20) / 20
-    if util > VLLM_MAX_SHARE:
+    if util > PLANNER.vllm_max_share:
         return False
     cand.kwargs["vllm_gpu_memory_utilization"] = util
     return True

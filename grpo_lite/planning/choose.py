@@ -1,9 +1,5 @@
-"""plan(): validate what the user asked, find the budget (given or detected), and hand it to the search.
-
-plan() walks the ladder (:mod:`grpo_lite.planning.ladder`), estimates candidates within each rung
-(trading micro-batch, then completion length, then generations, above the floors) and returns the
-first that fits with headroom. What the user fixed is kept verbatim. No torch / trl import on this
-path: ``grpo-lite plan`` stays fast.
+"""plan(): validate what the user asked, find the budget (given or detected), and hand it to the search, which
+returns the first candidate of the ladder that fits with headroom. No torch / trl import on this path.
 
 >>> p = plan("Llama-3.2-1B-Instruct", budget_gb=16)
 >>> p.preset.name, p.fits, p.settings["optim"], p.precision["update"]
@@ -50,26 +46,20 @@ def plan(
 
     Args:
         model: name, path or ModelSpec.
-        budget_gb: the card's nominal size in GB, per device (16 for a "16 GB" card, 15.73 GiB
-            usable); with ``device="cpu"``, the RAM the run may use (GiB). None: detect the current
-            CUDA device; without one, a CPU plan at the CPU defaults, planned again for the RAM
-            available now (``MemAvailable``, a container's limit) when those defaults would not fit.
+        budget_gb: the card's nominal size in GB, per device (16 for a "16 GB" card); with ``device="cpu"``, the
+            RAM the run may use (GiB). None: detect the current CUDA device; without one, a CPU plan at the CPU
+            defaults, planned again for the RAM available now when those would not fit.
         method: restrict the ladder to one method.
         preset: use exactly this rung (only its settings are traded).
-        device: "cuda" or "cpu"; Default: cuda when a budget is given, else what is detected.
-        num_processes: processes (one GPU each). Default: 1 (``grpo_lite.defaults.STEP.num_processes``).
-        sharding: none, ddp, zero2, zero3 or fsdp; Default: chosen only when one device cannot
-            hold the model otherwise.
-        max_prompt_length: prompt tokens to plan for (truncate prompts to this). Default: 256
-            (``grpo_lite.defaults.STEP.max_prompt_length``; ``train()`` passes the dataset's longest prompt).
-        blocks: where one block's bytes per token come from (:func:`grpo_lite.memory.blocks.block_source`):
-            ``"auto"`` (Default, as ``train()`` and ``grpo-lite plan``): the Llama formulas for Llama / Qwen2 blocks,
-            every other block traced from the model's own code (seconds once, then cached); ``"traced"``;
-            ``"formulas"``.
-        **fixed: GRPOConfig fields (kept verbatim in ``settings``) and lora_r, lora_alpha,
-            lora_dropout, lora_target_modules (go to ``lora``); ``shared_prefix`` (Default: on, as ``train()``
-            runs: ``grpo_lite.defaults.STEP.shared_prefix``); any other setting left out is ``estimate()``'s
-            first choice (``grpo_lite.defaults.STEP``, ``LORA``, ``PER_METHOD``), traded down to fit.
+        device: "cuda" or "cpu". Default: cuda when a budget is given, else what is detected.
+        num_processes: processes (one GPU each). Default: 1.
+        sharding: none, ddp, zero2, zero3 or fsdp. Default: chosen only when one device cannot hold the model.
+        max_prompt_length: prompt tokens to plan for. Default: 256 (``train()`` passes the longest prompt).
+        blocks: where one block's bytes per token come from (:func:`grpo_lite.memory.blocks.block_source`).
+            Default: ``"auto"``, as ``train()`` and ``grpo-lite plan``.
+        **fixed: GRPOConfig fields (kept verbatim in ``settings``), lora_r, lora_alpha, lora_dropout,
+            lora_target_modules (go to ``lora``) and ``shared_prefix`` (Default: on); any setting left out is
+            ``estimate()``'s first choice (``grpo_lite.defaults``), traded down to fit.
 
     Raises:
         ConfigError: invalid budget, method, preset, sharding, blocks or fixed values that break TRL's rules.

@@ -1,7 +1,5 @@
-"""What the machine has: GPU memory (nominal card size <-> usable GiB), free RAM, and optional extras.
-
-Detection runs inside functions, never at import; tests monkeypatch :func:`detect_vram`,
-:func:`detect_ram` and :func:`installed_extras`. torch is imported only by :func:`detect_vram`.
+"""What the machine has: GPU memory (nominal card size <-> usable GiB), free RAM, and optional extras; detected
+inside functions, never at import (tests monkeypatch them).
 
 >>> round(nominal_to_usable_gib(16), 2)
 15.73
@@ -14,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from grpo_lite.defaults import GIB, GPU
@@ -28,27 +26,17 @@ __all__ = [
     "Extras",
     "installed_extras",
     "validate_budget_gb",
-    "DRIVER_RESERVE_GIB",
-    "DRIVER_RESERVE_SHARE",
-    "MAX_BUDGET_GB",
 ]
-
-# A card sold as "N GB" carries N GiB of DRAM; the driver keeps part of it, and PyTorch reports the
-# rest as "total capacity". Rule: usable = N x (1 - DRIVER_RESERVE_SHARE) - DRIVER_RESERVE_GIB.
-# Anchor: a 16 GB RTX 3080 Laptop reports 15.73 GiB (TRL user report, docs/memory.md); the share
-# term makes larger cards keep proportionally more (an assumption, good to a few hundred MiB).
-DRIVER_RESERVE_GIB = GPU.driver_reserve_gib  # the values of grpo_lite.defaults.GPU under their old names
-DRIVER_RESERVE_SHARE = GPU.driver_reserve_share
-MAX_BUDGET_GB = GPU.max_budget_gb
 
 
 def nominal_to_usable_gib(nominal_gb: float) -> float:
-    """GiB PyTorch reports for a card sold as ``nominal_gb`` GB.
+    """GiB PyTorch reports for a card sold as ``nominal_gb`` GB: the driver keeps a share and a fixed part (anchored
+    on a 16 GB RTX 3080 Laptop's 15.73 GiB, docs/memory.md).
 
     >>> round(nominal_to_usable_gib(24), 2)
     23.67
     """
-    return nominal_gb * (1 - DRIVER_RESERVE_SHARE) - DRIVER_RESERVE_GIB
+    return nominal_gb * (1 - GPU.driver_reserve_share) - GPU.driver_reserve_gib
 
 
 def usable_to_nominal_gb(usable_gib: float) -> float:
@@ -57,11 +45,11 @@ def usable_to_nominal_gb(usable_gib: float) -> float:
     >>> round(usable_to_nominal_gb(nominal_to_usable_gib(6)), 6)
     6.0
     """
-    return (usable_gib + DRIVER_RESERVE_GIB) / (1 - DRIVER_RESERVE_SHARE)
+    return (usable_gib + GPU.driver_reserve_gib) / (1 - GPU.driver_reserve_share)
 
 
 def validate_budget_gb(budget_gb: object) -> float:
-    """Check a nominal budget: a positive, finite number of GB no larger than MAX_BUDGET_GB.
+    """Check a nominal budget: a positive, finite number of GB no larger than any single GPU.
 
     Raises:
         ConfigError: says what was wrong and what to pass.
@@ -81,9 +69,9 @@ def validate_budget_gb(budget_gb: object) -> float:
         raise ConfigError(f"budget_gb={budget_gb!r} is not a finite number: {hint}")
     if value <= 0:
         raise ConfigError(f"budget_gb={budget_gb!r} must be > 0: {hint}")
-    if value > MAX_BUDGET_GB:
+    if value > GPU.max_budget_gb:
         raise ConfigError(
-            f"budget_gb={budget_gb!r} is larger than any single GPU ({MAX_BUDGET_GB:.0f} GB); "
+            f"budget_gb={budget_gb!r} is larger than any single GPU ({GPU.max_budget_gb:.0f} GB); "
             f"budget_gb is per device: {hint}"
         )
     if nominal_to_usable_gib(value) <= 0:
@@ -145,10 +133,8 @@ def _cgroup_room(cgroup: Path) -> int | None:
 def detect_ram(
     meminfo: Path = Path("/proc/meminfo"), cgroup: Path = Path("/sys/fs/cgroup")
 ) -> tuple[float | None, str]:
-    """RAM a CPU run may use now, in GiB, and a sentence saying where the figure came from.
-
-    The kernel's ``MemAvailable`` (free memory plus caches it can drop), capped by a container's
-    cgroup v2 limit; elsewhere the free pages ``os.sysconf`` reports.
+    """RAM a CPU run may use now, in GiB: the kernel's ``MemAvailable`` capped by a container's cgroup v2 limit
+    (elsewhere the free pages ``os.sysconf`` reports), and a sentence saying where the figure came from.
 
     Returns:
         ``(gib, reason)``; ``gib`` is None when nothing could be read.
@@ -169,7 +155,7 @@ def detect_ram(
 
 @dataclass(frozen=True)
 class Extras:
-    """Optional packages that unlock memory or speed savers."""
+    """Optional packages that unlock memory or speed savers, by module name."""
 
     liger_kernel: bool
     vllm: bool
@@ -187,10 +173,4 @@ def _has(module: str) -> bool:
 
 def installed_extras() -> Extras:
     """Which optional packages are importable (checked now, without importing them)."""
-    return Extras(
-        liger_kernel=_has("liger_kernel"),
-        vllm=_has("vllm"),
-        galore_torch=_has("galore_torch"),
-        bitsandbytes=_has("bitsandbytes"),
-        deepspeed=_has("deepspeed"),
-    )
+    return Extras(**{f.name: _has(f.name) for f in fields(Extras)})

@@ -1,7 +1,4 @@
-"""The preset ladder: the rungs from best quality and speed to most frugal, each with its trade-off.
-
-:func:`grpo_lite.planning.choose.plan` walks it (through :mod:`grpo_lite.planning.search`). Pure data
-and a lookup; no torch / trl import, so ``grpo-lite plan`` and ``grpo-lite presets`` stay fast.
+"""The preset ladder: the rungs from best quality and speed to most frugal, each with its trade-off. Pure data.
 
 >>> [p.name for p in LADDER]
 ['full', 'full-8bit', 'full-8bit-ckpt', 'galore', 'lora', 'qlora']
@@ -32,9 +29,8 @@ class Preset:
         optim: optimizer on CUDA; cpu_optim: on CPU; multi_optim: with several processes (or None).
         gradient_checkpointing: recompute blocks in backward.
         quantization: how the frozen base is loaded (qlora: nf4).
-        learning_rate: learning rate. Default: the method's (``grpo_lite.defaults.PER_METHOD``: TRL docs, 1e-6 full,
-            1e-5 LoRA).
-        lora_r: LoRA rank (PEFT rungs). Default: 16 (``grpo_lite.defaults.LORA.r``).
+        learning_rate: Default: the method's (``grpo_lite.defaults.PER_METHOD``).
+        lora_r: LoRA rank (PEFT rungs). Default: ``grpo_lite.defaults.LORA.r``.
         requires: installed packages the rung needs (fields of hardware.Extras).
         galore_args: GaLore ``optim_args`` (galore rung).
     """

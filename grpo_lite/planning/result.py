@@ -19,24 +19,17 @@ class Plan:
     """The chosen setup, ready for GRPOConfig, from_pretrained and peft.LoraConfig.
 
     Attributes:
-        model: the resolved model.
-        preset: the chosen rung.
-        device: "cuda" or "cpu".
-        budget_gib: usable GiB the plan was checked against (None: CPU plan without a budget).
+        budget_gib: usable GiB per device the plan was checked against (None: CPU plan without a budget).
         headroom_gib: usable memory left above the estimated peak.
         fits: whether the peak plus the required headroom fits.
-        estimate: the memory estimate of the chosen settings.
         settings: GRPOConfig keyword arguments, user-fixed keys verbatim.
         model_kwargs: from_pretrained keyword arguments (plain, JSON-able values).
         lora: peft.LoraConfig keyword arguments, or None.
         reasons: why this rung, what did not fit and by how much, notes.
         fixed: what the user fixed, verbatim.
         max_prompt_length: prompt tokens the estimate assumes (truncate prompts to this).
-        num_processes: processes (GPUs); budget_gib is per device.
-        sharding: how state is split across processes.
         budget_gb: nominal card size in GB, when known.
-        memory_check: a CPU plan without a budget: what its peak was checked against, in one phrase
-            (None: nothing could be read).
+        memory_check: a CPU plan without a budget: what its peak was checked against (None: nothing read).
     """
 
     model: ModelSpec
@@ -60,11 +53,7 @@ class Plan:
 
     @property
     def precision(self) -> dict[str, str]:
-        """How the trained weights are held and updated, for tables and run.json.
-
-        ``{"weights": "bfloat16" | "float32" | ..., "update": "stochastic rounding" | "round to nearest" |
-        "fp32 master weights" | "fp32"}``.
-        """
+        """How the trained weights are held and updated: ``{"weights": dtype, "update": how}``."""
         s = self.estimate.settings
         trained = s.trained_dtype
         if trained == "float32":

@@ -1,7 +1,6 @@
 """Walk the ladder for :func:`grpo_lite.planning.choose.plan`: first fit, settings, reasons, or the smallest budget.
 
-Sharding is tried only when no rung fits a single device's worth of replicated state:
-with several processes the walk runs the whole ladder under DDP first, then ZeRO-2, then FSDP.
+With several processes the walk runs the whole ladder under DDP first, then ZeRO-2, then FSDP.
 """
 
 from __future__ import annotations
@@ -36,13 +35,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["search"]
 
-_INSTALL = {
-    "galore_torch": "pip install galore-torch",
-    "bitsandbytes": "pip install bitsandbytes",
-    "liger_kernel": "pip install liger-kernel",
-    "vllm": "pip install vllm",
-    "deepspeed": "pip install deepspeed",
-}
+
+def _install(package: str) -> str:
+    """The command that installs an optional package (a field of :class:`~grpo_lite.planning.hardware.Extras`)."""
+    return f"pip install {package.replace('_', '-')}"
 
 
 def _rungs(method: Method | None, preset_name: str | None, lora_fixed: list[str], cpu_reference: bool) -> list[Preset]:
@@ -69,7 +65,7 @@ def _shardings(
     if num_processes == 1:
         return ["none"]
     if not extras.deepspeed:
-        reasons.append(f"deepspeed not installed: ZeRO-2 not considered ({_INSTALL['deepspeed']})")
+        reasons.append(f"deepspeed not installed: ZeRO-2 not considered ({_install('deepspeed')})")
         return ["ddp", "fsdp"]
     return ["ddp", "zero2", "fsdp"]
 
@@ -107,34 +103,24 @@ def search(
     rungs = _rungs(method, preset_name, lora_fixed, cpu_reference)
     failures: list[Candidate] = []
     errors: list[str] = []
+    where: dict[str, Any] = dict(device=device, usable_gib=usable_gib, num_processes=num_processes, fixed=fixed)
+    where.update(max_prompt_length=max_prompt_length, extras=extras, cpu_reference=cpu_reference, blocks=blocks)
     for shard in _shardings(sharding, num_processes, extras, reasons):
         for rung in rungs:
             missing = [r for r in rung.requires if not getattr(extras, r)]
             if missing and not explicit:
                 reasons.append(
-                    f"{rung.name}: skipped, needs {', '.join(missing)} ({'; '.join(_INSTALL[m] for m in missing)})"
+                    f"{rung.name}: skipped, needs {', '.join(missing)} ({'; '.join(_install(m) for m in missing)})"
                 )
                 continue
             smallest: Candidate | None = None
-            for cand in candidates(
-                spec.arch,
-                rung,
-                device=device,
-                usable_gib=usable_gib,
-                sharding=shard,
-                num_processes=num_processes,
-                max_prompt_length=max_prompt_length,
-                fixed=fixed,
-                extras=extras,
-                cpu_reference=cpu_reference,
-                blocks=blocks,
-            ):
+            for cand in candidates(spec.arch, rung, sharding=shard, **where):
                 if cand.estimate is None:
                     errors.append(cand.error or "invalid settings")
                     continue
                 if cpu_reference or fits(cand.estimate, usable_gib):  # type: ignore[arg-type]
                     if missing:
-                        install = "; ".join(_INSTALL[m] for m in missing)
+                        install = "; ".join(_install(m) for m in missing)
                         reasons.append(f"{rung.name} needs {', '.join(missing)}: {install}")
                     return _build(
                         spec, cand, device, usable_gib, nominal_gb, fixed, failures, reasons, max_prompt_length, extras
@@ -225,7 +211,7 @@ def _build(
     if fixed:
         reasons.append("kept as you set: " + ", ".join(f"{key}={value!r}" for key, value in fixed.items()))
     if device == "cuda" and not extras.liger_kernel and "use_liger_kernel" not in fixed:
-        reasons.append(f"liger-kernel not installed: {_INSTALL['liger_kernel']} would cut activation memory")
+        reasons.append(f"liger-kernel not installed: {_install('liger_kernel')} would cut activation memory")
     reasons.extend(est.notes)
     head = headroom_gib(usable) if usable is not None else 0.0
     return Plan(

@@ -1,6 +1,4 @@
-"""Render plans and the ladder: rich tables for the terminal, Markdown for docs, a bar chart.
-
-rich is imported inside the functions that draw; matplotlib only by :func:`plot_components`.
+"""Render plans and the ladder: rich tables for the terminal (rich loaded to draw), Markdown for docs, a bar chart.
 
 >>> "| full |" in ladder_markdown()
 True
@@ -18,7 +16,7 @@ from grpo_lite.memory.calibration import compare, planned, rss_check
 from grpo_lite.memory.estimate import COMPONENTS, PHASES, estimate
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import StepSettings
-from grpo_lite.planning.candidates import headroom_gib
+from grpo_lite.planning.candidates import fits
 from grpo_lite.planning.ladder import LADDER
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,28 +47,19 @@ __all__ = [
 
 DOC_START = "<!-- presets-table:start -->"
 DOC_END = "<!-- presets-table:end -->"
-# Settings every rung is compared at (docs, `presets --plot`, `plan --compare`): one group of 8 per step.
-REFERENCE_SETTINGS: dict[str, Any] = {
-    key: getattr(StepSettings, key)
-    for key in (  # StepSettings' defaults
-        "num_generations",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-        "max_completion_length",
-    )
-}
+# Settings every rung is compared at (docs, `presets --plot`, `plan --compare`): StepSettings' defaults
+_KEYS = ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length")
+REFERENCE_SETTINGS: dict[str, Any] = {key: getattr(StepSettings, key) for key in _KEYS}
 
 
 def estimate_table(est: MemoryEstimate, title: str | None = None) -> Table:
     """Components at the peak: GiB, share of the total, how each was computed."""
-    from rich.table import Table  # loaded to draw: rich
+    from rich.table import Column, Table  # loaded to draw: rich
 
     what = "peak resident memory of the process" if est.settings.device == "cpu" else "peak memory"
-    table = Table(title=title or f"{what}: {est.total_gib:.2f} GiB ({PHASES[est.peak_phase]})", title_justify="left")
-    table.add_column("component")
-    table.add_column("GiB", justify="right")
-    table.add_column("share", justify="right")
-    table.add_column("how", overflow="fold", style="dim")
+    title = title or f"{what}: {est.total_gib:.2f} GiB ({PHASES[est.peak_phase]})"
+    columns = ("component", Column("GiB", justify="right"), Column("share", justify="right"))
+    table = Table(*columns, Column("how", overflow="fold", style="dim"), title=title, title_justify="left")
     total = est.total_bytes or 1.0
     for comp in est.components:
         table.add_row(comp.name, f"{comp.gib:.2f}", f"{comp.bytes / total:.0%}", comp.detail)
@@ -111,7 +100,7 @@ def plan_summary(plan: Plan) -> str:
 def plan_table(plan: Plan) -> Group:
     """The whole plan: preset and why, components, headroom, settings."""
     from rich.console import Group  # loaded to draw: rich
-    from rich.table import Table
+    from rich.table import Column, Table
     from rich.text import Text
 
     head = Text(plan_headline(plan), style="bold")
@@ -123,9 +112,9 @@ def plan_table(plan: Plan) -> Group:
             f"{plan.headroom_gib:.2f} GiB (at least {plan.required_headroom_gib:.2f} required)"
         )
     reasons = Text("\n".join(f"- {r}" for r in plan.reasons))
-    settings = Table(title="settings (GRPOConfig)", title_justify="left", show_header=False)
-    settings.add_column("key")
-    settings.add_column("value", overflow="fold")
+    settings = Table(
+        "key", Column("value", overflow="fold"), title="settings (GRPOConfig)", title_justify="left", show_header=False
+    )
     for key, value in plan.settings.items():
         settings.add_row(key, repr(value))
     for key, value in plan.model_kwargs.items():
@@ -204,15 +193,8 @@ def splice_section(page: str, start_marker: str, end_marker: str, body: str) -> 
 
 
 def update_presets_doc(path: str | Path, *, check: bool = False) -> bool:
-    """Rewrite the table between DOC_START and DOC_END in ``path``.
-
-    Args:
-        path: docs/presets.md.
-        check: only report whether the page is up to date; write nothing.
-
-    Returns:
-        True when the page was (or, with ``check``, is) up to date before the call.
-    """
+    """Rewrite the table between DOC_START and DOC_END in ``path`` (docs/presets.md), or with ``check`` only say
+    whether it is up to date; True when it was up to date before the call."""
     page = Path(path).read_text(encoding="utf-8")
     fresh = splice_section(page, DOC_START, DOC_END, ladder_markdown())
     if fresh == page:
@@ -223,11 +205,7 @@ def update_presets_doc(path: str | Path, *, check: bool = False) -> bool:
 
 
 def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, MemoryEstimate | None, str]]:
-    """Every rung's estimate at the reference settings (overridable), on CUDA.
-
-    Returns:
-        ``(preset, estimate or None, error message or "")`` per rung.
-    """
+    """Every rung's ``(preset, estimate or None, error message or "")`` at the reference settings (overridable)."""
     arch = resolve_model(model).arch
     rows: list[tuple[Preset, MemoryEstimate | None, str]] = []
     for preset in LADDER:
@@ -297,8 +275,7 @@ def compare_data(models: list[str], budget_gib: float | None = None, **settings:
         cells = {m: per_model[m][i][1] for m in models}
         gib_cells = {m: None if est is None else round(est.total_gib, 2) for m, est in cells.items()}
         fit_cells = {
-            m: None if (est is None or budget_gib is None) else est.total_gib + headroom_gib(budget_gib) <= budget_gib
-            for m, est in cells.items()
+            m: None if est is None or budget_gib is None else fits(est, budget_gib) for m, est in cells.items()
         }
         rows.append({"preset": preset.name, "method": preset.method, "gib": gib_cells, "fits": fit_cells})
     return {
@@ -311,7 +288,7 @@ def compare_data(models: list[str], budget_gib: float | None = None, **settings:
 
 def compare_table(data: dict[str, Any]) -> Table:
     """Render :func:`compare_data` in the shape of the published GRPO VRAM tables."""
-    from rich.table import Table  # loaded to draw: rich
+    from rich.table import Column, Table  # loaded to draw: rich
 
     s = data["settings"]
     title = (
@@ -320,10 +297,8 @@ def compare_table(data: dict[str, Any]) -> Table:
     )
     if data["budget_gib"]:
         title += f"; fits {data['budget_gib']:.2f} GiB usable: yes/no"
-    table = Table(title=title, title_justify="left")
-    table.add_column("preset")
-    for model in data["models"]:
-        table.add_column(model, justify="right")
+    models = (Column(model, justify="right") for model in data["models"])
+    table = Table("preset", *models, title=title, title_justify="left")
     for row in data["rows"]:
         cells = []
         for model in data["models"]:
@@ -338,7 +313,7 @@ def measured_table(row: dict[str, Any]) -> Group:
     """``plan --measure``: each phase planned against measured (tensor bytes), the peak phase's components,
     and the whole process's peak (RSS on CPU, reserved + context on CUDA)."""
     from rich.console import Group  # loaded to draw: rich
-    from rich.table import Table
+    from rich.table import Column, Table
     from rich.text import Text
 
     est = planned(row)
@@ -360,9 +335,8 @@ def measured_table(row: dict[str, Any]) -> Group:
             cells += [f"{m.get('allocated', 0) / 2**20:,.1f}", f"{m.get('reserved', 0) / 2**20:,.1f}"]
         table.add_row(*cells)
     peak = max(checks, key=lambda c: c.measured)
-    parts = Table(title=f"components at the measured peak ({peak.phase})", title_justify="left")
-    for col in ("component", "planned", "measured"):
-        parts.add_column(col, justify="left" if col == "component" else "right")
+    sizes = (Column("planned", justify="right"), Column("measured", justify="right"))
+    parts = Table("component", *sizes, title=f"components at the measured peak ({peak.phase})", title_justify="left")
     for name, (p, m) in peak.components.items():
         if max(p, m) >= 0.05 * 2**20:
             parts.add_row(name, f"{p / 2**20:,.1f}", f"{m / 2**20:,.1f}")

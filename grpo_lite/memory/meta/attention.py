@@ -1,8 +1,5 @@
-"""The attention kernel a CUDA GPU runs for ``scaled_dot_product_attention``, called explicitly on meta tensors.
-
-On meta, ``scaled_dot_product_attention`` takes the math kernel (it keeps the scores); :func:`choose_kernel` makes
-torch's choice for a GPU (flash, memory-efficient, math) and :func:`cuda_sdpa` calls the aten op the GPU would.
-Whether the batch is padded decides the kernel. The rules, and what is not modelled: docs/internals.md.
+"""The attention kernel a CUDA GPU runs for ``scaled_dot_product_attention`` (on meta it would take the math
+kernel): :func:`choose_kernel` makes torch's choice, :func:`cuda_sdpa` calls that aten op (docs/internals.md).
 
 >>> choose_kernel("sm86", torch.bfloat16, head_dim=64, masked=False, requires_grad=True)
 'flash'
@@ -73,8 +70,7 @@ def _aligned(bias: Tensor) -> Tensor:
 
 def cuda_sdpa(arch: GpuArch, calls: Counter[str], dtype: torch.dtype | None = None):  # noqa: ANN201
     """A drop-in ``scaled_dot_product_attention`` that runs the kernel a GPU of ``arch`` would, counting each
-    choice in ``calls`` (``"flash"``, ``"efficient (no grad)"``...). ``dtype``: cast q, k, v to it first
-    (autocast puts ``scaled_dot_product_attention`` on its lower-precision list); None: leave them."""
+    choice in ``calls``; ``dtype``: cast q, k, v to it first (as autocast does)."""
 
     def sdpa(
         query: Tensor,

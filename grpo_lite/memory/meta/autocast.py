@@ -21,76 +21,16 @@ __all__ = ["FP32_OPS", "LOWER_PRECISION_OPS", "CudaAutocast", "active", "checkpo
 
 # autocast_mode.cpp, CUDA: "lower_precision_fp" (the matrix products)
 LOWER_PRECISION_OPS = frozenset(
-    {
-        "linear",
-        "matmul",
-        "__matmul__",
-        "__rmatmul__",
-        "mm",
-        "mv",
-        "bmm",
-        "addmm",
-        "addmv",
-        "addr",
-        "baddbmm",
-        "addbmm",
-        "einsum",
-        "chain_matmul",
-        "conv1d",
-        "conv2d",
-        "conv3d",
-        "conv_transpose1d",
-        "conv_transpose2d",
-        "conv_transpose3d",
-        "prelu",
-    }
+    "linear matmul __matmul__ __rmatmul__ mm mv bmm addmm addmv addr baddbmm addbmm einsum chain_matmul conv1d conv2d "
+    "conv3d conv_transpose1d conv_transpose2d conv_transpose3d prelu".split()
 )
 # "fp32" (ops run in fp32 whatever their inputs)
 FP32_OPS = frozenset(
-    {
-        "acos",
-        "asin",
-        "cosh",
-        "erfinv",
-        "exp",
-        "expm1",
-        "log",
-        "log10",
-        "log2",
-        "log1p",
-        "reciprocal",
-        "rsqrt",
-        "sinh",
-        "tan",
-        "pow",
-        "__pow__",
-        "softplus",
-        "layer_norm",
-        "group_norm",
-        "norm",
-        "cosine_similarity",
-        "poisson_nll_loss",
-        "cosine_embedding_loss",
-        "nll_loss",
-        "hinge_embedding_loss",
-        "kl_div",
-        "l1_loss",
-        "smooth_l1_loss",
-        "huber_loss",
-        "mse_loss",
-        "margin_ranking_loss",
-        "multilabel_margin_loss",
-        "soft_margin_loss",
-        "triplet_margin_loss",
-        "multi_margin_loss",
-        "binary_cross_entropy_with_logits",
-        "dist",
-        "pdist",
-        "cdist",
-        "renorm",
-        "logsumexp",
-        "cross_entropy",
-    }
+    "acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt sinh tan pow __pow__ softplus layer_norm "
+    "group_norm norm cosine_similarity poisson_nll_loss cosine_embedding_loss nll_loss hinge_embedding_loss kl_div "
+    "l1_loss smooth_l1_loss huber_loss mse_loss margin_ranking_loss multilabel_margin_loss soft_margin_loss "
+    "triplet_margin_loss multi_margin_loss binary_cross_entropy_with_logits dist pdist cdist renorm logsumexp "
+    "cross_entropy".split()
 )
 # "fp32_set_opt_dtype" (reductions with a dtype argument: run with dtype=float32 on 16-bit inputs)
 FP32_DTYPE_OPS = frozenset({"softmax", "log_softmax", "cumsum", "cumprod", "prod", "sum"})

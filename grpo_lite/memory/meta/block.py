@@ -1,9 +1,8 @@
 """Trace one decoder block of a model's own class on the meta device: the planner's bytes per token and layer.
 
-:func:`traced_block_terms` (a :data:`~grpo_lite.memory.blocks.BlockSource`) builds three decoder layers at full width
-on meta as training builds the model, runs them forward and backward under the GPU's semantics and returns
-:class:`BlockTerms` (saved, backward), fitted over row lengths; cached in memory and under ``blocks/`` in the cache.
-What is traced, how it is fitted, and what is not traced: docs/internals.md.
+:func:`traced_block_terms` runs three decoder layers built as training builds them forward and backward under the
+GPU's semantics, fits :class:`BlockTerms` over row lengths and caches them in memory and under ``blocks/`` in the
+cache (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import copy
 import hashlib
 import json
 import logging
-import os
 import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite.cache import cache_root
+from grpo_lite.files import write_text
 from grpo_lite.memory.keywords import lora_kwargs, model_kwargs
 from grpo_lite.memory.models import transformers_config
 
@@ -34,16 +33,13 @@ __all__ = ["TRACE_LENGTHS", "BlockTerms", "traced_block_terms"]
 
 @dataclass(frozen=True)
 class BlockTerms:
-    """Bytes of one decoder block: ``a + b x S`` per token for rows of ``S`` tokens (the attention mask's bias grows
-    with the keys; everything else is per token), plus ``c`` bytes per block whatever the tokens (casts of the
-    weights, small buffers).
+    """Bytes of one decoder block: ``a + b x S`` per token for rows of ``S`` tokens, plus ``c`` per block whatever
+    the tokens (casts of the weights, small buffers).
 
     Attributes:
         saved: ``(a, b, c)`` of what one block keeps for backward (its checkpoint only, when checkpointing).
         backward: one ``(a, b, c)`` per moment of one block's backward that can be its high point, beyond the
-            blocks below it: what it still keeps, what it recomputes (checkpointing) and the gradients of its
-            intermediates. The high point is the largest at the plan's row length and tokens: which moment leads
-            depends on both (the recomputed weights at few tokens, eager attention's ``S x S`` scores at long rows).
+            blocks below it; which one leads depends on the row length and the tokens.
         how: where the numbers come from, for the plan's table.
     """
 
@@ -83,13 +79,9 @@ def _why_not(arch: Architecture, s: StepSettings) -> str | None:
     return None
 
 
-def _config(arch: Architecture) -> Any:
-    return transformers_config(arch)
-
-
 def _key(arch: Architecture, s: StepSettings) -> str:
-    """The cache key: the model's config (or a Llama / Qwen2 row's shapes), the settings that shape a block, the
-    library versions. Computed without importing them, so a cached plan stays fast."""
+    """The cache key: the model's config (or shapes), the settings that shape a block, the library versions (read
+    without importing them: a cached plan stays fast)."""
     model = arch.config_json or json.dumps(
         {k: v for k, v in asdict(arch).items() if k not in ("source", "hub_ids")}, sort_keys=True
     )
@@ -112,12 +104,12 @@ def _key(arch: Architecture, s: StepSettings) -> str:
     return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def _cache_dir() -> Path:
-    return cache_root() / "blocks"
+def _cache_file(key: str) -> Path:
+    return cache_root() / "blocks" / f"{key}.json"
 
 
 def _read(key: str) -> BlockTerms | None:
-    path = _cache_dir() / f"{key}.json"
+    path = _cache_file(key)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         backward = tuple((float(a), float(b), float(c)) for a, b, c in data["backward"])
@@ -127,14 +119,8 @@ def _read(key: str) -> BlockTerms | None:
 
 
 def _write(key: str, terms: BlockTerms) -> None:
-    folder = _cache_dir()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f"{key}.{os.getpid()}.tmp"
-        tmp.write_text(
-            json.dumps({"saved": terms.saved, "backward": terms.backward, "how": terms.how}), encoding="utf-8"
-        )
-        os.replace(tmp, folder / f"{key}.json")
+        write_text(_cache_file(key), json.dumps({"saved": terms.saved, "backward": terms.backward, "how": terms.how}))
     except OSError:  # a read-only home: the in-memory cache still serves this process
         pass
 
@@ -147,8 +133,7 @@ def traced_block_terms(arch: Architecture, s: StepSettings) -> BlockTerms | None
     """One block's bytes per token for ``arch`` under ``s``, traced from the model's own layer class.
 
     Returns:
-        The terms, or None where the block is not traced (see the module notes; a failing trace warns once
-        with the reason and the plan keeps the formulas).
+        The terms, or None where the block is not traced (a failing trace warns once and keeps the formulas).
     """
     if _why_not(arch, s) is not None:
         return None
@@ -158,7 +143,7 @@ def traced_block_terms(arch: Architecture, s: StepSettings) -> BlockTerms | None
     terms = _read(key)
     if terms is None:
         try:
-            terms = _trace_all(arch, s, _config(arch))
+            terms = _trace_all(arch, s, transformers_config(arch))
         except Exception as exc:  # noqa: BLE001 - any failure of a model's code on meta: keep the formulas
             warnings.warn(
                 f"could not trace a block of {arch.name} on the meta device ({type(exc).__name__}: "
@@ -219,13 +204,8 @@ def _plus(x: Triple, y: Triple) -> Triple:
 
 
 def _timeline_fits(timelines: list[list[float]]) -> list[Triple]:
-    """``(a, b, c)`` of each moment of the backward, fitted through the same moment at each traced length.
-
-    The high point is a maximum over moments: at short rows the recomputed weights (``c``) can lead it, at long ones
-    the attention's ``S x S`` scores (``b``); one fit through the three high points would mix moments and mis-plan
-    every other length and row count. The same op sequence runs at every length; where it does not (an op whose
-    count depends on the length), the three high points are fitted instead.
-    """
+    """``(a, b, c)`` of each moment of the backward, fitted through the same moment at each traced length (one fit
+    through the high points would mix moments); the high points where the op sequences differ in length."""
     if len({len(line) for line in timelines}) != 1:
         return [_fit([max(line) for line in timelines])]
     return [_fit([line[k] for line in timelines]) for k in range(len(timelines[0]))]
@@ -253,8 +233,7 @@ def _trace(
     arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any], seq: int, rows: int = 1
 ) -> tuple[float, list[float]]:
     """``(saved, backward)`` bytes per token of the middle of three layers of ``kind``, ``rows`` rows of ``seq``
-    tokens. ``backward`` is the middle layer's backward as a timeline: the live transient bytes above what was alive
-    as it started its forward, after each op from its output's gradient to its input's."""
+    tokens; ``backward``: the live transient bytes above its forward's start, after each op of its backward."""
     import torch  # heavy dependency, as the modules below
 
     # each imports torch at the top (a heavy dependency): loaded when a block is traced, not when a plan starts

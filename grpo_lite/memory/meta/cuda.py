@@ -1,9 +1,5 @@
-"""Run the code a CUDA GPU would run, on meta tensors, and record every choice that makes.
-
-On meta several libraries silently take another path than on a GPU; :func:`cuda_semantics` puts the GPU's path back
-for a simulation or a traced block, and :class:`GpuChoices` records what ran (the choices: docs/internals.md).
-TRL's kernel code is patched only when its source hash is the one this was written against; otherwise TRL's own
-torch fold runs, with a warning.
+"""Run the code a CUDA GPU would run, on meta tensors, where libraries would silently take another path:
+:func:`cuda_semantics` puts the GPU's paths back, :class:`GpuChoices` records what ran (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -46,10 +42,9 @@ class GpuChoices:
     Attributes:
         arch: the GPU's compute capability (``sm86``: RTX 30xx...).
         padded: whether the batches carry padding (a mask is passed to attention).
-        attention: kernel -> calls in the measured step (``"flash"``, ``"efficient"``, ``"efficient (no grad)"``).
-        optimizer: the implementation the optimizer step ran.
-        lm_head: the path TRL's chunked log-prob head took.
-        autocast: the mixed precision the forward ran under.
+        attention: kernel -> calls in the measured step (``"flash"``, ``"efficient (no grad)"``...).
+        optimizer, lm_head, autocast: the optimizer step's implementation, the LM head's path, the forward's
+            mixed precision.
         notes: everything else the simulation decided (or could not see).
     """
 
@@ -62,7 +57,6 @@ class GpuChoices:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able."""
         return {
             "arch": self.arch,
             "gpu": GPU_ARCHES[self.arch],
@@ -107,7 +101,7 @@ def trl_head_source_hash() -> str:
 
 
 class _InPlaceKernel:
-    """``kernel[grid](...)`` that does what TRL's Triton kernels do to memory: write in place, allocate nothing."""
+    """``kernel[grid](...)`` that allocates nothing, as TRL's Triton kernels (they write in place)."""
 
     def __getitem__(self, grid: Any) -> Any:
         return lambda *args, **kwargs: None
@@ -177,9 +171,12 @@ def _patch_autocast(patches: _Patches) -> None:
     patches.set(torch, "get_autocast_dtype", get_autocast_dtype)
     autocast_class = torch.autocast
 
+    def on_meta(enabled: bool, dtype: torch.dtype | None) -> Any:
+        return amp.suspended(enabled, dtype) if amp.active() is not None or enabled else contextlib.nullcontext()
+
     def autocast(device_type: str, dtype: torch.dtype | None = None, enabled: bool = True, **kwargs: Any) -> Any:
         if device_type == "meta":  # TRL's fused head turns autocast off for cast_lm_head_to_fp32
-            return amp.suspended(enabled, dtype) if amp.active() is not None or enabled else contextlib.nullcontext()
+            return on_meta(enabled, dtype)
         return autocast_class(device_type, dtype=dtype, enabled=enabled, **kwargs)
 
     patches.set(torch, "autocast", autocast)
@@ -191,7 +188,7 @@ def _patch_autocast(patches: _Patches) -> None:
         device_type: str, dtype: torch.dtype | None = None, enabled: bool = True, cache_enabled: bool | None = None
     ) -> Any:
         if device_type == "meta":
-            return amp.suspended(enabled, dtype) if amp.active() is not None or enabled else contextlib.nullcontext()
+            return on_meta(enabled, dtype)
         return original(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
     for module in list(sys.modules.values()):  # the modeling files import it by name
@@ -231,8 +228,7 @@ def _patch_optimizer_defaults(patches: _Patches) -> None:
 
 
 class _WithoutMetaNorm:
-    """bitsandbytes' 32-bit update op, called with ``param_norm`` as a value: it is a tensor when ``max_unorm > 0``,
-    whose value CUDA reads and meta does not have. Everything else is the op's own."""
+    """bitsandbytes' 32-bit update op, its 0-d meta ``param_norm`` passed as a value (meta has none to read)."""
 
     def __init__(self, packet: Any) -> None:
         self._packet = packet
@@ -249,12 +245,8 @@ class _WithoutMetaNorm:
 
 @contextlib.contextmanager
 def cuda_semantics(arch: GpuArch = DEFAULT_GPU, *, padded: bool = True) -> Iterator[GpuChoices]:
-    """Patch the libraries so meta tensors take a GPU's paths (module table); yield the record of choices.
-
-    Args:
-        arch: the GPU's compute capability (:data:`~grpo_lite.memory.meta.gpus.GPU_ARCHES`).
-        padded: whether batches carry padding (prompts of different lengths, completions that end early).
-    """
+    """Patch the libraries so meta tensors take the paths of a GPU of ``arch`` (whose batches are ``padded`` or
+    not); yield the record of choices."""
     if arch not in GPU_ARCHES:
         raise ValueError(f"unknown GPU architecture {arch!r}; choose one of {', '.join(GPU_ARCHES)}")
     choices = GpuChoices(arch=arch, padded=padded)

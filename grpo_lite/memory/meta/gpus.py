@@ -1,7 +1,5 @@
-"""The GPU architectures a simulation can take its kernel choices from: compute capability -> the cards.
-
-Pure data (no torch import): ``grpo-lite plan --gpu`` offers these. The first is the default: the
-architecture of the 16 GB RTX 3080 Laptop that anchors the planner's "16 GB card".
+"""The GPU architectures a simulation can take its kernel choices from (``grpo-lite plan --gpu``), pure data; the
+default is the 16 GB RTX 3080 Laptop's, which anchors the planner's "16 GB card".
 
 >>> DEFAULT_GPU, list(GPU_ARCHES)
 ('sm86', ['sm86', 'sm89', 'sm80'])

@@ -1,9 +1,5 @@
-"""A model on the meta device from its config, loaded and adapted as training loads it: no weights, no download.
-
-The load dtype, NF4 (bitsandbytes ``Linear4bit``), LoRA / QLoRA (PEFT) and gradient checkpointing, each as training
-applies it, with training's keywords (:mod:`grpo_lite.memory.keywords`; details: docs/internals.md). The block tracer
-builds three layers this way, the simulation the whole model. Imports torch at the top: imported only inside
-functions.
+"""A model on the meta device from its config, loaded and adapted as training does (the load dtype, NF4, LoRA,
+gradient checkpointing, with :mod:`grpo_lite.memory.keywords`): no weights, no download. Imports torch at the top.
 """
 
 from __future__ import annotations
@@ -85,12 +81,11 @@ def build_model(
     quantization: dict[str, Any] | None,
     checkpointing: dict[str, Any] | None,
 ) -> tuple[nn.Module, nn.Module, list[torch.Tensor]]:
-    """A model from ``config`` on meta as training loads it: the load dtype, NF4 linears, LoRA, checkpointing.
+    """A model from ``config`` on meta as training loads it.
 
     Args:
         dtype: the load dtype's name (``"bfloat16"``...).
-        lora: ``LoraConfig`` keywords, or None (no adapters).
-        quantization: ``BitsAndBytesConfig`` keywords, or None.
+        lora, quantization: ``LoraConfig`` / ``BitsAndBytesConfig`` keywords, or None.
         checkpointing: the checkpointing keywords (``{}`` for the defaults), or None (no checkpointing).
 
     Returns:

@@ -92,9 +92,7 @@ except ImportError as error:  # no fallback: the tracker and the simulation see 
     ) from error
 
 
-def disable_current_modes() -> Any:
-    """``torch.utils._python_dispatch._disable_current_modes()``: run outside the dispatch modes in force."""
-    return _disable_current_modes()
+disable_current_modes = _disable_current_modes  # run outside the dispatch modes in force
 
 
 def _aten(name: str) -> Any:
@@ -102,28 +100,21 @@ def _aten(name: str) -> Any:
 
 
 def sdpa_flash(*args: Any, **kwargs: Any) -> Any:
-    """``torch.ops.aten._scaled_dot_product_flash_attention``."""
     return _aten("_scaled_dot_product_flash_attention")(*args, **kwargs)
 
 
 def sdpa_efficient(*args: Any, **kwargs: Any) -> Any:
-    """``torch.ops.aten._scaled_dot_product_efficient_attention``."""
     return _aten("_scaled_dot_product_efficient_attention")(*args, **kwargs)
 
 
 def sdpa_math(*args: Any, **kwargs: Any) -> Any:
-    """``torch.ops.aten._scaled_dot_product_attention_math``."""
     return _aten("_scaled_dot_product_attention_math")(*args, **kwargs)
 
 
 @functools.cache
 def simulation_ops() -> tuple[Any, Any, Any]:
     """``aten._unsafe_index.Tensor``, ``aten._local_scalar_dense.default``, ``aten._to_copy.default``."""
-    return (
-        _aten("_unsafe_index").Tensor,
-        _aten("_local_scalar_dense").default,
-        _aten("_to_copy").default,
-    )
+    return _aten("_unsafe_index").Tensor, _aten("_local_scalar_dense").default, _aten("_to_copy").default
 
 
 def optimizer_device_lists() -> list[tuple[Any, str]]:

@@ -25,7 +25,7 @@ The training set is ``--train-n`` problems (24 by default): problems come back w
 several epochs, which is where choosing among them can matter.
 
     python benchmarks/time_to_target.py --reference   # the targets, from trl-lite-hp runs: write them in TARGETS
-    python benchmarks/time_to_target.py               # 5 seeds x 3 arms (+2 trl-defaults) x 2 tasks
+    python benchmarks/time_to_target.py               # 5 seeds x 3 arms (+1 trl-defaults) x 2 tasks
     python benchmarks/time_to_target.py --quick       # the smoke configuration: 1 seed, 15 s a run, n=8
 
 The closing lines are ``time_to_target: <task> grpo-lite/trl-lite-hp speedup=<r> ...`` per task, and the last
@@ -55,10 +55,13 @@ LITE_HP: tuple[Arm, ...] = ("trl-lite-hp", "grpo-lite-off", "grpo-lite")  # the 
 CHOICE: dict[str, str] = {"grpo-lite-off": "off", "grpo-lite": "learnable"}
 TASKS: dict[str, tuple[int, ...]] = {"one-step": (1,), "mixed": (1, 2)}  # synthetic levels: arithmetic steps
 TARGET_SHARE = 0.75  # of the way from the untrained model's accuracy to the reference runs' plateau
-# The target accuracy per task, fixed from --reference runs of trl-lite-hp (write the runs beside it) before any
-# grpo-lite run, and never moved after. None: not measured yet (a run then uses a provisional target from its own
-# trl-lite-hp runs, and says so).
-TARGETS: dict[str, float | None] = {"one-step": None, "mixed": None}
+# The target accuracy per task, fixed from --reference runs of trl-lite-hp (the runs beside it) before any
+# grpo-lite run, and never moved after. `python benchmarks/time_to_target.py --reference --out DIR` printed these
+# on 2026-12-02 (this project's 2-core AMD EPYC machine, other jobs on it: 3,460 s of wall time).
+TARGETS: dict[str, float | None] = {
+    "one-step": 0.2900,  # trl-lite-hp, 240 CPU s, n=200: before 31/200, at the budget seed 100 57/200, seed 101 70/200, seed 102 74/200
+    "mixed": 0.1375,  # trl-lite-hp, 240 CPU s, n=200: before 18/200, at the budget seed 100 28/200, seed 101 33/200, seed 102 31/200
+}
 # An evaluation of 200 problems costs about 150 CPU s (0.7 a problem, batches of 50, 64 tokens), as much as ten
 # optimizer steps: it, not training, sets how many points a curve can have and how many runs fit in the time.
 PRESETS: dict[str, dict[str, Any]] = {

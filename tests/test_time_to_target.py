@@ -59,7 +59,8 @@ def test_the_report_counts_a_run_that_never_reaches_the_target_at_the_budget(ben
     assert "time_to_target: one-step grpo-lite/trl-lite-hp speedup=3.60" in text
 
 
-def test_without_a_target_the_report_says_its_own_is_provisional(bench):
+def test_without_a_target_the_report_says_its_own_is_provisional(bench, monkeypatch):
+    monkeypatch.setitem(bench.TARGETS, "mixed", None)
     runs = [_run("trl-lite-hp", 0, [(600, 60)])]
     assert "target 47.5% (PROVISIONAL" in bench.report("mixed", {"correct": 10, "n": 100}, runs, 600.0)
 
@@ -89,7 +90,8 @@ def test_a_run_that_never_reaches_the_target_is_never_counted_sooner_than_one_th
     assert "| grpo-lite | 1 | 0 | 49 [49, 49] |" in text and "counts at 49" in text
 
 
-def test_a_target_not_above_the_untrained_accuracy_gives_no_time(bench):
+def test_a_target_not_above_the_untrained_accuracy_gives_no_time(bench, monkeypatch):
+    monkeypatch.setitem(bench.TARGETS, "mixed", None)
     runs = [_run("trl-lite-hp", 0, [(60, 0)]), _run("grpo-lite", 0, [(60, 0)])]
     text = bench.report("mixed", {"correct": 0, "n": 8}, runs, 15.0)
     assert "no time to target" in text and "speedup" not in text

@@ -12,7 +12,9 @@ from grpo_lite.training.report.summary import finish_report, first_last
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
-    from grpo_lite.training.run.attempts import Attempts, RunFolder, RunInputs
+    from grpo_lite.training.prepare import RunInputs
+    from grpo_lite.training.run.attempts import Attempts
+    from grpo_lite.training.run.folder import RunFolder
 
 __all__ = ["TrainResult", "finish"]
 

@@ -13,7 +13,7 @@ from grpo_lite.planning.choose import plan
 from grpo_lite.planning.tables import plan_summary, plan_table
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.scale.distributed import detect_sharding
-from grpo_lite.training.checks import check_context
+from grpo_lite.training.checks import check_positions
 from grpo_lite.training.run.folder import check_disk
 from grpo_lite.training.run.ranks import process_state
 from grpo_lite.training.run.replan import train_advice
@@ -111,6 +111,7 @@ def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFol
         )
     if run.earlier is not None:
         check_same_training(run.out, run.earlier, recipe)
-    check_context(the_plan, inputs.prompt_tokens, inputs.context, inputs.spec.name)
+    completion = the_plan.settings["max_completion_length"]
+    check_positions(inputs.prompt_tokens, completion, inputs.context, inputs.spec.name)
     check_disk(run, the_plan)
     return recipe

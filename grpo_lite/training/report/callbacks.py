@@ -1,7 +1,4 @@
-"""Trainer callbacks: per-step history of TRL's logs and measured CUDA memory.
-
-Imported only inside train(): it imports transformers at the top.
-"""
+"""Trainer callbacks: per-step history of TRL's logs and measured CUDA memory (imports transformers at the top)."""
 
 from __future__ import annotations
 
@@ -21,11 +18,8 @@ __all__ = ["HistoryCallback", "MemoryCallback"]
 
 
 class HistoryCallback(TrainerCallback):
-    """Keeps every training log row (reward, each reward's mean, loss, lengths...) with its step.
-
-    With ``path`` (the main process's), each row is also appended to that JSON-lines file and flushed
-    to disk at once, so a crash loses at most the step in flight.
-    """
+    """Keeps every training log row with its step; with ``path`` (the main process's), each row is also appended to
+    that JSON-lines file and flushed at once, so a crash loses at most the step in flight."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.rows: list[dict[str, Any]] = []
@@ -54,11 +48,7 @@ class HistoryCallback(TrainerCallback):
 
 
 class MemoryCallback(TrainerCallback):
-    """Records ``torch.cuda`` max allocated and reserved memory (GiB) at the end of every step.
-
-    On CPU it records nothing. The peaks are process-wide since the start of training, and each
-    step's own peak is kept too (the counter is reset after every step).
-    """
+    """Records each step's CUDA peak allocated and reserved memory (GiB); nothing on CPU."""
 
     def __init__(self) -> None:
         self.per_step: list[dict[str, float]] = []

@@ -1,7 +1,4 @@
-"""What a run leaves behind: run.json (atomic), the rich summary table, the reward curve.
-
-Numbers are gathered by ``first_last()`` and formatted by ``summary_table()``: one job each.
-"""
+"""What a run leaves behind: run.json (atomic), the rich summary table, the reward curve."""
 
 from __future__ import annotations
 
@@ -80,10 +77,7 @@ def summary_table(
 
 
 def plot_reward_curve(history: list[dict[str, Any]], path: str | os.PathLike) -> Path | None:
-    """Draw total and per-function mean reward against step; None when matplotlib is absent.
-
-    Needs the ``plot`` extra (``pip install 'grpo-lite[plot]'``).
-    """
+    """Draw total and per-function mean reward against step; None without matplotlib (the ``plot`` extra)."""
     try:
         import matplotlib  # optional: matplotlib (the plot extra)
 

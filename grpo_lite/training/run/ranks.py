@@ -1,7 +1,5 @@
 """What each rank ran: ``<output_dir>/ranks/rank<R>.json`` records and the check that all ranks trained together.
-
-Cheap to import: ``RankRecordCallback`` (a transformers ``TrainerCallback``) is built on first access
-(docs/internals.md).
+Cheap to import: ``RankRecordCallback`` (a transformers ``TrainerCallback``) is built on first access.
 
 >>> RankRecord(rank=0, world_size=2, steps=3, local_samples=12, backend="gloo").micro_batches
 0
@@ -24,38 +22,22 @@ __all__ = ["RankRecord", "RankRecordCallback", "check_ranks", "process_state", "
 
 @dataclass(frozen=True)
 class RankRecord:
-    """What one process did, written to ``<output_dir>/ranks/rank<R>.json`` when training ends.
-
-    Attributes:
-        rank: this process's global rank.
-        world_size: processes in the job (1: it trained alone).
-        steps: optimizer steps (``state.global_step``).
-        local_samples: completions this rank trained on (micro-batches x per-device batch).
-        backend: the torch.distributed backend (gloo, nccl), or None when not initialised.
-        micro_batches: forward/backward passes on this rank.
-        param_sum: sum of this rank's local trainable parameters after training (equal across
-            DDP ranks when gradients were all-reduced; a local shard's sum under ZeRO-3 / FSDP).
-        pid: the process id.
-        wall_seconds: train begin to train end on this rank.
-    """
+    """What one process did, written to ``<output_dir>/ranks/rank<R>.json`` when training ends."""
 
     rank: int
-    world_size: int
+    world_size: int  # processes in the job (1: it trained alone)
     steps: int
-    local_samples: int
-    backend: str | None
+    local_samples: int  # completions this rank trained on
+    backend: str | None  # the torch.distributed backend, None when not initialised
     micro_batches: int = 0
-    param_sum: float | None = None
+    param_sum: float | None = None  # this rank's trainable parameters summed after training (equal across DDP ranks)
     pid: int = 0
     wall_seconds: float = 0.0
 
 
 def process_state() -> Any:
-    """accelerate's view of this process: rank, world size, main process.
-
-    On CPU it must be asked with ``cpu=True``: otherwise accelerate ignores a torchrun launch (each
-    rank would think it is alone, write run.json and record one process in the plan).
-    """
+    """accelerate's view of this process: rank, world size, main process (on CPU asked with ``cpu=True``, else
+    accelerate ignores a torchrun launch and each rank thinks it is alone)."""
     import torch  # heavy: torch
     from accelerate import PartialState
 
@@ -83,8 +65,7 @@ def check_ranks(output_dir: str | os.PathLike[str], num_processes: int) -> list[
     """Read the rank records and check that all ``num_processes`` ranks trained together.
 
     Raises:
-        GrpoLiteError: a rank is missing, or a rank saw a different world size (for example a
-            process that trained alone because the launcher started it without a process group).
+        GrpoLiteError: a rank is missing, or a rank saw a different world size (it trained alone).
     """
     records = read_rank_records(output_dir)
     ranks = [r.rank for r in records]
@@ -119,11 +100,7 @@ def _build_rank_record_callback() -> type:
     from transformers import TrainerCallback
 
     class RankRecordCallback(TrainerCallback):
-        """Writes ``<output_dir>/ranks/rank<R>.json`` (a :class:`RankRecord`) on EVERY rank at train end.
-
-        Args:
-            output_dir: the run folder shared by all ranks.
-        """
+        """Writes ``<output_dir>/ranks/rank<R>.json`` (a :class:`RankRecord`) on EVERY rank at train end."""
 
         def __init__(self, output_dir: str | os.PathLike[str]) -> None:
             self.output_dir = Path(output_dir)

@@ -12,7 +12,7 @@ from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.planning import hardware
 from grpo_lite.planning.choose import plan
 from grpo_lite.planning.ladder import LADDER
-from grpo_lite.training.checks import check_context
+from grpo_lite.training.checks import check_positions
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -72,7 +72,8 @@ def replan(
             exc.preset,
         ) from None
     # the first plan's checks: the budget (the planner, above), the model's context with the longest prompt
-    check_context(new, loop.inputs.prompt_tokens, loop.inputs.context, loop.inputs.spec.name)
+    inputs = loop.inputs
+    check_positions(inputs.prompt_tokens, new.settings["max_completion_length"], inputs.context, inputs.spec.name)
     loop.plan, loop.recipe = new, recipe.filled(new) if keep == "recipe" else recipe.replanned(new)
     if loop.settings:  # built already: the GRPOConfig settings in run.json follow the recipe
         loop.settings = loop.grpo_settings()

@@ -77,7 +77,7 @@ def open_run(
     resume: bool,
     overwrite: bool,
     quiet: bool,
-    request: Request | None = None,
+    request: Request,
 ) -> RunFolder:
     """Choose, check, lock and guard the output folder (one for all ranks); find the checkpoint to resume from.
 
@@ -91,9 +91,7 @@ def open_run(
 
     state = process_state()
     console = Console(quiet=quiet or not state.is_main_process)
-    asked: dict[str, Any] = {"max_steps": None, "preset": None, "method": None}
-    if request is not None:
-        asked = {"max_steps": request.max_steps, "preset": request.preset, "method": request.method}
+    asked: dict[str, Any] = {"max_steps": request.max_steps, "preset": request.preset, "method": request.method}
     out = Path(output_dir) if output_dir is not None else default_output_dir(spec.name)
     if output_dir is None and state.num_processes > 1:  # one timestamped folder for every rank
         from accelerate.utils import broadcast_object_list  # heavy: accelerate (imports torch)
@@ -230,7 +228,8 @@ _DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))  # Windows h
 def disk_full_error(exc: BaseException, out: Path, need_bytes: float, checkpoint: Path | None) -> OutputDirError | None:
     """The error to show when ``exc`` came from a full disk, else None: an ``OSError(ENOSPC)``, or (torch's zip
     writer raises a RuntimeError without an errno) less free space left than one checkpoint needs."""
-    chain, seen = [], exc
+    chain: list[BaseException] = []
+    seen: BaseException | None = exc
     while seen is not None and len(chain) < 10:
         chain.append(seen)
         seen = seen.__cause__ or seen.__context__

@@ -54,7 +54,6 @@ def replan(
             or the recipe cannot run as written on the new plan.
     """
     old = loop.plan
-    assert loop.recipe is not None
     settings = {k: v for k, v in change.items() if k != "preset"}
     budget = {} if old.budget_gb is None else {"budget_gb": old.budget_gb}  # the card's, not the RAM left now
     if keep == "recipe":
@@ -66,11 +65,8 @@ def replan(
     try:
         new = plan(old.model, preset=change.get("preset", old.preset.name), **{**loop.plan_kwargs, **budget}, **written)
     except DoesNotFitError as exc:
-        raise DoesNotFitError(
-            f"{CAUSES[cause]} ({why}), and the run planned again does not fit: {exc}",
-            exc.smallest_budget_gb,
-            exc.preset,
-        ) from None
+        message = f"{CAUSES[cause]} ({why}), and the run planned again does not fit: {exc}"
+        raise DoesNotFitError(message, exc.smallest_budget_gb, exc.preset) from None
     # the first plan's checks: the budget (the planner, above), the model's context with the longest prompt
     inputs = loop.inputs
     check_positions(inputs.prompt_tokens, new.settings["max_completion_length"], inputs.context, inputs.spec.name)
@@ -81,26 +77,15 @@ def replan(
         loop.health.advisor.plan = new  # the remedies and on_stall="adapt" plan from the plan trained
     before, after = _shown(old), _shown(new)
     changed = [k for k in after if before.get(k) != after[k] and k != "peak_gib"]
-    event = {
-        "event": "replanned",
-        "cause": cause,
-        "step": step,
-        "why": why,
-        "from": {k: before.get(k) for k in [*changed, "peak_gib"]},
-        "to": {k: after[k] for k in [*changed, "peak_gib"]},
-        **extra,
-    }
-    loop.events.append(event)
+    shown = [*changed, "peak_gib"]
+    event = {"event": "replanned", "cause": cause, "step": step, "why": why}
+    event.update({"from": {k: before.get(k) for k in shown}, "to": {k: after[k] for k in shown}, **extra})
     what = ", ".join(f"{k} {before.get(k)} -> {after[k]}" for k in changed) or "the same settings"
-    loop.run.console.print(
+    loop.say(
         f"replanned at step {step} ({CAUSES[cause]}: {why}): {what}; planned peak "
         f"{before['peak_gib']:.2f} -> {after['peak_gib']:.2f} GiB{f'; {note}' if note else ''}",
-        style="yellow",
-        highlight=False,
-        markup=False,
-        soft_wrap=True,
+        event,
     )
-    loop.write_record(status="running")
     return new
 
 

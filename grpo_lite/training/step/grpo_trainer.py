@@ -78,6 +78,7 @@ class LiteGRPOTrainer(GRPOTrainer):
 
         self.shared_prefix_record: dict[str, Any] = {"requested": shared_prefix, "calls": {"shared": 0, "trl": 0}}
         seam = seam_problems(self)
+        off = {feature: f"TRL {trl.__version__}: {why}" for feature, why in seam.items()}  # why each feature is off
         if seam:
             logger.warning(seam_warning(seam, trl.__version__))
             self.shared_prefix_record["trl_seam"] = {"trl": trl.__version__, "off": dict(seam)}
@@ -86,24 +87,20 @@ class LiteGRPOTrainer(GRPOTrainer):
         if update_monitor and "update_monitor" not in seam:
             self.update_monitor = UpdateMonitor(sink=self._log_update_metrics, seed=self.args.seed)
             self.add_callback(self.update_monitor)
-        why_not = config_reason(self) or (
-            seam.get("skip_zero_advantage") and f"TRL {trl.__version__}: {seam['skip_zero_advantage']}"
-        )
+        why_not = config_reason(self) or off.get("skip_zero_advantage")
         self.zero_advantage = ZeroAdvantageSkip(
-            skip_zero_advantage and not why_not, None if not skip_zero_advantage else why_not or None
+            skip_zero_advantage and not why_not, why_not if skip_zero_advantage else None
         )
-        seam_off = seam.get("problem_choice") and f"TRL {trl.__version__}: {seam['problem_choice']}"
-        self.problem_choice = ProblemChoiceRun(self, problem_choice, seam_off or None)
+        self.problem_choice = ProblemChoiceRun(self, problem_choice, off.get("problem_choice"))
         zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         if shared_prefix and (self.is_fsdp_enabled or zero3):
             self._shared_off("not supported with FSDP or DeepSpeed ZeRO-3")
             shared_prefix = False
-        if shared_prefix and "shared_scoring" in seam:
-            self.shared_prefix_record["off"] = f"TRL {trl.__version__}: {seam['shared_scoring']}"
+        for feature, key in (("shared_scoring", "off"), ("shared_sampling", "sampling_off")):
+            if shared_prefix and feature in off:
+                self.shared_prefix_record[key] = off[feature]
         self.shared_prefix = shared_prefix and "shared_scoring" not in seam
         self.shared_sampling = shared_prefix and "shared_sampling" not in seam
-        if shared_prefix and "shared_sampling" in seam:
-            self.shared_prefix_record["sampling_off"] = f"TRL {trl.__version__}: {seam['shared_sampling']}"
         self._verify_pending = verify_shared_prefix
         # called when the first self-check turns the shared prefix off: the run re-plans (Attempts.plan_as_built)
         self.on_shared_off: Callable[[], None] | None = None
@@ -197,13 +194,8 @@ class LiteGRPOTrainer(GRPOTrainer):
         calls = self.shared_prefix_record["calls"]
         if reason is None and self._verify_pending:  # this call's shared forward serves it once checked
             self._verify_pending = False
-            check, (logps, entropies) = self_check(
-                self,
-                super()._get_per_token_logps_and_entropies,
-                lambda entropy: shared(entropy or compute_entropy),
-                *args,
-                atol=self.shared_prefix_atol,
-            )
+            reference, own = super()._get_per_token_logps_and_entropies, lambda e: shared(e or compute_entropy)
+            check, (logps, entropies) = self_check(self, reference, own, *args, atol=self.shared_prefix_atol)
             self.shared_prefix_record["self_check"] = {
                 "max_abs_diff": check.max_abs_diff, "mean_abs_diff": check.mean_abs_diff,
                 "max_entropy_diff": check.max_entropy_diff, "atol": check.atol, "tokens": check.n_tokens,
@@ -236,31 +228,20 @@ class LiteGRPOTrainer(GRPOTrainer):
             and images is None
             and not multimodal_fields
         )
+        turn = (prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
         if not (stops or share):  # vLLM: neither
-            return super()._generate_single_turn(
-                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
-            )
+            return super()._generate_single_turn(*turn)
         check = self._checked_generate if share and self._verify_sampling_pending else None
-        with _patched_generate(
-            self.accelerator.unwrap_model(self.model),
-            self.processing_class,
-            stops=stops,
-            share=share,
-            pad_token_id=trainer_tokenizer(self).pad_token_id,
-            check=check,
-        ):
-            completion_ids, logprobs = super()._generate_single_turn(
-                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
-            )
+        model, tokenizer = self.accelerator.unwrap_model(self.model), trainer_tokenizer(self)
+        pad = tokenizer.pad_token_id
+        with _patched_generate(model, self.processing_class, stops=stops, share=share, pad_token_id=pad, check=check):
+            completion_ids, logprobs = super()._generate_single_turn(*turn)
         if not stops:
             return completion_ids, logprobs
-        pad, eos = trainer_tokenizer(self).pad_token_id, self.eos_token_ids
-        stops = list(self.generation_config.stop_strings)
+        limit, stops = self.max_completion_length, list(self.generation_config.stop_strings)
+        stopped = [stopped_at_stop(ids, tokenizer, stops, limit) for ids in completion_ids]
         return [
-            end_at_stop(
-                ids, pad, eos, stopped=stopped_at_stop(ids, trainer_tokenizer(self), stops, self.max_completion_length)
-            )
-            for ids in completion_ids
+            end_at_stop(ids, pad, self.eos_token_ids, stopped=s) for ids, s in zip(completion_ids, stopped)
         ], logprobs
 
     def _checked_generate(self, generate: Any, plain: dict[str, Any], shared: dict[str, Any]) -> bool:

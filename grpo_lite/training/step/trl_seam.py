@@ -127,25 +127,17 @@ def _signature_problem(cls: type, name: str, expected: tuple[str, ...], *, rest_
     return None
 
 
-def _source_problem(cls: type, name: str, lines: tuple[str, ...]) -> str | None:
-    """Which of ``lines`` the source of ``cls.name`` lacks (whitespace and formatting ignored)."""
+def _source_problem(cls: type, name: str, lines: tuple[str, ...] = (), digest: str | None = None) -> str | None:
+    """Which of ``lines`` the source of ``cls.name`` lacks, or why it is not the source whose sha256 begins with
+    ``digest`` (whitespace and formatting ignored)."""
     try:
         source = _compact(inspect.getsource(getattr(cls, name)))
     except (OSError, TypeError):
         return f"{name}: source unreadable"
+    if digest is not None and hashlib.sha256(source.encode()).hexdigest()[:16] != digest:
+        return f"{name} is not the code read (its per-token loss or divisor may count every row)"
     missing = [line for line in lines if _compact(line) not in source]
     return f"{name} no longer has {'; '.join(missing)}" if missing else None
-
-
-def _digest_problem(cls: type, name: str, digest: str) -> str | None:
-    """Why the source of ``cls.name`` is not the one whose digest is ``digest`` (whitespace ignored)."""
-    try:
-        source = _compact(inspect.getsource(getattr(cls, name)))
-    except (OSError, TypeError):
-        return f"{name}: source unreadable"
-    if hashlib.sha256(source.encode()).hexdigest()[:16] != digest:
-        return f"{name} is not the code read (its per-token loss or divisor may count every row)"
-    return None
 
 
 def _attribute_problem(trainer: Any, checks: dict[str, Callable[[Any], bool]]) -> str | None:
@@ -207,7 +199,7 @@ def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, 
         "update_monitor": _attribute_problem(
             trainer, {"_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")}
         ),
-        "skip_zero_advantage": _digest_problem(trl_class, *_LOSS),
+        "skip_zero_advantage": _source_problem(trl_class, _LOSS[0], digest=_LOSS[1]),
         "problem_choice": _signature_problem(trl_class, "_get_train_sampler", ("self", "dataset"), rest_none=False)
         or _source_problem(trl_class, "_get_train_sampler", _SAMPLER)
         or _source_problem(trl_class, "get_train_dataloader", _LOADER)

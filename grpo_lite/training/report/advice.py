@@ -111,11 +111,7 @@ class Advisor:
     def length_remedy(self) -> str:
         current = self.plan.settings["max_completion_length"]
         found = self.longest_completion()
-        card = (
-            f"preset {self.plan.preset.name}, {self.plan.budget_gb:g} GB"
-            if self.plan.budget_gb
-            else f"preset {self.plan.preset.name}"
-        )
+        card = f"preset {self.plan.preset.name}" + (f", {self.plan.budget_gb:g} GB" if self.plan.budget_gb else "")
         room = self.room()
         if found is None and room is not None and room <= current * MAX_LENGTH_FACTOR:
             return (
@@ -136,10 +132,11 @@ class Advisor:
         current = self.plan.settings["num_generations"]
         found = self.most_generations()
         easier = "train on problems the model solves some of the time (docs/datasets.md)"
-        if format_only:
-            lead = "let the correctness reward vary within a group: "
-        else:
-            lead = "more completions per prompt make one that scores differently likelier: "
+        lead = (
+            "let the correctness reward vary within a group: "
+            if format_only
+            else "more completions per prompt make one that scores differently likelier: "
+        )
         if found is None:
             return f"{lead}num_generations={current} is already the most the plan fits on this card; {easier}"
         g, _, flags = found

@@ -107,16 +107,9 @@ class Attempts:
             loop.events, rows = earlier.events, earlier.history
             loop.source, loop.done = earlier.source or loop.source, earlier.done
             loop.max_steps = loop.max_steps if loop.max_steps is not None else earlier.max_steps
-            loop.resumed = {
-                "event": "resume",
-                "checkpoint": str(run.checkpoint),
-                "step": loop.done + earlier.checkpoint_step,
-                **({"notes": earlier.notes} if earlier.notes else {}),
-            }
-        if run.state.is_main_process:
-            loop.history_cb.start_file(rows)  # a resumed run's file holds exactly the steps it takes over
-        else:
-            loop.history_cb.rows = list(rows)
+            loop.resumed = {"event": "resume", "checkpoint": str(run.checkpoint), "step": earlier.reached}
+            loop.resumed.update({"notes": earlier.notes} if earlier.notes else {})
+        loop.history_cb.start_file(rows)  # a resumed run's file holds exactly the steps it takes over
         return loop
 
     def build(self) -> Any:

@@ -1,22 +1,9 @@
 """What :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` needs of TRL's private code, checked when it is built.
 
-LiteGRPOTrainer overrides two private methods of TRL's ``GRPOTrainer`` and reads a few of its private
-attributes. Each of its features depends on a part of that code, and each part is checked against the
-code grpo-lite was written for (TRL :data:`TESTED_TRL`):
-
-| feature | what it relies on in TRL |
-| --- | --- |
-| shared-prefix scoring | ``_get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, <fields>=None)``; the fused LM head's ``fused_lm_head=`` and ``shift_labels=`` |
-| shared-prefix sampling | ``_generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)``: left-padded prompts, ``unwrapped_model.generate(**generate_inputs, generation_config=...)``, the completions sliced at ``generate_inputs["input_ids"].size(1)``; ``_tokenizer``, ``use_vllm``, ``use_transformers_continuous_batching`` |
-| stop strings | the same method and ``generate`` call, the cut at the first of ``eos_token_ids``; ``generation_config``, ``_tokenizer`` |
-| update monitor | ``_metrics["train"]``, the lists TRL averages at each log |
-| zero-advantage skip | ``_compute_loss`` exactly as TRL 1.16 wrote it (its source's digest, whitespace ignored): every loss type's per-token loss and divisor (:mod:`grpo_lite.training.step.zero_advantage`) |
-| problem choice | ``_get_train_sampler(dataset)`` building ``RepeatSampler(mini_repeat_count=self.num_generations, batch_size=generation_batch_size // num_generations, repeat_count=self.num_iterations * self.args.steps_per_generation)``, called by ``get_train_dataloader``; ``num_generations``, ``num_iterations``, a list ``reward_funcs``, ``_metrics["train"]`` (:mod:`grpo_lite.training.step.problem_choice`) |
-
-:func:`seam_problems` names what differs, per feature. The trainer turns such a feature off and runs
-TRL's own code in its place, with one warning naming the TRL version: a changed seam costs speed or a
-feature, never a log-prob computed differently in silence. A shared prefix turned off so is planned again
-(:func:`grpo_lite.training.run.replan.replan`, cause ``trl_seam``): the plan in run.json is the plan trained.
+Each feature of LiteGRPOTrainer relies on a part of TRL's private code, checked against the code grpo-lite was
+written for (TRL :data:`TESTED_TRL`; the table of what each relies on: docs/internals.md).
+:func:`seam_problems` names what differs, per feature; the trainer turns such a feature off and runs TRL's own
+code in its place, with one warning naming the TRL version, and a shared prefix turned off so is planned again.
 
 The training code's private names of TRL, transformers, torch and bitsandbytes, all in this module (the memory
 layer's and the simulation's are in :mod:`grpo_lite.memory.meta.private`); other modules read them through the

@@ -107,9 +107,7 @@ def split(inputs: dict[str, Any], divisor: Divisor, min_rows: int = 1) -> SkipPl
     for key, value in inputs.items():
         if key in SCALAR_KEYS:
             out[key] = value
-        elif key in COLUMN_KEYS and value.dim() == 2 and value.size(1) == full_width:
-            out[key] = value[index, :width]
-        elif key == "advantages" and value.dim() == 2 and value.size(1) == full_width:
+        elif (key in COLUMN_KEYS or key == "advantages") and value.dim() == 2 and value.size(1) == full_width:
             out[key] = value[index, :width]
         else:
             out[key] = value[index]

@@ -77,10 +77,9 @@ class Attempts:
         """The first attempt's state (the recipe's seed and max_steps are the run's); a resumed run takes over the
         earlier run's steps, events and history."""
         from grpo_lite.training.report.advice import Advisor
-        from grpo_lite.training.report.callbacks import HistoryCallback, MemoryCallback
+        from grpo_lite.training.report.callbacks import HistoryCallback, MemoryCallback, RankRecordCallback
         from grpo_lite.training.report.health import HealthMonitor
         from grpo_lite.training.run.checkpoints import CompletionCallback
-        from grpo_lite.training.run.ranks import RankRecordCallback
         from grpo_lite.training.run.replan import replan
         from grpo_lite.training.run.resilience import InterruptCallback, SaveAtEndCallback, StopWhenDone
         from grpo_lite.training.run.resume import HISTORY_FILE, model_fingerprint

@@ -110,11 +110,7 @@ class HealthMonitor(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
         if not logs or "train_runtime" in logs or not state.is_world_process_zero:
             return
-        settings = {
-            "max_completion_length": getattr(args, "max_completion_length", None),
-            "num_generations": getattr(args, "num_generations", None),
-            "learning_rate": getattr(args, "learning_rate", None),
-        }
+        settings = {k: getattr(args, k, None) for k in ("max_completion_length", "num_generations", "learning_rate")}
         self.observe(logs, self.step_offset + state.global_step, settings)
 
     def on_save(self, args, state, control, **kwargs):  # noqa: ANN001

@@ -271,18 +271,17 @@ class ProblemChoiceRun:
             self.record.update({"off": off_reason} if setting == "learnable" else {})
             self._metrics, self._layout = None, (0, 0)
             return
+        repeat = trainer.num_iterations * args.steps_per_generation  # loader batches per generation batch
         if setting == "learnable":
             per_batch = args.generation_batch_size // trainer.num_generations
             ahead = CHOICE_DEFAULTS.loader_ahead + args.dataloader_num_workers * (args.dataloader_prefetch_factor or 0)
-            lag = lag_batches(
-                args.gradient_accumulation_steps, trainer.num_iterations * args.steps_per_generation, ahead
-            )
+            lag = lag_batches(args.gradient_accumulation_steps, repeat, ahead)
             self.chooser = ProblemChooser(len(trainer.train_dataset), per_batch, args.seed, lag)
             trainer.train_dataset = trainer.train_dataset.add_column(COLUMN, list(range(len(trainer.train_dataset))))
             args.ignore_data_skip = True  # the chooser's own state resumes the order; replaying batches would not
             rule = {k: v for k, v in asdict(CHOICE_DEFAULTS).items() if k != "setting"}
             self.record.update(rule=rule, lag_batches=lag)
-        self._layout = (trainer.num_generations, trainer.num_iterations * args.steps_per_generation)
+        self._layout = (trainer.num_generations, repeat)
         self._metrics = train_metrics(trainer)  # TRL averages these lists at each log (the seam checks it)
         trainer.reward_funcs[judged] = PassRateReport(
             trainer.reward_funcs[judged], self._report, lambda: bool(trainer.model.training)
@@ -290,14 +289,12 @@ class ProblemChoiceRun:
         self._update()
 
     def _report(self, rates: dict[Any, float]) -> None:
+        spread = sum(0 < r < 1 for r in rates.values())
+        self.groups, self.groups_with_spread = self.groups + len(rates), self.groups_with_spread + spread
         if self.chooser is not None:
-            self.chooser.report(rates)
-            self.groups, self.groups_with_spread = self.chooser.groups, self.chooser.groups_with_spread
-        else:
-            self.groups += len(rates)
-            self.groups_with_spread += sum(0 < r < 1 for r in rates.values())
+            self.chooser.report(rates)  # it counts the same, for its checkpoint
         if self._metrics is not None and rates:
-            self._metrics["problem_choice/spread"].append(sum(0 < r < 1 for r in rates.values()) / len(rates))
+            self._metrics["problem_choice/spread"].append(spread / len(rates))
             if self.chooser is not None:
                 self._metrics["problem_choice/skipped"].append(float(self.chooser.skipped))
         self._update()

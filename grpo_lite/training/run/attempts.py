@@ -6,7 +6,7 @@ it instead: the weights reached are carried (LoRA merged), the next cheaper rung
 goes on with the steps left, its learning-rate schedule where the run was (:func:`continue_schedule`).
 ``history.jsonl`` gets every logged step as it happens; ``run.json`` is rewritten at the start of every attempt,
 after every checkpoint and at the end, its ``status`` one of ``running``, ``finished``, ``interrupted``, ``aborted``,
-``failed`` or ``crashed`` (docs/internals.md).
+``failed`` or ``crashed`` (their meaning: docs/troubleshooting.md).
 """
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ def test_checkpoint_size_estimate_matches_a_real_checkpoint(tiny_model_dir, tmp_
 def test_planner_advice_from_train_can_be_followed():
     """plan() advises shortening max_prompt_length, which train() refuses: train()'s message says what works."""
     from grpo_lite import plan
-    from grpo_lite.training.run.resilience import train_advice
+    from grpo_lite.training.run.replan import train_advice
 
     with pytest.raises(DoesNotFitError) as caught:
         plan("Llama-3.1-8B-Instruct", budget_gb=4)

@@ -338,7 +338,9 @@ def test_rank_record_callback_counts_micro_batches_and_writes_its_rank(tmp_path)
     import torch
     from transformers import TrainerCallback, TrainerState
 
-    cb = RR.RankRecordCallback(tmp_path)
+    from grpo_lite.training.report.callbacks import RankRecordCallback
+
+    cb = RankRecordCallback(tmp_path)
     assert isinstance(cb, TrainerCallback)
     args = SimpleNamespace(process_index=3, world_size=4, per_device_train_batch_size=2)
     state = TrainerState(global_step=0)

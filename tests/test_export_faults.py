@@ -288,7 +288,7 @@ def test_a_temporary_left_by_a_killed_export_is_removed_by_the_next(run_dir, cap
 
 
 def test_overwrite_removes_the_old_runs_exports(run_dir, capsys):
-    from grpo_lite.training.run.resilience import guard_output_dir
+    from grpo_lite.training.run.folder import guard_output_dir
 
     assert _export(run_dir, capsys)[0] == 0
     (run_dir / "notes.txt").write_text("mine")

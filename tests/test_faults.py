@@ -446,19 +446,19 @@ def test_a_write_error_without_errno_on_a_full_disk_is_recognised(tmp_path, monk
     """torch's zip writer reports a full disk as a RuntimeError with no errno: the free space left decides."""
     import shutil as shutil_module
 
-    from grpo_lite.training.run import resilience
+    from grpo_lite.training.run import folder
 
     usage = shutil_module._ntuple_diskusage
     torch_error = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 101312 vs 101204")
-    monkeypatch.setattr(resilience.shutil, "disk_usage", lambda path: usage(2**30, 2**30 - 4096, 4096))
-    error = resilience.disk_full_error(torch_error, tmp_path, 2**20, tmp_path / "checkpoint-2")
+    monkeypatch.setattr(folder.shutil, "disk_usage", lambda path: usage(2**30, 2**30 - 4096, 4096))
+    error = folder.disk_full_error(torch_error, tmp_path, 2**20, tmp_path / "checkpoint-2")
     assert isinstance(error, OutputDirError) and "ran out of space (0.0 MiB free now)" in str(error)
     assert "checkpoint-2 is complete; free at least 1.0 MiB" in str(error)
-    assert resilience.disk_full_error(KeyboardInterrupt(), tmp_path, 2**20, None) is None
-    monkeypatch.setattr(resilience.shutil, "disk_usage", lambda path: usage(2**40, 2**30, 2**40 - 2**30))
-    assert resilience.disk_full_error(torch_error, tmp_path, 2**20, None) is None  # plenty of room: another failure
+    assert folder.disk_full_error(KeyboardInterrupt(), tmp_path, 2**20, None) is None
+    monkeypatch.setattr(folder.shutil, "disk_usage", lambda path: usage(2**40, 2**30, 2**40 - 2**30))
+    assert folder.disk_full_error(torch_error, tmp_path, 2**20, None) is None  # plenty of room: another failure
     enospc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    before_any = str(resilience.disk_full_error(enospc, tmp_path, 2**20, None))
+    before_any = str(folder.disk_full_error(enospc, tmp_path, 2**20, None))
     # --resume refuses a folder without a complete checkpoint: the advice is the start that works
     assert "no checkpoint is complete yet, so there is nothing to resume" in before_any
     assert "plus --overwrite (Python: overwrite=True)" in before_any and "--resume" not in before_any

@@ -404,7 +404,7 @@ def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
     """train() plans as plan() does: on a 16 GB card, Qwen3-0.6B's plan carries the traced terms."""
     from grpo_lite.planning.choose import plan
     from grpo_lite.training import fit, prepare, trainer
-    from grpo_lite.training.run.attempts import RunInputs
+    from grpo_lite.training.prepare import RunInputs
 
     class Planned(Exception):
         pass
@@ -585,7 +585,7 @@ OTHER_SETTINGS = {
     ): "LiteGRPOTrainer stands in for TRL's: none unless asked",
     # not yet read from defaults.py: these files are being rewritten
     ("grpo_lite/training/run/attempts.py", "on_stall"): "Attempts.start's on_stall (train() passes it resolved)",
-    ("grpo_lite/training/run/resilience.py", "max_prompt_length"): "a fallback of 0 for a message",
+    ("grpo_lite/training/run/replan.py", "max_prompt_length"): "a fallback of 0 for a message",
     ("grpo_lite/export/after_training.py", "num_processes"): "export_after_training's processes (train() passes them)",
     ("grpo_lite/export/runtimes.py", "stop_strings"): "the Modelfile's stop strings (train() passes the run's)",
 }

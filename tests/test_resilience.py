@@ -220,7 +220,7 @@ def _check_schedule_across_a_step_down(tiny_model_dir, tmp_path):
 def test_step_down_skips_rungs_whose_package_is_missing(monkeypatch):
     from grpo_lite import plan
     from grpo_lite.planning import hardware
-    from grpo_lite.training.run.resilience import next_plan
+    from grpo_lite.training.run.replan import next_plan
 
     missing = hardware.Extras(liger_kernel=False, vllm=False, galore_torch=False, bitsandbytes=True, deepspeed=False)
     monkeypatch.setattr(hardware, "installed_extras", lambda: missing)
@@ -230,7 +230,7 @@ def test_step_down_skips_rungs_whose_package_is_missing(monkeypatch):
 
 def test_step_down_skips_rungs_that_a_fixed_optimizer_rules_out():
     from grpo_lite import plan
-    from grpo_lite.training.run.resilience import next_plan
+    from grpo_lite.training.run.replan import next_plan
 
     current = plan("Llama-3.2-1B-Instruct", budget_gb=24, preset="full-8bit-ckpt", optim="adamw_torch")
     assert next_plan(current, budget_gb=24).preset.method != "galore"
@@ -244,7 +244,7 @@ def test_planner_inputs_cannot_be_overridden(tiny_model_dir, tmp_path):
 def test_overwrite_removes_links_not_their_targets(tmp_path):
     """--overwrite over a run whose final/, a checkpoint, README.md, ranks/ and final.gguf are links: the links go,
     everything they point to stays; nothing is refused, no traceback."""
-    from grpo_lite.training.run.resilience import guard_output_dir
+    from grpo_lite.training.run.folder import guard_output_dir
 
     out, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
     out.mkdir()
@@ -266,7 +266,7 @@ def test_overwrite_removes_links_not_their_targets(tmp_path):
 
 def test_a_link_inside_a_checkpoint_is_refused_without_overwrite(tmp_path):
     from grpo_lite import OutputDirError
-    from grpo_lite.training.run.resilience import guard_output_dir
+    from grpo_lite.training.run.folder import guard_output_dir
 
     out = tmp_path / "run"
     (out / "checkpoint-2").mkdir(parents=True)

@@ -313,8 +313,7 @@ def test_a_stop_asked_during_the_last_step_leaves_a_finished_run(tiny_model_dir,
 def test_the_checks_accept_the_command_that_started_the_run(tmp_path, step_down):
     """Without fingerprints (a record older than them, a hub model not downloaded) the name decides; a run that
     stepped down accepts the preset and method it started with (the resume goes on with the lower rung)."""
-    from grpo_lite.training.run.resume import EarlierRun
-    from grpo_lite.training.run.resume_checks import check_same_run
+    from grpo_lite.training.run.resume import EarlierRun, check_same_run
 
     earlier = EarlierRun(
         preset="lora", source=None, done=2, checkpoint_step=1, max_steps=4, model="org/base-a", events=[step_down]

@@ -1,8 +1,5 @@
-"""train()'s arguments, checked before anything loads or the output folder is touched.
-
-:func:`request` makes the :class:`Request` the rest of the pipeline reads, the same for a recipe and for a model
-planned for a budget; :func:`check_arguments`, :func:`typed_arguments` and :func:`check_recipe_launch` are its
-checks (docs/internals.md).
+"""train()'s arguments, checked before anything loads or the output folder is touched: :func:`request` makes the
+:class:`Request` the rest of the pipeline reads, the same for a recipe and for a model planned for a budget.
 """
 
 from __future__ import annotations
@@ -37,7 +34,6 @@ __all__ = [
     "check_recipe_launch",
     "recipe_with_passed_arguments",
     "request",
-    "typed_arguments",
 ]
 
 ExportFormat = Literal["gguf"]  # train(export=...): written by the optional export part (grpo_lite.export)
@@ -82,11 +78,7 @@ DEFAULTED: dict[str, Any] = {
 
 def recipe_with_passed_arguments(func: Callable[..., R]) -> Callable[..., R]:
     """train() with its None arguments resolved (:data:`DEFAULTED`); with ``config=``: the recipe, then the
-    arguments the caller wrote (:meth:`Recipe.with_arguments`).
-
-    The call is bound to train()'s signature, so an argument written at its default still counts (one of
-    :data:`DEFAULTED` written None keeps the recipe's value); train() itself then runs the resulting Recipe with
-    nothing else of the recipe's passed.
+    arguments the caller wrote, even at their default (one of :data:`DEFAULTED` written None keeps the recipe's).
     """
     signature = inspect.signature(func)
 
@@ -126,12 +118,6 @@ def check_recipe_launch(recipe: Recipe) -> None:
         )
 
 
-def typed_arguments(seed: Any, shared_prefix: Any, stop_strings: Any) -> tuple[int, bool, Any]:
-    """train()'s own ``seed``, ``shared_prefix`` and ``stop_strings``, typed as a recipe's are (a ConfigError
-    naming the argument when one is not of its type)."""
-    return typed("seed", seed), typed("shared_prefix", shared_prefix), typed("stop_strings", stop_strings)
-
-
 def check_arguments(
     max_steps: int | None, on_oom: str, rewards: Any, overrides: dict[str, Any], on_stall: str = RESILIENCE.on_stall
 ) -> tuple[list[Any], dict[str, Any]]:
@@ -149,8 +135,8 @@ def check_arguments(
 
 @dataclass
 class Request:
-    """What train() was asked for, checked before anything loads: a recipe to run as written (``recipe``; every
-    value below is the recipe's), or a model to plan for a budget."""
+    """What train() was asked for, checked: a recipe to run as written (every value below is then the recipe's), or
+    a model to plan for a budget."""
 
     model: str | os.PathLike
     budget_gb: float | None
@@ -169,8 +155,7 @@ class Request:
 
 
 def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> Request:
-    """train()'s arguments checked and typed, as one :class:`Request` (``passed``: train()'s other arguments of
-    the same names, and ``overrides``).
+    """train()'s arguments checked and typed, as one :class:`Request` (``passed``: its other arguments by name).
 
     Raises:
         ConfigError: no model and no recipe; a recipe planned for another device or number of processes; a bad
@@ -187,10 +172,8 @@ def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> 
         overrides = recipe.plan_settings()  # checked below as train()'s own overrides are
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
-    else:
-        passed["seed"], passed["shared_prefix"], passed["stop_strings"] = typed_arguments(
-            passed["seed"], passed["shared_prefix"], passed["stop_strings"]
-        )
+    else:  # typed as a recipe's are
+        passed.update({key: typed(key, passed[key]) for key in ("seed", "shared_prefix", "stop_strings")})
     reward_funcs, overrides = check_arguments(passed["max_steps"], on_oom, passed["rewards"], overrides, on_stall)
     return Request(model, budget_gb, reward_funcs=reward_funcs, overrides=overrides, recipe=recipe, **passed)
 

@@ -1,7 +1,5 @@
-"""What train() checks about its output folder, the model's context and the free disk before it loads anything.
-
-Model loading takes minutes; a bad folder must not wait for it (docs/internals.md).
-"""
+"""What train() checks about its output folder, the model's context and the free disk before it loads anything
+(model loading takes minutes; a bad folder must not wait for it)."""
 
 from __future__ import annotations
 
@@ -16,7 +14,7 @@ from grpo_lite.errors import ConfigError, OutputDirError
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["check_context", "check_free_space", "check_output_dir", "format_bytes"]
+__all__ = ["check_free_space", "check_output_dir", "check_positions", "format_bytes"]
 _FOLDER_OPTION = "(--output-dir DIR; Python: output_dir=...)"
 
 
@@ -58,14 +56,8 @@ def format_bytes(n: float) -> str:
 
 
 def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
-    """Check that the disk holding ``out`` has room for one checkpoint of ``plan``.
-
-    Args:
-        keep: ``save_total_limit`` (None: no limit).
-
-    Returns:
-        A warning line when the disk may not hold the whole run (``keep`` checkpoints plus the one
-        being written and the final model), else None.
+    """Check that the disk holding ``out`` has room for one checkpoint of ``plan``; return a warning line when it
+    may not hold the whole run (``keep``: ``save_total_limit`` checkpoints, the one being written, the final model).
 
     Raises:
         OutputDirError: less free space than one checkpoint needs; the message gives both sizes.
@@ -95,18 +87,12 @@ def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
     return None
 
 
-def check_context(the_plan: Plan, prompt_tokens: int, context: int | None, model_name: str) -> None:
-    """The longest prompt and the planned completions fit the model's context (before the model loads, and for
-    every re-plan).
+def check_positions(prompt_tokens: int, completion: int, context: int | None, model_name: str) -> None:
+    """The longest prompt and ``completion`` tokens fit the model's context of ``context`` tokens (None: not checked).
 
     Raises:
         ConfigError: they do not; the message names the longest ``max_completion_length`` that fits.
     """
-    check_positions(prompt_tokens, the_plan.settings["max_completion_length"], context, model_name)
-
-
-def check_positions(prompt_tokens: int, completion: int, context: int | None, model_name: str) -> None:
-    """``prompt_tokens + completion`` positions fit a context of ``context`` tokens (None: unknown, not checked)."""
     if context is None or prompt_tokens + completion <= context:
         return
     room = context - prompt_tokens

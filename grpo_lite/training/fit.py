@@ -13,14 +13,16 @@ from grpo_lite.planning.choose import plan
 from grpo_lite.planning.tables import plan_summary, plan_table
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.scale.distributed import detect_sharding
-from grpo_lite.training.checks import check_context
+from grpo_lite.training.checks import check_positions
 from grpo_lite.training.run.folder import check_disk
 from grpo_lite.training.run.ranks import process_state
+from grpo_lite.training.run.replan import train_advice
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
     from grpo_lite.training.arguments import Request
-    from grpo_lite.training.run.attempts import RunFolder, RunInputs
+    from grpo_lite.training.prepare import RunInputs
+    from grpo_lite.training.run.folder import RunFolder
 
 __all__ = ["make_plan", "make_recipe", "plan_kwargs", "recipe_advice"]
 
@@ -50,8 +52,6 @@ def make_plan(
     change when it does not fit its budget. Without: the plan for the budget, on the rung a resumed checkpoint was
     trained on (after any step down).
     """
-    from grpo_lite.training.run.resilience import train_advice  # heavy: imports transformers
-
     kwargs = plan_kwargs(request.budget_gb, inputs.prompt_tokens)
     preset, method, recipe = request.preset, request.method, request.recipe
     if recipe is None and run.earlier is not None and run.earlier.preset is not None:  # checked in open_run
@@ -94,7 +94,7 @@ def recipe_advice(message: str, prompt_tokens: int, smallest_gb: float | None, r
 def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFolder) -> Recipe:
     """The Recipe the run trains (the plan written as one, or the recipe given, filled in), checked before the
     model loads: a resume's rewards, seed and generations; the model's context; the disk."""
-    from grpo_lite.training.run.resume_checks import check_same_training  # heavy: imports transformers
+    from grpo_lite.training.run.resume import check_same_training  # heavy: imports transformers
 
     if request.recipe is not None:
         recipe = request.recipe.filled(the_plan)
@@ -111,6 +111,7 @@ def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFol
         )
     if run.earlier is not None:
         check_same_training(run.out, run.earlier, recipe)
-    check_context(the_plan, inputs.prompt_tokens, inputs.context, inputs.spec.name)
+    completion = the_plan.settings["max_completion_length"]
+    check_positions(inputs.prompt_tokens, completion, inputs.context, inputs.spec.name)
     check_disk(run, the_plan)
     return recipe

@@ -1,14 +1,12 @@
 """The inputs stage: the model's tokenizer and context, the dataset in the prompt style, every prompt measured
-(before the model loads).
-
-:func:`load_inputs` for train(); :func:`check_inputs` before ``--num-processes N`` starts its ranks
-(docs/internals.md).
+before the model loads (docs/internals.md).
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_lite.data import prompts
 from grpo_lite.data.loaders import load_dataset
@@ -17,13 +15,25 @@ from grpo_lite.memory.models import resolve_model
 from grpo_lite.training.arguments import Request
 from grpo_lite.training.build import measure_prompt_tokens
 from grpo_lite.training.checks import check_positions
-from grpo_lite.training.run.attempts import RunInputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.memory.models import ModelSpec
 
-__all__ = ["check_inputs", "context_tokens", "load_inputs"]
+__all__ = ["RunInputs", "check_inputs", "context_tokens", "load_inputs"]
+
+
+@dataclass
+class RunInputs:
+    """The model, tokenizer, prompts and rewards of a run."""
+
+    spec: ModelSpec
+    tokenizer: Any
+    train_set: Any  # datasets.Dataset with the prompt style applied
+    reward_funcs: list[Callable[..., Any]]
+    style: PromptStyle
+    prompt_tokens: int  # the longest prompt, measured
+    context: int | None = None  # the model's context in tokens (None: no known limit)
 
 
 def load_inputs(spec: ModelSpec, request: Request, skip_invalid: bool, console: Any) -> RunInputs:

@@ -12,7 +12,9 @@ from grpo_lite.training.report.summary import finish_report, first_last
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
-    from grpo_lite.training.run.attempts import Attempts, RunFolder, RunInputs
+    from grpo_lite.training.prepare import RunInputs
+    from grpo_lite.training.run.attempts import Attempts
+    from grpo_lite.training.run.folder import RunFolder
 
 __all__ = ["TrainResult", "finish"]
 
@@ -65,20 +67,13 @@ class TrainResult:
         trained or written (``model`` is None; the model is in ``model_dir``)."""
         from grpo_lite.training.run.resume import read_record  # heavy: imports transformers
 
-        record, _ = read_record(run.out, move=False)
-        record = record or {}
+        record = read_record(run.out, move=False)[0] or {}
         return cls(
-            output_dir=run.out,
-            model_dir=run.out / "final",
-            plan=the_plan,
-            steps=run.earlier.reached,
-            history=run.earlier.history,
-            peak_memory=record.get("peak_memory"),
-            wall_seconds=record.get("wall_seconds") or 0.0,
-            events=run.earlier.events,
-            tokenizer=inputs.tokenizer,
+            output_dir=run.out, model_dir=run.out / "final", plan=the_plan, steps=run.earlier.reached,
+            history=run.earlier.history, peak_memory=record.get("peak_memory"),
+            wall_seconds=record.get("wall_seconds") or 0.0, events=run.earlier.events, tokenizer=inputs.tokenizer,
             already_finished=True,
-        )
+        )  # fmt: skip
 
 
 def finish(loop: Attempts, trainer: Any, inputs: RunInputs, run: RunFolder) -> TrainResult:

@@ -1,24 +1,7 @@
-"""train(): the pipeline, one call per stage, each stage in its own module.
-
-1. arguments: checked and typed before anything loads, a recipe's values applied (:mod:`grpo_lite.training.arguments`);
-2. the model resolved once (:func:`grpo_lite.memory.models.resolve_model`), the one
-   :class:`~grpo_lite.memory.models.ModelSpec` every stage after reads; the run folder opened: checked, locked,
-   guarded, a resume checked and its checkpoint found (:func:`grpo_lite.training.run.folder.open_run`);
-3. inputs: the tokenizer, the dataset, every prompt and the model's context measured (:mod:`grpo_lite.training.prepare`);
-4. plan: for the budget, or the estimate of a recipe as written (:func:`grpo_lite.training.fit.make_plan`);
-5. recipe: where ``train(config=...)`` and ``train(model, budget_gb=...)`` meet, checked against the model's
-   context and the disk (:func:`grpo_lite.training.fit.make_recipe`); everything after is shared;
-6. run: attempts of TRL's ``GRPOTrainer`` built from the Recipe, re-planned on an out-of-memory step down, a
-   shared prefix turned off or a stall (:mod:`grpo_lite.training.run`);
-7. result: the model saved, ``run.json`` written, the summary printed (:mod:`grpo_lite.training.result`).
-
-The export (``export=``) is an optional part: :mod:`grpo_lite.api` (``grpo_lite.train``) passes its check and its
-run as an :class:`~grpo_lite.training.arguments.AfterTraining`; this module never imports it.
-
-On CPU the whole call runs under glibc's fixed mmap threshold, lifted when it returns or raises so
-that the model handed back decodes as fast as a fresh one (:func:`grpo_lite.memory.heap.mmap_threshold_on_cpu`).
-
-TRL, PEFT and bitsandbytes are imported inside functions, never at ``import grpo_lite``.
+"""train(): the pipeline, one call per stage, each stage in its own module (docs/architecture.md): arguments, the
+model resolved once, the run folder opened, inputs, plan, recipe, the run's attempts, the result. The export
+(``export=``) is an optional part passed in by :mod:`grpo_lite.api`; this module never imports it. On CPU the call
+runs under glibc's fixed mmap threshold, lifted when it returns (:func:`grpo_lite.memory.heap.mmap_threshold_on_cpu`).
 """
 
 from __future__ import annotations
@@ -86,13 +69,10 @@ def train(
         budget_gb: the GPU's nominal size in GB (16 for a 16 GB card), per device. None detects the
             current CUDA device; without CUDA the run uses a CPU plan.
         config: a recipe to run as written: a YAML file (``grpo-lite plan MODEL --write recipe.yaml``) or a
-            :class:`~grpo_lite.recipe.recipe.Recipe`. The trainer is built from the recipe itself; before
-            anything loads, the memory model's estimate of its settings (for your measured prompts) is checked
-            against its ``budget_gb`` (DoesNotFitError naming the recipe keys to change); only a setting it
-            leaves None is the planner's (:meth:`~grpo_lite.recipe.recipe.Recipe.filled`). The arguments you
-            pass override its values (an argument you write wins even at its default:
-            ``seed=0`` over the file's 7; one you leave out keeps the recipe's), as flags override ``--config``
-            in TRL's CLI.
+            :class:`~grpo_lite.recipe.recipe.Recipe`. Its estimate for your measured prompts is checked against its
+            ``budget_gb`` before anything loads (DoesNotFitError naming the keys to change); only a setting it leaves
+            None is the planner's. The arguments you write override its values, even at their default (``seed=0``
+            over the file's 7), as flags override ``--config`` in TRL's CLI.
         dataset: ``"gsm8k"``, ``"synthetic"``, a path to a jsonl/json/parquet/csv file or folder, or a
             ``datasets.Dataset`` with a question (or prompt) column and an answer column. Default: ``"gsm8k"``
             (``grpo_lite.defaults.TRAINER.dataset``).
@@ -114,9 +94,9 @@ def train(
         oom_window_steps: step down only for an OOM within this many steps (later ones re-raise). Default: 20
             (``grpo_lite.defaults.RESILIENCE.oom_window_steps``).
         on_stall: what the learning-health monitor does when the run is not learning (docs/health.md): "warn"
-            prints the cause and a remedy and records it in run.json; "adapt" also raises max_completion_length,
-            at the next checkpoint, to the longest the plan fits with the other settings unchanged, after most
-            completions were cut at the limit. Default: "warn" (``grpo_lite.defaults.RESILIENCE.on_stall``).
+            prints the cause and a remedy and records it in run.json; "adapt" also raises max_completion_length at
+            the next checkpoint, to the longest the plan fits, after most completions were cut at the limit.
+            Default: "warn" (``grpo_lite.defaults.RESILIENCE.on_stall``).
         callbacks: extra ``transformers.TrainerCallback`` objects.
         quiet: do not print the plan, the progress lines and the summary table.
         show_plan: print the whole plan (components, reasons, settings) instead of its two-line summary.

@@ -1,7 +1,5 @@
-"""The numbers in the health monitor's remedies, asked of the planner, and the ``on_stall="adapt"`` change.
-
-:class:`Advisor` plans again with the run's own settings and one thing changed; :func:`adapt` re-plans a stalled
-run through :func:`~grpo_lite.training.run.replan.replan` (docs/internals.md, docs/health.md).
+"""The numbers in the health monitor's remedies, asked of the planner with one setting changed, and the
+``on_stall="adapt"`` change through the run's re-plan (docs/internals.md, docs/health.md).
 """
 
 from __future__ import annotations
@@ -33,13 +31,10 @@ class Advisor:
     """Plans with one setting changed, for the remedies and for ``on_stall="adapt"``.
 
     Args:
-        plan: the run's plan in force.
-        plan_kwargs: what train() called plan() with (budget, device, prompt length, processes, sharding).
-        context: the model's context in tokens (None: unknown); with ``plan_kwargs["max_prompt_length"]`` it bounds
-            the lengths tried.
-        replan: the run's re-plan (train(): :func:`~grpo_lite.training.run.replan.replan` for this run), called
-            as ``replan("stall", step=..., why=..., change=..., note=...)``; returns the new plan.
-        on_decline: receives ``(step, event)`` when the length stays (train(): line, run.json).
+        plan: the run's plan in force; ``plan_kwargs``: what train() called plan() with.
+        context: the model's context in tokens (None: unknown): with the longest prompt it bounds the lengths tried.
+        replan: the run's re-plan, called as ``replan("stall", step=..., why=..., change=..., note=...)``.
+        on_decline: receives ``(step, event)`` when the length stays.
     """
 
     def __init__(
@@ -57,8 +52,8 @@ class Advisor:
 
     # ---- the planner, with one thing changed --------------------------------------------------------
     def _fits(self, change: Mapping[str, Any], *, keep_all: bool = False, drop: tuple[str, ...] = ()) -> Any:
-        """The plan with ``change`` on this rung, or None when it does not fit (or breaks TRL's rules).
-        ``keep_all``: every current setting fixed too (an in-place change); ``drop``: fixed keys left to the planner."""
+        """The plan with ``change`` on this rung, or None when it does not fit. ``keep_all``: every current setting
+        fixed too; ``drop``: fixed keys left to the planner."""
         fixed = {k: v for k, v in self.plan.fixed.items() if k not in ("method", "preset", *drop)}
         if keep_all:
             fixed = {**self.plan.settings, **fixed}
@@ -73,9 +68,8 @@ class Advisor:
         return None if self.context is None or prompt is None else self.context - int(prompt)
 
     def longest_completion(self, *, keep_all: bool = False) -> tuple[int, Any] | None:
-        """The longest ``max_completion_length`` above the current one that fits the budget and the model's context
-        with the longest prompt, and its plan (None: none does). Tried in steps of :data:`LENGTH_STEP` up to
-        :data:`MAX_LENGTH_FACTOR` times the current one, the last step cut at the context's room."""
+        """The longest ``max_completion_length`` above the current one that fits the budget and the model's context,
+        and its plan (None: none does); in steps of :data:`LENGTH_STEP` up to :data:`MAX_LENGTH_FACTOR` times it."""
         current = int(self.plan.settings["max_completion_length"])
         keep = {} if keep_all else {"num_generations": self.plan.settings["num_generations"]}
         room = self.room()
@@ -95,8 +89,7 @@ class Advisor:
         return best
 
     def most_generations(self) -> tuple[int, Any, dict[str, Any]] | None:
-        """The largest ``num_generations`` above the current one (doubling) that fits, its plan and the flags
-        that give it; None when no larger one fits."""
+        """The largest ``num_generations`` above the current one (doubling) that fits, its plan and its flags."""
         current = int(self.plan.settings["num_generations"])
         length = self.plan.settings["max_completion_length"]
         best = None
@@ -118,11 +111,7 @@ class Advisor:
     def length_remedy(self) -> str:
         current = self.plan.settings["max_completion_length"]
         found = self.longest_completion()
-        card = (
-            f"preset {self.plan.preset.name}, {self.plan.budget_gb:g} GB"
-            if self.plan.budget_gb
-            else f"preset {self.plan.preset.name}"
-        )
+        card = f"preset {self.plan.preset.name}" + (f", {self.plan.budget_gb:g} GB" if self.plan.budget_gb else "")
         room = self.room()
         if found is None and room is not None and room <= current * MAX_LENGTH_FACTOR:
             return (
@@ -143,10 +132,11 @@ class Advisor:
         current = self.plan.settings["num_generations"]
         found = self.most_generations()
         easier = "train on problems the model solves some of the time (docs/datasets.md)"
-        if format_only:
-            lead = "let the correctness reward vary within a group: "
-        else:
-            lead = "more completions per prompt make one that scores differently likelier: "
+        lead = (
+            "let the correctness reward vary within a group: "
+            if format_only
+            else "more completions per prompt make one that scores differently likelier: "
+        )
         if found is None:
             return f"{lead}num_generations={current} is already the most the plan fits on this card; {easier}"
         g, _, flags = found
@@ -169,18 +159,13 @@ class Advisor:
 
     def decline(self, step: int, why: str) -> None:
         """Say that the completion length stays as it is, and why."""
-        event = {
-            "event": "adapt_skipped",
-            "step": step,
-            "max_completion_length": self.plan.settings["max_completion_length"],
-            "why": why,
-        }
+        length = self.plan.settings["max_completion_length"]
+        event = {"event": "adapt_skipped", "step": step, "max_completion_length": length, "why": why}
         if self.on_decline is not None:
             self.on_decline(step, event)
 
     def adapt(self, step: int) -> None:
-        """At a checkpoint: the run re-plans with the longest length that fits with the rest unchanged, and the
-        trainer samples up to it."""
+        """At a checkpoint: re-plan with the longest length that fits with the rest unchanged; sample up to it."""
         blocker = self.adapt_blocker() or (None if self.replan is not None else "no re-plan for this run")
         found = None if blocker else self.longest_completion(keep_all=True)
         current = self.plan.settings["max_completion_length"]

@@ -1,13 +1,12 @@
-"""Trainer callbacks: per-step history of TRL's logs and measured CUDA memory.
-
-Imported only inside train(): it imports transformers at the top.
-"""
+"""Trainer callbacks: per-step history of TRL's logs, measured CUDA memory, each rank's record (imports transformers at
+the top)."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -15,17 +14,15 @@ import torch
 from transformers import TrainerCallback
 
 from grpo_lite.defaults import GIB
-from grpo_lite.files import write_text
+from grpo_lite.files import write_json, write_text
+from grpo_lite.training.run.ranks import RankRecord, records_dir
 
-__all__ = ["HistoryCallback", "MemoryCallback"]
+__all__ = ["HistoryCallback", "MemoryCallback", "RankRecordCallback"]
 
 
 class HistoryCallback(TrainerCallback):
-    """Keeps every training log row (reward, each reward's mean, loss, lengths...) with its step.
-
-    With ``path`` (the main process's), each row is also appended to that JSON-lines file and flushed
-    to disk at once, so a crash loses at most the step in flight.
-    """
+    """Keeps every training log row with its step; with ``path`` (the main process's), each row is also appended to
+    that JSON-lines file and flushed at once, so a crash loses at most the step in flight."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.rows: list[dict[str, Any]] = []
@@ -54,11 +51,7 @@ class HistoryCallback(TrainerCallback):
 
 
 class MemoryCallback(TrainerCallback):
-    """Records ``torch.cuda`` max allocated and reserved memory (GiB) at the end of every step.
-
-    On CPU it records nothing. The peaks are process-wide since the start of training, and each
-    step's own peak is kept too (the counter is reset after every step).
-    """
+    """Records each step's CUDA peak allocated and reserved memory (GiB); nothing on CPU."""
 
     def __init__(self) -> None:
         self.per_step: list[dict[str, float]] = []
@@ -91,3 +84,53 @@ class MemoryCallback(TrainerCallback):
             "max_allocated_gib": max(s["max_allocated_gib"] for s in self.per_step),
             "max_reserved_gib": max(s["max_reserved_gib"] for s in self.per_step),
         }
+
+
+class RankRecordCallback(TrainerCallback):
+    """Writes ``<output_dir>/ranks/rank<R>.json`` (a :class:`RankRecord`) on EVERY rank at train end."""
+
+    def __init__(self, output_dir: str | os.PathLike[str]) -> None:
+        self.output_dir = Path(output_dir)
+        self.micro_batches = 0
+        self._start = time.perf_counter()
+
+    def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001 - transformers' signature
+        self.micro_batches, self._start = 0, time.perf_counter()
+
+    def on_substep_end(self, args, state, control, **kwargs):  # noqa: ANN001
+        self.micro_batches += 1  # a micro-batch that did not end an optimizer step
+
+    def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+        self.micro_batches += 1  # the micro-batch that ended one
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):  # noqa: ANN001
+        backend = _backend()
+        total = None
+        if model is not None:
+            with torch.no_grad():
+                local = [getattr(p, "to_local", lambda p=p: p)() for p in model.parameters() if p.requires_grad]
+                total = float(sum(t.detach().double().sum().item() for t in local))
+        record = RankRecord(
+            rank=args.process_index,
+            world_size=args.world_size,
+            steps=state.global_step,
+            local_samples=self.micro_batches * args.per_device_train_batch_size,
+            backend=backend,
+            micro_batches=self.micro_batches,
+            param_sum=total,
+            pid=os.getpid(),
+            wall_seconds=round(time.perf_counter() - self._start, 3),
+        )
+        write_json(records_dir(self.output_dir) / f"rank{record.rank}.json", asdict(record))
+
+
+def _backend() -> str | None:
+    """The process group's backend; "cpu:gloo,cuda:nccl" configs (backend "undefined") give the one in use."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    backend = str(dist.get_backend())
+    if backend != "undefined":
+        return backend
+    per_device = dict(part.split(":", 1) for part in dist.get_backend_config().split(",") if ":" in part)
+    return per_device.get("cuda" if torch.cuda.is_available() else "cpu", backend)

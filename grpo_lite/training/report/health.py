@@ -1,22 +1,8 @@
 """Learning health: a run that is not learning says so, names the cause and a remedy that works as written.
 
-:class:`HealthMonitor` reads the metrics TRL logs each step (``completions/clipped_ratio``,
-``frac_reward_zero_std``, ``reward``, each reward's mean) over a sliding window and reports a finding once per
-kind and run:
-
-| finding | seen as | what it means |
-| --- | --- | --- |
-| ``length_cut`` | most completions of a window end at ``max_completion_length`` | the rewards judge unfinished answers |
-| ``zero_spread`` | most groups give all their completions the same reward | no advantage, no gradient |
-| ``format_only`` | the format share rises while the correct share stays flat | the run learns the format, not the answers |
-| ``correctness_falling`` | the correct share falls | the updates hurt the answers |
-| ``reward_flat`` | the mean reward has not moved at all | nothing the rewards measure changes |
-
-Each finding goes to ``report`` (train(): one line in the progress output and a ``health`` event in run.json;
-by default a :class:`LearningStalledWarning`). Its remedy comes from an :class:`~grpo_lite.training.report.advice.Advisor`
-when one is given (train() gives one: the planner's longest ``max_completion_length`` and largest
-``num_generations`` that fit this card), with the exact ``--set`` flags and Python arguments; otherwise a remedy
-that names what to change. The thresholds are the named constants below, each with its reason.
+:class:`HealthMonitor` reads the metrics TRL logs each step over a sliding window and reports each kind of finding
+once per run (the findings and their thresholds: docs/health.md). A remedy's numbers come from an
+:class:`~grpo_lite.training.report.advice.Advisor` when one is given (train() gives one), with the exact flags.
 """
 
 from __future__ import annotations
@@ -91,15 +77,14 @@ def _series(rows: Sequence[Mapping[str, Any]], key: str) -> list[float]:
 
 
 class HealthMonitor(TrainerCallback):
-    """Watch the logged metrics of a GRPO run for the causes of not learning (see the module docstring).
+    """Watch the logged metrics of a GRPO run for the causes of not learning.
 
     Args:
-        reward_funcs: the run's reward functions (the format and correctness shares come from
-            :func:`~grpo_lite.training.report.progress.reward_shares`).
+        reward_funcs: the run's reward functions (the format and correctness shares come from them).
         report: receives each :class:`Finding`. Default: a :class:`LearningStalledWarning`.
-        advisor: the remedies' numbers (:class:`~grpo_lite.training.report.advice.Advisor`); None: remedies without them.
+        advisor: the remedies' numbers (an ``Advisor``); None: remedies without them.
         on_stall: ``"warn"`` reports; ``"adapt"`` also lets the advisor raise ``max_completion_length`` at the
-            next checkpoint after a ``length_cut`` finding. Default: ``"warn"`` (``grpo_lite.defaults.RESILIENCE``).
+            next checkpoint after a ``length_cut`` finding. Default: ``"warn"``.
         step_offset: steps done by earlier attempts (the step a finding names is the run's).
     """
 
@@ -125,11 +110,7 @@ class HealthMonitor(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
         if not logs or "train_runtime" in logs or not state.is_world_process_zero:
             return
-        settings = {
-            "max_completion_length": getattr(args, "max_completion_length", None),
-            "num_generations": getattr(args, "num_generations", None),
-            "learning_rate": getattr(args, "learning_rate", None),
-        }
+        settings = {k: getattr(args, k, None) for k in ("max_completion_length", "num_generations", "learning_rate")}
         self.observe(logs, self.step_offset + state.global_step, settings)
 
     def on_save(self, args, state, control, **kwargs):  # noqa: ANN001

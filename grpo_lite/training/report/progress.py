@@ -1,15 +1,6 @@
-"""One compact progress line per logged step, in place of the trainer's raw log dict.
-
-transformers prints every log dict (about 1,000 characters a step for GRPO). train() removes that
-printer and prints instead::
-
-    step  3/16  reward 1.42  format 62%  correct 12%  len 58 (cut 25%)  21.4 s/step  4m 38s left  realized 0.98
-
-With the problem choice's figures logged, the line ends with ``spread 38%`` (the groups whose completions both
-passed and failed) and, with ``problem_choice="learnable"``, ``skipped 12`` (problems skipped so far).
-The full dict still goes to ``run.json`` (history) and to ``report_to`` (TensorBoard, W&B) when set.
-``format`` and ``correct`` are the shares of sampled completions that earned the format and the
-correctness reward (a reward's mean divided by its full value); they appear when those rewards are used.
+"""One compact progress line per logged step (:func:`format_line`), in place of the trainer's raw log dict (about
+1,000 characters a step for GRPO), which still goes to run.json and ``report_to``. ``format`` and ``correct`` are
+the shares of completions that earned those rewards; ``spread`` and ``skipped`` are the problem choice's figures.
 """
 
 from __future__ import annotations
@@ -54,7 +45,7 @@ def _duration(seconds: float) -> str:
 def format_line(
     step: int, total: int | None, logs: Mapping[str, Any], shares: Mapping[str, float], seconds_per_step: float | None
 ) -> str:
-    """The progress line of one step (see the module docstring); absent figures are left out.
+    """The progress line of one step; absent figures are left out.
 
     >>> format_line(3, 16, {"reward": 1.4242, "completions/mean_length": 57.6, "completions/clipped_ratio": 0.25,
     ...                     "update/realized": 0.981}, {"format": 0.62, "correct": 0.125}, 21.37)

@@ -1,8 +1,5 @@
-"""The libraries' console noise, filtered around grpo-lite's own calls into them.
-
-:func:`quiet_libraries` (a context manager and a decorator) filters each line where it comes from, only while
-grpo-lite's call runs; anything else the libraries log or warn still shows. The table of what is filtered:
-docs/internals.md.
+"""The libraries' console noise, filtered where it comes from and only while grpo-lite's call runs (the table of
+what is filtered: docs/internals.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""What a run leaves behind: run.json (atomic), the rich summary table, the reward curve.
-
-Numbers are gathered by ``first_last()`` and formatted by ``summary_table()``: one job each.
-"""
+"""What a run leaves behind: run.json (atomic), the rich summary table, the reward curve."""
 
 from __future__ import annotations
 
@@ -30,7 +27,7 @@ __all__ = [
 _SUMMARY_KEYS = ("reward", "reward_std", "completions/mean_length", "loss", "grad_norm", "kl", "entropy")
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: list[Any]) -> float | None:
     clean = [v for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
     return sum(clean) / len(clean) if clean else None
 
@@ -48,12 +45,8 @@ def first_last(history: list[dict[str, Any]], window: int = 3) -> dict[str, tupl
     keys = [k for k in _SUMMARY_KEYS if any(k in r for r in history)]
     keys += sorted({k for r in history for k in r if k.startswith("rewards/") and k.endswith("/mean")})
     keys += sorted({k for r in history for k in r if k.startswith("memory/")})
-    out = {}
-    for key in keys:
-        first = _mean([r[key] for r in history[:window] if r.get(key) is not None])
-        last = _mean([r[key] for r in history[-window:] if r.get(key) is not None])
-        out[key] = (first, last)
-    return out
+    first, last = history[:window], history[-window:]
+    return {key: (_mean([r.get(key) for r in first]), _mean([r.get(key) for r in last])) for key in keys}
 
 
 def summary_table(
@@ -64,9 +57,8 @@ def summary_table(
 
     table = Table(title=title)
     table.add_column("metric")
-    table.add_column("first steps", justify="right")
-    table.add_column("last steps", justify="right")
-    table.add_column("change", justify="right")
+    for column in ("first steps", "last steps", "change"):
+        table.add_column(column, justify="right")
     fmt = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
     for key, (first, last) in first_last(history).items():
         change = None if first is None or last is None else last - first
@@ -80,10 +72,7 @@ def summary_table(
 
 
 def plot_reward_curve(history: list[dict[str, Any]], path: str | os.PathLike) -> Path | None:
-    """Draw total and per-function mean reward against step; None when matplotlib is absent.
-
-    Needs the ``plot`` extra (``pip install 'grpo-lite[plot]'``).
-    """
+    """Draw total and per-function mean reward against step; None without matplotlib (the ``plot`` extra)."""
     try:
         import matplotlib  # optional: matplotlib (the plot extra)
 

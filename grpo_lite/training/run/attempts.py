@@ -1,22 +1,19 @@
 """The training loop's attempts: build a GRPOTrainer, train, and step down the ladder on out-of-memory.
 
-An attempt builds the trainer from the current plan and trains until the run ends. A CUDA
-out-of-memory error within the first ``oom_window_steps`` steps ends the attempt instead: the weights
-reached are carried (LoRA merged), the next cheaper rung that fits is planned
-(:func:`grpo_lite.training.run.resilience.next_plan`, made the run's by
-:func:`grpo_lite.training.run.replan.replan`) and a new attempt goes on with the steps left, its
-learning-rate schedule continuing where the run was (:func:`~grpo_lite.training.run.resilience.continue_schedule`).
-
-What is on disk at any instant: ``history.jsonl`` gets every logged step as it happens; ``run.json``
-is rewritten at the start of every attempt, after every checkpoint and at the end, with its
-``status``: ``running``, ``finished``, ``interrupted`` (Ctrl-C or SIGTERM, checkpoint saved), ``aborted`` (a
-second one), ``failed`` (an error, a full disk), or ``crashed`` (seen by a later resume: the process died).
+An attempt trains until the run ends; a CUDA out-of-memory error within the first ``oom_window_steps`` steps ends
+it instead: the weights reached are carried (LoRA merged), the next cheaper rung that fits is planned
+(:func:`~grpo_lite.training.run.replan.next_plan`, :func:`~grpo_lite.training.run.replan.replan`) and a new attempt
+goes on with the steps left, its learning-rate schedule where the run was (:func:`continue_schedule`).
+``history.jsonl`` gets every logged step as it happens; ``run.json`` is rewritten at the start of every attempt,
+after every checkpoint and at the end, its ``status`` one of ``running``, ``finished``, ``interrupted``, ``aborted``,
+``failed`` or ``crashed`` (their meaning: docs/troubleshooting.md).
 """
 
 from __future__ import annotations
 
 import functools
 import gc
+import inspect
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -26,86 +23,44 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 from grpo_lite.training.report.advice import OnStall
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.planning.result import Plan
     from grpo_lite.recipe.recipe import Recipe
+    from grpo_lite.training.prepare import RunInputs
+    from grpo_lite.training.run.folder import RunFolder
 
-__all__ = ["Attempts", "OnOOM", "OnStall", "RunFolder", "RunInputs", "run_attempts"]
+__all__ = ["Attempts", "OnOOM", "OnStall", "continue_schedule", "run_attempts"]
 
 OnOOM = Literal["step_down", "raise"]
 
 
 @dataclass
-class RunFolder:
-    """Where the run writes, who is the main process, and what an earlier run left to resume."""
-
-    out: Path
-    state: Any  # accelerate.PartialState
-    console: Any  # rich.console.Console
-    checkpoint: Path | None
-    earlier: Any  # resume.EarlierRun | None
-    lock: Any = None  # runlock.RunLock on the main process, held for the run's life
-    created: bool = False  # the run made the folder: an early failure leaves no empty folder behind
-    finished: bool = False  # resume found the run finished with no steps left: nothing is trained or written
-    restore_sigterm: Callable[[], Any] | None = None  # puts back the SIGTERM handler train() found
-
-    def release(self) -> None:
-        """Give the folder back (the main process removes its lock, and the folder if it made it and it is empty)."""
-        if self.restore_sigterm is not None:
-            self.restore_sigterm()
-            self.restore_sigterm = None
-        if self.lock is not None:
-            self.lock.release()
-            self.lock = None
-            if self.created:
-                try:
-                    self.out.rmdir()  # only when empty
-                except OSError:
-                    pass
-
-
-@dataclass
-class RunInputs:
-    """The model, tokenizer, prompts and rewards of a run."""
-
-    spec: Any  # memory.models.ModelSpec
-    tokenizer: Any
-    train_set: Any  # datasets.Dataset with the prompt style applied
-    reward_funcs: list[Callable[..., Any]]
-    style: PromptStyle
-    prompt_tokens: int  # the longest prompt, measured
-    context: int | None = None  # the model's context in tokens (None: no known limit)
-
-
-@dataclass
 class Attempts:
-    """What carries from one attempt to the next: plan, weights, steps done, events, wall time."""
+    """What carries from one attempt to the next: plan, recipe, weights, steps done, events, wall time."""
 
     plan: Plan
     inputs: RunInputs
     run: RunFolder
+    recipe: Recipe  # the plan as the trainer takes it; follows every re-plan
     source: str  # the weights the next attempt loads (the model, or weights carried after a step down)
     max_steps: int | None
-    seed: int
     callbacks: Sequence[Any]
-    trainer_options: dict[str, Any] = field(default_factory=dict)  # LiteGRPOTrainer's other keyword arguments
+    plan_kwargs: dict[str, Any]  # what train() called plan() with (replan)
     done: int = 0
     wall: float = 0.0
     events: list[dict[str, Any]] = field(default_factory=list)
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)  # the GRPOConfig settings of the attempt
+    fingerprint: dict[str, str] | None = None  # resume.model_fingerprint of the base model
+    resumed: dict[str, Any] | None = None  # the resume event, logged once training has really resumed
+    health: Any = None  # HealthMonitor: findings over the run's logged steps, kept across attempts
     memory_cb: Any = None
     history_cb: Any = None
     interrupt_cb: Any = None
     own_callbacks: list[Any] = field(default_factory=list)
-    resumed: dict[str, Any] | None = None  # the resume event, logged once training has really resumed
-    shared_prefix_record: dict[str, Any] | None = None  # what the last trainer's log-prob forwards did
-    monitor_record: dict[str, Any] = field(default_factory=dict)  # the update monitor's settings, for run.json
-    recipe: Recipe | None = None  # the plan as the trainer takes it (grpo_lite.recipe); follows every step down
-    fingerprint: dict[str, str] | None = None  # resume_checks.model_fingerprint of the base model
-    zero_advantage_record: dict[str, Any] | None = None  # what the last trainer's zero-advantage skip saved
-    health: Any = None  # health.HealthMonitor: findings over the run's logged steps, kept across attempts
-    plan_kwargs: dict[str, Any] = field(default_factory=dict)  # what train() called plan() with (replan.replan)
-    problem_choice_record: dict[str, Any] | None = None  # what the last trainer's problem choice did
+    # what the last trainer did, for run.json (its records, updated in place as the run goes)
+    shared_prefix_record: dict[str, Any] | None = None
+    zero_advantage_record: dict[str, Any] | None = None
+    problem_choice_record: dict[str, Any] | None = None
+    monitor_record: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def start(
@@ -116,76 +71,44 @@ class Attempts:
         recipe: Recipe,
         *,
         callbacks: Sequence[Any],
-        trainer_options: dict[str, Any] | None = None,
         plan_kwargs: dict[str, Any] | None = None,
         on_stall: OnStall = "warn",
     ) -> Attempts:
-        """The first attempt's state, the trainer built from ``recipe`` (its seed and max_steps are the run's);
-        a resumed run takes over the earlier run's steps, events and history."""
+        """The first attempt's state (the recipe's seed and max_steps are the run's); a resumed run takes over the
+        earlier run's steps, events and history."""
         from grpo_lite.training.report.advice import Advisor
-        from grpo_lite.training.report.callbacks import HistoryCallback, MemoryCallback
+        from grpo_lite.training.report.callbacks import HistoryCallback, MemoryCallback, RankRecordCallback
         from grpo_lite.training.report.health import HealthMonitor
         from grpo_lite.training.run.checkpoints import CompletionCallback
-        from grpo_lite.training.run.ranks import RankRecordCallback
         from grpo_lite.training.run.replan import replan
         from grpo_lite.training.run.resilience import InterruptCallback, SaveAtEndCallback, StopWhenDone
-        from grpo_lite.training.run.resume import HISTORY_FILE
-        from grpo_lite.training.run.resume_checks import model_fingerprint
+        from grpo_lite.training.run.resume import HISTORY_FILE, model_fingerprint
 
-        max_steps = recipe.max_steps
-        loop = cls(
-            plan,
-            inputs,
-            run,
-            inputs.spec.model_id,
-            max_steps,
-            recipe.seed,
-            callbacks,
-            dict(trainer_options or {}),
-            recipe=recipe,
-        )
-        loop.fingerprint = model_fingerprint(inputs.spec.model_id)  # a resume checks it names the same model
-        loop.plan_kwargs = dict(plan_kwargs or {})
+        model_id = inputs.spec.model_id
+        loop = cls(plan, inputs, run, recipe, model_id, recipe.max_steps, callbacks, dict(plan_kwargs or {}))
+        loop.fingerprint = model_fingerprint(model_id)  # a resume checks it names the same model
         advisor = Advisor(
-            plan,
-            loop.plan_kwargs,
-            context=inputs.context,
-            replan=functools.partial(replan, loop),
+            plan, loop.plan_kwargs, context=inputs.context, replan=functools.partial(replan, loop),
             on_decline=loop.record_decline,
-        )
+        )  # fmt: skip
         loop.health = HealthMonitor(inputs.reward_funcs, report=loop.record_health, advisor=advisor, on_stall=on_stall)
-        history_file = run.out / HISTORY_FILE if run.state.is_main_process else None
-        loop.memory_cb, loop.history_cb, loop.interrupt_cb = (
-            MemoryCallback(),
-            HistoryCallback(history_file),
-            InterruptCallback(),
-        )
+        loop.memory_cb, loop.interrupt_cb = MemoryCallback(), InterruptCallback()
+        loop.history_cb = HistoryCallback(run.out / HISTORY_FILE if run.state.is_main_process else None)
         loop.own_callbacks = [
-            loop.memory_cb,
-            loop.history_cb,
-            loop.interrupt_cb,
-            SaveAtEndCallback(),
+            loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),
             CompletionCallback(loop.checkpoint_record, lambda step: loop.write_record(status="running")),
-            _resumed_callback(loop),
-            RankRecordCallback(run.out),  # one record per rank: proves data parallelism
-            StopWhenDone(),
-        ]  # last: the resume event is logged before it ends a finished attempt
+            _resumed_callback(loop), RankRecordCallback(run.out),  # one record per rank: proves data parallelism
+            StopWhenDone(),  # last: the resume event is logged before it ends a finished attempt
+        ]  # fmt: skip
         earlier = run.earlier
         rows: list[dict[str, Any]] = []
         if earlier is not None:  # go on where the checkpoint's attempt started: its weights, steps, records
             loop.events, rows = earlier.events, earlier.history
             loop.source, loop.done = earlier.source or loop.source, earlier.done
-            loop.max_steps = max_steps if max_steps is not None else earlier.max_steps
-            loop.resumed = {
-                "event": "resume",
-                "checkpoint": str(run.checkpoint),
-                "step": loop.done + earlier.checkpoint_step,
-                **({"notes": earlier.notes} if earlier.notes else {}),
-            }
-        if run.state.is_main_process:
-            loop.history_cb.start_file(rows)  # a resumed run's file holds exactly the steps it takes over
-        else:
-            loop.history_cb.rows = list(rows)
+            loop.max_steps = loop.max_steps if loop.max_steps is not None else earlier.max_steps
+            loop.resumed = {"event": "resume", "checkpoint": str(run.checkpoint), "step": earlier.reached}
+            loop.resumed.update({"notes": earlier.notes} if earlier.notes else {})
+        loop.history_cb.start_file(rows)  # a resumed run's file holds exactly the steps it takes over
         return loop
 
     def build(self) -> Any:
@@ -194,38 +117,25 @@ class Attempts:
         from grpo_lite.training import build
         from grpo_lite.training.report.progress import ProgressLine, replace_printer
         from grpo_lite.training.report.summary import is_step_down
-        from grpo_lite.training.run import resilience
 
         self.settings = self.grpo_settings()
         self.write_record(status="running")
         self.history_cb.step_offset = self.done
         trainer = build.build_trainer(
-            self.source,
-            self.recipe,
-            self.settings,
-            self.inputs.train_set,
-            self.inputs.tokenizer,
-            check_rewards(self.inputs.reward_funcs),
-            [*self.own_callbacks, *self.callbacks],
-            **self.trainer_options,
-        )
+            self.source, self.recipe, self.settings, self.inputs.train_set, self.inputs.tokenizer,
+            check_rewards(self.inputs.reward_funcs), [*self.own_callbacks, *self.callbacks],
+        )  # fmt: skip
         if self.done > 0 and self.max_steps is not None:  # after a step down: the run's schedule goes on
-            note = resilience.continue_schedule(trainer, offset=self.done, total_steps=self.max_steps)
+            note = continue_schedule(trainer, offset=self.done, total_steps=self.max_steps)
             downs = [e for e in self.events if is_step_down(e)]
             if downs and "lr_schedule" not in downs[-1]:
                 downs[-1]["lr_schedule"] = note
-        self.shared_prefix_record = trainer.shared_prefix_record  # updated in place as the run goes
-        self.zero_advantage_record = trainer.zero_advantage.record  # likewise
-        self.problem_choice_record = trainer.problem_choice.record  # likewise: skipped problems, groups with spread
-        monitor = trainer.update_monitor
+        self.shared_prefix_record = trainer.shared_prefix_record
+        self.zero_advantage_record = trainer.zero_advantage.record
+        self.problem_choice_record = trainer.problem_choice.record
+        m = trainer.update_monitor
         self.monitor_record = {
-            "monitor": None
-            if monitor is None
-            else {
-                "tensors": monitor.n_tensors,
-                "elements_per_tensor": monitor.n_elements,
-                "warn_below": monitor.warn_below,
-            }
+            "monitor": m and {"tensors": m.n_tensors, "elements_per_tensor": m.n_elements, "warn_below": m.warn_below}
         }
         line = ProgressLine(
             self.run.console, self.inputs.reward_funcs, step_offset=self.done, total_steps=self.max_steps
@@ -242,26 +152,20 @@ class Attempts:
         from grpo_lite.training import build
         from grpo_lite.training.report.summary import is_step_down
 
-        assert self.recipe is not None
         steps_left = None if self.max_steps is None else self.max_steps - self.done
-        step_downs = sum(is_step_down(e) for e in self.events)
-        return build.grpo_settings(
-            self.recipe, output_dir=self.run.out, seed=self.seed + step_downs, max_steps=steps_left
-        )
+        seed = self.recipe.seed + sum(is_step_down(e) for e in self.events)
+        return build.grpo_settings(self.recipe, output_dir=self.run.out, seed=seed, max_steps=steps_left)
 
     def plan_as_built(self, trainer: Any) -> None:
-        """The plan of what the trainer runs: when it turned the shared prefix off once the model loaded (TRL's
-        code differs from the seam, TRL's fused LM head differs, FSDP or ZeRO-3), or turns it off later (the first
-        micro-batch's self-check, through ``trainer.on_shared_off``, at that moment), the run is planned again
-        without it (:func:`~grpo_lite.training.run.replan.replan`). Shared sampling turned off alone changes no
-        plan: the plan counts sampling's KV cache for every row either way.
+        """When the trainer turned the shared prefix off once the model loaded (the TRL seam, FSDP or ZeRO-3), or
+        turns it off later (the first self-check, through ``trainer.on_shared_off``), the run is planned again
+        without it (shared sampling alone changes no plan).
 
         Raises:
             DoesNotFitError: without the shared prefix the recipe no longer fits its budget.
         """
         from grpo_lite.training.run.replan import replan
 
-        assert self.recipe is not None
         if hasattr(trainer, "on_shared_off"):  # grpo-lite's trainer: the same rule when its self-check fails
             trainer.on_shared_off = lambda: self.plan_as_built(trainer)
         if not self.recipe.shared_prefix or trainer.shared_prefix:
@@ -272,25 +176,25 @@ class Attempts:
         step = self.done + trainer.state.global_step
         replan(self, "trl_seam" if seam else "shared_prefix_off", step=step, why=why, change={"shared_prefix": False})
 
-    def record_health(self, finding: Any) -> None:
-        """A health finding: one line in the progress output, one event in run.json."""
-        self.run.console.print(finding.line(), style="yellow", highlight=False, markup=False, soft_wrap=True)
-        self.events.append(finding.event())
-        self.write_record(status="running")
-
-    def record_decline(self, step: int, event: dict[str, Any]) -> None:
-        """``on_stall="adapt"`` could not raise the completion length: one line, one ``adapt_skipped`` event."""
-        text = f"health: max_completion_length stays {event['max_completion_length']}: {event['why']}"
-        self.run.console.print(text, style="yellow", highlight=False, markup=False, soft_wrap=True)
+    def say(self, line: str, event: dict[str, Any]) -> None:
+        """One line in the progress output, one event in run.json."""
+        self.run.console.print(line, style="yellow", highlight=False, markup=False, soft_wrap=True)
         self.events.append(event)
         self.write_record(status="running")
 
+    def record_health(self, finding: Any) -> None:
+        self.say(finding.line(), finding.event())
+
+    def record_decline(self, step: int, event: dict[str, Any]) -> None:
+        """``on_stall="adapt"`` could not raise the completion length (an ``adapt_skipped`` event)."""
+        self.say(f"health: max_completion_length stays {event['max_completion_length']}: {event['why']}", event)
+
     def checkpoint_record(self) -> dict[str, Any]:
         """What a checkpoint's completion marker keeps of the run: enough to resume without run.json."""
-        from grpo_lite.training.run.resume_checks import trained_with
+        from grpo_lite.training.run.resume import trained_with
 
         return {
-            **({} if self.recipe is None else trained_with(self.recipe)),
+            **trained_with(self.recipe),
             "preset": self.plan.preset.name,
             "source": None if self.source == self.inputs.spec.model_id else self.source,
             "done": self.done,
@@ -316,15 +220,15 @@ class Attempts:
     def step_down(self, trainer: Any, reached: int, error: str) -> None:
         """Carry the weights reached to the next cheaper rung that fits (DoesNotFitError at the bottom)."""
         from grpo_lite.training import build
-        from grpo_lite.training.run import resilience
-        from grpo_lite.training.run.replan import replan
+        from grpo_lite.training.run.checkpoints import drop_checkpoints
+        from grpo_lite.training.run.replan import next_plan, replan
 
         out = self.run.out
         if self.max_steps is None:  # an epoch: keep its total, not a new epoch per attempt
             self.max_steps = self.done + trainer.state.max_steps
-        lower = resilience.next_plan(self.plan, **self.plan_kwargs)  # the rung; replan() checks and records it
+        lower = next_plan(self.plan, **self.plan_kwargs)  # the rung; replan() checks and records it
         carried = build.carry_weights(trainer, self.inputs.tokenizer, out / f"stepdown-{len(self.events) + 1}")
-        resilience.drop_checkpoints(out)  # they hold the old rung's state; the carried weights supersede them
+        drop_checkpoints(out)  # they hold the old rung's state; the carried weights supersede them
         self.source, self.done, self.run.checkpoint = str(carried), reached, None
         note = f"going on from the weights reached (saved in {carried})"
         replan(self, "out_of_memory", step=reached, why=error, change={"preset": lower.preset.name}, keep="fixed",
@@ -337,7 +241,7 @@ class Attempts:
         from grpo_lite.training.report.summary import first_last, versions, write_json_atomic
 
         running = status == "running"
-        plan, history_cb, memory_cb = self.plan, self.history_cb, self.memory_cb
+        plan, history_cb, memory_cb, health = self.plan, self.history_cb, self.memory_cb, self.health
         summary = {k: {"first": a, "last": b} for k, (a, b) in first_last(history_cb.rows).items()}
         write_json_atomic(
             self.run.out / "run.json",
@@ -353,12 +257,10 @@ class Attempts:
                 "shared_prefix": self.shared_prefix_record,
                 "zero_advantage": self.zero_advantage_record,
                 "problem_choice": self.problem_choice_record,
-                "health": None
-                if self.health is None
-                else {"on_stall": self.health.on_stall, "findings": [f.kind for f in self.health.found]},
+                "health": health and {"on_stall": health.on_stall, "findings": [f.kind for f in health.found]},
                 "precision": {**plan.precision, **self.monitor_record},
-                "stop_strings": [] if self.recipe is None else list(self.recipe.stop_strings),
-                "recipe": None if self.recipe is None else self.recipe.to_dict(),
+                "stop_strings": list(self.recipe.stop_strings),
+                "recipe": self.recipe.to_dict(),
                 "steps": self.done,
                 "max_steps": self.max_steps,
                 "wall_seconds": None if running else round(self.wall, 2),
@@ -375,8 +277,7 @@ class Attempts:
 
 
 def _resumed_callback(loop: Attempts) -> Any:
-    """Logs the resume event once the trainer has loaded the checkpoint (weights, state, optimizer):
-    a resume that fails before that leaves no ``resume`` event behind."""
+    """Logs the resume event once the trainer has loaded the checkpoint: a resume that fails before leaves none."""
     from transformers import TrainerCallback
 
     class Resumed(TrainerCallback):
@@ -391,12 +292,8 @@ def _resumed_callback(loop: Attempts) -> Any:
 
 
 def _schedule_at_its_step(optimizer: Any, scheduler: Any) -> None:
-    """After a checkpoint is loaded: the optimizer's learning rates are the schedule's at the step it resumes.
-
-    The optimizer's state carries the rates its last step set; the scheduler's lambdas are this run's. They agree
-    when the run goes on as planned, not when a finished run is extended (``max_steps`` raised): the old schedule
-    ended at 0, so the next step would train at 0 until the scheduler steps again.
-    """
+    """After a checkpoint is loaded: the optimizer's learning rates are the schedule's at the step it resumes (they
+    differ when a finished run is extended: the old schedule ended at 0)."""
     from torch.optim.lr_scheduler import LambdaLR
 
     scheduler = getattr(scheduler, "scheduler", scheduler)  # accelerate's wrapper, when the trainer prepared one
@@ -419,11 +316,7 @@ def run_attempts(loop: Attempts, *, on_oom: OnOOM, oom_window_steps: int) -> Any
         checkpoint = loop.run.checkpoint
         start = time.perf_counter()
         try:
-            with resilience.stop_signals_save(loop.interrupt_cb), warnings.catch_warnings():
-                # TRL calls transformers' renamed is_gradient_checkpointing on every step; the rename is not ours to fix
-                warnings.filterwarnings(
-                    "ignore", message=".*is_gradient_checkpointing.*deprecated", category=FutureWarning
-                )
+            with resilience.stop_signals_save(loop.interrupt_cb):  # train()'s quiet_libraries() filters TRL's noise
                 try:
                     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
                 except resilience.NothingLeft:  # the checkpoint, now loaded, holds every step: nothing to train
@@ -444,3 +337,55 @@ def run_attempts(loop: Attempts, *, on_oom: OnOOM, oom_window_steps: int) -> Any
             torch.cuda.empty_cache()
     loop.done += trainer.state.global_step  # after a resume, global_step already counts the checkpoint's steps
     return trainer
+
+
+def continue_schedule(trainer: Any, *, offset: int, total_steps: int) -> str:
+    """Make ``trainer``'s learning-rate schedule the whole run's (warmup and decay over ``total_steps``) read
+    ``offset`` steps ahead, instead of warming up again after a step down; through ``create_scheduler``, the method
+    transformers documents to override (this trainer's only). Returns what run.json says about the schedule
+    (``"continues at step 2 of 6"``, or why it restarts)."""
+    from torch.optim.lr_scheduler import LambdaLR  # heavy: torch
+    from transformers import Trainer
+    from transformers.optimization import get_scheduler
+
+    args = trainer.args
+    if list(inspect.signature(Trainer.create_scheduler).parameters)[:3] != ["self", "num_training_steps", "optimizer"]:
+        note = "restarts: transformers' Trainer.create_scheduler is not the one grpo-lite knows"
+        warnings.warn(f"the learning-rate schedule {note}", stacklevel=2)
+        return note
+    kind = str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
+    if kind == "reduce_lr_on_plateau" or "layerwise" in str(getattr(args.optim, "value", args.optim)):
+        return f"restarts: a {kind} schedule (or a layer-wise optimizer's) cannot start at a later step"
+
+    def create_scheduler(num_training_steps: int, optimizer: Any = None) -> Any:
+        if trainer.lr_scheduler is None:
+            optimizer = optimizer if optimizer is not None else trainer.optimizer
+            whole = get_scheduler(
+                args.lr_scheduler_type,
+                optimizer=optimizer,
+                num_warmup_steps=args.get_warmup_steps(total_steps),
+                num_training_steps=total_steps,
+                scheduler_specific_kwargs=args.lr_scheduler_kwargs,
+            )
+            if type(whole) is LambdaLR:
+                trainer.lr_scheduler = LambdaLR(optimizer, [_shifted(f, offset) for f in whole.lr_lambdas])
+            else:  # pragma: no cover - a transformers release whose schedulers are not LambdaLR
+                warnings.warn(
+                    f"the {kind} learning-rate schedule is not a LambdaLR: it starts at step 0 of the whole "
+                    f"run's schedule instead of step {offset}",
+                    stacklevel=2,
+                )
+                trainer.lr_scheduler = whole
+        return trainer.lr_scheduler
+
+    trainer.create_scheduler = create_scheduler
+    return f"continues at step {offset} of {total_steps}"
+
+
+def _shifted(schedule: Callable[[int], float], offset: int) -> Callable[[int], float]:
+    """``schedule`` read ``offset`` steps ahead (a plain function: LambdaLR does not save it in its state)."""
+
+    def shifted(step: int) -> float:
+        return schedule(step + offset)
+
+    return shifted

@@ -1,8 +1,5 @@
-"""Checkpoints a crash cannot corrupt: a ``checkpoint-N`` counts only when it is complete.
-
-:class:`CompletionCallback` writes :data:`MARKER` last after each save; :func:`scan` and :func:`set_aside` find
-and move aside the incomplete ones; :func:`checkpoint_bytes` sizes one (docs/internals.md). Imported only inside
-functions: it imports transformers at the top.
+"""Checkpoints a crash cannot corrupt: a ``checkpoint-N`` counts only when its marker, written last, says it is
+complete (docs/internals.md). Imported only inside functions: it imports transformers at the top.
 """
 
 from __future__ import annotations
@@ -30,6 +27,7 @@ __all__ = [
     "Scan",
     "checkpoint_bytes",
     "checkpoint_step",
+    "drop_checkpoints",
     "scan",
     "set_aside",
     "why_incomplete",
@@ -93,14 +91,14 @@ def why_incomplete(folder: Path) -> str | None:
 
 @dataclass
 class Scan:
-    """What a run folder holds: the newest complete checkpoint and the incomplete ones (newest first)."""
+    """A run folder's newest complete checkpoint and the incomplete ones (newest first), with why."""
 
     newest: Path | None
     incomplete: list[tuple[Path, str]] = field(default_factory=list)
 
 
 def scan(output_dir: Path) -> Scan:
-    """The newest complete ``checkpoint-N`` in ``output_dir`` and every incomplete one, with why."""
+    """What ``output_dir``'s ``checkpoint-N`` folders hold."""
     found = [(checkpoint_step(p), p) for p in Path(output_dir).glob("checkpoint-*") if p.is_dir()]
     result = Scan(None)
     for _, path in sorted(((s, p) for s, p in found if s is not None), reverse=True):
@@ -150,13 +148,8 @@ def mark_complete(folder: Path, run: dict[str, Any]) -> Path:
 
 
 class CompletionCallback(TrainerCallback):
-    """After each save: wait for every rank, then the main process marks the checkpoint complete.
-
-    Args:
-        record: returns the run's record at this step (preset, weights source, steps done before this
-            attempt, events), stored in the marker.
-        saved: called on the main process once the checkpoint is marked (run.json is rewritten there).
-    """
+    """After each save: wait for every rank, then the main process marks the checkpoint complete, with ``record()``
+    (the run's record at this step) in the marker, and calls ``saved(step)``."""
 
     def __init__(self, record: Callable[[], dict[str, Any]], saved: Callable[[int], None] | None = None) -> None:
         self.record = record
@@ -184,3 +177,9 @@ def checkpoint_bytes(plan: Plan) -> float:
     if s.shards_grads:
         state *= s.num_processes
     return weights + state + _EXTRA_BYTES
+
+
+def drop_checkpoints(output_dir: Path) -> None:
+    """Remove the ``checkpoint-N`` folders of an attempt that stepped down (another rung cannot resume them)."""
+    for child in output_dir.glob("checkpoint-*"):
+        remove(child)  # a link is unlinked, its target kept

@@ -24,7 +24,7 @@ LOCK_NAME = ".grpo-lite.lock"
 
 
 class RunHeld(OutputDirError):
-    """Another live process holds the folder's lock (the other refusals are plain :class:`OutputDirError`)."""
+    """Another live process holds the folder's lock."""
 
 
 def _read(fd: int) -> dict[str, Any] | None:
@@ -65,16 +65,11 @@ def _describe(record: dict[str, Any] | None) -> str:
 
 @dataclass
 class RunLock:
-    """The lock on one run folder (see the module docstring).
+    """The lock on one run folder."""
 
-    Attributes:
-        path: the lock file.
-        stale: the record of a dead run whose lock was taken over, or None.
-    """
-
-    path: Path
+    path: Path  # the lock file
     lock: Any  # filelock.FileLock, held; None once released
-    stale: dict[str, Any] | None = None
+    stale: dict[str, Any] | None = None  # the record of a dead run whose lock was taken over
 
     @classmethod
     def acquire(cls, output_dir: Path) -> RunLock:

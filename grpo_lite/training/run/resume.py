@@ -1,58 +1,59 @@
-"""What a resumed run takes over: the checkpoint, the run's record, its history, and what happened.
-
-:func:`resume_point`, :func:`earlier_run` and :func:`read_record` (docs/internals.md); whether a resume may go on
-at all is :mod:`grpo_lite.training.run.resume_checks`.
+"""A resume: what it takes over (checkpoint, record, every completed step, crashes) and whether it may go on at
+all (same model, preset, method and training; steps left), checked before anything in the folder is written
+(docs/internals.md).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpo_lite.errors import ConfigError
+from grpo_lite.planning.ladder import get_preset
 from grpo_lite.run_record import CORRUPT, read_run_record
 from grpo_lite.training.report.summary import is_step_down, step_down_presets
 from grpo_lite.training.run import checkpoints
 
-__all__ = ["HISTORY_FILE", "EarlierRun", "earlier_run", "read_history", "read_record", "resume_point"]
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.recipe.recipe import Recipe
+
+__all__ = [
+    "HISTORY_FILE",
+    "EarlierRun",
+    "check_resume",
+    "check_same_run",
+    "check_same_training",
+    "check_steps",
+    "earlier_run",
+    "model_fingerprint",
+    "read_history",
+    "read_record",
+    "resume_point",
+    "trained_with",
+]
 
 HISTORY_FILE = "history.jsonl"  # one logged step per line, appended as the run goes
 
 
 @dataclass
 class EarlierRun:
-    """What a resumed run takes over from the run it continues.
+    """What a resumed run takes over from the run it continues (a field None: missing in an older record)."""
 
-    Attributes:
-        preset: the rung the checkpoint was trained on (after any out-of-memory step down).
-        source: the weights that attempt started from (a ``stepdown-N`` folder), or None for the model itself.
-        done: steps completed before that attempt started (by attempts before a step down).
-        checkpoint_step: the checkpoint's own step count (counted from that attempt's start).
-        max_steps: the run's total steps, or None.
-        history: logged rows up to the checkpoint.
-        events: earlier events (step downs, interrupts, resumes, crashes).
-        notes: what the resume had to repair, one line each (printed and kept in the resume event).
-        status: run.json's status (None when it is missing or unreadable).
-        model: the model the run trained (its ``model_id``), or None in a record older than this field.
-        fingerprint: that model's :func:`model_fingerprint` when the run started, or None.
-        rewards, seed, num_generations: what the run optimized (its reward names, seed and group size), or None
-            in a record older than these fields.
-    """
-
-    preset: str | None
-    source: str | None
-    done: int
-    checkpoint_step: int
+    preset: str | None  # the rung the checkpoint was trained on (after any step down)
+    source: str | None  # the weights its attempt started from (a stepdown-N folder), None: the model itself
+    done: int  # steps done before that attempt started
+    checkpoint_step: int  # the checkpoint's own step count (from that attempt's start)
     max_steps: int | None
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)  # logged rows up to the checkpoint
     events: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    status: str | None = None
-    model: str | None = None
-    fingerprint: dict[str, str] | None = None
-    rewards: list[str] | None = None
+    notes: list[str] = field(default_factory=list)  # what the resume repaired, one line each
+    status: str | None = None  # run.json's status
+    model: str | None = None  # the model_id the run trained
+    fingerprint: dict[str, str] | None = None  # that model's model_fingerprint when the run started
+    rewards: list[str] | None = None  # what the run optimized: reward names, seed, group size
     seed: int | None = None
     num_generations: int | None = None
 
@@ -94,17 +95,9 @@ def resume_point(output_dir: Path, *, move: bool) -> tuple[Path, list[str]]:
             f"resume asked but {output_dir} holds no complete checkpoint ({whys}); start the run again "
             "with overwrite=True (--overwrite), or restore the missing files"
         )
-    newer = [
-        (p, why)
-        for p, why in found.incomplete
-        if checkpoints.checkpoint_step(p) > checkpoints.checkpoint_step(found.newest)
-    ]
     moved = checkpoints.set_aside(output_dir, found.incomplete) if move else [p for p, _ in found.incomplete]
-    notes = [
-        f"{p.name} is incomplete ({why}): skipped, moved to {target}"
-        for (p, why), target in zip(found.incomplete, moved)
-    ]
-    if newer:
+    notes = [f"{p.name} is incomplete ({why}): skipped, moved to {to}" for (p, why), to in zip(found.incomplete, moved)]
+    if any(checkpoints.checkpoint_step(p) > checkpoints.checkpoint_step(found.newest) for p, _ in found.incomplete):
         notes.append(f"resuming from {found.newest.name}, the newest complete checkpoint")
     return found.newest, notes
 
@@ -158,6 +151,9 @@ def _merge(*sources: list[dict[str, Any]], last: int) -> list[dict[str, Any]]:
     return [by_step[s] for s in sorted(by_step) if s <= last]
 
 
+_RECORDED = ("preset", "source", "max_steps", "model", "fingerprint", "rewards", "seed", "num_generations")
+
+
 def _from_record(record: dict[str, Any]) -> dict[str, Any]:
     """preset, source, done, max_steps from a run.json (the last step down's target and weights); the rewards,
     seed and num_generations it trained with."""
@@ -178,38 +174,20 @@ def _from_record(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def earlier_run(output_dir: Path, checkpoint: Path, *, main: bool) -> EarlierRun:
-    """What the resumed run takes over (see the module docstring).
-
-    Args:
-        main: this is the main process: it moves an unreadable run.json aside.
-    """
+    """What the resumed run takes over (``main``: the main process moves an unreadable run.json aside)."""
     step = checkpoints.checkpoint_step(checkpoint) or 0
     record, note = read_record(output_dir, move=main)
     snapshot = (checkpoints.read_marker(checkpoint) or {}).get("run") or {}
-    base = {"preset": None, "source": None, "done": 0, "max_steps": None, "model": None, "fingerprint": None}
-    base.update(rewards=None, seed=None, num_generations=None)
-    base.update(_from_record(record) if record else {})
+    base = {**dict.fromkeys(_RECORDED), "done": 0, **(_from_record(record) if record else {})}
     base.update({k: snapshot[k] for k in base if k in snapshot})  # the checkpoint's own record wins
     events = list((record or {}).get("events") or snapshot.get("events") or [])
     on_disk = read_history(output_dir)
     last = base["done"] + step
     history = _merge(on_disk, (record or {}).get("history", []), _log_history(checkpoint, base["done"]), last=last)
     earlier = EarlierRun(
-        preset=base["preset"],
-        source=base["source"],
-        done=base["done"],
-        checkpoint_step=step,
-        max_steps=base["max_steps"],
-        history=history,
-        events=events,
-        notes=[note] if note else [],
+        **base, checkpoint_step=step, history=history, events=events, notes=[note] if note else [],
         status=(record or {}).get("status"),
-        model=base["model"],
-        fingerprint=base["fingerprint"],
-        rewards=base["rewards"],
-        seed=base["seed"],
-        num_generations=base["num_generations"],
-    )
+    )  # fmt: skip
     if record is not None and record.get("status") == "running":  # nobody holds the lock: it did not end
         reached = max([r["step"] for r in on_disk + record.get("history", [])], default=None)
         earlier.events.append({"event": "crashed", "after_step": reached})
@@ -218,3 +196,147 @@ def earlier_run(output_dir: Path, checkpoint: Path, *, main: bool) -> EarlierRun
             "(killed, or the machine went down): recorded as crashed"
         )
     return earlier
+
+
+_SAMPLES, _SAMPLE_BYTES = 16, 4096
+_MODEL_FILES = (".safetensors", ".bin", ".gguf", ".pt")
+
+
+def model_fingerprint(model_id: str) -> dict[str, str] | None:
+    """``{"config": ..., "weights": ...}``: hashes of ``config.json`` and of each weights file's name, size and 16
+    samples of 4 KiB (two bases of the same shape differ); a ``.gguf`` file is both. None when the files are not
+    here (a hub id not in the local cache)."""
+    path = Path(model_id).expanduser()
+    if not path.exists():
+        from huggingface_hub import try_to_load_from_cache  # heavy: huggingface_hub
+
+        cached = try_to_load_from_cache(model_id, "config.json")
+        if not isinstance(cached, str):
+            return None
+        path = Path(cached).parent
+    if path.is_file():
+        return {"config": _sampled([path]), "weights": _sampled([path])}
+    weights = sorted(p for p in path.iterdir() if p.suffix in _MODEL_FILES and p.is_file())
+    return {"config": _sampled([path / "config.json"]), "weights": _sampled(weights)}
+
+
+def _sampled(files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        size = path.stat().st_size
+        digest.update(f"{path.name}:{size}".encode())
+        with open(path, "rb") as f:
+            for i in range(_SAMPLES):
+                f.seek(size * i // _SAMPLES)
+                digest.update(f.read(_SAMPLE_BYTES))
+    return digest.hexdigest()[:16]
+
+
+def check_same_run(
+    output_dir: Path, earlier: EarlierRun, *, model_id: str, preset: str | None, method: str | None
+) -> None:
+    """Refuse a resume that names another model, or a preset or method the run did not train on.
+
+    Raises:
+        ConfigError: one line naming what differs and what to pass instead.
+    """
+    again = f"or --overwrite to start a new run in {output_dir} (Python: overwrite=True)"
+    theirs = earlier.model
+    if theirs is not None:
+        mine = model_fingerprint(model_id)
+        if earlier.fingerprint and mine:
+            differs = [part for part in ("config", "weights") if earlier.fingerprint.get(part) != mine[part]]
+            why = {("config",): "its config differs", ("weights",): "its weights differ"}.get(
+                tuple(differs), "its config and weights differ"
+            )
+        else:  # a model whose files are not here (a hub id not downloaded): its name decides
+            same = theirs == model_id or (Path(theirs).exists() and Path(theirs).resolve() == Path(model_id).resolve())
+            differs, why = ([] if same else ["name"]), "another name"
+        if differs:
+            raise ConfigError(
+                f"{output_dir} was trained from {theirs}; {model_id} is another model ({why}): pass "
+                f"{theirs} to resume the run, {again}"
+            )
+    presets = earlier.presets()
+    if not presets:
+        return
+    if preset is not None and preset not in presets:
+        raise ConfigError(
+            f"{output_dir} was trained with preset {presets[-1]!r}; --preset {preset} asks for another: "
+            f"drop --preset (a resume keeps the run's preset; Python: preset=None), {again}"
+        )
+    methods = [get_preset(name).method for name in presets]
+    if method is not None and method not in methods:
+        raise ConfigError(
+            f"{output_dir} was trained with method {methods[-1]!r} (preset {presets[-1]!r}); --method "
+            f"{method} asks for another: drop --method (Python: method=None), {again}"
+        )
+
+
+def trained_with(recipe: Recipe) -> dict[str, Any]:
+    """What a resume must not change: the recipe's reward names, seed and num_generations."""
+    rewards = recipe.to_dict()["rewards"]
+    return {"rewards": rewards, "seed": recipe.seed, "num_generations": recipe.trl.get("num_generations")}
+
+
+def check_same_training(output_dir: Path, earlier: EarlierRun, recipe: Recipe) -> None:
+    """Refuse a resume that changes the run's rewards, seed or num_generations (unchecked in an older record).
+
+    Raises:
+        ConfigError: one line naming each change and what to pass instead.
+    """
+    runs = {"rewards": earlier.rewards, "seed": earlier.seed, "num_generations": earlier.num_generations}
+    asked = trained_with(recipe)
+    changed = [key for key, value in runs.items() if value is not None and value != asked[key]]
+    if not changed:
+        return
+    said = {
+        "rewards": lambda v: f"--rewards {' '.join(v)} (Python: rewards={v!r})",
+        "seed": lambda v: f"--seed {v} (Python: seed={v})",
+        "num_generations": lambda v: f"--set num_generations={v} (Python: num_generations={v})",
+    }
+    what = "; ".join(f"{key} {asked[key]!r} instead of the run's {runs[key]!r}" for key in changed)
+    raise ConfigError(
+        f"{output_dir} cannot be resumed with other settings than it trained with: {what}. Resume with "
+        f"{', '.join(said[key](runs[key]) for key in changed)}, or pass --overwrite to start a new run in "
+        f"{output_dir} (Python: overwrite=True)"
+    )
+
+
+def check_steps(output_dir: Path, earlier: EarlierRun, max_steps: int | None) -> tuple[bool, str | None]:
+    """Whether the run is finished (run.json says so, ``final/`` is there, ``max_steps`` asks for no more steps:
+    nothing is trained or written), and a line that says what the resume does.
+
+    Raises:
+        ConfigError: ``max_steps`` is below the steps the checkpoint holds.
+    """
+    reached, wanted = earlier.reached, max_steps if max_steps is not None else earlier.max_steps
+    if wanted is not None and wanted < reached:
+        raise ConfigError(
+            f"{output_dir} holds {reached} trained steps (checkpoint-{earlier.checkpoint_step}) and "
+            f"max_steps={wanted} asks for fewer: pass --max-steps {reached} or more to go on from them "
+            f"(Python: max_steps=...), or --overwrite to train {wanted} steps from the start"
+        )
+    if earlier.status != "finished" or not (output_dir / "final").is_dir():
+        return False, None
+    if wanted is None or wanted == reached:
+        return True, (
+            f"finished: the run in {output_dir} already trained its {reached} steps (model in "
+            f"{output_dir / 'final'}); nothing changed. To train on, pass --max-steps above {reached} with "
+            "--resume (Python: max_steps=..., resume=True)"
+        )
+    return False, f"the run finished at step {reached}: training on to step {wanted}; final/ is replaced at the end"
+
+
+def check_resume(
+    output_dir: Path, model_id: str, *, max_steps: int | None, preset: str | None, method: str | None
+) -> tuple[bool, str | None]:
+    """:func:`check_same_run`, then :func:`check_steps`, on the folder as it is (nothing is moved or written).
+
+    Raises:
+        ConfigError: no checkpoint to resume, another model, preset or method, or fewer steps than done.
+    """
+    checkpoint, _ = resume_point(output_dir, move=False)
+    earlier = earlier_run(output_dir, checkpoint, main=False)
+    check_same_run(output_dir, earlier, model_id=model_id, preset=preset, method=method)
+    return check_steps(output_dir, earlier, max_steps)

@@ -1,30 +1,7 @@
-"""TRL's GRPOTrainer with five additions, each through one of TRL's own methods (no fork):
-
-- **Shared prefix** (``_get_per_token_logps_and_entropies`` and ``_generate_single_turn``): the log-prob
-  forwards of the loss and of the old / reference scoring put each prompt through the model once for all
-  its completions (:mod:`grpo_lite.training.step.shared_prefix`), and sampling forwards the batch's common
-  prompt prefix once (:mod:`grpo_lite.training.step.prefix_cache`). The first call of each is checked against
-  TRL's own path on a slice, so that the check costs a small part of a step
-  (:func:`~grpo_lite.training.step.shared_prefix.self_check`: TRL's forward of one row per prompt group, two at most,
-  against the call's own shared forward, which then serves it; :func:`~grpo_lite.training.step.sampling_check.checked_generate`:
-  a few rows for a few tokens both ways from the same RNG state, tokens and log-probs, before the batch is
-  sampled once); a mismatch turns that one off for the run, with one warning.
-- **Stop strings** (``_generate_single_turn``): sampling stops a completion once it writes one of
-  ``stop_strings`` (``</answer>`` for the GSM8K format), and the completion ends with the EOS token
-  as if the model had closed its turn, so no token is sampled only to be thrown away by the rewards.
-- **Updates that land** (``create_optimizer`` and a callback): with ``update_rounding="stochastic"``
-  bf16 parameters are stepped in fp32 and rounded back stochastically; the update monitor logs
-  ``update/realized`` and warns once when the weights receive less than half of their updates.
-- **Zero-advantage skip** (``_compute_loss``): sequences whose advantage is exactly zero skip their forward and
-  backward where that leaves the gradient unchanged (:mod:`grpo_lite.training.step.zero_advantage`); the kept rows'
-  loss is rescaled to TRL's divisor. :attr:`LiteGRPOTrainer.zero_advantage` counts what was saved.
-- **Problem choice** (``_get_train_sampler``): with ``problem_choice="learnable"`` each generation batch's problems
-  are chosen by what the model can still learn from (:mod:`grpo_lite.training.step.problem_choice`); the choice's
-  state goes into each checkpoint and a resume goes on from it.
-
-When the trainer is built, the TRL code each addition relies on is checked
-(:mod:`grpo_lite.training.step.trl_seam`); where it differs, that addition is off and TRL's own method runs.
-:attr:`LiteGRPOTrainer.shared_prefix_record` says what ran, for run.json.
+"""TRL's GRPOTrainer with five additions, each through one of TRL's own methods (no fork): the shared prefix in
+scoring and sampling (each checked once against TRL's path), stop strings, updates that land on bf16 weights, the
+zero-advantage skip and the problem choice. Where TRL's code differs from what an addition relies on
+(:mod:`grpo_lite.training.step.trl_seam`), that addition is off and TRL's own method runs (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -47,7 +24,7 @@ from grpo_lite.precision.monitor import UpdateMonitor
 from grpo_lite.precision.rounding import install_update_rounding
 from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
 from grpo_lite.training.step.problem_choice import PROBLEM_CHOICE_DEFAULT, ProblemChoice, ProblemChoiceRun
-from grpo_lite.training.step.sampling_check import SamplingCheck, check_rows, checked_generate
+from grpo_lite.training.step.sampling_check import check_rows, checked_generate
 from grpo_lite.training.step.shared_prefix import (
     default_tolerances,
     self_check,
@@ -63,30 +40,20 @@ logger = logging.getLogger(__name__)
 
 
 class LiteGRPOTrainer(GRPOTrainer):
-    """``GRPOTrainer`` with a shared-prefix log-prob forward and sampling, and stop strings.
+    """``GRPOTrainer`` with grpo-lite's additions (``*args, **kwargs``: ``GRPOTrainer``'s own).
 
     Args:
-        shared_prefix: forward each group's prompt once, in scoring and in sampling (Default: True).
-            Off under FSDP and DeepSpeed ZeRO-3, where each forward is a collective and ranks must run
-            the same number of them.
-        verify_shared_prefix: check the first shared scoring micro-batch and the first shared sampling
-            call against TRL's own path, each on a slice (a few rows; a few sampled tokens). Default: True.
-        shared_prefix_atol: tolerance of those checks on the largest per-token log-prob difference
-            (Default: 1e-3 in fp32, 1.0 in bf16/fp16; see :class:`~grpo_lite.training.step.shared_prefix.SelfCheck`
-            and :class:`~grpo_lite.training.step.sampling_check.SamplingCheck`).
-        stop_strings: end a sampled completion at the first of these strings. Default: none.
-        update_rounding: ``"stochastic"`` steps each bf16 parameter on an fp32 copy and rounds it back
-            stochastically, so small updates land; ``"nearest"`` leaves the optimizer as built. Default:
-            None, the planner's rule (:func:`~grpo_lite.memory.settings.default_update_rounding`) applied to
-            the trainable parameters: stochastic when one is bf16 (train() passes the recipe's choice).
-        update_monitor: log ``update/realized`` (:class:`~grpo_lite.precision.monitor.UpdateMonitor`),
-            the share of the intended update the weights received. Default: True.
-        skip_zero_advantage: sequences whose advantage is exactly zero skip their forward and backward when
-            that leaves the gradient unchanged (beta 0, no entropy term; :mod:`grpo_lite.training.step.zero_advantage`).
-            Default: True.
-        problem_choice: ``"learnable"`` chooses each batch's problems by what the model can still learn from
-            (:mod:`grpo_lite.training.step.problem_choice`); ``"off"`` keeps TRL's order. Default: ``"off"``.
-        *args, **kwargs: ``GRPOTrainer``'s own.
+        shared_prefix: forward each group's prompt once, in scoring and in sampling (off under FSDP and ZeRO-3).
+        verify_shared_prefix: check the first shared scoring micro-batch and sampling call against TRL's path.
+        shared_prefix_atol: those checks' tolerance on the largest log-prob difference (Default: 1e-3 in fp32,
+            1.0 in bf16/fp16).
+        stop_strings: end a sampled completion at the first of these strings.
+        update_rounding: ``"stochastic"`` steps each bf16 parameter on an fp32 copy, rounded back stochastically;
+            ``"nearest"`` leaves the optimizer as built. Default: stochastic when a trainable parameter is bf16.
+        update_monitor: log ``update/realized``, the share of the intended update the weights received.
+        skip_zero_advantage: rows whose advantage is exactly zero skip their forward and backward where the
+            gradient stays the same.
+        problem_choice: ``"learnable"`` chooses each batch's problems by what the model can still learn from.
     """
 
     def __init__(
@@ -111,6 +78,7 @@ class LiteGRPOTrainer(GRPOTrainer):
 
         self.shared_prefix_record: dict[str, Any] = {"requested": shared_prefix, "calls": {"shared": 0, "trl": 0}}
         seam = seam_problems(self)
+        off = {feature: f"TRL {trl.__version__}: {why}" for feature, why in seam.items()}  # why each feature is off
         if seam:
             logger.warning(seam_warning(seam, trl.__version__))
             self.shared_prefix_record["trl_seam"] = {"trl": trl.__version__, "off": dict(seam)}
@@ -119,27 +87,22 @@ class LiteGRPOTrainer(GRPOTrainer):
         if update_monitor and "update_monitor" not in seam:
             self.update_monitor = UpdateMonitor(sink=self._log_update_metrics, seed=self.args.seed)
             self.add_callback(self.update_monitor)
-        why_not = config_reason(self) or (
-            seam.get("skip_zero_advantage") and f"TRL {trl.__version__}: {seam['skip_zero_advantage']}"
-        )
+        why_not = config_reason(self) or off.get("skip_zero_advantage")
         self.zero_advantage = ZeroAdvantageSkip(
-            skip_zero_advantage and not why_not, None if not skip_zero_advantage else why_not or None
+            skip_zero_advantage and not why_not, why_not if skip_zero_advantage else None
         )
-        seam_off = seam.get("problem_choice") and f"TRL {trl.__version__}: {seam['problem_choice']}"
-        self.problem_choice = ProblemChoiceRun(self, problem_choice, seam_off or None)
+        self.problem_choice = ProblemChoiceRun(self, problem_choice, off.get("problem_choice"))
         zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         if shared_prefix and (self.is_fsdp_enabled or zero3):
             self._shared_off("not supported with FSDP or DeepSpeed ZeRO-3")
             shared_prefix = False
-        if shared_prefix and "shared_scoring" in seam:
-            self.shared_prefix_record["off"] = f"TRL {trl.__version__}: {seam['shared_scoring']}"
+        for feature, key in (("shared_scoring", "off"), ("shared_sampling", "sampling_off")):
+            if shared_prefix and feature in off:
+                self.shared_prefix_record[key] = off[feature]
         self.shared_prefix = shared_prefix and "shared_scoring" not in seam
         self.shared_sampling = shared_prefix and "shared_sampling" not in seam
-        if shared_prefix and "shared_sampling" in seam:
-            self.shared_prefix_record["sampling_off"] = f"TRL {trl.__version__}: {seam['shared_sampling']}"
         self._verify_pending = verify_shared_prefix
-        # called when the first micro-batch's self-check turns the shared prefix off, before TRL's forward serves
-        # that call: the run re-plans there (Attempts.plan_as_built), and may stop when it no longer fits
+        # called when the first self-check turns the shared prefix off: the run re-plans (Attempts.plan_as_built)
         self.on_shared_off: Callable[[], None] | None = None
         self._verify_sampling_pending = verify_shared_prefix
         self.shared_prefix_atol = shared_prefix_atol
@@ -180,7 +143,6 @@ class LiteGRPOTrainer(GRPOTrainer):
         return optimizer
 
     def _log_update_metrics(self, metrics: dict[str, float]) -> None:
-        """The monitor's window goes out with the step's other metrics (TRL averages ``_metrics``)."""
         for key, value in metrics.items():
             if value == value:  # NaN: nothing sampled stepped in this window
                 train_metrics(self)[key].append(value)
@@ -232,13 +194,8 @@ class LiteGRPOTrainer(GRPOTrainer):
         calls = self.shared_prefix_record["calls"]
         if reason is None and self._verify_pending:  # this call's shared forward serves it once checked
             self._verify_pending = False
-            check, (logps, entropies) = self_check(
-                self,
-                super()._get_per_token_logps_and_entropies,
-                lambda entropy: shared(entropy or compute_entropy),
-                *args,
-                atol=self.shared_prefix_atol,
-            )
+            reference, own = super()._get_per_token_logps_and_entropies, lambda e: shared(e or compute_entropy)
+            check, (logps, entropies) = self_check(self, reference, own, *args, atol=self.shared_prefix_atol)
             self.shared_prefix_record["self_check"] = {
                 "max_abs_diff": check.max_abs_diff, "mean_abs_diff": check.mean_abs_diff,
                 "max_entropy_diff": check.max_entropy_diff, "atol": check.atol, "tokens": check.n_tokens,
@@ -260,14 +217,6 @@ class LiteGRPOTrainer(GRPOTrainer):
         logps, entropies = shared(compute_entropy)
         return logps, entropies, None
 
-    def _check_sampling(self, check: SamplingCheck) -> None:
-        """Record the first shared sampling call against TRL's; a mismatch turns shared sampling off."""
-        self.shared_prefix_record["sampling_check"] = check.to_dict()
-        if not check.ok:
-            logger.warning("grpo-lite: shared-prefix sampling off (%s); using TRL's sampling", check.reason())
-            self.shared_prefix_record["sampling_off"] = f"sampling check: {check.reason()}"
-            self.shared_sampling = False
-
     # ---- sampling: stop strings and the shared prefix -------------------------------------------
     def _generate_single_turn(
         self, prompt_ids: Any, images: Any, multimodal_fields: Any, num_generations: int, has_tool_images: bool = False
@@ -279,36 +228,24 @@ class LiteGRPOTrainer(GRPOTrainer):
             and images is None
             and not multimodal_fields
         )
+        turn = (prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
         if not (stops or share):  # vLLM: neither
-            return super()._generate_single_turn(
-                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
-            )
+            return super()._generate_single_turn(*turn)
         check = self._checked_generate if share and self._verify_sampling_pending else None
-        with _patched_generate(
-            self.accelerator.unwrap_model(self.model),
-            self.processing_class,
-            stops=stops,
-            share=share,
-            pad_token_id=trainer_tokenizer(self).pad_token_id,
-            check=check,
-        ):
-            completion_ids, logprobs = super()._generate_single_turn(
-                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
-            )
+        model, tokenizer = self.accelerator.unwrap_model(self.model), trainer_tokenizer(self)
+        pad = tokenizer.pad_token_id
+        with _patched_generate(model, self.processing_class, stops=stops, share=share, pad_token_id=pad, check=check):
+            completion_ids, logprobs = super()._generate_single_turn(*turn)
         if not stops:
             return completion_ids, logprobs
-        pad, eos = trainer_tokenizer(self).pad_token_id, self.eos_token_ids
-        stops = list(self.generation_config.stop_strings)
+        limit, stops = self.max_completion_length, list(self.generation_config.stop_strings)
+        stopped = [stopped_at_stop(ids, tokenizer, stops, limit) for ids in completion_ids]
         return [
-            end_at_stop(
-                ids, pad, eos, stopped=stopped_at_stop(ids, trainer_tokenizer(self), stops, self.max_completion_length)
-            )
-            for ids in completion_ids
+            end_at_stop(ids, pad, self.eos_token_ids, stopped=s) for ids, s in zip(completion_ids, stopped)
         ], logprobs
 
     def _checked_generate(self, generate: Any, plain: dict[str, Any], shared: dict[str, Any]) -> bool:
-        """A slice of the first shared sampling call, run both ways for a few tokens
-        (:func:`~grpo_lite.training.step.sampling_check.checked_generate`): the check is recorded, a mismatch turns
+        """A slice of the first shared sampling call, run both ways for a few tokens, recorded; a mismatch turns
         shared sampling off. Whether the batch may be sampled on the shared layout."""
         self._verify_sampling_pending = False
         low, atol, mean_atol = default_tolerances(self, self.accelerator.unwrap_model(self.model))
@@ -321,7 +258,11 @@ class LiteGRPOTrainer(GRPOTrainer):
             atol=atol if self.shared_prefix_atol is None else self.shared_prefix_atol,
             mean_atol=mean_atol,
         )
-        self._check_sampling(check)
+        self.shared_prefix_record["sampling_check"] = check.to_dict()
+        if not check.ok:
+            logger.warning("grpo-lite: shared-prefix sampling off (%s); using TRL's sampling", check.reason())
+            self.shared_prefix_record["sampling_off"] = f"sampling check: {check.reason()}"
+            self.shared_sampling = False
         return check.ok
 
 
@@ -341,12 +282,10 @@ class _ChoiceCheckpoint(TrainerCallback):
 def _patched_generate(
     model: nn.Module, tokenizer: Any, *, stops: bool, share: bool, pad_token_id: int, check: Any = None
 ) -> Iterator[None]:
-    """TRL's call to ``generate``, with the tokenizer that stop strings need (TRL does not pass it) and,
-    with ``share``, the group's common prompt prefix forwarded once (:mod:`~grpo_lite.training.step.prefix_cache`).
-
-    ``check(generate, plain_kwargs, shared_kwargs) -> bool``, when given, is called on a slice of the first call
-    that shares a prefix (:func:`~grpo_lite.training.step.sampling_check.check_rows`); the batch is then sampled on
-    the shared layout when it returns True, else by TRL's own call.
+    """TRL's call to ``generate``, with the tokenizer that stop strings need (TRL does not pass it) and, with
+    ``share``, the batch's common prompt prefix forwarded once. ``check(generate, plain_kwargs, shared_kwargs)``,
+    when given, is called on a slice of the first call that shares a prefix; the batch is sampled on the shared
+    layout when it returns True, else by TRL's own call.
     """
     bound = model.generate
 
@@ -385,13 +324,9 @@ def _patched_generate(
 def end_at_stop(
     ids: list[int], pad_token_id: int | None, eos_token_ids: Sequence[int], *, stopped: bool = False
 ) -> list[int]:
-    """A completion stopped by a stop string, as if the model had ended its turn there.
-
-    ``generate`` pads a sequence that stopped early; TRL cuts at the first EOS only, and counts a completion
-    whose last token is neither EOS nor pad as cut at the length limit (``completions/clipped_ratio``). Trailing
-    pads are dropped and one EOS closes the completion (a pad that is also the EOS is already that close); a
-    completion without trailing pads that a stop string ended (``stopped``, :func:`stopped_at_stop`: the batch's
-    longest) is closed too, so only one that ran to the limit stays open.
+    """A completion stopped by a stop string, as if the model had ended its turn there: trailing pads dropped and
+    one EOS closing it (TRL counts a completion ending in neither EOS nor pad as cut at the length limit); one
+    without pads that a stop string ended (``stopped``: the batch's longest) is closed too.
 
     >>> end_at_stop([5, 6, 0, 0], 0, [2]), end_at_stop([5, 6, 2], 2, [2]), end_at_stop([5, 6, 7], 0, [2])
     ([5, 6, 2], [5, 6, 2], [5, 6, 7])
@@ -410,13 +345,9 @@ def end_at_stop(
 
 
 def stopped_at_stop(ids: list[int], tokenizer: Any, stop_strings: Sequence[str], max_length: int) -> bool:
-    """Whether sampling ended ``ids`` (a completion as ``generate`` returned it, pads included) before the length
-    limit or on a stop string.
-
-    Shorter than ``max_length``: the batch ended before the limit, so every row of it ended (on EOS or a stop
-    string). At the limit: a stop string that overlaps the last token (as ``transformers``' ``StopStringCriteria``
-    matches) ended it there, else it was cut.
-    """
+    """Whether sampling ended ``ids`` (as ``generate`` returned it) before the length limit or on a stop string:
+    shorter than ``max_length``, every row of the batch ended; at the limit, a stop string overlapping the last
+    token (as transformers' ``StopStringCriteria`` matches) ended it, else it was cut."""
     if len(ids) < max_length:
         return True
     if not ids or not stop_strings:

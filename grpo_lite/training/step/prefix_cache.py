@@ -1,8 +1,5 @@
-"""Decode a batch of prompts with their common prefix forwarded once.
-
-:func:`prefix_cache_inputs` gives the same greedy tokens as left padding, in rows exactly as wide as the
-caller's; used by :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` and
-:func:`grpo_lite.evaluation.evaluate` (docs/internals.md).
+"""Decode a batch of prompts with their common prefix forwarded once: the same greedy tokens as left padding, in
+rows exactly as wide as the caller's (sampling in training, and evaluation; docs/internals.md).
 """
 
 from __future__ import annotations
@@ -38,12 +35,9 @@ def _cache_keyword(model: Any) -> str:
 
 
 def prefix_cache_inputs(model: Any, lists: list[list[int]], pad_id: int, width: int | None = None) -> dict[str, Any]:
-    """``generate`` inputs for the token ``lists``: the common prefix's cache plus the rows, or left
-    padding when fewer than two rows share :data:`MIN_SHARED_PREFIX` tokens. Call it under no_grad.
-
-    ``width``: the rows' width, that of the caller's padded prompts (Default: the longest list's).
-    The completions start at that column of ``generate``'s output, as they do after the caller's own padding.
-    """
+    """``generate`` inputs for the token ``lists``: the common prefix's cache plus the rows, or left padding when
+    fewer than two rows share :data:`MIN_SHARED_PREFIX` tokens; rows ``width`` wide (the caller's padded prompts';
+    Default: the longest list's). Call it under no_grad."""
     import torch  # heavy: torch
 
     longest = max(len(ids) for ids in lists)

@@ -1,29 +1,8 @@
-"""Problems chosen by what the model can still learn from (``problem_choice="learnable"``).
-
-A group whose completions all pass or all fail has zero advantage and teaches nothing, yet its sampling costs as
-much as any other. Each problem's recent group pass rates (the correctness reward, one rate per group of
-``num_generations`` completions) are kept; before a batch is sampled, a problem whose last ``k`` groups all
-passed or all failed is skipped with probability ``1 - skip_base**k``, never above ``1 - return_floor`` (so it
-comes back now and then, and one that became learnable is found again); the batch is then drawn from the others,
-weighted towards pass rates near one half. When fewer than a batch are left (an untrained model fails
-everything), the batch is filled with skipped ones drawn uniformly (plain random order): a batch is never short.
-
-The pieces, stdlib only at import (the sampler is a plain iterable; accelerate is imported where it gathers):
-
-- :class:`ChoiceRule`: every number of the rule, one named value each (:data:`CHOICE_DEFAULTS`).
-- :class:`ProblemChooser`: the history and the rule; the same seed and the same reported rates choose the same
-  problems on every rank; its state (history, queue, RNG) goes into each ``checkpoint-N``.
-- :class:`ChoiceSampler`: TRL's ``RepeatSampler`` layout (each prompt ``num_generations`` times, each generation
-  batch ``num_iterations * steps_per_generation`` times), its prompts chosen lazily, a generation batch at a time.
-- :class:`PassRateReport`: the correctness reward, which also reports each group's pass rate (gathered from every
-  rank); with the choice off it still counts the groups with spread, for run.json and the progress line.
-- :class:`ProblemChoiceRun`: what the trainer holds: the above wired to one ``LiteGRPOTrainer``.
-
-The data loader fetches ahead of sampling (accelerate keeps one batch in hand), so a generation batch is chosen
-before the results of the one or two batches sampled just before it are in: batch ``c`` is chosen from the results
-of batches up to ``c - lag`` exactly (:func:`lag_batches`), never from ones that happened to arrive early, so a
-resumed run chooses what an uninterrupted one does. A choice made before batch ``c - lag``'s results were in is
-counted as ``late`` in run.json (a loader that fetches further ahead than counted).
+"""Problems chosen by what the model can still learn from (``problem_choice="learnable"``): a problem whose last
+``k`` groups all passed or all failed is skipped with probability ``1 - skip_base**k`` (capped), the batch drawn
+from the rest weighted towards pass rates near one half, and filled in plain order when too few are left. Batch
+``c`` is chosen from the results of batches up to ``c - lag`` exactly (:func:`lag_batches`), so a resumed run
+chooses what an uninterrupted one does (docs/internals.md). Stdlib only at import.
 """
 
 from __future__ import annotations
@@ -54,17 +33,14 @@ __all__ = [
 ]
 
 PROBLEM_CHOICE_DEFAULT: ProblemChoice = CHOICE_DEFAULTS.setting
-PROBLEM_CHOICE_DEFAULT: ProblemChoice = CHOICE_DEFAULTS.setting
 COLUMN = "_problem_index"  # the dataset column the reward receives: each row's index in the training set
 STATE_FILE = "problem_choice.json"  # in each checkpoint-N folder
 
 
 def lag_batches(grad_accum: int, batches_per_generation: int, ahead: int = CHOICE_DEFAULTS.loader_ahead) -> int:
-    """How many generation batches back the results are complete when the next one is chosen.
-
-    The trainer fetches ``grad_accum`` loader batches at the start of an optimizer step, the loader ``ahead`` more;
-    a generation batch spans ``batches_per_generation`` loader batches (``num_iterations * steps_per_generation``)
-    and is sampled at its first.
+    """How many generation batches back the results are complete when the next one is chosen: the trainer fetches
+    ``grad_accum`` loader batches per optimizer step, the loader ``ahead`` more; a generation batch spans
+    ``batches_per_generation`` loader batches and is sampled at its first.
 
     >>> lag_batches(1, 1), lag_batches(4, 4), lag_batches(8, 4), lag_batches(2, 4)
     (2, 2, 3, 1)
@@ -74,15 +50,9 @@ def lag_batches(grad_accum: int, batches_per_generation: int, ahead: int = CHOIC
 
 
 class ProblemChooser:
-    """The history of each problem's group pass rates, and the rule that picks the next batch from it.
-
-    Args:
-        n_problems: the training set's size (problems are its row indices).
-        per_batch: distinct problems in a generation batch.
-        seed: the run's seed: the queue's permutations and every draw come from it.
-        lag: batch ``c`` is chosen from the results of batches ``<= c - lag`` (:func:`lag_batches`).
-        rule: the numbers (:data:`CHOICE_DEFAULTS`).
-    """
+    """The history of each problem's group pass rates (problems: the training set's row indices), and the rule that
+    picks the next batch of ``per_batch`` distinct problems from it; ``seed`` drives every draw, and batch ``c`` is
+    chosen from the results of batches ``<= c - lag``. Its state goes into each checkpoint."""
 
     KEEP = 32  # batches of snapshots and results kept for a checkpoint (more than any lag)
 
@@ -224,12 +194,8 @@ class ProblemChooser:
 
 
 class ChoiceSampler:
-    """TRL's ``RepeatSampler`` order with the problems of each generation batch chosen when it is reached.
-
-    Each epoch yields as many generation batches as ``RepeatSampler`` does (``n // per_batch``); each batch's
-    problems come from :meth:`ProblemChooser.choose`, each ``mini_repeat_count`` times in a row, the batch
-    ``repeat_count`` times.
-    """
+    """TRL's ``RepeatSampler`` layout (as many generation batches per epoch, each problem ``mini_repeat_count`` times
+    in a row, the batch ``repeat_count`` times), each batch's problems chosen when it is reached."""
 
     def __init__(self, chooser: ProblemChooser, mini_repeat_count: int, repeat_count: int) -> None:
         self.chooser, self.mini_repeat_count, self.repeat_count = chooser, mini_repeat_count, repeat_count
@@ -247,12 +213,8 @@ class ChoiceSampler:
 
 
 class PassRateReport:
-    """The correctness reward, reporting each group's pass rate (a reward above 0 passes) as a side effect.
-
-    Every rank calls the reward on its own rows; the rows' problem indices (the :data:`COLUMN` kwarg, else the
-    prompt text) and passes are gathered from all ranks (accelerate's ``gather_object``), grouped by problem, and
-    handed to ``sink`` in training only. TRL reads ``__name__`` (its log key) as it would of the reward itself.
-    """
+    """The correctness reward, which also hands ``sink`` each group's pass rate (a reward above 0 passes) in
+    training, gathered from every rank and grouped by problem (the :data:`COLUMN` kwarg, else the prompt text)."""
 
     def __init__(
         self, func: Callable[..., list], sink: Callable[[dict[Any, float]], None], training: Callable[[], bool]
@@ -289,12 +251,8 @@ def judged_reward(reward_funcs: Sequence[Any]) -> int:
 
 
 class ProblemChoiceRun:
-    """The choice wired to one trainer: the reward that reports, the sampler, the record, the checkpoint file.
-
-    Args:
-        trainer: a ``LiteGRPOTrainer`` built by TRL's ``__init__`` (its dataset, rewards and args are read).
-        setting: ``"off"`` (TRL's sampler; the groups with spread are still counted) or ``"learnable"``.
-        off_reason: why the choice cannot run here (the TRL seam), or None.
+    """The choice wired to one trainer built by TRL's ``__init__``: the reward that reports, the sampler, the record,
+    the checkpoint file. With ``setting="off"`` (or an ``off_reason``) TRL's sampler runs; groups are still counted.
     """
 
     def __init__(self, trainer: Any, setting: ProblemChoice, off_reason: str | None = None) -> None:
@@ -313,18 +271,17 @@ class ProblemChoiceRun:
             self.record.update({"off": off_reason} if setting == "learnable" else {})
             self._metrics, self._layout = None, (0, 0)
             return
+        repeat = trainer.num_iterations * args.steps_per_generation  # loader batches per generation batch
         if setting == "learnable":
             per_batch = args.generation_batch_size // trainer.num_generations
             ahead = CHOICE_DEFAULTS.loader_ahead + args.dataloader_num_workers * (args.dataloader_prefetch_factor or 0)
-            lag = lag_batches(
-                args.gradient_accumulation_steps, trainer.num_iterations * args.steps_per_generation, ahead
-            )
+            lag = lag_batches(args.gradient_accumulation_steps, repeat, ahead)
             self.chooser = ProblemChooser(len(trainer.train_dataset), per_batch, args.seed, lag)
             trainer.train_dataset = trainer.train_dataset.add_column(COLUMN, list(range(len(trainer.train_dataset))))
             args.ignore_data_skip = True  # the chooser's own state resumes the order; replaying batches would not
             rule = {k: v for k, v in asdict(CHOICE_DEFAULTS).items() if k != "setting"}
             self.record.update(rule=rule, lag_batches=lag)
-        self._layout = (trainer.num_generations, trainer.num_iterations * args.steps_per_generation)
+        self._layout = (trainer.num_generations, repeat)
         self._metrics = train_metrics(trainer)  # TRL averages these lists at each log (the seam checks it)
         trainer.reward_funcs[judged] = PassRateReport(
             trainer.reward_funcs[judged], self._report, lambda: bool(trainer.model.training)
@@ -332,14 +289,12 @@ class ProblemChoiceRun:
         self._update()
 
     def _report(self, rates: dict[Any, float]) -> None:
+        spread = sum(0 < r < 1 for r in rates.values())
+        self.groups, self.groups_with_spread = self.groups + len(rates), self.groups_with_spread + spread
         if self.chooser is not None:
-            self.chooser.report(rates)
-            self.groups, self.groups_with_spread = self.chooser.groups, self.chooser.groups_with_spread
-        else:
-            self.groups += len(rates)
-            self.groups_with_spread += sum(0 < r < 1 for r in rates.values())
+            self.chooser.report(rates)  # it counts the same, for its checkpoint
         if self._metrics is not None and rates:
-            self._metrics["problem_choice/spread"].append(sum(0 < r < 1 for r in rates.values()) / len(rates))
+            self._metrics["problem_choice/spread"].append(spread / len(rates))
             if self.chooser is not None:
                 self._metrics["problem_choice/skipped"].append(float(self.chooser.skipped))
         self._update()

@@ -1,7 +1,6 @@
-"""The first shared-prefix sampling call of a run, checked against TRL's own on a slice: same RNG state, same tokens.
-
-:func:`checked_generate` runs both on a few rows from one RNG state; :attr:`SamplingCheck.ok` is the rule
-(layout, tokens, log-probs). Why a slice suffices, and the rule in full: docs/internals.md.
+"""The first shared-prefix sampling call of a run, checked against TRL's own on a slice from one RNG state: the
+layout, the tokens and their log-probs (:attr:`SamplingCheck.ok`; the rule and why a slice suffices:
+docs/internals.md).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ CHECK_TOKENS = 8  # tokens sampled per row for the check: a layout error shows f
 
 @dataclass(frozen=True)
 class SamplingCheck:
-    """The shared-prefix sampling against TRL's on one ``generate`` call (see the module's rule)."""
+    """The shared-prefix sampling against TRL's on one ``generate`` call."""
 
     width: int  # TRL's padded prompt width: where it slices the completions
     shared_width: int  # the shared layout's width
@@ -37,12 +36,7 @@ class SamplingCheck:
 
     @property
     def ok(self) -> bool:
-        return (
-            self.shared_width == self.width
-            and not (self.exact and self.rows_parted)
-            and self.max_abs_diff <= self.atol
-            and self.mean_abs_diff <= self.mean_atol
-        )
+        return not self.reason()
 
     def reason(self) -> str:
         """What failed, in a few words ("" when ok)."""
@@ -50,7 +44,7 @@ class SamplingCheck:
             return f"rows {self.shared_width} wide where TRL slices at {self.width}: completions would be cut"
         if self.exact and self.rows_parted:
             return f"{self.rows_parted} of {self.rows} rows sampled other tokens in fp32"
-        if not self.ok:
+        if not (self.max_abs_diff <= self.atol and self.mean_abs_diff <= self.mean_atol):
             return f"log-probs differ from TRL's by up to {self.max_abs_diff:.2g} (mean {self.mean_abs_diff:.2g})"
         return ""
 
@@ -98,10 +92,8 @@ def compare_samples(
     atol: float,
     mean_atol: float,
 ) -> SamplingCheck:
-    """Compare TRL's completions (``ref_``) with the shared layout's, as the module's rule says.
-
-    ``ref_ids``/``ids``: [B, n] completion tokens after TRL's slice; ``*logps``: their log-probs.
-    Only the tokens up to a row's first EOS count (TRL cuts there).
+    """Compare TRL's completions (``ref_ids``, [B, n] after TRL's slice) and log-probs with the shared layout's, up
+    to each row's first EOS (TRL cuts there).
 
     >>> ids, logps = torch.tensor([[5, 6, 2, 0]]), torch.tensor([[-1.0, -2.0, -0.5, -9.0]])
     >>> check = compare_samples(ids, ids, logps, logps + 1e-6, [2], width=8, shared_width=8, exact=True,
@@ -135,9 +127,8 @@ def compare_samples(
 
 
 def check_rows(lists: Sequence[Sequence[int]], max_rows: int = CHECK_ROWS) -> list[int]:
-    """The rows the first call is checked on: one per distinct prompt, the longest and the shortest first (the
-    least and the most padding between the shared prefix and a row's suffix), then in batch order, up to
-    ``max_rows``; at least two rows, so that the shared layout has a prefix to share.
+    """The rows the first call is checked on: one per distinct prompt, the longest and the shortest first, then in
+    batch order, up to ``max_rows``; at least two, so that the shared layout has a prefix to share.
 
     >>> check_rows([[1, 2], [1, 2, 3, 4], [1, 2], [1, 5, 6], [1, 7, 8]], max_rows=3)
     [1, 0, 3]
@@ -166,18 +157,9 @@ def checked_generate(
     mean_atol: float,
     max_new_tokens: int = CHECK_TOKENS,
 ) -> SamplingCheck:
-    """``generate(**shared)`` then ``generate(**plain)`` from one RNG state, each for at most ``max_new_tokens``
-    tokens; the RNG state afterwards is the one before. Call it on a slice (:func:`check_rows`).
-
-    Args:
-        generate: the model's ``generate``.
-        plain: TRL's own keyword arguments (left-padded ``input_ids`` and ``attention_mask``, ...).
-        shared: the same with the shared layout (:func:`~grpo_lite.training.step.prefix_cache.prefix_cache_inputs`).
-        eos_token_ids: where TRL cuts a completion.
-        exact, atol, mean_atol: see :class:`SamplingCheck`.
-        max_new_tokens: the cap on each row's sampled tokens (Default: :data:`CHECK_TOKENS`; never more than
-            the generation config's own).
-    """
+    """``generate(**shared)`` then ``generate(**plain)`` (TRL's own keyword arguments) from one RNG state, each for
+    at most ``max_new_tokens`` tokens, compared; the RNG state afterwards is the one before. Call it on a slice
+    (:func:`check_rows`)."""
     from transformers import LogitsProcessorList  # heavy: transformers
 
     device = plain["input_ids"].device
@@ -198,14 +180,6 @@ def checked_generate(
     ref_ids = getattr(plain_out, "sequences", plain_out)[:, width:].cpu()
     ids = getattr(shared_out, "sequences", shared_out)[:, width:].cpu()  # TRL's slice, whatever the layout
     return compare_samples(
-        ref_ids,
-        ids,
-        ref.finish(ref_ids),
-        ours.finish(ids),
-        eos_token_ids,
-        width=width,
-        shared_width=shared_width,
-        exact=exact,
-        atol=atol,
-        mean_atol=mean_atol,
-    )
+        ref_ids, ids, ref.finish(ref_ids), ours.finish(ids), eos_token_ids, width=width, shared_width=shared_width,
+        exact=exact, atol=atol, mean_atol=mean_atol,
+    )  # fmt: skip

@@ -1,8 +1,6 @@
-"""Shared-prefix log-prob forward for GRPO: score the completions of a prompt in one packed sequence.
-
-Each prompt is forwarded once for its group, with a block mask and TRL's own positions; checked once against
-TRL's forward (:func:`self_check`), with fallbacks where :func:`unsupported_reason` says (docs/internals.md,
-docs/shared_prefix.md).
+"""Shared-prefix log-prob forward for GRPO: each prompt forwarded once for its group's completions, in one packed
+sequence with a block mask and TRL's own positions; checked once against TRL's forward (:func:`self_check`), with
+fallbacks where :func:`unsupported_reason` says (docs/internals.md, docs/shared_prefix.md).
 """
 
 from __future__ import annotations
@@ -69,10 +67,8 @@ def is_packable(prompt_mask: Tensor, completion_mask: Tensor) -> bool:
 def pack_groups(
     prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor, completion_mask: Tensor, pad_token_id: int = 0
 ) -> PackedGroups:
-    """Pack each distinct prompt once, followed by the unpadded completions of all rows that share it.
-
-    Rows need not be adjacent nor form whole groups; a prompt held by one row is packed as is.
-    """
+    """Pack each distinct prompt once, followed by the unpadded completions of all rows that share it (rows need
+    not be adjacent nor form whole groups)."""
     if not is_packable(prompt_mask, completion_mask):
         raise ValueError("expected left-padded, non-empty prompts and right-padded completions")
     device, width = prompt_ids.device, prompt_ids.size(1)
@@ -139,11 +135,6 @@ def _chunks(groups: Tensor, prompt_mask: Tensor, completion_mask: Tensor, max_to
     return [torch.cat(rows) for rows in chunks]
 
 
-def _patched_lm(model: nn.Module) -> nn.Module:
-    """The causal LM TRL gave a fused LM head: unwrapped from DDP/DeepSpeed/compile and from PEFT."""
-    return patched_lm(model)
-
-
 @contextmanager
 def _keep_hidden(backbone: nn.Module, index: Tensor) -> Iterator[None]:
     """Make ``backbone`` return only the flattened hidden states at ``index``, as one [1, K, H] row."""
@@ -170,13 +161,10 @@ def shared_prefix_logps_and_entropies(
     compute_entropy: bool = False,
     autocast: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> tuple[Tensor, Tensor | None]:
-    """Shared-prefix equivalent of TRL's ``_get_per_token_logps_and_entropies`` (text-only, no aux loss).
-
-    ``model`` must carry TRL's fused LM head (any model a ``GRPOTrainer`` holds does). Returns per-token
-    log-probs and (optionally) entropies [B, logits_to_keep], zero where ``attention_mask`` is 0, like TRL.
-    ``batch_size`` bounds each forward to about ``batch_size`` unshared rows' worth of tokens.
-    """
-    lm = _patched_lm(model)
+    """Shared-prefix equivalent of TRL's ``_get_per_token_logps_and_entropies`` (text-only, no aux loss; ``model``
+    carries TRL's fused LM head): per-token log-probs and entropies [B, logits_to_keep], zero where
+    ``attention_mask`` is 0; ``batch_size`` bounds each forward to about that many unshared rows' tokens."""
+    lm = patched_lm(model)
     attn, dtype = attn_implementation(lm.config), lm.get_input_embeddings().weight.dtype
     prompt_ids, completion_ids = input_ids[:, :-logits_to_keep], input_ids[:, -logits_to_keep:]
     prompt_mask, completion_mask = attention_mask[:, :-logits_to_keep], attention_mask[:, -logits_to_keep:]
@@ -215,7 +203,7 @@ def unsupported_reason(
     peft_model = extract_model_from_parallel(model)
     if is_peft_model(peft_model) and peft_model.active_peft_config.is_prompt_learning:
         return "PEFT prompt learning"
-    config = _patched_lm(model).config
+    config = patched_lm(model).config
     if config.is_encoder_decoder or config.get_text_config() is not config:
         return "not a text-only decoder"
     if attn_implementation(config) not in SUPPORTED_ATTENTION:
@@ -232,9 +220,8 @@ def unsupported_reason(
 
 @dataclass(frozen=True)
 class SelfCheck:
-    """|TRL - shared| per-token log-probs (and entropies) over the checked rows' completion tokens (:func:`check_rows`).
-    SmolLM2-135M: fp32 max 3e-5 / mean 4e-6; bf16 max 0.2 / mean 0.05, as far as either path is from fp32. A mask bug
-    costs tenths of a nat on the mean."""
+    """|TRL - shared| per-token log-probs (and entropies) over the checked rows' completion tokens. SmolLM2-135M:
+    fp32 max 3e-5 / mean 4e-6; bf16 max 0.2 / mean 0.05. A mask bug costs tenths of a nat on the mean."""
 
     max_abs_diff: float
     mean_abs_diff: float
@@ -256,9 +243,8 @@ def check_rows(
     input_ids: Tensor, attention_mask: Tensor, logits_to_keep: int, max_groups: int = CHECK_GROUPS
 ) -> Tensor:
     """The rows :func:`self_check` compares: of the groups with the longest and the shortest prompt (up to
-    ``max_groups`` groups), the last row with a completion token. Packed after every other completion of its
-    group, it is the row a leaking mask, a shifted position or a wrong hidden-state index moves; the two
-    groups have the least and the most left padding.
+    ``max_groups``), the last row with a completion token (packed last: what a leaking mask, a shifted position or
+    a wrong hidden-state index moves).
 
     >>> mask = torch.tensor([[0, 1, 1, 1, 0], [1, 1, 1, 1, 1], [0, 1, 1, 1, 1], [1, 1, 1, 1, 0], [0, 1, 1, 0, 0]])
     >>> ids = torch.tensor([[0, 5, 6, 7, 0], [4, 5, 6, 7, 8], [0, 5, 6, 7, 9], [4, 5, 6, 7, 0], [0, 5, 6, 0, 0]])
@@ -281,7 +267,7 @@ def check_rows(
 def default_tolerances(trainer: Any, lm: nn.Module) -> tuple[bool, float, float]:
     """``(low precision, atol, mean_atol)`` of the checks against TRL's path: bf16/fp16 training or weights
     get 1.0 / 0.1, fp32 1e-3 / 1e-4 (see :class:`SelfCheck`)."""
-    low = bool(trainer.args.bf16 or trainer.args.fp16) or _patched_lm(lm).dtype != torch.float32
+    low = bool(trainer.args.bf16 or trainer.args.fp16) or patched_lm(lm).dtype != torch.float32
     return (True, 1.0, 0.1) if low else (False, 1e-3, 1e-4)
 
 
@@ -290,18 +276,13 @@ def self_check(
     shared: Callable[[bool], tuple[Tensor, Tensor | None]], model: nn.Module, input_ids: Tensor,
     attention_mask: Tensor, logits_to_keep: int, atol: float | None = None, mean_atol: float | None = None,
 ) -> tuple[SelfCheck, tuple[Tensor, Tensor | None]]:  # fmt: skip
-    """Run TRL's path (``reference``, the trainer's TRL ``_get_per_token_logps_and_entropies``) without gradient on
-    a few rows of the micro-batch (:func:`check_rows`), then ``shared(compute_entropy)``, the call's own
-    shared-prefix forward on the whole micro-batch, and compare them on those rows.
-
-    Returns the check and the shared forward's output, which serves the call when the check passes: the check
-    costs TRL's forward of those rows, not a second pass over the micro-batch. TRL's forward runs first, on the
-    model unwrapped from DDP (no collective), so its working memory is gone before the shared forward keeps
-    its graph. Entropies are compared where TRL's fused head computes them (the policy).
-    """
+    """TRL's path (``reference``) without gradient on a few rows (:func:`check_rows`), on the model unwrapped from
+    DDP (no collective) and first (its memory is gone before the shared forward keeps its graph); then
+    ``shared(compute_entropy)`` on the whole micro-batch; compared on those rows. Returns the check and the shared
+    output, which serves the call when the check passes."""
     unwrapped = extract_model_from_parallel(model)
-    lm = _patched_lm(unwrapped)
-    entropy = lm is _patched_lm(trainer.model)  # TRL's fused head computes entropies for the policy only
+    lm = patched_lm(unwrapped)
+    entropy = lm is patched_lm(trainer.model)  # TRL's fused head computes entropies for the policy only
     rows = check_rows(input_ids, attention_mask, logits_to_keep)
     with torch.no_grad():
         ref, ref_entropy, _ = reference(

@@ -1,22 +1,9 @@
 """What :class:`~grpo_lite.training.step.grpo_trainer.LiteGRPOTrainer` needs of TRL's private code, checked when it is built.
 
-LiteGRPOTrainer overrides two private methods of TRL's ``GRPOTrainer`` and reads a few of its private
-attributes. Each of its features depends on a part of that code, and each part is checked against the
-code grpo-lite was written for (TRL :data:`TESTED_TRL`):
-
-| feature | what it relies on in TRL |
-| --- | --- |
-| shared-prefix scoring | ``_get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, <fields>=None)``; the fused LM head's ``fused_lm_head=`` and ``shift_labels=`` |
-| shared-prefix sampling | ``_generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)``: left-padded prompts, ``unwrapped_model.generate(**generate_inputs, generation_config=...)``, the completions sliced at ``generate_inputs["input_ids"].size(1)``; ``_tokenizer``, ``use_vllm``, ``use_transformers_continuous_batching`` |
-| stop strings | the same method and ``generate`` call, the cut at the first of ``eos_token_ids``; ``generation_config``, ``_tokenizer`` |
-| update monitor | ``_metrics["train"]``, the lists TRL averages at each log |
-| zero-advantage skip | ``_compute_loss`` exactly as TRL 1.16 wrote it (its source's digest, whitespace ignored): every loss type's per-token loss and divisor (:mod:`grpo_lite.training.step.zero_advantage`) |
-| problem choice | ``_get_train_sampler(dataset)`` building ``RepeatSampler(mini_repeat_count=self.num_generations, batch_size=generation_batch_size // num_generations, repeat_count=self.num_iterations * self.args.steps_per_generation)``, called by ``get_train_dataloader``; ``num_generations``, ``num_iterations``, a list ``reward_funcs``, ``_metrics["train"]`` (:mod:`grpo_lite.training.step.problem_choice`) |
-
-:func:`seam_problems` names what differs, per feature. The trainer turns such a feature off and runs
-TRL's own code in its place, with one warning naming the TRL version: a changed seam costs speed or a
-feature, never a log-prob computed differently in silence. A shared prefix turned off so is planned again
-(:func:`grpo_lite.training.run.replan.replan`, cause ``trl_seam``): the plan in run.json is the plan trained.
+Each feature of LiteGRPOTrainer relies on a part of TRL's private code, checked against the code grpo-lite was
+written for (TRL :data:`TESTED_TRL`; the table of what each relies on: docs/internals.md).
+:func:`seam_problems` names what differs, per feature; the trainer turns such a feature off and runs TRL's own
+code in its place, with one warning naming the TRL version, and a shared prefix turned off so is planned again.
 
 The training code's private names of TRL, transformers, torch and bitsandbytes, all in this module (the memory
 layer's and the simulation's are in :mod:`grpo_lite.memory.meta.private`); other modules read them through the
@@ -127,25 +114,17 @@ def _signature_problem(cls: type, name: str, expected: tuple[str, ...], *, rest_
     return None
 
 
-def _source_problem(cls: type, name: str, lines: tuple[str, ...]) -> str | None:
-    """Which of ``lines`` the source of ``cls.name`` lacks (whitespace and formatting ignored)."""
+def _source_problem(cls: type, name: str, lines: tuple[str, ...] = (), digest: str | None = None) -> str | None:
+    """Which of ``lines`` the source of ``cls.name`` lacks, or why it is not the source whose sha256 begins with
+    ``digest`` (whitespace and formatting ignored)."""
     try:
         source = _compact(inspect.getsource(getattr(cls, name)))
     except (OSError, TypeError):
         return f"{name}: source unreadable"
+    if digest is not None and hashlib.sha256(source.encode()).hexdigest()[:16] != digest:
+        return f"{name} is not the code read (its per-token loss or divisor may count every row)"
     missing = [line for line in lines if _compact(line) not in source]
     return f"{name} no longer has {'; '.join(missing)}" if missing else None
-
-
-def _digest_problem(cls: type, name: str, digest: str) -> str | None:
-    """Why the source of ``cls.name`` is not the one whose digest is ``digest`` (whitespace ignored)."""
-    try:
-        source = _compact(inspect.getsource(getattr(cls, name)))
-    except (OSError, TypeError):
-        return f"{name}: source unreadable"
-    if hashlib.sha256(source.encode()).hexdigest()[:16] != digest:
-        return f"{name} is not the code read (its per-token loss or divisor may count every row)"
-    return None
 
 
 def _attribute_problem(trainer: Any, checks: dict[str, Callable[[Any], bool]]) -> str | None:
@@ -207,7 +186,7 @@ def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, 
         "update_monitor": _attribute_problem(
             trainer, {"_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")}
         ),
-        "skip_zero_advantage": _digest_problem(trl_class, *_LOSS),
+        "skip_zero_advantage": _source_problem(trl_class, _LOSS[0], digest=_LOSS[1]),
         "problem_choice": _signature_problem(trl_class, "_get_train_sampler", ("self", "dataset"), rest_none=False)
         or _source_problem(trl_class, "_get_train_sampler", _SAMPLER)
         or _source_problem(trl_class, "get_train_dataloader", _LOADER)

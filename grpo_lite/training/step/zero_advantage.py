@@ -1,7 +1,5 @@
-"""Sequences whose advantage is exactly zero skip their training forward and backward, where that provably
-leaves the gradient unchanged.
-
-Why it is exact for every ``loss_type``, the divisors, and when nothing is skipped: docs/internals.md.
+"""Rows whose advantage is exactly zero skip their training forward and backward, where that provably leaves the
+gradient unchanged (why, for every ``loss_type``: docs/internals.md).
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from grpo_lite.training.step.trl_seam import entropy_bonus_enabled
 __all__ = ["DIVISORS", "SkipPlan", "ZeroAdvantageSkip", "config_reason", "split"]
 
 Divisor = Literal["rows", "tokens", "carried"]
-# loss_type -> what TRL 1.16 divides its loss by (the module docstring's table)
+# loss_type -> what TRL 1.16 divides its loss by (docs/internals.md's table)
 DIVISORS: dict[str, Divisor] = {
     "grpo": "rows",
     "sapo": "rows",
@@ -109,9 +107,7 @@ def split(inputs: dict[str, Any], divisor: Divisor, min_rows: int = 1) -> SkipPl
     for key, value in inputs.items():
         if key in SCALAR_KEYS:
             out[key] = value
-        elif key in COLUMN_KEYS and value.dim() == 2 and value.size(1) == full_width:
-            out[key] = value[index, :width]
-        elif key == "advantages" and value.dim() == 2 and value.size(1) == full_width:
+        elif (key in COLUMN_KEYS or key == "advantages") and value.dim() == 2 and value.size(1) == full_width:
             out[key] = value[index, :width]
         else:
             out[key] = value[index]
@@ -127,13 +123,8 @@ def split(inputs: dict[str, Any], divisor: Divisor, min_rows: int = 1) -> SkipPl
 
 
 class ZeroAdvantageSkip:
-    """What a trainer's skip did over the run (for run.json) and per micro-batch (the logged metrics).
-
-    Metrics (averaged by TRL over a logging window's micro-batches): ``skip/zero_advantage_rows``, the share of
-    rows whose forward and backward were skipped, and ``skip/saved_positions``, the share of the padded batch
-    positions (rows x prompt-plus-completion width) not forwarded: the compute saved, up to the shared-prefix
-    forward's own layout.
-    """
+    """What a trainer's skip did over the run (run.json) and per micro-batch: ``skip/zero_advantage_rows`` (the
+    share of rows skipped) and ``skip/saved_positions`` (the share of padded positions not forwarded)."""
 
     def __init__(self, enabled: bool, reason: str | None = None) -> None:
         self.record: dict[str, Any] = {
@@ -150,9 +141,6 @@ class ZeroAdvantageSkip:
     @property
     def enabled(self) -> bool:
         return bool(self.record["enabled"])
-
-    def turn_off(self, reason: str) -> None:
-        self.record["enabled"], self.record["off"] = False, reason
 
     def count(self, plan: SkipPlan | None, inputs: dict[str, Any]) -> dict[str, float]:
         """Add one micro-batch to the record; its metrics."""

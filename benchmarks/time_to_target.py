@@ -152,12 +152,17 @@ def _child(args: argparse.Namespace) -> None:
     (out / "result.json").write_text(json.dumps(record))
 
 
+def _done(job: tuple[str, str, int], out: Path) -> bool:
+    arm, task, seed = job
+    return (out / task / f"{arm}-seed{seed}" / "result.json").is_file()
+
+
 def _run(job: tuple[str, str, int], args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """One run in a fresh process, its output in its folder's log.txt; a failure is said and left out. A run whose
     result.json is already in ``--out`` (an interrupted benchmark started again) is read, not run again."""
     arm, task, seed = job
     out = tmp / task / f"{arm}-seed{seed}"
-    if (out / "result.json").is_file():
+    if _done(job, tmp):
         print(f"  {task} {arm} seed {seed}: done before, read from {out / 'result.json'}", flush=True)
         return {**json.loads((out / "result.json").read_text()), "arm": arm, "task": task, "seed": seed}
     out.mkdir(parents=True, exist_ok=True)
@@ -318,7 +323,7 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="model path; default: the demo's SmolLM2 GGUF")
     parser.add_argument("--out", type=Path, default=None, help="keep every run's folder and time_to_target.json here")
     parser.add_argument(
-        "--summarize", action="store_true", help="only print the figures of --out's time_to_target.json"
+        "--summarize", action="store_true", help="only print the figures of the runs in --out (finished or not)"
     )
     parser.add_argument("--child", choices=("before", *ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--task", choices=list(TASKS), default="one-step", help=argparse.SUPPRESS)
@@ -336,10 +341,14 @@ def main() -> int:
         return 0
     start = time.perf_counter()
     if args.summarize:
-        if args.out is None or not (args.out / "time_to_target.json").is_file():
-            raise SystemExit("--summarize reads --out/time_to_target.json: give the --out of a finished run")
-        saved = json.loads((args.out / "time_to_target.json").read_text())
-        print_figures(saved["runs"], argparse.Namespace(**{**saved["args"], "reference": args.reference}))
+        if args.out is None or not args.out.is_dir():
+            raise SystemExit("--summarize reads the runs in --out: give the --out of a benchmark, finished or not")
+        if (args.out / "time_to_target.json").is_file():
+            saved = json.loads((args.out / "time_to_target.json").read_text())
+            print_figures(saved["runs"], argparse.Namespace(**{**saved["args"], "reference": args.reference}))
+        else:  # stopped part way: the runs that finished, as the options given now describe them
+            print(f"time_to_target: {args.out} holds no time_to_target.json (stopped part way): the finished runs only")
+            print_figures([_run(job, args, args.out) for job in jobs(args) if _done(job, args.out)], args)
         return 0
     vs_trl.check_cores(args.parallel, args.threads)
     todo = jobs(args)

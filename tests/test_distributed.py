@@ -367,6 +367,47 @@ def test_rank_record_callback_counts_micro_batches_and_writes_its_rank(tmp_path)
     assert record["pid"] == os.getpid()
 
 
+def test_the_launching_process_names_the_rank_that_failed_first(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """Rank 0 wrote run.json with its own error (its collective failed) before rank 1 recorded the out-of-memory error
+    that caused it: once the ranks have exited, the launching process names rank 1's error in run.json and says it
+    with what to change, keeping rank 0's own error."""
+    from grpo_lite.cli import main
+
+    _no_launch(monkeypatch)
+    out = tmp_path / "run"
+    collective = "DistBackendError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer"
+
+    def ranks_that_fail(cmd):
+        def wait():  # what the two ranks leave: rank 0's run.json and both records, rank 1's error caught first
+            out.mkdir(exist_ok=True)
+            event = {"event": "failed", "after_step": 1, "error": collective}
+            (out / "run.json").write_text(json.dumps({"status": "failed", "events": [event]}))
+            oom = "OutOfMemoryError: CUDA out of memory. Tried to allocate 1.90 GiB"
+            _write_records(
+                out,
+                RR.RankRecord(0, 2, 1, 4, "gloo", error=collective, failed_at=1000.5),
+                RR.RankRecord(1, 2, 1, 4, "gloo", error=oom, advice="Use a larger GPU, or ...", failed_at=1000.0),
+            )
+            return 1
+
+        return SimpleNamespace(wait=wait)
+
+    monkeypatch.setattr(RL.subprocess, "Popen", ranks_that_fail)
+    argv = ["train", str(tiny_model_dir), *TINY_RUN, "--output-dir", str(out)]
+    assert main([*argv, "--num-processes", "2"]) == 1
+    assert json.loads((out / "run.json").read_text())["events"] == [
+        {
+            "event": "failed",
+            "after_step": 1,
+            "error": "OutOfMemoryError on rank 1: CUDA out of memory. Tried to allocate 1.90 GiB",
+            "rank0_error": collective,
+            "advice": "Use a larger GPU, or ...",
+        }
+    ]
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("failed: OutOfMemoryError on rank 1: CUDA out of memory") and "Use a larger GPU" in last
+
+
 def test_main_writes_a_config(tmp_path, capsys):
     assert D.main(["fsdp", "--num-processes", "8", "--output", str(tmp_path / "f.yaml")]) == 0
     assert "num_processes: 8" in (tmp_path / "f.yaml").read_text()

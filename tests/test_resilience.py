@@ -369,6 +369,7 @@ def test_an_out_of_memory_error_after_the_window_is_raised(tiny_model_dir, tmp_p
     record = json.loads((out / "run.json").read_text())  # two steps done, then step 3's OOM: 2 >= the window of 2
     assert record["status"] == "failed" and record["plan"]["preset"] == "full"
     assert [e["event"] for e in record["events"]] == ["failed"] and "OutOfMemoryError" in record["events"][0]["error"]
+    assert "max_completion_length" in record["events"][0]["advice"]  # what to change
     assert not list(out.glob("stepdown-*"))
 
 
@@ -376,7 +377,8 @@ def test_an_out_of_memory_error_after_the_window_is_raised(tiny_model_dir, tmp_p
 def test_an_out_of_memory_error_on_one_of_two_ranks_stops_both(tiny_model_dir, tmp_path):
     """Two gloo processes, CUDA's OOM raised on rank 1 only, in step 2: one rank cannot step down while the other
     waits in the step's collectives, so, as docs/troubleshooting.md says, the error is raised: rank 1 ends with it,
-    rank 0's collective fails (its peer closed), the launcher ends both, and nothing stepped down."""
+    rank 0's collective fails (its peer closed), the launcher ends both, and nothing stepped down. run.json, written by
+    rank 0, names rank 1's error as the cause, with what to change; rank 0's own error is kept beside it."""
     out = tmp_path / "run"
     script = os.path.join(os.path.dirname(__file__), "oom_on_one_rank.py")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", script, "1", "2",
@@ -387,8 +389,15 @@ def test_an_out_of_memory_error_on_one_of_two_ranks_stops_both(tiny_model_dir, t
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode != 0, output[-3000:]
-    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.90 GiB (injected on rank 1)" in output
+    oom = "CUDA out of memory. Tried to allocate 1.90 GiB (injected on rank 1)"
+    assert f"torch.OutOfMemoryError: {oom}" in output
     record = json.loads((out / "run.json").read_text())  # written by rank 0, the main process
     assert record["status"] == "failed"
     assert [e["event"] for e in record["events"]] == ["failed"] and record["events"][0]["after_step"] == 1
+    failed = record["events"][0]
+    assert failed["error"] == f"OutOfMemoryError on rank 1: {oom}"
+    assert "OutOfMemoryError" not in failed["rank0_error"]  # rank 0's collective, failed after rank 1 stopped
+    assert "num_generations" in failed["advice"] and "max_completion_length" in failed["advice"]
+    rank1 = json.loads((out / "ranks" / "rank1.json").read_text())
+    assert rank1["error"].startswith("OutOfMemoryError: CUDA out of memory") and rank1["advice"] == failed["advice"]
     assert not list(out.glob("stepdown-*")) and "stepping down" not in output

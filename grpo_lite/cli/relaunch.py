@@ -17,13 +17,15 @@ import grpo_lite.scale.distributed as _distributed
 from grpo_lite.cli.options import parse_set
 from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError
+from grpo_lite.files import write_json
 from grpo_lite.memory.settings import Sharding
 from grpo_lite.planning.choose import plan
 from grpo_lite.planning.hardware import usable_to_nominal_gb
 from grpo_lite.ranges import check
+from grpo_lite.run_record import RUN_RECORD, read_run_record
 from grpo_lite.scale.distributed import SHARDINGS, _mode, in_launched_process, launch_command
 from grpo_lite.training.run.folder import default_output_dir
-from grpo_lite.training.run.ranks import _clear_records, check_ranks
+from grpo_lite.training.run.ranks import _clear_records, check_ranks, failure_fields, read_rank_records
 
 __all__ = ["add_launch_arguments", "maybe_relaunch"]
 
@@ -68,7 +70,8 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
     Inside a launched process it only checks that the world size matches ``--num-processes``.
     Otherwise it picks the sharding (``--sharding``, else the planner's choice; ddp on CPU), reruns the command
     line (``args._argv``, kept by :func:`grpo_lite.cli.main`) with the output folder fixed so that every rank
-    writes to the same one, under :func:`launch_command`, and checks the ranks' records (:func:`check_ranks`).
+    writes to the same one, under :func:`launch_command`, and checks the ranks' records (:func:`check_ranks`); when
+    the ranks failed, it names the rank that failed first (:func:`_name_the_failure`).
 
     Returns:
         The launcher's exit code, or None when this process should train itself.
@@ -106,4 +109,27 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
     if code == 0 and (out / "ranks").is_dir():
         records = check_ranks(out, n)
         print("ranks: " + "; ".join(f"rank {r.rank}: {r.steps} steps, {r.local_samples} samples" for r in records))
+    elif code != 0:
+        _name_the_failure(out)
     return code
+
+
+def _name_the_failure(out: Path) -> None:
+    """After the ranks failed: the failed event in run.json names the error of the rank that failed first (rank 0
+    wrote the event when it failed itself, maybe before that rank had recorded its error), and the last line says
+    it with what to change."""
+    record, _ = read_run_record(out, keep_corrupt=False)
+    events = (record or {}).get("events") or []
+    if record is None or record.get("status") != "failed" or not events or events[-1]["event"] != "failed":
+        return  # no failed event: rank 0 was stopped before it wrote one
+    try:
+        records = read_rank_records(out)
+    except (OSError, ValueError, TypeError):  # a record unreadable, or of another version: run.json stays as written
+        return
+    event = events[-1]
+    fields = failure_fields(records, event.get("rank0_error", event.get("error", "")))
+    if any(event.get(key) != value for key, value in fields.items()):
+        event.update(fields)
+        write_json(out / RUN_RECORD, record)
+    advice = f"; {fields['advice']}" if "advice" in fields else ""
+    print(f"failed: {fields['error']}{advice} (run.json in {out})", file=sys.stderr, flush=True)

@@ -87,15 +87,18 @@ class MemoryCallback(TrainerCallback):
 
 
 class RankRecordCallback(TrainerCallback):
-    """Writes ``<output_dir>/ranks/rank<R>.json`` (a :class:`RankRecord`) on EVERY rank at train end."""
+    """Writes ``<output_dir>/ranks/rank<R>.json`` (a :class:`RankRecord`) on EVERY rank at train end, or with the
+    error that ends the rank (:meth:`record_failure`)."""
 
     def __init__(self, output_dir: str | os.PathLike[str]) -> None:
         self.output_dir = Path(output_dir)
         self.micro_batches = 0
         self._start = time.perf_counter()
+        self._training: tuple[Any, Any] | None = None  # the trainer's args and state, once training began
 
     def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001 - transformers' signature
         self.micro_batches, self._start = 0, time.perf_counter()
+        self._training = (args, state)
 
     def on_substep_end(self, args, state, control, **kwargs):  # noqa: ANN001
         self.micro_batches += 1  # a micro-batch that did not end an optimizer step
@@ -104,22 +107,35 @@ class RankRecordCallback(TrainerCallback):
         self.micro_batches += 1  # the micro-batch that ended one
 
     def on_train_end(self, args, state, control, model=None, **kwargs):  # noqa: ANN001
-        backend = _backend()
         total = None
         if model is not None:
             with torch.no_grad():
                 local = [getattr(p, "to_local", lambda p=p: p)() for p in model.parameters() if p.requires_grad]
                 total = float(sum(t.detach().double().sum().item() for t in local))
+        per_device = args.per_device_train_batch_size
+        self._write(args.process_index, args.world_size, state.global_step, per_device, param_sum=total)
+
+    def record_failure(self, error: str, advice: str | None, *, rank: int, world_size: int) -> None:
+        """Write this rank's record with the error that ends it (:func:`~grpo_lite.training.run.ranks.error_line`),
+        what to change for it, and when it was caught: the main process, or the launching one, names the rank that
+        failed first from these records (the other ranks' collectives fail after it)."""
+        failed_at, steps, per_device = time.time(), 0, 0
+        if self._training is not None:  # it failed while training, not while the trainer was built
+            args, state = self._training
+            steps, per_device = state.global_step, args.per_device_train_batch_size
+        self._write(rank, world_size, steps, per_device, error=error, advice=advice, failed_at=failed_at)
+
+    def _write(self, rank: int, world_size: int, steps: int, per_device: int, **more: Any) -> None:
         record = RankRecord(
-            rank=args.process_index,
-            world_size=args.world_size,
-            steps=state.global_step,
-            local_samples=self.micro_batches * args.per_device_train_batch_size,
-            backend=backend,
+            rank=rank,
+            world_size=world_size,
+            steps=steps,
+            local_samples=self.micro_batches * per_device,
+            backend=_backend(),
             micro_batches=self.micro_batches,
-            param_sum=total,
             pid=os.getpid(),
             wall_seconds=round(time.perf_counter() - self._start, 3),
+            **more,
         )
         write_json(records_dir(self.output_dir) / f"rank{record.rank}.json", asdict(record))
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
 
 from grpo_lite.training.report.advice import OnStall
+from grpo_lite.training.run.ranks import _clear_records, error_line, failure_fields, read_rank_records
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
@@ -55,6 +56,7 @@ class Attempts:
     memory_cb: Any = None
     history_cb: Any = None
     interrupt_cb: Any = None
+    rank_cb: Any = None  # RankRecordCallback: this rank's record, with its error when it fails
     own_callbacks: list[Any] = field(default_factory=list)
     # what the last trainer did, for run.json (its records, updated in place as the run goes)
     shared_prefix_record: dict[str, Any] | None = None
@@ -93,11 +95,13 @@ class Attempts:
         )  # fmt: skip
         loop.health = HealthMonitor(inputs.reward_funcs, report=loop.record_health, advisor=advisor, on_stall=on_stall)
         loop.memory_cb, loop.interrupt_cb = MemoryCallback(), InterruptCallback()
+        loop.rank_cb = RankRecordCallback(run.out)
+        _clear_records(run.out, rank=run.state.process_index)  # an earlier run's error would name a wrong cause
         loop.history_cb = HistoryCallback(run.out / HISTORY_FILE if run.state.is_main_process else None)
         loop.own_callbacks = [
             loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),
             CompletionCallback(loop.checkpoint_record, lambda step: loop.write_record(status="running")),
-            _resumed_callback(loop), RankRecordCallback(run.out),  # one record per rank: proves data parallelism
+            _resumed_callback(loop), loop.rank_cb,  # one record per rank: proves data parallelism
             StopWhenDone(),  # last: the resume event is logged before it ends a finished attempt
         ]  # fmt: skip
         earlier = run.earlier
@@ -205,17 +209,35 @@ class Attempts:
         }
 
     def record_failure(self, exc: BaseException) -> None:
-        """Mark run.json ``aborted`` (a second Ctrl-C or SIGTERM) or ``failed``; a full disk may refuse even that."""
+        """Mark run.json ``aborted`` (a second Ctrl-C or SIGTERM) or ``failed``; a full disk may refuse even that.
+        A failed event names the error of the rank that failed first (:meth:`failed_fields`)."""
         status = "aborted" if isinstance(exc, KeyboardInterrupt) else "failed"
         last = self.history_cb.rows[-1]["step"] if self.history_cb and self.history_cb.rows else self.done
         event = {"event": status, "after_step": last}
         if status == "failed":
-            event["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+            event.update(self.failed_fields(exc))
         self.events.append(event)
         try:
             self.write_record(status=status)
         except OSError:
             pass
+
+    def failed_fields(self, exc: BaseException) -> dict[str, str]:
+        """Record this rank's error in its rank record (every rank), then, on the main process, what the failed event
+        says: the error of the rank that failed first (another rank's, when this one's collective failed after it)
+        and, for an out-of-memory error, what to change (:func:`~grpo_lite.training.run.ranks.failure_fields`)."""
+        import torch  # heavy: torch (loaded by the attempt already)
+
+        from grpo_lite.training.run.replan import OOM_ADVICE
+
+        error, state = error_line(exc), self.run.state
+        advice = OOM_ADVICE if isinstance(exc, torch.cuda.OutOfMemoryError) else None
+        try:
+            self.rank_cb.record_failure(error, advice, rank=state.process_index, world_size=state.num_processes)
+            records = read_rank_records(self.run.out) if state.is_main_process else []
+        except (OSError, ValueError):  # a full disk, a record cut off: the event says this rank's own error
+            records = []
+        return failure_fields(records, error, advice)
 
     def step_down(self, trainer: Any, reached: int, error: str) -> None:
         """Carry the weights reached to the next cheaper rung that fits (DoesNotFitError at the bottom)."""

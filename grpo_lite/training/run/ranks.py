@@ -1,6 +1,7 @@
 """What each rank ran: ``<output_dir>/ranks/rank<R>.json`` records (written by
-:class:`~grpo_lite.training.report.callbacks.RankRecordCallback`) and the check that all ranks trained together.
-Cheap to import: the standard library and, inside functions, accelerate.
+:class:`~grpo_lite.training.report.callbacks.RankRecordCallback`), the check that all ranks trained together, and,
+when they failed, which rank failed first and with what error. Cheap to import: the standard library and, inside
+functions, accelerate.
 
 >>> RankRecord(rank=0, world_size=2, steps=3, local_samples=12, backend="gloo").micro_batches
 0
@@ -16,7 +17,16 @@ from typing import Any
 
 from grpo_lite.errors import GrpoLiteError
 
-__all__ = ["RankRecord", "check_ranks", "process_state", "read_rank_records", "records_dir"]
+__all__ = [
+    "RankRecord",
+    "check_ranks",
+    "error_line",
+    "failure_fields",
+    "first_failure",
+    "process_state",
+    "read_rank_records",
+    "records_dir",
+]
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,18 @@ class RankRecord:
     param_sum: float | None = None  # this rank's trainable parameters summed after training (equal across DDP ranks)
     pid: int = 0
     wall_seconds: float = 0.0
+    error: str | None = None  # the error that ended this rank, "<type>: <first line>" (error_line)
+    advice: str | None = None  # what to change for that error (an out-of-memory error's), None when it has none
+    failed_at: float | None = None  # when the error was caught (time.time()): the first is what stopped the others
+
+
+def error_line(exc: BaseException) -> str:
+    """An error as run.json and a rank record say it: its type and the first line of its message.
+
+    >>> error_line(ValueError("bad value\\nmore"))
+    'ValueError: bad value'
+    """
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
 
 
 def process_state() -> Any:
@@ -48,8 +70,9 @@ def records_dir(output_dir: str | os.PathLike[str]) -> Path:
     return Path(output_dir) / "ranks"
 
 
-def _clear_records(output_dir: str | os.PathLike[str]) -> None:
-    for old in records_dir(output_dir).glob("rank*.json"):
+def _clear_records(output_dir: str | os.PathLike[str], rank: int | None = None) -> None:
+    """Remove the records of an earlier run: every rank's, or ``rank``'s own (a rank started by hand)."""
+    for old in records_dir(output_dir).glob("rank*.json" if rank is None else f"rank{rank}.json"):
         old.unlink()
 
 
@@ -81,3 +104,31 @@ def check_ranks(output_dir: str | os.PathLike[str], num_processes: int) -> list[
             "they trained alone (on CPU, launch with torchrun and use_cpu=True)"
         )
     return records
+
+
+def first_failure(records: list[RankRecord]) -> RankRecord | None:
+    """The record of the rank whose error was caught first, None when no rank recorded one: in a run of several
+    processes, one rank's error (an out-of-memory error, say) makes the others' collectives fail after it."""
+    failed = [r for r in records if r.error is not None and r.failed_at is not None]
+    return min(failed, key=lambda r: r.failed_at or 0.0) if failed else None
+
+
+def failure_fields(records: list[RankRecord], main_error: str, main_advice: str | None = None) -> dict[str, str]:
+    """What the failed event in run.json says, from the ranks' records and the main process's (rank 0's) own error.
+
+    ``error`` is the error of the rank that failed first: ``"OutOfMemoryError on rank 1: CUDA out of memory ..."``,
+    with rank 0's own error (a collective that failed after it) kept in ``rank0_error``; ``main_error`` when rank 0
+    failed first or no rank recorded an error. ``advice``, when that error has one, says what to change.
+
+    >>> oom = RankRecord(1, 2, 1, 4, "gloo", error="OutOfMemoryError: CUDA out of memory", failed_at=1.0)
+    >>> failure_fields([oom], "DistBackendError: Connection closed by peer")["error"]
+    'OutOfMemoryError on rank 1: CUDA out of memory'
+    """
+    first = first_failure(records)
+    if first is None or first.rank == 0:
+        fields = {"error": main_error}
+    else:
+        kind, _, line = str(first.error).partition(": ")
+        fields = {"error": f"{kind} on rank {first.rank}: {line}", "rank0_error": main_error}
+    advice = main_advice if first is None else first.advice
+    return {**fields, "advice": advice} if advice else fields

@@ -17,7 +17,7 @@ from grpo_lite.training.checks import check_positions
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["CAUSES", "Cause", "next_plan", "replan", "train_advice"]
+__all__ = ["CAUSES", "OOM_ADVICE", "Cause", "next_plan", "replan", "train_advice"]
 
 Cause = Literal["out_of_memory", "trl_seam", "shared_prefix_off", "stall"]
 CAUSES: dict[Cause, str] = {  # the words of the line
@@ -26,6 +26,13 @@ CAUSES: dict[Cause, str] = {  # the words of the line
     "shared_prefix_off": "the shared prefix is off",
     "stall": "most completions were cut at the limit",
 }
+
+# what to change after an out-of-memory error the run cannot step down from (the bottom rung, after the window,
+# several processes): the bottom rung's error and run.json's failed event say it
+OOM_ADVICE = (
+    "Use a larger GPU, or set a smaller num_generations, max_completion_length or per_device_train_batch_size "
+    "(--set key=value; Python: key=value)"
+)
 
 
 def replan(
@@ -122,8 +129,7 @@ def next_plan(current: Plan, **plan_kwargs: Any) -> Plan:
     need = f"; {train_advice(str(last_error), plan_kwargs.get('max_prompt_length', 0))}" if last_error else ""
     raise DoesNotFitError(
         f"out of GPU memory on preset {current.preset.name!r} and no cheaper rung is left to step down to{need}. "
-        "Use a larger GPU, or set a smaller num_generations, max_completion_length or per_device_train_batch_size "
-        "(--set key=value; Python: key=value)",
+        + OOM_ADVICE,
         smallest_budget_gb=getattr(last_error, "smallest_budget_gb", None),
         preset=getattr(last_error, "preset", None),
     )

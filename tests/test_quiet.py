@@ -3,10 +3,15 @@ and the plan is a two-line summary (the whole table behind --show-plan)."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
+import yaml
 
 from grpo_lite.training.report.quiet import quiet_libraries
 
@@ -98,3 +103,20 @@ def test_show_plan_reaches_train(command, target, monkeypatch):
     monkeypatch.setattr(target, stop)
     assert main(command) == 130
     assert seen["show_plan"] is True
+
+
+def test_a_recipe_error_on_the_cpu_is_the_only_line(tmp_path):
+    """The first import of TRL imports bitsandbytes, whose CPU backend logs a line about an optional kernel package:
+    a command's recipe error is printed alone (the line came before it, the check's import being outside the filter)."""
+    assert importlib.util.find_spec("bitsandbytes") is not None  # the import that logs the line
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"model": "m", "preset": "lora", "device": "cpu", "trl": {"lerning_rate": 0.1}}))
+    done = subprocess.run(
+        [sys.executable, "-m", "grpo_lite", "train", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 2 and "gemm_4bit_forward" not in done.stdout + done.stderr, done.stderr
+    assert done.stderr.startswith(f"error: {path}: trl: unknown training setting(s): 'lerning_rate'"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

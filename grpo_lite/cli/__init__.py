@@ -12,6 +12,7 @@ import sys
 
 from grpo_lite._version import __version__
 from grpo_lite.errors import GrpoLiteError
+from grpo_lite.training.report.quiet import quiet_log_lines
 
 __all__ = ["COMMANDS", "INTERRUPTED", "build_parser", "main"]
 
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args._argv = list(sys.argv[1:] if argv is None else argv)  # what --num-processes N reruns in each process
     try:
-        return int(args._run(args) or 0)
+        with quiet_log_lines():  # the first import of TRL or PEFT imports bitsandbytes, which logs a line on a CPU
+            return int(args._run(args) or 0)
     except GrpoLiteError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["DROPPED_LOG_LINES", "IGNORED_WARNINGS", "quiet_gguf_conversion", "quiet_libraries"]
+__all__ = ["DROPPED_LOG_LINES", "IGNORED_WARNINGS", "quiet_gguf_conversion", "quiet_libraries", "quiet_log_lines"]
 
 # logger name -> start of the messages dropped from it
 DROPPED_LOG_LINES: dict[str, tuple[str, ...]] = {
@@ -32,6 +32,20 @@ class _DropLines(logging.Filter):
 
 
 @contextmanager
+def quiet_log_lines() -> Iterator[None]:
+    """Drop the log lines of the module's table while the block runs; cheap (no library imported), so it can wrap
+    the first import of TRL or PEFT, which imports bitsandbytes (its CPU backend logs a line at import)."""
+    filters = [(logging.getLogger(name), _DropLines(starts)) for name, starts in DROPPED_LOG_LINES.items()]
+    for logger, dropped in filters:
+        logger.addFilter(dropped)
+    try:
+        yield
+    finally:
+        for logger, dropped in filters:
+            logger.removeFilter(dropped)
+
+
+@contextmanager
 def quiet_libraries() -> Iterator[None]:
     """Filter the noise of the module's table while the block (or the decorated function) runs.
 
@@ -48,17 +62,12 @@ def quiet_libraries() -> Iterator[None]:
     hf_logging.disable_progress_bar()  # transformers' bars; it turns the hub's off too: downloads keep theirs
     if hub_bars:
         hub_utils.enable_progress_bars()
-    filters = [(logging.getLogger(name), _DropLines(starts)) for name, starts in DROPPED_LOG_LINES.items()]
-    for logger, dropped in filters:
-        logger.addFilter(dropped)
     try:
-        with warnings.catch_warnings():
+        with quiet_log_lines(), warnings.catch_warnings():
             for message, category in IGNORED_WARNINGS:
                 warnings.filterwarnings("ignore", message=message, category=category)
             yield
     finally:
-        for logger, dropped in filters:
-            logger.removeFilter(dropped)
         if bars:
             hf_logging.enable_progress_bar()
         if not hub_bars:

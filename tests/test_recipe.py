@@ -128,8 +128,8 @@ def test_yaml_round_trip(name):
         ({"model": "m", "preset": "lora", "trl": [1]}, "trl must be a mapping"),
         ({"model": "m", "preset": "lora", "prompt_style": "chatty"}, "unknown prompt style 'chatty'"),
         (
-            {"model": "m", "preset": "lora", "prompt_style": {"examples": [{"q": "1+1"}]}},
-            "prompt_style: Example.__init__() got an unexpected keyword argument 'q'; give a name",
+            {"model": "m", "preset": "lora", "prompt_style": {"examples": [{"question": "1+1", "reasoning": "2"}]}},
+            "the recipe: prompt_style: Example.__init__() missing 1 required positional argument: 'answer'; give a",
         ),
         ({"model": "m", "preset": "lora", "rewards": "correctness"}, "rewards must be a list of reward names"),
         (["model"], "must be a YAML mapping"),
@@ -170,6 +170,36 @@ def test_a_top_level_key_under_trl_is_refused_naming_the_file_and_the_top_level(
     with pytest.raises(ConfigError, match=re.escape(f"{path}: trl: {key}: ")) as caught:
         Recipe.read(path)
     assert f"write it at the top level of the recipe ({key}: " in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("style", "where", "unknown", "fields"),
+    [
+        (
+            {"system": "Be brief.", "one_shot": False},
+            "prompt_style",
+            "'system' (did you mean 'system_prompt'?)",
+            "write the fields system_prompt, one_shot, prefill, examples, or a style name (guided, plain, one_step)",
+        ),
+        (
+            {"examples": [{"question": "1+1", "reasoning": "1+1=2", "answr": "2"}]},
+            "prompt_style: examples[0]",
+            "'answr' (did you mean 'answer'?)",
+            "write the fields question, reasoning, answer",
+        ),
+    ],
+)
+def test_an_unknown_prompt_style_field_is_refused_naming_the_file_and_the_valid_fields(
+    tmp_path, style, where, unknown, fields
+):
+    """An unknown field of a prompt_style mapping was Python's "PromptStyle.__init__() got an unexpected keyword
+    argument", the file unnamed: one line names the file, the field with its closest valid name, the valid ones."""
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"model": "m", "preset": "lora", "prompt_style": style}))
+    with pytest.raises(ConfigError) as caught:
+        Recipe.read(path)
+    assert str(caught.value).startswith(f"{path}: {where}: unknown field(s) {unknown}; {fields}")
     assert "\n" not in str(caught.value)
 
 

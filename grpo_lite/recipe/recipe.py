@@ -261,7 +261,7 @@ class Recipe:
             if data.get(key) is not None and not isinstance(data[key], kind):
                 raise ConfigError(f"{source}: {key} must be {what} or null, got {data[key]!r:.60}")
         if data.get("prompt_style") is not None:
-            _style_object(data["prompt_style"])  # an unknown style name fails here, naming the valid ones
+            _style_object(data["prompt_style"], source)  # an unknown style name fails here, naming the valid ones
         values = _typed_fields(data, source)
         values.setdefault("stop_strings", list(TRAINER.stop_strings))
         return cls(**values)
@@ -437,8 +437,8 @@ def _style_name(style: Any) -> Any:
     return style
 
 
-def _style_object(value: Any) -> PromptStyle:
-    """The PromptStyle a recipe's ``prompt_style`` names or spells out."""
+def _style_object(value: Any, source: str = "the recipe") -> PromptStyle:
+    """The PromptStyle a recipe's ``prompt_style`` names or spells out (``source``: the file, named by its errors)."""
     if isinstance(value, PromptStyle):
         return value
     if value is None:
@@ -447,16 +447,36 @@ def _style_object(value: Any) -> PromptStyle:
         return PromptStyle.named(value)
     if isinstance(value, dict):
         fields = dict(value)
+        names = [f.name for f in dataclasses.fields(PromptStyle)]
+        _known_fields(fields, names, f"{source}: prompt_style", f"or a style name ({', '.join(PROMPT_STYLES)})")
         try:
             if "examples" in fields:  # a bad example is the same one line as a bad field
+                example = [f.name for f in dataclasses.fields(Example)]
+                for i, e in enumerate(fields["examples"]):
+                    if isinstance(e, dict):
+                        _known_fields(
+                            e, example, f"{source}: prompt_style: examples[{i}]", "each example has all three"
+                        )
                 fields["examples"] = tuple(Example(**e) for e in fields["examples"])
             return PromptStyle(**fields)
         except TypeError as exc:
             raise ConfigError(
-                f"prompt_style: {exc}; give a name ({', '.join(PROMPT_STYLES)}) or the fields "
+                f"{source}: prompt_style: {exc}; give a name ({', '.join(PROMPT_STYLES)}) or the fields "
                 "system_prompt, one_shot, prefill, examples"
             ) from None
-    raise ConfigError(f"prompt_style must be a name ({', '.join(PROMPT_STYLES)}) or a mapping, got {value!r:.60}")
+    raise ConfigError(
+        f"{source}: prompt_style must be a name ({', '.join(PROMPT_STYLES)}) or a mapping, got {value!r:.60}"
+    )
+
+
+def _known_fields(fields: dict[str, Any], names: list[str], where: str, alternative: str) -> None:
+    """Raise ConfigError naming ``where``, the unknown fields (with the closest valid ones) and the valid ones."""
+    unknown = [k for k in fields if k not in names]
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown field(s) {closest_names(unknown, names)}; write the fields {', '.join(names)}, "
+            f"{alternative}"
+        )
 
 
 def _line(key: str, value: Any, note: str | None = None, indent: int = 0) -> str:

@@ -203,6 +203,27 @@ def test_an_unknown_prompt_style_field_is_refused_naming_the_file_and_the_valid_
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "where"),
+    [
+        ("max_steps", 3, "write it at the top level of the recipe (max_steps: 3) or pass --max-steps"),
+        ("shared_prefix", False, "write it at the top level of the recipe (shared_prefix: false)"),
+        ("learning_rate", 1e-5, "write it under trl: (learning_rate: 1.0e-05)"),
+        ("lora_r", 8, "write it as r: 8 under lora:"),
+    ],
+)
+def test_a_key_under_lora_that_is_not_peft_s_is_refused_naming_the_file_and_where_it_belongs(
+    tmp_path, key, value, where
+):
+    """lora: holds peft.LoraConfig's arguments; grpo-lite's own keys there were refused only after the model loaded,
+    as the recipe's and the run's lora dicts, the key unnamed: the file's check names the key and where it goes."""
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"model": "m", "preset": "lora", "lora": {"r": 16, "lora_alpha": 32, key: value}}))
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: lora: {key}: ")) as caught:
+        Recipe.read(path)
+    assert "not a peft.LoraConfig argument; " + where in str(caught.value) and "\n" not in str(caught.value)
+
+
 def test_missing_file_says_how_to_write_one(tmp_path):
     with pytest.raises(ConfigError, match="grpo-lite plan MODEL --budget-gb N --write"):
         Recipe.read(tmp_path / "none.yaml")

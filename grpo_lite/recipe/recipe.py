@@ -160,7 +160,7 @@ class Recipe:
                 changes["trl"].update(value)
             elif key in names:
                 changes[key] = value
-            elif key in LORA_KEYS:
+            elif key in LORA_KEYS and key not in _LORA_ARGUMENTS:  # lora_r; lora_alpha is peft's name too
                 changes["lora"] = {**(changes["lora"] or {}), LORA_KEYS[key]: value}
             else:
                 changes["trl"][key] = value
@@ -393,6 +393,7 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
     except ConfigError as exc:
         raise ConfigError(f"{source}: trl: {exc}") from None
     if values.get("lora") is not None:
+        _check_lora_keys(values["lora"], f"{source}: lora")
         values["lora"] = {
             k: typed_as(f"lora.{k}", _LORA_ARGUMENTS[k], v) if k in _LORA_ARGUMENTS else v
             for k, v in values["lora"].items()
@@ -417,6 +418,32 @@ def _check_run_owned(trl: dict[str, Any], where: str) -> None:
                 f"{where}: {key}: {show_value(value):.60} is grpo-lite's own setting, not read under trl:; "
                 + where_to.format(key=key, value=show_value(value))
             )
+
+
+def _check_lora_keys(lora: dict[str, Any], where: str) -> None:
+    """Refuse grpo-lite's own settings, GRPOConfig's and train()'s ``lora_*`` names under ``lora:``, which holds
+    peft.LoraConfig's arguments: read there, they would reach the LoRA config, not the run."""
+    from trl import GRPOConfig  # heavy: TRL (already loaded by the trl: check)
+
+    from grpo_lite.recipe.costs import show_value
+
+    top_level = {f.name for f in dataclasses.fields(Recipe)} - {"trl", "lora", "plan"}
+    grpo_config = {f.name for f in dataclasses.fields(GRPOConfig)}
+    for key, value in lora.items():
+        shown = show_value(value)
+        if key in _RUN_OWNED_TRL or key in top_level:
+            what = "grpo-lite's own setting"
+            where_to = _RUN_OWNED_TRL.get(key, "write it at the top level of the recipe ({key}: {value})")
+        elif key in LORA_KEYS and key not in _LORA_ARGUMENTS:  # lora_r; lora_alpha is peft's name too
+            what, where_to = "train()'s name of a LoRA setting", f"write it as {LORA_KEYS[key]}: {{value}} under lora:"
+        elif key in grpo_config:
+            what, where_to = "a GRPOConfig setting", "write it under trl: ({key}: {value})"
+        else:
+            continue
+        raise ConfigError(
+            f"{where}: {key}: {shown:.60} is {what}, not a peft.LoraConfig argument; "
+            + where_to.format(key=key, value=shown)
+        )
 
 
 def _copy(value: Any) -> Any:

@@ -13,6 +13,7 @@
 | SIGTERM at a random step (CLI, subprocess) | exit 143, ``interrupted``, lock released; resume == uninterrupted run |
 | a second SIGTERM during the save | exit 143, ``aborted``; resume from the last complete checkpoint |
 | SIGTERM before training starts (loading) | exit 143, one line; the folder it made and its lock are gone |
+| one SIGTERM, Ctrl-C or SIGHUP while the model loads | exit 128+N, one line; ``interrupted`` (not ``aborted``), lock gone |
 | a stop asked during the last step | the run is ``finished`` (final/ saved), not interrupted |
 | a symlink at ``.grpo-lite.lock`` | refused in one line; its target untouched |
 | stopped before the first checkpoint | ``--resume`` names ``--overwrite``, which works as written |
@@ -277,7 +278,7 @@ def test_a_run_stopped_before_its_first_checkpoint_says_overwrite_which_works(ti
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         train(str(tiny_model_dir), output_dir=out, callbacks=[CtrlCFirst()], **{**RUN, "max_steps": 1})
-    assert _record(out)["status"] == "aborted" and not list(out.glob("checkpoint-*"))
+    assert _record(out)["status"] == "interrupted" and not list(out.glob("checkpoint-*"))  # one Ctrl-C
     argv = ["train", str(tiny_model_dir), *[a if a != "4" else "1" for a in CLI_RUN], "--output-dir", str(out)]
     capsys.readouterr()
     for flags in (["--resume"], []):  # neither points back at the other
@@ -348,6 +349,35 @@ def test_sigterm_before_training_starts_stops_the_run_and_gives_the_folder_back(
     )  # no --resume on a folder that is gone
     assert not out.exists()  # the run made the folder and wrote nothing in it: gone with its lock
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # this process's handler is untouched
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name)
+def test_one_signal_before_the_first_step_records_interrupted_not_aborted(tiny_model_dir, tmp_path, signum):
+    """One stop signal while the model loads, run.json already written: ``interrupted`` (the docs keep ``aborted``
+    for a second signal; it said ``aborted``), an event naming the signal, the lock released, one line."""
+    out = tmp_path / "run"
+
+    def body():
+        from grpo_lite.training.run.attempts import Attempts
+
+        original = Attempts.build  # the signal comes while the trainer and its model are built
+
+        def build(self, *args, **kwargs):
+            os.kill(os.getpid(), signum)
+            return original(self, *args, **kwargs)
+
+        Attempts.build = build
+        return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
+
+    code, output = _in_child(body)
+    assert code == 128 + signum, output[-2000:]
+    assert "Traceback" not in output and output.strip().splitlines()[-1].startswith(
+        f"interrupted: stopped without saving, before the first complete checkpoint in {out}: nothing to resume"
+    )
+    record = _record(out)
+    assert record["status"] == "interrupted", record
+    assert record["events"][-1] == {"event": "interrupted", "after_step": 0, "signal": signum.name}
+    assert not (out / ".grpo-lite.lock").exists()
 
 
 def test_sighup_from_a_closed_terminal_ends_like_sigterm(tiny_model_dir, tmp_path):

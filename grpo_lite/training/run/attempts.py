@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
+import signal
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -209,11 +210,17 @@ class Attempts:
         }
 
     def record_failure(self, exc: BaseException) -> None:
-        """Mark run.json ``aborted`` (a second Ctrl-C or SIGTERM) or ``failed``; a full disk may refuse even that.
-        A failed event names the error of the rank that failed first (:meth:`failed_fields`)."""
-        status = "aborted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        """Mark run.json ``aborted`` (a second Ctrl-C, SIGTERM or SIGHUP), ``interrupted`` (one, before the training
+        loop: nothing to finish or save) or ``failed``; a full disk may refuse even that. A failed event names the
+        error of the rank that failed first (:meth:`failed_fields`)."""
+        if isinstance(exc, KeyboardInterrupt):  # Ctrl-C's own, or resilience.Aborted (SIGTERM, SIGHUP, a second one)
+            status = "aborted" if getattr(exc, "again", False) else "interrupted"
+        else:
+            status = "failed"
         last = self.history_cb.rows[-1]["step"] if self.history_cb and self.history_cb.rows else self.done
-        event = {"event": status, "after_step": last}
+        event: dict[str, Any] = {"event": status, "after_step": last}
+        if status == "interrupted":
+            event["signal"] = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
         if status == "failed":
             event.update(self.failed_fields(exc))
         self.events.append(event)

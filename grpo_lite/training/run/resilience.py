@@ -47,12 +47,14 @@ class StopWhenDone(TrainerCallback):
 
 class Aborted(KeyboardInterrupt):
     """A stop signal the run cannot finish a step for: it stops at once, without saving (``signum``: the signal;
-    ``output_dir``: the run folder, when the handler knew it)."""
+    ``output_dir``: the run folder, when the handler knew it; ``again``: a second signal, the first having asked for
+    a step or a save to finish: run.json says ``aborted``, not ``interrupted``)."""
 
-    def __init__(self, signum: int, output_dir: Path | None = None) -> None:
+    def __init__(self, signum: int, output_dir: Path | None = None, *, again: bool = False) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
         self.output_dir = output_dir
+        self.again = again
 
 
 class InterruptCallback(TrainerCallback):
@@ -123,7 +125,7 @@ def _first_stop_then_abort(first: Callable[[int], None]) -> Iterator[None]:
     def handler(signum: int, frame: Any) -> None:
         if asked:
             restore()
-            raise Aborted(signum)
+            raise Aborted(signum, again=True)
         asked.append(signum)
         first(signum)
 

@@ -360,6 +360,9 @@ def test_one_signal_before_the_first_step_records_interrupted_not_aborted(tiny_m
     def body():
         from grpo_lite.training.run.attempts import Attempts
 
+        # Ctrl-C as a terminal delivers it: a shell starts a background job with SIGINT ignored, and Python then
+        # installs no KeyboardInterrupt handler (the run would go on, as any program started that way does)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         original = Attempts.build  # the signal comes while the trainer and its model are built
 
         def build(self, *args, **kwargs):

@@ -106,7 +106,7 @@ def test_demo_cli_options_reach_the_config(monkeypatch, capsys):
         from types import SimpleNamespace
 
         seen["cfg"], seen["show_plan"] = cfg, show_plan
-        return SimpleNamespace(wall_seconds=1.0, phase_seconds={"train": 1.0}, line=lambda: "demo: ...")
+        return SimpleNamespace(after=object(), wall_seconds=1.0, phase_seconds={"train": 1.0}, line=lambda: "demo: ...")
 
     monkeypatch.setattr("grpo_lite.demo.run_demo", fake_run_demo)
     parser = argparse.ArgumentParser()
@@ -140,3 +140,38 @@ def test_evaluation_forwards_the_common_prefix_once_and_decodes_the_same(tiny_mo
     plain = ev.evaluate(str(tiny_model_dir), "synthetic", limit=6, batch_size=3, max_new_tokens=12)
     assert calls[2:] == [False, False]
     assert [s["completion"] for s in shared.samples] == [s["completion"] for s in plain.samples]
+
+
+def test_a_demo_stopped_by_sigterm_stops_without_evaluating_and_exits_143(
+    tiny_model_dir, tmp_path, monkeypatch, capsys
+):
+    """SIGTERM during the demo's training: the run saves and stops, and the demo stops too (it went on to evaluate
+    the partial model and printed the full step count, with its accuracy, as the demo's line)."""
+    import argparse
+    import os
+    import signal
+
+    from transformers import TrainerCallback
+
+    import grpo_lite.api
+    from grpo_lite import DemoConfig, run_demo
+    from grpo_lite.cli import demo as demo_cli
+
+    class Term(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    real_train = grpo_lite.api.train
+    monkeypatch.setattr(grpo_lite.api, "train", lambda *a, **k: real_train(*a, callbacks=[Term()], **k))
+    cfg = DemoConfig(model=str(tiny_model_dir), steps=3, eval_n=2, num_generations=2, max_completion_length=8,
+                     output_dir=str(tmp_path / "demo"))  # fmt: skip
+    result = run_demo(cfg, quiet=True)
+    assert result.train.interrupted and result.train.steps == 2 and result.after is None  # the next step finishes
+    monkeypatch.setattr(demo_cli.demo, "run_demo", lambda *a, **k: result)
+    args = argparse.Namespace(**{f: getattr(cfg, f) for f in ("steps", "eval_n")}, quiet=True, show_plan=False)
+    assert demo_cli.run(args) == 143
+    assert capsys.readouterr().out.strip() == (
+        "demo stopped by SIGTERM after 2 of 3 steps: not evaluated after training (a partial run is not the demo's "
+        "measure); run `grpo-lite demo` again to start over"
+    )

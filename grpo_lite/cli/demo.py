@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 from dataclasses import fields
 
 from grpo_lite import demo
@@ -52,6 +53,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def run(args: argparse.Namespace) -> int:
     cfg = DemoConfig(**{f.name: getattr(args, f.name) for f in fields(DemoConfig) if hasattr(args, f.name)})
     result = demo.run_demo(cfg, quiet=args.quiet, show_plan=args.show_plan)
+    if result.after is None:  # stopped by a signal: 130 after Ctrl-C, 143 after SIGTERM, as `train` exits
+        stop = result.train.stop_signal or "SIGINT"
+        print(
+            f"demo stopped by {stop} after {result.train.steps} of {cfg.steps} steps: not evaluated after training "
+            "(a partial run is not the demo's measure); run `grpo-lite demo` again to start over"
+        )
+        return 128 + signal.Signals[stop].value
     phases = ", ".join(f"{name.replace('_', ' ')} {sec:.0f} s" for name, sec in result.phase_seconds.items())
     print(f"demo took {result.wall_seconds:.0f} s ({cfg.steps} steps, n={cfg.eval_n}; {phases})")
     print(result.line())

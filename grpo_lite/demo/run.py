@@ -125,7 +125,8 @@ class DemoResult:
     ``phase_seconds`` holds the wall seconds of each phase: ``eval_before`` (model load included),
     ``train``, ``export`` (the GGUF file) and ``eval_after``. ``train.exported`` lists the GGUF's files;
     ``train.model`` is the trained model with its LoRA adapter merged (the adapter itself is saved in
-    ``train.model_dir``).
+    ``train.model_dir``). ``after`` is None when a signal stopped the training (``train.interrupted``): a
+    partial run is not evaluated.
     """
 
     before: Any
@@ -216,6 +217,10 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False, show_plan
     phases["train"], mark = time.perf_counter() - mark, time.perf_counter()
     if result.exported is not None:
         phases["train"], phases["export"] = phases["train"] - result.exported.seconds, result.exported.seconds
+    if result.interrupted:  # Ctrl-C or SIGTERM: the run saved a checkpoint and stopped, and so does the demo
+        return DemoResult(
+            before, None, result, time.perf_counter() - start, cfg, {k: round(v, 1) for k, v in phases.items()}
+        )
     model = result.model
     if hasattr(model, "merge_and_unload"):  # the adapter is saved: fold it into the weights to decode faster
         model = result.model = model.merge_and_unload()

@@ -8,7 +8,9 @@ before anything can initialise it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -61,3 +63,14 @@ def _restore_torch_threads():
     yield
     if before is not None and threads() not in (None, before):
         sys.modules["torch"].set_num_threads(before)
+
+
+def load_benchmark(name: str):
+    """``benchmarks/<name>.py`` imported as the module ``name`` (the benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        name, Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -10,23 +10,16 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("time_to_target", ROOT / "benchmarks" / "time_to_target.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["time_to_target"] = module
-    spec.loader.exec_module(module)
-    return module
+    from conftest import load_benchmark
+
+    return load_benchmark("time_to_target")
 
 
 def _run(arm: str, seed: int, curve: list[tuple[float, int]], groups=(10, 4), n: int = 100) -> dict:

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("vs_trl", ROOT / "benchmarks" / "vs_trl.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["vs_trl"] = module
-    spec.loader.exec_module(module)
-    return module
+    from conftest import load_benchmark
+
+    return load_benchmark("vs_trl")
 
 
 class _Captured(Exception):

@@ -217,16 +217,14 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False, show_plan
     phases["train"], mark = time.perf_counter() - mark, time.perf_counter()
     if result.exported is not None:
         phases["train"], phases["export"] = phases["train"] - result.exported.seconds, result.exported.seconds
-    if result.interrupted:  # Ctrl-C or SIGTERM: the run saved a checkpoint and stopped, and so does the demo
-        return DemoResult(
-            before, None, result, time.perf_counter() - start, cfg, {k: round(v, 1) for k, v in phases.items()}
-        )
-    model = result.model
-    if hasattr(model, "merge_and_unload"):  # the adapter is saved: fold it into the weights to decode faster
-        model = result.model = model.merge_and_unload()
-    after = evaluate(model, eval_set, tokenizer=result.tokenizer, **eval_kwargs)
-    phases["eval_after"] = time.perf_counter() - mark
-    console.print(f"after: {after.summary()}")
+    after = None  # Ctrl-C or SIGTERM: the run saved a checkpoint and stopped, and so does the demo
+    if not result.interrupted:
+        model = result.model
+        if hasattr(model, "merge_and_unload"):  # the adapter is saved: fold it into the weights to decode faster
+            model = result.model = model.merge_and_unload()
+        after = evaluate(model, eval_set, tokenizer=result.tokenizer, **eval_kwargs)
+        phases["eval_after"] = time.perf_counter() - mark
+        console.print(f"after: {after.summary()}")
     return DemoResult(
         before=before,
         after=after,

@@ -38,6 +38,7 @@ import argparse
 import copy
 import json
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -122,7 +123,7 @@ def _child(args: argparse.Namespace) -> None:
         from grpo_lite.evaluation import load_for_eval
 
         model, _ = load_for_eval(vs_trl.model_folder(args.model))
-        (out / "result.json").write_text(json.dumps({"eval": vs_trl._evaluate(model, args, levels)}))
+        (out / "result.json").write_text(json.dumps({"eval": vs_trl._evaluate(model, args, levels), **_provenance()}))
         return
     from grpo_lite.training.step.problem_choice import PassRateReport, judged_reward
 
@@ -148,8 +149,24 @@ def _child(args: argparse.Namespace) -> None:
         model = trainer.model
     if not curve.points or curve.points[-1]["step"] != limit.steps:  # at the budget (unless the last step was)
         curve.evaluate(model, limit.steps)
-    record = {"steps": limit.steps, "train_cpu_s": limit.cpu, "curve": curve.points, "groups": counts}
+    record = {"steps": limit.steps, "train_cpu_s": limit.cpu, "curve": curve.points, "groups": counts, **_provenance()}
     (out / "result.json").write_text(json.dumps(record))
+
+
+def _provenance() -> dict[str, str]:
+    """The code and the processor a run measured: CPU seconds compare only between runs of one kind of machine."""
+    here = Path(__file__).resolve().parent
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True)
+    cpuinfo = Path("/proc/cpuinfo")
+    models = (
+        [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+        if cpuinfo.is_file()
+        else []
+    )
+    return {
+        "commit": git.stdout.strip() or "unknown",
+        "cpu": models[0] if models else platform.processor() or "unknown",
+    }
 
 
 def _done(job: tuple[str, str, int], out: Path) -> bool:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from trl import GRPOTrainer
 
-from grpo_lite.training.step.zero_advantage import DIVISORS, split
+from grpo_lite.training.step.zero_advantage import DIVISORS, ZeroAdvantageSkip, split
 
 B, P, T = 8, 6, 10  # rows (two groups of 4), prompt width, completion width
 
@@ -107,6 +107,26 @@ def test_a_step_that_skips_zero_rows_is_trls_step(tiny_model_dir, tmp_path, loss
     # the kept rows are at most 6 completion tokens wide: half the rows and 4 of 10 columns were not forwarded
     assert record["skipped_positions"] == B * (P + T) - 4 * (P + 6)
     assert trainer._metrics["train"]["skip/zero_advantage_rows"][-1] == 0.5
+
+
+def test_tool_tokens_are_left_out_as_trl_leaves_them_out(tiny_model_dir, tmp_path):
+    # tokens a tool wrote (tool_mask 0) count neither in the loss nor in bnpo's token divisor: TRL's own step
+    trainer = _trainer(tiny_model_dir, tmp_path, loss_type="bnpo")
+    inputs = _batch(MIXED)
+    inputs["tool_mask"] = torch.ones_like(inputs["completion_mask"])
+    inputs["tool_mask"][1::2, 1:3] = 0  # a tool's reply inside every second completion, kept rows included
+    theirs, their_loss = _sgd_step(trainer, lambda m, x: GRPOTrainer._compute_loss(trainer, m, x), inputs)
+    ours, our_loss = _sgd_step(trainer, trainer._compute_loss, inputs)
+    assert our_loss == pytest.approx(their_loss, rel=1e-5, abs=1e-7)
+    for name in theirs:
+        torch.testing.assert_close(ours[name], theirs[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_a_batch_left_whole_is_counted_by_its_rows():
+    counter = ZeroAdvantageSkip(enabled=True)
+    metrics = counter.count(None, _batch([1.0, -1.0] * 4))  # 8 rows of 6 prompt and 10 completion positions
+    assert metrics == {"skip/zero_advantage_rows": 0.0, "skip/saved_positions": 0.0}
+    assert (counter.record["rows"], counter.record["positions"]) == (8, 8 * 16)
 
 
 def test_an_all_zero_batch_runs_one_row_and_moves_nothing(tiny_model_dir, tmp_path):

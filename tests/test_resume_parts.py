@@ -1,0 +1,202 @@
+"""The parts of a resume that decide what survives a crash, on folders built by hand (milliseconds a test): which
+checkpoint counts, what is set aside, which steps are kept, when a run is finished. The runs themselves (kill,
+full disk, step down, then resume) are tests/test_faults.py's and tests/test_resilience.py's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from grpo_lite.errors import ConfigError, OutputDirError
+from grpo_lite.training.run import checkpoints, resume
+from grpo_lite.training.run.checkpoints import MARKER, mark_complete, scan, set_aside, why_incomplete
+from grpo_lite.training.run.resume import EarlierRun, check_steps, read_history, resume_point
+
+
+def _checkpoint(run: Path, step: int, *, marked: bool = True, state: str | None = '{"global_step": 1}') -> Path:
+    """``run/checkpoint-<step>`` with a 5-byte weights file and a trainer state; marked complete when ``marked``."""
+    folder = run / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "adapter_model.safetensors").write_bytes(b"12345")
+    if state is not None:
+        (folder / "trainer_state.json").write_text(state)
+    if marked:
+        mark_complete(folder, {"preset": "lora"})
+    return folder
+
+
+def _earlier(reached: int, *, done: int = 0, status: str | None = "running", max_steps: int | None = 10) -> EarlierRun:
+    return EarlierRun("lora", None, done, reached - done, max_steps, status=status)
+
+
+def test_a_marked_checkpoint_is_complete_until_a_file_changes(tmp_path):
+    folder = _checkpoint(tmp_path, 2)
+    assert why_incomplete(folder) is None
+    assert json.loads((folder / MARKER).read_text())["files"] == {
+        "adapter_model.safetensors": 5,
+        "trainer_state.json": 18,
+    }
+    (folder / "adapter_model.safetensors").write_bytes(b"123")
+    assert why_incomplete(folder) == "adapter_model.safetensors has 3 bytes, 5 when it was saved"
+    (folder / "adapter_model.safetensors").unlink()
+    assert why_incomplete(folder) == "adapter_model.safetensors is missing"
+    (folder / MARKER).write_text("{")
+    assert why_incomplete(folder) == f"its completion marker {MARKER} cannot be read"
+    (folder / MARKER).write_text('{"files": []}')  # the wrong shape reads as no marker at all
+    assert why_incomplete(folder) == f"its completion marker {MARKER} cannot be read"
+
+
+def test_an_unmarked_checkpoint_counts_only_with_a_whole_trainer_state(tmp_path):
+    assert why_incomplete(_checkpoint(tmp_path, 1, marked=False)) is None  # a checkpoint of 0.3 or older
+    assert why_incomplete(_checkpoint(tmp_path, 2, marked=False, state=None)) == (
+        "trainer_state.json is missing: the save was cut off"
+    )
+    assert (
+        why_incomplete(_checkpoint(tmp_path, 3, marked=False, state='{"global_st')) == "trainer_state.json is cut off"
+    )
+
+
+def test_the_scan_takes_the_newest_complete_checkpoint_by_step_not_by_name(tmp_path):
+    for step in (2, 10, 9):
+        _checkpoint(tmp_path, step)
+    _checkpoint(tmp_path, 12, marked=False, state=None)
+    _checkpoint(tmp_path, 11, marked=False, state="{")
+    (tmp_path / "checkpoint-13").write_text("a file, not a folder")
+    (tmp_path / "checkpoint-latest").mkdir()
+    found = scan(tmp_path)
+    assert found.newest == tmp_path / "checkpoint-10"  # "checkpoint-9" sorts after it as text
+    assert [(p.name, why[:19]) for p, why in found.incomplete] == [
+        ("checkpoint-12", "trainer_state.json "),
+        ("checkpoint-11", "trainer_state.json "),
+    ]
+    assert checkpoints.checkpoint_step(Path("checkpoint-007")) == 7
+    assert checkpoints.checkpoint_step(Path("checkpoint-7b")) is None
+    assert checkpoints.checkpoint_step(Path("my-checkpoint-7")) is None
+
+
+def test_setting_aside_moves_and_replaces_an_older_copy(tmp_path):
+    old = tmp_path / "incomplete" / "checkpoint-3"
+    old.mkdir(parents=True)
+    (old / "stale").write_text("from an earlier resume")
+    cut = _checkpoint(tmp_path, 3, marked=False, state=None)
+    moved = set_aside(tmp_path, [(cut, "cut off")])
+    assert moved == [old] and not cut.exists()
+    assert sorted(p.name for p in old.iterdir()) == ["adapter_model.safetensors"]
+
+
+def test_setting_aside_refuses_a_link_and_moves_nothing(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = tmp_path / "run"
+    cut = _checkpoint(run, 3, marked=False, state=None)
+    (run / "incomplete").symlink_to(elsewhere)
+    with pytest.raises(OutputDirError):
+        set_aside(run, [(cut, "cut off")])
+    assert cut.is_dir() and not any(elsewhere.iterdir())
+
+
+def test_the_resume_point_says_what_it_skipped(tmp_path):
+    _checkpoint(tmp_path, 2)
+    _checkpoint(tmp_path, 4, marked=False, state=None)
+    newest, notes = resume_point(tmp_path, move=True)
+    assert newest == tmp_path / "checkpoint-2"
+    assert notes == [
+        f"checkpoint-4 is incomplete (trainer_state.json is missing: the save was cut off): skipped, moved to "
+        f"{tmp_path / 'incomplete' / 'checkpoint-4'}",
+        "resuming from checkpoint-2, the newest complete checkpoint",
+    ]
+    assert (tmp_path / "incomplete" / "checkpoint-4").is_dir()
+
+
+def test_an_older_incomplete_checkpoint_is_left_in_place_without_move(tmp_path):
+    _checkpoint(tmp_path, 4)
+    _checkpoint(tmp_path, 2, marked=False, state=None)
+    newest, notes = resume_point(tmp_path, move=False)
+    assert newest.name == "checkpoint-4" and len(notes) == 1 and (tmp_path / "checkpoint-2").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("made", "says"),
+    [
+        ("nothing", "holds no checkpoint-N folder; drop resume to start a new run"),
+        ("run.json", "stopped before its first checkpoint: nothing to resume; start it again with --overwrite"),
+        ("history.jsonl", "stopped before its first checkpoint"),
+        ("a cut checkpoint", "holds no complete checkpoint (checkpoint-1: trainer_state.json is missing"),
+    ],
+)
+def test_nothing_to_resume_says_what_to_do(tmp_path, made, says):
+    if made == "a cut checkpoint":
+        _checkpoint(tmp_path, 1, marked=False, state=None)
+    elif made != "nothing":
+        (tmp_path / made).write_text("{}")
+    with pytest.raises(ConfigError, match=says.replace("(", r"\(")):
+        resume_point(tmp_path, move=True)
+    assert made != "a cut checkpoint" or (tmp_path / "checkpoint-1").is_dir()  # an error moves nothing
+
+
+def test_the_history_keeps_whole_rows_with_a_step(tmp_path):
+    (tmp_path / resume.HISTORY_FILE).write_text(
+        '{"step": 1, "reward": 0.5}\n{"reward": 0.7}\n{"step": "2"}\n[1, 2]\n{"step": 2, "reward": 0.6}\n{"step": 3, "re'
+    )
+    assert read_history(tmp_path) == [{"step": 1, "reward": 0.5}, {"step": 2, "reward": 0.6}]
+    assert read_history(tmp_path / "nowhere") == []
+
+
+def test_merged_history_takes_each_step_from_the_first_source_and_stops_at_the_checkpoint():
+    on_disk = [{"step": 1, "from": "disk"}, {"step": 3, "from": "disk"}]
+    recorded = [{"step": 1, "from": "record"}, {"step": 2, "from": "record"}, {"step": 4, "from": "record"}]
+    merged = resume._merge(on_disk, recorded, last=3)
+    assert [(r["step"], r["from"]) for r in merged] == [(1, "disk"), (2, "record"), (3, "disk")]
+
+
+def test_the_checkpoints_log_goes_on_from_the_steps_done_before_its_attempt(tmp_path):
+    folder = _checkpoint(
+        tmp_path,
+        2,
+        state=json.dumps({"log_history": [{"step": 1, "loss": 0.1}, {"step": 2, "loss": 0.2}, {"train_runtime": 9}]}),
+    )
+    assert resume._log_history(folder, 5) == [{"loss": 0.1, "step": 6}, {"loss": 0.2, "step": 7}]
+    assert resume._log_history(tmp_path, 5) == []  # no trainer_state.json
+
+
+def test_a_step_down_in_the_record_gives_the_rung_the_weights_and_the_steps_done():
+    record = {
+        "plan": {"preset": "full"},
+        "max_steps": 9,
+        "recipe": {"rewards": ["correctness"], "seed": 3, "trl": {"num_generations": 4}},
+        "events": [
+            {"event": "replanned", "cause": "out_of_memory", "step": 2, "weights": "out/stepdown-1",
+             "from": {"preset": "full"}, "to": {"preset": "full-8bit"}},
+            {"event": "replanned", "cause": "stall", "step": 3},
+            {"event": "replanned", "cause": "out_of_memory", "step": 5, "weights": "out/stepdown-2",
+             "from": {"preset": "full-8bit"}, "to": {"preset": "lora"}},
+        ],
+    }  # fmt: skip
+    taken = resume._from_record(record)
+    assert (taken["source"], taken["done"], taken["max_steps"]) == ("out/stepdown-2", 5, 9)
+    assert (taken["rewards"], taken["seed"], taken["num_generations"]) == (["correctness"], 3, 4)
+    earlier = EarlierRun("lora", taken["source"], 5, 2, 9, events=record["events"])
+    assert earlier.reached == 7 and earlier.presets() == ["full", "full-8bit", "lora"]
+    assert EarlierRun("lora", None, 0, 2, 9).presets() == ["lora"]
+
+
+def test_fewer_steps_than_the_checkpoint_holds_are_refused_with_the_count(tmp_path):
+    with pytest.raises(ConfigError, match=r"holds 7 trained steps \(checkpoint-2\) and max_steps=6 asks for fewer: "):
+        check_steps(tmp_path, _earlier(7, done=5), 6)
+    assert check_steps(tmp_path, _earlier(7, done=5), 7) == (False, None)  # running: it goes on
+    with pytest.raises(ConfigError, match="max_steps=6 asks for fewer"):  # the record's own max_steps counts
+        check_steps(tmp_path, _earlier(7, done=5, max_steps=6), None)
+
+
+def test_a_finished_run_trains_only_when_asked_for_more(tmp_path):
+    (tmp_path / "final").mkdir()
+    finished = _earlier(4, status="finished", max_steps=4)
+    done, line = check_steps(tmp_path, finished, None)
+    assert done and line.startswith(f"finished: the run in {tmp_path} already trained its 4 steps")
+    assert check_steps(tmp_path, finished, 4)[0]
+    more, line = check_steps(tmp_path, finished, 6)
+    assert not more and line == "the run finished at step 4: training on to step 6; final/ is replaced at the end"
+    (tmp_path / "final").rmdir()  # finished in run.json, but the model folder is gone: train again to write it
+    assert check_steps(tmp_path, finished, None) == (False, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -173,6 +174,58 @@ def test_stochastic_rounding_steps_one_fp32_slice_at_a_time() -> None:
     assert sr.settings.update_rounding == "stochastic" and sr.settings.rounds_stochastically
     fp32 = estimate(arch, optim="adamw_8bit", dtype="float32", **SMALL)  # type: ignore[arg-type]
     assert fp32.settings.update_rounding == "nearest"  # fp32 weights take small steps as they are
+
+
+@pytest.mark.parametrize(
+    "targets, params",
+    [
+        (["q_proj", "v_proj"], 2 * 16 * ((64 + 64) + (32 + 64))),  # layers x r x (out + in) of each wrapped linear
+        ("all-linear", 2 * 16 * (2 * (64 + 64) + 2 * (32 + 64) + 3 * (128 + 64))),
+        (["query_key_value"], 2 * 16 * (2 * (64 + 64) + 2 * (32 + 64) + 3 * (128 + 64))),  # another family's names
+    ],
+)
+def test_lora_counts_only_the_linears_it_wraps(targets, params) -> None:
+    from grpo_lite.memory.terms import lora_params
+
+    s = estimate(TOY, method="lora", lora_r=16, lora_target_modules=targets, **SMALL).settings
+    assert lora_params(TOY, s) == params
+
+
+GATE = 128 * 64  # the toy's largest matrix (gate_proj, 128 x 64): the one GaLore's SVD is largest on
+SVD = 4 * (128 * 64 + 64 * 64)  # torch.linalg.svd(full_matrices=False) of it: fp32 U [128, 64] and Vh [64, 64]
+
+
+@pytest.mark.parametrize(
+    "method, optim, rounding, vocab, device, expected",
+    [
+        # the SVD of an fp32 copy of the gradient, then the update projected back in the weights' dtype (bf16)
+        ("galore", "galore_adamw", "nearest", 1000, "cuda", 4 * GATE + SVD + 2 * GATE),
+        # stochastic rounding steps a projected matrix whole on fp32 copies of it and its gradient, then the
+        # projected-back update (4 B) beside the kept Vh, or both factors during the SVD: equal at full rank
+        ("galore", "galore_adamw", "stochastic", 10, "cuda", 8 * GATE + 4 * GATE + 4 * 64 * 64),
+        ("galore", "galore_adamw_8bit", "stochastic", 10, "cuda", 8 * GATE + SVD),
+        # ... unless the embedding (not projected: stepped element-wise, one fp32 slice) is larger; GaLore's AdamW
+        # then needs two fp32 temporaries (sqrt(v) + eps, the update), the 8-bit one none beyond the noise (6 B)
+        ("galore", "galore_adamw", "stochastic", 1000, "cuda", 8 * 64000 + 2 * 4 * 64000),
+        ("galore", "galore_adamw_8bit", "stochastic", 1000, "cuda", 8 * 64000 + 6 * 64000),
+        ("full", "adamw_torch", "stochastic", 1000, "cuda", 8 * 64000 + 6 * 64000),  # foreach's sqrt(v): 4 B < 6 B
+        # on the CPU (fp32 weights, no rounding) torch's AdamW runs tensor by tensor: sqrt(v) and the update of
+        # the largest tensor, the embedding
+        ("full", "adamw_torch", "nearest", 1000, "cpu", 2 * 64000 * 4),
+    ],
+)
+def test_the_optimizer_steps_temporaries_by_hand(method, optim, rounding, vocab, device, expected) -> None:
+    arch = dataclasses.replace(TOY, vocab=vocab)
+    est = estimate(arch, method=method, optim=optim, update_rounding=rounding, device=device, **SMALL)
+    assert phase(est, "optimizer_step")["optimizer_step"] == expected
+
+
+def test_galore_monitors_the_smallest_matrix_by_its_size_not_its_shape() -> None:
+    from grpo_lite.memory.terms import monitor_state
+
+    wide = dataclasses.replace(TOY, intermediate=1024)  # down_proj 64 x 1024: the narrowest, not the smallest
+    s = estimate(wide, method="galore", optim="galore_adamw_8bit", update_rounding="nearest", **SMALL).settings
+    assert monitor_state(wide, s) == 3 * (2 * 4 * 32 * 64 + 32 * 32 * 4)  # k_proj (32 x 64) whole, rank 32
 
 
 def test_galore_state_is_far_below_adamw() -> None:

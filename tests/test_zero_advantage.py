@@ -129,6 +129,39 @@ def test_a_batch_left_whole_is_counted_by_its_rows():
     assert (counter.record["rows"], counter.record["positions"]) == (8, 8 * 16)
 
 
+def test_every_input_it_knows_is_cut_and_an_input_it_does_not_know_leaves_the_batch_whole():
+    inputs = _batch(MIXED)
+    for key in ("old_per_token_logps", "ref_per_token_logps", "sampling_per_token_logps", "tool_mask"):
+        inputs[key] = torch.rand(B, T)
+    inputs["importance_sampling_ratio"] = torch.rand(B, T)
+    plan = split(inputs, "rows")  # every key TRL 1.16 may hand the loss: 4 rows kept, 6 columns wide
+    assert {k: tuple(v.shape) for k, v in plan.inputs.items() if k != "num_items_in_batch"} == {
+        "prompt_ids": (4, P),
+        "prompt_mask": (4, P),
+        "advantages": (4,),
+        **dict.fromkeys(("completion_ids", "completion_mask", "old_per_token_logps", "ref_per_token_logps"), (4, 6)),
+        **dict.fromkeys(("sampling_per_token_logps", "tool_mask", "importance_sampling_ratio"), (4, 6)),
+    }
+    assert split({**_batch(MIXED), "pixel_values": torch.zeros(B, 3)}, "rows") is None  # TRL's own path
+
+
+def test_the_record_sums_the_micro_batches():
+    counter = ZeroAdvantageSkip(enabled=True)
+    whole = _batch([1.0, -1.0] * 4)
+    counter.count(None, whole)
+    inputs = _batch(MIXED)
+    metrics = counter.count(split(inputs, "rows"), inputs)  # 4 rows kept, 6 of 10 completion columns wide
+    assert metrics == {"skip/zero_advantage_rows": 0.5, "skip/saved_positions": (128 - 4 * 12) / 128}
+    assert counter.record == {
+        "enabled": True,
+        "rows": 16,
+        "skipped_rows": 4,
+        "positions": 256,
+        "skipped_positions": 80,
+        "saved_share": 0.3125,
+    }
+
+
 def test_an_all_zero_batch_runs_one_row_and_moves_nothing(tiny_model_dir, tmp_path):
     trainer = _trainer(tiny_model_dir, tmp_path)
     inputs = _batch([0.0] * B)

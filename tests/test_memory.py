@@ -294,6 +294,14 @@ def test_vllm_share_replaces_the_kv_cache() -> None:
     assert any(p.name == "scoring" for p in est.phases)  # vLLM importance sampling needs old log-probs
 
 
+def test_vllm_needs_bf16_weights_the_batchs_kv_cache_and_its_overhead() -> None:
+    from grpo_lite.memory.terms import vllm_needed
+
+    s = estimate(TOY, **SMALL).settings  # 4 sequences of 8 + 16 tokens generated at once
+    kv = 2 * 2 * 32 * 2 * 4 * 24  # K and V x 2 layers x kv_dim 32 x bf16 x 4 sequences x 24 tokens
+    assert vllm_needed(TOY, s) == TOY_PARAMS * 2 + kv + 1.0 * GIB  # vLLM's own activations and CUDA graphs: 1 GiB
+
+
 def test_cpu_has_no_context_or_reserve_and_fp32() -> None:
     est = estimate(TOY, device="cpu", optim="adamw_torch", **SMALL)
     names = est.component_gib()

@@ -145,6 +145,39 @@ def test_every_input_it_knows_is_cut_and_an_input_it_does_not_know_leaves_the_ba
     assert split({**_batch(MIXED), "pixel_values": torch.zeros(B, 3)}, "rows") is None  # TRL's own path
 
 
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo"])
+def test_per_token_advantages_skip_only_rows_zero_at_every_token(tiny_model_dir, tmp_path, loss_type):
+    # TRL's loss takes (B, T) advantages too (a subclass's per-token credit); a row is skipped only when every one
+    # of its tokens has advantage 0, and the kept rows' advantages are cut to the kept width like the completions
+    trainer = _trainer(tiny_model_dir, tmp_path, loss_type=loss_type)
+    inputs = _batch(MIXED)
+    per_token = torch.tensor(MIXED)[:, None] * torch.linspace(0.5, 1.5, T)[None]
+    per_token[1, 0] = 0.0  # a kept row with one token of advantage 0
+    inputs["advantages"] = per_token
+    plan = split(inputs, DIVISORS[loss_type])
+    assert plan.kept_rows == 4 and tuple(plan.inputs["advantages"].shape) == (4, 6)
+    theirs, their_loss = _sgd_step(trainer, lambda m, x: GRPOTrainer._compute_loss(trainer, m, x), inputs)
+    ours, our_loss = _sgd_step(trainer, trainer._compute_loss, inputs)
+    assert our_loss == pytest.approx(their_loss, rel=1e-5, abs=1e-7)
+    for name in theirs:
+        torch.testing.assert_close(ours[name], theirs[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_rows_kept_to_make_up_a_count_are_the_shortest_zero_rows():
+    inputs = _batch(MIXED)
+    inputs["completion_mask"][4:] = (torch.arange(T)[None] < torch.tensor([[9], [2], [7], [2]])).long()
+    plan = split(inputs, "rows", min_rows=6)  # 4 rows with spread + the 2 shortest zero rows (5 and 7, 2 tokens)
+    assert plan.kept_rows == 6 and plan.inputs["advantages"].tolist() == MIXED[:4] + [0.0, 0.0]
+    assert plan.inputs["completion_mask"][4:].sum(-1).tolist() == [2, 2]
+
+
+def test_a_kept_row_without_tokens_is_one_column_wide():
+    inputs = _batch([0.0] * B)
+    inputs["completion_mask"][3] = 0  # an empty completion: the shortest, so the one row kept
+    plan = split(inputs, "rows")
+    assert plan.kept_rows == 1 and tuple(plan.inputs["completion_ids"].shape) == (1, 1) and plan.scale == 0.0
+
+
 def test_the_record_sums_the_micro_batches():
     counter = ZeroAdvantageSkip(enabled=True)
     whole = _batch([1.0, -1.0] * 4)

@@ -212,12 +212,38 @@ SVD = 4 * (128 * 64 + 64 * 64)  # torch.linalg.svd(full_matrices=False) of it: f
         # on the CPU (fp32 weights, no rounding) torch's AdamW runs tensor by tensor: sqrt(v) and the update of
         # the largest tensor, the embedding
         ("full", "adamw_torch", "nearest", 1000, "cpu", 2 * 64000 * 4),
+        ("full", "adamw_torch", "nearest", 10, "cpu", 2 * GATE * 4),  # a small vocabulary: the MLP's matrix
+        ("lora", "adamw_torch", "nearest", 1000, "cpu", 2 * 16 * 128 * 4),  # the largest adapter: r x 128, fp32
     ],
 )
 def test_the_optimizer_steps_temporaries_by_hand(method, optim, rounding, vocab, device, expected) -> None:
     arch = dataclasses.replace(TOY, vocab=vocab)
     est = estimate(arch, method=method, optim=optim, update_rounding=rounding, device=device, **SMALL)
     assert phase(est, "optimizer_step")["optimizer_step"] == expected
+
+
+def test_sharded_gradients_shard_foreachs_buffer() -> None:
+    est = estimate(TOY, optim="adamw_torch", update_rounding="nearest", sharding="fsdp", num_processes=2, **SMALL)
+    assert phase(est, "optimizer_step")["optimizer_step"] == TOY_PARAMS * 2 / 2  # sqrt(v) of this process's half
+
+
+LINEAR = 2 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 128 * 64)  # the toy's decoder linears: 73,728 weights
+
+
+@pytest.mark.parametrize(
+    "settings, expected",
+    [
+        # int8 (LLM.int8): 1 B a linear weight + an fp32 scale per output row; the rest in bf16; LoRA in bf16
+        (
+            {"method": "qlora", "quantization": "int8"},
+            LINEAR + 4 * 2 * (64 + 32 + 32 + 64 + 128 + 128 + 64) + 2 * (TOY_PARAMS - LINEAR) + 2 * 32768,
+        ),
+        # TRL's cast_lm_head_to_fp32: the tied head's 1000 x 64 weights held in fp32, 2 B more each
+        ({"method": "full", "update_rounding": "nearest", "cast_lm_head_to_fp32": True}, 2 * TOY_PARAMS + 2 * 64000),
+    ],
+)
+def test_weights_quantized_to_int8_or_with_an_fp32_head(settings, expected) -> None:
+    assert phase(estimate(TOY, **settings, **SMALL), "generation")["weights"] == expected
 
 
 def test_galore_monitors_the_smallest_matrix_by_its_size_not_its_shape() -> None:

@@ -216,6 +216,31 @@ def test_terms_that_read_every_row_keep_trls_path(tiny_model_dir, tmp_path):
     assert "entropy" in trainer.zero_advantage.record["off"]
 
 
+@pytest.mark.parametrize(
+    "attributes, reason",
+    [
+        ({}, "loss_type=None is not one of grpo, sapo, luspo, dr_grpo, bnpo, dapo, cispo, vespo"),
+        ({"loss_type": "grpo"}, "beta=None: the KL term's gradient counts every row"),
+        ({"loss_type": "grpo", "beta": 0.0}, "an entropy bonus reads every row's entropy"),
+        ({"loss_type": "grpo", "beta": 0.0, "_entropy_bonus_enabled": False}, "top_entropy_quantile < 1 ranks every"),
+        (
+            {"loss_type": "grpo", "beta": 0.0, "_entropy_bonus_enabled": False, "top_entropy_quantile": 1.0},
+            "the router auxiliary loss counts every row",
+        ),
+    ],
+)
+def test_a_trainer_missing_what_the_skip_needs_keeps_trls_path_and_says_why(attributes, reason):
+    # what run.json's zero_advantage.off says; a trainer of another TRL without one of these attributes is refused,
+    # and one with all of them set for the skip is taken
+    from types import SimpleNamespace
+
+    from grpo_lite.training.step.zero_advantage import config_reason
+
+    assert config_reason(SimpleNamespace(**attributes)).startswith(reason)
+    ready = {"loss_type": "dapo", "beta": 0.0, "_entropy_bonus_enabled": False, "top_entropy_quantile": 1.0}
+    assert config_reason(SimpleNamespace(**ready, aux_loss_enabled=False)) is None
+
+
 def test_another_trl_loss_falls_back_with_one_warning(tiny_model_dir, tmp_path, monkeypatch, caplog):
     original = GRPOTrainer._compute_loss
 

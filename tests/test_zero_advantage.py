@@ -180,6 +180,11 @@ def test_a_kept_row_without_tokens_is_one_column_wide():
 
 def test_the_record_sums_the_micro_batches():
     counter = ZeroAdvantageSkip(enabled=True)
+    assert counter.record == dict.fromkeys(("rows", "skipped_rows", "positions", "skipped_positions"), 0) | {
+        "enabled": True,
+        "saved_share": 0.0,
+    }  # a run that stops before its first step records nothing saved
+    assert ZeroAdvantageSkip(enabled=False, reason="beta=0.04").record["off"] == "beta=0.04"
     whole = _batch([1.0, -1.0] * 4)
     counter.count(None, whole)
     inputs = _batch(MIXED)

@@ -5,7 +5,9 @@ full disk, step down, then resume) are tests/test_faults.py's and tests/test_res
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -200,3 +202,101 @@ def test_a_finished_run_trains_only_when_asked_for_more(tmp_path):
     assert not more and line == "the run finished at step 4: training on to step 6; final/ is replaced at the end"
     (tmp_path / "final").rmdir()  # finished in run.json, but the model folder is gone: train again to write it
     assert check_steps(tmp_path, finished, None) == (False, None)
+
+
+def _record(run: Path, **fields: object) -> None:
+    record = {"status": "running", "plan": {"preset": "lora"}, "max_steps": 5, "model": "org/m", "history": []}
+    (run / "run.json").write_text(json.dumps({**record, **fields}))
+
+
+def test_a_run_that_stopped_without_a_word_is_recorded_as_crashed_with_its_steps(tmp_path):
+    checkpoint = _checkpoint(tmp_path, 2, state=json.dumps({"log_history": [{"step": 1, "from": "log"}]}))
+    _record(tmp_path, history=[{"step": 2, "from": "record"}, {"step": 3, "from": "record"}])
+    (tmp_path / resume.HISTORY_FILE).write_text('{"step": 1, "from": "disk"}\n{"step": 4, "from": "disk"}\n')
+    earlier = resume.earlier_run(tmp_path, checkpoint, main=True)
+    assert (earlier.preset, earlier.model, earlier.max_steps, earlier.reached) == ("lora", "org/m", 5, 2)
+    assert [(r["step"], r["from"]) for r in earlier.history] == [(1, "disk"), (2, "record")]  # up to the checkpoint
+    assert earlier.events == [{"event": "crashed", "after_step": 4}]
+    assert earlier.notes == [
+        "the earlier run stopped without a word after step 4 (killed, or the machine went down): recorded as crashed"
+    ]
+
+
+def test_the_checkpoints_own_record_wins_and_an_unreadable_run_json_is_kept_aside(tmp_path):
+    checkpoint = _checkpoint(tmp_path, 3)  # its marker's record: preset "lora"
+    _record(tmp_path, status="finished", plan={"preset": "full"})
+    assert resume.earlier_run(tmp_path, checkpoint, main=False).preset == "lora"
+    (tmp_path / "run.json").write_text('{"status": "runn')
+    earlier = resume.earlier_run(tmp_path, checkpoint, main=True)
+    assert earlier.status is None and earlier.events == [] and (tmp_path / "run.json.corrupt").is_file()
+    assert (
+        earlier.notes[0].startswith("run.json could not be read (") and "kept as run.json.corrupt" in earlier.notes[0]
+    )
+
+
+def _model(folder: Path, weights: bytes, config: str = '{"hidden_size": 8}') -> str:
+    folder.mkdir()
+    (folder / "config.json").write_text(config)
+    (folder / "model.safetensors").write_bytes(weights)
+    (folder / "notes.txt").write_text("not a weights file")
+    return str(folder)
+
+
+def test_a_models_fingerprint_tells_its_config_from_its_weights(tmp_path):
+    a = resume.model_fingerprint(_model(tmp_path / "a", b"\x00" * 10000))
+    b = resume.model_fingerprint(_model(tmp_path / "b", b"\x00" * 9999 + b"\x01"))  # one byte, in the last sample
+    c = resume.model_fingerprint(_model(tmp_path / "c", b"\x00" * 10000, config='{"hidden_size": 9}'))
+    assert a["config"] == b["config"] != c["config"] and a["weights"] == c["weights"] != b["weights"]
+    (tmp_path / "m.gguf").write_bytes(b"GGUF" + b"\x00" * 100)
+    gguf = resume.model_fingerprint(str(tmp_path / "m.gguf"))
+    assert gguf["config"] == gguf["weights"] and len(gguf["weights"]) == 16
+
+
+@pytest.mark.parametrize(
+    ("model", "preset", "method", "says"),
+    [
+        ("b", None, None, "was trained from {a}; {b} is another model (its weights differ): pass {a} to resume"),
+        ("c", None, None, "is another model (its config differs)"),
+        ("a", "qlora", None, "was trained with preset 'full-8bit'; --preset qlora asks for another: drop --preset"),
+        ("a", None, "galore", "was trained with method 'full' (preset 'full-8bit'); --method galore asks for"),
+        ("a", "full-8bit", "full", None),  # the rung it stepped down to, and its method: the same run
+        ("a", "lora", "lora", None),  # ... or the rung it started on, and that one's method
+    ],
+)
+def test_a_resume_of_another_model_preset_or_method_is_refused(tmp_path, model, preset, method, says):
+    paths = {
+        "a": _model(tmp_path / "a", b"\x00" * 10000),
+        "b": _model(tmp_path / "b", b"\x01" * 10000),
+        "c": _model(tmp_path / "c", b"\x00" * 10000, config="{}"),
+    }
+    step_down = {"event": "replanned", "cause": "out_of_memory", "from": {"preset": "lora"}, "to": {"preset": "full"}}
+    step_down2 = {**step_down, "from": {"preset": "full"}, "to": {"preset": "full-8bit"}}
+    earlier = EarlierRun("full-8bit", None, 0, 2, 9, events=[step_down, step_down2], model=paths["a"])
+    earlier.fingerprint = resume.model_fingerprint(paths["a"])
+    if says is None:
+        resume.check_same_run(tmp_path, earlier, model_id=paths[model], preset=preset, method=method)
+        return
+    with pytest.raises(ConfigError, match=re.escape(says.format(**paths))):
+        resume.check_same_run(tmp_path, earlier, model_id=paths[model], preset=preset, method=method)
+
+
+def test_without_fingerprints_a_model_is_the_same_by_name_or_path(tmp_path):
+    earlier = EarlierRun("lora", None, 0, 2, 9, model="org/not-downloaded")
+    resume.check_same_run(tmp_path, earlier, model_id="org/not-downloaded", preset=None, method=None)
+    with pytest.raises(ConfigError, match="is another model \\(another name\\)"):
+        resume.check_same_run(tmp_path, earlier, model_id="org/another", preset=None, method=None)
+
+
+def test_a_resume_that_changes_what_the_run_optimized_is_refused_with_the_flags_to_pass(tmp_path):
+    recipe = SimpleNamespace(to_dict=lambda: {"rewards": ["correctness"]}, seed=1, trl={"num_generations": 8})
+    earlier = EarlierRun("lora", None, 0, 2, 9, rewards=["correctness", "format"], seed=1, num_generations=4)
+    with pytest.raises(ConfigError) as caught:
+        resume.check_same_training(tmp_path, earlier, recipe)
+    assert str(caught.value) == (
+        f"{tmp_path} cannot be resumed with other settings than it trained with: rewards ['correctness'] instead of "
+        "the run's ['correctness', 'format']; num_generations 8 instead of the run's 4. Resume with --rewards "
+        "correctness format (Python: rewards=['correctness', 'format']), --set num_generations=4 (Python: "
+        f"num_generations=4), or pass --overwrite to start a new run in {tmp_path} (Python: overwrite=True)"
+    )
+    older = EarlierRun("lora", None, 0, 2, 9)  # a record from before these were kept: nothing to compare
+    resume.check_same_training(tmp_path, older, recipe)

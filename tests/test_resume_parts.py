@@ -288,15 +288,80 @@ def test_without_fingerprints_a_model_is_the_same_by_name_or_path(tmp_path):
 
 
 def test_a_resume_that_changes_what_the_run_optimized_is_refused_with_the_flags_to_pass(tmp_path):
-    recipe = SimpleNamespace(to_dict=lambda: {"rewards": ["correctness"]}, seed=1, trl={"num_generations": 8})
+    recipe = SimpleNamespace(to_dict=lambda: {"rewards": ["correctness"]}, seed=2, trl={"num_generations": 8})
     earlier = EarlierRun("lora", None, 0, 2, 9, rewards=["correctness", "format"], seed=1, num_generations=4)
     with pytest.raises(ConfigError) as caught:
         resume.check_same_training(tmp_path, earlier, recipe)
     assert str(caught.value) == (
         f"{tmp_path} cannot be resumed with other settings than it trained with: rewards ['correctness'] instead of "
-        "the run's ['correctness', 'format']; num_generations 8 instead of the run's 4. Resume with --rewards "
-        "correctness format (Python: rewards=['correctness', 'format']), --set num_generations=4 (Python: "
-        f"num_generations=4), or pass --overwrite to start a new run in {tmp_path} (Python: overwrite=True)"
+        "the run's ['correctness', 'format']; seed 2 instead of the run's 1; num_generations 8 instead of the run's 4. "
+        "Resume with --rewards correctness format (Python: rewards=['correctness', 'format']), --seed 1 (Python: "
+        "seed=1), --set num_generations=4 (Python: num_generations=4), or pass --overwrite to start a new run in "
+        f"{tmp_path} (Python: overwrite=True)"
     )
     older = EarlierRun("lora", None, 0, 2, 9)  # a record from before these were kept: nothing to compare
     resume.check_same_training(tmp_path, older, recipe)
+
+
+def test_checking_a_resume_writes_nothing_and_says_a_finished_run_is_finished(tmp_path):
+    model = _model(tmp_path / "m", b"\x00" * 100)
+    run = tmp_path / "run"
+    _checkpoint(run, 2)
+    _checkpoint(run, 3, marked=False, state=None)
+    _record(run, status="finished", model=model, max_steps=2)
+    (run / "final").mkdir()
+    finished, line = resume.check_resume(run, model, max_steps=None, preset=None, method=None)
+    assert finished and line.startswith(f"finished: the run in {run} already trained its 2 steps")
+    assert (run / "checkpoint-3").is_dir() and not (run / "incomplete").exists()  # nothing moved
+    with pytest.raises(ConfigError, match="is another model"):
+        resume.check_resume(run, _model(tmp_path / "other", b"\x01" * 100), max_steps=None, preset=None, method=None)
+
+
+def test_dropping_an_attempts_checkpoints_unlinks_a_link_and_keeps_its_target(tmp_path):
+    _checkpoint(tmp_path, 1)
+    _checkpoint(tmp_path, 2)
+    kept = tmp_path / "elsewhere"
+    kept.mkdir()
+    (tmp_path / "checkpoint-3").symlink_to(kept)
+    (tmp_path / "final").mkdir()
+    checkpoints.drop_checkpoints(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "final"] and kept.is_dir()
+
+
+def test_a_saved_checkpoint_is_marked_complete_by_the_main_process_only(tmp_path):
+    folder = _checkpoint(tmp_path, 4, marked=False)
+    saved = []
+    callback = checkpoints.CompletionCallback(lambda: {"preset": "lora", "step": 4}, saved.append)
+    args = SimpleNamespace(output_dir=str(tmp_path))
+    callback.on_save(args, SimpleNamespace(global_step=4, is_world_process_zero=False), None)
+    assert not (folder / MARKER).exists() and saved == []
+    callback.on_save(args, SimpleNamespace(global_step=4, is_world_process_zero=True), None)
+    marker = json.loads((folder / MARKER).read_text())
+    assert marker["step"] == 4 and marker["run"] == {"preset": "lora", "step": 4} and saved == [4]
+    assert set(marker["files"]) == {"adapter_model.safetensors", "trainer_state.json"}
+    callback.on_save(args, SimpleNamespace(global_step=5, is_world_process_zero=True), None)  # no folder: no marker
+    assert saved == [4, 5] and not (tmp_path / "checkpoint-5").exists()
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        # the adapter (32,768 parameters in fp32) and its two fp32 AdamW moments
+        ({"method": "lora"}, 32768 * 4 + 32768 * 8),
+        # every bf16 weight and its two bf16 moments (round to nearest)
+        ({"method": "full", "optim": "adamw_torch", "update_rounding": "nearest"}, 138048 * 2 + 138048 * 4),
+        # sharded: each process saves its shard of the moments, all of them together the whole
+        (
+            {"method": "full", "optim": "adamw_torch", "update_rounding": "nearest", "sharding": "fsdp",
+             "num_processes": 2},
+            138048 * 2 + 138048 * 4,
+        ),
+    ],
+)  # fmt: skip
+def test_a_checkpoints_bytes_on_disk_by_hand(settings, expected):
+    from test_memory import SMALL, TOY
+
+    from grpo_lite.memory.estimate import estimate
+
+    plan = SimpleNamespace(estimate=estimate(TOY, **settings, **SMALL))
+    assert checkpoints.checkpoint_bytes(plan) == expected + 16 * 2**20  # + tokenizer, trainer and RNG state

@@ -185,11 +185,10 @@ def test_the_record_sums_the_micro_batches():
         "saved_share": 0.0,
     }  # a run that stops before its first step records nothing saved
     assert ZeroAdvantageSkip(enabled=False, reason="beta=0.04").record["off"] == "beta=0.04"
-    whole = _batch([1.0, -1.0] * 4)
-    counter.count(None, whole)
     inputs = _batch(MIXED)
     metrics = counter.count(split(inputs, "rows"), inputs)  # 4 rows kept, 6 of 10 completion columns wide
     assert metrics == {"skip/zero_advantage_rows": 0.5, "skip/saved_positions": (128 - 4 * 12) / 128}
+    counter.count(None, _batch([1.0, -1.0] * 4))  # then a batch left whole: the sums go on
     assert counter.record == {
         "enabled": True,
         "rows": 16,

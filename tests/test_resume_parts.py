@@ -196,7 +196,10 @@ def test_a_finished_run_trains_only_when_asked_for_more(tmp_path):
     (tmp_path / "final").mkdir()
     finished = _earlier(4, status="finished", max_steps=4)
     done, line = check_steps(tmp_path, finished, None)
-    assert done and line.startswith(f"finished: the run in {tmp_path} already trained its 4 steps")
+    assert done and line == (
+        f"finished: the run in {tmp_path} already trained its 4 steps (model in {tmp_path / 'final'}); nothing "
+        "changed. To train on, pass --max-steps above 4 with --resume (Python: max_steps=..., resume=True)"
+    )
     assert check_steps(tmp_path, finished, 4)[0]
     more, line = check_steps(tmp_path, finished, 6)
     assert not more and line == "the run finished at step 4: training on to step 6; final/ is replaced at the end"
@@ -211,15 +214,39 @@ def _record(run: Path, **fields: object) -> None:
 
 def test_a_run_that_stopped_without_a_word_is_recorded_as_crashed_with_its_steps(tmp_path):
     checkpoint = _checkpoint(tmp_path, 2, state=json.dumps({"log_history": [{"step": 1, "from": "log"}]}))
-    _record(tmp_path, history=[{"step": 2, "from": "record"}, {"step": 3, "from": "record"}])
+    stall = {"event": "health", "finding": "stall", "step": 1}
+    _record(tmp_path, events=[stall], history=[{"step": 2, "from": "record"}, {"step": 5, "from": "record"}])
     (tmp_path / resume.HISTORY_FILE).write_text('{"step": 1, "from": "disk"}\n{"step": 4, "from": "disk"}\n')
     earlier = resume.earlier_run(tmp_path, checkpoint, main=True)
     assert (earlier.preset, earlier.model, earlier.max_steps, earlier.reached) == ("lora", "org/m", 5, 2)
+    assert earlier.status == "running"
     assert [(r["step"], r["from"]) for r in earlier.history] == [(1, "disk"), (2, "record")]  # up to the checkpoint
-    assert earlier.events == [{"event": "crashed", "after_step": 4}]
+    assert earlier.events == [stall, {"event": "crashed", "after_step": 5}]  # the last step any record holds
     assert earlier.notes == [
-        "the earlier run stopped without a word after step 4 (killed, or the machine went down): recorded as crashed"
+        "the earlier run stopped without a word after step 5 (killed, or the machine went down): recorded as crashed"
     ]
+
+
+def test_a_run_that_crashed_before_logging_a_step_says_so_without_a_step(tmp_path):
+    _record(tmp_path)
+    earlier = resume.earlier_run(tmp_path, _checkpoint(tmp_path, 1), main=False)
+    assert earlier.events == [{"event": "crashed", "after_step": None}]
+    assert earlier.notes == [
+        "the earlier run stopped without a word (killed, or the machine went down): recorded as crashed"
+    ]
+
+
+def test_without_run_json_the_checkpoint_and_its_log_tell_the_run(tmp_path):
+    step_down = {"event": "replanned", "cause": "out_of_memory", "from": {"preset": "lora"}, "to": {"preset": "qlora"}}
+    folder = tmp_path / "checkpoint-2"
+    folder.mkdir()
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 1, "loss": 0.5}]}))
+    mark_complete(folder, {"preset": "qlora", "events": [step_down]})
+    earlier = resume.earlier_run(tmp_path, folder, main=True)
+    assert (earlier.preset, earlier.done, earlier.reached, earlier.status) == ("qlora", 0, 2, None)
+    assert earlier.events == [step_down] and earlier.notes == []
+    assert earlier.history == [{"loss": 0.5, "step": 1}]
+    assert resume.read_record(tmp_path, move=True) == (None, None)
 
 
 def test_the_checkpoints_own_record_wins_and_an_unreadable_run_json_is_kept_aside(tmp_path):
@@ -229,8 +256,8 @@ def test_the_checkpoints_own_record_wins_and_an_unreadable_run_json_is_kept_asid
     (tmp_path / "run.json").write_text('{"status": "runn')
     earlier = resume.earlier_run(tmp_path, checkpoint, main=True)
     assert earlier.status is None and earlier.events == [] and (tmp_path / "run.json.corrupt").is_file()
-    assert (
-        earlier.notes[0].startswith("run.json could not be read (") and "kept as run.json.corrupt" in earlier.notes[0]
+    assert earlier.notes[0].startswith("run.json could not be read (") and earlier.notes[0].endswith(
+        "): kept as run.json.corrupt; the run's record is rebuilt from the checkpoint and history.jsonl"
     )
 
 

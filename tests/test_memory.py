@@ -246,6 +246,49 @@ def test_weights_quantized_to_int8_or_with_an_fp32_head(settings, expected) -> N
     assert phase(estimate(TOY, **settings, **SMALL), "generation")["weights"] == expected
 
 
+MONITOR = 3 * 4096 * 8  # the update monitor's shadow state: two fp32 moments of 3 x 4096 sampled elements
+
+
+def _galore_states(rank: int) -> int:
+    """GaLore's optimizer state on the toy by hand: per decoder matrix (out, in), rank r = min(rank, out, in) moments
+    of r x max(out, in) in bf16 (2 moments x 2 B) and a bf16 projector of r x min(out, in); full bf16 states for the
+    embedding (64,000) and the 5 norms (64 each)."""
+    per_layer = 0
+    for out, inp in [(64, 64), (32, 64), (32, 64), (64, 64), (128, 64), (128, 64), (64, 128)]:
+        r = min(rank, out, inp)
+        per_layer += 4 * r * max(out, inp) + 2 * r * min(out, inp)
+    return 2 * per_layer + 4 * 64000 + 5 * 4 * 64
+
+
+@pytest.mark.parametrize(
+    "settings, expected",
+    [
+        ({"method": "lora"}, 32768 * 8 + MONITOR),  # the adapters' two fp32 moments
+        # GaLore: the monitor shadows k_proj (32 x 64) whole: rank-r fp32 moments (8 B) and an fp32 projector
+        ({"method": "galore", "optim": "galore_adamw"}, _galore_states(128) + 3 * (8 * 32 * 64 + 32 * 32 * 4)),
+        ({"method": "galore", "optim": "galore_adamw", "optim_args": "rank=16"},
+         _galore_states(16) + 3 * (8 * 16 * 64 + 16 * 32 * 4)),
+        # ZeRO-3: fp32 moments (8 B) and fp32 master weights (4 B) for every parameter, over 2 processes
+        ({"method": "full", "optim": "adamw_torch", "sharding": "zero3", "num_processes": 2},
+         (8 + 4) * TOY_PARAMS / 2 + MONITOR),
+    ],
+)  # fmt: skip
+def test_optimizer_state_by_hand(settings, expected) -> None:
+    est = estimate(TOY, update_rounding="nearest", **settings, **SMALL)
+    assert phase(est, "generation")["optimizer_state"] == expected
+
+
+def test_gradients_one_tensor_at_a_time_or_in_ddps_buckets() -> None:
+    from grpo_lite.memory.terms import gradients
+
+    batch = {**SMALL, "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1}
+    layerwise = estimate(TOY, method="galore", optim="galore_adamw_layerwise", update_rounding="nearest", **batch)
+    assert gradients(TOY, layerwise.settings).bytes == 64000 * 2  # the largest tensor's, the embedding's, in bf16
+    ddp = estimate(TOY, optim="adamw_torch", update_rounding="nearest", sharding="ddp", num_processes=2, **SMALL)
+    assert phase(ddp, "backward_layers")["grad_buckets"] == TOY_PARAMS * 2  # a second copy of the bf16 gradients
+    assert phase(estimate(TOY, update_rounding="nearest", **SMALL), "backward_layers")["grad_buckets"] == 0  # one GPU
+
+
 def test_galore_monitors_the_smallest_matrix_by_its_size_not_its_shape() -> None:
     from grpo_lite.memory.terms import monitor_state
 

@@ -34,12 +34,16 @@ def _earlier(reached: int, *, done: int = 0, status: str | None = "running", max
 
 
 def test_a_marked_checkpoint_is_complete_until_a_file_changes(tmp_path):
-    folder = _checkpoint(tmp_path, 2)
+    folder = _checkpoint(tmp_path, 2, marked=False)
+    (folder / "rng").mkdir()
+    (folder / "rng" / "rank0.pth").write_bytes(b"123")
+    mark_complete(folder, {"preset": "lora"})
     assert why_incomplete(folder) is None
     assert json.loads((folder / MARKER).read_text())["files"] == {
         "adapter_model.safetensors": 5,
+        "rng/rank0.pth": 3,
         "trainer_state.json": 18,
-    }
+    }  # files only, in subfolders too
     (folder / "adapter_model.safetensors").write_bytes(b"123")
     assert why_incomplete(folder) == "adapter_model.safetensors has 3 bytes, 5 when it was saved"
     (folder / "adapter_model.safetensors").unlink()
@@ -140,8 +144,9 @@ def test_nothing_to_resume_says_what_to_do(tmp_path, made, says):
 
 def test_the_history_keeps_whole_rows_with_a_step(tmp_path):
     (tmp_path / resume.HISTORY_FILE).write_text(
-        '{"step": 1, "reward": 0.5}\n{"reward": 0.7}\n{"step": "2"}\n[1, 2]\n{"step": 2, "reward": 0.6}\n{"step": 3, "re'
-    )
+        '{"step": 1, "reward": 0.5}\n{"step": 2, "re\n{"reward": 0.7}\n{"step": "2"}\n[1, 2]\n{"step": 2, "reward": 0.6}\n'
+        '{"step": 3, "re'
+    )  # a line cut by a crash, then whole ones: a crash that a resume continued
     assert read_history(tmp_path) == [{"step": 1, "reward": 0.5}, {"step": 2, "reward": 0.6}]
     assert read_history(tmp_path / "nowhere") == []
 
@@ -157,8 +162,17 @@ def test_the_checkpoints_log_goes_on_from_the_steps_done_before_its_attempt(tmp_
     folder = _checkpoint(
         tmp_path,
         2,
-        state=json.dumps({"log_history": [{"step": 1, "loss": 0.1}, {"step": 2, "loss": 0.2}, {"train_runtime": 9}]}),
-    )
+        state=json.dumps(
+            {
+                "log_history": [
+                    {"step": 1, "loss": 0.1},
+                    {"step": 1, "train_runtime": 9},
+                    {"loss": 0.3},
+                    {"step": 2, "loss": 0.2},
+                ]
+            }
+        ),
+    )  # the end-of-train summary and a row without a step are not steps
     assert resume._log_history(folder, 5) == [{"loss": 0.1, "step": 6}, {"loss": 0.2, "step": 7}]
     assert resume._log_history(tmp_path, 5) == []  # no trainer_state.json
 
@@ -174,13 +188,17 @@ def test_a_step_down_in_the_record_gives_the_rung_the_weights_and_the_steps_done
             {"event": "replanned", "cause": "stall", "step": 3},
             {"event": "replanned", "cause": "out_of_memory", "step": 5, "weights": "out/stepdown-2",
              "from": {"preset": "full-8bit"}, "to": {"preset": "lora"}},
+            {"event": "out_of_memory", "step": 6, "weights": "out/stepdown-3",  # a 0.4 record's shape
+             "from_preset": "lora", "to_preset": "qlora"},
         ],
+        "model_fingerprint": {"config": "c", "weights": "w"},
     }  # fmt: skip
     taken = resume._from_record(record)
-    assert (taken["source"], taken["done"], taken["max_steps"]) == ("out/stepdown-2", 5, 9)
+    assert (taken["source"], taken["done"], taken["max_steps"]) == ("out/stepdown-3", 6, 9)
     assert (taken["rewards"], taken["seed"], taken["num_generations"]) == (["correctness"], 3, 4)
-    earlier = EarlierRun("lora", taken["source"], 5, 2, 9, events=record["events"])
-    assert earlier.reached == 7 and earlier.presets() == ["full", "full-8bit", "lora"]
+    assert (taken["preset"], taken["fingerprint"]) == ("full", {"config": "c", "weights": "w"})  # the first plan's
+    earlier = EarlierRun("qlora", taken["source"], 6, 2, 9, events=record["events"])
+    assert earlier.reached == 8 and earlier.presets() == ["full", "full-8bit", "lora", "qlora"]
     assert EarlierRun("lora", None, 0, 2, 9).presets() == ["lora"]
 
 
@@ -284,10 +302,10 @@ def test_a_models_fingerprint_tells_its_config_from_its_weights(tmp_path):
     [
         ("b", None, None, "was trained from {a}; {b} is another model (its weights differ): pass {a} to resume"),
         ("c", None, None, "is another model (its config differs)"),
-        ("a", "qlora", None, "was trained with preset 'full-8bit'; --preset qlora asks for another: drop --preset"),
-        ("a", None, "galore", "was trained with method 'full' (preset 'full-8bit'); --method galore asks for"),
-        ("a", "full-8bit", "full", None),  # the rung it stepped down to, and its method: the same run
-        ("a", "lora", "lora", None),  # ... or the rung it started on, and that one's method
+        ("a", "qlora", None, "was trained with preset 'lora'; --preset qlora asks for another: drop --preset"),
+        ("a", None, "galore", "was trained with method 'lora' (preset 'lora'); --method galore asks for"),
+        ("a", "lora", "lora", None),  # the rung it stepped down to, and its method: the same run
+        ("a", "full-8bit", "full", None),  # ... or a rung it trained on before, and that one's method
     ],
 )
 def test_a_resume_of_another_model_preset_or_method_is_refused(tmp_path, model, preset, method, says):
@@ -296,9 +314,14 @@ def test_a_resume_of_another_model_preset_or_method_is_refused(tmp_path, model, 
         "b": _model(tmp_path / "b", b"\x01" * 10000),
         "c": _model(tmp_path / "c", b"\x00" * 10000, config="{}"),
     }
-    step_down = {"event": "replanned", "cause": "out_of_memory", "from": {"preset": "lora"}, "to": {"preset": "full"}}
-    step_down2 = {**step_down, "from": {"preset": "full"}, "to": {"preset": "full-8bit"}}
-    earlier = EarlierRun("full-8bit", None, 0, 2, 9, events=[step_down, step_down2], model=paths["a"])
+    step_down = {
+        "event": "replanned",
+        "cause": "out_of_memory",
+        "from": {"preset": "full"},
+        "to": {"preset": "full-8bit"},
+    }
+    step_down2 = {**step_down, "from": {"preset": "full-8bit"}, "to": {"preset": "lora"}}
+    earlier = EarlierRun("lora", None, 0, 2, 9, events=[step_down, step_down2], model=paths["a"])
     earlier.fingerprint = resume.model_fingerprint(paths["a"])
     if says is None:
         resume.check_same_run(tmp_path, earlier, model_id=paths[model], preset=preset, method=method)
@@ -307,11 +330,18 @@ def test_a_resume_of_another_model_preset_or_method_is_refused(tmp_path, model, 
         resume.check_same_run(tmp_path, earlier, model_id=paths[model], preset=preset, method=method)
 
 
-def test_without_fingerprints_a_model_is_the_same_by_name_or_path(tmp_path):
+def test_without_fingerprints_a_model_is_the_same_by_name_or_path(tmp_path, monkeypatch):
     earlier = EarlierRun("lora", None, 0, 2, 9, model="org/not-downloaded")
     resume.check_same_run(tmp_path, earlier, model_id="org/not-downloaded", preset=None, method=None)
     with pytest.raises(ConfigError, match="is another model \\(another name\\)"):
         resume.check_same_run(tmp_path, earlier, model_id="org/another", preset=None, method=None)
+    # a run recorded before fingerprints (0.4): its folder, named another way, is the same model; another is not
+    folder = _model(tmp_path / "a", b"\x00" * 100)
+    older = EarlierRun("lora", None, 0, 2, 9, model=folder)
+    monkeypatch.chdir(tmp_path)
+    resume.check_same_run(tmp_path, older, model_id="./a", preset=None, method=None)
+    with pytest.raises(ConfigError, match="another name"):
+        resume.check_same_run(tmp_path, older, model_id=_model(tmp_path / "b", b"\x00" * 100), preset=None, method=None)
 
 
 def test_a_resume_that_changes_what_the_run_optimized_is_refused_with_the_flags_to_pass(tmp_path):

@@ -60,6 +60,10 @@ def test_a_completion_a_stop_string_ended_at_the_batchs_longest_is_not_cut(tiny_
     # a stop string earlier in the text, not at its end, did not end it
     inside = tokenizer.encode("</answer> and then 19 and", add_special_tokens=False)
     assert not stopped_at_stop(inside, tokenizer, stops, len(inside))
+    # ... nor one that ended a token before the limit (generate would have stopped there), nor no stop strings
+    late = longest + tokenizer.encode(" x", add_special_tokens=False)
+    assert not stopped_at_stop(late, tokenizer, stops, len(late))
+    assert not stopped_at_stop(longest, tokenizer, [], len(longest))
 
 
 @pytest.mark.parametrize("stops", [[""], ["</answer>", ""]])

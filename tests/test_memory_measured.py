@@ -157,8 +157,8 @@ print(*faults_reusing_a_block(times=8))
 def test_the_threshold_holds_in_the_block_and_is_lifted_after_it() -> None:
     import subprocess
 
-    # In a process of its own: a heap that earlier work in this one grew (a simulation run before it, say) serves a
-    # 16 MiB block from its free top chunk, below any mmap threshold, and the faults would count nothing. The same
+    # In a process of its own: after the simulation tests in this one the block faulted 0 times (what earlier work
+    # leaves in the heap decides whether a freed block is mapped afresh: a heap grown large can serve it). The same
     # measurement in the block and after it, each after the same warm-up (16 rounds settle a fresh heap).
     out = subprocess.run(
         [sys.executable, "-c", THRESHOLD_IN_AND_AFTER_THE_BLOCK],

@@ -222,6 +222,12 @@ def test_the_optimizer_steps_temporaries_by_hand(method, optim, rounding, vocab,
     assert phase(est, "optimizer_step")["optimizer_step"] == expected
 
 
+def test_bf16_on_the_cpu_rounds_each_slice_with_torchs_single_tensor_step() -> None:
+    est = estimate(TOY, device="cpu", dtype="bfloat16", optim="adamw_torch", update_rounding="stochastic", **SMALL)
+    # fp32 copies of the embedding (one slice) and its gradient, then sqrt(v) and the update in fp32 (8 B > noise's 6)
+    assert phase(est, "optimizer_step")["optimizer_step"] == 8 * 64000 + 2 * 4 * 64000
+
+
 def test_sharded_gradients_shard_foreachs_buffer() -> None:
     est = estimate(TOY, optim="adamw_torch", update_rounding="nearest", sharding="fsdp", num_processes=2, **SMALL)
     assert phase(est, "optimizer_step")["optimizer_step"] == TOY_PARAMS * 2 / 2  # sqrt(v) of this process's half

@@ -61,7 +61,7 @@ def test_a_completion_a_stop_string_ended_at_the_batchs_longest_is_not_cut(tiny_
     inside = tokenizer.encode("</answer> and then 19 and", add_special_tokens=False)
     assert not stopped_at_stop(inside, tokenizer, stops, len(inside))
     # ... nor one that ended a token before the limit (generate would have stopped there), nor no stop strings
-    late = longest + tokenizer.encode(" x", add_special_tokens=False)
+    late = longest + tokenizer.encode("x", add_special_tokens=False)[-1:]  # one token after the stop string
     assert not stopped_at_stop(late, tokenizer, stops, len(late))
     assert not stopped_at_stop(longest, tokenizer, [], len(longest))
 

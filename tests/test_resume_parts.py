@@ -126,20 +126,32 @@ def test_an_older_incomplete_checkpoint_is_left_in_place_without_move(tmp_path):
 @pytest.mark.parametrize(
     ("made", "says"),
     [
-        ("nothing", "holds no checkpoint-N folder; drop resume to start a new run"),
-        ("run.json", "stopped before its first checkpoint: nothing to resume; start it again with --overwrite"),
+        ("nothing", "holds no checkpoint-N folder; drop resume to start a new run, or point output_dir at the run to "
+         "continue"),
+        ("run.json", "stopped before its first checkpoint: nothing to resume; start it again with --overwrite (Python: "
+         "overwrite=True) instead of --resume"),
         ("history.jsonl", "stopped before its first checkpoint"),
-        ("a cut checkpoint", "holds no complete checkpoint (checkpoint-1: trainer_state.json is missing"),
+        ("two cut checkpoints", "holds no complete checkpoint (checkpoint-2: trainer_state.json is missing: the save "
+         "was cut off; checkpoint-1: trainer_state.json is missing: the save was cut off); start the run again with "
+         "overwrite=True (--overwrite), or restore the missing files"),
     ],
-)
+)  # fmt: skip
 def test_nothing_to_resume_says_what_to_do(tmp_path, made, says):
-    if made == "a cut checkpoint":
+    if made == "two cut checkpoints":
         _checkpoint(tmp_path, 1, marked=False, state=None)
+        _checkpoint(tmp_path, 2, marked=False, state=None)
     elif made != "nothing":
         (tmp_path / made).write_text("{}")
-    with pytest.raises(ConfigError, match=says.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(says)):
         resume_point(tmp_path, move=True)
-    assert made != "a cut checkpoint" or (tmp_path / "checkpoint-1").is_dir()  # an error moves nothing
+    assert made != "two cut checkpoints" or (tmp_path / "checkpoint-1").is_dir()  # an error moves nothing
+
+
+def test_a_record_without_history_or_plan_still_resumes(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps({"status": "running", "model": "org/m"}))
+    earlier = resume.earlier_run(tmp_path, _checkpoint(tmp_path, 1), main=True)
+    assert earlier.preset == "lora" and earlier.events == [{"event": "crashed", "after_step": None}]  # the marker's
+    assert resume._from_record({"status": "running"})["preset"] is None
 
 
 def test_the_history_keeps_whole_rows_with_a_step(tmp_path):
@@ -300,7 +312,14 @@ def test_a_models_fingerprint_tells_its_config_from_its_weights(tmp_path):
 @pytest.mark.parametrize(
     ("model", "preset", "method", "says"),
     [
-        ("b", None, None, "was trained from {a}; {b} is another model (its weights differ): pass {a} to resume"),
+        (
+            "b",
+            None,
+            None,
+            "was trained from {a}; {b} is another model (its weights differ): pass {a} to resume the "
+            "run, or --overwrite to start a new run in {run} (Python: overwrite=True)",
+        ),
+        ("d", None, None, "is another model (its config and weights differ)"),
         ("c", None, None, "is another model (its config differs)"),
         ("a", "qlora", None, "was trained with preset 'lora'; --preset qlora asks for another: drop --preset"),
         ("a", None, "galore", "was trained with method 'lora' (preset 'lora'); --method galore asks for"),
@@ -313,6 +332,7 @@ def test_a_resume_of_another_model_preset_or_method_is_refused(tmp_path, model, 
         "a": _model(tmp_path / "a", b"\x00" * 10000),
         "b": _model(tmp_path / "b", b"\x01" * 10000),
         "c": _model(tmp_path / "c", b"\x00" * 10000, config="{}"),
+        "d": _model(tmp_path / "d", b"\x01" * 10000, config="{}"),
     }
     step_down = {
         "event": "replanned",
@@ -326,7 +346,7 @@ def test_a_resume_of_another_model_preset_or_method_is_refused(tmp_path, model, 
     if says is None:
         resume.check_same_run(tmp_path, earlier, model_id=paths[model], preset=preset, method=method)
         return
-    with pytest.raises(ConfigError, match=re.escape(says.format(**paths))):
+    with pytest.raises(ConfigError, match=re.escape(says.format(**paths, run=tmp_path))):
         resume.check_same_run(tmp_path, earlier, model_id=paths[model], preset=preset, method=method)
 
 
@@ -370,8 +390,18 @@ def test_checking_a_resume_writes_nothing_and_says_a_finished_run_is_finished(tm
     finished, line = resume.check_resume(run, model, max_steps=None, preset=None, method=None)
     assert finished and line.startswith(f"finished: the run in {run} already trained its 2 steps")
     assert (run / "checkpoint-3").is_dir() and not (run / "incomplete").exists()  # nothing moved
-    with pytest.raises(ConfigError, match="is another model"):
-        resume.check_resume(run, _model(tmp_path / "other", b"\x01" * 100), max_steps=None, preset=None, method=None)
+    other = _model(tmp_path / "other", b"\x01" * 100)
+    for asked, says in [
+        ({"model_id": other}, f"{run} was trained from {model}; {other} is another model"),
+        ({"model_id": model, "preset": "qlora"}, f"{run} was trained with preset 'lora'; --preset qlora asks for"),
+        ({"model_id": model, "method": "galore"}, "--method galore asks for another"),
+        ({"model_id": model, "max_steps": 1}, "holds 2 trained steps (checkpoint-2) and max_steps=1 asks for fewer"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            resume.check_resume(run, **{"max_steps": None, "preset": None, "method": None, **asked})
+    (run / "run.json").write_text("{")  # unreadable: checked as it is, not moved aside (the run itself does that)
+    assert resume.check_resume(run, model, max_steps=None, preset=None, method=None) == (False, None)
+    assert (run / "run.json").read_text() == "{" and not (run / "run.json.corrupt").exists()
 
 
 def test_dropping_an_attempts_checkpoints_unlinks_a_link_and_keeps_its_target(tmp_path):

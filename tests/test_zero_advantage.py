@@ -87,6 +87,15 @@ def _sgd_step(trainer, loss_fn, inputs, lr=1e-1):
     return after, float(loss.detach())
 
 
+def _assert_trls_step(trainer, inputs):
+    """Our step on ``inputs`` is TRL's own ``_compute_loss`` step: the loss and every parameter after it."""
+    theirs, their_loss = _sgd_step(trainer, lambda m, x: GRPOTrainer._compute_loss(trainer, m, x), inputs)
+    ours, our_loss = _sgd_step(trainer, trainer._compute_loss, inputs)
+    assert our_loss == pytest.approx(their_loss, rel=1e-5, abs=1e-7)
+    for name in theirs:
+        torch.testing.assert_close(ours[name], theirs[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
 MIXED = [0.5, -1.0, 0.25, 0.25, 0.0, 0.0, 0.0, 0.0]  # the second group has no spread: advantage exactly 0
 
 
@@ -115,11 +124,7 @@ def test_tool_tokens_are_left_out_as_trl_leaves_them_out(tiny_model_dir, tmp_pat
     inputs = _batch(MIXED)
     inputs["tool_mask"] = torch.ones_like(inputs["completion_mask"])
     inputs["tool_mask"][1::2, 1:3] = 0  # a tool's reply inside every second completion, kept rows included
-    theirs, their_loss = _sgd_step(trainer, lambda m, x: GRPOTrainer._compute_loss(trainer, m, x), inputs)
-    ours, our_loss = _sgd_step(trainer, trainer._compute_loss, inputs)
-    assert our_loss == pytest.approx(their_loss, rel=1e-5, abs=1e-7)
-    for name in theirs:
-        torch.testing.assert_close(ours[name], theirs[name], rtol=1e-5, atol=1e-6, msg=name)
+    _assert_trls_step(trainer, inputs)
 
 
 def test_a_batch_left_whole_is_counted_by_its_rows():
@@ -156,11 +161,7 @@ def test_per_token_advantages_skip_only_rows_zero_at_every_token(tiny_model_dir,
     inputs["advantages"] = per_token
     plan = split(inputs, DIVISORS[loss_type])
     assert plan.kept_rows == 4 and tuple(plan.inputs["advantages"].shape) == (4, 6)
-    theirs, their_loss = _sgd_step(trainer, lambda m, x: GRPOTrainer._compute_loss(trainer, m, x), inputs)
-    ours, our_loss = _sgd_step(trainer, trainer._compute_loss, inputs)
-    assert our_loss == pytest.approx(their_loss, rel=1e-5, abs=1e-7)
-    for name in theirs:
-        torch.testing.assert_close(ours[name], theirs[name], rtol=1e-5, atol=1e-6, msg=name)
+    _assert_trls_step(trainer, inputs)
 
 
 def test_rows_kept_to_make_up_a_count_are_the_shortest_zero_rows():

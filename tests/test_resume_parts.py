@@ -309,6 +309,21 @@ def test_a_models_fingerprint_tells_its_config_from_its_weights(tmp_path):
     assert gguf["config"] == gguf["weights"] and len(gguf["weights"]) == 16
 
 
+def test_a_hub_id_is_fingerprinted_from_its_snapshot_in_the_local_cache(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    snapshot = tmp_path / "hub" / "models--org--tiny" / "snapshots" / "abc123"
+    snapshot.parent.mkdir(parents=True)
+    _model(snapshot, b"\x00" * 10000)
+    (tmp_path / "hub" / "models--org--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--org--tiny" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    by_id = resume.model_fingerprint("org/tiny")
+    assert by_id == resume.model_fingerprint(str(snapshot)) and set(by_id) == {"config", "weights"}
+    assert by_id["config"] != by_id["weights"]
+    assert resume.model_fingerprint("org/not-cached") is None  # a hub id not in the local cache
+
+
 @pytest.mark.parametrize(
     ("model", "preset", "method", "says"),
     [

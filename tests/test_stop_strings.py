@@ -19,6 +19,8 @@ from grpo_lite.training.step.grpo_trainer import end_at_stop, stopped_at_stop
         ([5, 6, 0, 0], 0, [2], [5, 6, 2]),  # stopped early: pads dropped, EOS closes the completion
         ([5, 6, 2], 2, [2], [5, 6, 2]),  # pad is EOS: TRL already cut there
         ([5, 6, 7], 0, [2], [5, 6, 7]),  # ran to the length limit: unchanged
+        ([5, 6, 0], 0, [2], [5, 6, 2]),  # one pad
+        ([7], 0, [2], [7]),  # one token, at the limit
         ([], 0, [2], []),
         ([5, 0], None, [2], [5, 0]),  # no pad token: nothing to strip
     ],
@@ -64,6 +66,9 @@ def test_a_completion_a_stop_string_ended_at_the_batchs_longest_is_not_cut(tiny_
     late = longest + tokenizer.encode("x", add_special_tokens=False)[-1:]  # one token after the stop string
     assert not stopped_at_stop(late, tokenizer, stops, len(late))
     assert not stopped_at_stop(longest, tokenizer, [], len(longest))
+    # a completion that is the stop string alone ended on it
+    only = tokenizer.encode("</answer>", add_special_tokens=False)
+    assert stopped_at_stop(only, tokenizer, stops, len(only))
 
 
 @pytest.mark.parametrize("stops", [[""], ["</answer>", ""]])

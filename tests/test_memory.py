@@ -231,6 +231,53 @@ def test_bf16_on_the_cpu_rounds_each_slice_with_torchs_single_tensor_step() -> N
 def test_sharded_gradients_shard_foreachs_buffer() -> None:
     est = estimate(TOY, optim="adamw_torch", update_rounding="nearest", sharding="fsdp", num_processes=2, **SMALL)
     assert phase(est, "optimizer_step")["optimizer_step"] == TOY_PARAMS * 2 / 2  # sqrt(v) of this process's half
+    ddp = estimate(TOY, optim="adamw_torch", update_rounding="nearest", sharding="ddp", num_processes=2, **SMALL)
+    assert phase(ddp, "optimizer_step")["optimizer_step"] == TOY_PARAMS * 2  # DDP: every process holds every gradient
+
+
+def test_the_head_buffers_untouched_pages_come_off_the_heap_slack() -> None:
+    from grpo_lite.memory.terms import heap_slack
+
+    s = StepSettings.resolve(device="cpu")
+    assert heap_slack(TOY, s, 1e9).bytes == 1e7  # 1% of the transient bytes
+    assert heap_slack(TOY, s, 1e9, untouched=4e6).bytes == 6e6
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(dtype="float32", bf16=False),  # fp32 everywhere: lora_A reads the input itself
+        dict(dtype="bfloat16", bf16=False),  # bf16 weights, fp32 adapters: PEFT casts the input up
+        dict(dtype="bfloat16", bf16=True),  # under autocast lora_A saves autocast's bf16 copy
+        dict(dtype="float32", bf16=True),
+    ],
+)
+def test_the_copy_lora_a_saves_is_the_one_peft_and_autocast_make(settings) -> None:
+    """The bytes per element of the input copy ``lora_A`` saves for its backward, measured on PEFT's own layer."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from grpo_lite.memory.terms import lora_copy_bytes
+
+    s = StepSettings.resolve(method="lora", device="cpu", lora_dropout=0.0, **settings)
+    dtype = getattr(torch, s.dtype)
+    model = get_peft_model(
+        torch.nn.Sequential(torch.nn.Linear(16, 8)).to(dtype), LoraConfig(r=4, target_modules=["0"], lora_dropout=0.0)
+    )
+    x = torch.randn(2, 3, 16, dtype=dtype, requires_grad=True)
+    saved: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", enabled=bool(s.bf16)):
+        model(x)
+    ours = x.untyped_storage().data_ptr()  # a view of the input (the linear's 2-D reshape) is not a copy
+    copies = [t for t in saved if t.numel() == x.numel() and t.untyped_storage().data_ptr() != ours]
+    assert len(copies) <= 1
+    assert lora_copy_bytes(s) == (copies[0].element_size() if copies else 0)
+    assert lora_copy_bytes(dataclasses.replace(s, method="full")) == 0  # no adapter, no copy
 
 
 LINEAR = 2 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 128 * 64)  # the toy's decoder linears: 73,728 weights

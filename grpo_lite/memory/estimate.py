@@ -208,7 +208,7 @@ def _layerwise_peak(
     the tied one's at the end: the head's part, the embedding's and their sum)."""
     pb, head = s.weight_bytes, K.head_weight_grad(arch, s)
     out, inp = T.largest_projected(arch)
-    block_step = T.projected_step(arch, s) if s.optimizer.galore else T.elementwise_step(arch, s, out * inp)
+    block_step = T.projected_step(arch, s) if s.optimizer.galore else T.elementwise_step(s, out * inp)
     block = {
         **with_grads,
         **extra,
@@ -232,7 +232,7 @@ def _layerwise_peak(
             if arch.tied
             else "the LM head's gradient, stepped as it arrives",
         ),
-        "optimizer_step": T.elementwise_step(arch, s, arch.embedding_params),
+        "optimizer_step": T.elementwise_step(s, arch.embedding_params),
     }
     return block if _sum(block) >= _sum(vocab) else vocab
 

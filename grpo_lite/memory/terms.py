@@ -209,13 +209,13 @@ def optimizer_step(arch: Architecture, s: StepSettings) -> Term:
     if not s.rounds_stochastically:
         return _step_temporaries(arch, s, n, largest, pb)
     if not (s.optimizer.galore and not s.is_peft):
-        return elementwise_step(arch, s, largest)
-    sliced = elementwise_step(arch, s, arch.embedding_params)  # the largest tensor GaLore does not project
+        return elementwise_step(s, largest)
+    sliced = elementwise_step(s, arch.embedding_params)  # the largest tensor GaLore does not project
     projected = projected_step(arch, s)  # GaLore's projected matrices are stepped whole
     return projected if projected.bytes > sliced.bytes else sliced
 
 
-def elementwise_step(arch: Architecture, s: StepSettings, numel: int) -> Term:
+def elementwise_step(s: StepSettings, numel: int) -> Term:
     """The step of one tensor of ``numel`` elements updated element-wise; under stochastic rounding one slice of at
     most SR_CHUNK elements at a time, on fp32 copies (grpo_lite.precision.rounding)."""
     if not s.rounds_stochastically:

@@ -150,6 +150,19 @@ def test_optimizer_state_per_param(optim: str, rounding: str, bytes_per_param: f
     assert phase(est, "generation")["optimizer_state"] / arch.n_params == pytest.approx(bytes_per_param, rel=0.01)
 
 
+def test_bitsandbytes_keeps_32_bit_state_for_the_small_tensors_and_the_embedding() -> None:
+    from grpo_lite.memory.terms import monitor_state, optimizer_state
+
+    arch = dataclasses.replace(TOY, kv_heads=4, n_params=0)  # every linear at least 4096 elements: 8-bit states
+    linears, norms, embedding = 2 * (4 * 64 * 64 + 3 * 128 * 64), 2 * 2 * 64 + 64, 1000 * 64
+    assert arch.n_params == linears + norms + embedding
+    s = StepSettings.resolve(method="full", optim="adamw_8bit", update_rounding="nearest")
+    # 8-bit: two 1-byte moments and an fp32 absmax per 256 values of each; under 4096 elements (bitsandbytes'
+    # min_8bit_size) two fp32 moments; the embedding too (transformers registers nn.Embedding for 32-bit state)
+    expected = linears * (2 + 2 * 4 / 256) + norms * 8 + embedding * 8
+    assert optimizer_state(arch, s).bytes - monitor_state(arch, s) == expected
+
+
 @pytest.mark.parametrize(
     "method, optim",
     [("full", "adamw_torch"), ("full", "adamw_8bit"), ("lora", "paged_adamw_8bit"), ("galore", "galore_adamw_8bit")],

@@ -123,13 +123,13 @@ def optimizer_state(arch: Architecture, s: StepSettings) -> Term:
     # DeepSpeed keeps fp32 master weights and builds states on them; stochastic rounding steps an fp32
     # copy of each bf16 parameter, so states sized from the parameter are created in fp32 too
     state_pb = 4 if deepspeed or s.rounds_stochastically else pb
-    small = 0 if s.is_peft else arch.layers * 2 * arch.hidden + arch.hidden  # RMSNorm weights (h each)
-    small_state = (2 * arch.layers + 1) * state_bytes(opt, arch.hidden, state_pb) if small else 0.0
+    # the RMSNorm weights (h each) that full-parameter methods train: each too small for an 8-bit state
+    small = arch.layers * 2 * arch.hidden + arch.hidden
+    small_state = (2 * arch.layers + 1) * state_bytes(opt, arch.hidden, state_pb)
     if s.is_peft:
-        big = [(s.lora_r * inp, 1) for _, _, inp in lora_targets(arch, s)] + [
-            (s.lora_r * out, 1) for _, out, _ in lora_targets(arch, s)
-        ]
-        b = arch.layers * sum(state_bytes(opt, numel, state_pb) for numel, _ in big)
+        targets = lora_targets(arch, s)
+        adapters = [s.lora_r * inp for _, _, inp in targets] + [s.lora_r * out for _, out, _ in targets]
+        b = arch.layers * sum(state_bytes(opt, numel, state_pb) for numel in adapters)
         detail = f"{opt.name}: LoRA {n:,} params"
     elif opt.galore:
         g = parse_galore_args(s.optim_args)

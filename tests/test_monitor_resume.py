@@ -151,3 +151,25 @@ def test_a_bf16_8bit_run_realizes_its_update_right_after_a_resume(tiny_model_dir
     assert row["plan"].precision == {"weights": "bfloat16", "update": "stochastic rounding"}
     assert row["plan"].settings["optim"] == "adamw_8bit"
     assert row["update/realized"] >= 0.9 and not lost, (row["update/realized"], row["update/realized_stderr"], lost)
+
+
+def test_under_galore_the_monitor_holds_what_the_memory_model_plans() -> None:
+    """GaLore mixes a tensor's elements: the monitor shadows three whole smallest linears, with rank-r shadow states
+    and projectors; the bytes it holds during a step against the plan's ``update_monitor`` and ``monitor_state``."""
+    from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.settings import StepSettings
+    from grpo_lite.memory.terms import monitor_state, update_monitor
+
+    model = tiny_llama(hidden=128, layers=2)  # its smallest linears (k, v: 64 x 128) above 4096 sampled elements
+    c = model.config
+    arch = Architecture(
+        name="tiny", hub_ids=("tiny",), family="llama", layers=2, hidden=128, heads=c.num_attention_heads,
+        kv_heads=c.num_key_value_heads, head_dim=128 // c.num_attention_heads, intermediate=c.intermediate_size,
+        vocab=c.vocab_size, tied=False,
+    )  # fmt: skip
+    args = "rank=8,update_proj_gap=2"
+    s = StepSettings.resolve(method="galore", optim="galore_adamw", optim_args=args, update_rounding="nearest")
+    monitor = UpdateMonitor()
+    held = _resumed(model, lm_gradients(model, batches=2), _make("galore_adamw", args), monitor)["held"]
+    whole_grads = 3 * 64 * 128 * 4  # the gradients it captures, whole tensors here (the plan counts gradients apart)
+    assert held == update_monitor(arch, s).bytes + monitor_state(arch, s) + whole_grads

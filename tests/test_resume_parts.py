@@ -307,6 +307,8 @@ def test_a_models_fingerprint_tells_its_config_from_its_weights(tmp_path):
     (tmp_path / "m.gguf").write_bytes(b"GGUF" + b"\x00" * 100)
     gguf = resume.model_fingerprint(str(tmp_path / "m.gguf"))
     assert gguf["config"] == gguf["weights"] and len(gguf["weights"]) == 16
+    # run.json keeps these: a change in how they are computed refuses every earlier run's resume
+    assert (a["config"], a["weights"]) == ("5ab0624c89985494", "96a1bcd2744a717b")
 
 
 def test_a_hub_id_is_fingerprinted_from_its_snapshot_in_the_local_cache(tmp_path, monkeypatch):

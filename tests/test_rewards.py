@@ -249,6 +249,8 @@ def test_column_and_message_edges() -> None:
         xml_count_reward(None, [GOOD], prefill=["a", "b"])
     assert strict_format_reward(None, [GOOD], prefill=[None]) == strict_format_reward(None, [GOOD]) == [0.5]
     assert completion_text([GOOD]) == GOOD
+    assert completion_text([{"content": GOOD}]) == GOOD  # a message without a role is the model's own
+    assert completion_text([{"role": "tool", "content": "7"}, {"role": "assistant", "content": GOOD}]) == GOOD
     assert (
         completion_text([{"role": "assistant", "content": ["a", {"type": "image"}, {"type": "text", "text": "b"}]}])
         == "ab"

@@ -74,7 +74,7 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, Sequence) and not isinstance(completion, str):
         own = [m for m in completion if not isinstance(m, Mapping) or m.get("role", "assistant") == "assistant"]
         return "".join(_message_text(m) for m in own)
-    return _message_text(completion if isinstance(completion, Mapping) else {"content": completion})
+    return _message_text(completion)  # one message, or the text itself
 
 
 def _column(kwargs: Mapping[str, Any], name: str, size: int, reward: str) -> Sequence[Any] | None:

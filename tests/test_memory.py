@@ -425,7 +425,10 @@ def test_zero3_gathers_the_whole_model_to_generate() -> None:
 def test_vllm_share_replaces_the_kv_cache() -> None:
     est = estimate("Llama-3.2-1B", use_vllm=True, vllm_gpu_memory_utilization=0.25, budget_gib=40.0, **SMALL)
     gen = phase(est, "generation")
-    assert gen["vllm"] == 0.25 * 40 * GIB and "kv_cache" not in {c.name for c in est.components}
+    assert gen["vllm"] == 0.25 * 40 * GIB
+    # the cache, the logits and sampling's buffers live inside vLLM's share: none of them beside it
+    assert "kv_cache" not in {c.name for c in est.components}
+    assert gen.get("logits", 0.0) == gen.get("work_buffers", 0.0) == gen.get("kv_cache", 0.0) == 0.0
     assert any(p.name == "scoring" for p in est.phases)  # vLLM importance sampling needs old log-probs
 
 

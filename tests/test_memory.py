@@ -241,6 +241,23 @@ def test_bf16_on_the_cpu_rounds_each_slice_with_torchs_single_tensor_step() -> N
     assert phase(est, "optimizer_step")["optimizer_step"] == 8 * 64000 + 2 * 4 * 64000
 
 
+def test_the_prefills_working_set_by_hand() -> None:
+    """Long prompts and one completion token: the prefill (a no-grad forward of every prompt) is generation's peak."""
+    long = {**SMALL, "max_prompt_length": 64, "max_completion_length": 1}
+    tokens = 4 * 64  # 4 sequences x 64 prompt tokens, bf16 activations
+    # one block at a time, per token: the MLP's gate, up and their product (3 x 128), the residual, the normed
+    # input, attention's and o_proj's outputs (4 x 64), one row of attention scores (64)
+    block = 2 * (3 * 128 + 4 * 64 + 64)
+    full = phase(estimate(TOY, method="full", update_rounding="nearest", **long), "generation")
+    assert full["work_buffers"] == tokens * block
+    # LoRA (fp32 adapters under bf16 autocast): lora_A's bf16 copy of the input, twice for the MLP's wider outputs
+    lora = phase(estimate(TOY, method="lora", **long), "generation")
+    assert lora["work_buffers"] == tokens * (block + 2 * 2 * 128 + 2 * 64)
+    # QLoRA: bf16 adapters read the input as it is (their output beside the base's), and one dequantized weight
+    qlora = phase(estimate(TOY, method="qlora", **long), "generation")
+    assert qlora["work_buffers"] == tokens * (block + 2 * 128) + 128 * 64 * 2
+
+
 def test_sharded_gradients_shard_foreachs_buffer() -> None:
     est = estimate(TOY, optim="adamw_torch", update_rounding="nearest", sharding="fsdp", num_processes=2, **SMALL)
     assert phase(est, "optimizer_step")["optimizer_step"] == TOY_PARAMS * 2 / 2  # sqrt(v) of this process's half

@@ -260,12 +260,13 @@ def projected_step(arch: Architecture, s: StepSettings) -> Term:
         pb = s.weight_bytes
         b = 4 * big + svd + pb * big
         return Term(b, f"GaLore SVD of a {out}x{inp} gradient in fp32 (copy, U, Vh) + full-size update")
-    b = max(12 * big + kept, 8 * big + svd)
+    # the SVD's own moment (8 B and both factors, 8 * big + svd) is exactly as large: k is the full rank
+    b = 12 * big + kept
     how = "the weight's saved_data clone" if s.optimizer.state == "int8" else "the projected-back update"
     return Term(
         b,
         f"GaLore, stochastic rounding: the {out}x{inp} matrix stepped whole: fp32 copies of it and its "
-        f"gradient (8 B), {how} (4 B) and the kept SVD factor, or both factors during the SVD",
+        f"gradient (8 B), {how} (4 B) and the kept SVD factor (as large as both factors during the SVD)",
     )
 
 

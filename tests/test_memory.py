@@ -74,7 +74,7 @@ def test_every_component_by_hand_full_adamw() -> None:
     gen = phase(est, "generation")  # the last decoding step is larger than the prefill here
     assert gen["kv_cache"] == 2 * 2 * 32 * 2 * 4 * 24 * (1 + 1 / 4)  # K,V x layers x kv_dim x bf16 x 4 x 24 (+ cat)
     assert gen["logits"] == 4 * 1000 * 2 and gen["work_buffers"] == 4 * 1000 * 28  # logits, sampling temporaries
-    assert gen["gradients"] == 0
+    assert gen["gradients"] == 0 and gen.get("vllm", 0.0) == 0.0  # no vLLM: no share
     assert (
         0 < share == pytest.approx(gen["allocator_reserve"] / (2 * 2 * 32 * 2 * 4 * 24 * (1 + 1 / 4) + 4 * 1000 * 30))
     )  # ... here
@@ -250,6 +250,7 @@ def test_the_prefills_working_set_by_hand() -> None:
     block = 2 * (3 * 128 + 4 * 64 + 64)
     full = phase(estimate(TOY, method="full", update_rounding="nearest", **long), "generation")
     assert full["work_buffers"] == tokens * block
+    assert full["kv_cache"] == 2 * 2 * 32 * 2 * tokens  # K and V x 2 layers x kv_dim 32 x bf16: the prompts only
     # LoRA (fp32 adapters under bf16 autocast): lora_A's bf16 copy of the input, twice for the MLP's wider outputs
     lora = phase(estimate(TOY, method="lora", **long), "generation")
     assert lora["work_buffers"] == tokens * (block + 2 * 2 * 128 + 2 * 64)

@@ -156,17 +156,12 @@ def test_a_bf16_8bit_run_realizes_its_update_right_after_a_resume(tiny_model_dir
 def test_under_galore_the_monitor_holds_what_the_memory_model_plans() -> None:
     """GaLore mixes a tensor's elements: the monitor shadows three whole smallest linears, with rank-r shadow states
     and projectors; the bytes it holds during a step against the plan's ``update_monitor`` and ``monitor_state``."""
-    from grpo_lite.memory.architectures import Architecture
+    from grpo_lite.memory.models import architecture_from_config
     from grpo_lite.memory.settings import StepSettings
     from grpo_lite.memory.terms import monitor_state, update_monitor
 
     model = tiny_llama(hidden=128, layers=2)  # its smallest linears (k, v: 64 x 128) above 4096 sampled elements
-    c = model.config
-    arch = Architecture(
-        name="tiny", hub_ids=("tiny",), family="llama", layers=2, hidden=128, heads=c.num_attention_heads,
-        kv_heads=c.num_key_value_heads, head_dim=128 // c.num_attention_heads, intermediate=c.intermediate_size,
-        vocab=c.vocab_size, tied=False,
-    )  # fmt: skip
+    arch = architecture_from_config(model.config, name="tiny")
     args = "rank=8,update_proj_gap=2"
     s = StepSettings.resolve(method="galore", optim="galore_adamw", optim_args=args, update_rounding="nearest")
     monitor = UpdateMonitor()

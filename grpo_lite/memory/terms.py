@@ -254,13 +254,11 @@ def projected_step(arch: Architecture, s: StepSettings) -> Term:
     """
     out, inp = largest_projected(arch)
     big, k = out * inp, min(out, inp)
-    kept = 4 * k * (inp if out >= inp else out)
-    svd = 4 * (out * k + k * inp)
     if not s.rounds_stochastically:
-        pb = s.weight_bytes
-        b = 4 * big + svd + pb * big
+        b = 4 * big + 4 * (out * k + k * inp) + s.weight_bytes * big
         return Term(b, f"GaLore SVD of a {out}x{inp} gradient in fp32 (copy, U, Vh) + full-size update")
-    # the SVD's own moment (8 B and both factors, 8 * big + svd) is exactly as large: k is the full rank
+    kept = 4 * k * (inp if out >= inp else out)
+    # the SVD's own moment (8 B and both fp32 factors) is exactly as large: k is the full rank
     b = 12 * big + kept
     how = "the weight's saved_data clone" if s.optimizer.state == "int8" else "the projected-back update"
     return Term(

@@ -6,6 +6,7 @@ Accuracy by the correctness rule of :mod:`grpo_lite.data.answers`, the format ra
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 from dataclasses import dataclass, field
@@ -130,11 +131,78 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
 
 
 def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int, stops: list[str]) -> list[str]:
-    """Greedy completions of one batch; the prompts' common prefix is forwarded once and its KV cache shared."""
+    """Greedy completions of one batch; the prompts' common prefix is forwarded once and its KV cache shared.
+
+    A row leaves the batch when it ends (an EOS token or one of ``stops`` in its text), so a batch costs the sum of
+    its completions' lengths; ``generate`` decodes every row until the last one ends, and a batch of 50 short
+    answers with one that rambles costs 50 rambles. ``generate`` serves models whose generation config processes
+    logits (a repetition penalty, say): this loop takes the arg-max and nothing else.
+    """
+    import torch  # heavy: torch, transformers
+
+    lists = prompt_token_ids(tokenizer, prompts)
+    if set(model.generation_config.to_diff_dict()) - _PLAIN_GREEDY:
+        return _generate_batch(model, tokenizer, lists, max_new_tokens, stops)
+    from transformers import DynamicCache
+
+    eos = model.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, list) else [eos if eos is not None else tokenizer.eos_token_id])
+    with torch.inference_mode():
+        enc = prefix_cache_inputs(model, lists, tokenizer.pad_token_id)
+        name = next((k for k in enc if k not in ("input_ids", "attention_mask")), "past_key_values")
+        cache, mask = enc[name] if name in enc else DynamicCache(), enc["attention_mask"]
+        past = cache.get_seq_length()
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # generate's positions for left padding
+        step_ids, step_pos = enc["input_ids"][:, past:], positions[:, past:]
+        rows, out = torch.arange(len(lists)), [[] for _ in lists]
+        last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+        for _ in range(max_new_tokens):
+            logits = model(
+                input_ids=step_ids, attention_mask=mask, position_ids=step_pos, use_cache=True, **{name: cache}, **last
+            ).logits[:, -1]
+            chosen = logits.argmax(-1)
+            keep = []
+            for j, (row, token) in enumerate(zip(rows.tolist(), chosen.tolist())):
+                out[row].append(token)
+                if token not in eos and not any(s in tokenizer.decode(out[row]) for s in stops):
+                    keep.append(j)
+            if not keep:
+                break
+            if len(keep) < len(rows):
+                index = torch.tensor(keep, device=mask.device)
+                cache.batch_select_indices(index)
+                rows, chosen, mask, step_pos = rows[keep], chosen[index], mask[index], step_pos[index]
+            mask = torch.cat([mask, mask.new_ones(len(keep), 1)], dim=-1)
+            step_ids, step_pos = chosen[:, None], step_pos[:, -1:] + 1
+    return tokenizer.batch_decode(out, skip_special_tokens=True)
+
+
+_PLAIN_GREEDY = {
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "use_cache",
+    "output_attentions",
+    "output_hidden_states",
+    "_from_model_config",
+    "transformers_version",
+    "do_sample",
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_length",
+    "max_new_tokens",
+}  # fmt: skip - none changes a greedy arg-max
+
+
+def _generate_batch(
+    model: Any, tokenizer: Any, lists: list[list[int]], max_new_tokens: int, stops: list[str]
+) -> list[str]:
+    """``generate``'s greedy completions (every row decoded until the batch's last one ends)."""
     import torch  # heavy: torch
 
     with torch.inference_mode():
-        enc = prefix_cache_inputs(model, prompt_token_ids(tokenizer, prompts), tokenizer.pad_token_id)
+        enc = prefix_cache_inputs(model, lists, tokenizer.pad_token_id)
         out = model.generate(
             **enc,
             max_new_tokens=max_new_tokens,

@@ -142,6 +142,31 @@ def test_evaluation_forwards_the_common_prefix_once_and_decodes_the_same(tiny_mo
     assert [s["completion"] for s in shared.samples] == [s["completion"] for s in plain.samples]
 
 
+def test_evaluation_drops_ended_rows_and_decodes_what_generate_decodes(tiny_model_dir):
+    """Rows that end early (a stop string, an EOS token) leave the batch; every row's text is generate's."""
+    import grpo_lite.evaluation as ev
+    from grpo_lite.data.prompts import prompt_token_ids
+
+    model, tok = ev.load_for_eval(tiny_model_dir)
+    torch.manual_seed(0)
+    with torch.no_grad():  # the tiny model's own weights write newlines only: these write varied text
+        for p in model.parameters():
+            p.normal_(0, 0.2) if p.dim() > 1 else None
+    prompts = [[{"role": "user", "content": f"What is {i} + {i * 7}?"}] for i in range(5)]
+    enc = ev.prefix_cache_inputs(model, prompt_token_ids(tok, prompts), tok.pad_token_id)
+    free = model.generate(**enc, max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id)
+    free = free[:, enc["input_ids"].shape[1] :].tolist()
+    stop = tok.decode(free[0][:2])  # row 0 ends at its second token
+    eos = model.generation_config.eos_token_id = free[1][3]  # row 1 at its fourth (or sooner)
+    rows: list[int] = []
+    hook = model.register_forward_pre_hook(lambda m, a, k: rows.append(k["input_ids"].shape[0]), with_kwargs=True)
+    ours = ev._greedy_batch(model, tok, prompts, 12, [stop])
+    hook.remove()
+    assert ours == ev._generate_batch(model, tok, prompt_token_ids(tok, prompts), 12, [stop])
+    assert ours[0] == stop and ours[1] == tok.decode(free[1][: free[1].index(eos) + 1], skip_special_tokens=True)
+    assert rows[0] == 5 and rows[-1] < 5 and len(rows) <= 12  # the batch shrank as rows ended
+
+
 def test_a_demo_stopped_by_sigterm_stops_without_evaluating_and_exits_143(
     tiny_model_dir, tmp_path, monkeypatch, capsys
 ):

@@ -292,6 +292,11 @@ def report(task: str, before: dict[str, Any], runs: list[dict[str, Any]], budget
                 f"time_to_target: {task} grpo-lite/trl-lite-hp speedup={base / means['grpo-lite']:.2f} "
                 f"(goal: >= 2.00; runs that never reached the target count at the budget)"
             )
+    lines += ["", "Every run's curve (the first evaluation at or above the target is its time):", ""]
+    lines += ["| arm | seed | steps | evaluations: training CPU s / step / correct of n |", "| --- | --- | --- | --- |"]
+    for r in sorted(runs, key=lambda r: (ARMS.index(r["arm"]), r["seed"])):
+        points = ", ".join(f"{p['train_cpu_s']:.0f} s / {p['step']} / {p['correct']}" for p in r["curve"])
+        lines.append(f"| {r['arm']} | {r['seed']} | {r['steps']} | {points} |")
     return "\n".join(lines)
 
 

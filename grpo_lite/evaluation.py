@@ -154,7 +154,7 @@ def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens
         past = cache.get_seq_length()
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # generate's positions for left padding
         step_ids, step_pos = enc["input_ids"][:, past:], positions[:, past:]
-        rows, out = torch.arange(len(lists)), [[] for _ in lists]
+        rows, out = torch.arange(len(lists)), [list[int]() for _ in lists]
         last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
         for _ in range(max_new_tokens):
             logits = model(

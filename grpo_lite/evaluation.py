@@ -141,7 +141,7 @@ def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens
     import torch  # heavy: torch, transformers
 
     lists = prompt_token_ids(tokenizer, prompts)
-    if set(model.generation_config.to_diff_dict()) - _PLAIN_GREEDY:
+    if {k for k in model.generation_config.to_diff_dict() if not k.startswith("_")} - _PLAIN_GREEDY:  # _: its notes
         return _generate_batch(model, tokenizer, lists, max_new_tokens, stops)
     from transformers import DynamicCache
 
@@ -184,7 +184,6 @@ _PLAIN_GREEDY = {
     "use_cache",
     "output_attentions",
     "output_hidden_states",
-    "_from_model_config",
     "transformers_version",
     "do_sample",
     "temperature",

@@ -191,7 +191,7 @@ _PLAIN_GREEDY = {
     "top_k",
     "max_length",
     "max_new_tokens",
-}  # fmt: skip - none changes a greedy arg-max
+}  # none of these changes a greedy arg-max
 
 
 def _generate_batch(

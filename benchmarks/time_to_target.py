@@ -332,7 +332,9 @@ def main() -> int:
     )
     modes.add_argument("--reference", action="store_true", help="only trl-lite-hp: print the targets to write")
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS), help="the problem mixes")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds of the grpo-lite-settings arms")
+    parser.add_argument(
+        "--seeds", type=int, nargs="*", default=None, help="seeds of the grpo-lite arms (none: trl-defaults only)"
+    )
     parser.add_argument("--defaults-seeds", type=int, nargs="*", default=None, help="seeds of trl-defaults")
     parser.add_argument("--budget", type=float, default=None, help="training CPU seconds a run (default 200)")
     parser.add_argument("--eval-every", type=float, default=None, help="training CPU seconds between evaluations")

@@ -73,6 +73,8 @@ def test_the_runs_of_a_benchmark_and_of_a_reference(bench):
     assert sum(arm == "grpo-lite" for arm, _, _ in runs) == 4 and len(runs) == 2 * (2 + 2 * 3)
     args.reference = True
     assert {arm for arm, _, _ in bench.jobs(args)} == {"before", "trl-lite-hp"}
+    args.reference, args.seeds = False, []  # `--seeds` given empty: a benchmark's missing trl-defaults runs alone
+    assert bench.jobs(args) == [("before", "one-step", 0), ("before", "mixed", 0)] + runs[-2:]
 
 
 def test_a_run_that_never_reaches_the_target_is_never_counted_sooner_than_one_that_did(bench, monkeypatch):

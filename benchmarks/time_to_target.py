@@ -256,13 +256,19 @@ def report(task: str, before: dict[str, Any], runs: list[dict[str, Any]], budget
             f"{task}: no time to target: the target {100 * target:.1f}%{provisional} is not above the untrained "
             f"model's {share(before['correct'], before['n'])} (the reference runs did not improve on it)"
         )
-    # a run that never reaches the target counts at the budget, or later when its runs overran it (at least one
-    # step runs): never sooner than a run that did reach it
-    ceiling = max([budget, *(r["curve"][-1]["train_cpu_s"] for r in runs)])
+    # a run that never reaches the target counts at the budget, or later: at its own end when it overran the
+    # budget (at least one step runs), and never sooner than a run that did reach it; another run's overrun (TRL's
+    # defaults take minutes a step) does not move it
+    reached = [t for t in (time_to(r, target) for r in runs) if t is not None]
+    floor = max([budget, *reached])
+
+    def missed(run: dict[str, Any]) -> float:
+        return max(floor, run["curve"][-1]["train_cpu_s"])
+
     lines = [
         f"## {task} (levels {TASKS[task]}): before {share(before['correct'], before['n'])}, "
         f"target {100 * target:.1f}%{provisional}, budget {budget:.0f} CPU s (a run that never reaches the target "
-        f"counts at {ceiling:.0f})",
+        f"counts at {floor:.0f}, or at its own end when later)",
         "",
         "| arm | runs | reached | time to target, CPU s: mean of kept [range] | accuracy at the budget, pooled [95%] "
         "| groups with spread | steps (mean) |",
@@ -274,7 +280,7 @@ def report(task: str, before: dict[str, Any], runs: list[dict[str, Any]], budget
         if not rows:
             continue
         times = [time_to(r, target) for r in rows]
-        rest = kept([ceiling if t is None else t for t in times])
+        rest = kept([missed(r) if t is None else t for r, t in zip(rows, times)])
         means[arm] = sum(rest) / len(rest)
         k, n = sum(r["curve"][-1]["correct"] for r in rows), sum(r["curve"][-1]["n"] for r in rows)
         groups, spread = sum(r["groups"][0] for r in rows), sum(r["groups"][1] for r in rows)

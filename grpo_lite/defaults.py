@@ -218,7 +218,7 @@ class ChoiceRule:
     ``train(problem_choice=...)``, the recipe and ``--problem-choice`` (grpo_lite.training.step.problem_choice).
     """
 
-    setting: ProblemChoice = "off"  # train(), the recipe, --problem-choice; "learnable" was no faster (docs/vs_trl.md)
+    setting: ProblemChoice = "off"  # train(), the recipe, --problem-choice; "learnable" no faster (docs/vs_trl.md)
     window: int = 4  # group pass rates remembered per problem: its last four groups
     skip_base: float = 0.5  # after k all-alike groups in a row: skipped with probability 1 - 0.5**k (0.5, 0.75, ...)
     return_floor: float = 0.1  # a skipped problem still comes back one time in ten: never skipped above 0.9

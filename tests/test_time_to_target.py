@@ -85,6 +85,19 @@ def test_a_run_that_never_reaches_the_target_is_never_counted_sooner_than_one_th
     assert "| grpo-lite | 1 | 0 | 49 [49, 49] |" in text and "counts at 49" in text
 
 
+def test_a_run_that_missed_counts_at_its_own_end_not_at_another_arms_overrun(bench, monkeypatch):
+    """TRL's defaults take minutes a step: their overrun must not make the other arms' misses count later."""
+    monkeypatch.setitem(bench.TARGETS, "one-step", 0.2)
+    runs = [
+        _run("trl-defaults", 0, [(274, 12)]),
+        _run("trl-lite-hp", 0, [(161, 15)]),
+        _run("grpo-lite", 0, [(111, 25)]),
+    ]
+    text = bench.report("one-step", {"correct": 12, "n": 100}, runs, 200.0)
+    assert "| trl-defaults | 1 | 0 | 274 [274, 274] |" in text and "| trl-lite-hp | 1 | 0 | 200 [200, 200] |" in text
+    assert "| grpo-lite | 1 | 1 | 111 [111, 111] |" in text and "counts at 200, or at its own end" in text
+
+
 def test_a_target_not_above_the_untrained_accuracy_gives_no_time(bench, monkeypatch):
     monkeypatch.setitem(bench.TARGETS, "mixed", None)
     runs = [_run("trl-lite-hp", 0, [(60, 0)]), _run("grpo-lite", 0, [(60, 0)])]

@@ -174,6 +174,24 @@ def _done(job: tuple[str, str, int], out: Path) -> bool:
     return (out / task / f"{arm}-seed{seed}" / "result.json").is_file()
 
 
+def finished(out: Path) -> list[tuple[str, str, int]]:
+    """Every run with a result.json in ``out`` (TASK/ARM-seedN/), whichever invocation ran it: several invocations
+    may share one ``--out`` (a stopped benchmark resumed, runs added later), each writing its own summary file."""
+    found = []
+    for path in sorted(out.glob("*/*-seed*/result.json")):
+        arm, _, seed = path.parent.name.rpartition("-seed")
+        if path.parent.parent.name in TASKS and arm in ("before", *ARMS) and seed.isdigit():
+            found.append((arm, path.parent.parent.name, int(seed)))
+    return found
+
+
+def _record(job: tuple[str, str, int], out: Path) -> dict[str, Any]:
+    """A finished run's result.json with its arm, task and seed."""
+    arm, task, seed = job
+    path = out / task / f"{arm}-seed{seed}" / "result.json"
+    return {**json.loads(path.read_text()), "arm": arm, "task": task, "seed": seed}
+
+
 def _run(job: tuple[str, str, int], args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """One run in a fresh process, its output in its folder's log.txt; a failure is said and left out. A run whose
     result.json is already in ``--out`` (an interrupted benchmark started again) is read, not run again."""
@@ -181,7 +199,7 @@ def _run(job: tuple[str, str, int], args: argparse.Namespace, tmp: Path) -> dict
     out = tmp / task / f"{arm}-seed{seed}"
     if _done(job, tmp):
         print(f"  {task} {arm} seed {seed}: done before, read from {out / 'result.json'}", flush=True)
-        return {**json.loads((out / "result.json").read_text()), "arm": arm, "task": task, "seed": seed}
+        return _record(job, tmp)
     out.mkdir(parents=True, exist_ok=True)
     flags = {"--child": arm, "--task": task, "--seed": seed, "--out": out, "--budget": args.budget,
              "--eval-every": args.eval_every, "--eval-n": args.eval_n, "--eval-tokens": args.eval_tokens,
@@ -194,7 +212,7 @@ def _run(job: tuple[str, str, int], args: argparse.Namespace, tmp: Path) -> dict
     if code != 0:
         print(f"  {task} {arm} seed {seed} FAILED (exit code {code}); its log: {out / 'log.txt'}", flush=True)
         return {"arm": arm, "task": task, "seed": seed, "failed": code}
-    record = {**json.loads((out / "result.json").read_text()), "arm": arm, "task": task, "seed": seed}
+    record = _record(job, tmp)
     final = record["eval"] if arm == "before" else record["curve"][-1]
     print(
         f"  {task} {arm} seed {seed}: {record.get('steps', '-')} steps, accuracy {final['correct']}/{final['n']}",
@@ -353,7 +371,7 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="model path; default: the demo's SmolLM2 GGUF")
     parser.add_argument("--out", type=Path, default=None, help="keep every run's folder and time_to_target.json here")
     parser.add_argument(
-        "--summarize", action="store_true", help="only print the figures of the runs in --out (finished or not)"
+        "--summarize", action="store_true", help="only print the figures of every run finished in --out"
     )
     parser.add_argument("--child", choices=("before", *ARMS), help=argparse.SUPPRESS)
     parser.add_argument("--task", choices=list(TASKS), default="one-step", help=argparse.SUPPRESS)
@@ -373,12 +391,11 @@ def main() -> int:
     if args.summarize:
         if args.out is None or not args.out.is_dir():
             raise SystemExit("--summarize reads the runs in --out: give the --out of a benchmark, finished or not")
-        if (args.out / "time_to_target.json").is_file():
-            saved = json.loads((args.out / "time_to_target.json").read_text())
-            print_figures(saved["runs"], argparse.Namespace(**{**saved["args"], "reference": args.reference}))
-        else:  # stopped part way: the runs that finished, as the options given now describe them
-            print(f"time_to_target: {args.out} holds no time_to_target.json (stopped part way): the finished runs only")
-            print_figures([_run(job, args, args.out) for job in jobs(args) if _done(job, args.out)], args)
+        done = finished(args.out)
+        if (args.out / "time_to_target.json").is_file():  # the budget the runs had, not today's default
+            args.budget = json.loads((args.out / "time_to_target.json").read_text())["args"]["budget"]
+        args.tasks = [task for task in TASKS if any(t == task for _, t, _ in done)]
+        print_figures([_record(job, args.out) for job in done], args)
         return 0
     vs_trl.check_cores(args.parallel, args.threads)
     todo = jobs(args)

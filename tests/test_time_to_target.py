@@ -103,3 +103,13 @@ def test_a_target_not_above_the_untrained_accuracy_gives_no_time(bench, monkeypa
     runs = [_run("trl-lite-hp", 0, [(60, 0)]), _run("grpo-lite", 0, [(60, 0)])]
     text = bench.report("mixed", {"correct": 0, "n": 8}, runs, 15.0)
     assert "no time to target" in text and "speedup" not in text
+
+
+def test_a_summary_reads_every_finished_run_whichever_invocation_ran_it(bench, tmp_path):
+    """Several invocations may share one --out, each writing its own summary file: the runs' folders are the record."""
+    for folder in ("one-step/before-seed0", "mixed/grpo-lite-off-seed4", "mixed/trl-defaults-seed0", "mixed/x-seed1"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "result.json").write_text("{}")
+    (tmp_path / "mixed" / "grpo-lite-seed4").mkdir()  # started, not finished
+    found = bench.finished(tmp_path)
+    assert found == [("grpo-lite-off", "mixed", 4), ("trl-defaults", "mixed", 0), ("before", "one-step", 0)]

@@ -24,7 +24,7 @@ from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import load_dtype
 from grpo_lite.ranges import check
 from grpo_lite.training.report.quiet import quiet_libraries
-from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
+from grpo_lite.training.step.prefix_cache import cache_keyword, prefix_cache_inputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -149,7 +149,7 @@ def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens
     eos = set(eos if isinstance(eos, list) else [eos if eos is not None else tokenizer.eos_token_id])
     with torch.inference_mode():
         enc = prefix_cache_inputs(model, lists, tokenizer.pad_token_id)
-        name = next((k for k in enc if k not in ("input_ids", "attention_mask")), "past_key_values")
+        name = cache_keyword(model)
         cache, mask = enc[name] if name in enc else DynamicCache(), enc["attention_mask"]
         past = cache.get_seq_length()
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # generate's positions for left padding

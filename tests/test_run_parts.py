@@ -142,8 +142,10 @@ def test_evaluation_forwards_the_common_prefix_once_and_decodes_the_same(tiny_mo
     assert [s["completion"] for s in shared.samples] == [s["completion"] for s in plain.samples]
 
 
-def test_evaluation_drops_ended_rows_and_decodes_what_generate_decodes(tiny_model_dir):
-    """Rows that end early (a stop string, an EOS token) leave the batch; every row's text is generate's."""
+@pytest.mark.parametrize("shared", [False, True], ids=["left-padded", "shared-prefix"])
+def test_evaluation_drops_ended_rows_and_decodes_what_generate_decodes(tiny_model_dir, shared):
+    """Rows that end early (a stop string, an EOS token) leave the batch; every row's text is generate's, with the
+    prompts left-padded whole or their common prefix forwarded once (its cache under the model's own keyword)."""
     import grpo_lite.evaluation as ev
     from grpo_lite.data.prompts import prompt_token_ids
 
@@ -152,7 +154,8 @@ def test_evaluation_drops_ended_rows_and_decodes_what_generate_decodes(tiny_mode
     with torch.no_grad():  # the tiny model's own weights write newlines only: these write varied text
         for p in model.parameters():
             p.normal_(0, 0.2) if p.dim() > 1 else None
-    prompts = [[{"role": "user", "content": f"What is {i} + {i * 7}?"}] for i in range(5)]
+    system = [{"role": "system", "content": "Answer with one number. " * 8}] if shared else []
+    prompts = [[*system, {"role": "user", "content": f"What is {i} + {i * 7}?"}] for i in range(5)]
     enc = ev.prefix_cache_inputs(model, prompt_token_ids(tok, prompts), tok.pad_token_id)
     free = model.generate(**enc, max_new_tokens=12, do_sample=False, pad_token_id=tok.pad_token_id)
     free = free[:, enc["input_ids"].shape[1] :].tolist()
@@ -164,6 +167,9 @@ def test_evaluation_drops_ended_rows_and_decodes_what_generate_decodes(tiny_mode
     hook.remove()
     assert ours == ev._generate_batch(model, tok, prompt_token_ids(tok, prompts), 12, [stop])
     assert ours[0] == stop and ours[1] == tok.decode(free[1][: free[1].index(eos) + 1], skip_special_tokens=True)
+    if shared:
+        assert rows[0] == 1  # the common prefix, forwarded once
+        rows = rows[1:]
     assert rows[0] == 5 and rows[-1] < 5 and len(rows) <= 12  # the batch shrank as rows ended
 
 

@@ -28,7 +28,7 @@ def common_prefix_length(lists: list[list[int]]) -> int:
     return max(0, min(common, min(len(ids) for ids in lists) - 1))
 
 
-def _cache_keyword(model: Any) -> str:
+def cache_keyword(model: Any) -> str:
     """transformers 5 renames ``past_key_values`` to ``cache`` (the old name goes in 5.40 / 6.0)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
@@ -52,7 +52,7 @@ def prefix_cache_inputs(model: Any, lists: list[list[int]], pad_id: int, width: 
         return {"input_ids": torch.tensor(rows, device=device), "attention_mask": torch.tensor(mask, device=device)}
     from transformers import DynamicCache
 
-    name, cache = _cache_keyword(model), DynamicCache()
+    name, cache = cache_keyword(model), DynamicCache()
     model(input_ids=torch.tensor([lists[0][:common]], device=device), use_cache=True, **{name: cache})
     cache.batch_repeat_interleave(len(lists))
     rows = [ids[:common] + [pad_id] * (width - len(ids)) + ids[common:] for ids in lists]

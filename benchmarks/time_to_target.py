@@ -169,9 +169,14 @@ def _provenance() -> dict[str, str]:
     }
 
 
-def _done(job: tuple[str, str, int], out: Path) -> bool:
+def _folder(job: tuple[str, str, int], out: Path) -> Path:
+    """A run's folder in ``out``: TASK/ARM-seedN (what :func:`finished` reads back)."""
     arm, task, seed = job
-    return (out / task / f"{arm}-seed{seed}" / "result.json").is_file()
+    return out / task / f"{arm}-seed{seed}"
+
+
+def _done(job: tuple[str, str, int], out: Path) -> bool:
+    return (_folder(job, out) / "result.json").is_file()
 
 
 def finished(out: Path) -> list[tuple[str, str, int]]:
@@ -188,15 +193,14 @@ def finished(out: Path) -> list[tuple[str, str, int]]:
 def _record(job: tuple[str, str, int], out: Path) -> dict[str, Any]:
     """A finished run's result.json with its arm, task and seed."""
     arm, task, seed = job
-    path = out / task / f"{arm}-seed{seed}" / "result.json"
-    return {**json.loads(path.read_text()), "arm": arm, "task": task, "seed": seed}
+    return {**json.loads((_folder(job, out) / "result.json").read_text()), "arm": arm, "task": task, "seed": seed}
 
 
 def _run(job: tuple[str, str, int], args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """One run in a fresh process, its output in its folder's log.txt; a failure is said and left out. A run whose
     result.json is already in ``--out`` (an interrupted benchmark started again) is read, not run again."""
     arm, task, seed = job
-    out = tmp / task / f"{arm}-seed{seed}"
+    out = _folder(job, tmp)
     if _done(job, tmp):
         print(f"  {task} {arm} seed {seed}: done before, read from {out / 'result.json'}", flush=True)
         return _record(job, tmp)
@@ -279,10 +283,6 @@ def report(task: str, before: dict[str, Any], runs: list[dict[str, Any]], budget
     # defaults take minutes a step) does not move it
     reached = [t for t in (time_to(r, target) for r in runs) if t is not None]
     floor = max([budget, *reached])
-
-    def missed(run: dict[str, Any]) -> float:
-        return max(floor, run["curve"][-1]["train_cpu_s"])
-
     lines = [
         f"## {task} (levels {TASKS[task]}): before {share(before['correct'], before['n'])}, "
         f"target {100 * target:.1f}%{provisional}, budget {budget:.0f} CPU s (a run that never reaches the target "
@@ -298,7 +298,7 @@ def report(task: str, before: dict[str, Any], runs: list[dict[str, Any]], budget
         if not rows:
             continue
         times = [time_to(r, target) for r in rows]
-        rest = kept([missed(r) if t is None else t for r, t in zip(rows, times)])
+        rest = kept([max(floor, r["curve"][-1]["train_cpu_s"]) if t is None else t for r, t in zip(rows, times)])
         means[arm] = sum(rest) / len(rest)
         k, n = sum(r["curve"][-1]["correct"] for r in rows), sum(r["curve"][-1]["n"] for r in rows)
         groups, spread = sum(r["groups"][0] for r in rows), sum(r["groups"][1] for r in rows)

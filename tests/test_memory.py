@@ -689,6 +689,31 @@ def test_sliding_window_layers_cache_only_their_window(name: str, windows: tuple
         assert planned < 2 * arch.layers * arch.kv_dim * 2 * batch * (prompt + 1)  # below every layer at full length
 
 
+@pytest.mark.parametrize("name", ["gemma-3-1b", "Mistral-7B-v0.1", "Qwen3-0.6B"])
+def test_after_the_prefill_every_layer_holds_the_whole_prompt(name: str) -> None:
+    """transformers' sliding layer keeps a view of its last window: the storage behind it is the whole prompt's
+    keys until the first decoding step copies the window out, so the prefill's cache is every layer at full length."""
+    import torch
+    from transformers import DynamicCache
+
+    from grpo_lite.memory import terms
+    from grpo_lite.memory.models import kv_windows, transformers_config
+
+    arch = find_architecture(name)
+    assert arch is not None
+    prompt = 4600  # past every window
+    s = StepSettings.resolve(device="cuda", method="lora", num_generations=2, max_prompt_length=prompt)
+    cache = DynamicCache(config=transformers_config(arch))
+    batch, meta = s.generation_batch_per_device, torch.device("meta")
+    for layer in range(arch.layers):
+        kv = torch.empty(batch, arch.kv_heads, prompt, arch.head_dim, dtype=torch.bfloat16, device=meta)
+        cache.update(kv, kv.clone(), layer)
+    seen = [layer.keys.size(-2) for layer in cache.layers]
+    assert (min(seen) < prompt) == bool(kv_windows(arch))  # a sliding layer shows only its window ...
+    held = sum(t.untyped_storage().nbytes() for layer in cache.layers for t in (layer.keys, layer.values))
+    assert terms.kv_cache(arch, s, tokens=prompt).bytes == held  # ... of a storage the whole prompt long
+
+
 def test_estimate_assumes_the_lora_rank_the_ladder_plans_and_the_trainer_builds() -> None:
     """A LoRA default kept in two places (estimate()'s settings, the ladder's rung) drifts unnoticed when each is
     only read where it is used: estimate() without a rank must give the plan's bytes, and the recipe the trainer

@@ -76,6 +76,10 @@ class Together:
             handle.flush()
             os.fsync(handle.fileno())
 
+    def staged_sizes(self) -> list[int]:
+        """The sizes of the temporaries not yet renamed: what an error gives back."""
+        return [tmp.stat().st_size for tmp, _ in self.staged if tmp.exists()]
+
     def remove(self, path: str | os.PathLike) -> None:
         """Remove ``path`` (a file or a link) when the others are renamed."""
         self.removed.append(Path(path))

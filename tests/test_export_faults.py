@@ -181,28 +181,33 @@ def test_a_gguf_cut_off_on_a_full_disk_is_never_called_written(run_dir, capsys, 
     (run_dir / "run.json").write_text(
         json.dumps({**json.loads((run_dir / "run.json").read_text()), "stop_strings": []})
     )
-    real = gguf.GGUFWriter.write_tensors_to_file
+    real, written = gguf.GGUFWriter.write_tensors_to_file, []
 
     def cut_off(self, *args, **kwargs):  # noqa: ANN001, ANN202
         real(self, *args, **kwargs)
         for fout in self.fout:
             fout.flush()
-            os.truncate(fout.name, os.fstat(fout.fileno()).st_size - 416)  # 416 bytes lost, as on the 2 MB tmpfs
+            written.append(os.fstat(fout.fileno()).st_size)  # the whole file, as gguf writes it
+            os.truncate(fout.name, written[-1] - 416)  # 416 bytes lost, as on the 2 MB tmpfs
         if fault == "short write":
             raise OSError("4352 requested and 0 written")
         if fault == "ENOSPC":
             raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", cut_off)
-    if fault != "cut off in silence":  # what is left free once the write has failed
-        monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(2 << 20, 2 << 20, 4096))
+    if fault != "cut off in silence":  # the disk full while the cut-off temporary is there: none left free
+        monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(2 << 20, 2 << 20, 0))
     code, err = _export(run_dir, capsys)
     assert code == 2 and err.startswith(f"error: cannot write {run_dir / 'final.gguf'}: "), err
     if fault == "cut off in silence":
         assert "the file written is not whole" in err and "nothing was kept" in err, err
-    else:
-        assert f"the disk holding {run_dir} is full (4 KB free, the export needs " in err, err
-        assert "free at least " in err and "export elsewhere with -o PATH" in err and "requested" not in err, err
+    else:  # in the disk's blocks: free once the temporary is removed, what it held; needed: the whole file and a
+        # block each for the Modelfile and the system prompt; to free: the difference (KB rounded up)
+        block = os.statvfs(run_dir).f_frsize
+        held, need = -(-(written[0] - 416) // block) * block, (-(-written[0] // block) + 2) * block
+        free, more = f"{held / 1e3:.0f} KB free", f"free at least {-(-(need - held) // 1000)} KB"
+        assert f"is full ({free}, the export needs {-(-need // 1000)} KB): {more} or export elsewhere" in err, err
+        assert "export elsewhere with -o PATH" in err and "requested" not in err, err
     assert _exported(run_dir) == before  # the earlier export whole: its GGUF, Modelfile and system prompt
 
 

@@ -11,7 +11,7 @@ import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterator, Literal
+from typing import IO, Any, Iterator, Literal, Sequence
 
 from grpo_lite.errors import ExportError, GrpoLiteError, ModelError
 from grpo_lite.export.hparams import find_arch, hyperparameters
@@ -38,46 +38,50 @@ def _disk_full(exc: OSError) -> bool:
     return exc.errno in _FULL or bool(_SHORT_WRITE.search(str(exc))) or "No space left on device" in str(exc)
 
 
-def _full_disk(path: Path, need: int) -> str:
+def _full_disk(path: Path, files: Sequence[int], held: Sequence[int]) -> str:
     """``the disk holding FOLDER is full (F free, the export needs S): free at least N or export elsewhere with -o
-    PATH (...)``.
+    PATH (...)``, in whole blocks of that disk (a file of 1 byte takes one).
 
     Args:
-        need: the bytes the export writes there.
+        files: the sizes of the files the export writes there.
+        held: the sizes of the export's temporaries, free again once the error removes them.
     """
     try:
-        free = shutil.disk_usage(path.parent).free
+        block = os.statvfs(path.parent).f_frsize if hasattr(os, "statvfs") else 1
+        free = shutil.disk_usage(path.parent).free + sum(-(-n // block) * block for n in held)
     except OSError:  # pragma: no cover - the folder went away
-        free = 0
+        block, free = 1, 0
+    need = sum(-(-max(n, 1) // block) * block for n in files)
     more = max(need - free, 0)
     return (
-        f"the disk holding {path.parent} is full ({_size(free)} free, the export needs {_size(need)}): free "
-        f"{'at least ' + _size(more) if more else 'some space'} or export elsewhere with -o PATH (grpo-lite export ... "
+        f"the disk holding {path.parent} is full ({_size(free)} free, the export needs {_size(need, up=True)}): free "
+        f"{'at least ' + _size(more, up=True) if more else 'some space'} or export elsewhere with -o PATH (grpo-lite export ... "
         "--output PATH)"
     )
 
 
-def _size(n: float) -> str:
-    """``127 KB``, ``4.4 MB``, ``1340 MB``.
+def _size(n: float, up: bool = False) -> str:
+    """``127 KB``, ``4.4 MB``, ``1340 MB``; ``up``: rounded up (a size needed or to free, never shown short).
 
-    >>> _size(127_392), _size(4_352_000), _size(1.34e9), _size(0)
-    ('127 KB', '4.4 MB', '1340 MB', '0 KB')
+    >>> _size(127_392), _size(4_352_000), _size(1.34e9), _size(0), _size(416, up=True), _size(4_310_000, up=True)
+    ('127 KB', '4.4 MB', '1340 MB', '0 KB', '1 KB', '4.4 MB')
     """
-    if n < 1e6:
-        return f"{n / 1e3:.0f} KB"
-    return f"{n / 1e6:.1f} MB" if n < 1e7 else f"{n / 1e6:.0f} MB"
+    unit, digits = ("KB", 0) if n < 1e6 else ("MB", 1 if n < 1e7 else 0)
+    step = (1e3 if unit == "KB" else 1e6) / 10**digits
+    count = -(-n // step) if up else round(n / step)  # in steps of the last digit shown
+    return f"{count / 10**digits:.{digits}f} {unit}"
 
 
 @contextmanager
 def export_file(
-    path: Path, mode: Literal["w", "wb"] = "w", group: Together | None = None, need: int = 0
+    path: Path, mode: Literal["w", "wb"] = "w", group: Together | None = None, files: Sequence[int] = ()
 ) -> Iterator[IO[Any]]:
     """``path`` written atomically (:func:`grpo_lite.files.atomic_write`), or as one of ``group``'s files (renamed
     with the others), with an error of the filesystem as one :class:`ExportError` line; the temporaries of ``path``
     that an export killed outright left behind are removed first.
 
     Args:
-        need: the bytes the whole export writes (for a full disk's message).
+        files: the sizes of the files the whole export writes (for a full disk's message).
     """
     try:
         remove_stale_temporaries(path.parent, (path.name,))
@@ -88,7 +92,8 @@ def export_file(
             raise
         kept = "nothing was written there (an older file is kept whole)"
         if _disk_full(exc):
-            raise ExportError(f"cannot write {path}: {_full_disk(path, max(need, 1))}; {kept}") from exc
+            held = group.staged_sizes() if group is not None else []  # atomic_write's temporary is gone already
+            raise ExportError(f"cannot write {path}: {_full_disk(path, files, held)}; {kept}") from exc
         why = _WHY.get(exc.errno or 0, exc.strerror or str(exc))
         raise ExportError(
             f"cannot write {path}: {why}; {kept}; pass a path in another folder: grpo-lite export ... --output PATH"
@@ -165,8 +170,9 @@ def write_gguf(
     model = loaded if loaded is not None else source.load_model()
     writer = _writer(model, arch, quant, source)
     tensors = sum(len(shard) for shard in writer.tensors)
-    need = sum(info.nbytes for shard in writer.tensors for info in shard.values())
-    with export_file(target, "wb", group, need) as handle:
+    need = _file_bytes(writer)
+    files = (need, 1, 1) if group is not None else (need,)  # the Modelfile and system prompt to come: a block each
+    with export_file(target, "wb", group, files) as handle:
         try:  # the writer opens the temporary itself; atomic_write syncs and renames it once it is closed
             writer.write_header_to_file(path=Path(handle.name))
             writer.write_kv_data_to_file()
@@ -196,6 +202,33 @@ def _check_whole(written: Path, target: Path, tensors: int, need: int) -> None:
     if shutil.disk_usage(written.parent).free < max(need, 1):  # the write found the disk full without saying so
         raise OSError(errno.ENOSPC, f"the file was cut off at {size} bytes ({why})")
     raise ExportError(f"cannot write {target}: the file written is not whole ({why}); nothing was kept; export again")
+
+
+def _file_bytes(writer: Any) -> int:
+    """The bytes ``writer`` will write: the header, the keys, the tensors' descriptions, then each tensor at its
+    alignment (GGUF's layout, ggml's docs/gguf.md). What a full disk's message asks for; tests compare it with the
+    files gguf writes."""
+    import gguf  # optional: gguf (the gguf extra)
+
+    kinds = gguf.GGUFValueType
+    fixed = {kinds.UINT8: 1, kinds.INT8: 1, kinds.BOOL: 1, kinds.UINT16: 2, kinds.INT16: 2, kinds.UINT32: 4}
+    fixed |= {kinds.INT32: 4, kinds.FLOAT32: 4, kinds.UINT64: 8, kinds.INT64: 8, kinds.FLOAT64: 8}
+
+    def value(v: Any, kind: Any, item: Any = None) -> int:
+        if kind == kinds.STRING:
+            return 8 + len(v.encode() if isinstance(v, str) else v)
+        if kind == kinds.ARRAY:  # the items' type, their count, the items
+            item = item or (kinds.UINT8 if isinstance(v, bytes) else kinds.get_type(v[0]))
+            return 12 + (fixed[item] * len(v) if item in fixed else sum(value(x, item) for x in v))
+        return fixed[kind]
+
+    keys = sum(value(k, kinds.STRING) + 4 + value(v.value, v.type, v.sub_type) for k, v in writer.kv_data[0].items())
+    tensors = writer.tensors[0]
+    described = sum(value(name, kinds.STRING) + 4 + 8 * len(t.shape) + 4 + 8 for name, t in tensors.items())
+    return sum(
+        gguf.GGUFWriter.ggml_pad(n, writer.data_alignment)
+        for n in (24 + keys + described, *(t.nbytes for t in tensors.values()))
+    )
 
 
 def _writer(model: Any, arch: Any, quant: Quantization, source: Any) -> Any:

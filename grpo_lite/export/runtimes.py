@@ -11,7 +11,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from grpo_lite.data.prompts import Example, PromptStyle
 from grpo_lite.errors import ConfigError
@@ -138,24 +138,25 @@ def llama_cli_command(gguf: Path, system_prompt: Path | None) -> str:
 
 
 def write_runtime_files(
-    gguf: str | os.PathLike, record: dict[str, Any], group: Together | None = None, need: int = 0
+    gguf: str | os.PathLike, record: dict[str, Any], group: Together | None = None, others: Sequence[int] = ()
 ) -> RuntimeFiles:
     """Write ``NAME.Modelfile`` (and ``NAME.system_prompt.txt``) next to ``NAME.gguf``, from a run's ``run.json``:
     both or neither (with ``group``, renamed with its other files: the GGUF itself).
 
     Args:
-        need: the bytes the whole export writes (for a full disk's message).
+        others: the sizes of the export's other files (for a full disk's message).
     """
     path = Path(gguf)
     style = style_of_run(record)
     modelfile, system_file = companions(path)
     text = modelfile_text(path.name, style, tuple(record.get("stop_strings", ())))  # a ConfigError writes nothing
     system = system_file if style.system_prompt else None
+    sizes = (*others, len(text.encode()), *((len(style.system_prompt.encode()),) if system is not None else ()))
     with together() if group is None else nullcontext(group) as files:
-        with export_file(modelfile, "w", files, need) as f:
+        with export_file(modelfile, "w", files, sizes) as f:
             f.write(text)
         if system is not None:
-            with export_file(system, "w", files, need) as f:
+            with export_file(system, "w", files, sizes) as f:
                 f.write(style.system_prompt)
         else:  # an earlier export's system prompt would not be this model's
             files.remove(system_file)
@@ -180,10 +181,5 @@ def export_for_runtimes(
         source = find_source(model_dir)  # after the lock: the run's final model and record as they now are
         with together() as group:  # the GGUF, the Modelfile and the system prompt: all three renamed, or none
             gguf = gguf_file.write_gguf(model_dir, path, quantization, loaded, group)
-            files = write_runtime_files(gguf, source.run_record, group, need=_staged_bytes(group))
+            files = write_runtime_files(gguf, source.run_record, group, others=group.staged_sizes())
     return replace(files, quantization=quantization, seconds=time.perf_counter() - start)
-
-
-def _staged_bytes(group: Together) -> int:
-    """The bytes of the files ``group`` has written so far (their temporaries)."""
-    return sum(tmp.stat().st_size for tmp, _ in group.staged if tmp.exists())

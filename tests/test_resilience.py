@@ -109,6 +109,51 @@ def test_out_of_memory_steps_down_the_ladder_and_keeps_the_steps(tiny_model_dir,
     assert record["settings"]["per_device_train_batch_size"] == record["recipe"]["trl"]["per_device_train_batch_size"]
 
 
+def test_a_step_down_from_lora_carries_the_adapters_merged_with_the_tokenizer(
+    tiny_model_dir, tmp_path, capfd, monkeypatch
+):
+    """From a LoRA rung the next one starts from the base with the adapters of step 2 merged in (a PEFT model's
+    save_pretrained would write the adapters alone), from a folder that also holds the tokenizer, named in the
+    event and the line; the wall time counts both attempts."""
+    import trl
+    from transformers import AutoModelForCausalLM, TrainerCallback
+
+    from grpo_lite.training.run import replan
+
+    class Reached(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if state.global_step == 2:
+                self.weights = _digest(model)  # the adapters of step 2 merged into a copy
+
+    took, train_once = [], trl.GRPOTrainer.train
+
+    def timed(self, *args, **kwargs):  # each attempt's trainer.train(), as long as it ran (an OOM ends the first)
+        start = time.perf_counter()
+        try:
+            return train_once(self, *args, **kwargs)
+        finally:
+            took.append(time.perf_counter() - start)
+
+    monkeypatch.setattr(trl.GRPOTrainer, "train", timed)
+    asked, next_plan = [], replan.next_plan
+    monkeypatch.setattr(replan, "next_plan", lambda current, **kw: (asked.append(kw), next_plan(current, **kw))[1])
+
+    out, starts, reached = tmp_path / "run", _starts(), Reached()
+    result = train(str(tiny_model_dir), output_dir=out, max_steps=3, preset="lora", save_strategy="no",
+                   callbacks=[_oom_at(3), starts, reached], **{**FAST, "quiet": False})  # fmt: skip
+    oom, carried = _step_downs(result.events), out / "stepdown-1"
+    assert len(oom) == 1 and oom[0]["from"]["preset"] == "lora" and oom[0]["weights"] == str(carried)
+    said = capfd.readouterr()
+    assert f"going on from the weights reached (saved in {carried})" in said.out + said.err
+    assert (carried / "config.json").is_file() and not (carried / "adapter_config.json").exists()
+    assert (carried / "tokenizer_config.json").is_file()
+    saved = _digest(AutoModelForCausalLM.from_pretrained(carried))  # what the next rung (4-bit) loads
+    assert _close(saved, reached.weights) <= 1e-6 < 1e-3 < _close(saved, starts.seen[0])  # step 2's, not the base
+    assert len(asked) == 1 and asked[0]["device"] == "cpu" and asked[0]["max_prompt_length"] > 0  # the run's inputs
+    assert len(took) == 2 and sum(took) <= result.wall_seconds <= sum(took) + 0.5  # both attempts, from the calls
+    assert json.loads((out / "run.json").read_text())["wall_seconds"] == round(result.wall_seconds, 2)
+
+
 def test_out_of_memory_at_the_bottom_rung_says_what_is_needed(tiny_model_dir, tmp_path):
     with pytest.raises(DoesNotFitError, match="no cheaper rung is left"):
         train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=3, preset="qlora", save_strategy="no",
@@ -234,6 +279,101 @@ def test_step_down_skips_rungs_that_a_fixed_optimizer_rules_out():
 
     current = plan("Llama-3.2-1B-Instruct", budget_gb=24, preset="full-8bit-ckpt", optim="adamw_torch")
     assert next_plan(current, budget_gb=24).preset.method != "galore"
+
+
+def test_the_step_down_takes_the_rung_right_below():
+    from grpo_lite import plan
+    from grpo_lite.training.run.replan import OOM_ADVICE, next_plan
+
+    assert next_plan(plan("Llama-3.2-1B-Instruct", budget_gb=16, preset="galore"), budget_gb=16).preset.name == "lora"
+    with pytest.raises(DoesNotFitError) as bottom:
+        next_plan(plan("Llama-3.2-1B-Instruct", budget_gb=16, preset="qlora"), budget_gb=16)
+    assert (
+        str(bottom.value)
+        == f"out of GPU memory on preset 'qlora' and no cheaper rung is left to step down to. {OOM_ADVICE}"
+    )
+
+
+def test_no_rung_below_that_fits_names_the_smallest_budget_of_the_last_one_tried():
+    """galore on 16 GB steps down on a 2 GB budget: lora (4 GB) and qlora (3 GB) do not fit; the error is
+    qlora's, with train()'s advice (the longest prompt's tokens, not a max_prompt_length to set)."""
+    from grpo_lite import plan
+    from grpo_lite.training.run.replan import next_plan
+
+    current = plan("Llama-3.2-1B-Instruct", budget_gb=16, preset="galore")
+    with pytest.raises(DoesNotFitError) as caught:
+        next_plan(current, budget_gb=2, max_prompt_length=300)
+    with pytest.raises(DoesNotFitError) as qlora:
+        plan("Llama-3.2-1B-Instruct", budget_gb=2, preset="qlora", max_prompt_length=300)
+    error = caught.value
+    assert (error.smallest_budget_gb, error.preset) == (qlora.value.smallest_budget_gb, "qlora") == (3.0, "qlora")
+    message = str(error)
+    assert message.startswith("out of GPU memory on preset 'galore' and no cheaper rung is left to step down to; ")
+    assert str(qlora.value).split(" Or shorten max_prompt_length")[0] in message
+    assert "train() plans for the longest, 300 tokens" in message and "Or shorten max_prompt_length" not in message
+
+
+def _schedule_trainer(tmp_path, **args):
+    """What continue_schedule() reads of a trainer: its TrainingArguments, its optimizer, no scheduler yet."""
+    from types import SimpleNamespace
+
+    from transformers import TrainingArguments
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-2)
+    args = TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-2, report_to=[], **args)
+    return SimpleNamespace(args=args, optimizer=optimizer, lr_scheduler=None)
+
+
+def test_the_schedule_reads_ahead_with_its_own_arguments(tmp_path):
+    """A cosine schedule with a floor (its kwargs), warmed up once: after a step down at step 2 of 6 the new
+    trainer's rates are transformers' own schedule of 6 steps read from step 2."""
+    from transformers.optimization import get_scheduler
+
+    from grpo_lite.training.run.attempts import continue_schedule
+
+    kw = dict(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr": 1e-3}, warmup_steps=1)
+    trainer = _schedule_trainer(tmp_path, **kw)
+    assert continue_schedule(trainer, offset=2, total_steps=6) == "continues at step 2 of 6"
+    other = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1e-2)  # the one the trainer passes
+    scheduler = trainer.create_scheduler(4, optimizer=other)
+    assert scheduler.optimizer is other and trainer.create_scheduler(4) is scheduler
+    whole = get_scheduler("cosine_with_min_lr", optimizer=_schedule_trainer(tmp_path).optimizer, num_warmup_steps=1,
+                          num_training_steps=6, scheduler_specific_kwargs={"min_lr": 1e-3})  # fmt: skip
+    rates = []
+    for _ in range(4):
+        rates.append(other.param_groups[0]["lr"])
+        other.step(), scheduler.step()
+    assert rates == pytest.approx([1e-2 * whole.lr_lambdas[0](step) for step in range(2, 6)], rel=1e-9)
+    assert rates[-1] > 1e-3 * 0.99 and rates[0] < 1e-2  # past the warmup, above the floor
+
+
+@pytest.mark.parametrize(
+    "args, kind",
+    [
+        (dict(lr_scheduler_type="reduce_lr_on_plateau", eval_strategy="steps", eval_steps=1), "reduce_lr_on_plateau"),
+        (dict(optim="galore_adamw_layerwise"), "linear"),
+    ],
+)
+def test_a_schedule_that_cannot_start_later_restarts_and_says_why(tmp_path, args, kind):
+    from grpo_lite.training.run.attempts import continue_schedule
+
+    trainer = _schedule_trainer(tmp_path, **args)
+    note = continue_schedule(trainer, offset=2, total_steps=6)
+    assert note == f"restarts: a {kind} schedule (or a layer-wise optimizer's) cannot start at a later step"
+    assert "create_scheduler" not in vars(trainer)
+
+
+def test_a_trainer_of_another_transformers_restarts_the_schedule_with_a_warning(tmp_path, monkeypatch):
+    from transformers import Trainer
+
+    from grpo_lite.training.run.attempts import continue_schedule
+
+    monkeypatch.setattr(Trainer, "create_scheduler", lambda self, steps: None)  # another signature
+    trainer = _schedule_trainer(tmp_path)
+    known = "restarts: transformers' Trainer.create_scheduler is not the one grpo-lite knows"
+    with pytest.warns(UserWarning, match=f"^the learning-rate schedule {known}$"):
+        assert continue_schedule(trainer, offset=2, total_steps=6) == known
+    assert "create_scheduler" not in vars(trainer)
 
 
 def test_planner_inputs_cannot_be_overridden(tiny_model_dir, tmp_path):

@@ -154,6 +154,27 @@ def test_a_step_down_from_lora_carries_the_adapters_merged_with_the_tokenizer(
     assert json.loads((out / "run.json").read_text())["wall_seconds"] == round(result.wall_seconds, 2)
 
 
+def test_two_step_downs_keep_every_steps_and_every_attempts_time(tiny_model_dir, tmp_path, monkeypatch):
+    """An OOM as the first attempt's step 2 begins and as the second's step 3 begins (its own count): two rungs
+    down, four steps in all, the wall time the three attempts' sum."""
+    import trl
+
+    took, train_once = [], trl.GRPOTrainer.train
+
+    def timed(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return train_once(self, *args, **kwargs)
+        finally:
+            took.append(time.perf_counter() - start)
+
+    monkeypatch.setattr(trl.GRPOTrainer, "train", timed)
+    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=4, preset="full", save_strategy="no",
+                   callbacks=[_oom_at(2), _oom_at(3)], **FAST)  # fmt: skip
+    assert [e["step"] for e in _step_downs(result.events)] == [1, 3] and result.steps == 4  # 3: 1 + 2 steps
+    assert len(took) == 3 and sum(took) <= result.wall_seconds <= sum(took) + 0.5
+
+
 def test_out_of_memory_at_the_bottom_rung_says_what_is_needed(tiny_model_dir, tmp_path):
     with pytest.raises(DoesNotFitError, match="no cheaper rung is left"):
         train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=3, preset="qlora", save_strategy="no",

@@ -38,6 +38,23 @@ def _step_downs(events: list) -> list:
     return [e for e in events if e["event"] == "replanned" and e["cause"] == "out_of_memory"]
 
 
+def _time_attempts(monkeypatch) -> list[float]:
+    """The seconds of each attempt's ``trainer.train()`` as long as it ran (an OOM ends all but the last), in order."""
+    import trl
+
+    took, train_once = [], trl.GRPOTrainer.train
+
+    def timed(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return train_once(self, *args, **kwargs)
+        finally:
+            took.append(time.perf_counter() - start)
+
+    monkeypatch.setattr(trl.GRPOTrainer, "train", timed)
+    return took
+
+
 def _stop_at(step: int):
     """A callback that stops training after ``step`` and saves a checkpoint, as Ctrl-C does."""
     from transformers import TrainerCallback
@@ -115,7 +132,6 @@ def test_a_step_down_from_lora_carries_the_adapters_merged_with_the_tokenizer(
     """From a LoRA rung the next one starts from the base with the adapters of step 2 merged in (a PEFT model's
     save_pretrained would write the adapters alone), from a folder that also holds the tokenizer, named in the
     event and the line; the wall time counts both attempts."""
-    import trl
     from transformers import AutoModelForCausalLM, TrainerCallback
 
     from grpo_lite.training.run import replan
@@ -125,16 +141,7 @@ def test_a_step_down_from_lora_carries_the_adapters_merged_with_the_tokenizer(
             if state.global_step == 2:
                 self.weights = _digest(model)  # the adapters of step 2 merged into a copy
 
-    took, train_once = [], trl.GRPOTrainer.train
-
-    def timed(self, *args, **kwargs):  # each attempt's trainer.train(), as long as it ran (an OOM ends the first)
-        start = time.perf_counter()
-        try:
-            return train_once(self, *args, **kwargs)
-        finally:
-            took.append(time.perf_counter() - start)
-
-    monkeypatch.setattr(trl.GRPOTrainer, "train", timed)
+    took = _time_attempts(monkeypatch)
     asked, next_plan = [], replan.next_plan
     monkeypatch.setattr(replan, "next_plan", lambda current, **kw: (asked.append(kw), next_plan(current, **kw))[1])
 
@@ -157,18 +164,7 @@ def test_a_step_down_from_lora_carries_the_adapters_merged_with_the_tokenizer(
 def test_two_step_downs_keep_every_steps_and_every_attempts_time(tiny_model_dir, tmp_path, monkeypatch):
     """An OOM as the first attempt's step 2 begins and as the second's step 3 begins (its own count): two rungs
     down, four steps in all, the wall time the three attempts' sum."""
-    import trl
-
-    took, train_once = [], trl.GRPOTrainer.train
-
-    def timed(self, *args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return train_once(self, *args, **kwargs)
-        finally:
-            took.append(time.perf_counter() - start)
-
-    monkeypatch.setattr(trl.GRPOTrainer, "train", timed)
+    took = _time_attempts(monkeypatch)
     result = train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=4, preset="full", save_strategy="no",
                    callbacks=[_oom_at(2), _oom_at(3)], **FAST)  # fmt: skip
     assert [e["step"] for e in _step_downs(result.events)] == [1, 3] and result.steps == 4  # 3: 1 + 2 steps

@@ -11,7 +11,7 @@ import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterator, Literal, Sequence
+from typing import IO, Any, Iterable, Iterator, Literal, Sequence
 
 from grpo_lite.errors import ExportError, GrpoLiteError, ModelError
 from grpo_lite.export.hparams import find_arch, hyperparameters
@@ -48,10 +48,15 @@ def _full_disk(path: Path, files: Sequence[int], held: Sequence[int]) -> str:
     """
     try:
         block = os.statvfs(path.parent).f_frsize if hasattr(os, "statvfs") else 1
-        free = shutil.disk_usage(path.parent).free + sum(-(-n // block) * block for n in held)
+        free = shutil.disk_usage(path.parent).free
     except OSError:  # pragma: no cover - the folder went away
         block, free = 1, 0
-    need = sum(-(-max(n, 1) // block) * block for n in files)
+
+    def on_disk(sizes: Iterable[int]) -> int:  # in whole blocks
+        return sum(-(-n // block) * block for n in sizes)
+
+    free += on_disk(held)
+    need = on_disk(max(n, 1) for n in files)  # a file written takes a block, however short
     more = max(need - free, 0)
     return (
         f"the disk holding {path.parent} is full ({_size(free)} free, the export needs {_size(need, up=True)}): free "

@@ -421,6 +421,23 @@ def test_overwrite_removes_links_not_their_targets(tmp_path):
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_folder_without_a_run_keeps_the_users_files(tiny_model_dir, tmp_path, monkeypatch, overwrite):
+    """A project folder (--output-dir .) whose README.md a run would replace with TRL's model card: refused before
+    anything is written, with or without overwrite; the notes stay (before: replaced, rc 0)."""
+    from grpo_lite import OutputDirError
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("notes")
+    (project / "final").mkdir()
+    monkeypatch.chdir(project)
+    with pytest.raises(OutputDirError, match=r"\. holds README\.md, final, which grpo-lite did not write.*another"):
+        train(str(tiny_model_dir), output_dir=".", overwrite=overwrite, **{**FAST, "max_steps": 1})
+    assert (project / "README.md").read_text() == "notes"
+    assert sorted(p.name for p in project.iterdir()) == ["README.md", "final"]
+
+
 def test_a_link_inside_a_checkpoint_is_refused_without_overwrite(tmp_path):
     from grpo_lite import OutputDirError
     from grpo_lite.training.run.folder import guard_output_dir

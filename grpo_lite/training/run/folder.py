@@ -174,7 +174,7 @@ def check_disk(run: RunFolder, the_plan: Plan) -> None:
         run.console.print(f"[yellow]{note}[/yellow]")
 
 
-_RUN_MARKERS = ("run.json", "final", "history.jsonl")
+_RUN_MARKERS = ("run.json", "run.json.corrupt", "history.jsonl")  # a final/ alone may be a project's folder
 
 
 def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None:
@@ -184,7 +184,8 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
 
     Raises:
         ConfigError: the folder holds another run and neither resume nor overwrite was asked, or both were asked.
-        OutputDirError: a symbolic link where the run writes (not with overwrite, which removes it).
+        OutputDirError: a symbolic link where the run writes (not with overwrite, which removes it); a folder
+            without a run holds a file or folder of the name a run writes (a user's README.md).
     """
     from grpo_lite.training.run import checkpoints  # heavy: imports transformers
 
@@ -210,6 +211,23 @@ def guard_output_dir(output_dir: Path, *, resume: bool, overwrite: bool) -> None
             if holds_run or entry.is_symlink():  # in a folder without a run, only the links where the run writes
                 files.remove(entry)
     files.refuse_links(output_dir)
+    if not holds_run:  # a folder without a run: what it holds where a run writes is the user's (a README.md)
+        _refuse_foreign(output_dir)
+
+
+def _refuse_foreign(output_dir: Path) -> None:
+    """Refuse a folder without a run that holds entries a run would write over (``--output-dir .`` in a project).
+
+    Raises:
+        OutputDirError: naming them.
+    """
+    foreign = [entry.name for entry in files.run_entries(output_dir)]
+    if foreign:
+        raise OutputDirError(
+            f"{output_dir} holds {', '.join(foreign)}, which grpo-lite did not write and a run would replace; "
+            "nothing was changed: move them away, or pass another output folder (--output-dir DIR; Python: "
+            "output_dir=...), a new or empty one"
+        )
 
 
 def disk_full(exc: BaseException, run: RunFolder, the_plan: Plan) -> Exception | None:

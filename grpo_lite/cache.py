@@ -13,4 +13,4 @@ __all__ = ["cache_root"]
 
 def cache_root() -> Path:
     """The cache folder (not necessarily existing yet), read from the environment at each call."""
-    return Path(os.environ.get("GRPO_LITE_CACHE", Path.home() / ".cache" / "grpo_lite"))
+    return Path(os.environ.get("GRPO_LITE_CACHE") or Path.home() / ".cache" / "grpo_lite")  # set empty: not set

@@ -23,6 +23,7 @@ __all__ = [
     "RUN_GGUF",
     "Together",
     "atomic_write",
+    "check_name_lengths",
     "export_companions",
     "inside",
     "refuse_links",
@@ -52,6 +53,25 @@ RUN_ENTRIES = (
     "final.Modelfile",
     "final.system_prompt.txt",
 )
+
+
+NAME_MAX = 255  # bytes in one file or folder name (ext4, APFS, NTFS)
+NAME_ROOM = NAME_MAX - 32  # what a name may use: a temporary beside a file adds ".", ".tmp-PID-HEX"
+
+
+def check_name_lengths(path: str | os.PathLike, option: str) -> None:
+    """Refuse ``path`` when one of its names is longer than the file system takes (with a temporary's suffix).
+
+    Raises:
+        OutputDirError: naming the long name's start, its length and ``option`` (where to pass a shorter one).
+    """
+    for part in Path(path).parts:
+        if len(os.fsencode(part)) > NAME_ROOM:
+            raise OutputDirError(
+                f"the name {part[:24]}... in {option.split()[0]} is {len(os.fsencode(part))} bytes; a file or folder "
+                f"name may have at most {NAME_ROOM} here (the file system takes {NAME_MAX}, less the suffix of a "
+                f"temporary file): pass a shorter one ({option})"
+            )
 
 
 class Together:

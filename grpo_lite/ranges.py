@@ -15,10 +15,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Collection
 
-from grpo_lite.defaults import EVALUATION, LORA, RUN, STEP
+from grpo_lite.defaults import EVALUATION, LORA, RESILIENCE, RUN, STEP
 from grpo_lite.errors import ConfigError
 
-__all__ = ["RANGES", "Range", "check"]
+__all__ = ["MAX_STEPS", "RANGES", "Range", "check", "check_written"]
 
 
 @dataclass(frozen=True)
@@ -29,10 +29,14 @@ class Range:
     what: str
     example: Any
     whole: bool = False  # a whole number (True and False are not)
+    takes_none: bool = True  # False: written as None it is refused (the planner needs a number; leave it out)
 
 
-def _whole(example: int, what: str = "a positive integer", least: int = 1) -> Range:
-    return Range(lambda x: x >= least, what, example, whole=True)
+def _whole(example: int, what: str = "a positive integer", least: int = 1, *, takes_none: bool = True) -> Range:
+    return Range(lambda x: x >= least, what, example, whole=True, takes_none=takes_none)
+
+
+MAX_STEPS = 10**8  # about three years at a step a second: more is a typo (a warmup share of it never ends)
 
 
 RANGES: dict[str, Range] = {  # GRPOConfig's fields first, in its order
@@ -57,15 +61,17 @@ RANGES: dict[str, Range] = {  # GRPOConfig's fields first, in its order
     "epsilon": Range(lambda x: x > 0, "> 0", 0.2),
     "epsilon_high": Range(lambda x: x > 0, "> 0", 0.28),
     "num_iterations": _whole(STEP.num_iterations, ">= 1"),
-    "num_generations": _whole(STEP.num_generations, ">= 2 (GRPO compares a group)", least=2),
+    "num_generations": _whole(STEP.num_generations, ">= 2 (GRPO compares a group)", least=2, takes_none=False),
     "vllm_gpu_memory_utilization": Range(lambda x: 0 < x <= 1, "in (0, 1]", STEP.vllm_gpu_memory_utilization),
     "per_device_train_batch_size": _whole(STEP.per_device_train_batch_size),
     "gradient_accumulation_steps": _whole(STEP.gradient_accumulation_steps),
     "max_prompt_length": _whole(STEP.max_prompt_length),
-    "max_completion_length": _whole(STEP.max_completion_length),
-    "max_steps": _whole(1),
+    "max_completion_length": _whole(STEP.max_completion_length, takes_none=False),
+    "max_steps": Range(lambda x: 1 <= x <= MAX_STEPS, f"a whole number from 1 to {MAX_STEPS:_}", 1, whole=True),
+    "seed": Range(lambda x: 0 <= x < 2**32, "a whole number from 0 to 2**32 - 1 (numpy's seeds)", 0, whole=True),
     # grpo-lite's own: train(), plan(), estimate(), evaluate(), the recipe's keys and the CLI's flags
     "num_processes": _whole(STEP.num_processes),
+    "oom_window_steps": _whole(RESILIENCE.oom_window_steps, "a whole number >= 0 (0 never steps down)", least=0),
     "lora_r": _whole(LORA.r, ">= 1"),
     "lora_alpha": Range(lambda x: x > 0, "> 0", LORA.alpha(LORA.r)),
     "lora_dropout": Range(lambda x: 0 <= x < 1, "in [0, 1)", 0.05),
@@ -112,3 +118,19 @@ def check(
     if isinstance(value, bool) or not isinstance(value, number) or not rule.accepts(value):
         raise ConfigError(f"{written} must be {rule.what}{example}")
     return value
+
+
+def check_written(key: str, value: Any, **how: Any) -> Any:
+    """:func:`check` for a value the user wrote (an override, ``--set``, a recipe's ``trl:``), where None is not
+    "not set": a setting the planner needs as a number refuses it (``how``: :func:`check`'s keywords).
+
+    Raises:
+        ConfigError: None for such a setting (leave it out instead), or what :func:`check` raises.
+    """
+    rule = RANGES.get(key)
+    if value is None and rule is not None and not rule.takes_none:
+        written = how.get("written") or f"{key}=None"
+        raise ConfigError(
+            f"{written}: {key} must be a number; leave it out for the planner's choice, or e.g. {key}={rule.example!r}"
+        )
+    return check(key, value, **how)

@@ -55,6 +55,13 @@ CASES = [
     (["train", TINY, *FAST, "--set", "max_steps=3"], "use --max-steps"),
     (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--set", "max_prompt_length=300"], "use --max-prompt-length"),
     (["plan", "Qwen3-30B-A3B", "--budget-gb", "80"], "mixture-of-experts model (128 experts, 8 per token)"),
+    # issue 44: plan checks --set with train's ranges (before: ZeroDivisionError; learning_rate=-1 exited 0)
+    (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--set", "num_generations=0"], "num_generations=0 must be >= 2"),
+    (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--set", "learning_rate=-1"], "learning_rate=-1 must be > 0"),
+    (["plan", "Llama-3.2-1B", "--budget-gb", "16", "--write", "{tmp}/" + "b" * 300 + ".yaml"], "is 305 bytes"),
+    (["train", TINY, *FAST, "--seed", "-1"], "seed=-1 must be a whole number from 0 to 2**32 - 1"),
+    (["train", TINY, *FAST, "--set", "max_completion_length=None"], "leave it out for the planner's choice"),
+    (["train", TINY, *FAST, "--set", "max_completion_length=1000000000"], "has a context of 1024 tokens"),
 ]
 FILES = {
     "empty.jsonl": "",

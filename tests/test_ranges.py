@@ -79,7 +79,7 @@ def test_train_and_evaluate_arguments() -> None:
     from grpo_lite.evaluation import evaluate
     from grpo_lite.training.arguments import check_arguments
 
-    with pytest.raises(ConfigError, match=r"^max_steps=0 must be a positive integer; e\.g\. max_steps=1$"):
+    with pytest.raises(ConfigError, match=r"^max_steps=0 must be a whole number from 1 to 100_000_000; e\.g\. max_steps=1$"):
         check_arguments(0, "step_down", None, {})
     with pytest.raises(ConfigError, match=r"^batch_size=0 must be a positive integer; e\.g\. batch_size=16$"):
         evaluate("no-model-is-loaded", batch_size=0)
@@ -96,7 +96,7 @@ def test_a_whole_number_is_an_int_not_a_bool_nor_a_float(value) -> None:
 def test_not_finite_and_unbounded() -> None:
     with pytest.raises(ConfigError, match=r"^learning_rate=nan must be a finite number; e\.g\. learning_rate=1e-05$"):
         check("learning_rate", float("nan"))
-    assert check("seed", -5) == -5  # no range: passes
+    assert check("eval_steps", -5) == -5  # no range: passes
     assert check("num_processes", None) is None  # not set: passes
 
 
@@ -108,7 +108,72 @@ def test_every_range_names_a_setting_that_exists() -> None:
     from grpo_lite.evaluation import evaluate
     from grpo_lite.memory.settings import StepSettings
     from grpo_lite.recipe.values import OwnSettings
+    from grpo_lite.training.trainer import train
 
     names = {f.name for cls in (GRPOConfig, OwnSettings, StepSettings) for f in dataclasses.fields(cls)}
-    names |= set(inspect.signature(evaluate).parameters)
+    names |= set(inspect.signature(evaluate).parameters) | set(inspect.signature(train).parameters)
     assert sorted(set(RANGES) - names) == []
+
+
+_PACKAGE = Path(__file__).resolve().parents[1] / "grpo_lite"
+
+
+@pytest.mark.parametrize(
+    ("passed", "message"),
+    [  # issue 44's hostile values: each was used for its truthiness or reached numpy, TRL or the disk
+        ({"overwrite": "no"}, "overwrite='no' is not valid; choose True or False"),
+        ({"resume": 1}, "resume=1 is not valid; choose True or False"),
+        ({"seed": -1}, "seed=-1 must be a whole number from 0 to 2**32 - 1 (numpy's seeds); e.g. seed=0"),
+        ({"seed": 2**32}, "seed=4294967296 must be a whole number from 0 to 2**32 - 1"),
+        ({"oom_window_steps": "x"}, "oom_window_steps='x' must be a whole number >= 0 (0 never steps down)"),
+        ({"oom_window_steps": -5}, "oom_window_steps=-5 must be a whole number >= 0"),
+        ({"oom_window_steps": float("nan")}, "oom_window_steps=nan must be a finite number"),
+        ({"max_steps": 10**30}, f"max_steps={10**30} must be a whole number from 1 to 100_000_000; e.g. max_steps=1"),
+        ({"max_completion_length": None}, "max_completion_length=None: max_completion_length must be a number; leave"),
+        ({"output_dir": ""}, "output_dir='' names no folder; pass a folder path such as output_dir='runs/my-run'"),
+        ({"output_dir": "/"}, "output_dir '/' is the filesystem root, not a folder a run may fill"),
+        ({"output_dir": _PACKAGE / "runs"}, f"output_dir '{_PACKAGE / 'runs'}' is inside grpo-lite's package"),
+        ({"output_dir": "a" * 300}, "the name aaaaaaaaaaaaaaaaaaaaaaaa... in --output-dir is 300 bytes"),
+        ({"model": ["a", "b"]}, "model=['a', 'b']: model takes text"),
+    ],
+    ids=lambda v: str(v)[:40] if isinstance(v, dict) else "",
+)
+def test_train_types_every_argument_where_it_enters(passed, message, tmp_path, monkeypatch) -> None:
+    """Refused before anything loads or is written, in the table's words (before: a numpy or OS traceback, a run
+    in the current folder or the filesystem root, or ``overwrite="no"`` replacing a finished run)."""
+    from grpo_lite import GrpoLiteError, train
+
+    monkeypatch.chdir(tmp_path)
+    passed = dict(passed)
+    model = passed.pop("model", "no-model-is-loaded")
+    with pytest.raises(GrpoLiteError) as caught:
+        train(model, **{"output_dir": "run", **passed})
+    assert str(caught.value).startswith(message)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("seed: -1", "r.yaml: seed: -1 must be a whole number from 0 to 2**32 - 1 (numpy's seeds); e.g. seed: 0"),
+        ("max_steps: 1.5", "r.yaml: max_steps: 1.5: max_steps takes a whole number or None; e.g. max_steps=1"),
+        ("model: [a, b]", "r.yaml: model: [a, b]: model takes text"),
+    ],
+)
+def test_a_recipe_key_is_typed_as_the_argument(tmp_path: Path, line: str, message: str) -> None:
+    """The recipe's keys go through the same table (before: max_steps: 1.5 suggested max_steps=-1, itself refused;
+    a list as the model was a TypeError)."""
+    from grpo_lite.recipe.recipe import Recipe
+
+    path = tmp_path / "r.yaml"
+    path.write_text(f"model: Llama-3.2-1B\npreset: lora\n{line}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        Recipe.read(path)
+    assert str(caught.value).endswith(message)
+
+
+def test_plan_checks_its_settings_with_trains_ranges() -> None:
+    from grpo_lite.planning.choose import plan
+
+    with pytest.raises(ConfigError, match=r"^num_generations=0 must be >= 2 \(GRPO compares a group\)"):
+        plan("Llama-3.2-1B", 16, num_generations=0)

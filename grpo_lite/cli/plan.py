@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any
 
+from grpo_lite import files
 from grpo_lite.cli.measure import measure_plan
 from grpo_lite.cli.options import add_options, parse_set
 from grpo_lite.defaults import STEP
@@ -185,6 +186,7 @@ def _run(args: argparse.Namespace) -> int:
         return _compare(args, fixed)
     if args.write:  # the checks train --config runs on the file, before anything is planned or written
         fixed = check_overrides(fixed)
+        files.check_name_lengths(args.write, "--write FILE")
     if len(args.models) > 1:
         raise ConfigError(f"got {len(args.models)} models: pass one MODEL, or add --compare to see several")
     if args.plot:

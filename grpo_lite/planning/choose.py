@@ -21,7 +21,7 @@ from grpo_lite.planning.candidates import fits
 from grpo_lite.planning.ladder import METHODS
 from grpo_lite.planning.result import Plan
 from grpo_lite.planning.search import search
-from grpo_lite.ranges import check
+from grpo_lite.ranges import check, check_written
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode
@@ -74,6 +74,8 @@ def plan(
     check("sharding", sharding, get_args(Sharding))
     check("num_processes", num_processes)
     check("max_prompt_length", max_prompt_length)
+    for key, value in fixed.items():  # the ranges train() checks, with its messages (before: a ZeroDivisionError)
+        check_written(key, value)
     block_source(blocks)  # an unknown mode fails here, before the search
     if fixed.get("use_cpu") is True:
         if device == "cuda":

@@ -28,7 +28,7 @@ from grpo_lite.defaults import ProblemChoice
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
-from grpo_lite.ranges import check
+from grpo_lite.ranges import RANGES, check_written
 
 __all__ = [
     "MAX_YAML_NODES",
@@ -74,6 +74,7 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 _NOT_OF_TYPE = (ValueError, TypeError, argparse.ArgumentTypeError)  # what a type or _one raises for a value not of it
 _PLANNER_CHOICES = {"optim"}  # choices the planner checks against what it models (a shorter, truer list)
+_TEXT = {f.name for f in dataclasses.fields(OwnSettings) if f.type == "str"}  # grpo-lite's own text: a list is not
 
 
 @functools.lru_cache(maxsize=1)
@@ -106,6 +107,8 @@ def _one(action: argparse.Action, value: Any) -> Any:
         value = value.value
     if isinstance(value, str):
         value = action.type(value) if action.type is not None else value  # TRL's parser: text -> the type
+    elif action.dest in _TEXT:  # model, preset: a list would reach the loader (a TypeError)
+        raise ValueError
     elif (kind := _KINDS.get(getattr(action.type, "__name__", ""))) is not None:
         if not isinstance(value, kind[0]) or (isinstance(value, bool) and bool not in kind[0]):  # True is an int
             raise ValueError
@@ -158,7 +161,7 @@ def _example(key: str, action: argparse.Action, value: Any, many: bool) -> str:
     if many and not isinstance(value, (list, tuple)):
         with contextlib.suppress(*_NOT_OF_TYPE):
             return f"; e.g. {key}={[_one(action, value)]!r}"
-    default = action.default
+    default = RANGES[key].example if key in RANGES else action.default  # TRL's max_steps=-1 is refused here
     if isinstance(default, Enum):
         default = default.value
     if default is None or default is argparse.SUPPRESS or isinstance(default, (list, dict)):
@@ -312,7 +315,7 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
     check_config_keys(overrides, also=(*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS))
     overrides = {key: typed(key, value) for key, value in overrides.items()}
     for key, value in overrides.items():
-        check(key, value)
+        check_written(key, value)
     weights = overrides.get("reward_weights")  # typed above: a list of numbers
     if weights is not None:
         if not all(math.isfinite(w) for w in weights):

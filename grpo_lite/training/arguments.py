@@ -16,6 +16,7 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.ranges import check
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.recipe.values import check_overrides, typed
+from grpo_lite.training import checks
 from grpo_lite.training.run.ranks import process_state
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -32,6 +33,7 @@ __all__ = [
     "after_training",
     "check_arguments",
     "check_recipe_launch",
+    "check_run_options",
     "recipe_with_passed_arguments",
     "request",
 ]
@@ -133,6 +135,18 @@ def check_arguments(
     return reward_funcs, check_overrides(overrides, n_rewards=len(reward_funcs))
 
 
+def check_run_options(*, oom_window_steps: Any, **flags: Any) -> None:
+    """train()'s switches are True or False ("no" is not False), and its OOM window a whole number of steps.
+
+    Raises:
+        ConfigError: naming the argument and what it takes.
+    """
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r} is not valid; choose True or False")
+    check("oom_window_steps", oom_window_steps)
+
+
 @dataclass
 class Request:
     """What train() was asked for, checked: a recipe to run as written (every value below is then the recipe's), or
@@ -162,6 +176,8 @@ def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> 
             argument or setting.
     """
     overrides, on_oom, on_stall = passed.pop("overrides"), passed.pop("on_oom"), passed.pop("on_stall")
+    check_run_options(**{key: passed.pop(key) for key in ("resume", "overwrite", "quiet", "oom_window_steps")})
+    checks.check_output_path(passed.pop("output_dir"))
     recipe = config  # a Recipe, the arguments passed already applied (recipe_with_passed_arguments)
     if recipe is not None:  # the recipe's values are the run's
         check_recipe_launch(recipe)
@@ -172,8 +188,9 @@ def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> 
         overrides = recipe.plan_settings()  # checked below as train()'s own overrides are
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
-    else:  # typed as a recipe's are
-        passed.update({key: typed(key, passed[key]) for key in ("seed", "shared_prefix", "stop_strings")})
+    else:  # typed and checked as a recipe's are
+        model = typed("model", os.fspath(model) if isinstance(model, os.PathLike) else model)
+        passed.update({key: check(key, typed(key, passed[key])) for key in ("seed", "shared_prefix", "stop_strings")})
     reward_funcs, overrides = check_arguments(passed["max_steps"], on_oom, passed["rewards"], overrides, on_stall)
     return Request(model, budget_gb, reward_funcs=reward_funcs, overrides=overrides, recipe=recipe, **passed)
 

@@ -6,16 +6,44 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from grpo_lite import files
 from grpo_lite.defaults import GIB
 from grpo_lite.errors import ConfigError, OutputDirError
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["check_free_space", "check_output_dir", "check_positions", "format_bytes"]
+__all__ = ["check_free_space", "check_output_dir", "check_output_path", "check_positions", "format_bytes"]
 _FOLDER_OPTION = "(--output-dir DIR; Python: output_dir=...)"
+
+
+def check_output_path(output_dir: Any) -> None:
+    """``output_dir`` (None: runs/<model>-<time>) names a folder a run may fill: text or a path, not empty (the
+    current folder), not the filesystem root, not inside grpo-lite's installed package, with names the file system
+    takes. Checked where train() takes it, before anything is loaded.
+
+    Raises:
+        ConfigError: it is none of those; the message says what to pass. OutputDirError: a name too long.
+    """
+    if output_dir is None:
+        return
+    example = "such as output_dir='runs/my-run' (--output-dir runs/my-run)"
+    if not isinstance(output_dir, (str, os.PathLike)) or os.fspath(output_dir) == "":
+        raise ConfigError(
+            f"output_dir={output_dir!r} names no folder; pass a folder path {example}, or leave it out for "
+            "runs/<model>-<time>"
+        )
+    files.check_name_lengths(output_dir, "--output-dir DIR; Python: output_dir=...")
+    out = Path(output_dir).resolve()
+    package = Path(__file__).resolve().parents[1]  # grpo_lite/
+    if out == Path(out.anchor) or out == package or package in out.parents:
+        where = "is the filesystem root" if out == Path(out.anchor) else f"is inside grpo-lite's package ({package})"
+        raise ConfigError(
+            f"output_dir {os.fspath(output_dir)!r} {where}, not a folder a run may fill; pass a folder of its own "
+            f"{example}"
+        )
 
 
 def check_output_dir(out: Path) -> None:

@@ -59,6 +59,8 @@ def make_plan(
     settings = (
         dict(request.overrides) if recipe is not None else {**request.overrides, "shared_prefix": request.shared_prefix}
     )
+    if "max_completion_length" in settings:  # the model's context before the budget: 10**9 tokens names the context
+        check_positions(inputs.prompt_tokens, settings["max_completion_length"], inputs.context, inputs.spec.name)
     try:
         the_plan = plan(inputs.spec, method=method, preset=preset, **kwargs, **settings)
     except DoesNotFitError as exc:  # the planner's advice names max_prompt_length, which train() measures itself

@@ -127,7 +127,8 @@ def train(
     request = arguments.request(
         config, model, budget_gb, dataset=dataset, rewards=rewards, seed=seed, max_steps=max_steps, method=method,
         preset=preset, prompt_style=prompt_style, shared_prefix=shared_prefix, stop_strings=stop_strings,
-        on_oom=on_oom, on_stall=on_stall, overrides=overrides,
+        on_oom=on_oom, on_stall=on_stall, overrides=overrides, resume=resume, overwrite=overwrite, quiet=quiet,
+        oom_window_steps=oom_window_steps, output_dir=output_dir,
     )  # fmt: skip
     spec = resolve_model(request.model)  # once: every stage below reads this spec
     if after is not None:

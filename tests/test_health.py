@@ -248,6 +248,9 @@ def test_adapt_raises_the_completion_length_at_a_checkpoint(tiny_model_dir, tmp_
     assert len(adapted) == 1 and adapted[0]["step"] == 2 and adapted[0]["cause"] == "stall", record["events"]
     old, new = adapted[0]["from"]["max_completion_length"], adapted[0]["to"]["max_completion_length"]
     assert old == 4 and new > 4 and record["plan"]["settings"]["max_completion_length"] == new
+    # issue 44 M8: only what changed (before: num_train_epochs None -> 1 and ~10 more, nulls in from)
+    assert set(adapted[0]["from"]) == {"max_completion_length", "peak_gib"}, adapted[0]
+    assert None not in adapted[0]["from"].values()
     lengths = [row["completions/mean_length"] for row in result.history]
     assert max(lengths[:2]) <= 4 < min(lengths[2:])
     assert f"max_completion_length 4 -> {new}" in " ".join(capsys.readouterr().out.split())

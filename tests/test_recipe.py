@@ -463,7 +463,7 @@ def test_a_folder_given_as_the_recipe_file_is_said_to_be_a_folder(tmp_path, caps
     [
         ({"lora": {"r": 0}}, "lora.r: 0 must be >= 1; e.g. r: 16"),
         ({"lora": {"lora_dropout": 2}}, "lora.lora_dropout: 2 must be in [0, 1); e.g. lora_dropout: 0.05"),
-        ({"max_steps": -3}, "max_steps: -3 must be a positive integer; e.g. max_steps: 1"),
+        ({"max_steps": -3}, "max_steps: -3 must be a whole number from 1 to 100_000_000; e.g. max_steps: 1"),
         ({"num_processes": 0}, "num_processes: 0 must be a positive integer; e.g. num_processes: 1"),
         ({"trl": {"learning_rate": -1}}, "trl: learning_rate=-1 must be > 0"),  # as before: named the file already
     ],

@@ -75,7 +75,7 @@ def test_a_bad_recipe_file_is_one_line_from_the_cli(text, fragment, tmp_path, ca
             "stop_strings: </answer>\n",
             "stop_strings: </answer>: stop_strings takes a list of text; e.g. stop_strings=['</answer>']",
         ),
-        ("seed: null\n", "seed: null: seed takes a whole number; e.g. seed=42"),
+        ("seed: null\n", "seed: null: seed takes a whole number; e.g. seed=0"),  # grpo-lite's default, not TRL's
         ("rewards: 5\n", "rewards must be a list of reward names"),
         ("budget_gb: lots\n", "budget_gb: lots: budget_gb takes a number or None"),
         ("trl:\n  learning_rat: 1.0e-5\n", "did you mean 'learning_rate'?"),
@@ -98,6 +98,37 @@ def test_model_of_the_wrong_type_is_named(tmp_path):
     path.write_text("model: 5\npreset: lora\n")
     with pytest.raises(ConfigError, match=r"r\.yaml: model: 5: model takes text"):
         Recipe.read(path)
+
+
+@pytest.mark.parametrize("report_to", ["['tensorboard']", "nosuch"])
+def test_a_tracker_that_is_missing_is_refused_before_the_folder_is_written(
+    tiny_model_dir, tmp_path, capsys, monkeypatch, report_to
+):
+    """Issue 44 M4: transformers' RuntimeError came after run.json was written, and the folder then refused a plain
+    rerun. Missing here: transformers finds no tracker installed (whatever this machine has)."""
+    from transformers.integrations import integration_utils
+
+    monkeypatch.setattr(integration_utils, "get_available_reporting_integrations", lambda: [])
+    out = tmp_path / "run"
+    argv = ["train", str(tiny_model_dir), "--dataset", "synthetic", "--reward", "length", "--max-steps", "1"]
+    error = _cli_error([*argv, "--set", f"report_to={report_to}", "--output-dir", str(out)], capsys)
+    if report_to == "nosuch":
+        assert "'nosuch' is not a tracker transformers knows (azure_ml, " in error, error
+    else:
+        assert "tensorboard is not installed (pip install tensorboard); or drop it (report_to='none'" in error, error
+    assert not out.exists()
+
+
+def test_the_run_folder_and_the_cache_are_never_the_current_folder_by_accident(monkeypatch, tmp_path):
+    """GRPO_LITE_CACHE set empty is unset (before: the cache went into the current folder), as an empty
+    output_dir is refused (tests/test_ranges.py)."""
+    from grpo_lite.cache import cache_root
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("GRPO_LITE_CACHE", "")
+    assert cache_root() == tmp_path / ".cache" / "grpo_lite"
+    monkeypatch.setenv("GRPO_LITE_CACHE", str(tmp_path / "c"))
+    assert cache_root() == tmp_path / "c"
 
 
 def test_a_byte_that_is_not_utf8_names_the_line_and_key(tmp_path, capsys):
@@ -179,7 +210,7 @@ def test_a_recipe_runs_as_written_and_only_its_gaps_are_planned(tiny_model_dir, 
 
 def test_a_recipe_that_does_not_fit_its_budget_is_refused_naming_its_keys(tiny_model_dir, tmp_path, started):
     recipe = _tiny_recipe(
-        tiny_model_dir, budget_gb=0.25, num_generations=64, per_device_train_batch_size=64, max_completion_length=4096
+        tiny_model_dir, budget_gb=0.25, num_generations=64, per_device_train_batch_size=64, max_completion_length=640
     )
     from grpo_lite.errors import DoesNotFitError
 

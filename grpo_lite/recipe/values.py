@@ -316,6 +316,7 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
     overrides = {key: typed(key, value) for key, value in overrides.items()}
     for key, value in overrides.items():
         check_written(key, value)
+    _check_trackers(overrides.get("report_to"))
     weights = overrides.get("reward_weights")  # typed above: a list of numbers
     if weights is not None:
         if not all(math.isfinite(w) for w in weights):
@@ -326,3 +327,28 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
                 "reward, in the order of the rewards"
             )
     return overrides
+
+
+def _check_trackers(report_to: Any) -> None:
+    """Each tracker of ``report_to`` is one transformers knows and finds installed: checked before the run folder
+    is written (transformers' own check comes when the trainer is built, after the folder holds a run).
+
+    Raises:
+        ConfigError: an unknown or missing tracker, with what to install or pass instead.
+    """
+    from transformers.integrations.integration_utils import (
+        INTEGRATION_TO_CALLBACK,
+        get_available_reporting_integrations,
+    )
+
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    asked = [name for name in names if name not in ("none", "all")]
+    unknown = [name for name in asked if name not in INTEGRATION_TO_CALLBACK]
+    missing = [name for name in asked if name not in unknown and name not in get_available_reporting_integrations()]
+    if unknown or missing:
+        what = f"{', '.join(map(repr, unknown))} is not a tracker transformers knows ({', '.join(INTEGRATION_TO_CALLBACK)})"
+        if missing:
+            what = f"{', '.join(missing)} is not installed (pip install {' '.join(missing)})"
+        raise ConfigError(
+            f"report_to={report_to!r}: {what}; or drop it (report_to='none': run.json and history.jsonl hold the curves)"
+        )

@@ -60,7 +60,7 @@ def replan(
         DoesNotFitError: the change does not fit the run's budget. ConfigError: it does not fit the model's context,
             or the recipe cannot run as written on the new plan.
     """
-    old = loop.plan
+    old, old_recipe = loop.plan, loop.recipe
     settings = {k: v for k, v in change.items() if k != "preset"}
     budget = {} if old.budget_gb is None else {"budget_gb": old.budget_gb}  # the card's, not the RAM left now
     if keep == "recipe":
@@ -82,8 +82,8 @@ def replan(
         loop.settings = loop.grpo_settings()
     if loop.health is not None:
         loop.health.advisor.plan = new  # the remedies and on_stall="adapt" plan from the plan trained
-    before, after = _shown(old), _shown(new)
-    changed = [k for k in after if before.get(k) != after[k] and k != "peak_gib"]
+    before, after = _shown(old, old_recipe), _shown(new, loop.recipe)
+    changed = [k for k in after if k in before and before[k] != after[k] and k != "peak_gib"]
     shown = [*changed, "peak_gib"]
     event = {"event": "replanned", "cause": cause, "step": step, "why": why}
     event.update({"from": {k: before.get(k) for k in shown}, "to": {k: after[k] for k in shown}, **extra})
@@ -96,11 +96,13 @@ def replan(
     return new
 
 
-def _shown(the_plan: Plan) -> dict[str, Any]:
-    """A plan's settings as a replanned event compares them."""
+def _shown(the_plan: Plan, recipe: Any) -> dict[str, Any]:
+    """A plan's settings as a replanned event compares them: the ones the run trains with (its recipe's, the
+    defaults filled in), so a setting the first plan left to the defaults is not shown as changed from None."""
     return {
         "preset": the_plan.preset.name,
         "shared_prefix": the_plan.estimate.settings.shared_prefix,
+        **recipe.trl,
         **the_plan.settings,
         "peak_gib": round(the_plan.estimate.total_gib, 3),
     }

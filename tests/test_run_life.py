@@ -158,6 +158,20 @@ def test_resuming_with_other_rewards_seed_or_generations_is_refused(
     assert _files(out) == before and not (out / ".grpo-lite.lock").exists()
 
 
+def test_resuming_with_another_learning_rate_says_what_a_resume_may_change(tiny_model_dir, finished_run, tmp_path):
+    """Issue 44 L6: the checkpoint's optimizer state keeps the run's learning rate, so learning_rate=0.5 on a resume
+    never applied, without a word. Refused before anything is written; the run's own value resumes."""
+    out = _copy(finished_run, tmp_path / "run")
+    before = _files(out)
+    with pytest.raises(ConfigError, match=r"cannot be resumed with learning_rate=0\.5 \(the run's: ") as caught:
+        train(str(tiny_model_dir), output_dir=out, resume=True, **{**RUN, "max_steps": 5, "learning_rate": 0.5})
+    assert "A resume may change the steps (--max-steps), lengths" in str(caught.value)
+    assert _files(out) == before and not (out / ".grpo-lite.lock").exists()
+    kept = _record(out)["settings"]["learning_rate"]
+    result = train(str(tiny_model_dir), output_dir=out, resume=True, **{**RUN, "max_steps": 5, "learning_rate": kept})
+    assert result.steps == 5
+
+
 def test_a_checkpoint_that_holds_every_step_trains_none(tiny_model_dir, finished_run, tmp_path):
     """Killed after the last checkpoint, before final/ was saved: the resume saves final/ from the checkpoint."""
     out = _copy(finished_run, tmp_path / "run")

@@ -6,9 +6,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_lite.errors import DoesNotFitError
+from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.planning.choose import plan
 from grpo_lite.planning.tables import plan_summary, plan_table
 from grpo_lite.recipe.recipe import Recipe
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.training.prepare import RunInputs
     from grpo_lite.training.run.folder import RunFolder
 
-__all__ = ["make_plan", "make_recipe", "plan_kwargs", "recipe_advice"]
+__all__ = ["KEPT_ON_RESUME", "check_optimizer_kept", "make_plan", "make_recipe", "plan_kwargs", "recipe_advice"]
 
 
 def plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
@@ -113,7 +114,33 @@ def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFol
         )
     if run.earlier is not None:
         check_same_training(run.out, run.earlier, recipe)
+        check_optimizer_kept(run.out, request.overrides)
     completion = the_plan.settings["max_completion_length"]
     check_positions(inputs.prompt_tokens, completion, inputs.context, inputs.spec.name)
     check_disk(run, the_plan)
     return recipe
+
+
+# what a checkpoint's optimizer state brings back on resume: the values a resume asks for would be silently dropped
+KEPT_ON_RESUME = ("learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon")
+
+
+def check_optimizer_kept(out: Path, overrides: dict[str, Any]) -> None:
+    """Refuse a resume that sets an optimizer value other than the run's (run.json's settings): the checkpoint's
+    optimizer state would keep the run's, the asked one never applies.
+
+    Raises:
+        ConfigError: naming each such setting, the run's value and what a resume may change.
+    """
+    from grpo_lite.training.run.resume import read_record  # heavy: imports transformers
+
+    record, _ = read_record(out, move=False)
+    trained = (record or {}).get("settings") or {}
+    changed = [key for key in KEPT_ON_RESUME if key in overrides and key in trained and overrides[key] != trained[key]]
+    if changed:
+        what = ", ".join(f"{key}={overrides[key]!r} (the run's: {trained[key]!r})" for key in changed)
+        raise ConfigError(
+            f"{out} cannot be resumed with {what}: the checkpoint's optimizer state keeps the run's value, the new one "
+            "would never apply. A resume may change the steps (--max-steps), lengths, sampling, logging and saving; "
+            "drop the setting to resume, or pass --overwrite to start a new run with it (Python: overwrite=True)"
+        )

@@ -79,7 +79,9 @@ def test_train_and_evaluate_arguments() -> None:
     from grpo_lite.evaluation import evaluate
     from grpo_lite.training.arguments import check_arguments
 
-    with pytest.raises(ConfigError, match=r"^max_steps=0 must be a whole number from 1 to 100_000_000; e\.g\. max_steps=1$"):
+    with pytest.raises(
+        ConfigError, match=r"^max_steps=0 must be a whole number from 1 to 100_000_000; e\.g\. max_steps=1$"
+    ):
         check_arguments(0, "step_down", None, {})
     with pytest.raises(ConfigError, match=r"^batch_size=0 must be a positive integer; e\.g\. batch_size=16$"):
         evaluate("no-model-is-loaded", batch_size=0)

@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULTED",
     "PLAN_OWNED",
     "RECIPE_ARGUMENTS",
+    "SWITCHES",
     "AfterTraining",
     "ExportFormat",
     "Request",
@@ -135,6 +136,9 @@ def check_arguments(
     return reward_funcs, check_overrides(overrides, n_rewards=len(reward_funcs))
 
 
+SWITCHES = ("resume", "overwrite", "quiet", "show_plan", "skip_invalid")  # train()'s True-or-False arguments
+
+
 def check_run_options(*, oom_window_steps: Any, **flags: Any) -> None:
     """train()'s switches are True or False ("no" is not False), and its OOM window a whole number of steps.
 
@@ -176,7 +180,7 @@ def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> 
             argument or setting.
     """
     overrides, on_oom, on_stall = passed.pop("overrides"), passed.pop("on_oom"), passed.pop("on_stall")
-    check_run_options(**{key: passed.pop(key) for key in ("resume", "overwrite", "quiet", "oom_window_steps")})
+    check_run_options(**{key: passed.pop(key) for key in (*SWITCHES, "oom_window_steps")})
     checks.check_output_path(passed.pop("output_dir"))
     recipe = config  # a Recipe, the arguments passed already applied (recipe_with_passed_arguments)
     if recipe is not None:  # the recipe's values are the run's

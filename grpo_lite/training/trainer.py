@@ -128,7 +128,7 @@ def train(
         config, model, budget_gb, dataset=dataset, rewards=rewards, seed=seed, max_steps=max_steps, method=method,
         preset=preset, prompt_style=prompt_style, shared_prefix=shared_prefix, stop_strings=stop_strings,
         on_oom=on_oom, on_stall=on_stall, overrides=overrides, resume=resume, overwrite=overwrite, quiet=quiet,
-        oom_window_steps=oom_window_steps, output_dir=output_dir,
+        show_plan=show_plan, skip_invalid=skip_invalid, oom_window_steps=oom_window_steps, output_dir=output_dir,
     )  # fmt: skip
     spec = resolve_model(request.model)  # once: every stage below reads this spec
     if after is not None:

@@ -444,8 +444,8 @@ def test_an_alias_bomb_under_a_known_key_is_refused_in_one_line(tmp_path, capsys
 
 def test_aliases_of_a_modest_size_still_read(tmp_path):
     path = tmp_path / "r.yaml"
-    path.write_text("model: m\npreset: lora\nstop_strings: &s ['</answer>']\ntrl:\n  report_to: *s\n")
-    assert Recipe.read(path).trl["report_to"] == ["</answer>"]
+    path.write_text("model: m\npreset: lora\nstop_strings: &s ['</answer>']\ntrl:\n  optim_target_modules: *s\n")
+    assert Recipe.read(path).trl["optim_target_modules"] == ["</answer>"]
 
 
 def test_a_folder_given_as_the_recipe_file_is_said_to_be_a_folder(tmp_path, capsys):

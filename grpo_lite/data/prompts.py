@@ -28,6 +28,7 @@ __all__ = [
     "PromptStyle",
     "PromptStyleName",
     "PROMPT_STYLES",
+    "OWN_PROMPTS",
     "format_solution",
     "build_messages",
     "render_prompt",
@@ -198,6 +199,11 @@ PROMPT_STYLES: dict[PromptStyleName, tuple[PromptStyle, str]] = {
         "short system prompt + two one-step examples + prefill (the demo's; one-step problems)",
     ),
 }
+
+
+OWN_PROMPTS = PromptStyle(system_prompt="", one_shot=False, prefill="")
+"""The style of a task that writes its own prompts (a ``prompt`` column and the user's rewards, no gold): nothing is
+added, the prompts reach TRL as they are (docs/tasks.md)."""
 
 
 def build_messages(question: str, style: PromptStyle | None = None) -> list[dict[str, str]]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_lite.data import prompts
-from grpo_lite.data.loaders import load_dataset
+from grpo_lite.data.loaders import has_gold, load_dataset
 from grpo_lite.defaults import PLANNER
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.training.arguments import Request
@@ -45,6 +45,7 @@ def load_inputs(spec: ModelSpec, request: Request, skip_invalid: bool, console: 
     style = request.prompt_style or prompts.PromptStyle()
     tokenizer = load_tokenizer(spec.model_id)
     rows = load_dataset(request.dataset, split="train", style=style, seed=request.seed, skip_invalid=skip_invalid)
+    style = style if has_gold(rows) else prompts.OWN_PROMPTS  # a task's own prompts, as written
     train_set = prompts.apply_prompt_style(rows, tokenizer, style)
     prompt_tokens = measure_prompt_tokens(train_set, tokenizer)  # every row: TRL does not truncate
     context = context_tokens(spec, tokenizer)

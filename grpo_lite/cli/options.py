@@ -119,6 +119,16 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("--show-plan",),
         {"action": "store_true", "help": "print the whole plan (components, reasons, settings), not its summary"},
     ),
+    "rewards": (
+        ("--reward",),
+        {
+            "action": "append",
+            "dest": "rewards",
+            "metavar": "NAME",
+            "help": "reward (repeatable): a grpo-lite or TRL reward name, or your module:function "
+            "(default: the GSM8K set)",
+        },
+    ),
     "json": (("--json",), {"action": "store_true", "help": "print one JSON object instead of tables"}),
     "skip_invalid": (
         ("--skip-invalid",),

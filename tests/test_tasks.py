@@ -84,12 +84,21 @@ def test_trl_reward_names_resolve_and_take_text_completions_and_arguments():
         "think_format_reward", "soft_overlong_punishment_reward", "accuracy_reward",
     ]  # fmt: skip
     assert think(prompts=["q", "q"], completions=["<think>a</think> b", "b"]) == [1.0, 0.0]
-    assert overlong(prompts=None, completions=["x"] * 3, completion_ids=[[1] * 5, [1] * 8, [1] * 11]) == [0.0, -0.5, -1.0]
-    assert accuracy(prompts=None, completions=[r"\boxed{\frac{1}{2}}", r"\boxed{3}"], answer=["0.5", "0.5"]) == [1.0, 0.0]
+    assert overlong(prompts=None, completions=["x"] * 3, completion_ids=[[1] * 5, [1] * 8, [1] * 11]) == [
+        0.0,
+        -0.5,
+        -1.0,
+    ]
+    assert accuracy(prompts=None, completions=[r"\boxed{\frac{1}{2}}", r"\boxed{3}"], answer=["0.5", "0.5"]) == [
+        1.0,
+        0.0,
+    ]
 
 
 def test_a_user_reward_by_import_path_trains_from_the_cli(tiny_model_dir, tmp_path, user_module, capsys, one_thread):
-    user_module("my_rewards", "def long_enough(completions, **kwargs):\n    return [min(len(c), 8) / 8 for c in completions]\n")
+    user_module(
+        "my_rewards", "def long_enough(completions, **kwargs):\n    return [min(len(c), 8) / 8 for c in completions]\n"
+    )
     (tmp_path / "task.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows()), encoding="utf-8")
     for name in ("my_rewards:long_enough", "my_rewards.long_enough"):
         out = tmp_path / name.replace(":", "_")
@@ -181,15 +190,29 @@ def test_a_reward_that_raises_in_training_is_one_line_from_the_cli(tiny_model_di
 @pytest.mark.parametrize(
     ("files", "name", "message"),
     [
-        ({}, "my_rewardz:solved", r"reward 'my_rewardz:solved': no module 'my_rewardz' \(tried grpo-lite's reward "
-                                  r"names, TRL's, and the import path 'my_rewardz'\); check the spelling"),
-        ({"my_rewards": "def solved(completions, **kw): ...\n"}, "my_rewards:solvd",
-         r"reward 'my_rewards:solvd': module 'my_rewards' has no 'solvd'; check the function's name"),
-        ({"my_rewards": "raise RuntimeError('no GPU here')\n"}, "my_rewards:solved",
-         r"reward 'my_rewards:solved': importing 'my_rewards' raised RuntimeError: no GPU here; fix the module"),
+        (
+            {},
+            "my_rewardz:solved",
+            r"reward 'my_rewardz:solved': no module 'my_rewardz' \(tried grpo-lite's reward "
+            r"names, TRL's, and the import path 'my_rewardz'\); check the spelling",
+        ),
+        (
+            {"my_rewards": "def solved(completions, **kw): ...\n"},
+            "my_rewards:solvd",
+            r"reward 'my_rewards:solvd': module 'my_rewards' has no 'solvd'; check the function's name",
+        ),
+        (
+            {"my_rewards": "raise RuntimeError('no GPU here')\n"},
+            "my_rewards:solved",
+            r"reward 'my_rewards:solved': importing 'my_rewards' raised RuntimeError: no GPU here; fix the module",
+        ),
         ({"my_rewards": "solved = 3\n"}, "my_rewards.solved", r"my_rewards\.solved is a int, not a function"),
-        ({}, "corectness", r"unknown reward 'corectness'; tried grpo-lite's names \(correctness, .*TRL's "
-                           r"\(accuracy_reward, .*and an import path \(package\.module:function"),
+        (
+            {},
+            "corectness",
+            r"unknown reward 'corectness'; tried grpo-lite's names \(correctness, .*TRL's "
+            r"\(accuracy_reward, .*and an import path \(package\.module:function",
+        ),
         ({}, "think_format_reward(strict=True)", r"reward 'think_format_reward' takes no arguments"),
         ({}, "get_soft_overlong_punishment(1024)", r"cannot read its arguments \(only key=value arguments\)"),
     ],
@@ -202,9 +225,14 @@ def test_a_reward_name_that_does_not_resolve_is_one_line(files, name, message, u
 
 
 def test_a_reward_module_that_prints_on_import_is_said_once_off_stdout(user_module, capsys):
-    user_module("chatty", "print('loading rewards...')\ndef solved(completions, **kw):\n    return [0.0] * len(completions)\n")
-    with pytest.warns(UserWarning, match=r"importing 'chatty' for reward 'chatty:solved' printed 1 line\(s\) "
-                                         r"\(first: 'loading rewards\.\.\.'\); a reward module should print nothing"):
+    user_module(
+        "chatty", "print('loading rewards...')\ndef solved(completions, **kw):\n    return [0.0] * len(completions)\n"
+    )
+    with pytest.warns(
+        UserWarning,
+        match=r"importing 'chatty' for reward 'chatty:solved' printed 1 line\(s\) "
+        r"\(first: 'loading rewards\.\.\.'\); a reward module should print nothing",
+    ):
         assert resolve_rewards(["chatty:solved"])[0].__name__ == "solved"
     assert capsys.readouterr().out == ""
 
@@ -212,8 +240,10 @@ def test_a_reward_module_that_prints_on_import_is_said_once_off_stdout(user_modu
 @pytest.mark.parametrize(
     ("rows", "message"),
     [
-        ([{"problem": "Reverse: apple", "target": "elppa"}],
-         r"no 'question' column \(columns: problem, target\); .*or give a 'prompt' column and rewards that read"),
+        (
+            [{"problem": "Reverse: apple", "target": "elppa"}],
+            r"no 'question' column \(columns: problem, target\); .*or give a 'prompt' column and rewards that read",
+        ),
         ([{"prompt": "", "target": "elppa"}], r"dataset row 1: 'prompt' must be text or a list of"),
     ],
 )

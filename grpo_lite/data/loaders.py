@@ -192,7 +192,8 @@ def _rows_to_dataset(out: list[dict[str, Any]], source: str) -> Dataset:
 def _task_dataset(rows: list[Row], source: str, *, skip_invalid: bool, limit: int | None) -> Dataset:
     """A task in TRL's shape: each row's ``prompt`` (text or messages) checked, every column kept as it is (the
     rewards read them); no gold is read, nothing is normalized."""
-    out, skipped = [], []
+    out: list[dict[str, Any]] = []
+    skipped: list[str] = []
     for row in rows:
         if limit is not None and len(out) == limit:
             break
@@ -207,7 +208,9 @@ def _task_dataset(rows: list[Row], source: str, *, skip_invalid: bool, limit: in
                 "fix or remove the row, or pass skip_invalid=True (--skip-invalid) to skip it"
             )
     if skipped:
-        warnings.warn(f"{source}: skipped {len(skipped)} row(s) without a usable prompt (first: {skipped[0]})", stacklevel=4)
+        warnings.warn(
+            f"{source}: skipped {len(skipped)} row(s) without a usable prompt (first: {skipped[0]})", stacklevel=4
+        )
     if not out:
         raise DataError(f"{source}: no usable rows (every row lacked a usable prompt)")
     return _rows_to_dataset(out, source)

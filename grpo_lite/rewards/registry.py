@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.rewards.named import import_reward
 from grpo_lite.rewards.functions import (
     RewardFunc,
     _Reward,
@@ -23,6 +22,7 @@ from grpo_lite.rewards.functions import (
     strict_format_reward,
     xml_count_reward,
 )
+from grpo_lite.rewards.named import import_reward
 
 __all__ = [
     "RewardName",

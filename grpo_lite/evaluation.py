@@ -283,7 +283,7 @@ def _reward_batch(
     """For a task without a gold: one record per completion with each reward's value (None: not applicable). The
     rewards get the task's columns and the completions' token ids, as in training."""
     columns = {k: v for k, v in batch.items() if k != "prompt"}
-    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    ids = prompt_lib.completion_token_ids(tokenizer, texts)
     per_func = {
         getattr(f, "__name__", type(f).__name__): f(prompts=batch["prompt"], completions=texts, completion_ids=ids,
                                                      **columns)

@@ -34,6 +34,7 @@ __all__ = [
     "render_prompt",
     "apply_prompt_style",
     "prompt_token_ids",
+    "completion_token_ids",
     "adds_bos_token",
 ]
 
@@ -331,3 +332,9 @@ def prompt_token_ids(tokenizer: Any, prompts: list[Any]) -> list[list[int]]:
         return tokenizer(list(prompts))["input_ids"]
     texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def completion_token_ids(tokenizer: Any, completions: list[str]) -> list[list[int]]:
+    """The token ids of decoded completions, no special tokens added: what TRL hands a reward as ``completion_ids``
+    (evaluate() passes them to a task's rewards, e.g. TRL's overlong punishment)."""
+    return tokenizer(list(completions), add_special_tokens=False)["input_ids"]

@@ -47,7 +47,7 @@ def parse_call(name: str) -> tuple[str, dict[str, Any]]:
         return text, {}
     head = text[: text.index("(")].strip()
     try:
-        call = ast.parse(f"_f{text[len(head) :]}", mode="eval").body
+        call = ast.parse(f"reward{text[len(head) :]}", mode="eval").body
         if not isinstance(call, ast.Call) or call.args:
             raise ValueError("only key=value arguments")
         return head, {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg is not None}

@@ -67,6 +67,12 @@ def test_a_prompt_column_task_trains_with_the_users_reward_and_prompts_as_writte
     assert set(seen["target"]) <= {w[::-1] for w in WORDS} and set(seen["code"]) == {"007"}
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["prompt_style"]["prefill"] == "" and record["prompt_style"]["system_prompt"] == ""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    templated = [tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, return_dict=True) for r in _rows()]
+    longest = max(len(t["input_ids"]) for t in templated)
+    assert record["measured_prompt_tokens"] == longest == record["plan"]["max_prompt_length"]  # the plan: its prompts
 
 
 def test_the_question_answer_form_still_builds_prompts_with_the_style():

@@ -70,7 +70,9 @@ def test_a_prompt_column_task_trains_with_the_users_reward_and_prompts_as_writte
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    templated = [tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, return_dict=True) for r in _rows()]
+    templated = [
+        tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True, return_dict=True) for r in _rows()
+    ]
     longest = max(len(t["input_ids"]) for t in templated)
     assert record["measured_prompt_tokens"] == longest == record["plan"]["max_prompt_length"]  # the plan: its prompts
 
@@ -82,19 +84,22 @@ def test_the_question_answer_form_still_builds_prompts_with_the_style():
 
 # ---- 3. rewards named from anywhere -----------------------------------------------------------------------------
 def test_trl_reward_names_resolve_and_take_text_completions_and_arguments():
-    think, overlong, accuracy = resolve_rewards(
-        ["think_format_reward", "get_soft_overlong_punishment(max_completion_len=10, soft_punish_cache=4)",
-         "accuracy_reward"]
-    )  # fmt: skip
-    assert [f.__name__ for f in (think, overlong, accuracy)] == [
-        "think_format_reward", "soft_overlong_punishment_reward", "accuracy_reward",
-    ]  # fmt: skip
+    think, overlong = resolve_rewards(
+        ["think_format_reward", "get_soft_overlong_punishment(max_completion_len=10, soft_punish_cache=4)"]
+    )
+    assert [f.__name__ for f in (think, overlong)] == ["think_format_reward", "soft_overlong_punishment_reward"]
     assert think(prompts=["q", "q"], completions=["<think>a</think> b", "b"]) == [1.0, 0.0]
+    assert think(prompts=["q"], completions=["a</think> b"], prefill=["<think>"]) == [1.0]  # judged after the prefill
     assert overlong(prompts=None, completions=["x"] * 3, completion_ids=[[1] * 5, [1] * 8, [1] * 11]) == [
         0.0,
         -0.5,
         -1.0,
     ]
+
+
+def test_trls_accuracy_reward_reads_the_gold_answer_without_a_solution_column():
+    pytest.importorskip("math_verify")
+    (accuracy,) = resolve_rewards(["accuracy_reward"])
     assert accuracy(prompts=None, completions=[r"\boxed{\frac{1}{2}}", r"\boxed{3}"], answer=["0.5", "0.5"]) == [
         1.0,
         0.0,

@@ -68,7 +68,8 @@ class _Conversational:
     def __call__(self, *args: Any, completions: Sequence[Any] = (), **kwargs: Any) -> Any:
         prefill = kwargs.get("prefill") or [""] * len(completions)
         completions = [
-            [{"role": "assistant", "content": p + c}] if isinstance(c, str) else c for p, c in zip(prefill, completions)
+            [{"role": "assistant", "content": (p or "") + c}] if isinstance(c, str) else c
+            for p, c in zip(prefill, completions)
         ]
         if "solution" not in kwargs and "answer" in kwargs:
             kwargs["solution"] = kwargs["answer"]

@@ -170,6 +170,8 @@ def test_the_progress_line_and_the_health_monitor_speak_of_the_tasks_rewards():
         monitor.observe(logs, step)
     spread = [f for f in found if f.kind == "zero_spread"]
     assert spread and "(mean of reversed_word 0)" in spread[0].cause and "correct" not in spread[0].cause
+    gsm8k = resolve_rewards(None)  # grpo-lite's own rewards: the line keeps its format and correct shares only
+    assert own_reward_means({f"rewards/{f.__name__}/mean": 0.5 for f in gsm8k}, gsm8k) == {}
 
 
 # ---- bad input: one line each -----------------------------------------------------------------------------------

@@ -134,7 +134,7 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("--skip-invalid",),
         {
             "action": "store_true",
-            "help": "skip dataset rows without a usable question or answer (one "
+            "help": "skip dataset rows without a usable question or answer (a task: prompt; one "
             "warning gives the count) instead of stopping at the first",
         },
     ),

@@ -237,7 +237,7 @@ def test_a_reward_name_that_does_not_resolve_is_one_line(files, name, message, u
         resolve_rewards([name])
 
 
-def test_a_reward_module_that_prints_on_import_is_said_once_off_stdout(user_module, capsys):
+def test_a_reward_module_that_prints_on_import_is_said_once_off_stdout(user_module, capsys, tmp_path):
     user_module(
         "chatty", "print('loading rewards...')\ndef solved(completions, **kw):\n    return [0.0] * len(completions)\n"
     )
@@ -248,6 +248,7 @@ def test_a_reward_module_that_prints_on_import_is_said_once_off_stdout(user_modu
     ):
         assert resolve_rewards(["chatty:solved"])[0].__name__ == "solved"
     assert capsys.readouterr().out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chatty.py"]  # nothing written beside it (no __pycache__)
 
 
 @pytest.mark.parametrize(

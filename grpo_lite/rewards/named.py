@@ -97,11 +97,12 @@ def _trl_reward(name: str, arguments: Mapping[str, Any]) -> Callable[..., Any]:
 
 def _import_module(module: str, name: str) -> Any:
     """Import the user's module (the working folder on the path, as ``trl grpo`` does); what it prints is kept off
-    stdout and said in one warning."""
+    stdout and said in one warning, and no bytecode is written beside it."""
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    printed = io.StringIO()
+    printed, bytecode = io.StringIO(), sys.dont_write_bytecode
     try:
+        sys.dont_write_bytecode = True  # nothing is written beside the user's module (no __pycache__)
         with contextlib.redirect_stdout(printed):
             loaded = importlib.import_module(module)
     except ModuleNotFoundError as exc:
@@ -115,6 +116,8 @@ def _import_module(module: str, name: str) -> Any:
             f"reward {name!r}: importing {module!r} raised {type(exc).__name__}: {exc}; fix the module so that "
             "importing it runs nothing that can fail"
         ) from None
+    finally:
+        sys.dont_write_bytecode = bytecode
     lines = printed.getvalue().splitlines()
     if lines:
         warnings.warn(

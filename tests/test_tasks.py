@@ -269,3 +269,10 @@ def test_a_dataset_without_a_usable_prompt_or_question_is_one_line(rows, message
 def test_evaluating_a_task_without_a_gold_needs_its_rewards(tiny_model_dir):
     with pytest.raises(ConfigError, match=r"the dataset has no gold answer .*pass its rewards"):
         evaluate(str(tiny_model_dir), Dataset.from_list(_rows()), max_new_tokens=2)
+
+
+def test_training_a_task_without_a_gold_on_the_correctness_reward_is_refused_before_the_model_loads(
+    tiny_model_dir, tmp_path
+):
+    with pytest.raises(ConfigError, match=r"the dataset has no gold answer .*correctness_reward compares with one"):
+        train(str(tiny_model_dir), dataset=Dataset.from_list(_rows()), output_dir=tmp_path / "run", **SMALL)

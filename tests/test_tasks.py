@@ -276,3 +276,15 @@ def test_training_a_task_without_a_gold_on_the_correctness_reward_is_refused_bef
 ):
     with pytest.raises(ConfigError, match=r"the dataset has no gold answer .*correctness_reward compares with one"):
         train(str(tiny_model_dir), dataset=Dataset.from_list(_rows()), output_dir=tmp_path / "run", **SMALL)
+
+
+def test_a_recipes_rewards_take_trl_names_with_arguments_and_import_paths(user_module):
+    from grpo_lite import Recipe
+
+    user_module("puzzle_rewards", "def solved(completions, **kwargs):\n    return [0.0] * len(completions)\n")
+    recipe = Recipe.from_yaml(
+        "model: m\npreset: lora\nrewards:\n  - puzzle_rewards:solved\n  - think_format_reward\n"
+        '  - "get_soft_overlong_punishment(max_completion_len=8, soft_punish_cache=4)"\n'
+    )
+    names = [f.__name__ for f in resolve_rewards(recipe.rewards)]
+    assert names == ["solved", "think_format_reward", "soft_overlong_punishment_reward"]

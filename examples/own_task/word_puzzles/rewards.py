@@ -11,20 +11,21 @@ import re
 from grpo_lite.rewards import completion_text
 
 
-def last_word(text: str) -> str:
-    """The completion's answer: its last word, lower case, without punctuation.
+def answers(text: str) -> set[str]:
+    """What the completion gives as its answer: its last word and every quoted word, lower case.
 
-    >>> last_word("The word reversed is: Elppa.")
-    'elppa'
+    >>> sorted(answers("The word 'apple' backwards is 'elppa', I think"))
+    ['apple', 'elppa', 'think']
     """
     words = re.findall(r"[A-Za-z]+", text)
-    return words[-1].lower() if words else ""
+    quoted = re.findall(r"['\"]([A-Za-z]+)['\"]", text)
+    return {w.lower() for w in quoted + words[-1:]}
 
 
 def solved(completions: list, target: list[str], **kwargs: object) -> list[float]:
-    """1.0 when the completion's last word is the puzzle's answer, 0.0 otherwise.
+    """1.0 when the completion gives the puzzle's answer (its last word, or a quoted word), 0.0 otherwise.
 
-    >>> solved(["It is elppa", "apple"], target=["elppa", "elppa"])
-    [1.0, 0.0]
+    >>> solved(["It is elppa", "The word 'apple' backwards is 'elppa'.", "apple"], target=["elppa"] * 3)
+    [1.0, 1.0, 0.0]
     """
-    return [1.0 if last_word(completion_text(c)) == t.lower() else 0.0 for c, t in zip(completions, target)]
+    return [1.0 if t.lower() in answers(completion_text(c)) else 0.0 for c, t in zip(completions, target)]

@@ -1,7 +1,8 @@
 """evaluate(): batched greedy decoding, scored by the same rules as the training rewards.
 
 Accuracy by the correctness rule of :mod:`grpo_lite.data.answers`, the format rate by the soft format reward;
-:func:`formatted_accuracy` tells learning the format from learning to be right.
+:func:`formatted_accuracy` tells learning the format from learning to be right. A task without a gold answer is
+scored by its own rewards: each one's mean with its interval (:func:`mean_interval`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from grpo_lite import rewards as reward_lib
 from grpo_lite.data import prompts as prompt_lib
 from grpo_lite.data.answers import answers_match, extract_answer
-from grpo_lite.data.loaders import load_dataset
+from grpo_lite.data.loaders import has_gold, load_dataset
 from grpo_lite.data.prompts import prompt_token_ids
 from grpo_lite.defaults import EVALUATION, TRAINER
 from grpo_lite.errors import ConfigError
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.loaders import DataSplit
     from grpo_lite.data.prompts import PromptStyle
 
-__all__ = ["EvalResult", "evaluate", "formatted_accuracy", "load_for_eval", "wilson_interval"]
+__all__ = ["EvalResult", "evaluate", "formatted_accuracy", "load_for_eval", "mean_interval", "wilson_interval"]
 
 Z_95 = 1.959963984540054  # the standard normal's 97.5% quantile: a two-sided 95% interval
 
@@ -54,6 +55,25 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     return max(0.0, center - half), min(1.0, center + half)
 
 
+def mean_interval(values: Sequence[float], z: float = Z_95) -> tuple[float, float]:
+    """The 95% interval of a reward's mean over ``values``: Wilson's (:func:`wilson_interval`) when every value is
+    0 or 1 (a share), else the normal one, ``mean ± z·sd/sqrt(n)``.
+
+    >>> [round(x, 4) for x in mean_interval([1.0] * 5 + [0.0] * 95)]
+    [0.0215, 0.1118]
+    >>> [round(x, 3) for x in mean_interval([0.5, 1.5, 1.0, 1.0])]
+    [0.6, 1.4]
+    """
+    n = len(values)
+    if n == 0:
+        raise ValueError("an interval needs at least one value")
+    if all(v in (0, 1) for v in values):
+        return wilson_interval(round(sum(values)), n, z)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)
+
+
 @dataclass
 class EvalResult:
     """Scores of one evaluation.
@@ -66,6 +86,9 @@ class EvalResult:
         samples: per problem: question, gold, completion, predicted, correct, formatted, reward.
         formatted_accuracy: share of the well-formatted completions that are correct; 0.0 when none is.
         n_formatted: number of well-formatted completions.
+        reward_means: per reward, its mean over the completions it applies to (a task without a gold is scored by
+            these alone; its ``accuracy`` and ``format_rate`` are NaN).
+        reward_intervals: per reward, the 95% interval of its mean (:func:`mean_interval`).
     """
 
     accuracy: float
@@ -75,13 +98,25 @@ class EvalResult:
     samples: list[dict[str, Any]] = field(default_factory=list, repr=False)
     formatted_accuracy: float = 0.0
     n_formatted: int = 0
+    reward_means: dict[str, float] = field(default_factory=dict)
+    reward_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def graded(self) -> bool:
+        """Whether the task had a gold answer to be correct against (else only its rewards' means say anything)."""
+        return not math.isnan(self.accuracy)
 
     def accuracy_interval(self) -> tuple[float, float]:
         """The accuracy's 95% Wilson score interval over the ``n`` problems (:func:`wilson_interval`)."""
         return wilson_interval(round(self.accuracy * self.n), self.n)
 
     def summary(self) -> str:
-        """One line: ``accuracy 22.0%, format 66.0%, among formatted 33.3%, reward 1.23 (n=50)``."""
+        """One line: ``accuracy 22.0%, format 66.0%, among formatted 33.3%, reward 1.23 (n=50)``; for a task without
+        a gold, each reward's mean and interval: ``reversed_word 0.250 [0.102, 0.495], reward 0.25 (n=20)``."""
+        if not self.graded:
+            each = [f"{k} {v:.3f} [{self.reward_intervals[k][0]:.3f}, {self.reward_intervals[k][1]:.3f}]"
+                    for k, v in self.reward_means.items()]  # fmt: skip
+            return ", ".join([*each, f"reward {self.mean_reward:.3f} (n={self.n})"])
         return (
             f"accuracy {self.accuracy:.1%}, format {self.format_rate:.1%}, "
             f"among formatted {self.formatted_accuracy:.1%}, reward {self.mean_reward:.3f} (n={self.n})"
@@ -242,6 +277,41 @@ def _score_batch(
     return samples
 
 
+def _reward_batch(
+    batch: dict[str, list[Any]], texts: list[str], reward_funcs: Sequence[Callable[..., Any]], tokenizer: Any
+) -> list[dict[str, Any]]:
+    """For a task without a gold: one record per completion with each reward's value (None: not applicable). The
+    rewards get the task's columns and the completions' token ids, as in training."""
+    columns = {k: v for k, v in batch.items() if k != "prompt"}
+    ids = prompt_lib.completion_token_ids(tokenizer, texts)
+    per_func = {
+        getattr(f, "__name__", type(f).__name__): f(prompts=batch["prompt"], completions=texts, completion_ids=ids,
+                                                     **columns)
+        for f in reward_lib.check_rewards(reward_funcs)
+    }  # fmt: skip
+    return [
+        {
+            "prompt": batch["prompt"][i],
+            "completion": text,
+            "rewards": {name: values[i] for name, values in per_func.items()},
+            "reward": float(sum(values[i] or 0.0 for values in per_func.values())),
+        }
+        for i, text in enumerate(texts)
+    ]
+
+
+def _rewards_result(samples: list[dict[str, Any]]) -> EvalResult:
+    """Each reward's mean and interval over the completions it applied to (TRL's rule: None is left out)."""
+    means, intervals = {}, {}
+    for name in samples[0]["rewards"] if samples else ():
+        values = [float(s["rewards"][name]) for s in samples if s["rewards"][name] is not None]
+        if values:
+            means[name], intervals[name] = sum(values) / len(values), mean_interval(values)
+    n = len(samples)
+    mean_reward = sum(s["reward"] for s in samples) / n if n else 0.0
+    return EvalResult(math.nan, math.nan, mean_reward, n, samples, reward_means=means, reward_intervals=intervals)
+
+
 @quiet_libraries()
 def evaluate(
     model: str | os.PathLike | Any,
@@ -265,7 +335,8 @@ def evaluate(
     Args:
         model: a model name/path (as for :func:`grpo_lite.train`, or a saved adapter folder), or a loaded
             model object (then pass ``tokenizer``).
-        dataset: ``"gsm8k"``, ``"synthetic"``, a path, or a ``datasets.Dataset``. Default: ``"gsm8k"``
+        dataset: ``"gsm8k"``, ``"synthetic"``, a path, or a ``datasets.Dataset`` (question and answer columns, or a
+            task's ``prompt`` column and the columns its rewards read). Default: ``"gsm8k"``
             (``grpo_lite.defaults.TRAINER.dataset``).
         split: ``"test"`` or ``"train"``. Default: ``"test"`` (``grpo_lite.defaults.EVALUATION.split``).
         limit: evaluate only the first ``limit`` problems.
@@ -273,7 +344,9 @@ def evaluate(
         batch_size: prompts decoded at once. Default: 16 (``grpo_lite.defaults.EVALUATION.batch_size``).
         max_new_tokens: completion budget. Default: 256 (``grpo_lite.defaults.EVALUATION.max_new_tokens``).
         prompt_style: must match the style used in training. Default: ``PromptStyle()``.
-        rewards: rewards summed into ``mean_reward``. Default: the five GSM8K rewards.
+        rewards: rewards summed into ``mean_reward``: names (as :func:`grpo_lite.train` takes them) or callables.
+            Default: the five GSM8K rewards. A task without a gold (a ``prompt`` column and no answer) needs them:
+            it is scored by each reward's mean and interval (:attr:`EvalResult.reward_means`).
         seed: seed of the synthetic set (ignored for other datasets).
         stop_strings: end a completion at the first of these, as training does. Default: ``("</answer>",)``
             (``grpo_lite.defaults.TRAINER.stop_strings``); ``()`` decodes to ``max_new_tokens``.
@@ -292,7 +365,13 @@ def evaluate(
     stops = list(TRAINER.stop_strings if stop_strings is None else stop_strings)
     style = prompt_style or prompt_lib.PromptStyle()
     data = load_dataset(dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid)
-    data = prompt_lib.apply_prompt_style(data, tokenizer, style)
+    graded = has_gold(data)
+    if not graded and rewards is None:
+        raise ConfigError(
+            "the dataset has no gold answer (a task with a 'prompt' column): pass its rewards (rewards=[...], "
+            "--reward NAME) and evaluate() reports each reward's mean over the greedy completions"
+        )
+    data = prompt_lib.apply_prompt_style(data, tokenizer, style if graded else prompt_lib.OWN_PROMPTS)
     reward_funcs = reward_lib.resolve_rewards(rewards)
     soft_format = reward_lib.get_reward("soft_format")
 
@@ -303,9 +382,14 @@ def evaluate(
         for start in range(0, len(data), batch_size):
             batch = data[start : start + batch_size]  # a dict of plain lists
             texts = _greedy_batch(model, tokenizer, batch["prompt"], max_new_tokens, stops)
-            samples.extend(_score_batch(batch, texts, reward_funcs, soft_format))
+            if graded:
+                samples.extend(_score_batch(batch, texts, reward_funcs, soft_format))
+            else:
+                samples.extend(_reward_batch(batch, texts, reward_funcs, tokenizer))
     finally:
         model.train(was_training)
+    if not graded:
+        return _rewards_result(samples)
     n = len(samples)
     among, n_formatted = formatted_accuracy(samples)
     return EvalResult(

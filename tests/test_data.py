@@ -298,7 +298,7 @@ def test_user_csv_with_other_column_names(tmp_path: Path) -> None:
     assert list(ds["answer"]) == ["5", "8"]
     with pytest.raises(
         DataError,
-        match=r"no 'question' column \(columns: problem, solution\); rename those columns to 'question' and 'answer'",
+        match=r"no 'question' column \(columns: problem, solution\); rename those columns to 'question' and 'answer'.*or give a 'prompt' column",
     ):
         load_dataset(path)
 

@@ -337,7 +337,7 @@ def test_resolve_rewards() -> None:
 @pytest.mark.parametrize(
     ("items", "match"),
     [
-        (["nope"], r"unknown reward 'nope'; valid names: correctness, integer, strict_format"),
+        (["nope"], r"unknown reward 'nope'; tried grpo-lite's names \(correctness, integer, strict_format"),
         ([3], r"a reward is a name \(correctness, .*\) or a callable, got 3"),
         ([], r"give at least one reward"),
         (["correctness", correctness_reward], r"rewards given twice: correctness_reward"),

@@ -17,11 +17,12 @@ INTERRUPTED = "interrupted: the evaluation stopped before its result; run the sa
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "eval",
-        help="evaluate a model (or a run's final adapter) on GSM8K or synthetic problems",
-        description="Batched greedy decoding; accuracy by the correctness rule, format rate by the soft format rule.",
+        help="evaluate a model (or a run's final adapter) on GSM8K, synthetic problems or your task",
+        description="Batched greedy decoding; accuracy by the correctness rule, format rate by the soft format rule; "
+        "a task without a gold answer: each --reward's mean and its 95%% interval.",
     )
     p.add_argument("model", help="hub id, short name, local folder, .gguf file, or a run's final/ folder")
-    add_options(p, "dataset", "skip_invalid")
+    add_options(p, "dataset", "skip_invalid", "rewards")
     p.add_argument(
         "--split", choices=("train", "test"), default=EVALUATION.split, help=f"split (default {EVALUATION.split})"
     )
@@ -51,7 +52,11 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         max_new_tokens=args.max_new_tokens,
         skip_invalid=args.skip_invalid,
+        rewards=args.rewards,
     )
-    scores = ("accuracy", "format_rate", "mean_reward", "n")
-    print(json.dumps({name: getattr(result, name) for name in scores}) if args.json else result.summary())
+    scores = ("accuracy", "format_rate", "mean_reward", "n") if result.graded else ("mean_reward", "n")
+    found = {name: getattr(result, name) for name in scores}
+    if result.reward_means:
+        found.update(reward_means=result.reward_means, reward_intervals=result.reward_intervals)
+    print(json.dumps(found) if args.json else result.summary())
     return 0

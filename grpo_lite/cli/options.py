@@ -119,12 +119,22 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("--show-plan",),
         {"action": "store_true", "help": "print the whole plan (components, reasons, settings), not its summary"},
     ),
+    "rewards": (
+        ("--reward",),
+        {
+            "action": "append",
+            "dest": "rewards",
+            "metavar": "NAME",
+            "help": "reward (repeatable): a grpo-lite or TRL reward name, or your module:function "
+            "(default: the GSM8K set)",
+        },
+    ),
     "json": (("--json",), {"action": "store_true", "help": "print one JSON object instead of tables"}),
     "skip_invalid": (
         ("--skip-invalid",),
         {
             "action": "store_true",
-            "help": "skip dataset rows without a usable question or answer (one "
+            "help": "skip dataset rows without a usable question or answer (a task: prompt; one "
             "warning gives the count) instead of stopping at the first",
         },
     ),

@@ -65,13 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="train a recipe (grpo-lite plan MODEL --write FILE) with every setting as written; flags and "
         "--set override its values",
     )
-    p.add_argument(
-        "--reward",
-        action="append",
-        dest="rewards",
-        metavar="NAME",
-        help="reward name (repeatable; default: the GSM8K set)",
-    )
+    add_options(p, "rewards")
     p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default: one epoch)")
     add_options(p, "output_dir", "method", "preset", "seed", "shared_prefix", "show_plan")
     p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in --output-dir")

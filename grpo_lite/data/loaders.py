@@ -1,7 +1,8 @@
 """Datasets for training and evaluation: GSM8K, synthetic problems, or the user's own rows.
 
 Every loader returns a ``datasets.Dataset`` with ``prompt``, ``question`` and ``answer`` (the gold number in
-canonical form) columns; a bad row is reported where it is (docs/internals.md, docs/datasets.md).
+canonical form) columns, or, for a task in TRL's shape (a ``prompt`` column and no answer column), the rows as they
+are; a bad row is reported where it is (docs/internals.md, docs/datasets.md, docs/tasks.md).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from grpo_lite.errors import ConfigError, DataError
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-__all__ = ["DATASETS", "DatasetName", "GSM8K_DIR_ENV", "GSM8K_HUB_ID", "SUFFIXES", "load_dataset", "load_gsm8k"]
+__all__ = [
+    "DATASETS", "DatasetName", "GSM8K_DIR_ENV", "GSM8K_HUB_ID", "SUFFIXES", "has_gold", "load_dataset", "load_gsm8k",
+]  # fmt: skip
 
 DatasetName = Literal["gsm8k", "synthetic"]
 DataSplit = Literal["train", "test"]
@@ -177,6 +180,48 @@ def _question_of(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
+def _rows_to_dataset(out: list[dict[str, Any]], source: str) -> Dataset:
+    from datasets import Dataset  # heavy: datasets
+
+    try:
+        return Dataset.from_list(out)
+    except Exception as exc:  # pyarrow cannot unify a column's types across rows
+        raise DataError(f"{source}: a column mixes types across rows ({type(exc).__name__}: {exc})") from None
+
+
+def _task_dataset(rows: list[Row], source: str, *, skip_invalid: bool, limit: int | None) -> Dataset:
+    """A task in TRL's shape: each row's ``prompt`` (text or messages) checked, every column kept as it is (the
+    rewards read them); no gold is read, nothing is normalized."""
+    out: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for row in rows:
+        if limit is not None and len(out) == limit:
+            break
+        prompt = row.data.get("prompt")
+        if _is_messages(prompt) or (isinstance(prompt, str) and prompt.strip()):
+            out.append(row.data)
+        elif skip_invalid:
+            skipped.append(row.where)
+        else:
+            raise DataError(
+                f"{row.where}: 'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}; "
+                "fix or remove the row, or pass skip_invalid=True (--skip-invalid) to skip it"
+            )
+    if skipped:
+        warnings.warn(
+            f"{source}: skipped {len(skipped)} row(s) without a usable prompt (first: {skipped[0]})", stacklevel=4
+        )
+    if not out:
+        raise DataError(f"{source}: no usable rows (every row lacked a usable prompt)")
+    return _rows_to_dataset(out, source)
+
+
+def has_gold(dataset: Dataset) -> bool:
+    """Whether a loaded dataset's rows carry a gold ``answer`` (the question/answer form); a task in TRL's shape (a
+    ``prompt`` column and the user's rewards) has none, and its prompts reach TRL as they are."""
+    return "answer" in dataset.column_names
+
+
 def _to_dataset(
     rows: list[Row],
     source: str,
@@ -191,12 +236,13 @@ def _to_dataset(
     column_hint: str,
 ) -> Dataset:
     """Validate rows, normalize answers, build prompts; a DataError names the bad row (``column_hint``: what to
-    change for a missing column; ``keep_columns``: keep the rows' other columns)."""
-    from datasets import Dataset  # heavy: datasets
-
+    change for a missing column; ``keep_columns``: keep the rows' other columns, and take rows with a ``prompt``
+    and no answer column as a task in TRL's shape)."""
     columns = list(dict.fromkeys(key for row in rows for key in row.data))
     if question_column not in columns and not (question_column == "question" and "prompt" in columns):
         raise DataError(f"{source}: no {question_column!r} column (columns: {', '.join(columns)}); {column_hint}")
+    if answer_column not in columns and keep_columns and "prompt" in columns:
+        return _task_dataset(rows, source, skip_invalid=skip_invalid, limit=limit)
     if answer_column not in columns:
         raise DataError(f"{source}: no {answer_column!r} column (columns: {', '.join(columns)}); {column_hint}")
     asked = question_column if question_column in columns else "prompt"
@@ -228,10 +274,7 @@ def _to_dataset(
         warnings.warn(message, stacklevel=3)
     if not out:
         raise DataError(f"{source}: no usable rows (every row lacked a usable question or answer)")
-    try:
-        return Dataset.from_list(out)
-    except Exception as exc:  # pyarrow cannot unify a column's types across rows
-        raise DataError(f"{source}: a column mixes types across rows ({type(exc).__name__}: {exc})") from None
+    return _rows_to_dataset(out, source)
 
 
 def load_gsm8k(
@@ -327,7 +370,8 @@ def load_dataset(
 
     Returns:
         Columns ``prompt``, ``question``, ``answer`` (the canonical number), plus the user's other columns
-        (reward functions receive them as keyword arguments).
+        (reward functions receive them as keyword arguments). Rows with a ``prompt`` and no ``answer_column`` are a
+        task in TRL's shape: every column kept as it is, no answer asked for (:func:`has_gold`; docs/tasks.md).
 
     Raises:
         DataError: unknown name, missing/empty/unreadable file, missing columns, a bad row.
@@ -345,7 +389,8 @@ def load_dataset(
         "question_column": prompt_column, "answer_column": answer_column, "gold": _user_gold, "style": style,
         "skip_invalid": skip_invalid, "limit": limit, "keep_columns": True,
         "column_hint": "rename those columns to 'question' and 'answer' in the file, or in Python load it with "
-                       "load_dataset(path, prompt_column=..., answer_column=...) and pass the Dataset to train()",
+                       "load_dataset(path, prompt_column=..., answer_column=...) and pass the Dataset to train(); "
+                       "or give a 'prompt' column and rewards that read your columns (docs/tasks.md)",
     }  # fmt: skip
     if isinstance(spec, Dataset):
         rows = [Row(f"dataset row {i}", r) for i, r in enumerate(spec.to_list(), 1)]

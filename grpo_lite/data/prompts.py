@@ -28,11 +28,13 @@ __all__ = [
     "PromptStyle",
     "PromptStyleName",
     "PROMPT_STYLES",
+    "OWN_PROMPTS",
     "format_solution",
     "build_messages",
     "render_prompt",
     "apply_prompt_style",
     "prompt_token_ids",
+    "completion_token_ids",
     "adds_bos_token",
 ]
 
@@ -200,6 +202,11 @@ PROMPT_STYLES: dict[PromptStyleName, tuple[PromptStyle, str]] = {
 }
 
 
+OWN_PROMPTS = PromptStyle(system_prompt="", one_shot=False, prefill="")
+"""The style of a task that writes its own prompts (a ``prompt`` column and the user's rewards, no gold): nothing is
+added, the prompts reach TRL as they are (docs/tasks.md)."""
+
+
 def build_messages(question: str, style: PromptStyle | None = None) -> list[dict[str, str]]:
     """The ``{"role", "content"}`` messages for one question: system, [example user, example assistant]..., user
     (under ``style``, default ``PromptStyle()``). The prefill is not a message: :func:`render_prompt` appends it.
@@ -325,3 +332,9 @@ def prompt_token_ids(tokenizer: Any, prompts: list[Any]) -> list[list[int]]:
         return tokenizer(list(prompts))["input_ids"]
     texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False) for p in prompts]
     return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def completion_token_ids(tokenizer: Any, completions: list[str]) -> list[list[int]]:
+    """The token ids of decoded completions, no special tokens added: what TRL hands a reward as ``completion_ids``
+    (evaluate() passes them to a task's rewards, e.g. TRL's overlong punishment)."""
+    return tokenizer(list(completions), add_special_tokens=False)["input_ids"]

@@ -60,7 +60,11 @@ _SHAPES = (
     ("trl", dict, _MAPPING),
     ("lora", dict, _MAPPING),
     ("quantization", dict, _MAPPING),
-    ("rewards", list, "a list of reward names (rewards: [correctness, xml_format])"),
+    (
+        "rewards",
+        list,
+        "a list of reward names (rewards: [correctness, think_format_reward, my_project.rewards:solved])",
+    ),
 )
 
 

@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from grpo_lite.errors import RewardError
+from grpo_lite.errors import GrpoLiteError, RewardError
 
 __all__ = ["NoRewardWarning", "check_rewards", "check_values"]
 
@@ -121,6 +121,44 @@ class _Steps:
         self.seen.clear()
 
 
+def _row_of(kwargs: dict[str, Any], i: int) -> dict[str, Any]:
+    """Completion ``i``'s own keyword arguments: each per-completion list cut to its one value."""
+    n = len(kwargs.get("completions") or ())
+    return {k: v[i : i + 1] if isinstance(v, (list, tuple)) and len(v) == n else v for k, v in kwargs.items()}
+
+
+def _failing_row(func: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[int | None, dict[str, Any]]:
+    """The first completion a reward raises on when called for it alone (None: each alone passes), and its row."""
+    for i in range(len(kwargs.get("completions") or ())):
+        row = _row_of(kwargs, i)
+        try:
+            func(**row)
+        except Exception:
+            return i, row
+    return None, kwargs
+
+
+def _shown(row: dict[str, Any]) -> str:
+    """The row a person recognizes: its question, else its prompt's last user message or last characters."""
+    for key in ("question", "prompt", "prompts"):
+        value = row.get(key)
+        if isinstance(value, (list, tuple)) and len(value) == 1:
+            value = value[0]
+            if isinstance(value, list):  # messages
+                value = next((m.get("content") for m in reversed(value) if m.get("role") == "user"), value)
+            text = " ".join(str(value).split())
+            return f"{key.rstrip('s')} {('…' + text[-70:]) if len(text) > 70 else text!r}"
+    return "a batch of completions"
+
+
+def _raised(name: str, exc: Exception, index: int | None, row: dict[str, Any]) -> RewardError:
+    where = f"completion {index} ({_shown(row)})" if index is not None else _shown(row)
+    return RewardError(
+        f"reward function {name!r} raised {type(exc).__name__}: {str(exc)[:200]} on {where}; fix the reward, or "
+        "return None for a completion it does not apply to"
+    )
+
+
 class _CheckedReward:
     """A reward callable whose every output is checked (see the module docstring)."""
 
@@ -136,7 +174,13 @@ class _CheckedReward:
         return out
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._check(self.func(*args, **kwargs), args, kwargs)
+        try:
+            out = self.func(*args, **kwargs)
+        except GrpoLiteError:  # grpo-lite's own rewards say what to change
+            raise
+        except Exception as exc:
+            raise _raised(self.__name__, exc, *_failing_row(self.func, kwargs)) from exc
+        return self._check(out, args, kwargs)
 
     def __getattr__(self, attr: str) -> Any:  # value, name, ... of the wrapped reward
         if attr == "func":  # not set yet (unpickling): no recursion
@@ -151,7 +195,13 @@ class _AsyncCheckedReward(_CheckedReward):
     """The same for an ``async`` reward: stays awaitable, so TRL runs it with the other async rewards."""
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        return self._check(await self.func(*args, **kwargs), args, kwargs)
+        try:
+            out = await self.func(*args, **kwargs)
+        except GrpoLiteError:
+            raise
+        except Exception as exc:
+            raise _raised(self.__name__, exc, None, kwargs) from exc
+        return self._check(out, args, kwargs)
 
 
 def _is_async(func: Any) -> bool:

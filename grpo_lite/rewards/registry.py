@@ -22,6 +22,7 @@ from grpo_lite.rewards.functions import (
     strict_format_reward,
     xml_count_reward,
 )
+from grpo_lite.rewards.named import import_reward
 
 __all__ = [
     "RewardName",
@@ -90,9 +91,12 @@ def get_reward(name: str) -> RewardFunc:
 def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Callable[..., Any]]:
     """Reward callables for the trainer: names (None: :data:`DEFAULT_REWARDS`) looked up, callables as they are.
 
+    A name is one of :data:`REWARDS`, else a TRL reward name or the import path of the user's function
+    (:func:`~grpo_lite.rewards.named.import_reward`).
+
     Raises:
-        ConfigError: an unknown name, an item neither a name nor callable, an empty list, or two rewards with the
-            same ``__name__`` (TRL logs by it).
+        ConfigError: a name that does not resolve (one line naming what was tried), an item neither a name nor
+            callable, an empty list, or two rewards with the same ``__name__`` (TRL logs by it).
 
     >>> [f.__name__ for f in resolve_rewards(None)][:2]
     ['correctness_reward', 'integer_reward']
@@ -107,7 +111,7 @@ def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Ca
     funcs: list[Callable[..., Any]] = []
     for item in items:
         if isinstance(item, str):
-            funcs.append(get_reward(item))
+            funcs.append(REWARDS[item].func if item in REWARDS else import_reward(item, own=tuple(REWARDS)))
         elif callable(item):
             funcs.append(item)
         else:

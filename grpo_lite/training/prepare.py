@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_lite.data import prompts
-from grpo_lite.data.loaders import load_dataset
+from grpo_lite.data.loaders import has_gold, load_dataset
 from grpo_lite.defaults import PLANNER
+from grpo_lite.errors import ConfigError
 from grpo_lite.memory.models import resolve_model
+from grpo_lite.rewards.functions import CorrectnessReward
 from grpo_lite.training.arguments import Request
 from grpo_lite.training.build import measure_prompt_tokens
 from grpo_lite.training.checks import check_positions
@@ -45,10 +47,24 @@ def load_inputs(spec: ModelSpec, request: Request, skip_invalid: bool, console: 
     style = request.prompt_style or prompts.PromptStyle()
     tokenizer = load_tokenizer(spec.model_id)
     rows = load_dataset(request.dataset, split="train", style=style, seed=request.seed, skip_invalid=skip_invalid)
+    if not has_gold(rows):
+        _check_task_rewards(request.reward_funcs)
+        style = prompts.OWN_PROMPTS  # a task's own prompts, as written
     train_set = prompts.apply_prompt_style(rows, tokenizer, style)
     prompt_tokens = measure_prompt_tokens(train_set, tokenizer)  # every row: TRL does not truncate
     context = context_tokens(spec, tokenizer)
     return RunInputs(spec, tokenizer, train_set, request.reward_funcs, style, prompt_tokens, context)
+
+
+def _check_task_rewards(reward_funcs: list[Callable[..., Any]]) -> None:
+    """A task without a gold (a ``prompt`` column, no answer) cannot be scored by the correctness reward, which
+    compares with the gold: said before the model loads, not at the first step."""
+    gold_readers = [f.name for f in reward_funcs if isinstance(f, CorrectnessReward)]
+    if gold_readers:
+        raise ConfigError(
+            f"the dataset has no gold answer (a task with a 'prompt' column), and {gold_readers[0]} compares with "
+            "one: pass the task's own rewards (rewards=[...], --reward NAME, rewards: in a recipe; docs/tasks.md)"
+        )
 
 
 def context_tokens(spec: Any, tokenizer: Any) -> int | None:

@@ -19,7 +19,7 @@ from transformers import TrainerCallback
 from grpo_lite import ranges
 from grpo_lite.defaults import HEALTH, RESILIENCE
 from grpo_lite.training.report.advice import OnStall
-from grpo_lite.training.report.progress import reward_shares
+from grpo_lite.training.report.progress import own_reward_means, reward_shares
 
 __all__ = ["Finding", "FindingKind", "HealthMonitor", "LearningStalledWarning"]
 
@@ -123,6 +123,7 @@ class HealthMonitor(TrainerCallback):
         """Add one logged step; report and return the findings it completes."""
         row = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         row.update({f"share/{k}": v for k, v in reward_shares(logs, self.reward_funcs).items()})
+        row.update({f"mean/{k}": v for k, v in own_reward_means(logs, self.reward_funcs).items()})
         self.rows.append(row)
         settings = dict(settings or {})
         new = []
@@ -175,6 +176,10 @@ class HealthMonitor(TrainerCallback):
             why = f" (correct share {_mean(correct):.0%}: the problems look too hard for the model)"
         elif correct is not None and _mean(correct) > 0.9:
             why = f" (correct share {_mean(correct):.0%}: the problems look too easy)"
+        elif correct is None:  # a task without a gold: its own rewards' means say how hard it is
+            means = {k[5:]: self._last(WINDOW_STEPS, k) for k in self.rows[-1] if k.startswith("mean/")}
+            said = ", ".join(f"{name} {_mean(v):.3g}" for name, v in means.items() if v is not None)
+            why = f" (mean of {said})" if said else ""
         cause = (
             f"{_mean(zero):.0%} of groups gave all their completions the same reward over the last "
             f"{WINDOW_STEPS} steps: those groups have no advantage and no gradient{why}"

@@ -1,6 +1,7 @@
 """One compact progress line per logged step (:func:`format_line`), in place of the trainer's raw log dict (about
 1,000 characters a step for GRPO), which still goes to run.json and ``report_to``. ``format`` and ``correct`` are
-the shares of completions that earned those rewards; ``spread`` and ``skipped`` are the problem choice's figures.
+the shares of completions that earned those rewards; a task's own rewards show their means (a task without a gold
+has no ``correct``); ``spread`` and ``skipped`` are the problem choice's figures.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-__all__ = ["ProgressLine", "format_line", "replace_printer", "reward_shares"]
+from grpo_lite.rewards import REWARDS
+
+__all__ = ["ProgressLine", "format_line", "own_reward_means", "replace_printer", "reward_shares"]
 
 # (label, reward name) in display order: the share of completions that earned it
 SHARES: tuple[tuple[str, str], ...] = (("format", "soft_format_reward"), ("correct", "correctness_reward"))
@@ -34,6 +37,22 @@ def reward_shares(logs: Mapping[str, Any], reward_funcs: Sequence[Any]) -> dict[
     return out
 
 
+def own_reward_means(logs: Mapping[str, Any], reward_funcs: Sequence[Any]) -> dict[str, float]:
+    """Name -> mean, for the task's own rewards (every reward that is not one of grpo-lite's built-in rewards): the
+    figures of a task that has no gold to be correct against.
+
+    >>> from grpo_lite.rewards import correctness_reward
+    >>> def reversed_word(completions, **kwargs): ...
+    >>> own_reward_means({"rewards/reversed_word/mean": 0.25, "rewards/correctness_reward/mean": 2.0},
+    ...                  [reversed_word, correctness_reward])
+    {'reversed_word': 0.25}
+    """
+    built_in = {spec.func.name for spec in REWARDS.values()}
+    names = [getattr(f, "__name__", type(f).__name__) for f in reward_funcs]
+    means = {n: logs.get(f"rewards/{n}/mean") for n in names if n not in built_in}
+    return {n: float(m) for n, m in means.items() if isinstance(m, (int, float))}
+
+
 def _duration(seconds: float) -> str:
     """``75`` -> ``'1m 15s'``; ``3700`` -> ``'1h 01m'``."""
     seconds = max(0, int(round(seconds)))
@@ -43,19 +62,27 @@ def _duration(seconds: float) -> str:
 
 
 def format_line(
-    step: int, total: int | None, logs: Mapping[str, Any], shares: Mapping[str, float], seconds_per_step: float | None
+    step: int,
+    total: int | None,
+    logs: Mapping[str, Any],
+    shares: Mapping[str, float],
+    seconds_per_step: float | None,
+    means: Mapping[str, float] | None = None,
 ) -> str:
-    """The progress line of one step; absent figures are left out.
+    """The progress line of one step; absent figures are left out (``means``: the task's own rewards' means).
 
     >>> format_line(3, 16, {"reward": 1.4242, "completions/mean_length": 57.6, "completions/clipped_ratio": 0.25,
     ...                     "update/realized": 0.981}, {"format": 0.62, "correct": 0.125}, 21.37)
     'step  3/16  reward 1.42  format 62%  correct 12%  len 58 (cut 25%)  21.4 s/step  4m 38s left  realized 0.98'
+    >>> format_line(1, 2, {"reward": 0.75}, {}, None, {"reversed_word": 0.5, "think_format_reward": 0.25})
+    'step 1/2  reward 0.75  reversed_word 0.50  think_format_reward 0.25'
     """
     width = len(str(total)) if total else 1
     parts = [f"step {step:>{width}d}/{total}" if total else f"step {step}"]
     if isinstance(logs.get("reward"), (int, float)):
         parts.append(f"reward {logs['reward']:.2f}")
     parts += [f"{label} {share:.0%}" for label, share in shares.items()]
+    parts += [f"{name} {mean:.2f}" for name, mean in (means or {}).items()]
     length = logs.get("completions/mean_length")
     if isinstance(length, (int, float)):
         clipped = logs.get("completions/clipped_ratio")
@@ -97,7 +124,8 @@ class ProgressLine(TrainerCallback):
             per_step = (now - self._last[0]) / (step - self._last[1])
         self._last = (now, step)
         total = self.total_steps or (self.step_offset + state.max_steps if state.max_steps > 0 else None)
-        line = format_line(self.step_offset + step, total, logs, reward_shares(logs, self.reward_funcs), per_step)
+        shares, means = reward_shares(logs, self.reward_funcs), own_reward_means(logs, self.reward_funcs)
+        line = format_line(self.step_offset + step, total, logs, shares, per_step, means)
         self.console.print(line, highlight=False, markup=False, soft_wrap=True)  # one line, whatever the width
 
 

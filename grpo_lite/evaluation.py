@@ -23,6 +23,7 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import load_dtype
 from grpo_lite.ranges import check
+from grpo_lite.recipe.values import typed
 from grpo_lite.training.report.quiet import quiet_libraries
 from grpo_lite.training.step.prefix_cache import cache_keyword, prefix_cache_inputs
 
@@ -285,11 +286,11 @@ def evaluate(
     max_new_tokens = EVALUATION.max_new_tokens if max_new_tokens is None else max_new_tokens
     check("batch_size", batch_size)
     check("max_new_tokens", max_new_tokens)
+    stops = typed("stop_strings", TRAINER.stop_strings if stop_strings is None else stop_strings)  # as train()'s
     if isinstance(model, (str, os.PathLike)):
         model, tokenizer = load_for_eval(model)
     elif tokenizer is None:
         raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
-    stops = list(TRAINER.stop_strings if stop_strings is None else stop_strings)
     style = prompt_style or prompt_lib.PromptStyle()
     data = load_dataset(dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid)
     data = prompt_lib.apply_prompt_style(data, tokenizer, style)

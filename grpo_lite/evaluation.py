@@ -19,11 +19,12 @@ from grpo_lite.data.answers import answers_match, extract_answer
 from grpo_lite.data.loaders import load_dataset
 from grpo_lite.data.prompts import prompt_token_ids
 from grpo_lite.defaults import EVALUATION, TRAINER
-from grpo_lite.errors import ConfigError
+from grpo_lite.errors import ConfigError, ModelError
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import load_dtype
 from grpo_lite.ranges import check
 from grpo_lite.recipe.values import typed
+from grpo_lite.run_record import RUN_RECORD, read_run_record
 from grpo_lite.training.report.quiet import quiet_libraries
 from grpo_lite.training.step.prefix_cache import cache_keyword, prefix_cache_inputs
 
@@ -124,11 +125,33 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     cuda = torch.cuda.is_available()
     place: dict[str, Any] = {"dtype": load_dtype("cuda" if cuda else "cpu"), "device_map": {"": 0} if cuda else None}
     path = Path(model)
-    folder = path / "final" if (path / "run.json").is_file() else path
+    folder = _run_model(path) if (path / RUN_RECORD).is_file() else path
     if folder != path or (folder / "adapter_config.json").is_file():
-        return load_saved_model(folder, **place), load_tokenizer(folder)
+        tokenizer = load_tokenizer(folder)  # first: a folder without one is refused before the model loads
+        return load_saved_model(folder, **place), tokenizer
     spec = resolve_model(model)
-    return load_model(spec.model_id, **place), load_tokenizer(spec.model_id)
+    tokenizer = load_tokenizer(spec.model_id)
+    return load_model(spec.model_id, **place), tokenizer
+
+
+def _run_model(run_dir: Path) -> Path:
+    """The model a run saved (its ``final/`` folder).
+
+    Raises:
+        ModelError: the run has no ``final/`` yet; the message names its newest checkpoint and the resume command.
+    """
+    from grpo_lite.training.run.checkpoints import scan  # heavy: transformers
+
+    if (run_dir / "final").is_dir():
+        return run_dir / "final"
+    record, _ = read_run_record(run_dir, keep_corrupt=False)
+    newest = scan(run_dir).newest
+    instead = f"evaluate its newest checkpoint ({newest}) or " if newest else ""
+    raise ModelError(
+        f"{run_dir} holds a run without its final/ folder (where a run writes its model when it finishes): "
+        f"{instead}finish the run with grpo-lite train "
+        f"{(record or {}).get('model', 'MODEL')} --output-dir {run_dir} --resume"
+    )
 
 
 def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int, stops: list[str]) -> list[str]:

@@ -145,3 +145,38 @@ def test_an_unexpected_failure_is_one_line_not_a_traceback(monkeypatch, capsys, 
     message = json.loads(out)["error"] if as_json else err.strip()
     assert "\n" not in message and "Traceback" not in message
     assert "failed unexpectedly (KeyError: 'rope_theta'); rerun with --blocks formulas" in message
+
+
+def _one_error_line(capsys) -> str:  # noqa: ANN001
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_eval_of_a_folder_without_tokenizer_files_says_which_are_missing(tiny_model_dir, tmp_path, capsys):
+    folder = tmp_path / "weights-only"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (folder / name).write_bytes((tiny_model_dir / name).read_bytes())
+    assert main(["eval", str(folder), "--dataset", "synthetic", "--limit", "1"]) == 2
+    assert _one_error_line(capsys) == (
+        f"error: {folder} has no tokenizer files (tokenizer.json, tokenizer_config.json): copy them into it from "
+        "the model it was made from (or save its tokenizer there with tokenizer.save_pretrained)"
+    )
+
+
+@pytest.mark.parametrize("with_checkpoint", [False, True])
+def test_eval_of_a_run_without_final_says_what_to_evaluate_instead(tmp_path, capsys, with_checkpoint):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text('{"status": "failed", "model": "my-model"}')
+    instead = ""
+    if with_checkpoint:
+        (run / "checkpoint-4").mkdir()
+        (run / "checkpoint-4" / "trainer_state.json").write_text("{}")
+        instead = f"evaluate its newest checkpoint ({run / 'checkpoint-4'}) or "
+    assert main(["eval", str(run), "--dataset", "synthetic", "--limit", "1"]) == 2
+    assert _one_error_line(capsys) == (
+        f"error: {run} holds a run without its final/ folder (where a run writes its model when it finishes): "
+        f"{instead}finish the run with grpo-lite train my-model --output-dir {run} --resume"
+    )

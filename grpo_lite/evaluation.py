@@ -25,6 +25,9 @@ from grpo_lite.memory.settings import load_dtype
 from grpo_lite.ranges import check
 from grpo_lite.recipe.values import typed
 from grpo_lite.run_record import RUN_RECORD, read_run_record
+from grpo_lite.training.build import measure_prompt_tokens
+from grpo_lite.training.checks import check_positions
+from grpo_lite.training.prepare import model_context
 from grpo_lite.training.report.quiet import quiet_libraries
 from grpo_lite.training.step.prefix_cache import cache_keyword, prefix_cache_inputs
 
@@ -310,6 +313,7 @@ def evaluate(
     check("batch_size", batch_size)
     check("max_new_tokens", max_new_tokens)
     stops = typed("stop_strings", TRAINER.stop_strings if stop_strings is None else stop_strings)  # as train()'s
+    name = str(model) if isinstance(model, (str, os.PathLike)) else getattr(model, "name_or_path", "the model")
     if isinstance(model, (str, os.PathLike)):
         model, tokenizer = load_for_eval(model)
     elif tokenizer is None:
@@ -317,6 +321,9 @@ def evaluate(
     style = prompt_style or prompt_lib.PromptStyle()
     data = load_dataset(dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid)
     data = prompt_lib.apply_prompt_style(data, tokenizer, style)
+    context = model_context(getattr(model, "config", None), tokenizer)
+    if len(data):  # as training checks its prompts: past the context, a model decodes noise
+        check_positions(measure_prompt_tokens(data, tokenizer), max_new_tokens, context, name, "max_new_tokens")
     reward_funcs = reward_lib.resolve_rewards(rewards)
     soft_format = reward_lib.get_reward("soft_format")
 

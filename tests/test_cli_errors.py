@@ -180,3 +180,22 @@ def test_eval_of_a_run_without_final_says_what_to_evaluate_instead(tmp_path, cap
         f"error: {run} holds a run without its final/ folder (where a run writes its model when it finishes): "
         f"{instead}finish the run with grpo-lite train my-model --output-dir {run} --resume"
     )
+
+
+def test_eval_refuses_prompts_past_the_context_and_the_length_it_suggests_fits(tiny_model_dir, tmp_path, capsys):
+    import re
+
+    data = _write(tmp_path, "long.jsonl", json.dumps({"question": "one plus one " * 60, "answer": "2"}) + "\n")
+    assert main(["eval", str(tiny_model_dir), "--dataset", data]) == 2  # 256 new tokens do not fit: none decoded
+    line = _one_error_line(capsys)
+    assert f"; {tiny_model_dir} has a context of 1024 tokens: set max_new_tokens=" in line, line
+    room = re.search(r"set max_new_tokens=(\d+) or lower \(--max-new-tokens \1; Python: max_new_tokens=\1\)", line)
+    assert room, line
+    assert main(["eval", str(tiny_model_dir), "--dataset", data, "--max-new-tokens", room[1]]) == 0
+    assert main(["eval", str(tiny_model_dir), "--dataset", data, "--max-new-tokens", str(int(room[1]) + 1)]) == 2
+    capsys.readouterr()
+    longer = _write(tmp_path, "longer.jsonl", json.dumps({"question": "one plus one " * 600, "answer": "2"}) + "\n")
+    assert main(["eval", str(tiny_model_dir), "--dataset", longer, "--max-new-tokens", "1"]) == 2
+    assert _one_error_line(capsys).endswith(
+        "has a context of 1024 tokens: shorten the prompts (drop the longest rows from the dataset)"
+    )

@@ -199,3 +199,45 @@ def test_eval_refuses_prompts_past_the_context_and_the_length_it_suggests_fits(t
     assert _one_error_line(capsys).endswith(
         "has a context of 1024 tokens: shorten the prompts (drop the longest rows from the dataset)"
     )
+
+
+def _run_into(stdout: int, *argv: str) -> tuple[int, str]:
+    """``python -m grpo_lite ARGV`` with ``stdout`` as its standard output: its exit code and its stderr."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "grpo_lite", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120
+    )
+    return done.returncode, done.stderr
+
+
+PLAN_JSON = ("plan", "Llama-3.2-1B", "--budget-gb", "16", "--json")
+
+
+def test_output_into_a_closed_pipe_ends_quietly_as_sigpipe_would():
+    import os
+    import signal
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line, as `| head -1` is after it
+    try:
+        code, err = _run_into(write, *PLAN_JSON)
+    finally:
+        os.close(write)
+    assert code == 128 + signal.SIGPIPE
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err and "error" not in err
+
+
+@pytest.mark.parametrize("argv", [PLAN_JSON, ("presets",)], ids=["plan --json", "presets (rich)"])
+def test_output_onto_a_full_disk_is_one_error_line(argv):
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here (Linux has one): nothing to write a full disk with")
+    with open("/dev/full", "w") as full:
+        code, err = _run_into(full.fileno(), *argv)
+    assert code == 2 and "Traceback" not in err and "Exception ignored" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert lines == [
+        "error: cannot write the output to standard output (No space left on device); send it where it can be "
+        "written (a file on a disk with room, or the terminal) and run the command again"
+    ], err

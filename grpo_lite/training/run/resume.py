@@ -314,9 +314,11 @@ def check_same_training(output_dir: Path, earlier: EarlierRun, recipe: Recipe) -
         "rewards": lambda v: f"{' '.join(f'--reward {r}' for r in v)} (Python: rewards={v!r})",
         "seed": lambda v: f"--seed {v} (Python: seed={v})",
         "num_generations": lambda v: f"--set num_generations={v} (Python: num_generations={v})",
-        "dataset": lambda v: f"--dataset {v} (Python: dataset={v!r})"
-        if not v.startswith("<")
-        else f"the run's own dataset ({v[1:-1]}; Python: dataset=...)",  # a datasets.Dataset passed in Python
+        "dataset": lambda v: (
+            f"--dataset {v} (Python: dataset={v!r})"
+            if not v.startswith("<")
+            else f"the run's own dataset ({v[1:-1]}; Python: dataset=...)"
+        ),  # a datasets.Dataset passed in Python
     }
     what = "; ".join(f"{key} {asked[key]!r} instead of the run's {runs[key]!r}" for key in changed)
     raise ConfigError(

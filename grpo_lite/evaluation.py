@@ -20,10 +20,15 @@ from grpo_lite.data.answers import answers_match, extract_answer
 from grpo_lite.data.loaders import has_gold, load_dataset
 from grpo_lite.data.prompts import prompt_token_ids
 from grpo_lite.defaults import EVALUATION, TRAINER
-from grpo_lite.errors import ConfigError
+from grpo_lite.errors import ConfigError, ModelError
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import load_dtype
 from grpo_lite.ranges import check
+from grpo_lite.recipe.values import typed
+from grpo_lite.run_record import RUN_RECORD, read_run_record
+from grpo_lite.training.build import measure_prompt_tokens
+from grpo_lite.training.checks import check_positions
+from grpo_lite.training.prepare import model_context
 from grpo_lite.training.report.quiet import quiet_libraries
 from grpo_lite.training.step.prefix_cache import cache_keyword, prefix_cache_inputs
 
@@ -158,11 +163,33 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     cuda = torch.cuda.is_available()
     place: dict[str, Any] = {"dtype": load_dtype("cuda" if cuda else "cpu"), "device_map": {"": 0} if cuda else None}
     path = Path(model)
-    folder = path / "final" if (path / "run.json").is_file() else path
+    folder = _run_model(path) if (path / RUN_RECORD).is_file() else path
     if folder != path or (folder / "adapter_config.json").is_file():
-        return load_saved_model(folder, **place), load_tokenizer(folder)
+        tokenizer = load_tokenizer(folder)  # first: a folder without one is refused before the model loads
+        return load_saved_model(folder, **place), tokenizer
     spec = resolve_model(model)
-    return load_model(spec.model_id, **place), load_tokenizer(spec.model_id)
+    tokenizer = load_tokenizer(spec.model_id)
+    return load_model(spec.model_id, **place), tokenizer
+
+
+def _run_model(run_dir: Path) -> Path:
+    """The model a run saved (its ``final/`` folder).
+
+    Raises:
+        ModelError: the run has no ``final/`` yet; the message names its newest checkpoint and the resume command.
+    """
+    from grpo_lite.training.run.checkpoints import scan  # heavy: transformers
+
+    if (run_dir / "final").is_dir():
+        return run_dir / "final"
+    record, _ = read_run_record(run_dir, keep_corrupt=False)
+    newest = scan(run_dir).newest
+    instead = f"evaluate its newest checkpoint ({newest}) or " if newest else ""
+    raise ModelError(
+        f"{run_dir} holds a run without its final/ folder (where a run writes its model when it finishes): "
+        f"{instead}finish the run with grpo-lite train "
+        f"{(record or {}).get('model', 'MODEL')} --output-dir {run_dir} --resume"
+    )
 
 
 def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens: int, stops: list[str]) -> list[str]:
@@ -358,11 +385,12 @@ def evaluate(
     max_new_tokens = EVALUATION.max_new_tokens if max_new_tokens is None else max_new_tokens
     check("batch_size", batch_size)
     check("max_new_tokens", max_new_tokens)
+    stops = typed("stop_strings", TRAINER.stop_strings if stop_strings is None else stop_strings)  # as train()'s
+    name = str(model) if isinstance(model, (str, os.PathLike)) else getattr(model, "name_or_path", "the model")
     if isinstance(model, (str, os.PathLike)):
         model, tokenizer = load_for_eval(model)
     elif tokenizer is None:
         raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
-    stops = list(TRAINER.stop_strings if stop_strings is None else stop_strings)
     style = prompt_style or prompt_lib.PromptStyle()
     data = load_dataset(dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid)
     graded = has_gold(data)
@@ -372,6 +400,9 @@ def evaluate(
             "--reward NAME) and evaluate() reports each reward's mean over the greedy completions"
         )
     data = prompt_lib.apply_prompt_style(data, tokenizer, style if graded else prompt_lib.OWN_PROMPTS)
+    context = model_context(getattr(model, "config", None), tokenizer)
+    if len(data):  # as training checks its prompts: past the context, a model decodes noise
+        check_positions(measure_prompt_tokens(data, tokenizer), max_new_tokens, context, name, "max_new_tokens")
     reward_funcs = reward_lib.resolve_rewards(rewards)
     soft_format = reward_lib.get_reward("soft_format")
 

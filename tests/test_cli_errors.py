@@ -152,3 +152,99 @@ def test_an_unexpected_failure_is_one_line_not_a_traceback(monkeypatch, capsys, 
     message = json.loads(out)["error"] if as_json else err.strip()
     assert "\n" not in message and "Traceback" not in message
     assert "failed unexpectedly (KeyError: 'rope_theta'); rerun with --blocks formulas" in message
+
+
+def _one_error_line(capsys) -> str:  # noqa: ANN001
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_eval_of_a_folder_without_tokenizer_files_says_which_are_missing(tiny_model_dir, tmp_path, capsys):
+    folder = tmp_path / "weights-only"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (folder / name).write_bytes((tiny_model_dir / name).read_bytes())
+    assert main(["eval", str(folder), "--dataset", "synthetic", "--limit", "1"]) == 2
+    assert _one_error_line(capsys) == (
+        f"error: {folder} has no tokenizer files (tokenizer.json, tokenizer_config.json): copy them into it from "
+        "the model it was made from (or save its tokenizer there with tokenizer.save_pretrained)"
+    )
+
+
+@pytest.mark.parametrize("with_checkpoint", [False, True])
+def test_eval_of_a_run_without_final_says_what_to_evaluate_instead(tmp_path, capsys, with_checkpoint):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text('{"status": "failed", "model": "my-model"}')
+    instead = ""
+    if with_checkpoint:
+        (run / "checkpoint-4").mkdir()
+        (run / "checkpoint-4" / "trainer_state.json").write_text("{}")
+        instead = f"evaluate its newest checkpoint ({run / 'checkpoint-4'}) or "
+    assert main(["eval", str(run), "--dataset", "synthetic", "--limit", "1"]) == 2
+    assert _one_error_line(capsys) == (
+        f"error: {run} holds a run without its final/ folder (where a run writes its model when it finishes): "
+        f"{instead}finish the run with grpo-lite train my-model --output-dir {run} --resume"
+    )
+
+
+def test_eval_refuses_prompts_past_the_context_and_the_length_it_suggests_fits(tiny_model_dir, tmp_path, capsys):
+    import re
+
+    data = _write(tmp_path, "long.jsonl", json.dumps({"question": "one plus one " * 60, "answer": "2"}) + "\n")
+    assert main(["eval", str(tiny_model_dir), "--dataset", data]) == 2  # 256 new tokens do not fit: none decoded
+    line = _one_error_line(capsys)
+    assert f"; {tiny_model_dir} has a context of 1024 tokens: set max_new_tokens=" in line, line
+    room = re.search(r"set max_new_tokens=(\d+) or lower \(--max-new-tokens \1; Python: max_new_tokens=\1\)", line)
+    assert room, line
+    assert main(["eval", str(tiny_model_dir), "--dataset", data, "--max-new-tokens", room[1]]) == 0
+    assert main(["eval", str(tiny_model_dir), "--dataset", data, "--max-new-tokens", str(int(room[1]) + 1)]) == 2
+    capsys.readouterr()
+    longer = _write(tmp_path, "longer.jsonl", json.dumps({"question": "one plus one " * 600, "answer": "2"}) + "\n")
+    assert main(["eval", str(tiny_model_dir), "--dataset", longer, "--max-new-tokens", "1"]) == 2
+    assert _one_error_line(capsys).endswith(
+        "has a context of 1024 tokens: shorten the prompts (drop the longest rows from the dataset)"
+    )
+
+
+def _run_into(stdout: int, *argv: str) -> tuple[int, str]:
+    """``python -m grpo_lite ARGV`` with ``stdout`` as its standard output: its exit code and its stderr."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "grpo_lite", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120
+    )
+    return done.returncode, done.stderr
+
+
+PLAN_JSON = ("plan", "Llama-3.2-1B", "--budget-gb", "16", "--json")
+
+
+def test_output_into_a_closed_pipe_ends_quietly_as_sigpipe_would():
+    import os
+    import signal
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line, as `| head -1` is after it
+    try:
+        code, err = _run_into(write, *PLAN_JSON)
+    finally:
+        os.close(write)
+    assert code == 128 + signal.SIGPIPE
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err and "error" not in err
+
+
+@pytest.mark.parametrize("argv", [PLAN_JSON, ("presets",)], ids=["plan --json", "presets (rich)"])
+def test_output_onto_a_full_disk_is_one_error_line(argv):
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here (Linux has one): nothing to write a full disk with")
+    with open("/dev/full", "w") as full:
+        code, err = _run_into(full.fileno(), *argv)
+    assert code == 2 and "Traceback" not in err and "Exception ignored" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert lines == [
+        "error: cannot write the output to standard output (No space left on device); send it where it can be "
+        "written (a file on a disk with room, or the terminal) and run the command again"
+    ], err

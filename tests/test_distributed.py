@@ -200,6 +200,45 @@ def test_detect_sharding_rejects_zero1():
         D.detect_sharding({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "1"})
 
 
+LAUNCH_ENV_ERRORS = [
+    ({"WORLD_SIZE": "abc"}, "WORLD_SIZE='abc': torchrun and accelerate launch set these to whole numbers"),
+    ({"WORLD_SIZE": "0", "LOCAL_RANK": "0"}, "WORLD_SIZE=0: torchrun and accelerate launch set these to whole numbers"),
+    ({"WORLD_SIZE": "2", "RANK": "x", "MASTER_PORT": "p"}, "RANK='x', MASTER_PORT='p': torchrun and accelerate"),
+    (
+        {"WORLD_SIZE": "2", "LOCAL_RANK": "0", "RANK": "0"},
+        "WORLD_SIZE=2 says this process is one of 2, but MASTER_ADDR (rank 0's host) is not set: start the processes "
+        "with torchrun or accelerate launch, which set them (grpo-lite train --num-processes 2 does), or unset "
+        "WORLD_SIZE to train in one process",
+    ),
+    ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "1"}, "ZeRO stage 1 is not modelled"),
+]
+
+
+@pytest.mark.parametrize(("env", "says"), LAUNCH_ENV_ERRORS)
+def test_the_launchers_variables_are_checked_before_accelerate_reads_them(
+    env, says, tiny_model_dir, tmp_path, monkeypatch, capsys
+):
+    import re
+
+    from grpo_lite.cli import main
+
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        D.launched_world_size(env)
+    for key in ("WORLD_SIZE", "LOCAL_RANK", "RANK", "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_USE_DEEPSPEED"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    argv = ["train", str(tiny_model_dir), *TINY_RUN, "--output-dir", str(tmp_path / "run")]
+    assert main(argv) == 2  # not accelerate's ValueError traceback
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and says in err[0], err
+
+
+def test_a_launched_process_with_its_variables_is_one_of_world_size():
+    env = {"WORLD_SIZE": "4", "RANK": "3", "LOCAL_RANK": "1", "MASTER_ADDR": "node0", "MASTER_PORT": "29500"}
+    assert D.launched_world_size(env) == 4 and D.launched_world_size({}) == 1
+
+
 # ---- the CLI: options, the relaunched command line, relaunch guard -----------------------------------
 def _train_parser():
     import argparse
@@ -232,6 +271,7 @@ def test_launched_process_does_not_relaunch_and_checks_world_size(monkeypatch):
     parser = _train_parser()
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("MASTER_ADDR", "localhost")
     assert RL.maybe_relaunch(parser.parse_args(["m", "--num-processes", "2"])) is None
     with pytest.raises(ConfigError, match="--num-processes 4 but this process was launched with WORLD_SIZE=2"):
         RL.maybe_relaunch(parser.parse_args(["m", "--num-processes", "4"]))

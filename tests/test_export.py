@@ -379,6 +379,21 @@ def test_cli_export_writes_the_file_and_the_modelfile(sharp_model_dir, tmp_path,
     assert "error: cannot export" in capsys.readouterr().err
 
 
+def test_the_printed_commands_run_as_printed_in_a_shell_for_paths_with_spaces(tmp_path):
+    import shlex
+
+    from grpo_lite.export.runtimes import RuntimeFiles, llama_cli_command
+
+    folder = tmp_path / "My Runs" / "run 1"
+    gguf, modelfile, system = (folder / f"my model.{ext}" for ext in ("gguf", "Modelfile", "system_prompt.txt"))
+    files = RuntimeFiles(gguf, modelfile, system, llama_cli_command(gguf, system))
+    by_runtime = dict(line.split(": ", 1) for line in files.lines())
+    assert shlex.split(by_runtime["llama.cpp"]) == ["llama-cli", "-m", str(gguf), "--temp", "0", "-sysf", str(system)]
+    create, then = by_runtime["Ollama"].strip().split(" && ")
+    assert shlex.split(create) == ["ollama", "create", "run-1", "-f", str(modelfile)]
+    assert shlex.split(then) == ["ollama", "run", "run-1"]
+
+
 def test_cli_export_prints_its_lines_only(sharp_model_dir, tmp_path, capsys, recwarn):
     # the libraries' noise is filtered as around train(): transformers' bars, the is_gradient_checkpointing warning
     from grpo_lite.cli import main

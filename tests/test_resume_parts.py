@@ -381,20 +381,54 @@ def test_without_fingerprints_a_model_is_the_same_by_name_or_path(tmp_path, monk
         resume.check_same_run(tmp_path, older, model_id=_model(tmp_path / "b", b"\x00" * 100), preset=None, method=None)
 
 
+def _recipe(dataset: str = "gsm8k", rewards: tuple[str, ...] = ("correctness",), seed: int = 2) -> SimpleNamespace:
+    written = {"rewards": list(rewards), "dataset": dataset}
+    return SimpleNamespace(to_dict=lambda: written, seed=seed, trl={"num_generations": 8})
+
+
 def test_a_resume_that_changes_what_the_run_optimized_is_refused_with_the_flags_to_pass(tmp_path):
-    recipe = SimpleNamespace(to_dict=lambda: {"rewards": ["correctness"]}, seed=2, trl={"num_generations": 8})
+    recipe = _recipe()
     earlier = EarlierRun("lora", None, 0, 2, 9, rewards=["correctness", "format"], seed=1, num_generations=4)
     with pytest.raises(ConfigError) as caught:
         resume.check_same_training(tmp_path, earlier, recipe)
     assert str(caught.value) == (
         f"{tmp_path} cannot be resumed with other settings than it trained with: rewards ['correctness'] instead of "
         "the run's ['correctness', 'format']; seed 2 instead of the run's 1; num_generations 8 instead of the run's 4. "
-        "Resume with --rewards correctness format (Python: rewards=['correctness', 'format']), --seed 1 (Python: "
-        "seed=1), --set num_generations=4 (Python: num_generations=4), or pass --overwrite to start a new run in "
-        f"{tmp_path} (Python: overwrite=True)"
+        "Resume with --reward correctness --reward format (Python: rewards=['correctness', 'format']), --seed 1 "
+        "(Python: seed=1), --set num_generations=4 (Python: num_generations=4), or pass --overwrite to start a new "
+        f"run in {tmp_path} (Python: overwrite=True)"
     )
     older = EarlierRun("lora", None, 0, 2, 9)  # a record from before these were kept: nothing to compare
     resume.check_same_training(tmp_path, older, recipe)
+
+
+def test_a_resume_on_another_dataset_is_refused_and_the_same_file_by_another_path_is_not(tmp_path, monkeypatch):
+    def earlier(dataset: str) -> EarlierRun:
+        return EarlierRun("lora", None, 0, 2, 9, rewards=["correctness"], seed=2, num_generations=8, dataset=dataset)
+
+    with pytest.raises(ConfigError) as caught:  # no --dataset on the resume of a synthetic run: gsm8k
+        resume.check_same_training(tmp_path, earlier("synthetic"), _recipe("gsm8k"))
+    assert str(caught.value) == (
+        f"{tmp_path} cannot be resumed with other settings than it trained with: dataset 'gsm8k' instead of the "
+        "run's 'synthetic'. Resume with --dataset synthetic (Python: dataset='synthetic'), or pass --overwrite to "
+        f"start a new run in {tmp_path} (Python: overwrite=True)"
+    )
+    (tmp_path / "data.jsonl").write_text("{}")
+    (tmp_path / "other.jsonl").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    resume.check_same_training(tmp_path, earlier("data.jsonl"), _recipe(str(tmp_path / "data.jsonl")))
+    with pytest.raises(ConfigError, match=re.escape("Resume with --dataset data.jsonl (Python: dataset='data.jsonl')")):
+        resume.check_same_training(tmp_path, earlier("data.jsonl"), _recipe("other.jsonl"))
+    with pytest.raises(ConfigError, match=re.escape("Resume with the run's own dataset (Dataset: 20 rows; Python: ")):
+        resume.check_same_training(tmp_path, earlier("<Dataset: 20 rows>"), _recipe("<Dataset: 30 rows>"))
+
+
+def test_the_dataset_a_run_trained_on_is_read_from_its_record_and_its_checkpoint(tmp_path):
+    checkpoint = _checkpoint(tmp_path, 1)
+    _record(tmp_path, status="running", recipe={"dataset": "synthetic"})
+    assert resume.earlier_run(tmp_path, checkpoint, main=False).dataset == "synthetic"
+    mark_complete(checkpoint, {"preset": "lora", "dataset": "data.jsonl"})  # the checkpoint's own record wins
+    assert resume.earlier_run(tmp_path, checkpoint, main=False).dataset == "data.jsonl"
 
 
 def test_checking_a_resume_writes_nothing_and_says_a_finished_run_is_finished(tmp_path):

@@ -88,6 +88,22 @@ def test_an_empty_stop_string_is_refused(tmp_path, capsys, stops):
     assert capsys.readouterr().err.count(message) == 2  # the file's and the flag's, one line each
 
 
+@pytest.mark.parametrize(
+    ("stops", "message"),
+    [
+        ([""], "an empty stop string ends every completion at its first token"),
+        (("</answer>", ""), "an empty stop string ends every completion at its first token"),
+        ("</answer>", "stop_strings takes a list of text; e.g. stop_strings=['</answer>']"),
+    ],
+)
+def test_evaluate_checks_its_stop_strings_as_training_does(stops, message):
+    from grpo_lite import evaluate
+
+    for run in (lambda: train("m", stop_strings=stops), lambda: evaluate("no-model-is-loaded", stop_strings=stops)):
+        with pytest.raises(ConfigError, match=re.escape(message)):  # before any model loads
+            run()
+
+
 def _mean_length(out) -> float:
     history = json.loads((out / "run.json").read_text())["history"]
     return sum(row["completions/mean_length"] for row in history) / len(history)

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from grpo_lite import files
+from grpo_lite.cli import StdoutLost
 from grpo_lite.cli.measure import measure_plan
 from grpo_lite.cli.options import add_options, parse_set
 from grpo_lite.defaults import STEP
@@ -152,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
         return _run(args)
     except GrpoLiteError as exc:
         failure: GrpoLiteError = exc
+    except StdoutLost:  # main() ends the command: nothing more can be printed
+        raise
     except Exception as exc:  # noqa: BLE001 - a library's or our own failure: one line, never a traceback
         failure = GrpoLiteError(
             f"grpo-lite plan failed unexpectedly ({type(exc).__name__}: {_one_line(exc)}); "

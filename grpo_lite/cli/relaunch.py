@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import shlex
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from grpo_lite.planning.choose import plan
 from grpo_lite.planning.hardware import usable_to_nominal_gb
 from grpo_lite.ranges import check
 from grpo_lite.run_record import RUN_RECORD, read_run_record
-from grpo_lite.scale.distributed import SHARDINGS, _mode, in_launched_process, launch_command
+from grpo_lite.scale.distributed import SHARDINGS, _mode, in_launched_process, launch_command, launched_world_size
 from grpo_lite.training.run.folder import default_output_dir
 from grpo_lite.training.run.ranks import _clear_records, check_ranks, failure_fields, read_rank_records
 
@@ -78,7 +77,7 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
     """
     n = check("num_processes", args.num_processes)
     if in_launched_process():
-        world = int(os.environ["WORLD_SIZE"])
+        world = launched_world_size()
         if n > 1 and world != n:
             raise ConfigError(
                 f"--num-processes {n} but this process was launched with WORLD_SIZE={world}; "

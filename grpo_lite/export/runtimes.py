@@ -6,6 +6,7 @@ The three files are written atomically and renamed into place together (docs/int
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import time
 from contextlib import nullcontext
@@ -61,11 +62,12 @@ class RuntimeFiles:
         return f"GGUF: {self.gguf} ({self.quantization}, {self.gguf.stat().st_size / 1e6:.0f} MB, {self.seconds:.0f} s)"
 
     def lines(self) -> list[str]:
-        """How to run the file, one runtime a line (what the demo and ``grpo-lite export`` print)."""
-        name = self.gguf.parent.resolve().name.lower() or "grpo-lite"
+        """How to run the file, one runtime a line (what the demo and ``grpo-lite export`` print): commands a shell
+        runs as printed, paths quoted, the Ollama name the folder's in the characters Ollama takes."""
+        name = re.sub(r"[^a-z0-9._-]+", "-", self.gguf.parent.resolve().name.lower()).strip("-._") or "grpo-lite"
         return [
             f"llama.cpp: {self.llama_cli}",
-            f"Ollama:    ollama create {name} -f {self.modelfile} && ollama run {name}",
+            f"Ollama:    ollama create {name} -f {shlex.quote(str(self.modelfile))} && ollama run {name}",
             f"LM Studio: load {self.gguf}",
         ]
 

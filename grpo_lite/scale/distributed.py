@@ -35,6 +35,7 @@ __all__ = [
     "launch_command",
     "in_launched_process",
     "detect_sharding",
+    "launched_world_size",
 ]
 
 MixedPrecision = Literal["no", "fp16", "bf16"]
@@ -238,6 +239,43 @@ def detect_sharding(env: Mapping[str, str] | None = None) -> Sharding:
     if env.get("ACCELERATE_USE_FSDP", "").lower() == "true":
         return "fsdp"
     return "ddp" if int(env.get("WORLD_SIZE", "1")) > 1 else "none"
+
+
+_NUMBERS = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_PORT")  # what torchrun and accelerate launch set, as numbers
+
+
+def launched_world_size(env: Mapping[str, str] | None = None) -> int:
+    """How many processes this one was launched among (1: not launched), from the variables torchrun and accelerate
+    launch set, checked before accelerate or torch.distributed read them (their errors are tracebacks); then the
+    sharding they set (:func:`detect_sharding`: a DeepSpeed ZeRO stage the planner does not model is refused).
+
+    Raises:
+        ConfigError: a variable that is not a whole number, several processes without ``MASTER_ADDR`` (where rank
+            0 listens), or DeepSpeed ZeRO stage 1.
+
+    >>> launched_world_size({}), launched_world_size({"WORLD_SIZE": "2", "MASTER_ADDR": "localhost"})
+    (1, 2)
+    >>> launched_world_size({"WORLD_SIZE": "2", "RANK": "0"})
+    Traceback (most recent call last):
+    ...
+    grpo_lite.errors.ConfigError: WORLD_SIZE=2 says this process is one of 2, but MASTER_ADDR (rank 0's host) is not set: start the processes with torchrun or accelerate launch, which set them (grpo-lite train --num-processes 2 does), or unset WORLD_SIZE to train in one process
+    """
+    env = os.environ if env is None else env
+    hint = "start the processes with torchrun or accelerate launch, which set them"
+    bad = [f"{key}={env[key]!r}" for key in _NUMBERS if key in env and not env[key].strip().isdigit()]
+    if bad or env.get("WORLD_SIZE", "1").strip() == "0":
+        raise ConfigError(
+            f"{', '.join(bad) or 'WORLD_SIZE=0'}: torchrun and accelerate launch set these to whole numbers "
+            f"(WORLD_SIZE at least 1); unset {'them' if len(bad) > 1 else 'it'} to train in one process, or {hint}"
+        )
+    world = int(env.get("WORLD_SIZE", "1"))
+    if world > 1 and not env.get("MASTER_ADDR"):
+        raise ConfigError(
+            f"WORLD_SIZE={world} says this process is one of {world}, but MASTER_ADDR (rank 0's host) is not set: "
+            f"{hint} (grpo-lite train --num-processes {world} does), or unset WORLD_SIZE to train in one process"
+        )
+    detect_sharding(env)
+    return world
 
 
 # ---- what hardware a relaunch gets ---------------------------------------------------------------

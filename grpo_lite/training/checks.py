@@ -115,23 +115,32 @@ def check_free_space(out: Path, plan: Plan, *, keep: int | None) -> str | None:
     return None
 
 
-def check_positions(prompt_tokens: int, completion: int, context: int | None, model_name: str) -> None:
+# the setting that bounds the completion -> how to set it to {room}
+_COMPLETION_SETTINGS = {
+    "max_completion_length": "--set max_completion_length={room}; in a recipe, max_completion_length: {room} under "
+    "trl:; Python: max_completion_length={room}",
+    "max_new_tokens": "--max-new-tokens {room}; Python: max_new_tokens={room}",  # evaluation
+}
+
+
+def check_positions(
+    prompt_tokens: int, completion: int, context: int | None, model_name: str, setting: str = "max_completion_length"
+) -> None:
     """The longest prompt and ``completion`` tokens fit the model's context of ``context`` tokens (None: not checked).
 
+    Args:
+        setting: the setting ``completion`` comes from: ``max_completion_length`` (training) or ``max_new_tokens``.
+
     Raises:
-        ConfigError: they do not; the message names the longest ``max_completion_length`` that fits.
+        ConfigError: they do not; the message names the longest ``setting`` that fits.
     """
     if context is None or prompt_tokens + completion <= context:
         return
     room = context - prompt_tokens
-    fix = (
-        f"set max_completion_length={room} or lower (--set max_completion_length={room}; in a recipe, "
-        f"max_completion_length: {room} under trl:; Python: max_completion_length={room}), or "
-        if room >= 1
-        else ""
-    )
+    how = _COMPLETION_SETTINGS[setting].format(room=room)
+    fix = f"set {setting}={room} or lower ({how}), or " if room >= 1 else ""
     raise ConfigError(
-        f"the longest prompt ({prompt_tokens} tokens) and max_completion_length ({completion}) "
+        f"the longest prompt ({prompt_tokens} tokens) and {setting} ({completion}) "
         f"need {prompt_tokens + completion} positions; {model_name} has a context of "
         f"{context} tokens: {fix}shorten the prompts (drop the longest rows from the dataset)"
     )

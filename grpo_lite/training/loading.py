@@ -104,14 +104,23 @@ def _local_source(model_id: str | os.PathLike) -> str:
     return str(model_id)
 
 
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # a transformers tokenizer's (a fast one's)
+
+
 @quiet_libraries()
 def load_tokenizer(model_id: str | os.PathLike) -> PreTrainedTokenizerBase:
     """Load the tokenizer, left-padded for batched generation, with a pad token set."""
     source = _local_source(model_id)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left")
-    except OSError as exc:
-        raise ModelError(f"cannot load a tokenizer from {model_id!r}: {exc}") from exc
+    except (OSError, ValueError) as exc:  # ValueError: a folder without tokenizer files
+        folder = Path(source)
+        if folder.is_dir() and not any((folder / name).is_file() for name in _TOKENIZER_FILES):
+            raise ModelError(
+                f"{model_id} has no tokenizer files ({', '.join(_TOKENIZER_FILES)}): copy them into it from the "
+                "model it was made from (or save its tokenizer there with tokenizer.save_pretrained)"
+            ) from None
+        raise ModelError(f"cannot load a tokenizer from {model_id!r}: {' '.join(str(exc).split())}") from exc
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if tokenizer.chat_template is None:

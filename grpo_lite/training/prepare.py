@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.memory.models import ModelSpec
 
-__all__ = ["RunInputs", "check_inputs", "context_tokens", "load_inputs"]
+__all__ = ["RunInputs", "check_inputs", "context_tokens", "load_inputs", "model_context"]
 
 
 @dataclass
@@ -70,14 +70,20 @@ def _check_task_rewards(reward_funcs: list[Callable[..., Any]]) -> None:
 def context_tokens(spec: Any, tokenizer: Any) -> int | None:
     """The model's context in tokens: its config's ``max_position_embeddings``, else the tokenizer's
     ``model_max_length`` (None when neither says, as for a tokenizer without a limit)."""
-    context = None
+    config = None
     if spec.kind != "gguf":
         from transformers import AutoConfig  # heavy: transformers
 
         try:
-            context = getattr(AutoConfig.from_pretrained(spec.model_id), "max_position_embeddings", None)
+            config = AutoConfig.from_pretrained(spec.model_id)
         except (OSError, ValueError):  # not cached offline, or not a transformers config
-            context = None
+            config = None
+    return model_context(config, tokenizer)
+
+
+def model_context(config: Any, tokenizer: Any) -> int | None:
+    """The context in tokens of a model with this config (None: unknown) and tokenizer (:func:`context_tokens`)."""
+    context = getattr(config, "max_position_embeddings", None)
     if context is None:
         context = getattr(tokenizer, "model_max_length", None)
     return context if isinstance(context, int) and 0 < context < 10**7 else None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_lite.errors import GrpoLiteError
+from grpo_lite.scale.distributed import launched_world_size
 
 __all__ = [
     "RankRecord",
@@ -62,6 +63,7 @@ def process_state() -> Any:
     import torch  # heavy: torch
     from accelerate import PartialState
 
+    launched_world_size()  # the launcher's variables, checked before accelerate reads them
     return PartialState(cpu=not torch.cuda.is_available())
 
 

@@ -53,9 +53,10 @@ class EarlierRun:
     status: str | None = None  # run.json's status
     model: str | None = None  # the model_id the run trained
     fingerprint: dict[str, str] | None = None  # that model's model_fingerprint when the run started
-    rewards: list[str] | None = None  # what the run optimized: reward names, seed, group size
+    rewards: list[str] | None = None  # what the run optimized: reward names, seed, group size, dataset
     seed: int | None = None
     num_generations: int | None = None
+    dataset: str | None = None  # as the recipe records it: a name, a path, or "<Dataset: N rows>"
 
     @property
     def reached(self) -> int:
@@ -151,12 +152,12 @@ def _merge(*sources: list[dict[str, Any]], last: int) -> list[dict[str, Any]]:
     return [by_step[s] for s in sorted(by_step) if s <= last]
 
 
-_RECORDED = ("preset", "source", "max_steps", "model", "fingerprint", "rewards", "seed", "num_generations")
+_RECORDED = ("preset", "source", "max_steps", "model", "fingerprint", "rewards", "seed", "num_generations", "dataset")
 
 
 def _from_record(record: dict[str, Any]) -> dict[str, Any]:
     """preset, source, done, max_steps from a run.json (the last step down's target and weights); the rewards,
-    seed and num_generations it trained with."""
+    seed, num_generations and dataset it trained with."""
     downs = [e for e in record.get("events", []) if is_step_down(e)]
     recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
     trl = recipe.get("trl") if isinstance(recipe.get("trl"), dict) else {}
@@ -164,6 +165,7 @@ def _from_record(record: dict[str, Any]) -> dict[str, Any]:
         "rewards": recipe.get("rewards"),
         "seed": recipe.get("seed"),
         "num_generations": trl.get("num_generations"),
+        "dataset": recipe.get("dataset"),
         "preset": record.get("plan", {}).get("preset"),
         "source": downs[-1]["weights"] if downs else None,
         "done": downs[-1]["step"] if downs else 0,
@@ -274,26 +276,49 @@ def check_same_run(
 
 
 def trained_with(recipe: Recipe) -> dict[str, Any]:
-    """What a resume must not change: the recipe's reward names, seed and num_generations."""
-    rewards = recipe.to_dict()["rewards"]
-    return {"rewards": rewards, "seed": recipe.seed, "num_generations": recipe.trl.get("num_generations")}
+    """What a resume must not change: the recipe's reward names, seed, num_generations and dataset."""
+    written = recipe.to_dict()
+    return {
+        "rewards": written["rewards"],
+        "seed": recipe.seed,
+        "num_generations": recipe.trl.get("num_generations"),
+        "dataset": written["dataset"],
+    }
+
+
+def _same(key: str, theirs: Any, mine: Any) -> bool:
+    """Whether a resume's value is the run's (a dataset file named by another path to it is the same)."""
+    if key == "dataset" and isinstance(theirs, str) and isinstance(mine, str) and Path(theirs).is_file():
+        return Path(theirs).resolve() == Path(mine).resolve()
+    return theirs == mine
 
 
 def check_same_training(output_dir: Path, earlier: EarlierRun, recipe: Recipe) -> None:
-    """Refuse a resume that changes the run's rewards, seed or num_generations (unchecked in an older record).
+    """Refuse a resume that changes the run's rewards, seed, num_generations or dataset (unchecked in an older
+    record).
 
     Raises:
         ConfigError: one line naming each change and what to pass instead.
     """
-    runs = {"rewards": earlier.rewards, "seed": earlier.seed, "num_generations": earlier.num_generations}
+    runs = {
+        "rewards": earlier.rewards,
+        "seed": earlier.seed,
+        "num_generations": earlier.num_generations,
+        "dataset": earlier.dataset,
+    }
     asked = trained_with(recipe)
-    changed = [key for key, value in runs.items() if value is not None and value != asked[key]]
+    changed = [key for key, value in runs.items() if value is not None and not _same(key, value, asked[key])]
     if not changed:
         return
     said = {
-        "rewards": lambda v: f"--rewards {' '.join(v)} (Python: rewards={v!r})",
+        "rewards": lambda v: f"{' '.join(f'--reward {r}' for r in v)} (Python: rewards={v!r})",
         "seed": lambda v: f"--seed {v} (Python: seed={v})",
         "num_generations": lambda v: f"--set num_generations={v} (Python: num_generations={v})",
+        "dataset": lambda v: (
+            f"--dataset {v} (Python: dataset={v!r})"
+            if not v.startswith("<")
+            else f"the run's own dataset ({v[1:-1]}; Python: dataset=...)"
+        ),  # a datasets.Dataset passed in Python
     }
     what = "; ".join(f"{key} {asked[key]!r} instead of the run's {runs[key]!r}" for key in changed)
     raise ConfigError(

@@ -107,6 +107,49 @@ def test_tensor_names_types_and_tied_embedding(sharp_model_dir, tmp_path):
     assert types[:6] == [gguf.TokenType.CONTROL] * 6 and set(types[6:]) == {gguf.TokenType.NORMAL}  # the 6 specials
 
 
+@pytest.mark.parametrize("quantization", ["f16", "q4_0"])
+def test_every_tensor_lies_at_its_aligned_offset_as_the_writer_planned(sharp_model_dir, tmp_path, monkeypatch,
+                                                                      quantization):  # fmt: skip
+    """GGUF's layout read back: ``general.alignment`` absent or GGUF's default 32 (the spec asks for a multiple of 8;
+    llama.cpp maps each tensor at its offset), the data section and every tensor at a multiple of it, one after the
+    other in the writer's order with only the padding between, the file as long as the size plan said, and at each
+    offset the bytes the writer was given."""
+    import gguf
+    import numpy as np
+
+    from grpo_lite.export import gguf_file
+
+    given: dict[str, np.ndarray] = {}
+    writers: list = []
+    add = gguf.GGUFWriter.add_tensor
+
+    def keep(self, name, tensor, *args, **kwargs):  # noqa: ANN001, ANN202
+        given[name] = tensor
+        writers[:] = [self]
+        return add(self, name, tensor, *args, **kwargs)
+
+    monkeypatch.setattr(gguf.GGUFWriter, "add_tensor", keep)
+    path = export_gguf(sharp_model_dir, tmp_path / "a.gguf", quantization)
+    reader = gguf.GGUFReader(path)
+    key = reader.fields.get("general.alignment")
+    align = gguf.GGUF_DEFAULT_ALIGNMENT if key is None else int(key.contents())
+    assert align == reader.alignment == 32
+    planned = [(name, info.nbytes) for name, info in writers[0].tensors[0].items()]
+    assert [(t.name, int(t.n_bytes)) for t in reader.tensors] == planned
+    offsets = [int(t.data_offset) for t in reader.tensors]
+    assert reader.data_offset % align == 0 and offsets[0] == reader.data_offset
+
+    def padded(n: int) -> int:
+        return -(-n // align) * align
+
+    assert offsets == [offsets[0] + sum(padded(n) for _, n in planned[:i]) for i in range(len(planned))]
+    assert path.stat().st_size == offsets[-1] + padded(planned[-1][1]) == gguf_file._file_bytes(writers[0])
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    for (name, size), offset in zip(planned, offsets):
+        expected = np.asarray(gguf.LazyNumpyTensor.to_eager(given[name])).tobytes()
+        assert raw[offset : offset + size].tobytes() == expected, name
+
+
 def _tensors(path: Path) -> dict[str, bytes]:
     import gguf
 

@@ -150,6 +150,41 @@ def test_every_tensor_lies_at_its_aligned_offset_as_the_writer_planned(sharp_mod
         assert raw[offset : offset + size].tobytes() == expected, name
 
 
+@pytest.mark.parametrize("alignment", [None, 64])
+def test_the_size_plan_is_the_size_gguf_writes_for_every_kind_of_key(tmp_path, alignment):
+    """The bytes a full disk's message asks for are the file's: a key of every GGUF value type (a source GGUF's
+    carried keys can be any), arrays of strings, numbers and bytes, tensors whose sizes are not multiples of the
+    alignment, and a custom alignment."""
+    import gguf
+    import numpy as np
+
+    from grpo_lite.export.gguf_file import _file_bytes
+
+    writer = gguf.GGUFWriter(path=None, arch="llama")
+    if alignment is not None:
+        writer.add_custom_alignment(alignment)
+    kinds = gguf.GGUFValueType
+    for kind, value in [(kinds.UINT8, 1), (kinds.INT8, -1), (kinds.UINT16, 2), (kinds.INT16, -2), (kinds.UINT32, 3),
+                        (kinds.INT32, -3), (kinds.FLOAT32, 0.5), (kinds.BOOL, True), (kinds.STRING, "naïve"),
+                        (kinds.UINT64, 4), (kinds.INT64, -4), (kinds.FLOAT64, 0.25)]:  # fmt: skip
+        writer.add_key_value(f"test.{kind.name.lower()}", value, kind)
+    writer.add_array("test.strings", ["a", "bcd", ""])
+    writer.add_array("test.numbers", [1, 2, 3])
+    writer.add_key_value("test.floats", [0.5, 1.5], kinds.ARRAY, sub_type=kinds.FLOAT32)
+    writer.add_key_value("test.bytes", b"\x00\x01\x02", kinds.ARRAY)
+    writer.add_key_value("test.int64s", [7, 8], kinds.ARRAY, sub_type=kinds.INT64)
+    writer.add_tensor("a.weight", np.arange(3, dtype=np.float32))
+    writer.add_tensor("bb.weight", np.ones((5, 1), dtype=np.float16))
+    writer.add_tensor("c.weight", np.zeros(40, dtype=np.float32))
+    planned, path = _file_bytes(writer), tmp_path / "keys.gguf"
+    writer.write_header_to_file(path=path)
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file(progress=False)
+    writer.close()
+    assert planned == path.stat().st_size
+    assert {t.name: t.data.tolist() for t in gguf.GGUFReader(path).tensors}["a.weight"] == [0.0, 1.0, 2.0]
+
+
 def _tensors(path: Path) -> dict[str, bytes]:
     import gguf
 

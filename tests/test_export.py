@@ -150,11 +150,11 @@ def test_every_tensor_lies_at_its_aligned_offset_as_the_writer_planned(sharp_mod
         assert raw[offset : offset + size].tobytes() == expected, name
 
 
-@pytest.mark.parametrize("alignment", [None, 64])
+@pytest.mark.parametrize("alignment", [None, 64, 1])
 def test_the_size_plan_is_the_size_gguf_writes_for_every_kind_of_key(tmp_path, alignment):
     """The bytes a full disk's message asks for are the file's: a key of every GGUF value type (a source GGUF's
     carried keys can be any), arrays of strings, numbers and bytes, tensors whose sizes are not multiples of the
-    alignment, and a custom alignment."""
+    alignment, and a custom alignment (1: no padding hides a byte counted wrong)."""
     import gguf
     import numpy as np
 
@@ -170,6 +170,7 @@ def test_the_size_plan_is_the_size_gguf_writes_for_every_kind_of_key(tmp_path, a
         writer.add_key_value(f"test.{kind.name.lower()}", value, kind)
     writer.add_array("test.strings", ["a", "bcd", ""])
     writer.add_array("test.numbers", [1, 2, 3])
+    writer.add_array("test.one", [5])
     writer.add_key_value("test.floats", [0.5, 1.5], kinds.ARRAY, sub_type=kinds.FLOAT32)
     writer.add_key_value("test.bytes", b"\x00\x01\x02", kinds.ARRAY)
     writer.add_key_value("test.int64s", [7, 8], kinds.ARRAY, sub_type=kinds.INT64)

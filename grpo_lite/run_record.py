@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-__all__ = ["CORRUPT", "RUN_RECORD", "RunRecord", "check_record", "read_run_record"]
+__all__ = ["CORRUPT", "RUN_RECORD", "RunRecord", "check_record", "is_step_down", "read_run_record"]
 
 RUN_RECORD = "run.json"
 CORRUPT = "run.json.corrupt"  # where a resume keeps a run.json it cannot use
@@ -19,6 +19,7 @@ class RunRecord(TypedDict, total=False):
     """The keys of run.json that grpo-lite reads back, with their types (others are kept as written)."""
 
     status: str
+    run_id: str | None
     model: str
     model_fingerprint: dict[str, str] | None
     plan: dict[str, Any]
@@ -37,6 +38,7 @@ _NUMBER = (int, float)
 # key -> (accepted types, what to call them); None is accepted where a run writes it
 _KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "status": ((str,), "a string"),
+    "run_id": ((str, type(None)), "a string or null"),
     "model": ((str,), "a string"),
     "model_fingerprint": ((dict, type(None)), "an object or null"),
     "plan": ((dict,), "an object"),
@@ -71,6 +73,8 @@ def check_record(record: Any) -> RunRecord:
     for i, event in enumerate(record.get("events") or []):
         if not isinstance(event, dict) or not isinstance(event.get("event"), str):
             raise ValueError(f"events[{i}] is {_short(event)}, not an object with an event name")
+        if is_step_down(event) and not (isinstance(event.get("weights"), str) and type(event.get("step")) is int):
+            raise ValueError(f"events[{i}] is a step down without the weights it went on from and its step")
     for i, row in enumerate(record.get("history") or []):
         if not isinstance(row, dict):
             raise ValueError(f"history[{i}] is {_short(row)}, not an object")
@@ -91,6 +95,13 @@ def check_record(record: Any) -> RunRecord:
         if not isinstance(example, dict) or set(example) - {"question", "reasoning", "answer"}:
             raise ValueError(f"prompt_style.examples[{i}] is not an example (question, reasoning, answer)")
     return cast(RunRecord, record)  # its shape checked above
+
+
+def is_step_down(event: Any) -> bool:
+    """An out-of-memory step down: a ``replanned`` event of that cause, or a 0.4 record's ``out_of_memory``."""
+    return event.get("event") == "out_of_memory" or (
+        event.get("event") == "replanned" and event.get("cause") == "out_of_memory"
+    )
 
 
 def _short(value: Any) -> str:

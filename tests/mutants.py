@@ -1,4 +1,4 @@
-"""Seven realistic bugs the suite must catch: each applied to a copy of the project, its tests run, none may pass.
+"""Ten realistic bugs the suite must catch: each applied to a copy of the project, its tests run, none may pass.
 
 Run: ``python tests/mutants.py`` (all, a few minutes on 2 cores; .ci/run runs it), ``python tests/mutants.py
 --list``, or ``python tests/mutants.py NAME ...``. Exit status 0 when every mutant was killed, 1 when one
@@ -46,6 +46,33 @@ MUTANTS = (
         "self.source, self.done, self.run.checkpoint = self.inputs.spec.model_id, reached, None",
         ("tests/test_resilience.py::test_the_next_rung_starts_from_the_weights_of_the_step_reached[boundary]",),
         "after an OOM the next rung loads the base model instead of the weights reached",
+    ),
+    Mutant(
+        "step-down-from-newest-checkpoint",
+        "grpo_lite/training/run/attempts.py",
+        "carried = build.carry_weights(trainer, self.inputs.tokenizer, out / name)",
+        'carried = Path(__import__("shutil").copytree(max(out.glob("checkpoint-*")), out / name))',
+        (
+            "tests/test_resilience.py::"
+            "test_a_run_that_saves_checkpoints_steps_down_from_the_weights_reached_not_its_newest_checkpoint",
+        ),
+        "in a run that saves checkpoints, the step down carries the newest checkpoint, not the weights reached",
+    ),
+    Mutant(
+        "lock-released-before-final",
+        "grpo_lite/training/trainer.py",
+        "        result = finish(loop, trainer, inputs, run)\n",
+        "        run.release()\n        result = finish(loop, trainer, inputs, run)\n",
+        ("tests/test_run_life.py::test_the_lock_is_held_until_the_final_model_and_run_json_are_written",),
+        "the run's lock is given back before the final model and run.json are written: another run can take the folder",
+    ),
+    Mutant(
+        "gguf-unaligned",
+        "grpo_lite/export/gguf_file.py",
+        "    writer = gguf.GGUFWriter(path=None, arch=arch.gguf_arch)\n",
+        "    writer = gguf.GGUFWriter(path=None, arch=arch.gguf_arch)\n    writer.add_custom_alignment(1)\n",
+        ("tests/test_export.py::test_every_tensor_lies_at_its_aligned_offset_as_the_writer_planned",),
+        "the GGUF's tensors are written unaligned (general.alignment 1): every reader still reads them back",
     ),
     Mutant(
         "lora-default-in-one-copy",

@@ -107,6 +107,85 @@ def test_tensor_names_types_and_tied_embedding(sharp_model_dir, tmp_path):
     assert types[:6] == [gguf.TokenType.CONTROL] * 6 and set(types[6:]) == {gguf.TokenType.NORMAL}  # the 6 specials
 
 
+@pytest.mark.parametrize("quantization", ["f16", "q4_0"])
+def test_every_tensor_lies_at_its_aligned_offset_as_the_writer_planned(sharp_model_dir, tmp_path, monkeypatch,
+                                                                      quantization):  # fmt: skip
+    """GGUF's layout read back: ``general.alignment`` absent or GGUF's default 32 (the spec asks for a multiple of 8;
+    llama.cpp maps each tensor at its offset), the data section and every tensor at a multiple of it, one after the
+    other in the writer's order with only the padding between, the file as long as the size plan said, and at each
+    offset the bytes the writer was given."""
+    import gguf
+    import numpy as np
+
+    from grpo_lite.export import gguf_file
+
+    given: dict[str, np.ndarray] = {}
+    writers: list = []
+    add = gguf.GGUFWriter.add_tensor
+
+    def keep(self, name, tensor, *args, **kwargs):  # noqa: ANN001, ANN202
+        given[name] = tensor
+        writers[:] = [self]
+        return add(self, name, tensor, *args, **kwargs)
+
+    monkeypatch.setattr(gguf.GGUFWriter, "add_tensor", keep)
+    path = export_gguf(sharp_model_dir, tmp_path / "a.gguf", quantization)
+    reader = gguf.GGUFReader(path)
+    key = reader.fields.get("general.alignment")
+    align = gguf.GGUF_DEFAULT_ALIGNMENT if key is None else int(key.contents())
+    assert align == reader.alignment == 32
+    planned = [(name, info.nbytes) for name, info in writers[0].tensors[0].items()]
+    assert [(t.name, int(t.n_bytes)) for t in reader.tensors] == planned
+    offsets = [int(t.data_offset) for t in reader.tensors]
+    assert reader.data_offset % align == 0 and offsets[0] == reader.data_offset
+
+    def padded(n: int) -> int:
+        return -(-n // align) * align
+
+    assert offsets == [offsets[0] + sum(padded(n) for _, n in planned[:i]) for i in range(len(planned))]
+    assert path.stat().st_size == offsets[-1] + padded(planned[-1][1]) == gguf_file._file_bytes(writers[0])
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    for (name, size), offset in zip(planned, offsets):
+        expected = np.asarray(gguf.LazyNumpyTensor.to_eager(given[name])).tobytes()
+        assert raw[offset : offset + size].tobytes() == expected, name
+
+
+@pytest.mark.parametrize("alignment", [None, 64, 1])
+def test_the_size_plan_is_the_size_gguf_writes_for_every_kind_of_key(tmp_path, alignment):
+    """The bytes a full disk's message asks for are the file's: a key of every GGUF value type (a source GGUF's
+    carried keys can be any), arrays of strings, numbers and bytes, tensors whose sizes are not multiples of the
+    alignment, and a custom alignment (1: no padding hides a byte counted wrong)."""
+    import gguf
+    import numpy as np
+
+    from grpo_lite.export.gguf_file import _file_bytes
+
+    writer = gguf.GGUFWriter(path=None, arch="llama")
+    if alignment is not None:
+        writer.add_custom_alignment(alignment)
+    kinds = gguf.GGUFValueType
+    for kind, value in [(kinds.UINT8, 1), (kinds.INT8, -1), (kinds.UINT16, 2), (kinds.INT16, -2), (kinds.UINT32, 3),
+                        (kinds.INT32, -3), (kinds.FLOAT32, 0.5), (kinds.BOOL, True), (kinds.STRING, "naïve"),
+                        (kinds.UINT64, 4), (kinds.INT64, -4), (kinds.FLOAT64, 0.25)]:  # fmt: skip
+        writer.add_key_value(f"test.{kind.name.lower()}", value, kind)
+    writer.add_array("test.strings", ["a", "bcd", ""])
+    writer.add_array("test.numbers", [1, 2, 3])
+    writer.add_array("test.one", [5])
+    writer.add_key_value("test.floats", [0.5, 1.5], kinds.ARRAY, sub_type=kinds.FLOAT32)
+    writer.add_key_value("test.bytes", b"\x00\x01\x02", kinds.ARRAY)
+    writer.add_key_value("test.int64s", [7, 8], kinds.ARRAY, sub_type=kinds.INT64)
+    writer.add_tensor("a.weight", np.arange(3, dtype=np.float32))
+    writer.add_tensor("bb.weight", np.ones((5, 1), dtype=np.float16))
+    writer.add_tensor("c.weight", np.zeros(40, dtype=np.float32))
+    planned, path = _file_bytes(writer), tmp_path / "keys.gguf"
+    writer.write_header_to_file(path=path)
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file(progress=False)
+    writer.close()
+    assert planned == path.stat().st_size
+    assert {t.name: t.data.tolist() for t in gguf.GGUFReader(path).tensors}["a.weight"] == [0.0, 1.0, 2.0]
+
+
 def _tensors(path: Path) -> dict[str, bytes]:
     import gguf
 

@@ -149,7 +149,7 @@ def test_a_step_down_from_lora_carries_the_adapters_merged_with_the_tokenizer(
     result = train(str(tiny_model_dir), output_dir=out, max_steps=3, preset="lora", save_strategy="no",
                    callbacks=[_oom_at(3), starts, reached], **{**FAST, "quiet": False})  # fmt: skip
     oom, carried = _step_downs(result.events), out / "stepdown-1"
-    assert len(oom) == 1 and oom[0]["from"]["preset"] == "lora" and oom[0]["weights"] == str(carried)
+    assert len(oom) == 1 and oom[0]["from"]["preset"] == "lora" and oom[0]["weights"] == "stepdown-1"
     said = capfd.readouterr()
     assert f"going on from the weights reached (saved in {carried})" in said.out + said.err
     assert (carried / "config.json").is_file() and not (carried / "adapter_config.json").exists()
@@ -248,12 +248,51 @@ def test_resume_after_a_step_down_goes_on_from_the_carried_weights(tiny_model_di
     # the checkpoint holds 3 steps of the run: 2 before the step down and its own 1; fewer is refused, nothing moved
     with pytest.raises(ConfigError, match=r"holds 3 trained steps \(checkpoint-1\) and max_steps=2 asks for fewer"):
         train(str(tiny_model_dir), output_dir=out, resume=True, **{**kw, "max_steps": 2})
-    resumed = train(str(tiny_model_dir), output_dir=out, resume=True, **kw)
+    moved = out.rename(tmp_path / "moved")  # a run moved (or copied) goes on from its own carried weights
+    resumed = train(str(tiny_model_dir), output_dir=moved, resume=True, **kw)
     assert resumed.steps == 5 and resumed.plan.preset.name == first.plan.preset.name
     assert [r["step"] for r in resumed.history] == [1, 2, 3, 4, 5]
     assert [(e["event"], e.get("cause")) for e in resumed.events] == [("replanned", "out_of_memory"), ("resume", None)]
     rates = [r["learning_rate"] for r in resumed.history]  # one schedule over the whole run: no second warmup
     assert rates[0] == 0.0 and all(a > b > 0 for a, b in zip(rates[1:], rates[2:])), rates
+
+
+@pytest.mark.parametrize("instant", ["before the old rung's checkpoints go", "before the next rung's first checkpoint"])
+def test_a_run_killed_during_a_step_down_resumes_from_the_weights_carried(tiny_model_dir, tmp_path, instant):
+    """SIGKILL after the step down at step 2 has carried the weights: with the old rung's checkpoints still there,
+    or without any checkpoint left, the resume goes on from stepdown-1 on the lower rung; no step is lost."""
+    from test_faults import _in_child
+    from transformers import TrainerCallback
+
+    from grpo_lite.training.run import checkpoints
+
+    oom, out = _oom_at(3), tmp_path / "run"
+    kw = dict(max_steps=4, save_strategy="steps", save_steps=1, **FAST)
+
+    class KillOnTheNextRung(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            if type(oom).fired:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    def body():
+        if instant.startswith("before the old"):
+            checkpoints.drop_checkpoints = lambda output_dir: os.kill(os.getpid(), signal.SIGKILL)
+        train(str(tiny_model_dir), output_dir=out, preset="full", callbacks=[oom, KillOnTheNextRung()], **kw)
+
+    code, output = _in_child(body)
+    assert code == -signal.SIGKILL, output[-2000:]
+    left = sorted(p.name for p in out.glob("checkpoint-*"))
+    assert left == (["checkpoint-1", "checkpoint-2"] if instant.startswith("before the old") else [])
+    resumed = train(str(tiny_model_dir), output_dir=out, resume=True, **kw)
+    assert resumed.steps == 4 and resumed.plan.preset.name != "full"
+    assert [r["step"] for r in resumed.history] == [1, 2, 3, 4]
+    assert [(e["event"], e.get("cause")) for e in resumed.events] == [
+        ("replanned", "out_of_memory"), ("crashed", None), ("resume", None)
+    ]  # fmt: skip
+    assert "resuming from stepdown-1, the weights carried at the step down after step 2" in resumed.events[-1]["notes"]
+    record = json.loads((out / "run.json").read_text())
+    marker = json.loads((out / "checkpoint-2" / checkpoints.MARKER).read_text())  # the lower rung's last
+    assert marker["run"]["run_id"] == record["run_id"] and marker["run"]["source"] == "stepdown-1"
 
 
 def test_learning_rate_schedule_continues_across_a_step_down(tiny_model_dir, tmp_path):
@@ -533,6 +572,36 @@ def test_the_next_rung_starts_from_the_weights_of_the_step_reached(tiny_model_di
     assert moved > 1e-3, moved  # two steps at lr 1e-2 move the weights: equal to step 2's is not equal to the base
     difference = _close(starts.seen[1], reached)
     assert difference <= 1e-5 * moved, f"the next rung starts {difference:.2e} from step 2's weights ({moved=:.2e})"
+
+
+def _ends():
+    """A callback that keeps the weights of the model after each step (in the order the steps end)."""
+    from transformers import TrainerCallback
+
+    class Ends(TrainerCallback):
+        seen: list[dict[str, torch.Tensor]] = []
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            self.seen.append(_digest(model))
+
+    return Ends()
+
+
+def test_a_run_that_saves_checkpoints_steps_down_from_the_weights_reached_not_its_newest_checkpoint(
+    tiny_model_dir, tmp_path
+):
+    """Checkpoints every 2 steps, an OOM inside step 4: the next rung starts from the weights step 3 ended with,
+    not checkpoint-2's, and the run ends with the checkpoints of its last rung only."""
+    ends, starts, out = _ends(), _starts(), tmp_path / "run"
+    stepped = train(str(tiny_model_dir), output_dir=out, max_steps=5, preset="full", save_strategy="steps",
+                    save_steps=2, callbacks=[_oom_inside(4, "backward"), ends, starts], **FAST)  # fmt: skip
+    assert [e["step"] for e in _step_downs(stepped.events)] == [3] and stepped.steps == 5
+    checkpoint, reached = ends.seen[1], ends.seen[2]  # the first rung's model after steps 2 and 3
+    apart = _close(reached, checkpoint)
+    assert apart > 1e-3, apart  # step 3 moved the weights: starting from checkpoint-2's is told from step 3's
+    difference = _close(starts.seen[1], reached)
+    assert difference <= 1e-5 * apart, f"the next rung starts {difference:.2e} from step 3's weights ({apart=:.2e})"
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]  # the last rung's 2 steps
 
 
 def test_an_out_of_memory_error_after_the_window_is_raised(tiny_model_dir, tmp_path):

@@ -503,3 +503,96 @@ def test_a_checkpoints_bytes_on_disk_by_hand(settings, expected):
 
     plan = SimpleNamespace(estimate=estimate(TOY, **settings, **SMALL))
     assert checkpoints.checkpoint_bytes(plan) == expected + 16 * 2**20  # + tokenizer, trainer and RNG state
+
+
+# ---- a step down, at every instant; a run moved; a record or a checkpoint that is not the run's ----------------
+_DOWN = {"event": "replanned", "cause": "out_of_memory", "step": 3, "weights": "stepdown-1",
+         "from": {"preset": "full"}, "to": {"preset": "lora"}}  # fmt: skip
+
+
+def _carried(run: Path, *, done: int = 3, marked: bool = True) -> Path:
+    """``run/stepdown-1``: the weights a step down after step ``done`` carried, marked complete when ``marked``."""
+    folder = run / "stepdown-1"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"carried")
+    if marked:
+        mark_complete(folder, {"preset": "lora", "source": "stepdown-1", "done": done, "events": [_DOWN]})
+    return folder
+
+
+@pytest.mark.parametrize("old_checkpoint", [False, True])
+def test_a_run_killed_after_a_step_down_resumes_from_the_carried_weights(tmp_path, old_checkpoint):
+    """Killed after the step down at step 3, before the next rung's first checkpoint: the run goes on from
+    stepdown-1 (3 steps), whether the old rung's checkpoint-2 is dropped yet or not; not "nothing to resume"."""
+    run = tmp_path / "run"
+    if old_checkpoint:
+        mark_complete(_checkpoint(run, 2, marked=False), {"preset": "full", "done": 0})
+    carried = _carried(run)
+    _record(run, plan={"preset": "lora"}, events=[_DOWN])
+    point, notes = resume_point(run, move=True)
+    assert point == carried and notes == ["resuming from stepdown-1, the weights carried at the step down after step 3"]
+    earlier = resume.earlier_run(run, point, main=True)
+    assert (earlier.preset, earlier.source, earlier.done, earlier.reached) == ("lora", str(carried), 3, 3)
+    with pytest.raises(ConfigError, match=re.escape("holds 3 trained steps (carried at its step down) and max_st")):
+        check_steps(run, earlier, 2)
+
+
+def test_the_next_rungs_first_checkpoint_wins_over_the_carried_weights_and_an_unmarked_carry_counts_not(tmp_path):
+    run = tmp_path / "run"
+    _carried(run, marked=False)  # cut off while it was saved: the old rung's checkpoint is the resume point
+    old = _checkpoint(run, 2, marked=False)
+    mark_complete(old, {"preset": "full", "done": 0})
+    assert scan(run).newest == old
+    (run / "stepdown-1" / MARKER).unlink(missing_ok=True)
+    mark_complete(run / "stepdown-1", {"preset": "lora", "done": 3})
+    assert scan(run).newest == run / "stepdown-1"
+    checkpoints.drop_checkpoints(run)  # as the step down does once stepdown-1 is marked
+    new = run / "checkpoint-1"  # the next rung's first: 3 + 1 steps
+    new.mkdir()
+    (new / "trainer_state.json").write_text("{}")
+    mark_complete(new, {"preset": "lora", "done": 3})
+    assert scan(run).newest == new
+
+
+@pytest.mark.parametrize("recorded", ["stepdown-1", "/gone/original/run/stepdown-1", "original/run/stepdown-1"])
+def test_a_moved_or_copied_run_goes_on_from_its_own_carried_weights(tmp_path, recorded):
+    """The weights of a step down are named relative to the run folder; an older record's path (absolute, or from
+    where the run started) is read as this folder's own stepdown-1."""
+    run = tmp_path / "copy"
+    checkpoint = _checkpoint(run, 1)
+    _carried(run)
+    _record(run, events=[{**_DOWN, "weights": recorded}])
+    assert resume.earlier_run(run, checkpoint, main=False).source == str(run / "stepdown-1")
+    assert checkpoints.carried_path(run, "/elsewhere/model") == "/elsewhere/model"  # not a step down's: as written
+
+
+@pytest.mark.parametrize(
+    "event",
+    [{"event": "replanned", "cause": "out_of_memory", "step": 2, "from": {"preset": "full"}, "to": {"preset": "lora"}},
+     {"event": "out_of_memory", "step": 2, "from_preset": "full", "to_preset": "lora"},  # a 0.4 record's shape
+     {**_DOWN, "step": "3"}],
+)  # fmt: skip
+def test_a_step_down_without_its_weights_makes_run_json_corrupt_not_a_traceback(tmp_path, event):
+    checkpoint = _checkpoint(tmp_path, 1)
+    _record(tmp_path, events=[event])
+    earlier = resume.earlier_run(tmp_path, checkpoint, main=True)
+    assert (tmp_path / "run.json.corrupt").is_file() and not (tmp_path / "run.json").exists()
+    assert earlier.notes == [
+        "run.json could not be read (events[0] is a step down without the weights it went on from and its step): "
+        "kept as run.json.corrupt; the run's record is rebuilt from the checkpoint and history.jsonl"
+    ]
+
+
+def test_a_checkpoint_another_run_saved_is_refused_and_its_own_resumes(tmp_path):
+    model = _model(tmp_path / "m", b"\x00" * 100)
+    run = tmp_path / "run"
+    mark_complete(_checkpoint(run, 2, marked=False), {"preset": "lora", "run_id": "ours"})
+    _record(run, status="finished", model=model, max_steps=2, run_id="ours")
+    (run / "final").mkdir()
+    assert resume.check_resume(run, model, max_steps=None, preset=None, method=None)[0]
+    mark_complete(_checkpoint(run, 3, marked=False), {"preset": "lora", "run_id": "theirs"})  # dropped in
+    says = f"checkpoint-3 in {run} was saved by another run (run id theirs; this run's is ours, in its run.json)"
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        resume.check_resume(run, model, max_steps=None, preset=None, method=None)
+    (run / "checkpoint-3" / MARKER).unlink()  # cut off before its marker (or a plain TRL checkpoint): not checked
+    assert resume.earlier_run(run, run / "checkpoint-3", main=False).run_id == "ours"

@@ -458,3 +458,34 @@ def test_one_sigterm_during_the_final_save_finishes_the_run(tiny_model_dir, tmp_
     assert "SIGTERM: every step is trained; finishing the final save first, then the run ends" in output
     assert _record(out)["status"] == "finished" and (out / "final" / "adapter_model.safetensors").is_file()
     assert not (out / ".grpo-lite.lock").exists() and not (out / ".final.tmp").exists()
+
+
+def test_the_lock_is_held_until_the_final_model_and_run_json_are_written(tiny_model_dir, tmp_path, monkeypatch):
+    """Another run cannot take the folder while the final save runs, and the lock is given back only once final/
+    and a finished run.json are on disk (a run that took it in between would write into a run still finishing)."""
+    from transformers import Trainer
+
+    from grpo_lite.training.run.lock import RunHeld, RunLock
+
+    out, seen = tmp_path / "run", []
+    save_model, release = Trainer.save_model, RunLock.release
+
+    def saving(self, output_dir=None, *args, **kwargs):  # noqa: ANN001, ANN202
+        if str(output_dir).endswith(".final.tmp"):
+            with pytest.raises(RunHeld):
+                RunLock.check(out)
+            seen.append("final/ saved under the lock")
+        return save_model(self, output_dir, *args, **kwargs)
+
+    def releasing(self):  # noqa: ANN001, ANN202
+        if self.lock is not None:
+            with pytest.raises(RunHeld):
+                RunLock.check(out)
+            seen.append((_record(out)["status"], (out / "final" / "adapter_model.safetensors").is_file()))
+        release(self)
+
+    monkeypatch.setattr(Trainer, "save_model", saving)
+    monkeypatch.setattr(RunLock, "release", releasing)
+    train(str(tiny_model_dir), output_dir=out, **{**RUN, "max_steps": 1, "save_strategy": "no"})
+    assert seen == ["final/ saved under the lock", ("finished", True)]
+    RunLock.check(out)  # given back at the end

@@ -442,10 +442,11 @@ def test_the_plan_packs_the_prompt_only_where_training_will(tmp_path: Path) -> N
         "mistral-512": True,
     }
     off = {
-        key: plan(str(folders["gemma3"]), 8, method="lora", num_generations=n, **key_value).estimate.total_bytes
+        key: plan(str(folders["gemma3"]), 8, method="lora", num_generations=n, **key_value)
         for key, key_value in (("default", {}), ("asked off", {"shared_prefix": False}))
     }
-    assert off["default"] == off["asked off"]  # the default plans what training runs: no packing
+    assert off["default"].estimate.total_bytes == off["asked off"].estimate.total_bytes  # what training runs
+    assert not any("training turns it off" in r for r in off["asked off"].reasons)  # the user turned it off
 
 
 def test_a_failure_on_meta_is_one_line_that_says_what_to_do(

@@ -11,6 +11,7 @@ from typing import Any
 
 from grpo_lite._version import __version__
 from grpo_lite.files import write_json as write_json_atomic  # the name its callers import
+from grpo_lite.run_record import is_step_down  # the record's reader checks step downs: one definition
 
 __all__ = [
     "finish_report",
@@ -109,13 +110,6 @@ def versions() -> dict[str, str | None]:
         except md.PackageNotFoundError:
             out[name] = None
     return out
-
-
-def is_step_down(event: Mapping[str, Any]) -> bool:
-    """An out-of-memory step down: a ``replanned`` event of that cause, or a 0.4 record's ``out_of_memory``."""
-    return event.get("event") == "out_of_memory" or (
-        event.get("event") == "replanned" and event.get("cause") == "out_of_memory"
-    )
 
 
 def step_down_presets(event: Mapping[str, Any]) -> tuple[str | None, str | None]:

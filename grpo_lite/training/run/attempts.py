@@ -16,6 +16,7 @@ import gc
 import inspect
 import signal
 import time
+import uuid
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ class Attempts:
     events: list[dict[str, Any]] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)  # the GRPOConfig settings of the attempt
     fingerprint: dict[str, str] | None = None  # resume.model_fingerprint of the base model
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])  # in run.json and every checkpoint's marker
     resumed: dict[str, Any] | None = None  # the resume event, logged once training has really resumed
     health: Any = None  # HealthMonitor: findings over the run's logged steps, kept across attempts
     memory_cb: Any = None
@@ -109,6 +111,7 @@ class Attempts:
         rows: list[dict[str, Any]] = []
         if earlier is not None:  # go on where the checkpoint's attempt started: its weights, steps, records
             loop.events, rows = earlier.events, earlier.history
+            loop.run_id = earlier.run_id or loop.run_id  # the same run: its checkpoints stay its own
             loop.source, loop.done = earlier.source or loop.source, earlier.done
             loop.max_steps = loop.max_steps if loop.max_steps is not None else earlier.max_steps
             loop.resumed = {"event": "resume", "checkpoint": str(run.checkpoint), "step": earlier.reached}
@@ -201,13 +204,20 @@ class Attempts:
         return {
             **trained_with(self.recipe),
             "preset": self.plan.preset.name,
-            "source": None if self.source == self.inputs.spec.model_id else self.source,
+            "source": None if self.source == self.inputs.spec.model_id else self.carried(),
             "done": self.done,
             "max_steps": self.max_steps,
             "events": self.events,
             "model": self.inputs.spec.model_id,
             "fingerprint": self.fingerprint,
+            "run_id": self.run_id,
         }
+
+    def carried(self) -> str:
+        """The weights this attempt started from as a record names them: a ``stepdown-N`` of the run folder by its
+        name (a run moved or copied loads its own), any other folder by its path."""
+        source = Path(self.source)
+        return source.name if source.parent == self.run.out else self.source
 
     def record_failure(self, exc: BaseException) -> None:
         """Mark run.json ``aborted`` (a second Ctrl-C, SIGTERM or SIGHUP), ``interrupted`` (one, before the training
@@ -249,19 +259,20 @@ class Attempts:
     def step_down(self, trainer: Any, reached: int, error: str) -> None:
         """Carry the weights reached to the next cheaper rung that fits (DoesNotFitError at the bottom)."""
         from grpo_lite.training import build
-        from grpo_lite.training.run.checkpoints import drop_checkpoints
+        from grpo_lite.training.run.checkpoints import drop_checkpoints, mark_complete
         from grpo_lite.training.run.replan import next_plan, replan
 
-        out = self.run.out
+        out, name = self.run.out, f"stepdown-{len(self.events) + 1}"
         if self.max_steps is None:  # an epoch: keep its total, not a new epoch per attempt
             self.max_steps = self.done + trainer.state.max_steps
         lower = next_plan(self.plan, **self.plan_kwargs)  # the rung; replan() checks and records it
-        carried = build.carry_weights(trainer, self.inputs.tokenizer, out / f"stepdown-{len(self.events) + 1}")
-        drop_checkpoints(out)  # they hold the old rung's state; the carried weights supersede them
+        carried = build.carry_weights(trainer, self.inputs.tokenizer, out / name)
         self.source, self.done, self.run.checkpoint = str(carried), reached, None
         note = f"going on from the weights reached (saved in {carried})"
         replan(self, "out_of_memory", step=reached, why=error, change={"preset": lower.preset.name}, keep="fixed",
-               note=note, weights=str(carried))  # fmt: skip
+               note=note, weights=name)  # fmt: skip  # relative to the run folder: a copy of the run loads its own
+        mark_complete(carried, self.checkpoint_record())  # a resume goes on from here until the next checkpoint
+        drop_checkpoints(out)  # they hold the old rung's state; the carried weights supersede them
 
     def write_record(self, *, status: str, model_dir: Path | None = None) -> None:
         """Write run.json atomically (main process only)."""
@@ -276,6 +287,7 @@ class Attempts:
             self.run.out / "run.json",
             {
                 "status": status,
+                "run_id": self.run_id,
                 "model": plan.model.model_id,
                 "model_fingerprint": self.fingerprint,
                 "plan": plan.to_dict(),
@@ -342,7 +354,9 @@ def run_attempts(loop: Attempts, *, on_oom: OnOOM, oom_window_steps: int) -> Any
     while True:
         trainer = loop.build()
         loop.plan_as_built(trainer)
-        checkpoint = loop.run.checkpoint
+        checkpoint = loop.run.checkpoint  # None, a checkpoint-N, or a stepdown-N (its weights are loop.source)
+        if checkpoint is not None and checkpoint.name.startswith("stepdown-"):
+            checkpoint = None
         start = time.perf_counter()
         try:
             with resilience.stop_signals_save(loop.interrupt_cb):  # train()'s quiet_libraries() filters TRL's noise

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "MARKER",
     "INCOMPLETE_DIR",
+    "carried_path",
     "CompletionCallback",
     "Scan",
     "checkpoint_bytes",
@@ -30,12 +31,14 @@ __all__ = [
     "drop_checkpoints",
     "scan",
     "set_aside",
+    "steps_held",
     "why_incomplete",
 ]
 
 MARKER = "grpo_lite_checkpoint.json"  # written last: the checkpoint is complete
 INCOMPLETE_DIR = "incomplete"  # where cut-off checkpoints are moved on resume
 _NAME = re.compile(r"^checkpoint-(\d+)$")  # transformers' own pattern (trainer_utils._re_checkpoint)
+_CARRIED = re.compile(r"^stepdown-(\d+)$")  # the weights a step down carried to the next rung
 _EXTRA_BYTES = 16 * 2**20  # tokenizer, trainer state, RNG and scheduler state, config: under this
 
 
@@ -91,14 +94,33 @@ def why_incomplete(folder: Path) -> str | None:
 
 @dataclass
 class Scan:
-    """A run folder's newest complete checkpoint and the incomplete ones (newest first), with why."""
+    """A run folder's resume point and the incomplete checkpoints (newest first), with why. The resume point is the
+    newest complete checkpoint, or the weights a later step down carried (a marked ``stepdown-N``): a run killed
+    before the next rung's first checkpoint goes on from them."""
 
     newest: Path | None
     incomplete: list[tuple[Path, str]] = field(default_factory=list)
 
 
+def steps_held(folder: Path) -> int:
+    """The run's steps ``folder`` holds: the steps done before its attempt (its marker's record) and its own (a
+    ``checkpoint-N``'s N; none for a ``stepdown-N``)."""
+    done = ((read_marker(folder) or {}).get("run") or {}).get("done")
+    return (done if isinstance(done, int) else 0) + (checkpoint_step(folder) or 0)
+
+
+def _carried(output_dir: Path) -> Path | None:
+    """The marked ``stepdown-N`` folder that holds the most steps (a later one on a tie); None without one."""
+    found = [
+        (steps_held(p), int(match.group(1)), p)
+        for p in Path(output_dir).glob("stepdown-*")
+        if (match := _CARRIED.match(p.name)) and p.is_dir() and read_marker(p) is not None and why_incomplete(p) is None
+    ]
+    return max(found)[2] if found else None
+
+
 def scan(output_dir: Path) -> Scan:
-    """What ``output_dir``'s ``checkpoint-N`` folders hold."""
+    """What ``output_dir``'s ``checkpoint-N`` and ``stepdown-N`` folders hold."""
     found = [(checkpoint_step(p), p) for p in Path(output_dir).glob("checkpoint-*") if p.is_dir()]
     result = Scan(None)
     for _, path in sorted(((s, p) for s, p in found if s is not None), reverse=True):
@@ -107,6 +129,9 @@ def scan(output_dir: Path) -> Scan:
             result.incomplete.append((path, why))
         elif result.newest is None:
             result.newest = path
+    carried = _carried(output_dir)  # at least the newest checkpoint's steps: that checkpoint is an earlier rung's
+    if carried is not None and (result.newest is None or steps_held(carried) >= steps_held(result.newest)):
+        result.newest = carried
     return result
 
 
@@ -167,6 +192,22 @@ class CompletionCallback(TrainerCallback):
                 self.saved(state.global_step)
 
 
+def carried_path(output_dir: Path, recorded: str | None) -> str | None:
+    """Where the weights a step down recorded are now. A record names them relative to the run folder
+    (``stepdown-1``); an older one's path (absolute, or from where the run started) is read as the run folder's own
+    ``stepdown-N`` when that is there, so a run moved or copied loads its own weights, not the original's.
+
+    >>> carried_path(Path("runs/b"), "stepdown-1"), carried_path(Path("runs/b"), None)
+    ('runs/b/stepdown-1', None)
+    """
+    if recorded is None:
+        return None
+    path, own = Path(recorded), Path(output_dir) / Path(recorded).name
+    if not path.is_absolute() and len(path.parts) == 1 or _CARRIED.match(path.name) and own.is_dir():
+        return str(own)
+    return recorded
+
+
 def checkpoint_bytes(plan: Plan) -> float:
     """Bytes one checkpoint of ``plan`` takes on disk: trainable weights (the adapter for LoRA/QLoRA,
     every weight otherwise) and optimizer state over all processes, plus tokenizer and trainer state."""
@@ -180,6 +221,7 @@ def checkpoint_bytes(plan: Plan) -> float:
 
 
 def drop_checkpoints(output_dir: Path) -> None:
-    """Remove the ``checkpoint-N`` folders of an attempt that stepped down (another rung cannot resume them)."""
+    """Remove the ``checkpoint-N`` folders of an attempt that stepped down (another rung cannot resume them), once
+    the weights it carried are marked complete: the run is resumable at every instant of a step down."""
     for child in output_dir.glob("checkpoint-*"):
         remove(child)  # a link is unlinked, its target kept

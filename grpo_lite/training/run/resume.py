@@ -51,6 +51,7 @@ class EarlierRun:
     events: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the resume repaired, one line each
     status: str | None = None  # run.json's status
+    run_id: str | None = None  # the run's id (run.json's, else the checkpoint's): a resumed run keeps it
     model: str | None = None  # the model_id the run trained
     fingerprint: dict[str, str] | None = None  # that model's model_fingerprint when the run started
     rewards: list[str] | None = None  # what the run optimized: reward names, seed, group size, dataset
@@ -98,7 +99,13 @@ def resume_point(output_dir: Path, *, move: bool) -> tuple[Path, list[str]]:
         )
     moved = checkpoints.set_aside(output_dir, found.incomplete) if move else [p for p, _ in found.incomplete]
     notes = [f"{p.name} is incomplete ({why}): skipped, moved to {to}" for (p, why), to in zip(found.incomplete, moved)]
-    if any(checkpoints.checkpoint_step(p) > checkpoints.checkpoint_step(found.newest) for p, _ in found.incomplete):
+    newest = checkpoints.checkpoint_step(found.newest)
+    if newest is None:  # a stepdown-N: the run stopped before the next rung's first checkpoint
+        notes.append(
+            f"resuming from {found.newest.name}, the weights carried at the step down after step "
+            f"{checkpoints.steps_held(found.newest)}"
+        )
+    elif any(checkpoints.checkpoint_step(p) > newest for p, _ in found.incomplete):
         notes.append(f"resuming from {found.newest.name}, the newest complete checkpoint")
     return found.newest, notes
 
@@ -177,18 +184,20 @@ def _from_record(record: dict[str, Any]) -> dict[str, Any]:
 
 def earlier_run(output_dir: Path, checkpoint: Path, *, main: bool) -> EarlierRun:
     """What the resumed run takes over (``main``: the main process moves an unreadable run.json aside)."""
-    step = checkpoints.checkpoint_step(checkpoint) or 0
+    step = checkpoints.checkpoint_step(checkpoint) or 0  # 0: a stepdown-N, trained from, not resumed
     record, note = read_record(output_dir, move=main)
     snapshot = (checkpoints.read_marker(checkpoint) or {}).get("run") or {}
+    _check_owner(output_dir, checkpoint, (record or {}).get("run_id"), snapshot.get("run_id"))
     base = {**dict.fromkeys(_RECORDED), "done": 0, **(_from_record(record) if record else {})}
     base.update({k: snapshot[k] for k in base if k in snapshot})  # the checkpoint's own record wins
+    base["source"] = checkpoints.carried_path(output_dir, base["source"])
     events = list((record or {}).get("events") or snapshot.get("events") or [])
     on_disk = read_history(output_dir)
     last = base["done"] + step
     history = _merge(on_disk, (record or {}).get("history", []), _log_history(checkpoint, base["done"]), last=last)
     earlier = EarlierRun(
         **base, checkpoint_step=step, history=history, events=events, notes=[note] if note else [],
-        status=(record or {}).get("status"),
+        status=(record or {}).get("status"), run_id=(record or {}).get("run_id") or snapshot.get("run_id"),
     )  # fmt: skip
     if record is not None and record.get("status") == "running":  # nobody holds the lock: it did not end
         reached = max([r["step"] for r in on_disk + record.get("history", [])], default=None)
@@ -198,6 +207,22 @@ def earlier_run(output_dir: Path, checkpoint: Path, *, main: bool) -> EarlierRun
             "(killed, or the machine went down): recorded as crashed"
         )
     return earlier
+
+
+def _check_owner(output_dir: Path, checkpoint: Path, run_id: Any, saved_by: Any) -> None:
+    """Refuse a checkpoint whose marker names another run than run.json's (a checkpoint or a record from before
+    runs had an id, or one cut off before its marker, is not checked).
+
+    Raises:
+        ConfigError: one line naming the checkpoint and what to do.
+    """
+    if run_id is None or saved_by is None or saved_by == run_id:
+        return
+    raise ConfigError(
+        f"{checkpoint.name} in {output_dir} was saved by another run (run id {saved_by}; this run's is {run_id}, "
+        f"in its run.json): move {checkpoint.name} out of the folder and resume again, or pass --overwrite to "
+        "start a new run there (Python: overwrite=True)"
+    )
 
 
 _SAMPLES, _SAMPLE_BYTES = 16, 4096
@@ -338,7 +363,8 @@ def check_steps(output_dir: Path, earlier: EarlierRun, max_steps: int | None) ->
     reached, wanted = earlier.reached, max_steps if max_steps is not None else earlier.max_steps
     if wanted is not None and wanted < reached:
         raise ConfigError(
-            f"{output_dir} holds {reached} trained steps (checkpoint-{earlier.checkpoint_step}) and "
+            f"{output_dir} holds {reached} trained steps "
+            f"({f'checkpoint-{earlier.checkpoint_step}' if earlier.checkpoint_step else 'carried at its step down'}) and "
             f"max_steps={wanted} asks for fewer: pass --max-steps {reached} or more to go on from them "
             f"(Python: max_steps=...), or --overwrite to train {wanted} steps from the start"
         )

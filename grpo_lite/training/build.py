@@ -70,7 +70,6 @@ def build_trainer(
         shared_prefix=recipe.shared_prefix,
         stop_strings=tuple(recipe.stop_strings),
         update_rounding=recipe.update_rounding,
-        problem_choice=recipe.problem_choice,
         model=policy,
         reward_funcs=list(reward_funcs),
         args=args,

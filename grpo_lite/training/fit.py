@@ -107,7 +107,6 @@ def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFol
             seed=request.seed,
             max_steps=request.max_steps,
             stop_strings=request.stop_strings,
-            problem_choice=request.overrides.get("problem_choice"),  # a trainer option, not a plan setting
         )
     if run.earlier is not None:
         check_same_training(run.out, run.earlier, recipe)

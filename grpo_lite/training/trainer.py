@@ -113,8 +113,6 @@ def train(
         **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
             ``num_generations=4``) or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``,
             ``lora_target_modules``), applied verbatim: the planner only chooses what is not fixed here.
-            ``problem_choice="learnable"`` chooses each batch's problems by what the model can still learn from
-            (:mod:`grpo_lite.training.step.problem_choice`; default ``"off"``, TRL's order).
             Each is checked against GRPOConfig's type and range before anything loads.
 
     Raises:

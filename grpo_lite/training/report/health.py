@@ -104,7 +104,6 @@ class HealthMonitor(TrainerCallback):
         self.rows: deque[dict[str, float]] = deque(maxlen=max(WINDOW_STEPS, TREND_STEPS, FLAT_STEPS))
         self.found: list[Finding] = []
         self.adapt_pending = False
-        self.problem_choice = "off"  # the run's setting: the zero-spread finding names it when off
 
     # ---- Trainer events ---------------------------------------------------------------------------------
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
@@ -187,11 +186,6 @@ class HealthMonitor(TrainerCallback):
                 "the model solves some of the time (docs/datasets.md)"
             )
         )
-        if self.problem_choice == "off":
-            remedy += (
-                "; or skip the problems every completion passes or fails (--problem-choice learnable, Python: "
-                'problem_choice="learnable")'
-            )
         return Finding("zero_spread", step, cause, remedy, {"frac_reward_zero_std": _mean(zero)})
 
     def _trends(self, step: int, settings: dict[str, Any]) -> Finding | None:

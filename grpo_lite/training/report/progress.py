@@ -1,6 +1,6 @@
 """One compact progress line per logged step (:func:`format_line`), in place of the trainer's raw log dict (about
 1,000 characters a step for GRPO), which still goes to run.json and ``report_to``. ``format`` and ``correct`` are
-the shares of completions that earned those rewards; ``spread`` and ``skipped`` are the problem choice's figures.
+the shares of completions that earned those rewards.
 """
 
 from __future__ import annotations
@@ -66,10 +66,6 @@ def format_line(
             parts.append(f"{_duration(seconds_per_step * (total - step))} left")
     if isinstance(logs.get("update/realized"), (int, float)):
         parts.append(f"realized {logs['update/realized']:.2f}")
-    if isinstance(logs.get("problem_choice/spread"), (int, float)):  # groups whose completions pass and fail
-        parts.append(f"spread {logs['problem_choice/spread']:.0%}")
-    if isinstance(logs.get("problem_choice/skipped"), (int, float)):  # problems skipped so far
-        parts.append(f"skipped {logs['problem_choice/skipped']:.0f}")
     return "  ".join(parts)
 
 

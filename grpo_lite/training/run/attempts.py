@@ -62,7 +62,6 @@ class Attempts:
     # what the last trainer did, for run.json (its records, updated in place as the run goes)
     shared_prefix_record: dict[str, Any] | None = None
     zero_advantage_record: dict[str, Any] | None = None
-    problem_choice_record: dict[str, Any] | None = None
     monitor_record: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -137,7 +136,6 @@ class Attempts:
                 downs[-1]["lr_schedule"] = note
         self.shared_prefix_record = trainer.shared_prefix_record
         self.zero_advantage_record = trainer.zero_advantage.record
-        self.problem_choice_record = trainer.problem_choice.record
         m = trainer.update_monitor
         self.monitor_record = {
             "monitor": m and {"tensors": m.n_tensors, "elements_per_tensor": m.n_elements, "warn_below": m.warn_below}
@@ -148,7 +146,6 @@ class Attempts:
         replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
         self.health.step_offset = self.done
         self.health.advisor.plan, self.health.advisor.trainer = self.plan, trainer
-        self.health.problem_choice = self.recipe.problem_choice  # the zero-spread finding names it when off
         trainer.add_callback(self.health)  # after the progress line: a finding's line follows its step's
         return trainer
 
@@ -285,7 +282,6 @@ class Attempts:
                 "measured_prompt_tokens": self.inputs.prompt_tokens,
                 "shared_prefix": self.shared_prefix_record,
                 "zero_advantage": self.zero_advantage_record,
-                "problem_choice": self.problem_choice_record,
                 "health": health and {"on_stall": health.on_stall, "findings": [f.kind for f in health.found]},
                 "precision": {**plan.precision, **self.monitor_record},
                 "stop_strings": list(self.recipe.stop_strings),

@@ -65,6 +65,7 @@ from published_rows import ARCHS, ROWS, Published
 from published_sims import worker
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tools/ (the docs' tables), beside this folder
 STORED = ROOT / "docs" / "memory_published.json"
 MEMORY_DOC = ROOT / "docs" / "memory.md"
 DOC_START, DOC_END = "<!-- published-table:start -->", "<!-- published-table:end -->"
@@ -232,7 +233,7 @@ def show(rows: list[dict[str, Any]]) -> None:
 
 def write(rows: list[dict[str, Any]]) -> None:
     """Rewrite docs/memory_published.json and the published-figures table of docs/memory.md."""
-    from grpo_lite.planning.tables import splice_section
+    from tools.doc_tables import splice_section
 
     STORED.write_text(
         json.dumps(

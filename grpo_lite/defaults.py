@@ -12,23 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = [
-    "DEMO",
-    "EVALUATION",
-    "GIB",
-    "GPU",
-    "HEALTH",
-    "LORA",
-    "PER_METHOD",
-    "PLANNER",
-    "RESILIENCE",
-    "RUN",
-    "STEP",
-    "TRAINER",
-    "learning_rate",
-    "optimizer",
-]
-
 GIB = 1024**3  # bytes in a GiB: the one definition (memory figures are in GiB, card sizes in nominal GB)
 
 

@@ -18,8 +18,6 @@ from typing import Any, Callable, Collection
 from grpo_lite.defaults import EVALUATION, LORA, RUN, STEP
 from grpo_lite.errors import ConfigError
 
-__all__ = ["RANGES", "Range", "check"]
-
 
 @dataclass(frozen=True)
 class Range:

@@ -18,7 +18,6 @@ from grpo_lite.training.build import build_trainer, grpo_settings
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["exact_prompts", "measure_plan", "planned_kwargs"]
 
 _FILLERS = (" the", " a", " 1", " x", " and")
 

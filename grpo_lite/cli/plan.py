@@ -27,8 +27,6 @@ from grpo_lite.scale.distributed import SHARDINGS
 from grpo_lite.simulation import run as sim_run
 from grpo_lite.simulation.report import simulation_tables
 
-__all__ = ["add_parser", "run"]
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``plan`` on the ``grpo-lite`` parser."""

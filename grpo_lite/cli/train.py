@@ -14,8 +14,6 @@ from grpo_lite.cli.options import SHARED, add_options, parse_set
 from grpo_lite.cli.relaunch import add_launch_arguments
 from grpo_lite.defaults import RESILIENCE
 
-__all__ = ["INTERRUPTED", "add_parser", "interrupted_line", "run"]
-
 INTERRUPTED = (
     "interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
     "same command plus --resume"

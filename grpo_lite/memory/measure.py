@@ -17,8 +17,6 @@ from grpo_lite.memory.heap import current_rss_bytes, peak_rss_bytes
 from grpo_lite.memory.meta.private import measured_methods
 from grpo_lite.memory.tracker import MEASURED_PHASES, Backend, CudaAllocator, PhaseClock, SegmentPeak, TensorTracker
 
-__all__ = ["GRPOPhaseHooks", "MemoryReport", "PhasePeak", "StepMemory", "measure_training"]
-
 
 @dataclass
 class PhasePeak(SegmentPeak):

@@ -31,20 +31,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.hardware import Extras
     from grpo_lite.planning.ladder import Preset
 
-__all__ = [
-    "GENERATIONS",
-    "COMPLETION_LENGTHS",
-    "Candidate",
-    "batch_shapes",
-    "candidates",
-    "fits",
-    "headroom_gib",
-    "required_nominal_gb",
-    "BATCH_KEYS",
-    "LORA_KEYS",
-    "MODEL_KEYS",
-    "TRAINER_KEYS",
-]
 
 GENERATIONS: tuple[int, ...] = PLANNER.generations  # num_generations tried, best first (old name)
 COMPLETION_LENGTHS: tuple[int, ...] = PLANNER.completion_lengths  # max_completion_length tried, best first (old name)

@@ -35,7 +35,6 @@ from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, r
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["RUN_DEFAULTS", "Recipe", "from_pretrained_kwargs", "make_grpo_config"]
 
 RUN_DEFAULTS: dict[str, Any] = RUN  # the old name of grpo_lite.defaults.RUN: GRPOConfig settings not about memory
 _LORA_ARGUMENTS = {peft: name for name, peft in LORA_KEYS.items()}  # peft.LoraConfig's names -> train()'s

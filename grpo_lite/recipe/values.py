@@ -29,18 +29,6 @@ from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
 from grpo_lite.ranges import check
 
-__all__ = [
-    "MAX_YAML_NODES",
-    "OwnSettings",
-    "check_config_keys",
-    "check_overrides",
-    "closest_names",
-    "load_yaml",
-    "read_mapping",
-    "refuse_removed",
-    "typed",
-]
-
 
 @dataclass
 class OwnSettings:

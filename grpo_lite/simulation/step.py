@@ -28,7 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.settings import StepSettings
     from grpo_lite.simulation.build import Built
 
-__all__ = ["Shapes", "run_step", "shapes_of", "synthetic_batch"]
 
 META = torch.device("meta")
 WARMUP_TOKENS = 8  # prompt and completion tokens of the warm-up step (it only creates the optimizer state)

@@ -24,8 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.training.prepare import RunInputs
     from grpo_lite.training.run.folder import RunFolder
 
-__all__ = ["make_plan", "make_recipe", "plan_kwargs", "recipe_advice"]
-
 
 def plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
     """What train() decides for plan(): the device, the prompt length, the launcher's processes and sharding."""

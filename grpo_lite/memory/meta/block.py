@@ -28,8 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.settings import StepSettings
 
-__all__ = ["TRACE_LENGTHS", "BlockTerms", "traced_block_terms"]
-
 
 @dataclass(frozen=True)
 class BlockTerms:

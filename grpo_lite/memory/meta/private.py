@@ -31,36 +31,6 @@ from typing import Any
 
 import torch
 
-__all__ = [
-    "TRL_HEAD_NAMES",
-    "PrivateNameChanged",
-    "TorchDispatchMode",
-    "CLIP_GRAD",
-    "TRL_LOSS",
-    "TRL_SCORING",
-    "causal_lm_class",
-    "measured_methods",
-    "trl_loss_state",
-    "default_to_fused_or_foreach",
-    "disable_current_modes",
-    "gradient_checkpointing_func",
-    "need",
-    "optimizer_device_lists",
-    "quantize",
-    "set_gradient_checkpointing_func",
-    "sdpa_efficient",
-    "sdpa_flash",
-    "sdpa_math",
-    "sdpa_mask_decision",
-    "simulation_ops",
-    "trainer_logps",
-    "tree_flatten",
-    "tree_leaves",
-    "tree_map",
-    "trl_head",
-    "trl_optional",
-]
-
 
 class PrivateNameChanged(RuntimeError):
     """A dependency's private name that grpo-lite relies on is gone: the dependency's release is not one tested."""
@@ -83,8 +53,11 @@ def need(obj: Any, name: str, what: str) -> Any:
 
 
 try:
-    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
-    from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
+    from torch.utils._python_dispatch import TorchDispatchMode as TorchDispatchMode  # the tracker's and simulation's
+    from torch.utils._python_dispatch import _disable_current_modes
+    from torch.utils._pytree import tree_flatten as tree_flatten
+    from torch.utils._pytree import tree_leaves as tree_leaves
+    from torch.utils._pytree import tree_map as tree_map
 except ImportError as error:  # no fallback: the tracker and the simulation see tensors through these
     raise PrivateNameChanged(
         f"{error.name or 'torch.utils'} is gone (torch {torch.__version__}): grpo-lite's memory tracker and simulation "

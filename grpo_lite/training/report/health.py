@@ -21,8 +21,6 @@ from grpo_lite.defaults import HEALTH, RESILIENCE
 from grpo_lite.training.report.advice import OnStall
 from grpo_lite.training.report.progress import reward_shares
 
-__all__ = ["Finding", "FindingKind", "HealthMonitor", "LearningStalledWarning"]
-
 FindingKind = Literal["length_cut", "zero_spread", "format_only", "correctness_falling", "reward_flat"]
 
 # the thresholds (grpo_lite.defaults.HEALTH, with their trade-offs) under their old names

@@ -11,8 +11,6 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-__all__ = ["ProgressLine", "format_line", "replace_printer", "reward_shares"]
-
 # (label, reward name) in display order: the share of completions that earned it
 SHARES: tuple[tuple[str, str], ...] = (("format", "soft_format_reward"), ("correct", "correctness_reward"))
 

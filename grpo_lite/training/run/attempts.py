@@ -30,7 +30,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.training.prepare import RunInputs
     from grpo_lite.training.run.folder import RunFolder
 
-__all__ = ["Attempts", "OnOOM", "OnStall", "continue_schedule", "run_attempts"]
 
 OnOOM = Literal["step_down", "raise"]
 
@@ -264,7 +263,8 @@ class Attempts:
         """Write run.json atomically (main process only)."""
         if not self.run.state.is_main_process:
             return
-        from grpo_lite.training.report.summary import first_last, versions, write_json_atomic
+        from grpo_lite.files import write_json as write_json_atomic
+        from grpo_lite.training.report.summary import first_last, versions
 
         running = status == "running"
         plan, history_cb, memory_cb, health = self.plan, self.history_cb, self.memory_cb, self.health

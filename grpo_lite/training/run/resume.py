@@ -20,20 +20,6 @@ from grpo_lite.training.run import checkpoints
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.recipe.recipe import Recipe
 
-__all__ = [
-    "HISTORY_FILE",
-    "EarlierRun",
-    "check_resume",
-    "check_same_run",
-    "check_same_training",
-    "check_steps",
-    "earlier_run",
-    "model_fingerprint",
-    "read_history",
-    "read_record",
-    "resume_point",
-    "trained_with",
-]
 
 HISTORY_FILE = "history.jsonl"  # one logged step per line, appended as the run goes
 

@@ -31,8 +31,6 @@ from grpo_lite.training.step.shared_prefix import (
 from grpo_lite.training.step.trl_seam import seam_problems, seam_warning, train_metrics, trainer_tokenizer
 from grpo_lite.training.step.zero_advantage import DIVISORS, ZeroAdvantageSkip, config_reason, split
 
-__all__ = ["LiteGRPOTrainer"]
-
 logger = logging.getLogger(__name__)
 
 

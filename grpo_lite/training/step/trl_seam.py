@@ -27,20 +27,6 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
-__all__ = [
-    "FEATURES",
-    "OVERRIDES",
-    "TESTED_TRL",
-    "Feature",
-    "attn_implementation",
-    "entropy_bonus_enabled",
-    "patched_lm",
-    "seam_problems",
-    "seam_warning",
-    "train_metrics",
-    "trainer_tokenizer",
-]
-
 # The TRL releases the trainer, shared-prefix and stop-string tests passed with (pyproject.toml's bound).
 # 1.13.0 and 1.14.0 differ at the seam (the trainer warns and runs TRL's code); 1.15.0 has the same seam but its
 # fused LM head needs Triton, so no training step runs on a CPU-only torch and it was not tested further.

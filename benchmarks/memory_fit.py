@@ -165,7 +165,7 @@ def _child(label: str, cache: Path, timeout: int) -> dict[str, Any]:
 
 def show(rows: list[dict[str, Any]]) -> None:
     """Print each row's phases and components, planned against measured."""
-    from grpo_lite.memory.calibration import compare, planned, rss_check
+    from grpo_lite.memory.measured.calibration import compare, planned, rss_check
 
     for row in rows:
         est = planned(row)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite.memory.calibration import TOLERANCE, compare, planned, rss_check
+from grpo_lite.memory.measured.calibration import TOLERANCE, compare, planned, rss_check
 from tools.doc_tables import CALIBRATION_END, CALIBRATION_START, calibration_markdown, load_rows
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.defaults import GIB
 from grpo_lite.files import write_text
-from grpo_lite.memory.calibration import compare, planned, rss_check
+from grpo_lite.memory.measured.calibration import compare, planned, rss_check
 from grpo_lite.planning.tables import LADDER_HEADERS, ladder_rows
 from grpo_lite.rewards.registry import DEFAULT_REWARDS, REWARDS
 

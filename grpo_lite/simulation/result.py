@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from grpo_lite.memory.calibration import CATEGORY_COMPONENT, PhaseCheck
 from grpo_lite.memory.estimate import GIB
+from grpo_lite.memory.measured.calibration import CATEGORY_COMPONENT, PhaseCheck
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.estimate import MemoryEstimate

@@ -18,7 +18,7 @@ trace or simulate, never on the ``grpo-lite plan`` path.
 | ``trl.trainer.utils._use_triton``, ``_CHUNKED_LOGPROB_CHUNK_SIZE`` | the compact fused-head path; the tile width in the simulation's line | absent: not patched; the width reads ``?`` | ``test_private_names.py::test_absent_optional_names_are_skipped`` |
 | ``Params4bit._quantize`` (bitsandbytes) | NF4 weights built on meta | error when a 4-bit model is built on meta | ``test_private_names.py::test_a_missing_name_is_a_clear_error`` |
 | ``GRPOTrainer._get_per_token_logps_and_entropies`` (TRL) | the simulation's scoring forward | error when a step is simulated | the same |
-| ``GRPOTrainer._get_per_token_logps_and_entropies``, ``Trainer._clip_grad_norm`` (transformers) | the measured scoring and optimizer-step phases (:mod:`grpo_lite.memory.measure`) | error when a measurement starts | ``test_private_names.py::test_a_missing_name_is_a_clear_error`` |
+| ``GRPOTrainer._get_per_token_logps_and_entropies``, ``Trainer._clip_grad_norm`` (transformers) | the measured scoring and optimizer-step phases (:mod:`grpo_lite.memory.measured.measure`) | error when a measurement starts | ``test_private_names.py::test_a_missing_name_is_a_clear_error`` |
 | ``GRPOTrainer._compute_loss`` and the attributes its ``__init__`` sets for the loss (``_entropy_bonus_enabled``, ``_last_world_entropy``, ``_entropy_window_stats``, ``_metrics``) | the simulation's trainer, built without TRL's ``__init__`` | a loss that reads another attribute stops the simulation with its name (``missing_attributes``) | ``test_simulation.py::test_a_trl_loss_that_reads_more_stops_the_simulation_with_its_name`` |
 """
 

@@ -197,7 +197,7 @@ def _installed(trainer) -> dict:
 
 
 def test_no_patch_of_a_measurement_stays_installed(tiny_model_dir, tmp_path, monkeypatch):
-    from grpo_lite.memory import measure
+    from grpo_lite.memory.measured import measure
 
     trainer = _build(tiny_model_dir, tmp_path, max_steps=1)
     before = _installed(trainer)

@@ -7,7 +7,7 @@ tokenizer of the right vocabulary size, caps the CUDA allocator with
 this process already holds, forces worst-case lengths (prompts of exactly ``max_prompt_length``
 tokens, ``min_new_tokens = max_completion_length``), runs a few GRPO steps with the plan's settings
 and reports the planned peak beside the measured one (max reserved + CUDA context, and max allocated),
-then each phase of the last step (``grpo_lite.memory.measure`` with the CUDA allocator's peaks, reset
+then each phase of the last step (``grpo_lite.memory.measured.measure`` with the CUDA allocator's peaks, reset
 at every phase boundary) beside the planned phase.
 
     python benchmarks/gpu_fit.py                     # the three cases on a GPU (meant to take < 8 min on one H200)
@@ -133,7 +133,7 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
     from transformers import TrainerCallback
     from trl import GRPOConfig
 
-    from grpo_lite.memory.measure import measure_training
+    from grpo_lite.memory.measured.measure import measure_training
     from grpo_lite.precision.rounding import state_nbytes
     from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
@@ -241,7 +241,7 @@ def run_case(name: str, budget_gb: float, *, device: str, tiny: bool, steps: int
 
 def phase_rows(the_plan: Any, measured: dict[str, Any], backend: str) -> dict[str, dict[str, float]]:
     """Each phase of the last step: planned tensor bytes (no context, no reserve) against the allocator's peaks."""
-    from grpo_lite.memory.calibration import PROCESS_COMPONENTS
+    from grpo_lite.memory.measured.calibration import PROCESS_COMPONENTS
 
     planned = {
         p.name: sum(c.bytes for c in p.components if c.name not in PROCESS_COMPONENTS) for p in the_plan.estimate.phases

@@ -2,7 +2,7 @@
 
 Each row is a peak-memory figure someone measured on a real GPU and published (an issue, a pull request),
 with the configuration it was measured at. The row is simulated at full size on PyTorch's ``meta`` device
-with the code path that run took, counted by grpo-lite's tensor tracker (``grpo_lite/memory/tracker.py``):
+with the code path that run took, counted by grpo-lite's tensor tracker (``grpo_lite/memory/measured/tracker.py``):
 
 - ``logprob`` rows: a log-prob function on a logits tensor of the published shape (the naive
   ``log_softmax`` + ``gather``, or TRL's own ``selective_log_softmax`` of the TRL version named);
@@ -65,6 +65,7 @@ from published_rows import ARCHS, ROWS, Published
 from published_sims import worker
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tools/ (the docs' tables), beside this folder
 STORED = ROOT / "docs" / "memory_published.json"
 MEMORY_DOC = ROOT / "docs" / "memory.md"
 DOC_START, DOC_END = "<!-- published-table:start -->", "<!-- published-table:end -->"
@@ -112,8 +113,8 @@ def device_figure(row: Published, sim: dict[str, Any]) -> int:
         raise ValueError(
             f"{row.label}: unknown measure {row.measures!r}; 'max_allocated', 'allocated_delta' or 'nvidia_smi'"
         )
+    from grpo_lite.memory.measured.tracker import PERSISTENT
     from grpo_lite.memory.terms import CUDA_CONTEXT_BYTES, FRAGMENTATION
-    from grpo_lite.memory.tracker import PERSISTENT
 
     transient = sum(v for k, v in sim["categories"].items() if k not in PERSISTENT)
     context = row.config["cuda_context_mib"] * 2**20 if "cuda_context_mib" in row.config else CUDA_CONTEXT_BYTES
@@ -232,7 +233,7 @@ def show(rows: list[dict[str, Any]]) -> None:
 
 def write(rows: list[dict[str, Any]]) -> None:
     """Rewrite docs/memory_published.json and the published-figures table of docs/memory.md."""
-    from grpo_lite.planning.tables import splice_section
+    from tools.doc_tables import splice_section
 
     STORED.write_text(
         json.dumps(

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tools/ (the docs' tables), beside this folder
 STORED = ROOT / "docs" / "memory_simulation.json"
 HELD_OUT_STORED = ROOT / "docs" / "memory_heldout.json"
 MEMORY_DOC = ROOT / "docs" / "memory.md"
@@ -130,9 +131,9 @@ def plan_of(config: dict[str, Any]) -> Any:
 
 
 def run_row(label: str, config: dict[str, Any]) -> dict[str, Any]:
-    """Plan and simulate one row; the docs' row (:func:`grpo_lite.simulation.report.row_of`)."""
-    from grpo_lite.simulation.report import row_of
+    """Plan and simulate one row; the docs' row (:func:`tools.doc_tables.row_of`)."""
     from grpo_lite.simulation.run import simulate
+    from tools.doc_tables import row_of
 
     sim = simulate(plan_of(config))
     row = row_of(label, sim)
@@ -180,8 +181,8 @@ def show(rows: list[dict[str, Any]]) -> None:
 
 def write(rows: list[dict[str, Any]], held_out: bool = False) -> None:
     """Rewrite docs/memory_simulation.json (docs/memory_heldout.json) and its table in docs/memory.md."""
-    from grpo_lite.planning.tables import splice_section
-    from grpo_lite.simulation import report
+    from tools import doc_tables as report
+    from tools.doc_tables import splice_section
 
     stored = HELD_OUT_STORED if held_out else STORED
     about = "held-out rows, no term tuned on them" if held_out else "the rows the memory model's terms were tuned on"
@@ -201,7 +202,7 @@ def write(rows: list[dict[str, Any]], held_out: bool = False) -> None:
     if held_out:
         page = splice_section(page, report.HELD_OUT_START, report.HELD_OUT_END, report.held_out_markdown(rows))
     else:
-        page = splice_section(page, report.DOC_START, report.DOC_END, report.simulation_markdown(rows))
+        page = splice_section(page, report.SIMULATION_START, report.SIMULATION_END, report.simulation_markdown(rows))
     MEMORY_DOC.write_text(page, encoding="utf-8")
     print(f"wrote {stored.relative_to(ROOT)} and the table in {MEMORY_DOC.relative_to(ROOT)}")
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tools/ (the docs' tables), beside this folder
 CALIBRATION = ROOT / "docs" / "memory_calibration.json"
 MEMORY_DOC = ROOT / "docs" / "memory.md"
 MIB = 2**20
@@ -164,7 +165,7 @@ def _child(label: str, cache: Path, timeout: int) -> dict[str, Any]:
 
 def show(rows: list[dict[str, Any]]) -> None:
     """Print each row's phases and components, planned against measured."""
-    from grpo_lite.memory.calibration import compare, planned, rss_check
+    from grpo_lite.memory.measured.calibration import compare, planned, rss_check
 
     for row in rows:
         est = planned(row)
@@ -184,12 +185,13 @@ def show(rows: list[dict[str, Any]]) -> None:
 
 def write(rows: list[dict[str, Any]]) -> None:
     """Rewrite the calibration file and the table of docs/memory.md."""
-    from grpo_lite.memory.calibration import DOC_END, DOC_START, calibration_markdown, save_rows
-    from grpo_lite.planning.tables import splice_section
+    from tools.doc_tables import CALIBRATION_END, CALIBRATION_START, calibration_markdown, save_rows, splice_section
 
     save_rows(CALIBRATION, rows)
     page = MEMORY_DOC.read_text(encoding="utf-8")
-    MEMORY_DOC.write_text(splice_section(page, DOC_START, DOC_END, calibration_markdown(rows)), encoding="utf-8")
+    MEMORY_DOC.write_text(
+        splice_section(page, CALIBRATION_START, CALIBRATION_END, calibration_markdown(rows)), encoding="utf-8"
+    )
     print(f"wrote {CALIBRATION.relative_to(ROOT)} and the table in {MEMORY_DOC.relative_to(ROOT)}")
 
 
@@ -209,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child is not None:
         print(json.dumps(run_config(args.child, args.cache), default=str))
         return 0
-    from grpo_lite.memory.calibration import load_rows
+    from tools.doc_tables import load_rows
 
     if args.show or args.replan:
         rows = load_rows(CALIBRATION)

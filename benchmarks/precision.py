@@ -27,12 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tools/, beside this folder
 
 import torch
 from torch import nn
 
 from grpo_lite.planning.ladder import LADDER
-from grpo_lite.precision.realized import (
+from grpo_lite.precision.rounding import install_update_rounding, state_nbytes
+from tools.realized import (
     bf16_and_fp32_copies,
     fp32_adamw,
     lm_gradients,
@@ -41,7 +43,6 @@ from grpo_lite.precision.realized import (
     step,
     tiny_llama,
 )
-from grpo_lite.precision.rounding import install_update_rounding, state_nbytes
 
 LR = 1e-6
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

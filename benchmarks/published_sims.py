@@ -38,7 +38,7 @@ def _tracked(run: Any, register: Any = None, *, saved_hook: bool = True) -> dict
     """Run ``run()`` under the tensor tracker; the peak and its categories. ``saved_hook=False``: without the
     tracker's saved-tensor hook (it only names what autograd keeps ``activation``; ``torch.func`` refuses such
     hooks), so what autograd keeps stays ``temporary``; the bytes are the same."""
-    from grpo_lite.memory.tracker import PhaseClock, TensorTracker
+    from grpo_lite.memory.measured.tracker import PhaseClock, TensorTracker
 
     clock = PhaseClock()
     tracker = TensorTracker(clock, device_type="meta")
@@ -52,7 +52,7 @@ def _tracked(run: Any, register: Any = None, *, saved_hook: bool = True) -> dict
             tracker.stop()
             raise RuntimeError(
                 "TensorTracker no longer keeps its saved-tensor hook in _saved_hooks: update _tracked "
-                "(grpo_lite/memory/tracker.py) to turn it off for torch.func code"
+                "(grpo_lite/memory/measured/tracker.py) to turn it off for torch.func code"
             )
         hook.__exit__(None, None, None)
         tracker._saved_hooks = None
@@ -239,7 +239,7 @@ def _simulate_cce_baseline(row: Published, sources: Path) -> dict[str, Any]:
     import torch
     import torch.nn.functional as F
 
-    from grpo_lite.memory.tracker import PhaseClock, TensorTracker
+    from grpo_lite.memory.measured.tracker import PhaseClock, TensorTracker
 
     c = row.config
     harness, _ = _source(sources, c["harness"])

@@ -4,9 +4,9 @@ Accuracy at a fixed budget cannot show that one arm got there sooner once both s
 scores the time to a quality target fixed in advance. Here, on the demo's model and synthetic problems
 (benchmarks/vs_trl.py builds the arms, the problems, the rewards and the evaluation; this script imports them):
 
-- arms: ``trl-defaults`` (TRL's GRPOConfig defaults), ``trl-lite-hp`` (plain TRL with grpo-lite's settings),
-  ``grpo-lite-off`` (grpo-lite with ``problem_choice="off"``) and ``grpo-lite`` (``problem_choice="learnable"``:
-  the candidate for grpo-lite as shipped);
+- arms: ``trl-defaults`` (TRL's GRPOConfig defaults), ``trl-lite-hp`` (plain TRL with grpo-lite's settings) and
+  ``grpo-lite`` (grpo-lite's ``train()`` as it ships; 0.5 ran it as ``grpo-lite-off`` beside a ``problem_choice``
+  arm, removed in 0.6.0 after this benchmark: docs/vs_trl.md);
 - tasks: two difficulty mixes of the synthetic problems (:data:`TASKS`), each with its own target;
 - the target (:data:`TARGETS`): :data:`TARGET_SHARE` of the way from the untrained model's accuracy to the plateau
   (the mean accuracy at the budget) of reference runs of ``trl-lite-hp``, measured before any grpo-lite run
@@ -14,7 +14,7 @@ scores the time to a quality target fixed in advance. Here, on the demo's model 
 - the clock: training CPU seconds of the run's process (vs_trl.py's ``--clock cpu``); the held-out evaluation
   (``--eval-n``, at least 200 for a verdict) runs every ``--eval-every`` CPU seconds of training and at the end,
   off the clock;
-- seeds: ``--seeds`` (at least 5) for the three arms with grpo-lite's settings, ``--defaults-seeds`` for
+- seeds: ``--seeds`` (at least 5) for the two arms with grpo-lite's settings, ``--defaults-seeds`` for
   trl-defaults; with 3 or more, the fastest and the slowest are dropped and the rest averaged; a run that never
   reaches the target counts at the budget; every run's curve is kept (``--out``/time_to_target.json);
 - printed per task and arm: time to target (mean of the kept runs, their range, how many reached it), accuracy at
@@ -25,7 +25,7 @@ The training set is ``--train-n`` problems (24 by default): problems come back w
 several epochs, which is where choosing among them can matter.
 
     python benchmarks/time_to_target.py --reference   # the targets, from trl-lite-hp runs: write them in TARGETS
-    python benchmarks/time_to_target.py               # 5 seeds x 3 arms (+1 trl-defaults) x 2 tasks
+    python benchmarks/time_to_target.py               # 5 seeds x 2 arms (+1 trl-defaults) x 2 tasks
     python benchmarks/time_to_target.py --quick       # the smoke configuration: 1 seed, 15 s a run, n=8
 
 The closing lines are ``time_to_target: <task> grpo-lite/trl-lite-hp speedup=<r> ...`` per task, and the last
@@ -50,10 +50,9 @@ from typing import Any, Literal, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vs_trl  # noqa: E402 - the arms, the problems, the time limit, the waves
 
-Arm = Literal["trl-defaults", "trl-lite-hp", "grpo-lite-off", "grpo-lite"]
-ARMS: tuple[Arm, ...] = ("trl-defaults", "trl-lite-hp", "grpo-lite-off", "grpo-lite")
-LITE_HP: tuple[Arm, ...] = ("trl-lite-hp", "grpo-lite-off", "grpo-lite")  # the arms with grpo-lite's settings
-CHOICE: dict[str, str] = {"grpo-lite-off": "off", "grpo-lite": "learnable"}
+Arm = Literal["trl-defaults", "trl-lite-hp", "grpo-lite"]
+ARMS: tuple[Arm, ...] = ("trl-defaults", "trl-lite-hp", "grpo-lite")
+LITE_HP: tuple[Arm, ...] = ("trl-lite-hp", "grpo-lite")  # the arms with grpo-lite's settings
 TASKS: dict[str, tuple[int, ...]] = {"one-step": (1,), "mixed": (1, 2)}  # synthetic levels: arithmetic steps
 TARGET_SHARE = 0.75  # of the way from the untrained model's accuracy to the reference runs' plateau
 # The target accuracy per task, fixed from --reference runs of trl-lite-hp (the runs beside it) before any
@@ -103,15 +102,22 @@ def _curve_callback(args: argparse.Namespace, levels: Sequence[int], paused: lis
     return Curve()
 
 
-def _spread_counter() -> tuple[list[int], Any]:
-    """[groups, groups with spread], and the sink :class:`PassRateReport` hands each batch's pass rates to."""
-    counts = [0, 0]
+class SpreadCount:
+    """The correctness reward, which also counts [groups, groups with spread]: the completions of one prompt in a
+    call (a group) that it passed some of (a reward above 0) and failed others of."""
 
-    def sink(rates: dict[Any, float]) -> None:
-        counts[0] += len(rates)
-        counts[1] += sum(0 < r < 1 for r in rates.values())
+    def __init__(self, func: Any) -> None:
+        self.func, self.groups = func, [0, 0]
+        self.__name__ = getattr(func, "__name__", type(func).__name__)
 
-    return counts, sink
+    def __call__(self, prompts: Any, completions: Any, **kwargs: Any) -> list:
+        rewards = self.func(prompts=prompts, completions=completions, **kwargs)  # as TRL calls a reward
+        groups: dict[str, list[bool]] = {}
+        for prompt, reward in zip(prompts, rewards):
+            groups.setdefault(json.dumps(prompt, sort_keys=True, default=str), []).append(bool(reward and reward > 0))
+        self.groups[0] += len(groups)
+        self.groups[1] += sum(0 < sum(passed) < len(passed) for passed in groups.values())
+        return rewards
 
 
 def _child(args: argparse.Namespace) -> None:
@@ -125,23 +131,18 @@ def _child(args: argparse.Namespace) -> None:
         model, _ = load_for_eval(vs_trl.model_folder(args.model))
         (out / "result.json").write_text(json.dumps({"eval": vs_trl._evaluate(model, args, levels), **_provenance()}))
         return
-    from grpo_lite.training.step.problem_choice import PassRateReport, judged_reward
-
     paused = [0.0]
     limit = vs_trl.TimeLimit(args.budget, "cpu", cpu_clock=lambda: time.process_time() - paused[0])
     curve = _curve_callback(args, levels, paused)
     rows = vs_trl.problems("train", args.train_n, args.seed, levels)
-    counts, sink = _spread_counter()
-    if args.child in CHOICE:
-        result = vs_trl.lite_train(
-            args.model, rows, args.seed, out / "run", [limit, curve], args.max_steps, problem_choice=CHOICE[args.child]
-        )
-        model, record = result.model, json.loads((out / "run" / "run.json").read_text())["problem_choice"]
-        counts = [record["groups"], record["groups_with_spread"]]
+    rewards = vs_trl.rewards()
+    judged = [getattr(f, "__name__", "") for f in rewards].index("correctness_reward")
+    rewards[judged] = counted = SpreadCount(rewards[judged])  # the held-out evaluation does not call the rewards
+    if args.child == "grpo-lite":
+        model = vs_trl.lite_train(
+            args.model, rows, args.seed, out / "run", [limit, curve], args.max_steps, rewards=rewards
+        ).model
     else:
-        rewards = vs_trl.rewards()
-        judged = judged_reward(rewards)
-        rewards[judged] = PassRateReport(rewards[judged], sink, lambda: True)  # groups by prompt text
         trainer = vs_trl.trl_trainer(
             args.child, args.model, rows, args.seed, out / "run", [limit, curve], args.max_steps, reward_funcs=rewards
         )
@@ -149,7 +150,8 @@ def _child(args: argparse.Namespace) -> None:
         model = trainer.model
     if not curve.points or curve.points[-1]["step"] != limit.steps:  # at the budget (unless the last step was)
         curve.evaluate(model, limit.steps)
-    record = {"steps": limit.steps, "train_cpu_s": limit.cpu, "curve": curve.points, "groups": counts, **_provenance()}
+    record = {"steps": limit.steps, "train_cpu_s": limit.cpu, "curve": curve.points, "groups": counted.groups}
+    record.update(_provenance())
     (out / "result.json").write_text(json.dumps(record))
 
 

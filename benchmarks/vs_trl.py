@@ -209,7 +209,7 @@ def lite_train(
     **options: Any,
 ) -> Any:
     """``grpo_lite.train()`` with the demo's settings, as ``grpo-lite demo`` calls it (without the export);
-    ``options`` are train()'s further keyword arguments (``problem_choice="learnable"``)."""
+    ``options`` are train()'s further keyword arguments (``rewards=[...]``)."""
     from grpo_lite import DemoConfig, train
 
     cfg = DemoConfig()

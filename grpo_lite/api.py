@@ -14,8 +14,6 @@ from grpo_lite.export.after_training import ExportAfterTraining
 from grpo_lite.training import trainer
 from grpo_lite.training.result import TrainResult
 
-__all__ = ["TrainResult", "train"]
-
 
 @functools.wraps(trainer.train)
 def train(*args: Any, **kwargs: Any) -> TrainResult:

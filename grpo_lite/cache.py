@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cache_root"]
-
 
 def cache_root() -> Path:
     """The cache folder (not necessarily existing yet), read from the environment at each call."""

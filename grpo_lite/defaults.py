@@ -12,23 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = [
-    "DEMO",
-    "EVALUATION",
-    "GIB",
-    "GPU",
-    "HEALTH",
-    "LORA",
-    "PER_METHOD",
-    "PLANNER",
-    "RESILIENCE",
-    "RUN",
-    "STEP",
-    "TRAINER",
-    "learning_rate",
-    "optimizer",
-]
-
 GIB = 1024**3  # bytes in a GiB: the one definition (memory figures are in GiB, card sizes in nominal GB)
 
 
@@ -207,39 +190,6 @@ class DemoDefaults:
     )
 
 
-ProblemChoice = Literal["off", "learnable"]
-"""``"off"``: TRL's order (a fresh permutation each epoch); ``"learnable"``: :class:`ProblemChooser`'s rule."""
-
-
-@dataclass(frozen=True)
-class ChoiceRule:
-    """The numbers of the rule, one named value each.
-
-    ``train(problem_choice=...)``, the recipe and ``--problem-choice`` (grpo_lite.training.step.problem_choice).
-    """
-
-    setting: ProblemChoice = "off"  # train(), the recipe, --problem-choice; "learnable" no faster (docs/vs_trl.md)
-    window: int = 4  # group pass rates remembered per problem: its last four groups
-    skip_base: float = 0.5  # after k all-alike groups in a row: skipped with probability 1 - 0.5**k (0.5, 0.75, ...)
-    return_floor: float = 0.1  # a skipped problem still comes back one time in ten: never skipped above 0.9
-    pool_factor: int = 2  # candidates kept per place in a batch, the batch then drawn from them by weight
-    weight_floor: float = 0.25  # draw weight at pass rate 0 or 1 (1 at one half: floor + (1 - floor) * 4p(1 - p))
-    loader_ahead: int = 1  # batches accelerate's data loader fetches before they are used (its prefetch)
-
-    def __post_init__(self) -> None:
-        checks = {
-            "window": self.window >= 1,
-            "skip_base": 0 < self.skip_base < 1,
-            "return_floor": 0 < self.return_floor <= 1,
-            "pool_factor": self.pool_factor >= 1,
-            "weight_floor": 0 < self.weight_floor <= 1,
-            "loader_ahead": self.loader_ahead >= 0,
-        }
-        wrong = [name for name, ok in checks.items() if not ok]
-        if wrong:
-            raise ValueError(f"ChoiceRule: {', '.join(f'{n}={getattr(self, n)!r}' for n in wrong)} out of range")
-
-
 STEP = StepDefaults()
 LORA = LoraDefaults()
 PLANNER = PlannerDefaults()
@@ -249,7 +199,6 @@ RESILIENCE = ResilienceDefaults()
 HEALTH = HealthDefaults()
 EVALUATION = EvaluationDefaults()
 DEMO = DemoDefaults()
-CHOICE_DEFAULTS = ChoiceRule()
 
 # TRL GRPOConfig settings grpo-lite chooses that are not about memory (the plan owns memory); each overridable
 RUN: dict[str, Any] = {

@@ -2,18 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = [
-    "GrpoLiteError",
-    "ConfigError",
-    "DataError",
-    "ModelError",
-    "DoesNotFitError",
-    "OutputDirError",
-    "RewardError",
-    "ExportError",
-    "SimulationError",
-]
-
 
 class GrpoLiteError(Exception):
     """Base class: the message says what was wrong and what to change."""

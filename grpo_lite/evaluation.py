@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.loaders import DataSplit
     from grpo_lite.data.prompts import PromptStyle
 
-__all__ = ["EvalResult", "evaluate", "formatted_accuracy", "load_for_eval", "mean_interval", "wilson_interval"]
 
 Z_95 = 1.959963984540054  # the standard normal's 97.5% quantile: a two-sided 95% interval
 

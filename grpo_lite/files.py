@@ -18,24 +18,6 @@ from psutil import pid_exists
 
 from grpo_lite.errors import OutputDirError
 
-__all__ = [
-    "RUN_ENTRIES",
-    "RUN_GGUF",
-    "Together",
-    "atomic_write",
-    "check_name_lengths",
-    "export_companions",
-    "inside",
-    "refuse_links",
-    "remove",
-    "remove_stale_temporaries",
-    "run_entries",
-    "run_exports",
-    "together",
-    "write_json",
-    "write_text",
-]
-
 RUN_GGUF = "final.gguf"  # a run's export, next to its final/ model
 # What a run and its export write in the run folder (names or fnmatch patterns); the lock is RunLock's own.
 RUN_ENTRIES = (

@@ -18,8 +18,6 @@ from typing import Any, Callable, Collection
 from grpo_lite.defaults import EVALUATION, LORA, RESILIENCE, RUN, STEP
 from grpo_lite.errors import ConfigError
 
-__all__ = ["MAX_STEPS", "RANGES", "Range", "check", "check_written"]
-
 
 @dataclass(frozen=True)
 class Range:

@@ -9,8 +9,6 @@ import os
 from pathlib import Path
 from typing import Any, TypedDict, cast
 
-__all__ = ["CORRUPT", "RUN_RECORD", "RunRecord", "check_record", "is_step_down", "read_run_record"]
-
 RUN_RECORD = "run.json"
 CORRUPT = "run.json.corrupt"  # where a resume keeps a run.json it cannot use
 

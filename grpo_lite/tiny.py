@@ -10,8 +10,6 @@ import argparse
 import random
 from pathlib import Path
 
-__all__ = ["CHAT_TEMPLATE", "build_tiny_model"]
-
 # A minimal chat template: one role marker per turn, each turn closed by the end-of-turn token,
 # which is also the tokenizer's eos (TRL copies the tokenizer's eos into the model config).
 CHAT_TEMPLATE = (

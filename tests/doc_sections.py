@@ -110,7 +110,7 @@ def subparsers() -> dict[str, argparse.ArgumentParser]:
 
 
 def _command_section(name: str, parser: argparse.ArgumentParser) -> str:
-    actions = [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
+    actions = [a for a in parser._actions if not isinstance(a, argparse._HelpAction) and a.help != argparse.SUPPRESS]
     positionals = [a for a in actions if not a.option_strings]
     synopsis = " ".join(
         [

@@ -3,7 +3,8 @@ module map in docs/architecture.md matches the tree.
 
 Which way imports run (the pipeline's layers, the core apart from the optional parts and the CLI) is checked by
 the import-linter contracts in pyproject.toml (``lint-imports``, run by .ci/run), on the same graph.
-Files are split when they grow a second job, not to meet a line count: there is no size cap here."""
+Files are split when they grow a second job, not to meet a line count: there is no size cap here; a folder holds
+at most 12 modules."""
 
 from __future__ import annotations
 
@@ -101,3 +102,15 @@ def test_module_map_matches_the_tree() -> None:
     assert listed == actual, (
         f"missing from docs/architecture.md: {sorted(actual - listed)}; gone: {sorted(listed - actual)}"
     )
+
+
+def test_no_folder_holds_more_than_twelve_modules() -> None:
+    """A folder of the package holds at most 12 modules (its __init__.py aside): a larger one splits into a
+    subpackage with one job (as memory/meta/ and memory/measured/)."""
+    folders: dict[str, int] = {}
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "__init__.py":
+            folder = str(path.parent.relative_to(ROOT))
+            folders[folder] = folders.get(folder, 0) + 1
+    assert folders["grpo_lite/memory"] >= 10  # counted where the modules are
+    assert {folder: n for folder, n in folders.items() if n > 12} == {}

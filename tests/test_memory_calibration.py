@@ -11,16 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lite.memory.calibration import (
-    DOC_END,
-    DOC_START,
-    TOLERANCE,
-    calibration_markdown,
-    compare,
-    load_rows,
-    planned,
-    rss_check,
-)
+from grpo_lite.memory.measured.calibration import TOLERANCE, compare, planned, rss_check
+from tools.doc_tables import CALIBRATION_END, CALIBRATION_START, calibration_markdown, load_rows
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 ROWS = load_rows(DOCS / "memory_calibration.json")
@@ -59,5 +51,5 @@ def test_measured_within_tolerance_per_phase_and_for_the_process(row: dict) -> N
 
 def test_the_docs_table_is_rendered_from_the_rows() -> None:
     page = (DOCS / "memory.md").read_text(encoding="utf-8")
-    table = page.split(DOC_START, 1)[1].split(DOC_END, 1)[0].strip()
+    table = page.split(CALIBRATION_START, 1)[1].split(CALIBRATION_END, 1)[0].strip()
     assert table == calibration_markdown(ROWS), "stale: python benchmarks/memory_fit.py --replan"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from grpo_lite.memory.calibration import TOLERANCE, compare
+from grpo_lite.memory.measured.calibration import TOLERANCE, compare
 
 CASES = [("full", "float32"), ("lora", "float32"), ("full", "bfloat16"), ("lora", "bfloat16")]
 MIB = 2**20
@@ -96,7 +96,7 @@ def test_tracker_categories_on_a_toy_step() -> None:
     """Weights, gradients, optimizer state and activations land in their categories, to the byte."""
     import torch
 
-    from grpo_lite.memory.tracker import PhaseClock, TensorTracker
+    from grpo_lite.memory.measured.tracker import PhaseClock, TensorTracker
 
     clock = PhaseClock()
     tracker = TensorTracker(clock)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from grpo_lite.precision.monitor import UpdateMonitor, UpdatesLostWarning
-from grpo_lite.precision.realized import lm_gradients, planned_optimizer, step, tiny_llama
+from tools.realized import lm_gradients, planned_optimizer, step, tiny_llama
 
 LR = 1e-3
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]

@@ -12,7 +12,8 @@ import torch
 from grpo_lite.memory.settings import StepSettings
 from grpo_lite.planning.ladder import LADDER
 from grpo_lite.precision.monitor import UpdateMonitor, UpdatesLostWarning
-from grpo_lite.precision.realized import (
+from grpo_lite.precision.rounding import fp32_to_bf16_sr, install_update_rounding
+from tools.realized import (
     bf16_and_fp32_copies,
     fp32_adamw,
     lm_gradients,
@@ -21,7 +22,6 @@ from grpo_lite.precision.realized import (
     step,
     tiny_llama,
 )
-from grpo_lite.precision.rounding import fp32_to_bf16_sr, install_update_rounding
 
 LR = 1e-6
 FULL_RUNGS = [p for p in LADDER if p.method in ("full", "galore")]

@@ -298,7 +298,7 @@ def test_to_dict_is_json_and_has_the_keys() -> None:
 
 
 def test_presets_doc_is_fresh() -> None:
-    from grpo_lite.planning.tables import update_presets_doc
+    from tools.doc_tables import update_presets_doc
 
     assert update_presets_doc(DOCS, check=True), "docs/presets.md is stale: run update_presets_doc('docs/presets.md')"
 

@@ -28,7 +28,6 @@ from grpo_lite.rewards import (
     integer_reward,
     length_reward,
     resolve_rewards,
-    rewards_table_markdown,
     soft_format_reward,
     strict_format_reward,
     xml_count_reward,
@@ -349,10 +348,14 @@ def test_resolve_rewards_errors(items: list[Any], match: str) -> None:
 
 
 def test_doc_table_is_current() -> None:
+    from tools.doc_tables import rewards_table_markdown
+
     doc = DOC.read_text(encoding="utf-8")
     found = re.search(r"<!-- rewards-table:start -->\n(.*?)\n<!-- rewards-table:end -->", doc, re.DOTALL)
     assert found, f"{DOC} lacks the rewards-table markers"
-    assert found[1] == rewards_table_markdown(), "docs/rewards.md is stale: paste rewards_table_markdown()"
+    assert found[1] == rewards_table_markdown(), (
+        "docs/rewards.md is stale: paste tools.doc_tables.rewards_table_markdown()"
+    )
 
 
 # --- properties ------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from grpo_lite import ModelError
-from grpo_lite.training.report.summary import first_last, write_json_atomic
+from grpo_lite.files import write_json as write_json_atomic
+from grpo_lite.training.report.summary import first_last
 
 
 def test_memory_callback_records_each_steps_peak(monkeypatch):

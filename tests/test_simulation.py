@@ -144,10 +144,10 @@ def test_the_planner_still_agrees_with_each_stored_simulation(row: dict) -> None
 
 
 def test_the_docs_table_is_rendered_from_the_stored_rows() -> None:
-    from grpo_lite.simulation.report import DOC_END, DOC_START, simulation_markdown
+    from tools.doc_tables import SIMULATION_END, SIMULATION_START, simulation_markdown
 
     page = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
-    table = page.split(DOC_START, 1)[1].split(DOC_END, 1)[0].strip()
+    table = page.split(SIMULATION_START, 1)[1].split(SIMULATION_END, 1)[0].strip()
     fresh = simulation_markdown([_gpu_sim().replan(r) for r in STORED])  # type: ignore[attr-defined]
     assert table == fresh, "stale: python benchmarks/gpu_sim.py --show --write"
 
@@ -198,7 +198,7 @@ def test_the_planner_holds_each_held_out_row_to_its_stored_simulation(row: dict)
 
 
 def test_the_held_out_table_is_rendered_from_the_stored_rows() -> None:
-    from grpo_lite.simulation.report import HELD_OUT_END, HELD_OUT_START, held_out_markdown
+    from tools.doc_tables import HELD_OUT_END, HELD_OUT_START, held_out_markdown
 
     page = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
     table = page.split(HELD_OUT_START, 1)[1].split(HELD_OUT_END, 1)[0].strip()

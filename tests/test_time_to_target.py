@@ -61,16 +61,15 @@ def test_without_a_target_the_report_says_its_own_is_provisional(bench, monkeypa
 def test_the_runs_of_a_benchmark_and_of_a_reference(bench):
     args = argparse.Namespace(tasks=["one-step", "mixed"], seeds=[0, 1], defaults_seeds=[0], reference=False)
     runs = bench.jobs(args)
-    assert runs[:5] == [
+    assert runs[:4] == [
         ("before", "one-step", 0),
         ("before", "mixed", 0),
         ("trl-lite-hp", "one-step", 0),
-        ("grpo-lite-off", "one-step", 0),
         ("grpo-lite", "one-step", 0),
     ]
-    assert runs[5:8] == [("trl-lite-hp", "mixed", 0), ("grpo-lite-off", "mixed", 0), ("grpo-lite", "mixed", 0)]
+    assert runs[4:6] == [("trl-lite-hp", "mixed", 0), ("grpo-lite", "mixed", 0)]
     assert runs[-2:] == [("trl-defaults", "one-step", 0), ("trl-defaults", "mixed", 0)]  # seed-major, defaults last
-    assert sum(arm == "grpo-lite" for arm, _, _ in runs) == 4 and len(runs) == 2 * (2 + 2 * 3)
+    assert sum(arm == "grpo-lite" for arm, _, _ in runs) == 4 and len(runs) == 2 * (2 + 2 * 2)
     args.reference = True
     assert {arm for arm, _, _ in bench.jobs(args)} == {"before", "trl-lite-hp"}
     args.reference, args.seeds = False, []  # `--seeds` given empty: a benchmark's missing trl-defaults runs alone
@@ -107,9 +106,17 @@ def test_a_target_not_above_the_untrained_accuracy_gives_no_time(bench, monkeypa
 
 def test_a_summary_reads_every_finished_run_whichever_invocation_ran_it(bench, tmp_path):
     """Several invocations may share one --out, each writing its own summary file: the runs' folders are the record."""
-    for folder in ("one-step/before-seed0", "mixed/grpo-lite-off-seed4", "mixed/trl-defaults-seed0", "mixed/x-seed1"):
+    for folder in ("one-step/before-seed0", "mixed/grpo-lite-seed4", "mixed/trl-defaults-seed0", "mixed/x-seed1"):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "result.json").write_text("{}")
-    (tmp_path / "mixed" / "grpo-lite-seed4").mkdir()  # started, not finished
+    (tmp_path / "mixed" / "trl-lite-hp-seed4").mkdir()  # started, not finished
     found = bench.finished(tmp_path)
-    assert found == [("grpo-lite-off", "mixed", 4), ("trl-defaults", "mixed", 0), ("before", "one-step", 0)]
+    assert found == [("grpo-lite", "mixed", 4), ("trl-defaults", "mixed", 0), ("before", "one-step", 0)]
+
+
+def test_the_groups_with_spread_are_counted_by_prompt(bench):
+    """The table's "groups with spread": a prompt's completions in one call, the correctness reward passing some."""
+    count = bench.SpreadCount(lambda prompts, completions, **kwargs: [1.0, 0.0, 1.0, 1.0, None, 0.0])
+    prompts = [[{"role": "user", "content": q}] for q in "aabbcc"]  # conversational prompts, as TRL passes them
+    assert count(prompts=prompts, completions=[""] * 6) == [1.0, 0.0, 1.0, 1.0, None, 0.0]  # the rewards unchanged
+    assert count.groups == [3, 1] and count.__name__ == "<lambda>"

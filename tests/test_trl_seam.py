@@ -160,7 +160,6 @@ def test_missing_attributes_turn_their_feature_off():
     assert "_metrics" in problems["update_monitor"]
     assert "use_transformers_continuous_batching" in problems["shared_sampling"] == problems["stop_strings"]
     assert "fused LM head" in problems["shared_scoring"]  # a model TRL did not give its fused head
-    assert "num_generations, num_iterations, reward_funcs, _metrics" in problems["problem_choice"]
 
     fake.use_transformers_continuous_batching, fake._tokenizer, fake.eos_token_ids = False, None, ["2"]
     problems = seam_problems(fake)
@@ -168,7 +167,7 @@ def test_missing_attributes_turn_their_feature_off():
     assert "eos_token_ids" in problems["stop_strings"] and "generation_config" in problems["stop_strings"]
 
     fake.use_vllm = True  # vLLM samples: TRL has no generation_config, and neither feature changes anything
-    assert set(seam_problems(fake)) == {"shared_scoring", "update_monitor", "problem_choice"}
+    assert set(seam_problems(fake)) == {"shared_scoring", "update_monitor"}
 
 
 # ---- measurements patch only while they measure ------------------------------------------------------
@@ -198,7 +197,7 @@ def _installed(trainer) -> dict:
 
 
 def test_no_patch_of_a_measurement_stays_installed(tiny_model_dir, tmp_path, monkeypatch):
-    from grpo_lite.memory import measure
+    from grpo_lite.memory.measured import measure
 
     trainer = _build(tiny_model_dir, tmp_path, max_steps=1)
     before = _installed(trainer)

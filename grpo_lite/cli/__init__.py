@@ -20,8 +20,6 @@ from grpo_lite._version import __version__
 from grpo_lite.errors import GrpoLiteError
 from grpo_lite.training.report.quiet import quiet_log_lines
 
-__all__ = ["COMMANDS", "INTERRUPTED", "StdoutLost", "build_parser", "main"]
-
 INTERRUPTED = "interrupted: nothing was written; run the same command again"
 
 # subcommand name -> module; the order is the order of `grpo-lite --help`.

@@ -11,8 +11,6 @@ from grpo_lite.cli.options import add_options
 from grpo_lite.data.prompts import PROMPT_STYLES
 from grpo_lite.demo import DemoConfig
 
-__all__ = ["INTERRUPTED", "add_parser", "run"]
-
 INTERRUPTED = (
     "interrupted: the demo stopped; run the same command again (a demo starts over, replacing its output folder)"
 )

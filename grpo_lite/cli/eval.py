@@ -9,8 +9,6 @@ from grpo_lite import evaluation
 from grpo_lite.cli.options import add_options
 from grpo_lite.defaults import EVALUATION
 
-__all__ = ["INTERRUPTED", "add_parser", "run"]
-
 INTERRUPTED = "interrupted: the evaluation stopped before its result; run the same command again (it starts over)"
 
 

@@ -8,8 +8,6 @@ from grpo_lite.export import runtimes
 from grpo_lite.export.tensors import QUANTIZATIONS
 from grpo_lite.training.report.quiet import quiet_libraries
 
-__all__ = ["INTERRUPTED", "add_parser", "run"]
-
 INTERRUPTED = (
     "interrupted: nothing was exported (an earlier export at the path is kept whole); run the same "
     "command again to export"

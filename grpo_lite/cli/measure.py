@@ -10,15 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.data.prompts import prompt_token_ids
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.calibration import make_row
 from grpo_lite.memory.heap import mmap_threshold_on_cpu
+from grpo_lite.memory.measured.calibration import make_row
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.training.build import build_trainer, grpo_settings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["exact_prompts", "measure_plan", "planned_kwargs"]
 
 _FILLERS = (" the", " a", " 1", " x", " and")
 
@@ -88,12 +87,12 @@ def measure_plan(the_plan: Plan, *, steps: int = 2, seed: int = 0, source: str |
         source: where to load the model from. Default: the plan's model id.
 
     Returns:
-        A calibration row (:func:`grpo_lite.memory.calibration.make_row`).
+        A calibration row (:func:`grpo_lite.memory.measured.calibration.make_row`).
     """
     import torch  # heavy: torch
     from datasets import Dataset
 
-    from grpo_lite.memory.measure import measure_training  # heavy: imports torch
+    from grpo_lite.memory.measured.measure import measure_training  # heavy: imports torch
     from grpo_lite.training.loading import load_tokenizer
 
     source = source or the_plan.model.model_id

@@ -13,8 +13,6 @@ from grpo_lite.defaults import GPU, STEP, TRAINER
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import METHODS
 
-__all__ = ["SHARED", "add_options", "parse_budget", "parse_set"]
-
 
 def _value(text: str) -> Any:
     """A typed value from the command line: numbers, booleans, None, lists; anything else stays a string.

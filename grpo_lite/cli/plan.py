@@ -18,7 +18,7 @@ from grpo_lite.cli.options import add_options, parse_set
 from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, GrpoLiteError
 from grpo_lite.memory.blocks import BLOCK_MODES, DEFAULT_BLOCKS
-from grpo_lite.memory.calibration import compare, planned, rss_check
+from grpo_lite.memory.measured.calibration import compare, planned, rss_check
 from grpo_lite.memory.meta.gpus import DEFAULT_GPU, GPU_ARCHES
 from grpo_lite.planning import choose
 from grpo_lite.planning.hardware import nominal_to_usable_gib
@@ -28,8 +28,6 @@ from grpo_lite.recipe.values import check_overrides
 from grpo_lite.scale.distributed import SHARDINGS
 from grpo_lite.simulation import run as sim_run
 from grpo_lite.simulation.report import simulation_tables
-
-__all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -10,8 +10,6 @@ from grpo_lite.defaults import DEMO
 from grpo_lite.planning.ladder import LADDER
 from grpo_lite.planning.tables import ladder_table, plot_components
 
-__all__ = ["add_parser", "run"]
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register ``presets`` on the ``grpo-lite`` parser."""

@@ -26,8 +26,6 @@ from grpo_lite.scale.distributed import SHARDINGS, _mode, in_launched_process, l
 from grpo_lite.training.run.folder import default_output_dir
 from grpo_lite.training.run.ranks import _clear_records, check_ranks, failure_fields, read_rank_records
 
-__all__ = ["add_launch_arguments", "maybe_relaunch"]
-
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--num-processes`` and ``--sharding`` to a subcommand."""

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Callable, get_args
+from typing import Any, Callable
 
 from grpo_lite.cli.options import SHARED, add_options, parse_set
 from grpo_lite.cli.relaunch import add_launch_arguments
-from grpo_lite.defaults import CHOICE_DEFAULTS, RESILIENCE, ProblemChoice
-
-__all__ = ["INTERRUPTED", "add_parser", "interrupted_line", "run"]
+from grpo_lite.defaults import RESILIENCE
 
 INTERRUPTED = (
     "interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
@@ -23,7 +21,7 @@ INTERRUPTED = (
 
 # flags that set a recipe's field of the same name: with --config, the ones written override the file
 RECIPE_FLAGS = tuple(
-    "model budget_gb dataset rewards preset seed max_steps shared_prefix problem_choice num_processes sharding".split()
+    "model budget_gb dataset rewards preset seed max_steps shared_prefix num_processes sharding".split()
 )
 
 
@@ -83,13 +81,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="when the run is not learning: print the cause and a remedy (default), or also raise "
         "max_completion_length at the next checkpoint when most completions are cut (docs/health.md)",
     )
-    p.add_argument(
-        "--problem-choice",
-        choices=get_args(ProblemChoice),
-        default=None,
-        help="learnable: skip problems whose recent groups all passed or all failed, prefer pass rates near one "
-        f"half (default {CHOICE_DEFAULTS.setting}: TRL's order)",
-    )
+    p.add_argument("--problem-choice", dest="removed_problem_choice", help=argparse.SUPPRESS)  # 0.6.0: its error
     add_options(p, "set")
     add_launch_arguments(p)  # --num-processes N, --sharding
     p.parse_known_args = _noting_written(p, p.parse_known_args)  # type: ignore[method-assign]
@@ -106,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(
             "grpo-lite train needs a MODEL, or --config FILE (a recipe: grpo-lite plan MODEL --write FILE)"
         )
+    if args.removed_problem_choice is not None:
+        from grpo_lite.recipe.values import refuse_removed
+
+        refuse_removed({"problem_choice": args.removed_problem_choice}, "--problem-choice: ")
     overrides = parse_set(args.set, own_options=vars(args))
     recipe = _recipe(args, overrides) if args.config is not None else None
     if args.num_processes > 1 and not in_launched_process():
@@ -212,6 +208,5 @@ def _train(args: argparse.Namespace, recipe: Any, overrides: dict[str, Any]) -> 
         seed=args.seed,
         shared_prefix=args.shared_prefix,
         **run,
-        **({"problem_choice": args.problem_choice} if args.problem_choice is not None else {}),
         **overrides,
     )

@@ -9,15 +9,6 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-__all__ = [
-    "normalize_number",
-    "last_number",
-    "extract_xml_answer",
-    "extract_answer",
-    "answers_match",
-    "gsm8k_gold",
-]
-
 # One number in free text. Groups: sign / sign2 (before / after a "$"), int, frac, frac_only, den.
 _NUMBER_RE = re.compile(
     r"(?:(?<![\w)\]])(?P<sign>[-+\u2212]))?"  # a sign not glued to a word: "5-3" is not minus 3

@@ -25,9 +25,6 @@ from grpo_lite.errors import ConfigError, DataError
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-__all__ = [
-    "DATASETS", "DatasetName", "GSM8K_DIR_ENV", "GSM8K_HUB_ID", "SUFFIXES", "has_gold", "load_dataset", "load_gsm8k",
-]  # fmt: skip
 
 DatasetName = Literal["gsm8k", "synthetic"]
 DataSplit = Literal["train", "test"]

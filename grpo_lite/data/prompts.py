@@ -15,28 +15,6 @@ from grpo_lite.errors import ConfigError, DataError, ModelError
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-__all__ = [
-    "DEFAULT_STOP_STRINGS",
-    "SYSTEM_PROMPT",
-    "COMPACT_SYSTEM_PROMPT",
-    "ONE_SHOT_QUESTION",
-    "ONE_SHOT_REASONING",
-    "ONE_SHOT_ANSWER",
-    "Example",
-    "GUIDED_EXAMPLE",
-    "ONE_STEP_EXAMPLES",
-    "PromptStyle",
-    "PromptStyleName",
-    "PROMPT_STYLES",
-    "OWN_PROMPTS",
-    "format_solution",
-    "build_messages",
-    "render_prompt",
-    "apply_prompt_style",
-    "prompt_token_ids",
-    "completion_token_ids",
-    "adds_bos_token",
-]
 
 SYSTEM_PROMPT = (
     "Respond in the following format:\n"

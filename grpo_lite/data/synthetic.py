@@ -13,22 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from grpo_lite.data.prompts import PromptStyle, build_messages, format_solution
-from grpo_lite.data.templates import LEVELS, SHAPES, TEMPLATES, Level, Template, _scene
+from grpo_lite.data.templates import LEVELS, SHAPES, TEMPLATES, Level, _scene
 from grpo_lite.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-__all__ = [
-    "LEVELS",
-    "SHAPES",
-    "TEMPLATES",
-    "Template",
-    "SyntheticProblem",
-    "generate_problems",
-    "solution_text",
-    "synthetic_problems",
-]
 
 Split = Literal["train", "test"]
 _TEST_PERCENT = 20  # share of the question space that belongs to the "test" split

@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["LEVELS", "SHAPES", "TEMPLATES", "Template"]
-
 Level = Literal[1, 2, 3]
 LEVELS: tuple[Level, ...] = (1, 2, 3)
 Values = dict[str, int]

@@ -35,8 +35,6 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.ranges import check
 from grpo_lite.training.report.quiet import quiet_libraries
 
-__all__ = ["DemoConfig", "DemoResult", "demo_line", "run_demo"]
-
 
 @dataclass(frozen=True)
 class DemoConfig:

@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.export.tensors import Quantization
     from grpo_lite.memory.models import ModelSpec
 
-__all__ = ["EXPORT_FORMATS", "ExportAfterTraining", "ExportFormat", "check_export", "export_after_training"]
 
 EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
 TRAIN_QUANTIZATION: Quantization = "q8_0"  # what train(export="gguf") writes; export_gguf() writes the others

@@ -20,8 +20,6 @@ from grpo_lite.export.tensors import Quantization, check_quantization, file_type
 from grpo_lite.export.vocab import add_hf_tokenizer, carried_fields, check_agrees
 from grpo_lite.files import RUN_GGUF, Together, atomic_write, remove_stale_temporaries
 
-__all__ = ["GGUF_DEPENDENCY", "default_gguf_path", "export_file", "export_gguf", "write_gguf"]
-
 GGUF_DEPENDENCY = "pip install 'grpo-lite[gguf]'"
 
 _WHY = {

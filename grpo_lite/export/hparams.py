@@ -11,8 +11,6 @@ from typing import Any
 
 from grpo_lite.errors import ModelError
 
-__all__ = ["GgufArch", "SUPPORTED", "find_arch", "hyperparameters", "rope_settings", "supported_text"]
-
 
 @dataclass(frozen=True)
 class GgufArch:

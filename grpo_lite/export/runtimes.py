@@ -19,22 +19,11 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.export import gguf_file
 from grpo_lite.export.gguf_file import export_file
 from grpo_lite.export.source import find_source, holding_run
-from grpo_lite.files import Together, run_exports, together
+from grpo_lite.files import Together, together
 from grpo_lite.files import export_companions as companions
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.export.tensors import Quantization
-
-__all__ = [
-    "RuntimeFiles",
-    "companions",
-    "export_for_runtimes",
-    "llama_cli_command",
-    "modelfile_text",
-    "run_exports",
-    "style_of_run",
-    "write_runtime_files",
-]
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,6 @@ from grpo_lite.errors import ExportError, ModelError, OutputDirError
 from grpo_lite.run_record import read_run_record
 from grpo_lite.training.run.lock import LOCK_NAME, RunHeld, RunLock
 
-__all__ = ["ExportSource", "find_source", "holding_run", "lazily_mergeable", "named_weights"]
-
 
 @dataclass(frozen=True)
 class ExportSource:

@@ -17,16 +17,6 @@ from grpo_lite.ranges import check
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-__all__ = [
-    "QUANTIZATIONS",
-    "Quantization",
-    "check_quantization",
-    "file_type",
-    "gguf_tensors",
-    "permute_rows",
-    "rope_freqs",
-    "tensor_type",
-]
 
 Quantization = Literal["f16", "q8_0", "q4_0"]
 # name -> (GGML type of the matrices, llama.cpp file type, trade-off); ordered largest file first

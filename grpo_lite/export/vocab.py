@@ -15,16 +15,6 @@ from typing import Any
 from grpo_lite.data.prompts import adds_bos_token
 from grpo_lite.errors import ModelError
 
-__all__ = [
-    "CHECK_TEXT",
-    "OWNED_KEYS",
-    "PRE_TOKENIZERS",
-    "add_hf_tokenizer",
-    "carried_fields",
-    "check_agrees",
-    "pre_tokenizer_name",
-]
-
 # Keys the export writes itself, never copied from the source file.
 OWNED_KEYS = ("general.architecture", "general.file_type", "general.quantization_version", "general.alignment")
 

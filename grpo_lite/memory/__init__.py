@@ -1,3 +1,3 @@
 """Stage 3 of the pipeline: a model and settings -> the peak memory of a GRPO step, in named components
-(docs/index.md lists the modules). Only tracker, measure and meta/ import torch. Nothing is imported here.
+(docs/index.md lists the modules). Only measured/ and meta/ import torch. Nothing is imported here.
 """

@@ -18,8 +18,6 @@ from typing import Any, Literal
 
 from grpo_lite.memory.known_configs import KNOWN_CONFIGS
 
-__all__ = ["Architecture", "KNOWN_ARCHITECTURES", "LLAMA_LINEARS", "find_architecture", "known_names"]
-
 Family = Literal["llama", "qwen2", "other"]
 
 # The decoder's linear layers, in forward order, for Llama-style blocks (Llama, Qwen2, SmolLM2).

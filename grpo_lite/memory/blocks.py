@@ -20,7 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.settings import StepSettings
 
-__all__ = ["BLOCK_MODES", "DEFAULT_BLOCKS", "BlockMode", "BlockSource", "BlockTerms", "block_source"]
 
 BlockMode = Literal["auto", "traced", "formulas"]
 BLOCK_MODES: tuple[str, ...] = get_args(BlockMode)

@@ -29,7 +29,6 @@ from grpo_lite.memory.settings import StepSettings
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode, BlockTerms
 
-__all__ = ["COMPONENTS", "GIB", "PHASES", "Component", "MemoryEstimate", "Phase", "StepSettings", "estimate"]
 
 PhaseName = Literal["generation", "scoring", "backward_head", "backward_layers", "optimizer_step"]
 

@@ -16,16 +16,6 @@ import resource
 import sys
 from typing import Iterator
 
-__all__ = [
-    "MMAP_THRESHOLD_BYTES",
-    "current_rss_bytes",
-    "fixed_mmap_threshold",
-    "lift_mmap_threshold",
-    "mmap_threshold_on_cpu",
-    "peak_rss_bytes",
-    "set_mmap_threshold",
-]
-
 MMAP_THRESHOLD_BYTES = 65536  # blocks of this size or more get their own mapping, returned when freed
 # the highest mmap threshold glibc's dynamic adjustment reaches (malloc.c: DEFAULT_MMAP_THRESHOLD_MAX,
 # 4 MiB * sizeof(long): 32 MiB on 64-bit); it sets the trim threshold to twice the mmap threshold

@@ -15,8 +15,6 @@ from grpo_lite.defaults import LORA
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Dtype, StepSettings
 
-__all__ = ["from_pretrained_kwargs", "lora_config", "lora_kwargs", "model_kwargs"]
-
 
 def model_kwargs(step: StepSettings) -> dict[str, Any]:
     """How the model loads for these settings: its dtype and the ``BitsAndBytesConfig`` keywords (NF4)."""

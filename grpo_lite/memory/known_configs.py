@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KnownConfig", "KNOWN_CONFIGS"]
-
 KnownConfig = dict[str, Any]
 
 

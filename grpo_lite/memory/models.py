@@ -18,22 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.errors import ModelError
-from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture, known_names
+from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PretrainedConfig
 
-__all__ = [
-    "Architecture",
-    "KNOWN_ARCHITECTURES",
-    "ModelSpec",
-    "kv_windows",
-    "resolve_model",
-    "architecture_from_config",
-    "count_params_meta",
-    "known_names",
-    "transformers_config",
-]
 
 ModelKind = Literal["hub", "local", "gguf"]
 

@@ -13,18 +13,6 @@ from typing import Literal
 
 from grpo_lite.errors import ConfigError
 
-__all__ = [
-    "OptimizerSpec",
-    "OPTIMIZERS",
-    "get_optimizer",
-    "state_bytes",
-    "parse_galore_args",
-    "GaloreArgs",
-    "SR_CHUNK",
-    "MONITOR_TENSORS",
-    "MONITOR_ELEMENTS",
-]
-
 StateDtype = Literal["param", "fp32", "int8"]
 
 # bitsandbytes keeps tensors below this many elements in 32-bit state (`min_8bit_size`).

@@ -12,7 +12,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.settings import StepSettings
 
-__all__ = ["SLIDING_WINDOW", "planned_off_reason", "sliding_window_reason"]
 
 SLIDING_WINDOW = "sliding-window attention"
 

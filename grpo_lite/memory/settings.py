@@ -21,21 +21,6 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
 from grpo_lite.ranges import RANGES, check
 
-__all__ = [
-    "StepSettings",
-    "Method",
-    "METHODS",
-    "Device",
-    "Dtype",
-    "Quantization",
-    "Sharding",
-    "VllmMode",
-    "UpdateRounding",
-    "default_update_rounding",
-    "load_dtype",
-    "SHARED_PREFIX_DEFAULT",
-]
-
 SHARED_PREFIX_DEFAULT = STEP.shared_prefix  # the old name of grpo_lite.defaults.STEP.shared_prefix
 
 Method = Literal["full", "galore", "lora", "qlora"]

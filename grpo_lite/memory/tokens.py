@@ -16,24 +16,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockTerms
     from grpo_lite.memory.settings import StepSettings
 
-__all__ = [
-    "HEAD_BWD_TILES",
-    "HEAD_FWD_TILES",
-    "Packing",
-    "activations",
-    "head_tokens",
-    "logits",
-    "packing",
-    "per_layer_token_bytes",
-    "saved_activations",
-    "scoring_head",
-    "head_weight_grad",
-    "SavedActivations",
-    "backward_working_set",
-    "consumed_first",
-    "kernel_scratch",
-    "untouched_buffer",
-]
 
 HEAD_FWD_TILES = 3  # fp32 tiles alive at the torch fold's forward high point (z, exp(z - max), e * z)
 HEAD_BWD_TILES = 7  # fp32 tiles alive in its backward (y, z, log_p, p, grad, is_target.float(), difference)

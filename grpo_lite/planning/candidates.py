@@ -31,20 +31,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.hardware import Extras
     from grpo_lite.planning.ladder import Preset
 
-__all__ = [
-    "GENERATIONS",
-    "COMPLETION_LENGTHS",
-    "Candidate",
-    "batch_shapes",
-    "candidates",
-    "fits",
-    "headroom_gib",
-    "required_nominal_gb",
-    "BATCH_KEYS",
-    "LORA_KEYS",
-    "MODEL_KEYS",
-    "TRAINER_KEYS",
-]
 
 GENERATIONS: tuple[int, ...] = PLANNER.generations  # num_generations tried, best first (old name)
 COMPLETION_LENGTHS: tuple[int, ...] = PLANNER.completion_lengths  # max_completion_length tried, best first (old name)
@@ -62,7 +48,7 @@ LORA_KEYS: dict[str, str] = {
     "lora_target_modules": "target_modules",
 }
 MODEL_KEYS = ("dtype",)  # how the weights load (from_pretrained), not GRPOConfig fields
-TRAINER_KEYS = ("shared_prefix", "update_rounding", "problem_choice")  # grpo-lite's own, not GRPOConfig fields
+TRAINER_KEYS = ("shared_prefix", "update_rounding")  # grpo-lite's own, not GRPOConfig fields
 # what the user fixed that goes to estimate() as it is
 _PASSED_ON = ("num_iterations", "cast_lm_head_to_fp32", "bf16", "fp16", "ds3_gather_for_generation")
 _VLLM_PASSED_ON = ("vllm_mode", "vllm_importance_sampling_correction", "vllm_enable_sleep_mode")

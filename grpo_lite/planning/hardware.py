@@ -18,16 +18,6 @@ from pathlib import Path
 from grpo_lite.defaults import GIB, GPU
 from grpo_lite.errors import ConfigError
 
-__all__ = [
-    "nominal_to_usable_gib",
-    "usable_to_nominal_gb",
-    "detect_vram",
-    "detect_ram",
-    "Extras",
-    "installed_extras",
-    "validate_budget_gb",
-]
-
 
 def nominal_to_usable_gib(nominal_gb: float) -> float:
     """GiB PyTorch reports for a card sold as ``nominal_gb`` GB: the driver keeps a share and a fixed part (anchored

@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from grpo_lite.defaults import LORA, PER_METHOD, learning_rate
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import GaloreArgs
-from grpo_lite.memory.settings import METHODS, Method, Quantization
-
-__all__ = ["Method", "METHODS", "Preset", "LADDER", "get_preset"]
+from grpo_lite.memory.settings import Method, Quantization
 
 
 @dataclass(frozen=True)

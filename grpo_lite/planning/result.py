@@ -11,8 +11,6 @@ from grpo_lite.memory.models import ModelSpec
 from grpo_lite.memory.settings import Sharding
 from grpo_lite.planning.ladder import Preset
 
-__all__ = ["Plan"]
-
 
 @dataclass
 class Plan:

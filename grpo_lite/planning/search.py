@@ -33,8 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.models import ModelSpec
     from grpo_lite.memory.settings import Device, Method, Sharding
 
-__all__ = ["search"]
-
 
 def _install(package: str) -> str:
     """The command that installs an optional package (a field of :class:`~grpo_lite.planning.hardware.Extras`)."""

@@ -1,7 +1,8 @@
-"""Render plans and the ladder: rich tables for the terminal (rich loaded to draw), Markdown for docs, a bar chart.
+"""Render plans and the ladder: rich tables for the terminal (rich loaded to draw), a bar chart (the docs' Markdown
+tables: tools/doc_tables.py).
 
->>> "| full |" in ladder_markdown()
-True
+>>> ladder_rows()[0][1]
+'full'
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.defaults import GIB
 from grpo_lite.errors import ConfigError
-from grpo_lite.files import write_text
-from grpo_lite.memory.calibration import compare, planned, rss_check
 from grpo_lite.memory.estimate import COMPONENTS, PHASES, estimate
+from grpo_lite.memory.measured.calibration import compare, planned, rss_check
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import StepSettings
 from grpo_lite.planning.candidates import fits
@@ -27,26 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.ladder import Preset
     from grpo_lite.planning.result import Plan
 
-__all__ = [
-    "plan_headline",
-    "plan_summary",
-    "plan_table",
-    "estimate_table",
-    "ladder_table",
-    "ladder_markdown",
-    "update_presets_doc",
-    "splice_section",
-    "plot_components",
-    "DOC_START",
-    "DOC_END",
-    "reference_estimates",
-    "compare_data",
-    "compare_table",
-    "measured_table",
-]
 
-DOC_START = "<!-- presets-table:start -->"
-DOC_END = "<!-- presets-table:end -->"
 # Settings every rung is compared at (docs, `presets --plot`, `plan --compare`): StepSettings' defaults
 _KEYS = ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length")
 REFERENCE_SETTINGS: dict[str, Any] = {key: getattr(StepSettings, key) for key in _KEYS}
@@ -151,7 +132,7 @@ def ladder_rows() -> list[tuple[str, ...]]:
     ]
 
 
-_HEADERS = ("#", "preset", "method", "weights", "optimizer (CUDA)", "ckpt", "lr", "trade-off")
+LADDER_HEADERS = ("#", "preset", "method", "weights", "optimizer (CUDA)", "ckpt", "lr", "trade-off")
 
 
 def ladder_table() -> Group:
@@ -167,41 +148,12 @@ def ladder_table() -> Group:
     )
     shown = (1, 3, 4, 5, 6)  # preset, weights, optimizer, ckpt, lr
     for i in shown:
-        table.add_column(_HEADERS[i], no_wrap=True)
+        table.add_column(LADDER_HEADERS[i], no_wrap=True)
     rows = ladder_rows()
     for row in rows:
         table.add_row(*(row[i] for i in shown))
     notes = Text("\n".join(f"{row[1]}: {row[-1]}" for row in rows))
     return Group(table, notes)
-
-
-def ladder_markdown() -> str:
-    """The ladder as a Markdown table (docs/presets.md between the markers)."""
-    lines = ["| " + " | ".join(_HEADERS) + " |", "|" + "---|" * len(_HEADERS)]
-    lines += ["| " + " | ".join(row) + " |" for row in ladder_rows()]
-    return "\n".join(lines)
-
-
-def splice_section(page: str, start_marker: str, end_marker: str, body: str) -> str:
-    r"""``page`` with the text between the two markers replaced by ``body`` (the docs' rendered tables).
-
-    >>> splice_section("a\n<!-- s -->\nold\n<!-- e -->\nb", "<!-- s -->", "<!-- e -->", "new")
-    'a\n<!-- s -->\nnew\n<!-- e -->\nb'
-    """
-    start, end = page.index(start_marker) + len(start_marker), page.index(end_marker)
-    return page[:start] + "\n" + body + "\n" + page[end:]
-
-
-def update_presets_doc(path: str | Path, *, check: bool = False) -> bool:
-    """Rewrite the table between DOC_START and DOC_END in ``path`` (docs/presets.md), or with ``check`` only say
-    whether it is up to date; True when it was up to date before the call."""
-    page = Path(path).read_text(encoding="utf-8")
-    fresh = splice_section(page, DOC_START, DOC_END, ladder_markdown())
-    if fresh == page:
-        return True
-    if not check:
-        write_text(path, fresh)
-    return False
 
 
 def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, MemoryEstimate | None, str]]:

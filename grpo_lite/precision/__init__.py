@@ -1,2 +1,2 @@
 """Stage 4c of the pipeline: updates that land on bf16 weights (:mod:`~grpo_lite.precision.rounding`), a monitor that
-proves it (:mod:`~grpo_lite.precision.monitor`) and its offline measure (:mod:`~grpo_lite.precision.realized`)."""
+proves it (:mod:`~grpo_lite.precision.monitor`); its offline measure is tools/realized.py (tests and benchmarks)."""

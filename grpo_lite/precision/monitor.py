@@ -24,8 +24,6 @@ from grpo_lite.precision.rounding import BNB_BLOCK, inner_optimizers, is_element
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LOST_UPDATES_HINT", "MetricsSink", "UpdateMonitor", "UpdatesLostWarning"]
-
 
 class UpdatesLostWarning(UserWarning):
     """The weights received less than half of the optimizer's intended update."""

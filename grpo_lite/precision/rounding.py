@@ -22,16 +22,6 @@ from grpo_lite.memory.optimizers import (
     SR_CHUNK,  # elements rounded at once, and the slice of a large element-wise tensor (the memory model counts them)
 )
 
-__all__ = [
-    "SR_CHUNK",
-    "fp32_to_bf16_sr",
-    "inner_optimizers",
-    "install_update_rounding",
-    "is_elementwise",
-    "state_nbytes",
-    "unwrap",
-]
-
 _UPPER16 = -65536  # 0xFFFF0000 as int32
 _MIXING_MARKERS = ("rank",)  # param-group keys of GaLore / APOLLO: their update is not element-wise
 _MIXING_CLASSES = ("Adafactor", "Muon", "Shampoo", "SOAP")

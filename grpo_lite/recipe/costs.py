@@ -23,8 +23,6 @@ from grpo_lite.planning.candidates import COMPLETION_LENGTHS, GENERATIONS, batch
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["SettingNote", "KNOBS", "setting_notes", "estimate_settings", "show_value"]
-
 
 def show_value(value: Any) -> str:
     """A value as YAML writes it in one line (``true``, ``null``, ``adamw_8bit``, ``[q_proj, v_proj]``)."""

@@ -23,19 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite._version import __version__
 from grpo_lite.data.prompts import PROMPT_STYLES, Example, PromptStyle
-from grpo_lite.defaults import CHOICE_DEFAULTS, RUN, STEP, TRAINER, ProblemChoice
+from grpo_lite.defaults import RUN, STEP, TRAINER
 from grpo_lite.errors import ConfigError, OutputDirError
 from grpo_lite.files import write_text
 from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS
 from grpo_lite.ranges import check
-from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, typed
+from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, refuse_removed, typed
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["RUN_DEFAULTS", "Recipe", "from_pretrained_kwargs", "make_grpo_config"]
 
 RUN_DEFAULTS: dict[str, Any] = RUN  # the old name of grpo_lite.defaults.RUN: GRPOConfig settings not about memory
 _LORA_ARGUMENTS = {peft: name for name, peft in LORA_KEYS.items()}  # peft.LoraConfig's names -> train()'s
@@ -93,7 +92,6 @@ class Recipe:
     update_rounding: UpdateRounding | None = None  # how updates reach bf16 weights
     shared_prefix: bool = STEP.shared_prefix  # forward each prompt once for its group (grpo-lite's trainer)
     stop_strings: list[str] = field(default_factory=lambda: list(TRAINER.stop_strings))  # sampling stops at these
-    problem_choice: ProblemChoice = CHOICE_DEFAULTS.setting  # "learnable": batches of what the model can learn from
     trl: dict[str, Any] = field(
         default_factory=dict
     )  # GRPOConfig keyword arguments (output_dir, seed, max_steps aside)
@@ -111,7 +109,6 @@ class Recipe:
         seed: int = 0,
         max_steps: int | None = None,
         stop_strings: Any = TRAINER.stop_strings,
-        problem_choice: ProblemChoice | None = None,
     ) -> Recipe:
         """The plan as a recipe: its settings after :data:`RUN_DEFAULTS`, its load, LoRA and rounding, with the
         run's own settings (train()'s arguments; None: the default)."""
@@ -127,12 +124,11 @@ class Recipe:
             dtype=plan.model_kwargs["dtype"], quantization=_copy(plan.model_kwargs.get("quantization")),
             lora=_copy(plan.lora), update_rounding=step.update_rounding,
             shared_prefix=step.shared_prefix, stop_strings=list(stop_strings), trl=_copy(trl), plan=plan,
-            problem_choice=CHOICE_DEFAULTS.setting if problem_choice is None else problem_choice,
         )  # fmt: skip
 
     def replanned(self, plan: Plan) -> Recipe:
         """The same run on another plan (after an out-of-memory step down)."""
-        own = ("dataset", "rewards", "prompt_style", "seed", "max_steps", "stop_strings", "problem_choice")
+        own = ("dataset", "rewards", "prompt_style", "seed", "max_steps", "stop_strings")
         return Recipe.from_plan(plan, **{key: getattr(self, key) for key in own})
 
     @classmethod
@@ -248,6 +244,7 @@ class Recipe:
             raise ConfigError(
                 f"{source} must be a YAML mapping of settings (model: ..., preset: ...), got {type(data).__name__}"
             )
+        data = _without_removed(data, source)
         names = [f.name for f in dataclasses.fields(cls) if f.name != "plan"]
         unknown = [k for k in data if k not in names]
         if unknown:
@@ -280,9 +277,6 @@ class Recipe:
             notes["preset"] = self.plan.preset.summary
         notes.setdefault("max_steps", "optimizer steps; null trains one epoch")
         notes.setdefault("budget_gb", "the card's nominal GB per device (RAM on CPU); null: not checked")
-        notes.setdefault(
-            "problem_choice", "learnable: each batch's problems chosen by what the model can still learn from"
-        )
         data = self.to_dict()
         lines = _header(self, str(path) if path is not None else "recipe.yaml")
         run = list(data)[: list(data).index("dtype")]  # model ... max_steps: the fields before the weights' load
@@ -292,7 +286,7 @@ class Recipe:
         lines += ["", "# LoRA (peft.LoraConfig); null: every weight trains"]
         lines += _block("lora", data["lora"], notes, note_prefix="lora.")
         lines += ["", "# grpo-lite's trainer on top of TRL's (plain TRL has neither)"]
-        own = ("update_rounding", "shared_prefix", "stop_strings", "problem_choice")
+        own = ("update_rounding", "shared_prefix", "stop_strings")
         lines += [_line(key, data[key], notes.get(key)) for key in own]
         lines += ["", "# GRPOConfig, verbatim (output_dir, seed and max_steps come from the run)", "trl:"]
         first_default = next((key for key in data["trl"] if key in RUN_DEFAULTS), None)
@@ -408,6 +402,20 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
         if key not in ("trl", "lora"):
             check(key, value, written=f"{source}: {key}: {value!r}", sep=": ")
     return values
+
+
+def _without_removed(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A recipe of 0.5 with ``problem_choice: 'off'`` (what every run does now; YAML reads a bare ``off`` as False)
+    without it, and a note; another value of it is the error :func:`~grpo_lite.recipe.values.refuse_removed` raises."""
+    if data.get("problem_choice", "off") not in ("off", False):
+        refuse_removed(data, f"{source}: ")
+    if "problem_choice" in data:
+        warnings.warn(
+            f"{source}: problem_choice: off is read and dropped: problem_choice was removed in grpo-lite 0.6.0 "
+            "(docs/vs_trl.md) and every run samples its problems in TRL's order, as off did; delete the line",
+            stacklevel=4,
+        )
+    return {key: value for key, value in data.items() if key != "problem_choice"}
 
 
 def _check_run_owned(trl: dict[str, Any], where: str) -> None:

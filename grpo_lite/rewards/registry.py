@@ -31,7 +31,6 @@ __all__ = [
     "DEFAULT_REWARDS",
     "get_reward",
     "resolve_rewards",
-    "rewards_table_markdown",
 ]
 
 RewardName = Literal["correctness", "integer", "strict_format", "soft_format", "xml_count", "length"]
@@ -123,16 +122,3 @@ def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Ca
     if duplicates:
         raise ConfigError(f"rewards given twice: {', '.join(duplicates)}; weight one with reward_weights")
     return funcs
-
-
-def rewards_table_markdown() -> str:
-    """The rewards table (name, default, max value, what it checks) in Markdown, from :data:`REWARDS`.
-
-    >>> rewards_table_markdown().splitlines()[2].split(" | ")[:3]
-    ['| `correctness`', 'yes', '2.0']
-    """
-    lines = ["| name | default | max | what it checks |", "| --- | --- | --- | --- |"]
-    for spec in REWARDS.values():
-        default = "yes" if spec.name in DEFAULT_REWARDS else "no"
-        lines.append(f"| `{spec.name}` | {default} | {spec.max_value} | {spec.description} |")
-    return "\n".join(lines)

@@ -25,19 +25,6 @@ from grpo_lite.files import write_text
 from grpo_lite.memory.settings import Sharding
 from grpo_lite.ranges import check
 
-__all__ = [
-    "ShardingMode",
-    "SHARDINGS",
-    "MixedPrecision",
-    "config_path",
-    "accelerate_config",
-    "write_accelerate_config",
-    "launch_command",
-    "in_launched_process",
-    "detect_sharding",
-    "launched_world_size",
-]
-
 MixedPrecision = Literal["no", "fp16", "bf16"]
 _MODULE = "grpo_lite"  # `python -m grpo_lite` is the `grpo-lite` command
 

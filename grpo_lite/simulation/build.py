@@ -25,8 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
     from grpo_lite.precision.monitor import UpdateMonitor
 
-__all__ = ["Built", "build"]
-
 
 @dataclass
 class Built:

@@ -17,8 +17,6 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from grpo_lite.memory.meta.private import TorchDispatchMode, simulation_ops, tree_flatten, tree_map
 
-__all__ = ["BatchData"]
-
 META = torch.device("meta")
 CPU = torch.device("cpu")
 aten = torch.ops.aten

@@ -1,9 +1,9 @@
 """A simulation as tables: planned against simulated per phase and per component (rich, for the CLI), the
-GPU choices, the named non-tensor components; and the rows of docs/memory.md's GPU table (markdown)."""
+GPU choices, the named non-tensor components (docs/memory.md's GPU table: tools/doc_tables.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from grpo_lite.defaults import GIB
 
@@ -11,16 +11,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Group
 
     from grpo_lite.simulation.result import Simulation
-
-__all__ = [
-    "DOC_END", "DOC_START", "HELD_OUT_END", "HELD_OUT_START", "held_out_markdown", "row_of", "simulation_markdown",
-    "simulation_tables",
-]  # fmt: skip
-
-DOC_START = "<!-- simulation-table:start -->"
-DOC_END = "<!-- simulation-table:end -->"
-HELD_OUT_START = "<!-- heldout-table:start -->"
-HELD_OUT_END = "<!-- heldout-table:end -->"
 
 
 def _g(b: float) -> str:
@@ -90,90 +80,3 @@ def simulation_tables(sim: Simulation) -> Group:
         f"the simulation took {sim.wall_s:.1f} s"
     )
     return Group(phases, parts, choices, constants, line)
-
-
-def row_of(label: str, sim: Simulation) -> dict[str, Any]:
-    """One row of the docs' GPU table: the settings, each phase planned / simulated (bytes), the plan's total."""
-    s = sim.estimate.settings
-    return {
-        "label": label,
-        "model": sim.model,
-        "preset": sim.preset,
-        "shape": f"{s.num_generations} x {s.max_prompt_length} + {s.max_completion_length}, "
-        f"{s.per_device_train_batch_size} x {s.gradient_accumulation_steps}",
-        "shared_prefix": s.shared_prefix,
-        "checkpointing": s.gradient_checkpointing,
-        "optim": s.optim,
-        "phases": {c.phase: [round(c.planned), round(c.measured)] for c in sim.checks()},
-        "planned_total": round(sim.estimate.total_bytes),
-        "planned_peak_phase": sim.estimate.peak_phase,
-        "non_tensor": round(sum(b for b, _ in sim.non_tensor().values())),
-        "wall_s": round(sim.wall_s, 1),
-        "attention": dict(sim.choices.attention),
-        "optimizer": sim.choices.optimizer,
-    }
-
-
-_ORDER = ("generation", "scoring", "backward_head", "backward_layers", "optimizer_step")
-
-
-def _largest_error(row: dict[str, Any]) -> float:
-    return max(abs(simulated / planned - 1) for planned, simulated in row["phases"].values())
-
-
-def simulation_markdown(rows: list[dict[str, Any]], *, held_out: bool = False) -> str:
-    """docs/memory.md's GPU table: per row the step's largest phase, and every phase planned / simulated.
-
-    The first column says whether the memory model's terms were tuned on the row (``held_out=False``: the rows of
-    benchmarks/gpu_sim.py) or not (the held-out rows); a held-out row that did not run says why.
-    """
-    head = (
-        "| rows | configuration | preset | checkpointing | generations x P + C, micro-batch | shared prefix | "
-        "planned peak GiB (tensors + constants) | "
-        + " | ".join(f"{p}: planned / simulated GiB" for p in _ORDER)
-        + " | largest error |"
-    )
-    lines = [head, "|" + "---|" * 6 + "---:|" + "---:|" * len(_ORDER) + "---:|"]
-    kind = "held out" if held_out else "tuned on"
-    for row in rows:
-        if "error" in row:
-            config = row["plan_kwargs"]
-            lines.append(
-                f"| {kind} | {row['label']} | {config.get('preset', '')} | "
-                f"{'on' if config.get('gradient_checkpointing') else 'off'} | did not run: "
-                f"{row['error'].replace('|', '/')[:160]} |" + " |" * (len(_ORDER) + 3)
-            )
-            continue
-        cells = []
-        for phase in _ORDER:
-            pair = row["phases"].get(phase)
-            if pair is None:
-                cells.append("-")
-                continue
-            planned, simulated = pair
-            cells.append(f"{_g(planned)} / {_g(simulated)} ({simulated / planned - 1:+.1%})")
-        total = row["planned_total"]
-        lines.append(
-            f"| {kind} | {row['label']} | {row['preset']} | {'on' if row['checkpointing'] else 'off'} | "
-            f"{row['shape']} | {'on' if row['shared_prefix'] else 'off'} | {_g(total)} "
-            f"({_g(total - row['non_tensor'])} + {_g(row['non_tensor'])}) | "
-            + " | ".join(cells)
-            + f" | {_largest_error(row):.1%} |"
-        )
-    return "\n".join(lines)
-
-
-def held_out_markdown(rows: list[dict[str, Any]]) -> str:
-    """The held-out table and its summary: how many rows ran, the median and the worst of their largest errors."""
-    ran = sorted(_largest_error(r) for r in rows if "error" not in r)
-    if not ran:
-        summary = f"None of the {len(rows)} held-out rows ran."
-    else:
-        mid = len(ran) // 2
-        median = ran[mid] if len(ran) % 2 else (ran[mid - 1] + ran[mid]) / 2
-        over = sum(e > 0.05 for e in ran)
-        summary = (
-            f"{len(ran)} of {len(rows)} held-out rows ran; the largest phase error of a row: median "
-            f"{median:.1%}, worst {ran[-1]:.1%}; {over} row{'s' if over != 1 else ''} over 5%."
-        )
-    return simulation_markdown(rows, held_out=True) + "\n\n" + summary

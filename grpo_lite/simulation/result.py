@@ -11,23 +11,13 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from grpo_lite.memory.calibration import CATEGORY_COMPONENT, PhaseCheck
 from grpo_lite.memory.estimate import GIB
+from grpo_lite.memory.measured.calibration import CATEGORY_COMPONENT, PhaseCheck
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.estimate import MemoryEstimate
     from grpo_lite.memory.meta.cuda import GpuChoices
 
-__all__ = [
-    "NON_TENSOR",
-    "SIMULATED_PHASES",
-    "TOLERANCE",
-    "PhaseCheck",
-    "Simulation",
-    "SimulatedPhase",
-    "compare",
-    "planned_tensor_bytes",
-]
 
 TOLERANCE = 0.05  # simulated / planned tensor bytes must stay within 1 +- this, per phase
 SIMULATED_PHASES = ("generation", "scoring", "forward", "backward_head", "backward_layers", "optimizer_step")

@@ -25,8 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.meta.gpus import GpuArch
     from grpo_lite.memory.models import ModelSpec
 
-__all__ = ["describe_optimizer", "simulate"]
-
 
 def _check(plan: Plan) -> None:
     s = plan.estimate.settings

@@ -1,6 +1,6 @@
 """One GRPO step of TRL 1.16 on meta tensors, phase by phase, at a plan's worst-case shapes.
 
-Every tensor is counted by :class:`~grpo_lite.memory.tracker.TensorTracker` on the memory model's phase clock; the
+Every tensor is counted by :class:`~grpo_lite.memory.measured.tracker.TensorTracker` on the memory model's phase clock; the
 loss and log-probs are the trainer's own methods (:mod:`~grpo_lite.simulation.trainer`) on a micro-batch laid out as
 TRL lays it out, every completion at its maximum length. The step measured is the second, after a warm-up. What each
 phase runs, accumulation and GaLore: docs/internals.md.
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from grpo_lite.memory.measured.tracker import PhaseClock, TensorTracker
 from grpo_lite.memory.meta import autocast as amp
 from grpo_lite.memory.meta.private import trainer_logps
-from grpo_lite.memory.tracker import PhaseClock, TensorTracker
 from grpo_lite.precision.rounding import inner_optimizers
 from grpo_lite.simulation.data import BatchData
 from grpo_lite.simulation.trainer import trainer_for
@@ -28,7 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.settings import StepSettings
     from grpo_lite.simulation.build import Built
 
-__all__ = ["Shapes", "run_step", "shapes_of", "synthetic_batch"]
 
 META = torch.device("meta")
 WARMUP_TOKENS = 8  # prompt and completion tokens of the warm-up step (it only creates the optimizer state)

@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.settings import StepSettings
     from grpo_lite.simulation.build import Built
 
-__all__ = ["LOSS_METHODS", "OneProcess", "missing_attributes", "trainer_for"]
 
 # the methods a training step's loss runs, as TRL calls them (Trainer.training_step -> compute_loss)
 LOSS_METHODS = ("compute_loss", TRL_LOSS, TRL_SCORING)

@@ -23,21 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.memory.models import ModelSpec
 
-__all__ = [
-    "DEFAULTED",
-    "PLAN_OWNED",
-    "RECIPE_ARGUMENTS",
-    "SWITCHES",
-    "AfterTraining",
-    "ExportFormat",
-    "Request",
-    "after_training",
-    "check_arguments",
-    "check_recipe_launch",
-    "check_run_options",
-    "recipe_with_passed_arguments",
-    "request",
-]
 
 ExportFormat = Literal["gguf"]  # train(export=...): written by the optional export part (grpo_lite.export)
 

@@ -12,15 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from grpo_lite.memory.keywords import lora_config
-from grpo_lite.recipe.recipe import RUN_DEFAULTS, make_grpo_config
+from grpo_lite.recipe.recipe import make_grpo_config
 from grpo_lite.recipe.values import check_config_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
     from grpo_lite.recipe.recipe import Recipe
-
-__all__ = ["RUN_DEFAULTS", "build_trainer", "carry_weights", "grpo_settings", "measure_prompt_tokens", "save_final"]
 
 
 def grpo_settings(recipe: Recipe, *, output_dir: Path, seed: int, max_steps: int | None) -> dict[str, Any]:
@@ -70,7 +68,6 @@ def build_trainer(
         shared_prefix=recipe.shared_prefix,
         stop_strings=tuple(recipe.stop_strings),
         update_rounding=recipe.update_rounding,
-        problem_choice=recipe.problem_choice,
         model=policy,
         reward_funcs=list(reward_funcs),
         args=args,

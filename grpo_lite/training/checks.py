@@ -15,7 +15,6 @@ from grpo_lite.errors import ConfigError, OutputDirError
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["check_free_space", "check_output_dir", "check_output_path", "check_positions", "format_bytes"]
 _FOLDER_OPTION = "(--output-dir DIR; Python: output_dir=...)"
 
 

@@ -25,8 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.training.prepare import RunInputs
     from grpo_lite.training.run.folder import RunFolder
 
-__all__ = ["KEPT_ON_RESUME", "check_optimizer_kept", "make_plan", "make_recipe", "plan_kwargs", "recipe_advice"]
-
 
 def plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
     """What train() decides for plan(): the device, the prompt length, the launcher's processes and sharding."""
@@ -110,7 +108,6 @@ def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFol
             seed=request.seed,
             max_steps=request.max_steps,
             stop_strings=request.stop_strings,
-            problem_choice=request.overrides.get("problem_choice"),  # a trainer option, not a plan setting
         )
     if run.earlier is not None:
         check_same_training(run.out, run.earlier, recipe)

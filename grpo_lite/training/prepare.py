@@ -22,8 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.memory.models import ModelSpec
 
-__all__ = ["RunInputs", "check_inputs", "context_tokens", "load_inputs", "model_context"]
-
 
 @dataclass
 class RunInputs:

@@ -16,8 +16,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.training.run.attempts import Attempts
     from grpo_lite.training.run.folder import RunFolder
 
-__all__ = ["TrainResult", "finish"]
-
 
 @dataclass
 class TrainResult:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS  # the XML format's end: nothing after it earns a reward
 from grpo_lite.memory.heap import mmap_threshold_on_cpu
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.training import arguments, fit, prepare
@@ -26,8 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.planning.ladder import Method
     from grpo_lite.recipe.recipe import Recipe
-
-__all__ = ["DEFAULT_STOP_STRINGS", "TrainResult", "train"]
 
 
 @quiet_libraries()
@@ -113,8 +110,6 @@ def train(
         **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
             ``num_generations=4``) or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``,
             ``lora_target_modules``), applied verbatim: the planner only chooses what is not fixed here.
-            ``problem_choice="learnable"`` chooses each batch's problems by what the model can still learn from
-            (:mod:`grpo_lite.training.step.problem_choice`; default ``"off"``, TRL's order).
             Each is checked against GRPOConfig's type and range before anything loads.
 
     Raises:

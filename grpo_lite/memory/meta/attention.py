@@ -19,8 +19,6 @@ from torch import Tensor
 from grpo_lite.memory.meta.gpus import GPU_ARCHES, GpuArch
 from grpo_lite.memory.meta.private import sdpa_efficient, sdpa_flash, sdpa_math
 
-__all__ = ["Kernel", "choose_kernel", "cuda_sdpa"]
-
 Kernel = Literal["flash", "efficient", "math"]
 _MASK_ALIGNMENT = 8  # the efficient kernel's bias columns (preprocess_mask in attention.cpp)
 

@@ -17,8 +17,6 @@ from torch.overrides import TorchFunctionMode
 
 from grpo_lite.memory.meta.private import gradient_checkpointing_func, set_gradient_checkpointing_func, tree_map
 
-__all__ = ["FP32_OPS", "LOWER_PRECISION_OPS", "CudaAutocast", "active", "checkpoint_autocast", "suspended"]
-
 # autocast_mode.cpp, CUDA: "lower_precision_fp" (the matrix products)
 LOWER_PRECISION_OPS = frozenset(
     "linear matmul __matmul__ __rmatmul__ mm mv bmm addmm addmv addr baddbmm addbmm einsum chain_matmul conv1d conv2d "

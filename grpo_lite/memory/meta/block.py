@@ -28,8 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.settings import StepSettings
 
-__all__ = ["TRACE_LENGTHS", "BlockTerms", "traced_block_terms"]
-
 
 @dataclass(frozen=True)
 class BlockTerms:
@@ -236,11 +234,12 @@ def _trace(
     tokens; ``backward``: the live transient bytes above its forward's start, after each op of its backward."""
     import torch  # heavy dependency, as the modules below
 
+    from grpo_lite.memory.measured.tracker import PERSISTENT, PhaseClock, TensorTracker
+
     # each imports torch at the top (a heavy dependency): loaded when a block is traced, not when a plan starts
     from grpo_lite.memory.meta import autocast as amp
     from grpo_lite.memory.meta.cuda import cuda_semantics
     from grpo_lite.memory.meta.model import build_model
-    from grpo_lite.memory.tracker import PERSISTENT, PhaseClock, TensorTracker
 
     small = copy.deepcopy(config)
     small.num_hidden_layers = _LAYERS

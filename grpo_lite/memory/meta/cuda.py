@@ -28,8 +28,6 @@ from grpo_lite.memory.meta.private import (
     trl_optional,
 )
 
-__all__ = ["GpuChoices", "TRL_HEAD_SOURCE", "cuda_semantics", "trl_head_source_hash"]
-
 # sha256 (first 16 hex digits) of the TRL 1.16 code the Triton-path patch relies on: ChunkedLogProbFunction,
 # _addmm_fp32, _use_triton (trl/kernels/chunked_logprob.py)
 TRL_HEAD_SOURCE = "5458eeedfdcdb1a7"

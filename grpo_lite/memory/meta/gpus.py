@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["DEFAULT_GPU", "GPU_ARCHES", "GpuArch"]
-
 GpuArch = Literal["sm80", "sm86", "sm89"]
 GPU_ARCHES: dict[str, str] = {
     "sm86": "RTX 30xx (the 16 GB RTX 3080 Laptop), A10, A40",

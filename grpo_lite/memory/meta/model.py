@@ -12,8 +12,6 @@ from torch import nn
 from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
 from grpo_lite.memory.meta.private import quantize
 
-__all__ = ["build_model"]
-
 
 def _quantize_nf4(model: nn.Module, quantization: dict[str, Any]) -> list[torch.Tensor]:
     """Replace the decoder linears by ``Linear4bit`` and quantize each weight on meta; return the constants."""

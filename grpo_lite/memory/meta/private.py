@@ -18,7 +18,7 @@ trace or simulate, never on the ``grpo-lite plan`` path.
 | ``trl.trainer.utils._use_triton``, ``_CHUNKED_LOGPROB_CHUNK_SIZE`` | the compact fused-head path; the tile width in the simulation's line | absent: not patched; the width reads ``?`` | ``test_private_names.py::test_absent_optional_names_are_skipped`` |
 | ``Params4bit._quantize`` (bitsandbytes) | NF4 weights built on meta | error when a 4-bit model is built on meta | ``test_private_names.py::test_a_missing_name_is_a_clear_error`` |
 | ``GRPOTrainer._get_per_token_logps_and_entropies`` (TRL) | the simulation's scoring forward | error when a step is simulated | the same |
-| ``GRPOTrainer._get_per_token_logps_and_entropies``, ``Trainer._clip_grad_norm`` (transformers) | the measured scoring and optimizer-step phases (:mod:`grpo_lite.memory.measure`) | error when a measurement starts | ``test_private_names.py::test_a_missing_name_is_a_clear_error`` |
+| ``GRPOTrainer._get_per_token_logps_and_entropies``, ``Trainer._clip_grad_norm`` (transformers) | the measured scoring and optimizer-step phases (:mod:`grpo_lite.memory.measured.measure`) | error when a measurement starts | ``test_private_names.py::test_a_missing_name_is_a_clear_error`` |
 | ``GRPOTrainer._compute_loss`` and the attributes its ``__init__`` sets for the loss (``_entropy_bonus_enabled``, ``_last_world_entropy``, ``_entropy_window_stats``, ``_metrics``) | the simulation's trainer, built without TRL's ``__init__`` | a loss that reads another attribute stops the simulation with its name (``missing_attributes``) | ``test_simulation.py::test_a_trl_loss_that_reads_more_stops_the_simulation_with_its_name`` |
 """
 
@@ -30,36 +30,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-__all__ = [
-    "TRL_HEAD_NAMES",
-    "PrivateNameChanged",
-    "TorchDispatchMode",
-    "CLIP_GRAD",
-    "TRL_LOSS",
-    "TRL_SCORING",
-    "causal_lm_class",
-    "measured_methods",
-    "trl_loss_state",
-    "default_to_fused_or_foreach",
-    "disable_current_modes",
-    "gradient_checkpointing_func",
-    "need",
-    "optimizer_device_lists",
-    "quantize",
-    "set_gradient_checkpointing_func",
-    "sdpa_efficient",
-    "sdpa_flash",
-    "sdpa_math",
-    "sdpa_mask_decision",
-    "simulation_ops",
-    "trainer_logps",
-    "tree_flatten",
-    "tree_leaves",
-    "tree_map",
-    "trl_head",
-    "trl_optional",
-]
 
 
 class PrivateNameChanged(RuntimeError):
@@ -83,8 +53,11 @@ def need(obj: Any, name: str, what: str) -> Any:
 
 
 try:
-    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
-    from torch.utils._pytree import tree_flatten, tree_leaves, tree_map
+    from torch.utils._python_dispatch import TorchDispatchMode as TorchDispatchMode  # the tracker's and simulation's
+    from torch.utils._python_dispatch import _disable_current_modes
+    from torch.utils._pytree import tree_flatten as tree_flatten
+    from torch.utils._pytree import tree_leaves as tree_leaves
+    from torch.utils._pytree import tree_map as tree_map
 except ImportError as error:  # no fallback: the tracker and the simulation see tensors through these
     raise PrivateNameChanged(
         f"{error.name or 'torch.utils'} is gone (torch {torch.__version__}): grpo-lite's memory tracker and simulation "

@@ -12,8 +12,6 @@ from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.planning.candidates import BATCH_KEYS
 from grpo_lite.planning.choose import plan
 
-__all__ = ["Advisor", "LENGTH_STEP", "MAX_GENERATIONS", "MAX_LENGTH_FACTOR", "OnStall"]
-
 OnStall = Literal["warn", "adapt"]  # a stalled run: say so (warn), or also raise max_completion_length (adapt)
 
 LENGTH_STEP = RESILIENCE.length_step  # the values of grpo_lite.defaults.RESILIENCE under their old names

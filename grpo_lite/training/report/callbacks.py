@@ -17,8 +17,6 @@ from grpo_lite.defaults import GIB
 from grpo_lite.files import write_json, write_text
 from grpo_lite.training.run.ranks import RankRecord, records_dir
 
-__all__ = ["HistoryCallback", "MemoryCallback", "RankRecordCallback"]
-
 
 class HistoryCallback(TrainerCallback):
     """Keeps every training log row with its step; with ``path`` (the main process's), each row is also appended to

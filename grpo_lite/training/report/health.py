@@ -21,8 +21,6 @@ from grpo_lite.defaults import HEALTH, RESILIENCE
 from grpo_lite.training.report.advice import OnStall
 from grpo_lite.training.report.progress import own_reward_means, reward_shares
 
-__all__ = ["Finding", "FindingKind", "HealthMonitor", "LearningStalledWarning"]
-
 FindingKind = Literal["length_cut", "zero_spread", "format_only", "correctness_falling", "reward_flat"]
 
 # the thresholds (grpo_lite.defaults.HEALTH, with their trade-offs) under their old names
@@ -104,7 +102,6 @@ class HealthMonitor(TrainerCallback):
         self.rows: deque[dict[str, float]] = deque(maxlen=max(WINDOW_STEPS, TREND_STEPS, FLAT_STEPS))
         self.found: list[Finding] = []
         self.adapt_pending = False
-        self.problem_choice = "off"  # the run's setting: the zero-spread finding names it when off
 
     # ---- Trainer events ---------------------------------------------------------------------------------
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - transformers' signature
@@ -192,11 +189,6 @@ class HealthMonitor(TrainerCallback):
                 "the model solves some of the time (docs/datasets.md)"
             )
         )
-        if self.problem_choice == "off":
-            remedy += (
-                "; or skip the problems every completion passes or fails (--problem-choice learnable, Python: "
-                'problem_choice="learnable")'
-            )
         return Finding("zero_spread", step, cause, remedy, {"frac_reward_zero_std": _mean(zero)})
 
     def _trends(self, step: int, settings: dict[str, Any]) -> Finding | None:

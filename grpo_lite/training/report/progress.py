@@ -1,7 +1,7 @@
 """One compact progress line per logged step (:func:`format_line`), in place of the trainer's raw log dict (about
 1,000 characters a step for GRPO), which still goes to run.json and ``report_to``. ``format`` and ``correct`` are
 the shares of completions that earned those rewards; a task's own rewards show their means (a task without a gold
-has no ``correct``); ``spread`` and ``skipped`` are the problem choice's figures.
+has no ``correct``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from typing import Any
 from transformers import TrainerCallback
 
 from grpo_lite.rewards import REWARDS
-
-__all__ = ["ProgressLine", "format_line", "own_reward_means", "replace_printer", "reward_shares"]
 
 # (label, reward name) in display order: the share of completions that earned it
 SHARES: tuple[tuple[str, str], ...] = (("format", "soft_format_reward"), ("correct", "correctness_reward"))
@@ -93,10 +91,6 @@ def format_line(
             parts.append(f"{_duration(seconds_per_step * (total - step))} left")
     if isinstance(logs.get("update/realized"), (int, float)):
         parts.append(f"realized {logs['update/realized']:.2f}")
-    if isinstance(logs.get("problem_choice/spread"), (int, float)):  # groups whose completions pass and fail
-        parts.append(f"spread {logs['problem_choice/spread']:.0%}")
-    if isinstance(logs.get("problem_choice/skipped"), (int, float)):  # problems skipped so far
-        parts.append(f"skipped {logs['problem_choice/skipped']:.0f}")
     return "  ".join(parts)
 
 

@@ -10,8 +10,6 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["DROPPED_LOG_LINES", "IGNORED_WARNINGS", "quiet_gguf_conversion", "quiet_libraries", "quiet_log_lines"]
-
 # logger name -> start of the messages dropped from it
 DROPPED_LOG_LINES: dict[str, tuple[str, ...]] = {
     "bitsandbytes.backends.cpu.ops": ("Failed to load CPU gemm_4bit_forward from kernels-community",),

@@ -10,19 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_lite._version import __version__
-from grpo_lite.files import write_json as write_json_atomic  # the name its callers import
 from grpo_lite.run_record import is_step_down  # the record's reader checks step downs: one definition
-
-__all__ = [
-    "finish_report",
-    "first_last",
-    "is_step_down",
-    "plot_reward_curve",
-    "step_down_presets",
-    "summary_table",
-    "versions",
-    "write_json_atomic",
-]
 
 # Metrics shown in the summary, in order; reward columns are added for every reward function.
 _SUMMARY_KEYS = ("reward", "reward_std", "completions/mean_length", "loss", "grad_norm", "kl", "entropy")

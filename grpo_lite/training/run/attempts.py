@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.training.prepare import RunInputs
     from grpo_lite.training.run.folder import RunFolder
 
-__all__ = ["Attempts", "OnOOM", "OnStall", "continue_schedule", "run_attempts"]
 
 OnOOM = Literal["step_down", "raise"]
 
@@ -64,7 +63,6 @@ class Attempts:
     # what the last trainer did, for run.json (its records, updated in place as the run goes)
     shared_prefix_record: dict[str, Any] | None = None
     zero_advantage_record: dict[str, Any] | None = None
-    problem_choice_record: dict[str, Any] | None = None
     monitor_record: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -122,9 +120,9 @@ class Attempts:
     def build(self) -> Any:
         """GRPOConfig settings for the steps left, run.json marked running, and the trainer."""
         from grpo_lite.rewards.checked import check_rewards
+        from grpo_lite.run_record import is_step_down
         from grpo_lite.training import build
         from grpo_lite.training.report.progress import ProgressLine, replace_printer
-        from grpo_lite.training.report.summary import is_step_down
 
         self.settings = self.grpo_settings()
         self.write_record(status="running")
@@ -140,7 +138,6 @@ class Attempts:
                 downs[-1]["lr_schedule"] = note
         self.shared_prefix_record = trainer.shared_prefix_record
         self.zero_advantage_record = trainer.zero_advantage.record
-        self.problem_choice_record = trainer.problem_choice.record
         m = trainer.update_monitor
         self.monitor_record = {
             "monitor": m and {"tensors": m.n_tensors, "elements_per_tensor": m.n_elements, "warn_below": m.warn_below}
@@ -151,14 +148,13 @@ class Attempts:
         replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
         self.health.step_offset = self.done
         self.health.advisor.plan, self.health.advisor.trainer = self.plan, trainer
-        self.health.problem_choice = self.recipe.problem_choice  # the zero-spread finding names it when off
         trainer.add_callback(self.health)  # after the progress line: a finding's line follows its step's
         return trainer
 
     def grpo_settings(self) -> dict[str, Any]:
         """The GRPOConfig settings of the recipe for the steps left (a new seed after each step down)."""
+        from grpo_lite.run_record import is_step_down
         from grpo_lite.training import build
-        from grpo_lite.training.report.summary import is_step_down
 
         steps_left = None if self.max_steps is None else self.max_steps - self.done
         seed = self.recipe.seed + sum(is_step_down(e) for e in self.events)
@@ -278,7 +274,8 @@ class Attempts:
         """Write run.json atomically (main process only)."""
         if not self.run.state.is_main_process:
             return
-        from grpo_lite.training.report.summary import first_last, versions, write_json_atomic
+        from grpo_lite.files import write_json as write_json_atomic
+        from grpo_lite.training.report.summary import first_last, versions
 
         running = status == "running"
         plan, history_cb, memory_cb, health = self.plan, self.history_cb, self.memory_cb, self.health
@@ -297,7 +294,6 @@ class Attempts:
                 "measured_prompt_tokens": self.inputs.prompt_tokens,
                 "shared_prefix": self.shared_prefix_record,
                 "zero_advantage": self.zero_advantage_record,
-                "problem_choice": self.problem_choice_record,
                 "health": health and {"on_stall": health.on_stall, "findings": [f.kind for f in health.found]},
                 "precision": {**plan.precision, **self.monitor_record},
                 "stop_strings": list(self.recipe.stop_strings),

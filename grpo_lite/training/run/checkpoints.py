@@ -14,26 +14,12 @@ from typing import TYPE_CHECKING, Any, Callable
 from transformers import TrainerCallback
 
 from grpo_lite.files import inside, remove
+from grpo_lite.files import write_json as write_json_atomic
 from grpo_lite.memory import terms
-from grpo_lite.training.report.summary import write_json_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = [
-    "MARKER",
-    "INCOMPLETE_DIR",
-    "carried_path",
-    "CompletionCallback",
-    "Scan",
-    "checkpoint_bytes",
-    "checkpoint_step",
-    "drop_checkpoints",
-    "scan",
-    "set_aside",
-    "steps_held",
-    "why_incomplete",
-]
 
 MARKER = "grpo_lite_checkpoint.json"  # written last: the checkpoint is complete
 INCOMPLETE_DIR = "incomplete"  # where cut-off checkpoints are moved on resume

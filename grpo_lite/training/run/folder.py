@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_lite import errors, files
 from grpo_lite.errors import ConfigError, GrpoLiteError, OutputDirError
+from grpo_lite.files import write_json as write_json_atomic
+from grpo_lite.recipe.recipe import RUN_DEFAULTS
 from grpo_lite.training import checks
-from grpo_lite.training.build import RUN_DEFAULTS
 from grpo_lite.training.checks import check_free_space, format_bytes
-from grpo_lite.training.report.summary import write_json_atomic
 from grpo_lite.training.run.lock import RunLock
 from grpo_lite.training.run.ranks import process_state
 
@@ -23,16 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.models import ModelSpec
     from grpo_lite.planning.result import Plan
     from grpo_lite.training.arguments import Request
-
-__all__ = [
-    "RunFolder",
-    "check_disk",
-    "default_output_dir",
-    "disk_full",
-    "disk_full_error",
-    "guard_output_dir",
-    "open_run",
-]
 
 
 @dataclass

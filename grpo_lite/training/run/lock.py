@@ -18,8 +18,6 @@ from filelock import FileLock, Timeout
 
 from grpo_lite.errors import OutputDirError
 
-__all__ = ["LOCK_NAME", "RunHeld", "RunLock"]
-
 LOCK_NAME = ".grpo-lite.lock"
 
 

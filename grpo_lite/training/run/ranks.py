@@ -18,17 +18,6 @@ from typing import Any
 from grpo_lite.errors import GrpoLiteError
 from grpo_lite.scale.distributed import launched_world_size
 
-__all__ = [
-    "RankRecord",
-    "check_ranks",
-    "error_line",
-    "failure_fields",
-    "first_failure",
-    "process_state",
-    "read_rank_records",
-    "records_dir",
-]
-
 
 @dataclass(frozen=True)
 class RankRecord:

@@ -17,7 +17,6 @@ from grpo_lite.training.checks import check_positions
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
-__all__ = ["CAUSES", "OOM_ADVICE", "Cause", "next_plan", "replan", "train_advice"]
 
 Cause = Literal["out_of_memory", "trl_seam", "shared_prefix_off", "stall"]
 CAUSES: dict[Cause, str] = {  # the words of the line

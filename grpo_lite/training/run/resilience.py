@@ -12,17 +12,6 @@ from typing import Any, Callable, Iterator
 
 from transformers import TrainerCallback
 
-__all__ = [
-    "Aborted",
-    "InterruptCallback",
-    "NothingLeft",
-    "SaveAtEndCallback",
-    "StopWhenDone",
-    "finish_first",
-    "sigterm_raises",
-    "stop_signals_save",
-]
-
 
 class SaveAtEndCallback(TrainerCallback):
     """Save a checkpoint after the last step, whatever ``save_steps`` is, so the run can be resumed."""

@@ -13,27 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from grpo_lite.errors import ConfigError
 from grpo_lite.planning.ladder import get_preset
-from grpo_lite.run_record import CORRUPT, read_run_record
-from grpo_lite.training.report.summary import is_step_down, step_down_presets
+from grpo_lite.run_record import CORRUPT, is_step_down, read_run_record
+from grpo_lite.training.report.summary import step_down_presets
 from grpo_lite.training.run import checkpoints
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.recipe.recipe import Recipe
 
-__all__ = [
-    "HISTORY_FILE",
-    "EarlierRun",
-    "check_resume",
-    "check_same_run",
-    "check_same_training",
-    "check_steps",
-    "earlier_run",
-    "model_fingerprint",
-    "read_history",
-    "read_record",
-    "resume_point",
-    "trained_with",
-]
 
 HISTORY_FILE = "history.jsonl"  # one logged step per line, appended as the run goes
 

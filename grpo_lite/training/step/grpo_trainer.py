@@ -1,6 +1,6 @@
-"""TRL's GRPOTrainer with five additions, each through one of TRL's own methods (no fork): the shared prefix in
-scoring and sampling (each checked once against TRL's path), stop strings, updates that land on bf16 weights, the
-zero-advantage skip and the problem choice. Where TRL's code differs from what an addition relies on
+"""TRL's GRPOTrainer with four additions, each through one of TRL's own methods (no fork): the shared prefix in
+scoring and sampling (each checked once against TRL's path), stop strings, updates that land on bf16 weights and
+the zero-advantage skip. Where TRL's code differs from what an addition relies on
 (:mod:`grpo_lite.training.step.trl_seam`), that addition is off and TRL's own method runs (docs/internals.md).
 """
 
@@ -10,12 +10,10 @@ import logging
 import types
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
-from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from grpo_lite.defaults import STEP
@@ -23,7 +21,6 @@ from grpo_lite.memory.settings import UpdateRounding, default_update_rounding
 from grpo_lite.precision.monitor import UpdateMonitor
 from grpo_lite.precision.rounding import install_update_rounding
 from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
-from grpo_lite.training.step.problem_choice import PROBLEM_CHOICE_DEFAULT, ProblemChoice, ProblemChoiceRun
 from grpo_lite.training.step.sampling_check import check_rows, checked_generate
 from grpo_lite.training.step.shared_prefix import (
     default_tolerances,
@@ -33,8 +30,6 @@ from grpo_lite.training.step.shared_prefix import (
 )
 from grpo_lite.training.step.trl_seam import seam_problems, seam_warning, train_metrics, trainer_tokenizer
 from grpo_lite.training.step.zero_advantage import DIVISORS, ZeroAdvantageSkip, config_reason, split
-
-__all__ = ["LiteGRPOTrainer"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +48,6 @@ class LiteGRPOTrainer(GRPOTrainer):
         update_monitor: log ``update/realized``, the share of the intended update the weights received.
         skip_zero_advantage: rows whose advantage is exactly zero skip their forward and backward where the
             gradient stays the same.
-        problem_choice: ``"learnable"`` chooses each batch's problems by what the model can still learn from.
     """
 
     def __init__(
@@ -66,10 +60,8 @@ class LiteGRPOTrainer(GRPOTrainer):
         update_rounding: UpdateRounding | None = None,
         update_monitor: bool = True,
         skip_zero_advantage: bool = True,
-        problem_choice: ProblemChoice = PROBLEM_CHOICE_DEFAULT,
         **kwargs: Any,
     ) -> None:
-        kwargs["callbacks"] = [_ChoiceCheckpoint(self), *(kwargs.get("callbacks") or [])]  # before the marker's
         super().__init__(*args, **kwargs)
         if update_rounding is None:
             trains_bf16 = any(p.requires_grad and p.dtype == torch.bfloat16 for p in self.model.parameters())
@@ -91,7 +83,6 @@ class LiteGRPOTrainer(GRPOTrainer):
         self.zero_advantage = ZeroAdvantageSkip(
             skip_zero_advantage and not why_not, why_not if skip_zero_advantage else None
         )
-        self.problem_choice = ProblemChoiceRun(self, problem_choice, off.get("problem_choice"))
         zero3 = self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
         if shared_prefix and (self.is_fsdp_enabled or zero3):
             self._shared_off("not supported with FSDP or DeepSpeed ZeRO-3")
@@ -116,22 +107,6 @@ class LiteGRPOTrainer(GRPOTrainer):
             )
         if not (self.shared_sampling or self.stop_strings):
             self._generate_single_turn = types.MethodType(GRPOTrainer._generate_single_turn, self)
-
-    # ---- problem choice -------------------------------------------------------------------------------
-    def _get_train_sampler(self, dataset: Any = None) -> Any:
-        """TRL's sampler, or with ``problem_choice="learnable"`` the same layout with each batch's problems chosen."""
-        sampler = self.problem_choice.sampler() if hasattr(self, "problem_choice") else None  # the training set
-        return sampler if sampler is not None else super()._get_train_sampler(dataset)
-
-    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
-        """transformers' ``train``; a resume also takes the problem choice's state from the checkpoint."""
-        if resume_from_checkpoint is True:
-            from transformers.trainer_utils import get_last_checkpoint
-
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-        if isinstance(resume_from_checkpoint, str):
-            self.problem_choice.load(resume_from_checkpoint)
-        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     # ---- updates that land on bf16 weights -----------------------------------------------------
     def create_optimizer(self, model: nn.Module | None = None) -> Any:
@@ -264,18 +239,6 @@ class LiteGRPOTrainer(GRPOTrainer):
             self.shared_prefix_record["sampling_off"] = f"sampling check: {check.reason()}"
             self.shared_sampling = False
         return check.ok
-
-
-class _ChoiceCheckpoint(TrainerCallback):
-    """Writes the problem choice's state into each ``checkpoint-N`` (first among the run's callbacks: before the
-    completion marker lists the folder's files)."""
-
-    def __init__(self, trainer: LiteGRPOTrainer) -> None:
-        self.trainer = trainer
-
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if state.is_world_process_zero and hasattr(self.trainer, "problem_choice"):
-            self.trainer.problem_choice.save(Path(args.output_dir) / f"checkpoint-{state.global_step}")
 
 
 @contextmanager

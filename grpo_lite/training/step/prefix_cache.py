@@ -9,8 +9,6 @@ from typing import Any
 
 from grpo_lite.defaults import TRAINER
 
-__all__ = ["MIN_SHARED_PREFIX", "common_prefix_length", "prefix_cache_inputs"]
-
 MIN_SHARED_PREFIX = TRAINER.min_shared_prefix  # the old name of grpo_lite.defaults.TRAINER.min_shared_prefix
 
 

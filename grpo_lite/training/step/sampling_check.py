@@ -13,8 +13,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["CHECK_ROWS", "CHECK_TOKENS", "SamplingCheck", "check_rows", "checked_generate", "compare_samples"]
-
 CHECK_ROWS = 4  # rows of the batch the first call is checked on
 CHECK_TOKENS = 8  # tokens sampled per row for the check: a layout error shows from the first
 

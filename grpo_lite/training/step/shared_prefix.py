@@ -17,12 +17,6 @@ from torch import Tensor, nn
 from grpo_lite.memory.packing import sliding_window_reason
 from grpo_lite.training.step.trl_seam import attn_implementation, patched_lm
 
-__all__ = [
-    "CHECK_GROUPS", "SUPPORTED_ATTENTION", "PackedGroups", "SelfCheck", "check_rows", "default_tolerances",
-    "group_prompts", "is_packable",
-    "pack_groups", "self_check", "shared_prefix_logps_and_entropies", "unsupported_reason",
-]  # fmt: skip
-
 # Attention implementations that take a custom 4-D mask as given (bool for sdpa, additive for eager).
 SUPPORTED_ATTENTION = ("sdpa", "eager")
 _PROMPT, _PAD = -1, -2  # segment ids of prompt and padding tokens; completions are 0, 1, ...

@@ -14,9 +14,8 @@ functions here:
 | ``GRPOTrainer._compute_loss`` (overridden) | the zero-advantage skip | its source's digest differs: the skip is off, TRL's loss runs, one warning | ``test_zero_advantage.py::test_another_trl_loss_falls_back_with_one_warning`` |
 | ``GRPOTrainer._get_per_token_logps_and_entropies`` (overridden) | shared-prefix scoring | another signature: TRL's method serves its calls, one warning | ``test_trl_seam.py`` |
 | ``GRPOTrainer._generate_single_turn`` (overridden) | shared-prefix sampling, stop strings | another signature or source: TRL's method, one warning | ``test_trl_seam.py`` |
-| ``GRPOTrainer._get_train_sampler`` (overridden) | problem choice | another signature or layout: TRL's sampler, one warning | ``test_problem_choice.py::test_a_trl_whose_sampler_differs_runs_its_own`` |
 | ``GRPOTrainer._tokenizer`` (:func:`trainer_tokenizer`) | shared-prefix sampling, stop strings | missing or without ``pad_token_id``: both off, TRL's method, one warning | ``test_private_names.py::test_a_trainer_without_the_tokenizer_turns_sampling_features_off`` |
-| ``GRPOTrainer._metrics`` (:func:`train_metrics`) | the update monitor, the skip's and the choice's metrics | missing or not a dict of lists: the monitor and the choice off, one warning (the skip: its ``_compute_loss`` digest) | ``test_private_names.py::test_a_trainer_without_metrics_turns_the_monitor_off`` |
+| ``GRPOTrainer._metrics`` (:func:`train_metrics`) | the update monitor, the skip's metrics | missing or not a dict of lists: the monitor off, one warning (the skip: its ``_compute_loss`` digest) | ``test_private_names.py::test_a_trainer_without_metrics_turns_the_monitor_off`` |
 | ``GRPOTrainer._entropy_bonus_enabled`` (:func:`entropy_bonus_enabled`) | the zero-advantage skip | missing: read as on, the skip off (TRL's loss) | ``test_private_names.py::test_a_trainer_without_the_entropy_flag_keeps_trls_loss`` |
 | ``PretrainedConfig._attn_implementation`` (transformers; :func:`attn_implementation`) | shared-prefix scoring | missing: read as None, which no kernel list holds: the shared prefix off, TRL's forward | ``test_private_names.py::test_a_config_without_the_attention_name_keeps_trls_forward`` |
 """
@@ -28,34 +27,17 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
-__all__ = [
-    "FEATURES",
-    "OVERRIDES",
-    "TESTED_TRL",
-    "Feature",
-    "attn_implementation",
-    "entropy_bonus_enabled",
-    "patched_lm",
-    "seam_problems",
-    "seam_warning",
-    "train_metrics",
-    "trainer_tokenizer",
-]
-
 # The TRL releases the trainer, shared-prefix and stop-string tests passed with (pyproject.toml's bound).
 # 1.13.0 and 1.14.0 differ at the seam (the trainer warns and runs TRL's code); 1.15.0 has the same seam but its
 # fused LM head needs Triton, so no training step runs on a CPU-only torch and it was not tested further.
 TESTED_TRL = ("1.16.0",)
-Feature = Literal[
-    "shared_scoring", "shared_sampling", "stop_strings", "update_monitor", "skip_zero_advantage", "problem_choice"
-]
+Feature = Literal["shared_scoring", "shared_sampling", "stop_strings", "update_monitor", "skip_zero_advantage"]
 FEATURES: dict[Feature, str] = {  # the words of the warning, in the order the trainer checks them
     "shared_scoring": "shared-prefix scoring",
     "shared_sampling": "shared-prefix sampling",
     "stop_strings": "stop strings",
     "update_monitor": "update monitor metrics",
     "skip_zero_advantage": "zero-advantage skip",
-    "problem_choice": "problem choice",
 }
 
 _SCORING = (
@@ -81,14 +63,6 @@ _EOS_CUT = "torch.isin(completion_ids, torch.tensor(self.eos_token_ids"
 # sha256 of TRL 1.16's GRPOTrainer._compute_loss source, whitespace removed (_compact), first 16 hex digits. The skip's
 # proof reads the whole function (any new term may count the skipped rows), so the whole function is compared.
 _LOSS = ("_compute_loss", "eaa6a1420809f02d")
-# The sampler's layout that the problem choice reproduces, and the dataloader's call of it.
-_SAMPLER = (
-    "RepeatSampler(",
-    "mini_repeat_count=self.num_generations",
-    "batch_size=self.args.generation_batch_size // self.num_generations",
-    "repeat_count=self.num_iterations * self.args.steps_per_generation",
-)
-_LOADER = ("sampler_fn=self._get_train_sampler",)
 
 
 def _compact(text: str) -> str:
@@ -187,18 +161,6 @@ def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, 
             trainer, {"_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")}
         ),
         "skip_zero_advantage": _source_problem(trl_class, _LOSS[0], digest=_LOSS[1]),
-        "problem_choice": _signature_problem(trl_class, "_get_train_sampler", ("self", "dataset"), rest_none=False)
-        or _source_problem(trl_class, "_get_train_sampler", _SAMPLER)
-        or _source_problem(trl_class, "get_train_dataloader", _LOADER)
-        or _attribute_problem(
-            trainer,
-            {
-                "num_generations": lambda n: isinstance(n, int),
-                "num_iterations": lambda n: isinstance(n, int),
-                "reward_funcs": lambda f: isinstance(f, list),
-                "_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__"),
-            },
-        ),
     }
     return {feature: problem for feature, problem in found.items() if problem}
 
@@ -219,7 +181,7 @@ def seam_warning(problems: dict[Feature, str], version: str) -> str:
 
 # The private methods of TRL's GRPOTrainer that LiteGRPOTrainer overrides (the first table's rows); the only private
 # names of a dependency another module may name: its ``def`` and its ``super()`` call.
-OVERRIDES = ("_compute_loss", "_get_per_token_logps_and_entropies", "_generate_single_turn", "_get_train_sampler")
+OVERRIDES = ("_compute_loss", "_get_per_token_logps_and_entropies", "_generate_single_turn")
 
 
 # ---- the private names other modules read ----------------------------------------------------------------

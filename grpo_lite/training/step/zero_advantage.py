@@ -12,8 +12,6 @@ from torch import Tensor
 
 from grpo_lite.training.step.trl_seam import entropy_bonus_enabled
 
-__all__ = ["DIVISORS", "SkipPlan", "ZeroAdvantageSkip", "config_reason", "split"]
-
 Divisor = Literal["rows", "tokens", "carried"]
 # loss_type -> what TRL 1.16 divides its loss by (docs/internals.md's table)
 DIVISORS: dict[str, Divisor] = {

@@ -17,8 +17,6 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from grpo_lite.memory.meta.private import TorchDispatchMode, tree_leaves
 
-__all__ = ["CATEGORIES", "MEASURED_PHASES", "Backend", "CudaAllocator", "PhaseClock", "SegmentPeak", "TensorTracker"]
-
 MEASURED_PHASES = ("generation", "scoring", "forward", "backward_head", "backward_layers", "optimizer_step", "other")
 PERSISTENT: tuple[str, ...] = ("param", "reference", "buffer", "gradient", "optimizer_state", "monitor")
 CATEGORIES: tuple[str, ...] = PERSISTENT + ("activation", "kv_cache", "lm_head", "optimizer_temp", "temporary")

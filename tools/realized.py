@@ -1,5 +1,6 @@
 """How much of the intended update reaches bf16 weights: an optimizer against an fp32 copy fed the same gradients
-(docs/internals.md); :func:`planned_optimizer` builds a rung's optimizer as training does (tests, benchmarks)."""
+(docs/internals.md); :func:`planned_optimizer` builds a rung's optimizer as training does (tests, benchmarks).
+Not in the package: nothing in it uses this measure."""
 
 from __future__ import annotations
 
@@ -13,17 +14,6 @@ import torch
 from torch import Tensor, nn
 
 from grpo_lite.precision.rounding import install_update_rounding, unwrap
-
-__all__ = [
-    "Realized",
-    "bf16_and_fp32_copies",
-    "fp32_adamw",
-    "lm_gradients",
-    "planned_optimizer",
-    "realized_share",
-    "step",
-    "tiny_llama",
-]
 
 Grads = dict[str, Tensor]
 OptimizerFactory = Callable[[nn.Module], Any]

@@ -14,10 +14,15 @@ from typing import Any
 import torch
 
 from grpo_lite.memory.heap import current_rss_bytes, peak_rss_bytes
+from grpo_lite.memory.measured.tracker import (
+    MEASURED_PHASES,
+    Backend,
+    CudaAllocator,
+    PhaseClock,
+    SegmentPeak,
+    TensorTracker,
+)
 from grpo_lite.memory.meta.private import measured_methods
-from grpo_lite.memory.tracker import MEASURED_PHASES, Backend, CudaAllocator, PhaseClock, SegmentPeak, TensorTracker
-
-__all__ = ["GRPOPhaseHooks", "MemoryReport", "PhasePeak", "StepMemory", "measure_training"]
 
 
 @dataclass

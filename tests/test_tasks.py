@@ -42,6 +42,7 @@ def user_module(tmp_path, monkeypatch):
 
     def write(name: str, code: str) -> None:
         (tmp_path / f"{name}.py").write_text(code, encoding="utf-8")
+        sys.modules.pop(name, None)  # a module of that name imported by an earlier test (the docs' snippets) goes
 
     return write
 

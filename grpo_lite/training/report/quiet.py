@@ -12,9 +12,13 @@ from contextlib import contextmanager
 
 __all__ = ["DROPPED_LOG_LINES", "IGNORED_WARNINGS", "quiet_gguf_conversion", "quiet_libraries", "quiet_log_lines"]
 
-# logger name -> start of the messages dropped from it
+# logger name -> start of the messages dropped from it. bitsandbytes' CPU backend, imported on a CPU with AVX512-BF16,
+# asks the kernels package for an optional hub kernel and falls back to its own: both say so (troubleshooting.md)
 DROPPED_LOG_LINES: dict[str, tuple[str, ...]] = {
     "bitsandbytes.backends.cpu.ops": ("Failed to load CPU gemm_4bit_forward from kernels-community",),
+    "kernels._internals.hf_hub": ("Skipping publisher trust check for 'kernels-community/quantization-bitsandbytes'",),
+    # checkpoints saved less than a second apart (a tiny model): sorted by step number instead, as they should be
+    "transformers.trainer_utils": ("mtime may not be reliable on this filesystem",),
 }
 # (regex on the message, category) of the warnings ignored
 IGNORED_WARNINGS: tuple[tuple[str, type[Warning]], ...] = (

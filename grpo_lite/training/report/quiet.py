@@ -23,6 +23,7 @@ DROPPED_LOG_LINES: dict[str, tuple[str, ...]] = {
 # (regex on the message, category) of the warnings ignored
 IGNORED_WARNINGS: tuple[tuple[str, type[Warning]], ...] = (
     (r"`is_gradient_checkpointing` is deprecated", FutureWarning),
+    (r"`gradient_checkpointing_(enable|disable)` is deprecated", FutureWarning),  # PEFT's k-bit preparation calls it
 )
 
 

@@ -64,7 +64,7 @@ PER_METHOD: dict[str, MethodDefaults] = {
     "full": MethodDefaults(1e-6, StepDefaults.optim, "adamw_torch"),  # every weight moves: a small step
     "galore": MethodDefaults(1e-6, "galore_adamw_8bit_layerwise", "galore_adamw_layerwise"),  # full-parameter
     "lora": MethodDefaults(1e-5, StepDefaults.optim, "adamw_torch"),  # few weights: a 10x larger step
-    "qlora": MethodDefaults(1e-5, "paged_adamw_8bit", "paged_adamw_8bit"),  # paged 8-bit states: the most frugal
+    "qlora": MethodDefaults(1e-5, "paged_adamw_8bit", "adamw_8bit"),  # paged 8-bit states: the most frugal
 }
 
 

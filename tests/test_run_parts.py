@@ -67,6 +67,33 @@ def test_first_and_last_steps_summary():
     assert summary["rewards/correctness_reward/mean"] == (0.0, 0.0)
 
 
+def test_the_summary_names_the_step_the_out_of_memory_error_came_in(tmp_path):
+    """A step down's event records the steps reached (1); the error came as the next one began (step 2): the
+    summary names that step, for a 0.4 record too."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from grpo_lite.training.report.summary import finish_report
+
+    the_plan = SimpleNamespace(
+        model=SimpleNamespace(name="m"), preset=SimpleNamespace(name="qlora"), estimate=SimpleNamespace(total_gib=1.0)
+    )
+    step_down = {"event": "replanned", "cause": "out_of_memory", "step": 1}
+    events = [
+        {**step_down, "from": {"preset": "full"}, "to": {"preset": "lora"}},
+        {"event": "out_of_memory", "step": 4, "from_preset": "lora", "to_preset": "qlora"},  # a 0.4 record
+    ]
+    result = SimpleNamespace(plan=the_plan, steps=6, history=[], peak_memory=None, events=events,
+                             output_dir=tmp_path, model_dir=None)  # fmt: skip
+    console = Console(file=io.StringIO(), width=200)
+    finish_report(result, console)
+    said = console.file.getvalue()
+    assert "stepped down full -> lora after OOM at step 2\n" in said
+    assert "stepped down lora -> qlora after OOM at step 5\n" in said
+
+
 def test_memory_doc_worked_example_matches_the_model():
     """docs/memory.md's worked example is typed prose: fail when the model's numbers move away from it."""
     import re

@@ -20,6 +20,7 @@ from grpo_lite.memory.meta.gpus import DEFAULT_GPU, GPU_ARCHES
 from grpo_lite.planning.choose import plan
 from grpo_lite.planning.result import Plan
 from grpo_lite.simulation.result import Simulation, aggregate
+from grpo_lite.training.report.quiet import quiet_libraries
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.meta.gpus import GpuArch
@@ -97,6 +98,7 @@ def _chunk() -> int:
     return SR_CHUNK
 
 
+@quiet_libraries()  # as train(); a QLoRA plan's layers may be the program's first import of bitsandbytes
 def simulate(
     model: str | os.PathLike[str] | ModelSpec | Plan,
     budget_gb: float | None = None,

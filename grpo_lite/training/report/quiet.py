@@ -10,13 +10,18 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-# logger name -> start of the messages dropped from it
+# logger name -> start of the messages dropped from it. bitsandbytes' CPU backend, imported on a CPU with AVX512-BF16,
+# asks the kernels package for an optional hub kernel and falls back to its own: both say so (troubleshooting.md)
 DROPPED_LOG_LINES: dict[str, tuple[str, ...]] = {
     "bitsandbytes.backends.cpu.ops": ("Failed to load CPU gemm_4bit_forward from kernels-community",),
+    "kernels._internals.hf_hub": ("Skipping publisher trust check for 'kernels-community/quantization-bitsandbytes'",),
+    # checkpoints saved less than a second apart (a tiny model): sorted by step number instead, as they should be
+    "transformers.trainer_utils": ("mtime may not be reliable on this filesystem",),
 }
 # (regex on the message, category) of the warnings ignored
 IGNORED_WARNINGS: tuple[tuple[str, type[Warning]], ...] = (
     (r"`is_gradient_checkpointing` is deprecated", FutureWarning),
+    (r"`gradient_checkpointing_(enable|disable)` is deprecated", FutureWarning),  # PEFT's k-bit preparation calls it
 )
 
 

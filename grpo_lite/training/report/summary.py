@@ -115,7 +115,8 @@ def finish_report(result: Any, console: Any) -> None:
     for event in result.events:
         if is_step_down(event):
             low, high = step_down_presets(event)
-            console.print(f"stepped down {low} -> {high} after OOM at step {event['step']}")
+            came = event["step"] + 1  # the event records the steps reached; the error came in the next
+            console.print(f"stepped down {low} -> {high} after OOM at step {came}")
     if result.history:
         png = plot_reward_curve(result.history, result.output_dir / "reward_curve.png")
         console.print(f"reward curve: {png}" if png else "[dim]no reward curve: pip install 'grpo-lite[plot]'[/dim]")

@@ -1,7 +1,7 @@
 """evaluate(): batched greedy decoding, scored by the same rules as the training rewards.
 
-Accuracy by the correctness rule of :mod:`grpo_lite.data.answers`, the format rate by the soft format reward;
-:func:`formatted_accuracy` tells learning the format from learning to be right.
+Accuracy by the correctness rule of the answers' kind (:mod:`grpo_lite.data.answer_kinds`), the format rate by the
+soft format reward; :func:`formatted_accuracy` tells learning the format from learning to be right.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from grpo_lite import rewards as reward_lib
 from grpo_lite.data import prompts as prompt_lib
-from grpo_lite.data.answers import answers_match, extract_answer
+from grpo_lite.data.answer_kinds import answers_match_kind, predicted_answer
 from grpo_lite.data.loaders import load_dataset
 from grpo_lite.data.prompts import prompt_token_ids
 from grpo_lite.defaults import EVALUATION, TRAINER
@@ -29,6 +29,7 @@ from grpo_lite.training.step.prefix_cache import cache_keyword, prefix_cache_inp
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
+    from grpo_lite.data.answer_kinds import AnswerKind
     from grpo_lite.data.loaders import DataSplit
     from grpo_lite.data.prompts import PromptStyle
 
@@ -220,21 +221,23 @@ def _score_batch(
 ) -> list[dict[str, Any]]:
     """One sample record per completion: the answer read from it, correctness, format and summed reward."""
     kwargs = {"answer": batch["answer"]}
-    if "prefill" in batch:
-        kwargs["prefill"] = batch["prefill"]
+    for column in ("prefill", "answer_kind"):  # answer_kind: answers that are not numbers compare in their kind
+        if column in batch:
+            kwargs[column] = batch[column]
+    kinds = kwargs.get("answer_kind", ["number"] * len(texts))
     per_func = [f(prompts=batch["prompt"], completions=texts, **kwargs) for f in reward_funcs]
     formatted = soft_format(prompts=batch["prompt"], completions=texts, **kwargs)
     prefills = kwargs.get("prefill", [""] * len(texts))
     samples = []
     for i, text in enumerate(texts):
-        predicted = extract_answer(prefills[i] + text)
+        predicted = predicted_answer(prefills[i] + text, kinds[i])
         samples.append(
             {
                 "question": batch["question"][i],
                 "gold": batch["answer"][i],
                 "completion": prefills[i] + text,
                 "predicted": predicted,
-                "correct": answers_match(predicted, batch["answer"][i]),
+                "correct": answers_match_kind(predicted, batch["answer"][i], kinds[i]),
                 "formatted": bool(formatted[i] and formatted[i] > 0),
                 "reward": float(sum(r[i] or 0.0 for r in per_func)),
             }
@@ -257,6 +260,7 @@ def evaluate(
     seed: int = 0,
     stop_strings: Sequence[str] | None = None,
     skip_invalid: bool = False,
+    answer_kind: AnswerKind | None = None,
 ) -> EvalResult:
     """Greedy-decode ``dataset[split]`` and score accuracy, format rate and mean reward.
 
@@ -278,6 +282,8 @@ def evaluate(
         stop_strings: end a completion at the first of these, as training does. Default: ``("</answer>",)``
             (``grpo_lite.defaults.TRAINER.stop_strings``); ``()`` decodes to ``max_new_tokens``.
         skip_invalid: skip dataset rows without a usable question or answer (with a warning) instead of raising.
+        answer_kind: how answers compare (``"number"``, ``"math"``, ``"choice"``, ``"text"``). Default: the named
+            dataset's, else chosen from the golds (:func:`grpo_lite.data.loaders.load_dataset`).
     """
     dataset = TRAINER.dataset if dataset is None else dataset
     split = EVALUATION.split if split is None else split
@@ -291,7 +297,9 @@ def evaluate(
         raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
     stops = list(TRAINER.stop_strings if stop_strings is None else stop_strings)
     style = prompt_style or prompt_lib.PromptStyle()
-    data = load_dataset(dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid)
+    data = load_dataset(
+        dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid, answer_kind=answer_kind
+    )
     data = prompt_lib.apply_prompt_style(data, tokenizer, style)
     reward_funcs = reward_lib.resolve_rewards(rewards)
     soft_format = reward_lib.get_reward("soft_format")

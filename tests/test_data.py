@@ -293,7 +293,9 @@ def test_user_answer_that_is_not_a_number(tmp_path: Path, bad: object) -> None:
 @pytest.mark.parametrize("bad", ["seven", "4 apples"])
 def test_a_number_and_a_word_among_the_golds_are_mixed_kinds(tmp_path: Path, bad: str) -> None:
     path = write_jsonl(tmp_path / "mine.jsonl", [{"question": "q1", "answer": 1}, {"question": "q2", "answer": bad}])
-    expected = rf"mine\.jsonl: the golds mix kinds: line 1 is a number \(1\), line 2 is text \('{bad}'\); pass answer_kind"
+    expected = (
+        rf"mine\.jsonl: the golds mix kinds: line 1 is a number \(1\), line 2 is text \('{bad}'\); pass answer_kind"
+    )
     with pytest.raises(DataError, match=expected):
         load_dataset(path)
 

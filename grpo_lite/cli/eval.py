@@ -21,7 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Batched greedy decoding; accuracy by the correctness rule, format rate by the soft format rule.",
     )
     p.add_argument("model", help="hub id, short name, local folder, .gguf file, or a run's final/ folder")
-    add_options(p, "dataset", "skip_invalid")
+    add_options(p, "dataset", "skip_invalid", "answer_kind")
     p.add_argument(
         "--split", choices=("train", "test"), default=EVALUATION.split, help=f"split (default {EVALUATION.split})"
     )
@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         max_new_tokens=args.max_new_tokens,
         skip_invalid=args.skip_invalid,
+        answer_kind=args.answer_kind,
     )
     scores = ("accuracy", "format_rate", "mean_reward", "n")
     print(json.dumps({name: getattr(result, name) for name in scores}) if args.json else result.summary())

@@ -438,8 +438,8 @@ def load_dataset(
             "(for a DatasetDict pick a split: ds['train'])"
         )
     if isinstance(spec, str) and spec in DATASETS:
-        if answer_kind not in (None, _KINDS[spec]):  # type: ignore[index]
-            raise ConfigError(f"{spec}'s answers are of kind {_KINDS[spec]!r}: leave answer_kind unset")  # type: ignore[index]
+        if answer_kind not in (None, _KINDS[spec]):
+            raise ConfigError(f"{spec}'s answers are of kind {_KINDS[spec]!r}: leave answer_kind unset")
         return DATASETS[spec][1](_Request(split, style, limit, seed, skip_invalid, levels))
     path = Path(spec).expanduser()
     looks_like_path = path.suffix.lower() in SUFFIXES or os.sep in str(spec) or str(spec).startswith((".", "~"))

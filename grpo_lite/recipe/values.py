@@ -24,6 +24,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
+from grpo_lite.data.answer_kinds import AnswerKind
 from grpo_lite.defaults import ProblemChoice
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
@@ -61,6 +62,7 @@ class OwnSettings:
     dtype: Optional[Dtype] = None
     update_rounding: Optional[UpdateRounding] = None
     problem_choice: Optional[ProblemChoice] = None
+    answer_kind: Optional[AnswerKind] = None
     lora_target_modules: Union[None, str, list[str]] = None  # names, or a pattern ("all-linear"): typed as text
 
 

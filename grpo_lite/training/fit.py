@@ -73,6 +73,8 @@ def make_plan(
             run.console.print(plan_table(the_plan))
         else:
             run.console.print(plan_summary(the_plan), highlight=False, markup=False, soft_wrap=True)
+        if inputs.answer_kind not in (None, "number"):  # GSM8K's numbers: the output it always had
+            run.console.print(f"answers compared as {inputs.answer_kind} (answer_kind)", highlight=False, markup=False)
     return the_plan, kwargs
 
 
@@ -104,6 +106,7 @@ def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFol
             dataset=request.dataset,
             rewards=None if request.rewards is None else list(request.rewards),
             prompt_style=inputs.style,
+            answer_kind=request.answer_kind,
             seed=request.seed,
             max_steps=request.max_steps,
             stop_strings=request.stop_strings,

@@ -18,7 +18,7 @@ from grpo_lite.data import prompts as prompt_lib
 from grpo_lite.data.answer_kinds import answers_match_kind, predicted_answer
 from grpo_lite.data.loaders import load_dataset
 from grpo_lite.data.prompts import prompt_token_ids
-from grpo_lite.defaults import EVALUATION, TRAINER
+from grpo_lite.defaults import EVALUATION, TASKS, TRAINER
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import load_dtype
@@ -275,7 +275,8 @@ def evaluate(
         limit: evaluate only the first ``limit`` problems.
         tokenizer: the tokenizer, when ``model`` is an object.
         batch_size: prompts decoded at once. Default: 16 (``grpo_lite.defaults.EVALUATION.batch_size``).
-        max_new_tokens: completion budget. Default: 256 (``grpo_lite.defaults.EVALUATION.max_new_tokens``).
+        max_new_tokens: completion budget. Default: the named task's (``grpo_lite.defaults.TASKS``: 1024 for
+            ``"math"``), else 256 (``grpo_lite.defaults.EVALUATION.max_new_tokens``).
         prompt_style: must match the style used in training. Default: ``PromptStyle()``.
         rewards: rewards summed into ``mean_reward``. Default: the five GSM8K rewards.
         seed: seed of the synthetic set (ignored for other datasets).
@@ -288,7 +289,9 @@ def evaluate(
     dataset = TRAINER.dataset if dataset is None else dataset
     split = EVALUATION.split if split is None else split
     batch_size = EVALUATION.batch_size if batch_size is None else batch_size
-    max_new_tokens = EVALUATION.max_new_tokens if max_new_tokens is None else max_new_tokens
+    if max_new_tokens is None:  # a built-in task's own length (MATH's worked answers are longer), else 256
+        own = TASKS.max_completion_length.get(dataset) if isinstance(dataset, str) else None
+        max_new_tokens = own or EVALUATION.max_new_tokens
     check("batch_size", batch_size)
     check("max_new_tokens", max_new_tokens)
     if isinstance(model, (str, os.PathLike)):

@@ -264,3 +264,61 @@ def test_integer_reward_gives_nothing_where_answers_are_not_numbers() -> None:
     seven = ["<answer>7</answer>"] * 3
     assert integer_reward(None, seven, answer_kind=["number", "text", "math"]) == [0.5, 0.0, 0.0]
     assert integer_reward(None, seven) == [0.5, 0.5, 0.5]
+
+
+# ----------------------------------------------------------------------------- the plan from the task's data
+@pytest.mark.parametrize(
+    ("dataset", "budget_gb", "length"),
+    [("math", 80, 1024), ("gsm8k", 80, 512), (None, 80, 512), ("math", 2.2, 512)],  # 2.2 GB: 1024 fits no rung
+)
+def test_math_plans_its_own_completion_length_first(dataset: str | None, budget_gb: float, length: int) -> None:
+    from grpo_lite.training.fit import _plan_for_task
+
+    plan = _plan_for_task(dataset, "Llama-3.2-1B-Instruct", budget_gb=budget_gb, device="cuda", max_prompt_length=300)
+    assert plan.settings["max_completion_length"] == length
+
+
+def test_math_prompts_are_measured_longer_than_gsm8k_style_ones(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan measures the task's own prompts: MATH-500's longest is far longer than the synthetic set's."""
+    from rich.console import Console
+
+    from grpo_lite.memory.models import resolve_model
+    from grpo_lite.training.arguments import Request
+    from grpo_lite.training.prepare import load_inputs
+
+    folder = _folder(MATH_DIR_ENV, "math500")
+    if not (folder / "test.jsonl").is_file():
+        pytest.skip(f"MATH-500 not found in {folder}")
+    spec = resolve_model(str(tiny_model_dir))
+
+    def measured(dataset: object) -> tuple[int, str | None]:
+        asked = Request(str(tiny_model_dir), None, dataset, None, [], 0, None, None, False, (), None, None)
+        inputs = load_inputs(spec, asked, False, Console(quiet=True))
+        return inputs.prompt_tokens, inputs.answer_kind
+
+    monkeypatch.setenv(MATH_DIR_ENV, str(folder))
+    with pytest.warns(UserWarning, match="has only a test split"):
+        math_tokens, kind = measured("math")
+    synthetic_tokens, number = measured("synthetic")
+    assert (kind, number) == ("math", "number")
+    assert math_tokens > synthetic_tokens + 500  # the longest MATH-500 problem alone is ~900 SmolLM2 tokens
+
+
+# ----------------------------------------------------------------------------- train and evaluate a text task
+@pytest.mark.slow
+def test_a_text_task_trains_and_evaluates_on_the_tiny_model(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from datasets import Dataset
+    from tiny_run import TINY_RUN
+
+    from grpo_lite import evaluate, train
+
+    rows = Dataset.from_list([{"question": f"Reverse the word: {w}", "answer": w[::-1]} for w in ("apple", "stone")])
+    settings = {**TINY_RUN, "dataset": rows, "rewards": ["correctness", "length"], "max_steps": 1}
+    result = train(str(tiny_model_dir), output_dir=tmp_path / "run", save_strategy="no", **settings)
+    assert result.steps == 1
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["answer_kind"] == "text" and record["recipe"]["answer_kind"] is None
+    scores = evaluate(result.model, rows, tokenizer=result.tokenizer, max_new_tokens=4)
+    assert scores.n == 2 and [s["gold"] for s in scores.samples] == ["elppa", "enots"]

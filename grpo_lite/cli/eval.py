@@ -7,7 +7,7 @@ import json
 
 from grpo_lite import evaluation
 from grpo_lite.cli.options import add_options
-from grpo_lite.defaults import EVALUATION
+from grpo_lite.defaults import EVALUATION, TASKS
 
 __all__ = ["INTERRUPTED", "add_parser", "run"]
 
@@ -35,8 +35,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument(
         "--max-new-tokens",
         type=int,
-        default=EVALUATION.max_new_tokens,
-        help=f"completion budget (default {EVALUATION.max_new_tokens})",
+        default=None,
+        help=f"completion budget (default {EVALUATION.max_new_tokens}; a built-in task's own: "
+        f"{', '.join(f'{k} {v}' for k, v in TASKS.max_completion_length.items())})",
     )
     add_options(p, "json")
     return p

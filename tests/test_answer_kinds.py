@@ -322,3 +322,27 @@ def test_a_text_task_trains_and_evaluates_on_the_tiny_model(tiny_model_dir: Path
     assert record["answer_kind"] == "text" and record["recipe"]["answer_kind"] is None
     scores = evaluate(result.model, rows, tokenizer=result.tokenizer, max_new_tokens=4)
     assert scores.n == 2 and [s["gold"] for s in scores.samples] == ["elppa", "enots"]
+
+
+def test_evaluate_decodes_the_tasks_own_length(tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MATH's worked answers need more than GSM8K's 256 tokens: evaluate() decodes math's 1024 unless told."""
+    from datasets import Dataset
+
+    import grpo_lite.evaluation as evaluation
+
+    folder = _folder(MATH_DIR_ENV, "math500")
+    if not (folder / "test.jsonl").is_file():
+        pytest.skip(f"MATH-500 not found in {folder}")
+    monkeypatch.setenv(MATH_DIR_ENV, str(folder))
+    budgets: list[int] = []
+
+    def greedy(model, tokenizer, prompts, max_new_tokens, stops):  # noqa: ANN001, ANN202
+        budgets.append(max_new_tokens)
+        return ["<answer>\\frac{1}{2}</answer>"] * len(prompts)
+
+    monkeypatch.setattr(evaluation, "_greedy_batch", greedy)
+    model, tokenizer = evaluation.load_for_eval(str(tiny_model_dir))
+    evaluation.evaluate(model, "math", limit=2, tokenizer=tokenizer)
+    evaluation.evaluate(model, "math", limit=2, tokenizer=tokenizer, max_new_tokens=64)
+    evaluation.evaluate(model, Dataset.from_list([{"question": "q", "answer": "5"}]), tokenizer=tokenizer)
+    assert budgets == [1024, 64, 256]

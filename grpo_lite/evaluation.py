@@ -1,8 +1,8 @@
 """evaluate(): batched greedy decoding, scored by the same rules as the training rewards.
 
-Accuracy by the correctness rule of :mod:`grpo_lite.data.answers`, the format rate by the soft format reward;
-:func:`formatted_accuracy` tells learning the format from learning to be right. A task without a gold answer is
-scored by its own rewards: each one's mean with its interval (:func:`mean_interval`).
+Accuracy by the correctness rule of the answers' kind (:mod:`grpo_lite.data.answer_kinds`), the format rate by the
+soft format reward; :func:`formatted_accuracy` tells learning the format from learning to be right. A task without a
+gold answer is scored by its own rewards: each one's mean with its interval (:func:`mean_interval`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from grpo_lite import rewards as reward_lib
 from grpo_lite.data import prompts as prompt_lib
-from grpo_lite.data.answers import answers_match, extract_answer
+from grpo_lite.data.answer_kinds import answers_match_kind, predicted_answer
 from grpo_lite.data.loaders import has_gold, load_dataset
 from grpo_lite.data.prompts import prompt_token_ids
-from grpo_lite.defaults import EVALUATION, TRAINER
+from grpo_lite.defaults import EVALUATION, TASKS, TRAINER
 from grpo_lite.errors import ConfigError, ModelError
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import load_dtype
@@ -35,6 +35,7 @@ from grpo_lite.training.step.prefix_cache import cache_keyword, prefix_cache_inp
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
+    from grpo_lite.data.answer_kinds import AnswerKind
     from grpo_lite.data.loaders import DataSplit
     from grpo_lite.data.prompts import PromptStyle
 
@@ -281,21 +282,23 @@ def _score_batch(
 ) -> list[dict[str, Any]]:
     """One sample record per completion: the answer read from it, correctness, format and summed reward."""
     kwargs = {"answer": batch["answer"]}
-    if "prefill" in batch:
-        kwargs["prefill"] = batch["prefill"]
+    for column in ("prefill", "answer_kind"):  # answer_kind: answers that are not numbers compare in their kind
+        if column in batch:
+            kwargs[column] = batch[column]
+    kinds = kwargs.get("answer_kind", ["number"] * len(texts))
     per_func = [f(prompts=batch["prompt"], completions=texts, **kwargs) for f in reward_funcs]
     formatted = soft_format(prompts=batch["prompt"], completions=texts, **kwargs)
     prefills = kwargs.get("prefill", [""] * len(texts))
     samples = []
     for i, text in enumerate(texts):
-        predicted = extract_answer(prefills[i] + text)
+        predicted = predicted_answer(prefills[i] + text, kinds[i])
         samples.append(
             {
                 "question": batch["question"][i],
                 "gold": batch["answer"][i],
                 "completion": prefills[i] + text,
                 "predicted": predicted,
-                "correct": answers_match(predicted, batch["answer"][i]),
+                "correct": answers_match_kind(predicted, batch["answer"][i], kinds[i]),
                 "formatted": bool(formatted[i] and formatted[i] > 0),
                 "reward": float(sum(r[i] or 0.0 for r in per_func)),
             }
@@ -353,6 +356,7 @@ def evaluate(
     seed: int = 0,
     stop_strings: Sequence[str] | None = None,
     skip_invalid: bool = False,
+    answer_kind: AnswerKind | None = None,
 ) -> EvalResult:
     """Greedy-decode ``dataset[split]`` and score accuracy, format rate and mean reward.
 
@@ -368,7 +372,8 @@ def evaluate(
         limit: evaluate only the first ``limit`` problems.
         tokenizer: the tokenizer, when ``model`` is an object.
         batch_size: prompts decoded at once. Default: 16 (``grpo_lite.defaults.EVALUATION.batch_size``).
-        max_new_tokens: completion budget. Default: 256 (``grpo_lite.defaults.EVALUATION.max_new_tokens``).
+        max_new_tokens: completion budget. Default: the named task's (``grpo_lite.defaults.TASKS``: 1024 for
+            ``"math"``), else 256 (``grpo_lite.defaults.EVALUATION.max_new_tokens``).
         prompt_style: must match the style used in training. Default: ``PromptStyle()``.
         rewards: rewards summed into ``mean_reward``: names (as :func:`grpo_lite.train` takes them) or callables.
             Default: the five GSM8K rewards. A task without a gold (a ``prompt`` column and no answer) needs them:
@@ -377,11 +382,15 @@ def evaluate(
         stop_strings: end a completion at the first of these, as training does. Default: ``("</answer>",)``
             (``grpo_lite.defaults.TRAINER.stop_strings``); ``()`` decodes to ``max_new_tokens``.
         skip_invalid: skip dataset rows without a usable question or answer (with a warning) instead of raising.
+        answer_kind: how answers compare (``"number"``, ``"math"``, ``"choice"``, ``"text"``). Default: the named
+            dataset's, else chosen from the golds (:func:`grpo_lite.data.loaders.load_dataset`).
     """
     dataset = TRAINER.dataset if dataset is None else dataset
     split = EVALUATION.split if split is None else split
     batch_size = EVALUATION.batch_size if batch_size is None else batch_size
-    max_new_tokens = EVALUATION.max_new_tokens if max_new_tokens is None else max_new_tokens
+    if max_new_tokens is None:  # a built-in task's own length (MATH's worked answers are longer), else 256
+        own = TASKS.max_completion_length.get(dataset) if isinstance(dataset, str) else None
+        max_new_tokens = own or EVALUATION.max_new_tokens
     check("batch_size", batch_size)
     check("max_new_tokens", max_new_tokens)
     stops = typed("stop_strings", TRAINER.stop_strings if stop_strings is None else stop_strings)  # as train()'s
@@ -391,7 +400,9 @@ def evaluate(
     elif tokenizer is None:
         raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
     style = prompt_style or prompt_lib.PromptStyle()
-    data = load_dataset(dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid)
+    data = load_dataset(
+        dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid, answer_kind=answer_kind
+    )
     graded = has_gold(data)
     if not graded and rewards is None:
         raise ConfigError(

@@ -48,7 +48,9 @@ CASES = [
     (["train", TINY, "--dataset", "@empty.jsonl"], "empty"),
     (["train", TINY, "--dataset", "@broken.jsonl"], "line 1"),
     (["train", TINY, "--dataset", "@nocols.jsonl"], "answer"),
-    (["train", TINY, "--dataset", "@noanswer.jsonl"], "line 1"),
+    (["train", TINY, "--dataset", "@noanswer.jsonl", "--answer-kind", "number"], "line 1"),
+    (["train", TINY, "--dataset", "@mixed.jsonl"], "the golds mix kinds: line 1 is a number ('7'), line 2 is text"),
+    (["eval", TINY, "--dataset", "@mixed.jsonl", "--answer-kind", "choice"], "is not one option letter"),
     (["train", TINY, *FAST, "--set", "learning_rat=1e-5"], "did you mean 'learning_rate'"),
     (["train", TINY, *FAST, "--set", "num_generations=1"], "num_generations"),
     (["eval", TINY, "--dataset", "synthetic", "--batch-size", "0"], "batch_size"),
@@ -68,6 +70,7 @@ FILES = {
     "broken.jsonl": "{not json\n",
     "nocols.jsonl": '{"text": "hi"}\n',
     "noanswer.jsonl": '{"question": "How many?", "answer": "many"}\n',
+    "mixed.jsonl": '{"question": "How many?", "answer": "7"}\n{"question": "Which?", "answer": "many"}\n',
 }
 
 

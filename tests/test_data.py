@@ -242,7 +242,7 @@ def test_env_folder_replaces_the_hub(tmp_path: Path, no_hub: None, monkeypatch: 
 
 # ----------------------------------------------------------------------------- load_dataset
 def test_registry_names() -> None:
-    assert list(DATASETS) == ["gsm8k", "synthetic"]
+    assert list(DATASETS) == ["gsm8k", "synthetic", "math"]
 
 
 def test_synthetic_by_name() -> None:
@@ -253,7 +253,7 @@ def test_synthetic_by_name() -> None:
 
 
 def test_unknown_name_lists_the_names() -> None:
-    with pytest.raises(DataError, match=r"unknown dataset 'gsm9k'; use one of 'gsm8k', 'synthetic', or a path"):
+    with pytest.raises(DataError, match=r"unknown dataset 'gsm9k'; use one of 'gsm8k', 'synthetic', 'math', or a path"):
         load_dataset("gsm9k")
 
 
@@ -287,6 +287,16 @@ def test_user_jsonl_numbers_are_normalized_and_columns_kept(tmp_path: Path) -> N
 def test_user_answer_that_is_not_a_number(tmp_path: Path, bad: object) -> None:
     path = write_jsonl(tmp_path / "mine.jsonl", [{"question": "q1", "answer": 1}, {"question": "q2", "answer": bad}])
     with pytest.raises(DataError, match=r"mine\.jsonl, line 2: no usable number in 'answer'"):
+        load_dataset(path, answer_kind="number")
+
+
+@pytest.mark.parametrize("bad", ["seven", "4 apples"])
+def test_a_number_and_a_word_among_the_golds_are_mixed_kinds(tmp_path: Path, bad: str) -> None:
+    path = write_jsonl(tmp_path / "mine.jsonl", [{"question": "q1", "answer": 1}, {"question": "q2", "answer": bad}])
+    expected = (
+        rf"mine\.jsonl: the golds mix kinds: line 1 is a number \(1\), line 2 is text \('{bad}'\); pass answer_kind"
+    )
+    with pytest.raises(DataError, match=expected):
         load_dataset(path)
 
 

@@ -778,11 +778,8 @@ def test_train_and_the_cli_resolve_the_defaults_of_defaults_py():
     planned = parser.parse_args(["plan", "m"])
     assert (planned.max_prompt_length, planned.num_processes) == (STEP.max_prompt_length, STEP.num_processes)
     evaluated = parser.parse_args(["eval", "m"])
-    assert (evaluated.split, evaluated.batch_size, evaluated.max_new_tokens) == (
-        EVALUATION.split,
-        EVALUATION.batch_size,
-        EVALUATION.max_new_tokens,
-    )
+    assert (evaluated.split, evaluated.batch_size) == (EVALUATION.split, EVALUATION.batch_size)
+    assert evaluated.max_new_tokens is None  # evaluate() resolves it: the task's own (TASKS), else EVALUATION's
 
 
 def test_the_demo_and_the_ladder_read_defaults_py():

@@ -7,7 +7,7 @@ import json
 
 from grpo_lite import evaluation
 from grpo_lite.cli.options import add_options
-from grpo_lite.defaults import EVALUATION
+from grpo_lite.defaults import EVALUATION, TASKS
 
 INTERRUPTED = "interrupted: the evaluation stopped before its result; run the same command again (it starts over)"
 
@@ -20,7 +20,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "a task without a gold answer: each --reward's mean and its 95%% interval.",
     )
     p.add_argument("model", help="hub id, short name, local folder, .gguf file, or a run's final/ folder")
-    add_options(p, "dataset", "skip_invalid", "rewards")
+    add_options(p, "dataset", "skip_invalid", "rewards", "answer_kind")
     p.add_argument(
         "--split", choices=("train", "test"), default=EVALUATION.split, help=f"split (default {EVALUATION.split})"
     )
@@ -34,8 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument(
         "--max-new-tokens",
         type=int,
-        default=EVALUATION.max_new_tokens,
-        help=f"completion budget (default {EVALUATION.max_new_tokens})",
+        default=None,
+        help=f"completion budget (default {EVALUATION.max_new_tokens}; a built-in task's own: "
+        f"{', '.join(f'{k} {v}' for k, v in TASKS.max_completion_length.items())})",
     )
     add_options(p, "json")
     return p
@@ -51,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         skip_invalid=args.skip_invalid,
         rewards=args.rewards,
+        answer_kind=args.answer_kind,
     )
     scores = ("accuracy", "format_rate", "mean_reward", "n") if result.graded else ("mean_reward", "n")
     found = {name: getattr(result, name) for name in scores}

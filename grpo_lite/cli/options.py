@@ -9,6 +9,7 @@ import ast
 import math
 from typing import Any, Iterable
 
+from grpo_lite.data.answer_kinds import ANSWER_KINDS
 from grpo_lite.defaults import GPU, STEP, TRAINER
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import METHODS
@@ -128,6 +129,15 @@ SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         },
     ),
     "json": (("--json",), {"action": "store_true", "help": "print one JSON object instead of tables"}),
+    "answer_kind": (
+        ("--answer-kind",),
+        {
+            "choices": ANSWER_KINDS,
+            "default": None,
+            "help": "how answers compare with the golds: number, math (LaTeX), choice (a letter), text "
+            "(default: the dataset's, else chosen from its golds)",
+        },
+    ),
     "skip_invalid": (
         ("--skip-invalid",),
         {

@@ -21,7 +21,7 @@ INTERRUPTED = (
 
 # flags that set a recipe's field of the same name: with --config, the ones written override the file
 RECIPE_FLAGS = tuple(
-    "model budget_gb dataset rewards preset seed max_steps shared_prefix num_processes sharding".split()
+    "model budget_gb dataset rewards preset seed max_steps shared_prefix num_processes sharding answer_kind".split()
 )
 
 
@@ -55,7 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument(
         "model", nargs="?", default=None, help=SHARED["model"][1]["help"] + " (or the recipe's, with --config)"
     )
-    add_options(p, "budget_gb", "dataset", "skip_invalid")
+    add_options(p, "budget_gb", "dataset", "skip_invalid", "answer_kind")
     p.add_argument(
         "--config",
         metavar="FILE",
@@ -168,6 +168,7 @@ def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any], re
         args.seed,
         args.skip_invalid,
         settings.get("max_completion_length"),
+        recipe.answer_kind if recipe is not None else args.answer_kind,
     )
     if args.output_dir is not None:
         check_output_dir(Path(args.output_dir))
@@ -207,6 +208,7 @@ def _train(args: argparse.Namespace, recipe: Any, overrides: dict[str, Any]) -> 
         preset=args.preset,
         seed=args.seed,
         shared_prefix=args.shared_prefix,
+        answer_kind=args.answer_kind,
         **run,
         **overrides,
     )

@@ -1,12 +1,14 @@
-"""Datasets for training and evaluation: GSM8K, synthetic problems, or the user's own rows.
+"""Datasets for training and evaluation: GSM8K, MATH-500, synthetic problems, or the user's own rows.
 
-Every loader returns a ``datasets.Dataset`` with ``prompt``, ``question`` and ``answer`` (the gold number in
-canonical form) columns, or, for a task in TRL's shape (a ``prompt`` column and no answer column), the rows as they
-are; a bad row is reported where it is (docs/internals.md, docs/datasets.md, docs/tasks.md).
+Every loader returns a ``datasets.Dataset`` with ``prompt``, ``question`` and ``answer`` (the gold in its kind's
+form: a number in canonical form for GSM8K) columns, and ``answer_kind`` when the answers are not numbers
+(:mod:`grpo_lite.data.answer_kinds`), or, for a task in TRL's shape (a ``prompt`` column and no answer column), the
+rows as they are; a bad row is reported where it is (docs/internals.md, docs/datasets.md, docs/tasks.md).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -16,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from grpo_lite.data.answers import gsm8k_gold, normalize_number
+from grpo_lite.data.answer_kinds import AnswerKind, check_answer_kind, choose_answer_kind, gold_error, read_gold
+from grpo_lite.data.answers import gsm8k_gold
 from grpo_lite.data.prompts import PromptStyle, build_messages
 from grpo_lite.data.synthetic import LEVELS, synthetic_problems
 from grpo_lite.defaults import TRAINER
@@ -26,11 +29,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
 
-DatasetName = Literal["gsm8k", "synthetic"]
+DatasetName = Literal["gsm8k", "synthetic", "math"]
 DataSplit = Literal["train", "test"]
 SUFFIXES = (".jsonl", ".json", ".parquet", ".csv")  # the file types read, each by datasets' own builder
 GSM8K_HUB_ID = "openai/gsm8k"
 GSM8K_DIR_ENV = "GRPO_LITE_GSM8K_DIR"  # a folder with train.jsonl/test.jsonl, read instead of the hub
+MATH_HUB_ID = "HuggingFaceH4/MATH-500"  # one split, test: 500 competition problems with LaTeX answers
+MATH_DIR_ENV = "GRPO_LITE_MATH_DIR"  # a folder with test.jsonl (and train.jsonl, if any), read instead of the hub
 _SPLITS: tuple[DataSplit, ...] = ("train", "test")
 _SYNTHETIC_DEFAULT_N = TRAINER.synthetic_n
 
@@ -152,18 +157,22 @@ def _hub_gsm8k(split: DataSplit) -> list[Row]:
     return [Row(f"{GSM8K_HUB_ID} {split}, row {i}", r) for i, r in enumerate(hub, 1)]
 
 
+def _hub_math() -> list[Row]:
+    try:
+        from datasets import load_dataset as hf_load_dataset  # heavy: datasets
+
+        hub = hf_load_dataset(MATH_HUB_ID, split="test")
+    except Exception as exc:  # offline, not cached, hub errors: all mean "not available here"
+        raise DataError(
+            f"cannot load {MATH_HUB_ID} (test) from the Hugging Face hub or its local cache "
+            f"({type(exc).__name__}: {str(exc)[:200]}); pass a local folder or file with its rows (test.jsonl with "
+            f"'problem' and 'answer') as the dataset (--dataset PATH; Python: load_math(source=PATH)), or set "
+            f"{MATH_DIR_ENV}"
+        ) from exc
+    return [Row(f"{MATH_HUB_ID} test, row {i}", r) for i, r in enumerate(hub, 1)]
+
+
 # ----------------------------------------------------------------------------- rows -> dataset
-def _user_gold(value: Any) -> str | None:
-    """Gold answer of the user's rows: a number, or the number after ``####`` when present."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return normalize_number(str(value))
-    if isinstance(value, str):
-        return gsm8k_gold(value) if "####" in value else normalize_number(value)
-    return None
-
-
 def _is_messages(prompt: Any) -> bool:
     if not isinstance(prompt, list) or not prompt:
         return False
@@ -225,16 +234,19 @@ def _to_dataset(
     *,
     question_column: str,
     answer_column: str,
-    gold: Callable[[Any], str | None],
+    kind: AnswerKind | None,
     style: PromptStyle | None,
     skip_invalid: bool,
     limit: int | None,
     keep_columns: bool,
     column_hint: str,
+    gold: Callable[[Any], str | None] | None = None,
 ) -> Dataset:
-    """Validate rows, normalize answers, build prompts; a DataError names the bad row (``column_hint``: what to
-    change for a missing column; ``keep_columns``: keep the rows' other columns, and take rows with a ``prompt``
-    and no answer column as a task in TRL's shape)."""
+    """Validate rows, read the golds in their kind (None: chosen from the golds), build prompts; a DataError names
+    the bad row (``column_hint``: what to change for a missing column; ``keep_columns``: keep the rows' other
+    columns, and take rows with a ``prompt`` and no answer column as a task in TRL's shape; ``gold``: how a gold is
+    read, instead of the kind's reading)."""
+
     columns = list(dict.fromkeys(key for row in rows for key in row.data))
     if question_column not in columns and not (question_column == "question" and "prompt" in columns):
         raise DataError(f"{source}: no {question_column!r} column (columns: {', '.join(columns)}); {column_hint}")
@@ -243,6 +255,9 @@ def _to_dataset(
     if answer_column not in columns:
         raise DataError(f"{source}: no {answer_column!r} column (columns: {', '.join(columns)}); {column_hint}")
     asked = question_column if question_column in columns else "prompt"
+    kind = kind or choose_answer_kind([(row.where, row.data.get(answer_column)) for row in rows], source)
+    gold = gold or functools.partial(read_gold, kind=kind)
+    tagged = {} if kind == "number" else {"answer_kind": kind}  # the correctness reward reads it; numbers: none
     out: list[dict[str, Any]] = []
     skipped: list[str] = []
     for row in rows:
@@ -253,13 +268,13 @@ def _to_dataset(
         if question is None:
             problem = f"{asked!r} is missing, empty or not text: {row.data.get(asked)!r:.80}"
         elif answer is None:
-            problem = f"no usable number in {answer_column!r}: {row.data.get(answer_column)!r:.120}"
+            problem = gold_error(kind, answer_column, row.data.get(answer_column))
         elif "prompt" in row.data and not (_is_messages(prompt) or (isinstance(prompt, str) and prompt.strip())):
             problem = f"'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}"
         else:
             built = prompt if "prompt" in row.data else build_messages(question, style)
             extras = {k: v for k, v in row.data.items() if keep_columns and k not in ("prompt", "question", "answer")}
-            out.append({"prompt": built, "question": question, "answer": answer, **extras})
+            out.append({"prompt": built, "question": question, "answer": answer, **tagged, **extras})
             continue
         if not skip_invalid:
             raise DataError(
@@ -307,9 +322,53 @@ def load_gsm8k(
     rows = _hub_gsm8k(split) if source is None else _read_source(source, split)
     name = f"{GSM8K_HUB_ID} ({split})" if source is None else str(source)
     return _to_dataset(
-        rows, name, question_column="question", answer_column="answer", gold=gsm8k_gold,
+        rows, name, question_column="question", answer_column="answer", kind="number", gold=gsm8k_gold,
         style=style, skip_invalid=skip_invalid, limit=limit, keep_columns=False,
         column_hint="GSM8K rows need 'question' and 'answer' (a worked solution ending in '#### <number>')",
+    )  # fmt: skip
+
+
+def load_math(
+    split: DataSplit = "test",
+    source: str | os.PathLike[str] | None = None,
+    *,
+    style: PromptStyle | None = None,
+    skip_invalid: bool = False,
+    limit: int | None = None,
+) -> Dataset:
+    """MATH-500: 500 competition problems whose ``answer`` is LaTeX (``\\frac{14}{3}``), compared as ``math``.
+
+    Args:
+        split: ``"test"``: the 500 problems. ``"train"``: a folder's train file when it has one; MATH-500 itself has
+            only the test split, so ``"train"`` reads those same 500 rows (train on them to exercise a run, and
+            evaluate elsewhere: there is no held-out part), with a warning.
+        source: ``None``: the hub's ``HuggingFaceH4/MATH-500`` (offline from the Hugging Face cache), or the folder
+            in ``$GRPO_LITE_MATH_DIR``; a path: a file, or a folder with ``test.jsonl`` (fields ``problem``,
+            ``answer``).
+        style: the prompt style of the ``prompt`` column. Default: ``PromptStyle()``.
+        skip_invalid: skip rows whose answer math-verify cannot parse (one warning gives the count) instead of raising.
+        limit: keep only the first ``limit`` usable rows.
+
+    Returns:
+        Columns ``prompt``, ``question`` (the problem), ``answer`` (the LaTeX answer, trimmed), ``answer_kind``.
+
+    Raises:
+        DataError: the source is missing or unreadable, lacks ``problem``/``answer``, or an answer does not parse.
+        ConfigError: unknown split or a bad limit.
+    """
+    _check_split(split)
+    _check_limit(limit)
+    if source is None and os.environ.get(MATH_DIR_ENV):
+        source = os.environ[MATH_DIR_ENV]
+    path = None if source is None else Path(source).expanduser()
+    own_train = path is not None and (not path.is_dir() or any(path.glob("*train*")))
+    if split == "train" and not own_train:
+        warnings.warn(f"{MATH_HUB_ID} has only a test split: training on its 500 problems", stacklevel=2)
+    rows = _hub_math() if path is None else _read_source(path, split if own_train else "test")
+    return _to_dataset(
+        rows, f"{MATH_HUB_ID} (test)" if source is None else str(source), question_column="problem",
+        answer_column="answer", kind="math", style=style, skip_invalid=skip_invalid, limit=limit,
+        keep_columns=False, column_hint="MATH rows need 'problem' and 'answer' (the final answer, in LaTeX)",
     )  # fmt: skip
 
 
@@ -325,7 +384,8 @@ class _Request:
     levels: Sequence[int]
 
 
-# The one registry of named datasets: name -> (description, loader). Docs and CLI read it.
+# The one registry of named datasets: name -> (description, loader). Docs and CLI read it. Their answers' kinds:
+_KINDS: dict[DatasetName, AnswerKind] = {"gsm8k": "number", "synthetic": "number", "math": "math"}
 DATASETS: dict[DatasetName, tuple[str, Callable[[_Request], Dataset]]] = {
     "gsm8k": (
         f"GSM8K grade-school math (hub {GSM8K_HUB_ID}, or the folder in ${GSM8K_DIR_ENV}); 7,473 train / 1,319 test",
@@ -334,6 +394,10 @@ DATASETS: dict[DatasetName, tuple[str, Callable[[_Request], Dataset]]] = {
     "synthetic": (
         f"generated grade-school problems, levels 1-3, offline; {_SYNTHETIC_DEFAULT_N} unless limit= is given",
         lambda q: synthetic_problems(q.limit or _SYNTHETIC_DEFAULT_N, q.seed, q.levels, style=q.style, split=q.split),
+    ),
+    "math": (
+        f"MATH-500 competition math, LaTeX answers (hub {MATH_HUB_ID}, or the folder in ${MATH_DIR_ENV}); 500 test",
+        lambda q: load_math(q.split, style=q.style, skip_invalid=q.skip_invalid, limit=q.limit),
     ),
 }
 
@@ -349,6 +413,7 @@ def load_dataset(
     seed: int = 0,
     skip_invalid: bool = False,
     levels: Sequence[int] = LEVELS,
+    answer_kind: AnswerKind | None = None,
 ) -> Dataset:
     """The one entry the trainer uses: a named dataset, a file or folder, or a ``datasets.Dataset``.
 
@@ -358,21 +423,25 @@ def load_dataset(
         split: ``"train"`` or ``"test"`` (named datasets and folders; a single file is read whole).
         style: the prompt style that builds ``prompt`` (rows with their own keep it). Default: ``PromptStyle()``.
         prompt_column: the user's column holding the question (else the last user message of ``prompt``).
-        answer_column: the user's column holding the answer: a number (``"1,234"``, ``"$5"``, ``7``)
-            or a worked solution ending in ``#### <number>``.
+        answer_column: the user's column holding the answer: a number (``"1,234"``, ``"$5"``, ``7``) or a worked
+            solution ending in ``#### <number>``, LaTeX (``\\frac{3}{4}``), an option letter, or text.
         limit: keep only the first ``limit`` usable rows (for ``"synthetic"``: generate ``limit``).
         seed: the seed of ``"synthetic"``.
         skip_invalid: skip rows without a usable question or answer (with a warning) instead of raising.
         levels: the levels of ``"synthetic"``, a selection of ``(1, 2, 3)``.
+        answer_kind: how answers compare: ``"number"``, ``"math"``, ``"choice"`` or ``"text"``
+            (:mod:`grpo_lite.data.answer_kinds`). Default: the named dataset's; for other data, chosen from the golds
+            (every gold a number: ``number``; LaTeX in the golds: ``math``; else ``text``).
 
     Returns:
-        Columns ``prompt``, ``question``, ``answer`` (the canonical number), plus the user's other columns
-        (reward functions receive them as keyword arguments). Rows with a ``prompt`` and no ``answer_column`` are a
+        Columns ``prompt``, ``question``, ``answer`` (the gold in its kind's form: the canonical number for
+        ``number``), ``answer_kind`` unless the kind is ``number``, plus the user's other columns (reward
+        functions receive them as keyword arguments). Rows with a ``prompt`` and no ``answer_column`` are a
         task in TRL's shape: every column kept as it is, no answer asked for (:func:`has_gold`; docs/tasks.md).
 
     Raises:
-        DataError: unknown name, missing/empty/unreadable file, missing columns, a bad row.
-        ConfigError: unknown split or a bad limit.
+        DataError: unknown name, missing/empty/unreadable file, missing columns, a bad row, golds of mixed kinds.
+        ConfigError: unknown split, a bad limit, an unknown answer kind or one a named dataset's answers are not.
 
     >>> ds = load_dataset("synthetic", limit=3, seed=1)
     >>> ds.num_rows, ds.column_names[:3]
@@ -382,8 +451,9 @@ def load_dataset(
 
     _check_split(split)
     _check_limit(limit)
+    check_answer_kind(answer_kind)
     kwargs: dict[str, Any] = {
-        "question_column": prompt_column, "answer_column": answer_column, "gold": _user_gold, "style": style,
+        "question_column": prompt_column, "answer_column": answer_column, "kind": answer_kind, "style": style,
         "skip_invalid": skip_invalid, "limit": limit, "keep_columns": True,
         "column_hint": "rename those columns to 'question' and 'answer' in the file, or in Python load it with "
                        "load_dataset(path, prompt_column=..., answer_column=...) and pass the Dataset to train(); "
@@ -400,6 +470,8 @@ def load_dataset(
             "(for a DatasetDict pick a split: ds['train'])"
         )
     if isinstance(spec, str) and spec in DATASETS:
+        if answer_kind not in (None, _KINDS[spec]):
+            raise ConfigError(f"{spec}'s answers are of kind {_KINDS[spec]!r}: leave answer_kind unset")
         return DATASETS[spec][1](_Request(split, style, limit, seed, skip_invalid, levels))
     path = Path(spec).expanduser()
     looks_like_path = path.suffix.lower() in SUFFIXES or os.sep in str(spec) or str(spec).startswith((".", "~"))

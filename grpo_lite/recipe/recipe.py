@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite._version import __version__
+from grpo_lite.data.answer_kinds import AnswerKind
 from grpo_lite.data.prompts import PROMPT_STYLES, Example, PromptStyle
 from grpo_lite.defaults import RUN, STEP, TRAINER
 from grpo_lite.errors import ConfigError, OutputDirError
@@ -84,6 +85,7 @@ class Recipe:
     dataset: Any = TRAINER.dataset  # "gsm8k", "synthetic" or a path (a datasets.Dataset in memory only)
     rewards: list[Any] | None = None  # reward names (callables in memory only); None: the five GSM8K rewards
     prompt_style: Any = TRAINER.prompt_style  # a name in PROMPT_STYLES, or a PromptStyle (its fields in a file)
+    answer_kind: AnswerKind | None = None  # how answers compare (number, math, choice, text); None: from the data
     seed: int = 0
     max_steps: int | None = None  # optimizer steps; None: one epoch
     dtype: Dtype | None = None  # the dtype the weights load in
@@ -106,6 +108,7 @@ class Recipe:
         dataset: Any = TRAINER.dataset,
         rewards: list[Any] | None = None,
         prompt_style: Any = None,
+        answer_kind: AnswerKind | None = None,
         seed: int = 0,
         max_steps: int | None = None,
         stop_strings: Any = TRAINER.stop_strings,
@@ -120,7 +123,7 @@ class Recipe:
             model=plan.model.model_id, preset=plan.preset.name, device=plan.device, budget_gb=plan.budget_gb,
             num_processes=plan.num_processes, sharding=plan.sharding, dataset=dataset,
             rewards=list(DEFAULT_REWARDS) if rewards is None else list(rewards),
-            prompt_style=_style_name(prompt_style), seed=seed, max_steps=max_steps,
+            prompt_style=_style_name(prompt_style), answer_kind=answer_kind, seed=seed, max_steps=max_steps,
             dtype=plan.model_kwargs["dtype"], quantization=_copy(plan.model_kwargs.get("quantization")),
             lora=_copy(plan.lora), update_rounding=step.update_rounding,
             shared_prefix=step.shared_prefix, stop_strings=list(stop_strings), trl=_copy(trl), plan=plan,
@@ -128,7 +131,7 @@ class Recipe:
 
     def replanned(self, plan: Plan) -> Recipe:
         """The same run on another plan (after an out-of-memory step down)."""
-        own = ("dataset", "rewards", "prompt_style", "seed", "max_steps", "stop_strings")
+        own = ("dataset", "rewards", "prompt_style", "answer_kind", "seed", "max_steps", "stop_strings")
         return Recipe.from_plan(plan, **{key: getattr(self, key) for key in own})
 
     @classmethod
@@ -277,6 +280,7 @@ class Recipe:
             notes["preset"] = self.plan.preset.summary
         notes.setdefault("max_steps", "optimizer steps; null trains one epoch")
         notes.setdefault("budget_gb", "the card's nominal GB per device (RAM on CPU); null: not checked")
+        notes.setdefault("answer_kind", "how answers compare: number, math, choice, text; null: chosen from the data")
         data = self.to_dict()
         lines = _header(self, str(path) if path is not None else "recipe.yaml")
         run = list(data)[: list(data).index("dtype")]  # model ... max_steps: the fields before the weights' load

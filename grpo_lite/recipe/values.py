@@ -24,6 +24,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
+from grpo_lite.data.answer_kinds import AnswerKind
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
@@ -48,6 +49,7 @@ class OwnSettings:
     sharding: Optional[Sharding] = None
     dtype: Optional[Dtype] = None
     update_rounding: Optional[UpdateRounding] = None
+    answer_kind: Optional[AnswerKind] = None
     lora_target_modules: Union[None, str, list[str]] = None  # names, or a pattern ("all-linear"): typed as text
 
 

@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_lite.data.answers import answers_match, extract_answer, extract_xml_answer, normalize_number
+from grpo_lite.data.answer_kinds import answer_is_correct
+from grpo_lite.data.answers import extract_xml_answer, normalize_number
 from grpo_lite.errors import ConfigError, DataError
 
 __all__ = [
@@ -144,7 +145,8 @@ class _Reward:
 @dataclass(frozen=True)
 class CorrectnessReward(_Reward):
     """``value`` when the ``<answer>`` block's last number equals the ``answer`` column (the gold number) as a
-    number; no ``<answer>`` block scores 0 (:func:`grpo_lite.data.answers.extract_answer`).
+    number; no ``<answer>`` block scores 0 (:func:`grpo_lite.data.answers.extract_answer`). Rows with an
+    ``answer_kind`` column compare in that kind (:func:`grpo_lite.data.answer_kinds.answer_is_correct`).
 
     >>> correctness_reward(None, ["<answer>\\n$18.00\\n</answer>", "18"], answer=["18", "18"])
     [2.0, 0.0]
@@ -161,23 +163,31 @@ class CorrectnessReward(_Reward):
         if gold is None:
             raise DataError(f"{self.name} needs the dataset column 'answer' (the gold number of each problem)")
         texts = _texts(completions, kwargs, self.name)  # a None gold scores 0; an int gold is read as text
+        kinds = _column(kwargs, "answer_kind", len(completions), self.name) or ["number"] * len(completions)
         return [
-            self.value if g is not None and answers_match(extract_answer(t), str(g)) else 0.0
-            for t, g in zip(texts, gold)
+            self.value if g is not None and answer_is_correct(t, str(g), k) else 0.0
+            for t, g, k in zip(texts, gold, kinds)
         ]
 
 
 @dataclass(frozen=True)
 class IntegerReward(_Reward):
     """``value`` when the ``<answer>`` content is one whole number (``2,125``, ``$18``, ``18.00``; not ``18.5``,
-    ``1/2``, ``18 apples``).
+    ``1/2``, ``18 apples``); 0 on rows whose ``answer_kind`` is not ``number`` (a whole number is not their format).
 
     >>> integer_reward(None, ["<answer>\\n2,125\\n</answer>", "<answer>18.5</answer>", "<answer>18kg</answer>"])
     [0.5, 0.0, 0.0]
+    >>> integer_reward(None, ["<answer>7</answer>"], answer_kind=["text"])
+    [0.0]
     """
 
     value: float = 0.5
     name: str = "integer_reward"
+
+    def __call__(self, prompts: Any = None, completions: Sequence[Any] = (), **kwargs: Any) -> list[float]:
+        kinds = _column(kwargs, "answer_kind", len(completions), self.name) or ["number"] * len(completions)
+        scores = super().__call__(prompts, completions, **kwargs)
+        return [score if kind == "number" else 0.0 for score, kind in zip(scores, kinds)]
 
     def score(self, text: str) -> float:
         number = normalize_number(extract_xml_answer(text) or "")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, TypeVar
 
 from grpo_lite import rewards as reward_lib
+from grpo_lite.data.answer_kinds import check_answer_kind
 from grpo_lite.defaults import RESILIENCE, STEP, TRAINER
 from grpo_lite.errors import ConfigError
 from grpo_lite.ranges import check
@@ -50,6 +51,7 @@ RECIPE_ARGUMENTS = (
     "max_steps",
     "shared_prefix",
     "stop_strings",
+    "answer_kind",
 )
 
 
@@ -155,6 +157,7 @@ class Request:
     method: Any  # planning.ladder.Method | None
     overrides: dict[str, Any] = field(default_factory=dict)  # typed as TRL's parser types them
     recipe: Recipe | None = None
+    answer_kind: Any = None  # data.answer_kinds.AnswerKind | None: how answers compare; None: from the data
 
 
 def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> Request:
@@ -173,13 +176,14 @@ def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> 
         model, budget_gb = recipe.model, recipe.budget_gb
         passed.update(dataset=recipe.dataset, rewards=recipe.rewards, seed=recipe.seed, max_steps=recipe.max_steps)
         passed.update(prompt_style=recipe.style(), shared_prefix=recipe.shared_prefix, preset=recipe.preset)
-        passed["stop_strings"] = recipe.stop_strings
+        passed.update(stop_strings=recipe.stop_strings, answer_kind=recipe.answer_kind)
         overrides = recipe.plan_settings()  # checked below as train()'s own overrides are
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
     else:  # typed and checked as a recipe's are
         model = typed("model", os.fspath(model) if isinstance(model, os.PathLike) else model)
         passed.update({key: check(key, typed(key, passed[key])) for key in ("seed", "shared_prefix", "stop_strings")})
+        check_answer_kind(passed.get("answer_kind"))
     reward_funcs, overrides = check_arguments(passed["max_steps"], on_oom, passed["rewards"], overrides, on_stall)
     return Request(model, budget_gb, reward_funcs=reward_funcs, overrides=overrides, recipe=recipe, **passed)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.defaults import TASKS
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.planning.choose import plan
 from grpo_lite.planning.tables import plan_summary, plan_table
@@ -61,7 +62,7 @@ def make_plan(
     if "max_completion_length" in settings:  # the model's context before the budget: 10**9 tokens names the context
         check_positions(inputs.prompt_tokens, settings["max_completion_length"], inputs.context, inputs.spec.name)
     try:
-        the_plan = plan(inputs.spec, method=method, preset=preset, **kwargs, **settings)
+        the_plan = _plan_for_task(request.dataset, inputs.spec, method=method, preset=preset, **kwargs, **settings)
     except DoesNotFitError as exc:  # the planner's advice names max_prompt_length, which train() measures itself
         advice = (
             train_advice(str(exc), inputs.prompt_tokens)
@@ -74,7 +75,21 @@ def make_plan(
             run.console.print(plan_table(the_plan))
         else:
             run.console.print(plan_summary(the_plan), highlight=False, markup=False, soft_wrap=True)
+        if inputs.answer_kind not in (None, "number"):  # GSM8K's numbers: the output it always had
+            run.console.print(f"answers compared as {inputs.answer_kind} (answer_kind)", highlight=False, markup=False)
     return the_plan, kwargs
+
+
+def _plan_for_task(dataset: Any, model: Any, **asked: Any) -> Plan:
+    """plan(); for a built-in task with a completion length of its own (``grpo_lite.defaults.TASKS``) on a GPU,
+    with that length first, and with the planner's own lengths when it does not fit."""
+    length = TASKS.max_completion_length.get(dataset) if isinstance(dataset, str) else None
+    if length is not None and asked.get("device") == "cuda" and "max_completion_length" not in asked:
+        try:
+            return plan(model, **asked, max_completion_length=length)
+        except DoesNotFitError:
+            pass
+    return plan(model, **asked)
 
 
 def recipe_advice(message: str, prompt_tokens: int, smallest_gb: float | None, recipe: Recipe) -> str:
@@ -105,6 +120,7 @@ def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFol
             dataset=request.dataset,
             rewards=None if request.rewards is None else list(request.rewards),
             prompt_style=inputs.style,
+            answer_kind=request.answer_kind,
             seed=request.seed,
             max_steps=request.max_steps,
             stop_strings=request.stop_strings,

@@ -34,6 +34,7 @@ class RunInputs:
     style: PromptStyle
     prompt_tokens: int  # the longest prompt, measured
     context: int | None = None  # the model's context in tokens (None: no known limit)
+    answer_kind: str | None = None  # how the golds compare (data.answer_kinds); None: the data has no answer column
 
 
 def load_inputs(spec: ModelSpec, request: Request, skip_invalid: bool, console: Any) -> RunInputs:
@@ -44,14 +45,19 @@ def load_inputs(spec: ModelSpec, request: Request, skip_invalid: bool, console: 
         console.print(f"[dim]{spec.note}[/dim]")
     style = request.prompt_style or prompts.PromptStyle()
     tokenizer = load_tokenizer(spec.model_id)
-    rows = load_dataset(request.dataset, split="train", style=style, seed=request.seed, skip_invalid=skip_invalid)
+    rows = load_dataset(
+        request.dataset, split="train", style=style, seed=request.seed, skip_invalid=skip_invalid,
+        answer_kind=request.answer_kind,
+    )  # fmt: skip
     if not has_gold(rows):
         _check_task_rewards(request.reward_funcs)
         style = prompts.OWN_PROMPTS  # a task's own prompts, as written
     train_set = prompts.apply_prompt_style(rows, tokenizer, style)
     prompt_tokens = measure_prompt_tokens(train_set, tokenizer)  # every row: TRL does not truncate
     context = context_tokens(spec, tokenizer)
-    return RunInputs(spec, tokenizer, train_set, request.reward_funcs, style, prompt_tokens, context)
+    columns = train_set.column_names
+    kind = train_set[0]["answer_kind"] if "answer_kind" in columns else "number" if "answer" in columns else None
+    return RunInputs(spec, tokenizer, train_set, request.reward_funcs, style, prompt_tokens, context, kind)
 
 
 def _check_task_rewards(reward_funcs: list[Callable[..., Any]]) -> None:
@@ -94,6 +100,7 @@ def check_inputs(
     seed: int,
     skip_invalid: bool,
     max_completion_length: int | None,
+    answer_kind: str | None = None,
 ) -> None:
     """What each rank checks before its model loads, checked once before the ranks start: the model resolves, the
     dataset loads (a missing file, a bad row) and its longest prompt with ``max_completion_length`` fits the
@@ -105,7 +112,9 @@ def check_inputs(
     from rich.console import Console  # loaded to draw: rich
 
     spec = resolve_model(model)
-    asked = Request(model, None, dataset, None, [], seed, None, prompt_style, False, (), None, None)
+    asked = Request(
+        model, None, dataset, None, [], seed, None, prompt_style, False, (), None, None, answer_kind=answer_kind
+    )
     inputs = load_inputs(spec, asked, skip_invalid, Console(quiet=True))
     completion = min(PLANNER.completion_lengths) if max_completion_length is None else max_completion_length
     check_positions(inputs.prompt_tokens, completion, inputs.context, spec.name)

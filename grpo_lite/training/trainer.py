@@ -22,6 +22,7 @@ from grpo_lite.training.run.attempts import Attempts, OnOOM, run_attempts
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
+    from grpo_lite.data.answer_kinds import AnswerKind
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.planning.ladder import Method
     from grpo_lite.recipe.recipe import Recipe
@@ -55,6 +56,7 @@ def train(
     stop_strings: Sequence[str] = None,  # type: ignore[assignment]
     skip_invalid: bool = False,
     export: ExportFormat | None = None,
+    answer_kind: AnswerKind | None = None,
     **overrides: Any,
 ) -> TrainResult:
     """Fine-tune ``model`` with GRPO on ``dataset`` under a memory plan for ``budget_gb``.
@@ -105,6 +107,9 @@ def train(
             ``max_completion_length``.
         skip_invalid: skip dataset rows without a usable question or answer (one warning gives the
             count) instead of raising. Default: False.
+        answer_kind: how the correctness reward compares answers with the golds: ``"number"``, ``"math"``
+            (LaTeX, math-verify), ``"choice"`` (an option letter) or ``"text"`` (docs/datasets.md). Default: the named
+            dataset's, else chosen from the golds (every gold a number: number; LaTeX: math; else text).
         export: ``"gguf"`` also writes ``final.gguf`` (q8_0), ``final.Modelfile`` (Ollama) and ``final.system_prompt.txt``
             in the run folder at the end (docs/export.md); checked before training starts. Default: None.
         **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
@@ -123,7 +128,7 @@ def train(
         config, model, budget_gb, dataset=dataset, rewards=rewards, seed=seed, max_steps=max_steps, method=method,
         preset=preset, prompt_style=prompt_style, shared_prefix=shared_prefix, stop_strings=stop_strings,
         on_oom=on_oom, on_stall=on_stall, overrides=overrides, resume=resume, overwrite=overwrite, quiet=quiet,
-        show_plan=show_plan, skip_invalid=skip_invalid, oom_window_steps=oom_window_steps, output_dir=output_dir,
+        show_plan=show_plan, skip_invalid=skip_invalid, oom_window_steps=oom_window_steps, output_dir=output_dir, answer_kind=answer_kind,
     )  # fmt: skip
     spec = resolve_model(request.model)  # once: every stage below reads this spec
     if after is not None:

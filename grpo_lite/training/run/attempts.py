@@ -291,6 +291,7 @@ class Attempts:
                 "settings": self.settings,
                 "rewards": [getattr(f, "__name__", repr(f)) for f in self.inputs.reward_funcs],
                 "prompt_style": asdict(self.inputs.style),
+                "answer_kind": self.inputs.answer_kind,
                 "measured_prompt_tokens": self.inputs.prompt_tokens,
                 "shared_prefix": self.shared_prefix_record,
                 "zero_advantage": self.zero_advantage_record,

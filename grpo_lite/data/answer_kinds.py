@@ -1,0 +1,178 @@
+"""Answers of every common kind: how a gold is read and how the model's ``<answer>`` block is compared with it.
+
+``number`` is :mod:`grpo_lite.data.answers` unchanged (the GSM8K rule); ``math`` compares LaTeX and expressions
+symbolically through ``math-verify``, as TRL's ``accuracy_reward`` does; ``choice`` compares one option letter;
+``text`` compares the trimmed text with case and inner whitespace folded (docs/datasets.md, "Answer kinds").
+
+>>> [answers_match_kind(p, "B", "choice") for p in ["(B)", "b", "B) 42", "C", "Because"]]
+[True, True, True, False, False]
+>>> answers_match_kind("  New   york ", "new York", "text"), answers_match_kind("York", "new York", "text")
+(True, False)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any, Literal, get_args
+
+from grpo_lite.data.answers import answers_match, extract_answer, extract_xml_answer, gsm8k_gold, normalize_number
+from grpo_lite.errors import ConfigError, DataError
+
+AnswerKind = Literal["number", "math", "choice", "text"]
+ANSWER_KINDS: tuple[AnswerKind, ...] = get_args(AnswerKind)
+
+_CHOICE_RE = re.compile(r"\(?([A-Za-z])(?:[.):](?:\s.*)?|\s.*)?", re.DOTALL)  # "(B)", "B)", "b", "B. 42", "B 42"
+_LATEX_RE = re.compile(r"[\\^{}$]")  # a backslash command, a power, a group or math mode: LaTeX
+_DELIMITED_RE = re.compile(r"(?<!\\)\$|\\boxed|\\\(|\\\[")  # math mode already marked ("\$5" is a dollar sign)
+_PARSE_TIMEOUT_S, _VERIFY_TIMEOUT_S = 10, 5  # TRL's accuracy_reward's: a pathological expression gives up
+
+
+def check_answer_kind(kind: Any) -> AnswerKind | None:
+    """``kind`` when it is an answer kind or None (chosen from the data).
+
+    Raises:
+        ConfigError: another value, naming the valid ones.
+    """
+    if kind is None or kind in ANSWER_KINDS:
+        return kind  # type: ignore[no-any-return]
+    raise ConfigError(f"unknown answer_kind {kind!r}; valid kinds: {', '.join(ANSWER_KINDS)} (or leave it unset)")
+
+
+def _fold_text(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _choice(text: str) -> str | None:
+    match = _CHOICE_RE.fullmatch(text.strip())
+    return match[1].upper() if match else None
+
+
+def _timeouts() -> tuple[int | None, int | None]:
+    """math-verify's timeouts: ``signal.alarm`` works in the main thread only; elsewhere none (as TRL does)."""
+    if threading.current_thread() is threading.main_thread():
+        return _PARSE_TIMEOUT_S, _VERIFY_TIMEOUT_S
+    for name in ("math_verify.parser", "math_verify.grader"):  # their "timeout is disabled" warning, once per call
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return None, None
+
+
+def _parse_math(text: str) -> list[Any]:
+    """math-verify's reading of an answer: a bare expression is read as LaTeX math (``$...$``)."""
+    from math_verify import parse  # heavy: sympy
+
+    return list(parse(text if _DELIMITED_RE.search(text) else f"${text}$", parsing_timeout=_timeouts()[0]))
+
+
+def read_gold(value: Any, kind: AnswerKind) -> str | None:
+    """The gold answer of a dataset cell in ``kind``, as the rewards compare it, or None when it cannot be read so
+    (``number``: the canonical number, also after ``####``; ``choice``: the upper-case letter; else the trimmed text).
+
+    >>> read_gold("$1,000", "number"), read_gold("(b)", "choice"), read_gold(" Paris ", "text")
+    ('1000', 'B', 'Paris')
+    >>> read_gold("\\\\frac{3}{4}", "math"), read_gold("", "math") is None, read_gold("42", "choice") is None
+    ('\\\\frac{3}{4}', True, True)
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    text = str(value).strip()
+    if kind == "number":  # a number, or a worked solution ending in "#### <number>"
+        return gsm8k_gold(text) if "####" in text else normalize_number(text)
+    if kind == "choice":
+        return _choice(text)
+    if not text:
+        return None
+    if kind == "math":  # math-verify keeps the bare string of what sympy could not read: not a gold
+        return text if any(not isinstance(part, str) for part in _parse_math(text)) else None
+    return text
+
+
+def answers_match_kind(predicted: str | None, gold: str, kind: AnswerKind) -> bool:
+    """Whether the model's answer (the ``<answer>`` block's content) equals the gold in ``kind``.
+
+    ``number``: :func:`grpo_lite.data.answers.answers_match`; ``math``: math-verify's ``verify(gold, answer)``
+    (``\\dfrac{1}{2}`` = ``0.5`` = ``\\frac{2}{4}``); ``choice``: the same option letter (``(B)``, ``B)``, ``b``);
+    ``text``: equal after trimming, with case and inner whitespace folded. None never matches.
+    """
+    if predicted is None:
+        return False
+    if kind == "number":
+        return answers_match(predicted, gold)
+    if kind == "choice":
+        letter = _choice(predicted)
+        return letter is not None and letter == _choice(gold)
+    if kind == "text":
+        return _fold_text(predicted) == _fold_text(gold) != ""
+    from math_verify import verify  # heavy: sympy
+
+    answer = _parse_math(predicted) if predicted.strip() else []
+    return bool(answer) and bool(verify(_parse_math(gold), answer, timeout_seconds=_timeouts()[1]))
+
+
+def predicted_answer(text: str, kind: AnswerKind) -> str | None:
+    """The model's answer in a completion: for ``number`` the last number of the ``<answer>`` block
+    (:func:`grpo_lite.data.answers.extract_answer`), for the other kinds the block's content; None without a block.
+
+    >>> predicted_answer("<answer>It is 18.</answer>", "number"), predicted_answer("<answer> (C) </answer>", "choice")
+    ('18', '(C)')
+    """
+    return extract_answer(text) if check_answer_kind(kind) == "number" else extract_xml_answer(text)
+
+
+def answer_is_correct(text: str, gold: str, kind: AnswerKind) -> bool:
+    """Whether a completion's ``<answer>`` equals the gold in ``kind``: the correctness reward's and evaluate()'s rule.
+
+    >>> answer_is_correct("<answer>\\dfrac{1}{2}</answer>", "0.5", "math")
+    True
+    """
+    return answers_match_kind(predicted_answer(text, kind), gold, kind)
+
+
+def _kind_of(value: Any) -> Literal["number", "math", "text"] | None:
+    """What one gold looks like: a number, LaTeX, other text; None when empty or not text."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not str(value).strip():
+        return None
+    if normalize_number(str(value)) is not None or (isinstance(value, str) and "####" in value):
+        return "number"
+    return "math" if _LATEX_RE.search(str(value)) else "text"
+
+
+def choose_answer_kind(golds: Sequence[tuple[str, Any]], source: str) -> AnswerKind:
+    """The kind of a dataset's golds (``(where, value)`` pairs): every gold a number: ``number``; LaTeX in the golds:
+    ``math``; else ``text``.
+
+    Raises:
+        DataError: some golds are numbers and others plain text (mixed kinds), naming one of each.
+
+    >>> choose_answer_kind([("row 1", "18"), ("row 2", 7)], "data"), choose_answer_kind([("r", "\\\\frac12")], "d")
+    ('number', 'math')
+    """
+    first: dict[str, tuple[str, Any]] = {}
+    for where, value in golds:
+        kind = _kind_of(value)
+        if kind is not None:
+            first.setdefault(kind, (where, value))
+    if "math" in first:
+        return "math"
+    if "number" in first and "text" in first:
+        (num_where, num), (text_where, text) = first["number"], first["text"]
+        raise DataError(
+            f"{source}: the golds mix kinds: {num_where.removeprefix(source + ', ')} is a number ({num!r:.40}), "
+            f"{text_where.removeprefix(source + ', ')} is text "
+            f"({text!r:.40}); pass answer_kind='text' (--answer-kind text) to compare them all as text, or "
+            "'number' to require numbers"
+        )
+    return "text" if "text" in first else "number"
+
+
+def gold_error(kind: AnswerKind, column: str, value: Any) -> str:
+    """What is wrong with a gold that :func:`read_gold` could not read in ``kind`` (the loaders name the row)."""
+    if kind == "number":
+        return f"no usable number in {column!r}: {value!r:.120}"
+    if kind == "math":
+        return f"math-verify cannot parse {column!r} as math: {value!r:.120}"
+    if kind == "choice":
+        return f"{column!r} is not one option letter (A, (B), c): {value!r:.120}"
+    return f"{column!r} is missing, empty or not text: {value!r:.120}"

@@ -341,6 +341,7 @@ def test_evaluate_decodes_the_tasks_own_length(tiny_model_dir: Path, monkeypatch
         return ["<answer>\\frac{1}{2}</answer>"] * len(prompts)
 
     monkeypatch.setattr(evaluation, "_greedy_batch", greedy)
+    monkeypatch.setattr(evaluation, "model_context", lambda *_: 4096)  # a model with room for MATH's 1024 (tiny: 1024)
     model, tokenizer = evaluation.load_for_eval(str(tiny_model_dir))
     evaluation.evaluate(model, "math", limit=2, tokenizer=tokenizer)
     evaluation.evaluate(model, "math", limit=2, tokenizer=tokenizer, max_new_tokens=64)

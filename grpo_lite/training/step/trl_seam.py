@@ -211,7 +211,7 @@ SEAM = (
         "shared-prefix sampling",
         (_SAMPLING_METHOD, "use_vllm", "use_transformers_continuous_batching", "_tokenizer"),
         _sampling_problem,
-        "TRL's own _generate_single_turn samples every prompt",
+        "TRL's own `_generate_single_turn` samples every prompt",
     ),
     SeamRow(
         "stop_strings",
@@ -225,21 +225,21 @@ SEAM = (
             "eos_token_ids",
         ),
         _stop_strings_problem,
-        "no stop strings: completions end at EOS or max_completion_length",
+        "no stop strings: completions end at EOS or `max_completion_length`",
     ),
     SeamRow(
         "update_monitor",
         "update monitor",
         ("_metrics",),
         _monitor_problem,
-        "no update monitor metrics",
+        "no update monitor: its metrics are not logged",
     ),
     SeamRow(
         "skip_zero_advantage",
         "zero-advantage skip",
         (_LOSS[0],),
         _loss_problem,
-        "TRL's own _compute_loss trains every row",
+        "TRL's own `_compute_loss` trains every row",
     ),
 )
 

@@ -47,6 +47,7 @@ _SCORING = (
     "compute_entropy",
     "compute_aux_loss",
 )  # then only fields that default to None (multimodal inputs)
+_HEAD_ARGUMENTS = ("fused_lm_head", "shift_labels")  # of the forward TRL gives its fused LM head
 _SAMPLING = ("self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images")
 # Lines of TRL's _generate_single_turn (whitespace and trailing commas ignored) that the layout and the stop
 # strings rely on: the left padding, the one generate call, the slice at the padded width, the first-EOS cut.
@@ -108,32 +109,24 @@ def _fused_head_problem(trainer: Any) -> str | None:
         params = inspect.signature(patched_lm(trainer.model).forward, follow_wrapped=False).parameters
     except (AttributeError, TypeError, ValueError):
         return "the model's forward is unreadable"
-    missing = [p for p in ("fused_lm_head", "shift_labels") if p not in params]
+    missing = [p for p in _HEAD_ARGUMENTS if p not in params]
     return f"the fused LM head takes no {', '.join(missing)}" if missing else None
 
 
-def _is_bool(value: Any) -> bool:
-    return isinstance(value, bool)
-
-
-def _has_pad_token_id(tokenizer: Any) -> bool:
-    return hasattr(tokenizer, "pad_token_id")
-
-
-def _is_set(value: Any) -> bool:
-    return value is not None
-
-
-def _are_token_ids(ids: Any) -> bool:
-    return isinstance(ids, (list, tuple)) and all(isinstance(i, int) for i in ids)
-
-
-def _are_metric_lists(metrics: Any) -> bool:
-    return isinstance(metrics, dict) and hasattr(metrics.get("train"), "__getitem__")
-
-
-_SWITCHES = {"use_vllm": _is_bool, "use_transformers_continuous_batching": _is_bool}
-_TOKENIZER = {"_tokenizer": _has_pad_token_id}
+# The attributes each check reads, and what their values must be (the rows' TRL names are these dicts' keys).
+_SWITCHES: dict[str, Callable[[Any], bool]] = {
+    "use_vllm": lambda v: isinstance(v, bool),
+    "use_transformers_continuous_batching": lambda v: isinstance(v, bool),
+}
+_TOKENIZER: dict[str, Callable[[Any], bool]] = {"_tokenizer": lambda t: hasattr(t, "pad_token_id")}
+_STOP = {
+    **_TOKENIZER,
+    "generation_config": lambda c: c is not None,
+    "eos_token_ids": lambda ids: isinstance(ids, (list, tuple)) and all(isinstance(i, int) for i in ids),
+}
+_METRICS: dict[str, Callable[[Any], bool]] = {
+    "_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")
+}
 
 
 def _samples_locally(trainer: Any) -> bool:
@@ -146,15 +139,11 @@ def _samples_locally(trainer: Any) -> bool:
 
 def _generate_problem(trainer: Any, trl_class: type) -> str | None:
     """What both sampling features need: the method's signature, the switches, the left padding and generate call."""
-    return (
-        _signature_problem(trl_class, _SAMPLING_METHOD, _SAMPLING, rest_none=False)
-        or _attribute_problem(trainer, _SWITCHES)
-        or (
-            _source_problem(trl_class, _SAMPLING_METHOD, (_LEFT_PAD, _GENERATE_CALL))
-            if _samples_locally(trainer)
-            else None
-        )
-    )
+    if why := _signature_problem(trl_class, _SAMPLING_METHOD, _SAMPLING, rest_none=False):
+        return why
+    if not _samples_locally(trainer):
+        return _attribute_problem(trainer, _SWITCHES)
+    return _source_problem(trl_class, _SAMPLING_METHOD, (_LEFT_PAD, _GENERATE_CALL))
 
 
 def _scoring_problem(trainer: Any, trl_class: type) -> str | None:
@@ -170,13 +159,11 @@ def _sampling_problem(trainer: Any, trl_class: type) -> str | None:
 def _stop_strings_problem(trainer: Any, trl_class: type) -> str | None:
     if (why := _generate_problem(trainer, trl_class)) or not _samples_locally(trainer):
         return why
-    return _source_problem(trl_class, _SAMPLING_METHOD, (_EOS_CUT,)) or _attribute_problem(
-        trainer, {**_TOKENIZER, "generation_config": _is_set, "eos_token_ids": _are_token_ids}
-    )
+    return _source_problem(trl_class, _SAMPLING_METHOD, (_EOS_CUT,)) or _attribute_problem(trainer, _STOP)
 
 
 def _monitor_problem(trainer: Any, trl_class: type) -> str | None:
-    return _attribute_problem(trainer, {"_metrics": _are_metric_lists})
+    return _attribute_problem(trainer, _METRICS)
 
 
 def _loss_problem(trainer: Any, trl_class: type) -> str | None:
@@ -202,35 +189,28 @@ SEAM = (
     SeamRow(
         "shared_scoring",
         "shared-prefix scoring",
-        (_SCORING_METHOD, "fused_lm_head", "shift_labels"),
+        (_SCORING_METHOD, *_HEAD_ARGUMENTS),
         _scoring_problem,
         "TRL's own forward scores every row (the shared prefix off; the run plans again)",
     ),
     SeamRow(
         "shared_sampling",
         "shared-prefix sampling",
-        (_SAMPLING_METHOD, "use_vllm", "use_transformers_continuous_batching", "_tokenizer"),
+        (_SAMPLING_METHOD, *_SWITCHES, *_TOKENIZER),
         _sampling_problem,
         "TRL's own `_generate_single_turn` samples every prompt",
     ),
     SeamRow(
         "stop_strings",
         "stop strings",
-        (
-            _SAMPLING_METHOD,
-            "use_vllm",
-            "use_transformers_continuous_batching",
-            "generation_config",
-            "_tokenizer",
-            "eos_token_ids",
-        ),
+        (_SAMPLING_METHOD, *_SWITCHES, *_STOP),
         _stop_strings_problem,
         "no stop strings: completions end at EOS or `max_completion_length`",
     ),
     SeamRow(
         "update_monitor",
         "update monitor",
-        ("_metrics",),
+        tuple(_METRICS),
         _monitor_problem,
         "no update monitor: its metrics are not logged",
     ),

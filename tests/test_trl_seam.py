@@ -3,14 +3,17 @@ and no patch of a measurement left installed."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import types
+from pathlib import Path
 
 import pytest
 import torch
 import trl
 from trl import GRPOTrainer
 
+from grpo_lite.training.step import trl_seam
 from grpo_lite.training.step.trl_seam import TESTED_TRL, seam_problems
 
 ORIGINAL_SCORING = GRPOTrainer._get_per_token_logps_and_entropies
@@ -168,6 +171,38 @@ def test_missing_attributes_turn_their_feature_off():
 
     fake.use_vllm = True  # vLLM samples: TRL has no generation_config, and neither feature changes anything
     assert set(seam_problems(fake)) == {"shared_scoring", "update_monitor"}
+
+
+# ---- the table: each row's fallback happens when its check finds a difference ---------------------------------
+FELL_BACK = {  # feature -> whether the trainer runs TRL's code (or nothing) in its place
+    "shared_scoring": lambda t: not t.shared_prefix and t.shared_prefix_record["off"].endswith("simulated change"),
+    "shared_sampling": lambda t: t.shared_prefix and not t.shared_sampling and "sampling_off" in t.shared_prefix_record,
+    "stop_strings": lambda t: t.stop_strings == (),
+    "update_monitor": lambda t: t.update_monitor is None,
+    "skip_zero_advantage": lambda t: not t.zero_advantage.enabled and t.zero_advantage.record["off"].endswith("change"),
+}
+
+
+@pytest.mark.parametrize("row", trl_seam.SEAM, ids=lambda row: row.feature)
+def test_each_row_of_the_seam_falls_back_with_its_message(tiny_model_dir, tmp_path, monkeypatch, caplog, row):
+    failing = dataclasses.replace(row, check=lambda trainer, trl_class: "simulated change")
+    monkeypatch.setattr(trl_seam, "SEAM", tuple(failing if r is row else r for r in trl_seam.SEAM))
+    with caplog.at_level(logging.WARNING):
+        trainer = _build(tiny_model_dir, tmp_path, stop_strings=("1",))
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "grpo-lite" in r.getMessage()]
+    assert len(warned) == 1 and f": {row.name} off (simulated change). TRL's own code runs" in warned[0], warned
+    assert trainer.shared_prefix_record["trl_seam"]["off"] == {row.feature: "simulated change"}
+    assert {feature for feature, fell_back in FELL_BACK.items() if fell_back(trainer)} == {row.feature}
+
+
+def test_the_docs_show_the_seams_table():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "internals.md").read_text()
+    after = text.split("### `grpo_lite/training/step/trl_seam.py`", 1)[1]
+    table = after[after.index("| feature |") :].split("\n\n", 1)[0]
+    rows = [line.strip("| ").split(" | ") for line in table.splitlines()[2:]]
+    assert [(name, fallback) for name, _, fallback in rows] == [(row.name, row.fallback) for row in trl_seam.SEAM]
+    for (_, relies_on, _), row in zip(rows, trl_seam.SEAM, strict=True):
+        assert all(name in relies_on for name in row.relies_on), (row.feature, relies_on)
 
 
 # ---- measurements patch only while they measure ------------------------------------------------------

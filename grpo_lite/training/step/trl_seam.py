@@ -2,8 +2,10 @@
 
 Each feature of LiteGRPOTrainer relies on a part of TRL's private code, checked against the code grpo-lite was
 written for (TRL :data:`TESTED_TRL`; the table of what each relies on: docs/internals.md).
-:func:`seam_problems` names what differs, per feature; the trainer turns such a feature off and runs TRL's own
-code in its place, with one warning naming the TRL version, and a shared prefix turned off so is planned again.
+:data:`SEAM` is the table: one row per feature, with the TRL names it relies on, its check, its fallback and its
+words in the warning. :func:`seam_problems` runs the checks; the trainer turns each feature whose check found a
+difference off and runs TRL's own code in its place, with one warning naming the TRL version, and a shared prefix
+turned off so is planned again.
 
 The training code's private names of TRL, transformers, torch and bitsandbytes, all in this module (the memory
 layer's and the simulation's are in :mod:`grpo_lite.memory.meta.private`); other modules read them through the
@@ -25,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 # The TRL releases the trainer, shared-prefix and stop-string tests passed with (pyproject.toml's bound).
@@ -32,14 +35,8 @@ from typing import Any, Literal
 # fused LM head needs Triton, so no training step runs on a CPU-only torch and it was not tested further.
 TESTED_TRL = ("1.16.0",)
 Feature = Literal["shared_scoring", "shared_sampling", "stop_strings", "update_monitor", "skip_zero_advantage"]
-FEATURES: dict[Feature, str] = {  # the words of the warning, in the order the trainer checks them
-    "shared_scoring": "shared-prefix scoring",
-    "shared_sampling": "shared-prefix sampling",
-    "stop_strings": "stop strings",
-    "update_monitor": "update monitor metrics",
-    "skip_zero_advantage": "zero-advantage skip",
-}
 
+_SCORING_METHOD, _SAMPLING_METHOD = "_get_per_token_logps_and_entropies", "_generate_single_turn"
 _SCORING = (
     "self",
     "model",
@@ -50,6 +47,7 @@ _SCORING = (
     "compute_entropy",
     "compute_aux_loss",
 )  # then only fields that default to None (multimodal inputs)
+_HEAD_ARGUMENTS = ("fused_lm_head", "shift_labels")  # of the forward TRL gives its fused LM head
 _SAMPLING = ("self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images")
 # Lines of TRL's _generate_single_turn (whitespace and trailing commas ignored) that the layout and the stop
 # strings rely on: the left padding, the one generate call, the slice at the padded width, the first-EOS cut.
@@ -111,12 +109,124 @@ def _fused_head_problem(trainer: Any) -> str | None:
         params = inspect.signature(patched_lm(trainer.model).forward, follow_wrapped=False).parameters
     except (AttributeError, TypeError, ValueError):
         return "the model's forward is unreadable"
-    missing = [p for p in ("fused_lm_head", "shift_labels") if p not in params]
+    missing = [p for p in _HEAD_ARGUMENTS if p not in params]
     return f"the fused LM head takes no {', '.join(missing)}" if missing else None
 
 
+# The attributes each check reads, and what their values must be (the rows' TRL names are these dicts' keys).
+_SWITCHES: dict[str, Callable[[Any], bool]] = {
+    "use_vllm": lambda v: isinstance(v, bool),
+    "use_transformers_continuous_batching": lambda v: isinstance(v, bool),
+}
+_TOKENIZER: dict[str, Callable[[Any], bool]] = {"_tokenizer": lambda t: hasattr(t, "pad_token_id")}
+_STOP = {
+    **_TOKENIZER,
+    "generation_config": lambda c: c is not None,
+    "eos_token_ids": lambda ids: isinstance(ids, (list, tuple)) and all(isinstance(i, int) for i in ids),
+}
+_METRICS: dict[str, Callable[[Any], bool]] = {
+    "_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")
+}
+
+
+def _samples_locally(trainer: Any) -> bool:
+    """Whether transformers' ``generate`` samples (TRL calls the overrides whatever it samples with; what they change
+    applies to ``generate`` only)."""
+    return _attribute_problem(trainer, _SWITCHES) is None and not (
+        trainer.use_vllm or trainer.use_transformers_continuous_batching
+    )
+
+
+def _generate_problem(trainer: Any, trl_class: type) -> str | None:
+    """What both sampling features need: the method's signature, the switches, the left padding and generate call."""
+    if why := _signature_problem(trl_class, _SAMPLING_METHOD, _SAMPLING, rest_none=False):
+        return why
+    if not _samples_locally(trainer):
+        return _attribute_problem(trainer, _SWITCHES)
+    return _source_problem(trl_class, _SAMPLING_METHOD, (_LEFT_PAD, _GENERATE_CALL))
+
+
+def _scoring_problem(trainer: Any, trl_class: type) -> str | None:
+    return _signature_problem(trl_class, _SCORING_METHOD, _SCORING, rest_none=True) or _fused_head_problem(trainer)
+
+
+def _sampling_problem(trainer: Any, trl_class: type) -> str | None:
+    if (why := _generate_problem(trainer, trl_class)) or not _samples_locally(trainer):
+        return why
+    return _source_problem(trl_class, _SAMPLING_METHOD, _SLICE) or _attribute_problem(trainer, _TOKENIZER)
+
+
+def _stop_strings_problem(trainer: Any, trl_class: type) -> str | None:
+    if (why := _generate_problem(trainer, trl_class)) or not _samples_locally(trainer):
+        return why
+    return _source_problem(trl_class, _SAMPLING_METHOD, (_EOS_CUT,)) or _attribute_problem(trainer, _STOP)
+
+
+def _monitor_problem(trainer: Any, trl_class: type) -> str | None:
+    return _attribute_problem(trainer, _METRICS)
+
+
+def _loss_problem(trainer: Any, trl_class: type) -> str | None:
+    return _source_problem(trl_class, _LOSS[0], digest=_LOSS[1])
+
+
+@dataclass(frozen=True)
+class SeamRow:
+    """One feature of LiteGRPOTrainer that relies on TRL's private code."""
+
+    feature: Feature
+    name: str  # in the warning: "<name> off (<what its check found>)"
+    relies_on: tuple[str, ...]  # TRL's names: GRPOTrainer's, and its fused LM head's forward arguments
+    check: Callable[[Any, type], str | None]  # (trainer, TRL's GRPOTrainer) -> what differs, None when nothing
+    fallback: str  # what runs when the check finds a difference
+
+    def message(self, why: str) -> str:
+        return f"{self.name} off ({why})"
+
+
+# In the order the trainer checks them (and the warning names them); docs/internals.md shows the same table.
+SEAM = (
+    SeamRow(
+        "shared_scoring",
+        "shared-prefix scoring",
+        (_SCORING_METHOD, *_HEAD_ARGUMENTS),
+        _scoring_problem,
+        "TRL's own forward scores every row (the shared prefix off; the run plans again)",
+    ),
+    SeamRow(
+        "shared_sampling",
+        "shared-prefix sampling",
+        (_SAMPLING_METHOD, *_SWITCHES, *_TOKENIZER),
+        _sampling_problem,
+        "TRL's own `_generate_single_turn` samples every prompt",
+    ),
+    SeamRow(
+        "stop_strings",
+        "stop strings",
+        (_SAMPLING_METHOD, *_SWITCHES, *_STOP),
+        _stop_strings_problem,
+        "no stop strings: completions end at EOS or `max_completion_length`",
+    ),
+    SeamRow(
+        "update_monitor",
+        "update monitor",
+        tuple(_METRICS),
+        _monitor_problem,
+        "no update monitor: its metrics are not logged",
+    ),
+    SeamRow(
+        "skip_zero_advantage",
+        "zero-advantage skip",
+        (_LOSS[0],),
+        _loss_problem,
+        "TRL's own `_compute_loss` trains every row",
+    ),
+)
+
+
 def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, str]:
-    """Feature -> what differs from the TRL code it relies on, for a ``GRPOTrainer`` built by TRL's ``__init__``.
+    """Feature -> what differs from the TRL code it relies on (its :data:`SEAM` row's check), for a ``GRPOTrainer``
+    built by TRL's ``__init__``.
 
     Args:
         trainer: the trainer (its attributes and model are read).
@@ -124,45 +234,8 @@ def seam_problems(trainer: Any, trl_class: type | None = None) -> dict[Feature, 
     """
     if trl_class is None:
         from trl import GRPOTrainer as trl_class  # heavy: TRL
-    scoring, sampling = "_get_per_token_logps_and_entropies", "_generate_single_turn"
-    is_bool = lambda v: isinstance(v, bool)  # noqa: E731
-    switches = _attribute_problem(trainer, {"use_vllm": is_bool, "use_transformers_continuous_batching": is_bool})
-    # TRL calls the overrides whatever it samples with; what they change applies to transformers' generate only
-    local = switches is None and not (trainer.use_vllm or trainer.use_transformers_continuous_batching)
-    generate = (
-        _signature_problem(trl_class, sampling, _SAMPLING, rest_none=False)
-        or switches
-        or (local and _source_problem(trl_class, sampling, (_LEFT_PAD, _GENERATE_CALL)))
-    )
-    tokenizer = {"_tokenizer": lambda t: hasattr(t, "pad_token_id")}
-    found: dict[Feature, str | None] = {
-        "shared_scoring": _signature_problem(trl_class, scoring, _SCORING, rest_none=True)
-        or _fused_head_problem(trainer),
-        "shared_sampling": generate
-        or (local and (_source_problem(trl_class, sampling, _SLICE) or _attribute_problem(trainer, tokenizer))),
-        "stop_strings": generate
-        or (
-            local
-            and (
-                _source_problem(trl_class, sampling, (_EOS_CUT,))
-                or _attribute_problem(
-                    trainer,
-                    {
-                        **tokenizer,
-                        "generation_config": lambda c: c is not None,
-                        "eos_token_ids": lambda ids: (
-                            isinstance(ids, (list, tuple)) and all(isinstance(i, int) for i in ids)
-                        ),
-                    },
-                )
-            )
-        ),
-        "update_monitor": _attribute_problem(
-            trainer, {"_metrics": lambda m: isinstance(m, dict) and hasattr(m.get("train"), "__getitem__")}
-        ),
-        "skip_zero_advantage": _source_problem(trl_class, _LOSS[0], digest=_LOSS[1]),
-    }
-    return {feature: problem for feature, problem in found.items() if problem}
+    found = {row.feature: row.check(trainer, trl_class) for row in SEAM}
+    return {feature: why for feature, why in found.items() if why}
 
 
 def seam_warning(problems: dict[Feature, str], version: str) -> str:
@@ -171,7 +244,7 @@ def seam_warning(problems: dict[Feature, str], version: str) -> str:
     >>> print(seam_warning({"stop_strings": "x changed"}, "9.0.0").split(": ", 1)[1].split(". ")[0])
     TRL 9.0.0 differs from the code grpo-lite was tested with (TRL 1.16.0): stop strings off (x changed)
     """
-    off = "; ".join(f"{FEATURES[feature]} off ({why})" for feature, why in problems.items())
+    off = "; ".join(row.message(problems[row.feature]) for row in SEAM if row.feature in problems)
     return (
         f"grpo-lite: TRL {version} differs from the code grpo-lite was tested with (TRL "
         f"{', '.join(TESTED_TRL)}): {off}. TRL's own code runs instead; docs/troubleshooting.md says how "

@@ -22,6 +22,7 @@ from grpo_lite.data.answer_kinds import (
     read_gold,
 )
 from grpo_lite.data.loaders import GSM8K_DIR_ENV, MATH_DIR_ENV, load_dataset, load_math
+from grpo_lite.data.prompts import PromptStyle
 from grpo_lite.errors import ConfigError, DataError
 from grpo_lite.rewards.functions import correctness_reward, integer_reward
 
@@ -347,3 +348,19 @@ def test_evaluate_decodes_the_tasks_own_length(tiny_model_dir: Path, monkeypatch
     evaluation.evaluate(model, "math", limit=2, tokenizer=tokenizer, max_new_tokens=64)
     evaluation.evaluate(model, Dataset.from_list([{"question": "q", "answer": "5"}]), tokenizer=tokenizer)
     assert budgets == [1024, 64, 256]
+
+
+def test_the_default_system_prompt_asks_for_the_answers_kind() -> None:
+    """A text, math or choice task is not told to answer "a number only"; GSM8K's prompt keeps that line."""
+    from datasets import Dataset
+
+    rows = {
+        "text": [{"question": "Reverse the word: apple", "answer": "elppa"}],
+        "math": [{"question": "Half of one?", "answer": "\\frac{1}{2}"}],
+        "number": [{"question": "2 + 3?", "answer": "5"}],
+    }
+    system = {kind: load_dataset(Dataset.from_list(r))[0]["prompt"][0]["content"] for kind, r in rows.items()}
+    assert "a number only" not in system["text"] and "the final answer only" in system["text"]
+    assert "in LaTeX" in system["math"] and "a number only" in system["number"]
+    own = load_dataset(Dataset.from_list(rows["text"]), style=PromptStyle(system_prompt="Say it."))
+    assert own[0]["prompt"][0]["content"] == "Say it."  # a system prompt of the user's is left alone

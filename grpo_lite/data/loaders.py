@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.data.answer_kinds import AnswerKind, check_answer_kind, choose_answer_kind, gold_error, read_gold
 from grpo_lite.data.answers import gsm8k_gold
-from grpo_lite.data.prompts import PromptStyle, build_messages
+from grpo_lite.data.prompts import PromptStyle, build_messages, style_for_kind
 from grpo_lite.data.synthetic import LEVELS, synthetic_problems
 from grpo_lite.defaults import TRAINER
 from grpo_lite.errors import ConfigError, DataError
@@ -258,6 +258,7 @@ def _to_dataset(
     kind = kind or choose_answer_kind([(row.where, row.data.get(answer_column)) for row in rows], source)
     gold = gold or functools.partial(read_gold, kind=kind)
     tagged = {} if kind == "number" else {"answer_kind": kind}  # the correctness reward reads it; numbers: none
+    style = style_for_kind(style, kind)  # the default system prompt asks for the kind's answer
     out: list[dict[str, Any]] = []
     skipped: list[str] = []
     for row in rows:

@@ -6,7 +6,7 @@ why each choice: docs/internals.md. Plain Python: nothing heavy is imported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.defaults import TRAINER
@@ -26,6 +26,13 @@ SYSTEM_PROMPT = (
     "</answer>"
 )
 
+# The default system prompt's answer line for answers that are not numbers (by the answers' kind; a number's line above)
+KIND_ANSWER_LINES = {
+    "math": "the final answer only, in LaTeX where it needs it",
+    "choice": "the letter of the chosen option only",
+    "text": "the final answer only",
+}
+
 # Sampling and greedy decoding stop at the format's end: nothing after it earns a reward.
 DEFAULT_STOP_STRINGS: tuple[str, ...] = TRAINER.stop_strings  # the old name of grpo_lite.defaults.TRAINER.stop_strings
 
@@ -42,6 +49,22 @@ COMPACT_SYSTEM_PROMPT = (
 )
 
 PromptStyleName = Literal["guided", "plain", "one_step"]
+
+
+def style_for_kind(style: PromptStyle | None, kind: str) -> PromptStyle:
+    """``style`` whose default system prompt asks for the answers' kind; a system prompt of the user's stays as is.
+
+    >>> style_for_kind(None, "text").system_prompt.splitlines()[5]
+    'the final answer only'
+    >>> style_for_kind(None, "number") == PromptStyle()
+    True
+    """
+    style = PromptStyle() if style is None else style
+    if kind not in KIND_ANSWER_LINES or style.system_prompt != SYSTEM_PROMPT:
+        return style
+    return replace(
+        style, system_prompt=SYSTEM_PROMPT.replace("the final answer, a number only", KIND_ANSWER_LINES[kind])
+    )
 
 
 def format_solution(reasoning: str, answer: str) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COPY = ("grpo_lite", "tests", "docs", "benchmarks", "examples", "pyproject.toml", "README.md", "CHANGELOG.md")
+COPY = ("grpo_lite", "tests", "tools", "docs", "benchmarks", "examples", "pyproject.toml", "README.md", "CHANGELOG.md")
 
 
 @dataclass(frozen=True)

@@ -747,29 +747,25 @@ def test_estimate_of_a_plan_with_its_defaults_left_out_is_the_plans_figure():
 
 
 def test_train_and_the_cli_resolve_the_defaults_of_defaults_py():
-    """train()'s arguments left None, and the CLI's flags left out, are defaults.py's values."""
+    """train()'s signature shows defaults.py's values (no decorator fills them in), and the CLI's flags left out
+    are the same values."""
+    import grpo_lite
     from grpo_lite.cli import build_parser
     from grpo_lite.defaults import EVALUATION, RESILIENCE, STEP, TRAINER
-    from grpo_lite.training import trainer
-    from grpo_lite.training.arguments import recipe_with_passed_arguments
+    from grpo_lite.errors import ConfigError
 
-    resolved = {"on_oom", "oom_window_steps", "on_stall", "shared_prefix", "stop_strings", "dataset"}
-    signature = inspect.signature(trainer.train)
-    assert {k for k in resolved if signature.parameters[k].default is None} == resolved
-
-    def fake(model=None, budget_gb=None, *, config=None, **overrides):
-        return overrides
-
-    fake.__signature__ = signature  # type: ignore[attr-defined]  # bound as train()'s call is
-
-    got = recipe_with_passed_arguments(fake)("m", on_oom="raise")
-    assert got["on_oom"] == "raise"  # written: kept
-    assert (got["oom_window_steps"], got["on_stall"]) == (RESILIENCE.oom_window_steps, RESILIENCE.on_stall)
-    assert (got["shared_prefix"], got["stop_strings"], got["dataset"]) == (
-        STEP.shared_prefix,
-        TRAINER.stop_strings,
-        TRAINER.dataset,
-    )
+    expected = {
+        "on_oom": RESILIENCE.on_oom,
+        "oom_window_steps": RESILIENCE.oom_window_steps,
+        "on_stall": RESILIENCE.on_stall,
+        "shared_prefix": STEP.shared_prefix,
+        "stop_strings": TRAINER.stop_strings,
+        "dataset": TRAINER.dataset,
+    }
+    signature = inspect.signature(grpo_lite.train)
+    assert {key: signature.parameters[key].default for key in expected} == expected
+    with pytest.raises(ConfigError, match="on_oom=None is not a value train"):  # not silently the default
+        grpo_lite.train("Qwen2.5-0.5B", on_oom=None)  # type: ignore[arg-type]
 
     parser = build_parser()
     train = parser.parse_args(["train", "m"])

@@ -40,6 +40,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("models", nargs="+", metavar="MODEL", help="hub id, short name, local folder or .gguf file")
     add_options(p, "budget_gb", "json", "method", "preset")
+    _add_target(p)
+    _add_also(p)
+    _add_modelling(p)
+    add_options(p, "set")
+    p.add_argument(
+        "--write",
+        metavar="FILE",
+        default=None,
+        help="also write the plan as a recipe (YAML, each setting with its memory cost) that "
+        "grpo-lite train --config FILE runs as written; planned with the shared prefix on, as train() runs",
+    )
+    return p
+
+
+def _add_target(p: argparse.ArgumentParser) -> None:
+    """The machine planned for: device, processes, how state is split, prompt length."""
     p.add_argument(
         "--device",
         choices=("cuda", "cpu"),
@@ -64,6 +80,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=STEP.max_prompt_length,
         help=f"prompt tokens to plan for (default {STEP.max_prompt_length})",
     )
+
+
+def _add_also(p: argparse.ArgumentParser) -> None:
+    """What else to show beside the plan: every preset, a chart, a measured or a simulated step."""
     p.add_argument(
         "--compare", action="store_true", help="every preset's estimate for each MODEL side by side (models as columns)"
     )
@@ -86,6 +106,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="also simulate one GRPO step of the plan at full size on the meta device (no GPU, offline "
         "for known architectures, seconds) and print planned vs simulated per phase and component",
     )
+
+
+def _add_modelling(p: argparse.ArgumentParser) -> None:
+    """How the simulated step and a decoder block's bytes are modelled."""
     p.add_argument(
         "--gpu",
         choices=tuple(GPU_ARCHES),
@@ -109,15 +133,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "Llama / Qwen2 blocks, traced for every other architecture and for float32 weights under 16-bit "
         "autocast; --compare, --plot and --write's costs use the same. The plan table says which it used",
     )
-    add_options(p, "set")
-    p.add_argument(
-        "--write",
-        metavar="FILE",
-        default=None,
-        help="also write the plan as a recipe (YAML, each setting with its memory cost) that "
-        "grpo-lite train --config FILE runs as written; planned with the shared prefix on, as train() runs",
-    )
-    return p
 
 
 def _compare(args: argparse.Namespace, fixed: dict[str, Any]) -> int:

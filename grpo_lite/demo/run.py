@@ -164,13 +164,23 @@ def demo_line(before: Any, after: Any) -> str:
     )
 
 
+def _synthetic_sets(cfg: DemoConfig, style: Any) -> tuple[Any, Any]:
+    """``(eval set, train set)``: the held-out synthetic problems, and four per GRPO step to train on."""
+    from grpo_lite.data.loaders import load_dataset
+
+    eval_set = load_dataset("synthetic", split="test", style=style, limit=cfg.eval_n, seed=cfg.seed, levels=cfg.levels)
+    train_set = load_dataset(
+        "synthetic", split="train", style=style, limit=cfg.steps * 4, seed=cfg.seed, levels=cfg.levels
+    )
+    return eval_set, train_set
+
+
 @quiet_libraries()
 def run_demo(config: DemoConfig | None = None, *, quiet: bool = False, show_plan: bool = False) -> DemoResult:
     """Evaluate, train with GRPO, evaluate again; return the measurements (``show_plan``: train()'s)."""
     from rich.console import Console
 
     from grpo_lite.api import train
-    from grpo_lite.data.loaders import load_dataset
     from grpo_lite.evaluation import evaluate, load_for_eval
     from grpo_lite.training.loading import demo_model_path
 
@@ -179,10 +189,7 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False, show_plan
     start = time.perf_counter()
     model_path = str(cfg.model) if cfg.model else str(demo_model_path())
     style = cfg.style()
-    eval_set = load_dataset("synthetic", split="test", style=style, limit=cfg.eval_n, seed=cfg.seed, levels=cfg.levels)
-    train_set = load_dataset(
-        "synthetic", split="train", style=style, limit=cfg.steps * 4, seed=cfg.seed, levels=cfg.levels
-    )
+    eval_set, train_set = _synthetic_sets(cfg, style)
     eval_kwargs: dict[str, Any] = {
         "prompt_style": style,
         "max_new_tokens": cfg.max_completion_length,

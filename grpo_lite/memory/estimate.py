@@ -260,52 +260,13 @@ def _sampling_peak(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
 
 def build_phases(arch: Architecture, s: StepSettings, block: BlockTerms | None = None) -> tuple[Phase, ...]:
     """Assemble every phase of a step from the component formulas (a block's bytes traced, when ``block``)."""
-    if s.device == "cuda":
-        base = {
-            "cuda_context": T.Term(
-                T.CUDA_CONTEXT_BYTES, "per process: the CUDA context, outside the allocator, and the cuBLAS workspaces"
-            )
-        }
-    else:
-        base = {"process_baseline": T.process_baseline(s)}
-    persistent = {
-        **base,
-        "weights": T.weights(arch, s),
-        "reference_model": T.reference_model(arch, s),
-        "vllm": T.vllm_share(s, generating=False),
-        "optimizer_state": T.optimizer_state(arch, s),
-        "update_monitor": T.update_monitor(arch, s),
-    }
-    with_grads = {**persistent, "gradients": T.gradients(arch, s), "grad_buckets": T.grad_buckets(arch, s)}
+    with_grads = _persistent(arch, s)
     no_grads = {**with_grads, "gradients": T.Term(0.0, "none yet (set to None after each optimizer step)")}
-    pack = K.packing(s)
     blocks = T.gathered_weights(arch, s)
-    gather_all = s.sharding == "zero3" and s.ds3_gather_for_generation
     sampling = with_grads if s.grads_during_generation else no_grads
-    phases = [
-        _phase(
-            "generation",
-            {
-                **sampling,
-                "vllm": T.vllm_share(s),
-                **_sampling_peak(arch, s),
-                "gathered_weights": T.gathered_weights(arch, s, full_model=gather_all) if not s.use_vllm else blocks,
-            },
-            arch,
-            s,
-        )
-    ]
+    phases = [_generation_phase(arch, s, sampling, blocks)]
     if s.needs_scoring:
-        head = K.scoring_head(arch, s)
-        old_pass = (
-            s.beta == 0
-            or s.gradient_accumulation_steps % (s.spg * s.num_iterations) != 0
-            or (s.use_vllm and s.vllm_importance_sampling_correction)
-        )
-        # PEFT scores the reference with the adapter disabled (TRL's use_adapter): no branch unless an old pass runs
-        work = T.work_buffers(arch, s, tokens=pack.tokens, seq=pack.seq, adapter=old_pass)
-        scoring = {"logits": head} if head.bytes >= work.bytes else {"work_buffers": work}  # never alive together
-        phases.append(_phase("scoring", {**sampling, "gathered_weights": blocks, **scoring}, arch, s))
+        phases.append(_scoring_phase(arch, s, sampling, blocks))
     before = with_grads if s.grads_before_backward else no_grads
     phases.append(
         _phase(
@@ -328,6 +289,54 @@ def build_phases(arch: Architecture, s: StepSettings, block: BlockTerms | None =
     if not s.optimizer.layerwise:
         phases.append(_phase("optimizer_step", {**with_grads, "optimizer_step": T.optimizer_step(arch, s)}, arch, s))
     return tuple(phases)
+
+
+def _persistent(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
+    """What every phase holds once the gradients exist: the process, weights, optimizer state and gradients."""
+    if s.device == "cuda":
+        base = {
+            "cuda_context": T.Term(
+                T.CUDA_CONTEXT_BYTES, "per process: the CUDA context, outside the allocator, and the cuBLAS workspaces"
+            )
+        }
+    else:
+        base = {"process_baseline": T.process_baseline(s)}
+    return {
+        **base,
+        "weights": T.weights(arch, s),
+        "reference_model": T.reference_model(arch, s),
+        "vllm": T.vllm_share(s, generating=False),
+        "optimizer_state": T.optimizer_state(arch, s),
+        "update_monitor": T.update_monitor(arch, s),
+        "gradients": T.gradients(arch, s),
+        "grad_buckets": T.grad_buckets(arch, s),
+    }
+
+
+def _generation_phase(arch: Architecture, s: StepSettings, sampling: dict[str, T.Term], blocks: T.Term) -> Phase:
+    gather_all = s.sharding == "zero3" and s.ds3_gather_for_generation
+    components = {
+        **sampling,
+        "vllm": T.vllm_share(s),
+        **_sampling_peak(arch, s),
+        "gathered_weights": T.gathered_weights(arch, s, full_model=gather_all) if not s.use_vllm else blocks,
+    }
+    return _phase("generation", components, arch, s)
+
+
+def _scoring_phase(arch: Architecture, s: StepSettings, sampling: dict[str, T.Term], blocks: T.Term) -> Phase:
+    """The old / reference log-prob passes: the scoring head's logits or one block's work buffers, the larger."""
+    pack = K.packing(s)
+    head = K.scoring_head(arch, s)
+    old_pass = (
+        s.beta == 0
+        or s.gradient_accumulation_steps % (s.spg * s.num_iterations) != 0
+        or (s.use_vllm and s.vllm_importance_sampling_correction)
+    )
+    # PEFT scores the reference with the adapter disabled (TRL's use_adapter): no branch unless an old pass runs
+    work = T.work_buffers(arch, s, tokens=pack.tokens, seq=pack.seq, adapter=old_pass)
+    scoring = {"logits": head} if head.bytes >= work.bytes else {"work_buffers": work}  # never alive together
+    return _phase("scoring", {**sampling, "gathered_weights": blocks, **scoring}, arch, s)
 
 
 def _notes(s: StepSettings, block: BlockTerms | None) -> tuple[str, ...]:

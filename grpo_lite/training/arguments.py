@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, TypeVar
 
 from grpo_lite import rewards as reward_lib
 from grpo_lite.data.answer_kinds import check_answer_kind
-from grpo_lite.defaults import RESILIENCE, STEP, TRAINER
+from grpo_lite.defaults import RESILIENCE
 from grpo_lite.errors import ConfigError
 from grpo_lite.ranges import check
 from grpo_lite.recipe.recipe import Recipe
@@ -55,36 +55,19 @@ RECIPE_ARGUMENTS = (
 )
 
 
-# train()'s arguments whose None means grpo-lite's default: the one place they are resolved
-DEFAULTED: dict[str, Any] = {
-    "dataset": TRAINER.dataset,
-    "on_oom": RESILIENCE.on_oom,
-    "oom_window_steps": RESILIENCE.oom_window_steps,
-    "on_stall": RESILIENCE.on_stall,
-    "shared_prefix": STEP.shared_prefix,
-    "stop_strings": TRAINER.stop_strings,
-}
-
-
 def recipe_with_passed_arguments(func: Callable[..., R]) -> Callable[..., R]:
-    """train() with its None arguments resolved (:data:`DEFAULTED`); with ``config=``: the recipe, then the
-    arguments the caller wrote, even at their default (one of :data:`DEFAULTED` written None keeps the recipe's).
-    """
+    """train() with ``config=``: the recipe with the arguments the caller wrote applied over it, even at their
+    default (``seed=0`` over the file's 7); the arguments left out keep the recipe's values."""
     signature = inspect.signature(func)
-
-    def resolved(passed: dict[str, Any]) -> dict[str, Any]:
-        return {**passed, **{key: value for key, value in DEFAULTED.items() if passed.get(key) is None}}
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> R:
         passed = signature.bind(*args, **kwargs).arguments
         if passed.get("config") is None:
-            overrides = passed.pop("overrides", {})
-            return func(**resolved(passed), **overrides)
+            return func(*args, **kwargs)
         written = {key: passed.pop(key) for key in RECIPE_ARGUMENTS if key in passed}
-        written = {key: value for key, value in written.items() if not (key in DEFAULTED and value is None)}
         recipe = Recipe.with_arguments(passed.pop("config"), {**written, **passed.pop("overrides", {})})
-        return func(config=recipe, **resolved(passed))
+        return func(config=recipe, **passed)
 
     return wrapper
 
@@ -164,9 +147,12 @@ def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> 
     """train()'s arguments checked and typed, as one :class:`Request` (``passed``: its other arguments by name).
 
     Raises:
-        ConfigError: no model and no recipe; a recipe planned for another device or number of processes; a bad
+        ConfigError: no model and no recipe; None for an argument whose default is a value; a recipe planned for another device or number of processes; a bad
             argument or setting.
     """
+    for key in ("dataset", "on_oom", "oom_window_steps", "on_stall"):  # their defaults are values, not None
+        if passed[key] is None:
+            raise ConfigError(f"{key}=None is not a value train() takes: leave {key} out for its default")
     overrides, on_oom, on_stall = passed.pop("overrides"), passed.pop("on_oom"), passed.pop("on_stall")
     check_run_options(**{key: passed.pop(key) for key in (*SWITCHES, "oom_window_steps")})
     checks.check_output_path(passed.pop("output_dir"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from grpo_lite.defaults import RESILIENCE, STEP, TRAINER
 from grpo_lite.memory.heap import mmap_threshold_on_cpu
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.training import arguments, fit, prepare
@@ -36,7 +37,7 @@ def train(
     budget_gb: float | None = None,
     *,
     config: str | os.PathLike | Recipe | None = None,
-    dataset: str | os.PathLike | Dataset | None = None,
+    dataset: str | os.PathLike | Dataset = TRAINER.dataset,
     rewards: Sequence[str | Callable[..., list[float]]] | None = None,
     output_dir: str | os.PathLike | None = None,
     max_steps: int | None = None,
@@ -46,14 +47,14 @@ def train(
     seed: int = 0,
     resume: bool = False,
     overwrite: bool = False,
-    on_oom: OnOOM = None,  # type: ignore[assignment]  # None: grpo_lite.defaults, resolved before the body runs
-    oom_window_steps: int = None,  # type: ignore[assignment]  # (arguments.recipe_with_passed_arguments)
-    on_stall: OnStall = None,  # type: ignore[assignment]
+    on_oom: OnOOM = RESILIENCE.on_oom,
+    oom_window_steps: int = RESILIENCE.oom_window_steps,
+    on_stall: OnStall = RESILIENCE.on_stall,
     callbacks: Sequence[Any] = (),
     quiet: bool = False,
     show_plan: bool = False,
-    shared_prefix: bool | None = None,
-    stop_strings: Sequence[str] = None,  # type: ignore[assignment]
+    shared_prefix: bool = STEP.shared_prefix,
+    stop_strings: Sequence[str] = TRAINER.stop_strings,
     skip_invalid: bool = False,
     export: ExportFormat | None = None,
     answer_kind: AnswerKind | None = None,
@@ -61,7 +62,8 @@ def train(
 ) -> TrainResult:
     """Fine-tune ``model`` with GRPO on ``dataset`` under a memory plan for ``budget_gb``.
 
-    An argument left None is grpo-lite's default, named below (its value and trade-off: :mod:`grpo_lite.defaults`).
+    The defaults shown are :mod:`grpo_lite.defaults`' values (their trade-offs are written there); an argument
+    whose default is None is decided as its line below says.
 
     Args:
         model: a hub id, a short name such as ``"Llama-3.2-1B-Instruct"``, a local folder, or a ``.gguf`` file.
@@ -128,7 +130,8 @@ def train(
         config, model, budget_gb, dataset=dataset, rewards=rewards, seed=seed, max_steps=max_steps, method=method,
         preset=preset, prompt_style=prompt_style, shared_prefix=shared_prefix, stop_strings=stop_strings,
         on_oom=on_oom, on_stall=on_stall, overrides=overrides, resume=resume, overwrite=overwrite, quiet=quiet,
-        show_plan=show_plan, skip_invalid=skip_invalid, oom_window_steps=oom_window_steps, output_dir=output_dir, answer_kind=answer_kind,
+        show_plan=show_plan, skip_invalid=skip_invalid, oom_window_steps=oom_window_steps, output_dir=output_dir,
+        answer_kind=answer_kind,
     )  # fmt: skip
     spec = resolve_model(request.model)  # once: every stage below reads this spec
     if after is not None:

@@ -14,6 +14,7 @@ import json
 import logging
 import warnings
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -234,81 +235,22 @@ def _trace(
     tokens; ``backward``: the live transient bytes above its forward's start, after each op of its backward."""
     import torch  # heavy dependency, as the modules below
 
-    from grpo_lite.memory.measured.tracker import PERSISTENT, PhaseClock, TensorTracker
+    from grpo_lite.memory.measured.tracker import PhaseClock
 
     # each imports torch at the top (a heavy dependency): loaded when a block is traced, not when a plan starts
     from grpo_lite.memory.meta import autocast as amp
     from grpo_lite.memory.meta.cuda import cuda_semantics
-    from grpo_lite.memory.meta.model import build_model
 
-    small = copy.deepcopy(config)
-    small.num_hidden_layers = _LAYERS
-    for name, value in kind.items():
-        setattr(small, name, [value] * _LAYERS)
-    meta = torch.device("meta")
     clock = PhaseClock()
-    marks: dict[str, int] = {}
-    timeline: list[int] = []
-
-    def transient() -> int:
-        return tracker.live - sum(tracker.by_category[c] for c in PERSISTENT)
-
-    class Timeline(TensorTracker):  # the transient bytes after each op of the middle layer's backward
-        def _check_peak(self) -> None:
-            super()._check_peak()
-            if clock.phase == "block":
-                timeline.append(transient())
-
-    tracker = Timeline(clock, device_type="meta")
-    clock.backends = [tracker]
-
-    quiet = logging.getLogger("bitsandbytes")  # its CPU backend warns at import about an optional kernel package
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    with cuda_semantics(), warnings.catch_warnings():
+    probe = _probe(clock)
+    # bitsandbytes' CPU backend warns at import about an optional kernel package
+    with _only_errors("bitsandbytes"), cuda_semantics(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lm, model, constants = build_model(
-            small,
-            s.dtype,
-            lora=lora_kwargs(s, arch.linear_names),
-            quantization=model_kwargs(s).get("quantization"),
-            checkpointing={} if s.gradient_checkpointing else None,
-        )
-        tracker.track_module(model)
-        for constant in constants:
-            tracker.register(constant, "param")
-        middle, last = lm.model.layers[1], lm.model.layers[2]
-
-        def before_middle(_m: Any, args: Any, kwargs: Any) -> None:  # alive: the first layer's tensors, its output
-            hidden = args[0] if args else kwargs["hidden_states"]
-            if "first" not in marks and hidden.requires_grad:
-                marks["first"] = transient()
-                hidden.register_hook(lambda _g: clock.pop())
-
-        def start_block(_grad: Any) -> None:  # the middle layer's backward starts: its timeline opens
-            clock.push("block")
-            timeline.append(transient())
-
-        def before_last(_m: Any, args: Any, kwargs: Any) -> None:  # one more layer's tensors, the middle's output
-            hidden = args[0] if args else kwargs["hidden_states"]
-            if "middle" not in marks:
-                marks["middle"] = transient()
-                hidden.register_hook(start_block)
-
-        handles = [
-            middle.register_forward_pre_hook(before_middle, with_kwargs=True),
-            last.register_forward_pre_hook(before_last, with_kwargs=True),
-        ]
-        ids = torch.zeros(rows, seq, dtype=torch.long, device=meta)
-        if s.shared_prefix:  # the packed forward: a 4-D block mask and explicit positions
-            inputs = {
-                "attention_mask": torch.ones(rows, 1, seq, seq, dtype=torch.bool, device=meta),
-                "position_ids": ids,
-            }
-        else:
-            inputs = {"attention_mask": ids}
+        lm, model = _small_model(arch, s, config, kind, probe)
+        handles = probe.attach(middle=lm.model.layers[1], last=lm.model.layers[2])
+        ids, inputs = _inputs(s, rows, seq)
         autocast = amp.CudaAutocast(torch.bfloat16) if s.bf16 else contextlib.nullcontext()
-        tracker.start()
+        probe.start()
         try:
             with amp.checkpoint_autocast(model):
                 with autocast:
@@ -317,11 +259,107 @@ def _trace(
                 outside = out.untyped_storage().nbytes() + grad.untyped_storage().nbytes()
                 torch.autograd.backward(out, grad)
         finally:
-            tracker.stop()
-            quiet.setLevel(level)
+            probe.stop()
             for handle in handles:
                 handle.remove()
-    tokens = rows * seq
+    tokens, marks = rows * seq, probe.marks
     return (marks["middle"] - marks["first"]) / tokens, [
-        (live - outside - marks["first"]) / tokens for live in timeline
+        (live - outside - marks["first"]) / tokens for live in probe.timeline
     ]
+
+
+@contextlib.contextmanager
+def _only_errors(logger: str) -> Iterator[None]:
+    quiet = logging.getLogger(logger)
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        quiet.setLevel(level)
+
+
+def _small_model(
+    arch: Architecture, s: StepSettings, config: Any, kind: dict[str, Any], tracker: Any
+) -> tuple[Any, Any]:
+    """``(causal LM, trained model)``: three layers of ``kind`` built as training builds them, their parameters and
+    constants tracked by ``tracker``."""
+    from grpo_lite.memory.meta.model import build_model  # imports torch at the top
+
+    small = copy.deepcopy(config)
+    small.num_hidden_layers = _LAYERS
+    for name, value in kind.items():
+        setattr(small, name, [value] * _LAYERS)
+    lm, model, constants = build_model(
+        small,
+        s.dtype,
+        lora=lora_kwargs(s, arch.linear_names),
+        quantization=model_kwargs(s).get("quantization"),
+        checkpointing={} if s.gradient_checkpointing else None,
+    )
+    tracker.track_module(model)
+    for constant in constants:
+        tracker.register(constant, "param")
+    return lm, model
+
+
+def _inputs(s: StepSettings, rows: int, seq: int) -> tuple[Any, dict[str, Any]]:
+    """``(input_ids, the forward's other inputs)`` on meta: ``rows`` rows of ``seq`` tokens."""
+    import torch
+
+    meta = torch.device("meta")
+    ids = torch.zeros(rows, seq, dtype=torch.long, device=meta)
+    if s.shared_prefix:  # the packed forward: a 4-D block mask and explicit positions
+        return ids, {
+            "attention_mask": torch.ones(rows, 1, seq, seq, dtype=torch.bool, device=meta),
+            "position_ids": ids,
+        }
+    return ids, {"attention_mask": ids}
+
+
+def _probe(clock: Any) -> Any:
+    """A tensor tracker on meta that also marks the transient bytes (above the persistent ones): ``marks["first"]``
+    when the middle layer's forward starts (the first layer's tensors and its output alive), ``marks["middle"]`` when
+    the last one's starts (one more layer's), and ``timeline``: after each op of the middle layer's backward."""
+    from grpo_lite.memory.measured.tracker import PERSISTENT, TensorTracker  # imports torch at the top
+
+    class Probe(TensorTracker):
+        def __init__(self) -> None:
+            super().__init__(clock, device_type="meta")
+            self.marks: dict[str, int] = {}
+            self.timeline: list[int] = []
+
+        def transient(self) -> int:
+            return self.live - sum(self.by_category[c] for c in PERSISTENT)
+
+        def _check_peak(self) -> None:
+            super()._check_peak()
+            if clock.phase == "block":
+                self.timeline.append(self.transient())
+
+        def attach(self, middle: Any, last: Any) -> list[Any]:
+            """Hook the middle and the last layer's forward; the handles to remove."""
+            return [
+                middle.register_forward_pre_hook(self._before_middle, with_kwargs=True),
+                last.register_forward_pre_hook(self._before_last, with_kwargs=True),
+            ]
+
+        def _before_middle(self, _m: Any, args: Any, kwargs: Any) -> None:
+            hidden = args[0] if args else kwargs["hidden_states"]
+            if "first" not in self.marks and hidden.requires_grad:
+                self.marks["first"] = self.transient()
+                hidden.register_hook(lambda _g: clock.pop())
+
+        def _start_block(self, _grad: Any) -> None:  # the middle layer's backward starts: its timeline opens
+            clock.push("block")
+            self.timeline.append(self.transient())
+
+        def _before_last(self, _m: Any, args: Any, kwargs: Any) -> None:
+            hidden = args[0] if args else kwargs["hidden_states"]
+            if "middle" not in self.marks:
+                self.marks["middle"] = self.transient()
+                hidden.register_hook(self._start_block)
+
+    probe = Probe()
+    clock.backends = [probe]
+    return probe

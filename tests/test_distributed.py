@@ -262,8 +262,8 @@ def test_the_ranks_rerun_the_command_line_with_the_folder_and_sharding_fixed(tin
     assert ranks_argv[: len(argv)] == argv and ranks_argv[-1] == "--sharding=ddp"
     given, ranks = vars(build_parser().parse_args(argv)), vars(build_parser().parse_args(ranks_argv))
     assert ranks["output_dir"] == ranks_argv[-2].removeprefix("--output-dir=") and ranks["sharding"] == "ddp"
-    assert {k: v for k, v in ranks.items() if k not in ("output_dir", "sharding", "_written")} == {
-        k: v for k, v in given.items() if k not in ("output_dir", "sharding", "_written")
+    assert {k: v for k, v in ranks.items() if k not in ("output_dir", "sharding")} == {
+        k: v for k, v in given.items() if k not in ("output_dir", "sharding")
     }
 
 

@@ -252,6 +252,19 @@ def test_flags_override_the_file_as_in_trls_cli(tmp_path, monkeypatch):
         assert (ran[-1].model, ran[-1].seed, ran[-1].max_steps, ran[-1].preset) == expected
 
 
+def test_the_files_values_are_defaults_only_for_the_command_line_that_names_it():
+    """Under --config a flag left out is the file's; the same parser then parses a command without one with its
+    own defaults."""
+    from grpo_lite.cli import build_parser
+    from grpo_lite.cli.train import FROM_FILE
+
+    parser = build_parser()
+    with_file = parser.parse_args(["train", "--config", "r.yaml", "--seed", "0"])
+    assert (with_file.model, with_file.seed, with_file.num_processes) == (FROM_FILE, 0, FROM_FILE)
+    plain = parser.parse_args(["train", "m"])
+    assert (plain.model, plain.seed, plain.num_processes, plain.sharding, plain.rewards) == ("m", 0, 1, None, None)
+
+
 def test_plan_write_writes_what_plan_prints(tmp_path, capsys):
     out = tmp_path / "r.yaml"
     assert main(["plan", "Llama-3.2-1B-Instruct", "--budget-gb", "16", "--json", "--write", str(out)]) == 0

@@ -280,12 +280,22 @@ def leaky_mask(monkeypatch):
     monkeypatch.setattr(shared_prefix, "pack_groups", leaky)
 
 
-def test_a_shared_prefix_the_self_check_turns_off_is_planned_again(tiny_model_dir, tmp_path, leaky_mask, capsys):
-    """Step 1's self-check fails: the run goes on without the shared prefix, planned again as at build time."""
+def test_a_shared_prefix_the_self_check_turns_off_is_planned_again(
+    tiny_model_dir, tmp_path, leaky_mask, capsys, monkeypatch
+):
+    """Step 1's self-check fails: the run goes on without the shared prefix, planned again as at build time, between
+    attempts (never inside TRL's forward)."""
+    import inspect
     import json
 
+    from grpo_lite.training.run import replan
+
+    real, callers = replan.replan, []
+    monkeypatch.setattr(replan, "replan", lambda *a, **k: callers.append(inspect.stack(0)) or real(*a, **k))
     recipe = _tiny_recipe(tiny_model_dir)
     train(config=recipe, output_dir=tmp_path / "run")
+    (called_from,) = [{frame.function for frame in stack} for stack in callers]
+    assert "run_attempts" in called_from and "_get_per_token_logps_and_entropies" not in called_from
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["status"] == "finished" and record["steps"] == 1
     assert not record["shared_prefix"]["self_check"]["ok"] and record["shared_prefix"]["calls"]["shared"] == 0

@@ -323,6 +323,28 @@ def test_a_failed_self_check_falls_back_to_trl(tiny_model_dir, tmp_path, caplog)
     assert record["off"].startswith("self-check") and "shared-prefix forward off" in caplog.text
 
 
+def test_a_failed_self_check_ends_the_attempt_before_its_first_step_when_told(tiny_model_dir, tmp_path) -> None:
+    """grpo-lite's attempt loop sets ``stop_when_shared_off``: the failed check raises, no step is taken."""
+    from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer, SharedPrefixOff
+
+    built = []
+
+    class Stopping(LiteGRPOTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.stop_when_shared_off = True
+            built.append(self)
+
+    with pytest.raises(SharedPrefixOff, match="^self-check: log-probs differ from TRL's by up to"):
+        run(Stopping, str(tiny_model_dir), tmp_path, steps=1, shared_prefix_atol=-1.0)
+    (trainer,) = built
+    assert (
+        trainer.state.global_step == 0
+        and not trainer.shared_prefix
+        and not trainer.shared_prefix_record["self_check"]["ok"]
+    )
+
+
 def test_the_self_check_on_a_few_rows_catches_a_leaking_mask(tiny_model_dir, tmp_path, monkeypatch, caplog) -> None:
     """A block mask that lets each completion see the completions packed before it (a real layout bug, not a
     tolerance): the self-check compares the last row of each group only, the row that bug moves, and turns the

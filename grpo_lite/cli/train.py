@@ -19,28 +19,38 @@ INTERRUPTED = (
     "same command plus --resume"
 )
 
-# flags that set a recipe's field of the same name: with --config, the ones written override the file
+# flags that set a recipe's field of the same name: with --config, the ones typed override the file
 RECIPE_FLAGS = tuple(
     "model budget_gb dataset rewards preset seed max_steps shared_prefix num_processes sharding answer_kind".split()
 )
 
 
-def _noting_written(parser: argparse.ArgumentParser, parse: Callable[..., Any]) -> Callable[..., Any]:
-    """``parser.parse_known_args`` that also keeps, as ``_written``, the options the command line wrote: its
-    words parsed again with every default suppressed (a flag written at its default counts)."""
+class _FromFile:
+    """The default of a recipe flag under ``--config``: the file's value (a flag typed on the command line, even
+    at its usual default, replaces it)."""
+
+    def __repr__(self) -> str:
+        return "the recipe's"
+
+
+FROM_FILE = _FromFile()
+
+
+def _with_recipe_defaults(parser: argparse.ArgumentParser) -> Callable[..., Any]:
+    """``parser.parse_known_args`` as TRL's ``TrlParser`` reads a config: ``--config`` alone first, then, with a
+    file, every recipe flag's default is :data:`FROM_FILE` and the command line is parsed once."""
+    parse, usual = parser.parse_known_args, {key: parser.get_default(key) for key in RECIPE_FLAGS}
+    config = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    config.add_argument("--config")
+    from_file = {key: FROM_FILE for key in RECIPE_FLAGS if key != "rewards"}  # --reward appends to its default
 
     def parse_known_args(args: list[str] | None = None, namespace: Any = None) -> Any:
-        parsed, extra = parse(args, namespace)
-        defaults = {action: action.default for action in parser._actions}  # argparse's list; no public accessor
         try:
-            for action in defaults:
-                action.default = argparse.SUPPRESS
-            written, _ = parse(args, None)
-        finally:
-            for action, default in defaults.items():
-                action.default = default
-        parsed._written = {action.dest for action in defaults} & set(vars(written))
-        return parsed, extra
+            given = config.parse_known_args(args)[0].config
+        except argparse.ArgumentError:  # "--config" without a file: the full parse says so
+            given = None
+        parser.set_defaults(**(usual if given is None else from_file))
+        return parse(args, namespace)
 
     return parse_known_args
 
@@ -84,7 +94,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--problem-choice", dest="removed_problem_choice", help=argparse.SUPPRESS)  # 0.6.0: its error
     add_options(p, "set")
     add_launch_arguments(p)  # --num-processes N, --sharding
-    p.parse_known_args = _noting_written(p, p.parse_known_args)  # type: ignore[method-assign]
+    p.parse_known_args = _with_recipe_defaults(p)  # type: ignore[method-assign]
     return p
 
 
@@ -179,7 +189,8 @@ def _recipe(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
     """The recipe with the flags written and --set applied; the launch (processes, sharding, model) follows it."""
     from grpo_lite.recipe.recipe import Recipe
 
-    written = {key: getattr(args, key) for key in RECIPE_FLAGS if key in getattr(args, "_written", ())}
+    typed = {key: getattr(args, key) for key in RECIPE_FLAGS}
+    written = {key: value for key, value in typed.items() if value is not FROM_FILE and value is not None}
     recipe = Recipe.with_arguments(args.config, {**written, **overrides})
     if "sharding" not in written and recipe.sharding == "none" and recipe.num_processes > 1:
         recipe = recipe.with_overrides(sharding=None)  # a one-process recipe launched on more: the planner splits

@@ -89,7 +89,7 @@ def trainer_for(
         "shared_prefix": s.shared_prefix,
         "_verify_pending": False,
         "shared_prefix_atol": None,
-        "on_shared_off": None,
+        "stop_when_shared_off": False,
         "shared_prefix_record": {"requested": s.shared_prefix, "calls": {"shared": 0, "trl": 0}},
         # the zero-advantage skip only ever trains fewer rows: the step is simulated with every row trained
         "zero_advantage": ZeroAdvantageSkip(False, "simulated: the peak of a batch whose every row trains"),

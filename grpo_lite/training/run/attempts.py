@@ -162,16 +162,17 @@ class Attempts:
 
     def plan_as_built(self, trainer: Any) -> None:
         """When the trainer turned the shared prefix off once the model loaded (the TRL seam, FSDP or ZeRO-3), or
-        turns it off later (the first self-check, through ``trainer.on_shared_off``), the run is planned again
-        without it (shared sampling alone changes no plan).
+        its first self-check failed (the attempt ended with ``SharedPrefixOff``), the run is planned again without
+        it (shared sampling alone changes no plan). With one process a failed self-check ends the attempt; with
+        several (one rank alone cannot), the trainer goes on with TRL's forward.
 
         Raises:
             DoesNotFitError: without the shared prefix the recipe no longer fits its budget.
         """
         from grpo_lite.training.run.replan import replan
 
-        if hasattr(trainer, "on_shared_off"):  # grpo-lite's trainer: the same rule when its self-check fails
-            trainer.on_shared_off = lambda: self.plan_as_built(trainer)
+        if hasattr(trainer, "stop_when_shared_off"):  # grpo-lite's trainer
+            trainer.stop_when_shared_off = self.run.state.num_processes == 1
         if not self.recipe.shared_prefix or trainer.shared_prefix:
             return
         record = trainer.shared_prefix_record
@@ -347,9 +348,12 @@ def run_attempts(loop: Attempts, *, on_oom: OnOOM, oom_window_steps: int) -> Any
     import torch
 
     from grpo_lite.training.run import resilience
+    from grpo_lite.training.step.grpo_trainer import SharedPrefixOff
 
+    carried: dict[str, Any] = {}  # the failed self-check, kept in run.json's record by the next attempt
     while True:
         trainer = loop.build()
+        trainer.shared_prefix_record.update(carried)
         loop.plan_as_built(trainer)
         checkpoint = loop.run.checkpoint  # None, a checkpoint-N, or a stepdown-N (its weights are loop.source)
         if checkpoint is not None and checkpoint.name.startswith("stepdown-"):
@@ -363,14 +367,19 @@ def run_attempts(loop: Attempts, *, on_oom: OnOOM, oom_window_steps: int) -> Any
                     pass
             loop.wall += time.perf_counter() - start
             break
+        except SharedPrefixOff:  # the step starts again in the next attempt, planned without the shared prefix
+            loop.wall += time.perf_counter() - start
+            carried = {k: v for k, v in trainer.shared_prefix_record.items() if k in ("requested", "off", "self_check")}
+            next_attempt: Callable[[Any], None] = loop.plan_as_built
         except torch.cuda.OutOfMemoryError as exc:
             loop.wall += time.perf_counter() - start
             reached = loop.done + trainer.state.global_step
             if on_oom == "raise" or reached >= oom_window_steps or loop.run.state.num_processes > 1:
                 raise  # several processes: one rank cannot step down alone (the others wait in a collective)
             error = str(exc).splitlines()[0][:300]
+            next_attempt = functools.partial(loop.step_down, reached=reached, error=error)
         # Outside the except block, the traceback no longer pins the failed step's tensors.
-        loop.step_down(trainer, reached, error)
+        next_attempt(trainer)
         del trainer  # the failed attempt's tensors go before the next attempt allocates
         gc.collect()
         if torch.cuda.is_available():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -32,6 +32,11 @@ from grpo_lite.training.step.trl_seam import seam_problems, seam_warning, train_
 from grpo_lite.training.step.zero_advantage import DIVISORS, ZeroAdvantageSkip, config_reason, split
 
 logger = logging.getLogger(__name__)
+
+
+class SharedPrefixOff(Exception):
+    """The first self-check failed in a trainer told to stop then (``stop_when_shared_off``): the attempt ends, and
+    grpo-lite's attempt loop plans the run again without the shared prefix before the next one starts."""
 
 
 class LiteGRPOTrainer(GRPOTrainer):
@@ -93,8 +98,9 @@ class LiteGRPOTrainer(GRPOTrainer):
         self.shared_prefix = shared_prefix and "shared_scoring" not in seam
         self.shared_sampling = shared_prefix and "shared_sampling" not in seam
         self._verify_pending = verify_shared_prefix
-        # called when the first self-check turns the shared prefix off: the run re-plans (Attempts.plan_as_built)
-        self.on_shared_off: Callable[[], None] | None = None
+        # True: a failed first self-check raises SharedPrefixOff (the run re-plans between attempts); False: the
+        # trainer goes on with TRL's forward
+        self.stop_when_shared_off = False
         self._verify_sampling_pending = verify_shared_prefix
         self.shared_prefix_atol = shared_prefix_atol
         self.stop_strings = () if "stop_strings" in seam else tuple(stop_strings)
@@ -181,8 +187,8 @@ class LiteGRPOTrainer(GRPOTrainer):
             del logps, entropies  # the shared graph goes before TRL's forward builds its own
             self._shared_off(f"self-check: log-probs differ from TRL's by up to {check.max_abs_diff:.2g}")
             self.shared_prefix, reason = False, "self-check failed"
-            if self.on_shared_off is not None:
-                self.on_shared_off()
+            if self.stop_when_shared_off:
+                raise SharedPrefixOff(self.shared_prefix_record["off"])
         if reason is not None:
             calls["trl"] += 1
             return super()._get_per_token_logps_and_entropies(

@@ -47,7 +47,7 @@ def nothing_loads(monkeypatch):
 
 # (--set value, the fragment the error line must contain): every bad value of the issue, and their kin
 BAD_SETTINGS = [
-    ("learning_rate=abc", "learning_rate='abc': learning_rate takes a number; e.g. learning_rate=1e-06"),
+    ("learning_rate=abc", "learning_rate='abc': learning_rate takes a number; e.g. learning_rate=1e-05"),
     ("learning_rate=-1", "learning_rate=-1 must be > 0; e.g. learning_rate=1e-05"),
     ("learning_rate=0", "learning_rate=0 must be > 0"),
     ("learning_rate=nan", "learning_rate=nan must be a finite number"),

@@ -189,7 +189,7 @@ def test_ctrl_c_saves_a_loadable_checkpoint_and_says_how_to_resume(tiny_model_di
     cmd = [sys.executable, "-m", "grpo_lite.cli", "train", str(tiny_model_dir), "--dataset", "synthetic",
            "--reward", "length", "--max-steps", "500", "--output-dir", str(out), "--method", "lora",
            "--set", "num_generations=4", "--set", "per_device_train_batch_size=4", "--set", "max_completion_length=16",
-           "--set", "save_steps=1000"]  # fmt: skip
+           "--set", "save_steps=1000", "--set", f"learning_rate={FAST['learning_rate']}"]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     deadline = time.time() + 120
@@ -266,6 +266,7 @@ def test_a_run_killed_during_a_step_down_resumes_from_the_weights_carried(tiny_m
 
     from grpo_lite.training.run import checkpoints
 
+    torch.set_num_threads(1)  # a forked child cannot use the parent's OpenMP pool (conftest restores the count)
     oom, out = _oom_at(3), tmp_path / "run"
     kw = dict(max_steps=4, save_strategy="steps", save_steps=1, **FAST)
 

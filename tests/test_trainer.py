@@ -97,7 +97,9 @@ def test_unknown_setting_is_a_clear_error(tiny_model_dir, tmp_path):
 
 
 def test_bad_max_steps_is_rejected_before_any_work(tiny_model_dir, tmp_path):
-    with pytest.raises(ConfigError, match=r"max_steps=0 must be a whole number from 1 to 100_000_000; e\.g\. max_steps=1"):
+    with pytest.raises(
+        ConfigError, match=r"max_steps=0 must be a whole number from 1 to 100_000_000; e\.g\. max_steps=1"
+    ):
         train(str(tiny_model_dir), output_dir=tmp_path / "run", **{**FAST, "max_steps": 0})
     assert not (tmp_path / "run").exists()
 

@@ -197,3 +197,20 @@ def test_measuring_a_plan_lifts_the_threshold_after(measured: dict[tuple[str, st
     from grpo_lite.memory.heap import fixed_mmap_threshold
 
     assert fixed_mmap_threshold() is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the inherited peak is Linux's getrusage")
+def test_a_child_process_reports_its_own_peak_not_its_parents() -> None:
+    # `grpo-lite plan --measure` runs in a fresh process; getrusage's ru_maxrss survives exec, so a child of a large
+    # process (a test runner, a notebook) reported its parent's peak: 910 MB for a 570 MB step in the full suite
+    import subprocess
+
+    from grpo_lite.memory.heap import peak_rss_bytes
+
+    ballast = bytearray(600 * 2**20)  # the parent's peak: 600 MB touched
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    code = "from grpo_lite.memory.heap import peak_rss_bytes; print(peak_rss_bytes())"
+    child = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert peak_rss_bytes() > 600 * 2**20
+    assert child < 300 * 2**20, f"the child reported {child / 2**20:.0f} MB: its parent's peak"
+    del ballast

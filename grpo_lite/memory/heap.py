@@ -100,6 +100,18 @@ def current_rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
-    """The highest resident set size of this process so far (``getrusage``, updated lazily: at least the current)."""
+    """The highest resident set size of this process so far, at least the current.
+
+    Linux: ``VmHWM`` of ``/proc/self/status``, the high-water mark of this program's own memory. Not ``getrusage``:
+    its ``ru_maxrss`` survives ``exec``, so a process started from a large one (``subprocess`` from a test runner
+    or a notebook) would report its parent's peak. Elsewhere: ``getrusage``.
+    """
+    try:
+        with open("/proc/self/status", "rb") as f:
+            hwm = next((line.split()[1] for line in f if line.startswith(b"VmHWM:")), None)
+    except OSError:
+        hwm = None
+    if hwm is not None:
+        return max(int(hwm) * 1024, current_rss_bytes())
     scale = 1 if sys.platform == "darwin" else 1024
     return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale, current_rss_bytes())

@@ -23,9 +23,9 @@ from grpo_lite.defaults import EVALUATION, TASKS, TRAINER
 from grpo_lite.errors import ConfigError, ModelError
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.settings import load_dtype
-from grpo_lite.ranges import check
 from grpo_lite.recipe.values import typed
 from grpo_lite.run_record import RUN_RECORD, read_run_record
+from grpo_lite.settings import check
 from grpo_lite.training.build import measure_prompt_tokens
 from grpo_lite.training.checks import check_positions
 from grpo_lite.training.prepare import model_context
@@ -35,9 +35,9 @@ from grpo_lite.training.step.prefix_cache import cache_keyword, prefix_cache_inp
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-    from grpo_lite.data.answer_kinds import AnswerKind
     from grpo_lite.data.loaders import DataSplit
     from grpo_lite.data.prompts import PromptStyle
+    from grpo_lite.settings import AnswerKind
 
 
 Z_95 = 1.959963984540054  # the standard normal's 97.5% quantile: a two-sided 95% interval

@@ -4,12 +4,13 @@ definition of a decision appears (each finder is also shown to find one in a mad
 - the dtype the weights load in: ``memory/settings.py: load_dtype``;
 - the bf16 autocast flag: ``StepSettings.resolve``;
 - the update-rounding default: ``memory/settings.py: default_update_rounding``;
-- the method names: the ``Method`` literal and ``METHODS`` beside it;
+- the method names: the ``Method`` literal and ``METHODS`` beside it (``grpo_lite/settings.py``);
 - the prompt tokenisation rule: ``data/prompts.py: prompt_token_ids``;
 - TRL's objects built from a recipe: GRPOConfig in ``recipe/recipe.py``, BitsAndBytesConfig in
   ``memory/keywords.py`` (the meta model of the tracer builds it too), and the trainer built from a recipe, never
   from a plan;
-- the load dtype names: the ``Dtype`` literal; the LoRA keys: ``planning/candidates.py: LORA_KEYS``;
+- the load dtype names: the ``Dtype`` literal (``grpo_lite/settings.py``); the LoRA keys: their rows in
+  ``grpo_lite/settings.py: SETTINGS`` (no list of them anywhere: ``LORA_KEYS`` is read from the rows);
 - where a plan's per-block bytes come from (traced or the formulas): ``memory/blocks.py: DEFAULT_BLOCKS``, and
   its values: ``plan()``, ``estimate()``, ``train()`` and ``grpo-lite plan`` give the same figure.
 
@@ -224,7 +225,7 @@ DECISIONS = {
     "load dtype": (dtype_choices, {("grpo_lite/memory/settings.py", "load_dtype")}),
     "bf16 flag": (bf16_choices, {("grpo_lite/memory/settings.py", "resolve")}),
     "rounding default": (rounding_defaults, {("grpo_lite/memory/settings.py", "default_update_rounding")}),
-    "method names": (method_lists, {("grpo_lite/memory/settings.py", "")}),
+    "method names": (method_lists, {("grpo_lite/settings.py", "")}),
     "prompt tokenisation": (
         prompt_tokenisations,
         {
@@ -234,8 +235,8 @@ DECISIONS = {
             ("grpo_lite/data/prompts.py", "completion_token_ids"),
         },
     ),
-    "load dtype names": (name_lists(DTYPES), {("grpo_lite/memory/settings.py", "")}),
-    "LoRA keys": (name_lists(LORA_NAMES), {("grpo_lite/planning/candidates.py", "")}),
+    "load dtype names": (name_lists(DTYPES), {("grpo_lite/settings.py", "")}),
+    "LoRA keys": (name_lists(LORA_NAMES), set()),
     "TRL objects from a recipe": (
         trl_object_builds,
         {

@@ -1,5 +1,5 @@
-"""The options the subcommands share, declared once in :data:`SHARED` (added with :func:`add_options`), and the
-parsers of their values.
+"""The options the subcommands share (added with :func:`add_options`): each setting's from its declaration in
+:data:`grpo_lite.settings.SETTINGS`, the others in :data:`SHARED`; and the parsers of their values.
 """
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ import ast
 import math
 from typing import Any, Iterable
 
-from grpo_lite.data.answer_kinds import ANSWER_KINDS
-from grpo_lite.defaults import GPU, STEP, TRAINER
+from grpo_lite.defaults import GPU
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.settings import METHODS
+from grpo_lite.settings import PLANNER, SETTINGS, Setting
 
 
 def _value(text: str) -> Any:
@@ -77,75 +76,41 @@ def parse_budget(text: str) -> float:
     return value
 
 
-_MODEL_HELP = "hub id, short name (Llama-3.2-1B-Instruct), local folder or .gguf file"
+# how a setting's value is read on the command line, where its type alone does not say
+_READ: dict[str, dict[str, Any]] = {
+    "budget_gb": {"type": parse_budget},
+    "rewards": {"action": "append", "dest": "rewards", "metavar": "NAME"},
+    "num_processes": {"metavar": "N"},
+}
 
-# option name -> (flags, argparse keyword arguments); the one declaration of every shared option
+
+def setting_option(setting: Setting) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """A setting's option, all from its declaration (:data:`grpo_lite.settings.SETTINGS`): its flag, help, default,
+    choices, and a type from its Python type or range (a value with neither is read as :func:`_value` reads it).
+
+    >>> setting_option(SETTINGS["seed"])
+    (('--seed',), {'help': 'seed (default 0)', 'default': 0, 'type': <class 'int'>})
+    """
+    assert setting.flag is not None, setting.name
+    kwargs: dict[str, Any] = {"help": setting.help, "default": None if setting.default is PLANNER else setting.default}
+    if setting.type is bool:
+        kwargs["action"] = argparse.BooleanOptionalAction if setting.default else "store_true"
+    elif setting.choices is not None:
+        kwargs["choices"] = setting.choices
+    elif setting.type in (int, float):
+        kwargs["type"] = setting.type
+    elif setting.range is not None:
+        kwargs["type"] = int if setting.range.whole else float
+    elif setting.type is None and setting.goes != "run":
+        kwargs["type"] = _value  # a GRPOConfig field: typed by TRL's parser where it enters
+    return (setting.flag,), {**kwargs, **_READ.get(setting.name, {})}
+
+
+# option name -> (flags, argparse keyword arguments): every setting's flag from its declaration, and the options
+# that are not settings
 SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "model": (("model",), {"help": _MODEL_HELP}),
-    "budget_gb": (
-        ("--budget-gb",),
-        {
-            "type": parse_budget,
-            "default": None,
-            "help": "GPU size in GB, e.g. 16, per device (default: detect the current CUDA device)",
-        },
-    ),
-    "method": (
-        ("--method",),
-        {
-            "choices": METHODS,
-            "default": None,
-            "help": "fix the memory method; the planner picks the rest of the preset",
-        },
-    ),
-    "preset": (("--preset",), {"default": None, "help": "use exactly this preset (see grpo-lite presets)"}),
-    "dataset": (
-        ("--dataset",),
-        {"default": TRAINER.dataset, "help": f"gsm8k, synthetic, or a path (default {TRAINER.dataset})"},
-    ),
-    "seed": (("--seed",), {"type": int, "default": 0, "help": "seed (default 0)"}),
-    "output_dir": (("--output-dir",), {"default": None, "help": "run folder (default runs/<model>-<time>)"}),
-    "shared_prefix": (
-        ("--shared-prefix",),
-        {
-            "action": argparse.BooleanOptionalAction,
-            "default": STEP.shared_prefix,
-            "help": "forward each prompt once for all its completions (same "
-            "log-probs, checked on the first step; default on)",
-        },
-    ),
-    "show_plan": (
-        ("--show-plan",),
-        {"action": "store_true", "help": "print the whole plan (components, reasons, settings), not its summary"},
-    ),
-    "rewards": (
-        ("--reward",),
-        {
-            "action": "append",
-            "dest": "rewards",
-            "metavar": "NAME",
-            "help": "reward (repeatable): a grpo-lite or TRL reward name, or your module:function "
-            "(default: the GSM8K set)",
-        },
-    ),
+    "model": (("model",), {"help": SETTINGS["model"].help}),
     "json": (("--json",), {"action": "store_true", "help": "print one JSON object instead of tables"}),
-    "answer_kind": (
-        ("--answer-kind",),
-        {
-            "choices": ANSWER_KINDS,
-            "default": None,
-            "help": "how answers compare with the golds: number, math (LaTeX), choice (a letter), text "
-            "(default: the dataset's, else chosen from its golds)",
-        },
-    ),
-    "skip_invalid": (
-        ("--skip-invalid",),
-        {
-            "action": "store_true",
-            "help": "skip dataset rows without a usable question or answer (a task: prompt; one "
-            "warning gives the count) instead of stopping at the first",
-        },
-    ),
     "set": (
         ("--set",),
         {
@@ -167,7 +132,7 @@ def add_options(parser: argparse.ArgumentParser, *names: str, **defaults: Any) -
     (3, True)
     """
     for name in names:
-        flags, kwargs = SHARED[name]
+        flags, kwargs = SHARED[name] if name in SHARED else setting_option(SETTINGS[name])
         if name in defaults:
             kwargs = {**kwargs, "default": defaults[name]}
         parser.add_argument(*flags, **kwargs)

@@ -13,35 +13,21 @@ import sys
 from pathlib import Path
 
 import grpo_lite.scale.distributed as _distributed
-from grpo_lite.cli.options import parse_set
-from grpo_lite.defaults import STEP
+from grpo_lite.cli.options import add_options, parse_set
 from grpo_lite.errors import ConfigError
 from grpo_lite.files import write_json
-from grpo_lite.memory.settings import Sharding
 from grpo_lite.planning.choose import plan
 from grpo_lite.planning.hardware import usable_to_nominal_gb
-from grpo_lite.ranges import check
 from grpo_lite.run_record import RUN_RECORD, read_run_record
 from grpo_lite.scale.distributed import SHARDINGS, _mode, in_launched_process, launch_command, launched_world_size
+from grpo_lite.settings import Sharding, check
 from grpo_lite.training.run.folder import default_output_dir
 from grpo_lite.training.run.ranks import _clear_records, check_ranks, failure_fields, read_rank_records
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--num-processes`` and ``--sharding`` to a subcommand."""
-    parser.add_argument(
-        "--num-processes",
-        type=int,
-        default=STEP.num_processes,
-        metavar="N",
-        help="data-parallel processes, one GPU each (CPU: gloo); --budget-gb is per device",
-    )
-    parser.add_argument(
-        "--sharding",
-        choices=list(SHARDINGS),
-        default=None,
-        help="split state across processes (default: the planner's choice; ddp on CPU)",
-    )
+    add_options(parser, "num_processes", "sharding")
 
 
 def _choose_sharding(args: argparse.Namespace, cuda: bool, gib: float | None) -> Sharding:

@@ -7,22 +7,27 @@ the file's values, then every flag written (even at its default), then ``--set``
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
 from pathlib import Path
 from typing import Any, Callable
 
 from grpo_lite.cli.options import SHARED, add_options, parse_set
 from grpo_lite.cli.relaunch import add_launch_arguments
-from grpo_lite.defaults import RESILIENCE
+from grpo_lite.settings import SETTINGS, flags
 
 INTERRUPTED = (
     "interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
     "same command plus --resume"
 )
 
-# flags that set a recipe's field of the same name: with --config, the ones typed override the file
-RECIPE_FLAGS = tuple(
-    "model budget_gb dataset rewards preset seed max_steps shared_prefix num_processes sharding answer_kind".split()
-)
+LAUNCH = ("num_processes", "sharding")  # flags that start processes: added with --num-processes' relaunch
+
+
+def recipe_flags() -> tuple[str, ...]:
+    """The options a recipe also holds (the model and every flag of a recipe setting): with ``--config``, the ones
+    typed override the file."""
+    return ("model", *(name for name, setting in flags().items() if setting.recipe))
 
 
 class _FromFile:
@@ -39,10 +44,10 @@ FROM_FILE = _FromFile()
 def _with_recipe_defaults(parser: argparse.ArgumentParser) -> Callable[..., Any]:
     """``parser.parse_known_args`` as TRL's ``TrlParser`` reads a config: ``--config`` alone first, then, with a
     file, every recipe flag's default is :data:`FROM_FILE` and the command line is parsed once."""
-    parse, usual = parser.parse_known_args, {key: parser.get_default(key) for key in RECIPE_FLAGS}
+    parse, usual = parser.parse_known_args, {key: parser.get_default(key) for key in recipe_flags()}
     config = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     config.add_argument("--config")
-    from_file = {key: FROM_FILE for key in RECIPE_FLAGS if key != "rewards"}  # --reward appends to its default
+    from_file = {key: FROM_FILE for key in recipe_flags() if key != "rewards"}  # --reward appends to its default
 
     def parse_known_args(args: list[str] | None = None, namespace: Any = None) -> Any:
         try:
@@ -65,7 +70,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument(
         "model", nargs="?", default=None, help=SHARED["model"][1]["help"] + " (or the recipe's, with --config)"
     )
-    add_options(p, "budget_gb", "dataset", "skip_invalid", "answer_kind")
     p.add_argument(
         "--config",
         metavar="FILE",
@@ -73,24 +77,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="train a recipe (grpo-lite plan MODEL --write FILE) with every setting as written; flags and "
         "--set override its values",
     )
-    add_options(p, "rewards")
-    p.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default: one epoch)")
-    add_options(p, "output_dir", "method", "preset", "seed", "shared_prefix", "show_plan")
-    p.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint in --output-dir")
-    p.add_argument("--overwrite", action="store_true", help="replace a run already in --output-dir")
-    p.add_argument(
-        "--on-oom",
-        choices=("step_down", "raise"),
-        default=RESILIENCE.on_oom,
-        help="on CUDA out-of-memory: step down the preset ladder and go on (default), or stop",
-    )
-    p.add_argument(
-        "--on-stall",
-        choices=("warn", "adapt"),
-        default=RESILIENCE.on_stall,
-        help="when the run is not learning: print the cause and a remedy (default), or also raise "
-        "max_completion_length at the next checkpoint when most completions are cut (docs/health.md)",
-    )
+    add_options(p, *(name for name in flags() if name not in LAUNCH))  # every setting's flag, in the table's order
     p.add_argument("--problem-choice", dest="removed_problem_choice", help=argparse.SUPPRESS)  # 0.6.0: its error
     add_options(p, "set")
     add_launch_arguments(p)  # --num-processes N, --sharding
@@ -189,14 +176,14 @@ def _recipe(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
     """The recipe with the flags written and --set applied; the launch (processes, sharding, model) follows it."""
     from grpo_lite.recipe.recipe import Recipe
 
-    typed = {key: getattr(args, key) for key in RECIPE_FLAGS}
+    typed = {key: getattr(args, key) for key in recipe_flags()}
     written = {key: value for key, value in typed.items() if value is not FROM_FILE and value is not None}
     recipe = Recipe.with_arguments(args.config, {**written, **overrides})
     if "sharding" not in written and recipe.sharding == "none" and recipe.num_processes > 1:
         recipe = recipe.with_overrides(sharding=None)  # a one-process recipe launched on more: the planner splits
-    for key in RECIPE_FLAGS:  # what the relaunch reads, and writes back for each rank
-        if key != "rewards":
-            setattr(args, key, getattr(recipe, key))
+    fields = {field.name for field in dataclasses.fields(recipe)} - {"rewards"}
+    for key in fields.intersection(recipe_flags()):  # what the relaunch reads, and writes back for each rank
+        setattr(args, key, getattr(recipe, key))
     return recipe
 
 
@@ -204,22 +191,10 @@ def _train(args: argparse.Namespace, recipe: Any, overrides: dict[str, Any]) -> 
     """train() with the recipe (its settings already hold the flags and --set), or with the flags and --set."""
     from grpo_lite.api import train
 
-    run: dict[str, Any] = {
-        key: getattr(args, key)
-        for key in ("output_dir", "method", "resume", "overwrite", "on_oom", "on_stall", "skip_invalid", "show_plan")
-    }
+    run = {key: getattr(args, key) for key in flags() if not SETTINGS[key].recipe}
     if recipe is not None:
         return train(config=recipe, **run)
-    return train(
-        args.model,
-        args.budget_gb,
-        dataset=args.dataset,
-        rewards=args.rewards,
-        max_steps=args.max_steps,
-        preset=args.preset,
-        seed=args.seed,
-        shared_prefix=args.shared_prefix,
-        answer_kind=args.answer_kind,
-        **run,
-        **overrides,
-    )
+    named = inspect.signature(train).parameters
+    own = {key: getattr(args, key) for key in recipe_flags() if key not in LAUNCH}
+    passed = {key: value for key, value in own.items() if key in named or value is not None}  # a GRPOConfig field's
+    return train(**passed, **run, **overrides)

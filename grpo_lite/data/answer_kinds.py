@@ -20,8 +20,8 @@ from typing import Any, Literal, get_args
 
 from grpo_lite.data.answers import answers_match, extract_answer, extract_xml_answer, gsm8k_gold, normalize_number
 from grpo_lite.errors import ConfigError, DataError
+from grpo_lite.settings import AnswerKind
 
-AnswerKind = Literal["number", "math", "choice", "text"]
 ANSWER_KINDS: tuple[AnswerKind, ...] = get_args(AnswerKind)
 
 _CHOICE_RE = re.compile(r"\(?([A-Za-z])(?:[.):](?:\s.*)?|\s.*)?", re.DOTALL)  # "(B)", "B)", "b", "B. 42", "B 42"

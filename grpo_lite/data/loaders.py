@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from grpo_lite.data.answer_kinds import AnswerKind, check_answer_kind, choose_answer_kind, gold_error, read_gold
+from grpo_lite.data.answer_kinds import check_answer_kind, choose_answer_kind, gold_error, read_gold
 from grpo_lite.data.answers import gsm8k_gold
 from grpo_lite.data.prompts import PromptStyle, build_messages, style_for_kind
 from grpo_lite.data.synthetic import LEVELS, synthetic_problems
 from grpo_lite.defaults import TRAINER
 from grpo_lite.errors import ConfigError, DataError
+from grpo_lite.settings import AnswerKind
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset

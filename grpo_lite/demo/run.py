@@ -32,7 +32,7 @@ from typing import Any
 from grpo_lite.data.prompts import PromptStyle, PromptStyleName
 from grpo_lite.defaults import DEMO, LORA, STEP
 from grpo_lite.errors import ConfigError
-from grpo_lite.ranges import check
+from grpo_lite.settings import check
 from grpo_lite.training.report.quiet import quiet_libraries
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 from grpo_lite.errors import ModelError
 from grpo_lite.export.hparams import GgufArch, rope_settings
 from grpo_lite.export.source import named_weights
-from grpo_lite.ranges import check
+from grpo_lite.settings import check
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, get_args
 
 from grpo_lite.memory.meta.block import BlockTerms, traced_block_terms
-from grpo_lite.ranges import check
+from grpo_lite.settings import check
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture

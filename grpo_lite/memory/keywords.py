@@ -13,7 +13,8 @@ from typing import Any, get_args
 
 from grpo_lite.defaults import LORA
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.settings import Dtype, StepSettings
+from grpo_lite.memory.settings import StepSettings
+from grpo_lite.settings import Dtype
 
 
 def model_kwargs(step: StepSettings) -> dict[str, Any]:

@@ -19,20 +19,12 @@ from typing import Any, Literal, get_args
 from grpo_lite.defaults import LORA, STEP
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
-from grpo_lite.ranges import RANGES, check
+from grpo_lite.settings import METHODS, SETTINGS, Device, Dtype, Method, Sharding, UpdateRounding, check
 
 SHARED_PREFIX_DEFAULT = STEP.shared_prefix  # the old name of grpo_lite.defaults.STEP.shared_prefix
 
-Method = Literal["full", "galore", "lora", "qlora"]
-METHODS: tuple[Method, ...] = get_args(Method)  # the one list of method names (CLI choices, plan() checks)
-Device = Literal["cuda", "cpu"]
-Dtype = Literal["bfloat16", "float16", "float32"]
 Quantization = Literal["none", "nf4", "int8"]
-Sharding = Literal["none", "ddp", "zero2", "zero3", "fsdp"]
 VllmMode = Literal["colocate", "server"]
-# How an update reaches bf16 trained weights: "stochastic" rounds an fp32 copy back stochastically (lands in
-# expectation); "nearest" is PyTorch's own, which drops steps below half a bf16 spacing (most at lr 1e-6).
-UpdateRounding = Literal["stochastic", "nearest"]
 
 
 def load_dtype(device: Device, *, fp16: bool | None = None) -> Dtype:
@@ -236,7 +228,7 @@ class StepSettings:
 
     def _validate(self) -> None:
         for f in fields(self):
-            if f.name in RANGES:
+            if f.name in SETTINGS:
                 check(f.name, getattr(self, f.name))
         _check_batch_rule(self)
         opt = self.optimizer

@@ -23,13 +23,14 @@ from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.estimate import MemoryEstimate, estimate
 from grpo_lite.memory.settings import StepSettings
 from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
+from grpo_lite.settings import SETTINGS, where
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.blocks import BlockMode
-    from grpo_lite.memory.settings import Device, Sharding
     from grpo_lite.planning.hardware import Extras
     from grpo_lite.planning.ladder import Preset
+    from grpo_lite.settings import Device, Sharding
 
 
 GENERATIONS: tuple[int, ...] = PLANNER.generations  # num_generations tried, best first (old name)
@@ -41,14 +42,8 @@ BATCH_KEYS = (
     "steps_per_generation",
 )  # what num_generations must divide: refitted by the planner with it
 # train()'s and plan()'s LoRA settings -> peft.LoraConfig's names (a recipe's lora: section); the one list
-LORA_KEYS: dict[str, str] = {
-    "lora_r": "r",
-    "lora_alpha": "lora_alpha",
-    "lora_dropout": "lora_dropout",
-    "lora_target_modules": "target_modules",
-}
-MODEL_KEYS = ("dtype",)  # how the weights load (from_pretrained), not GRPOConfig fields
-TRAINER_KEYS = ("shared_prefix", "update_rounding")  # grpo-lite's own, not GRPOConfig fields
+# train()'s LoRA names -> peft.LoraConfig's (grpo_lite.settings declares them)
+LORA_KEYS: dict[str, str] = {name: SETTINGS[name].peft or name for name in where("lora")}
 # what the user fixed that goes to estimate() as it is
 _PASSED_ON = ("num_iterations", "cast_lm_head_to_fp32", "bf16", "fp16", "ds3_gather_for_generation")
 _VLLM_PASSED_ON = ("vllm_mode", "vllm_importance_sampling_correction", "vllm_enable_sleep_mode")

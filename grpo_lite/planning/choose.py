@@ -15,12 +15,11 @@ from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
 from grpo_lite.memory.models import ModelSpec, resolve_model
-from grpo_lite.memory.settings import METHODS, Device, Method, Sharding
 from grpo_lite.planning import hardware
 from grpo_lite.planning.candidates import fits
 from grpo_lite.planning.result import Plan
 from grpo_lite.planning.search import search
-from grpo_lite.ranges import check, check_written
+from grpo_lite.settings import METHODS, Device, Method, Sharding, check, check_written
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode

@@ -8,8 +8,8 @@ from typing import Any, Literal
 from grpo_lite.defaults import STEP
 from grpo_lite.memory.estimate import MemoryEstimate
 from grpo_lite.memory.models import ModelSpec
-from grpo_lite.memory.settings import Sharding
 from grpo_lite.planning.ladder import Preset
+from grpo_lite.settings import Sharding
 
 
 @dataclass

@@ -17,8 +17,6 @@ from grpo_lite.planning.candidates import (
     COMPLETION_LENGTHS,
     GENERATIONS,
     LORA_KEYS,
-    MODEL_KEYS,
-    TRAINER_KEYS,
     Candidate,
     candidates,
     fits,
@@ -27,11 +25,12 @@ from grpo_lite.planning.candidates import (
 )
 from grpo_lite.planning.ladder import LADDER, Preset, get_preset
 from grpo_lite.planning.result import Plan
+from grpo_lite.settings import where
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode
     from grpo_lite.memory.models import ModelSpec
-    from grpo_lite.memory.settings import Device, Method, Sharding
+    from grpo_lite.settings import Device, Method, Sharding
 
 
 def _install(package: str) -> str:
@@ -254,5 +253,7 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
     if k["use_vllm"]:
         settings["vllm_mode"] = k.get("vllm_mode", STEP.vllm_mode)
         settings["vllm_gpu_memory_utilization"] = k["vllm_gpu_memory_utilization"]
-    settings.update({key: value for key, value in fixed.items() if key not in (*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS)})
+    settings.update(
+        {key: value for key, value in fixed.items() if key not in (*LORA_KEYS, *where("load"), *where("trainer"))}
+    )
     return settings

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, get_args
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.estimate import GIB, MemoryEstimate, StepSettings, estimate
 from grpo_lite.memory.optimizers import get_optimizer
-from grpo_lite.memory.settings import UpdateRounding
 from grpo_lite.planning.candidates import COMPLETION_LENGTHS, GENERATIONS, batch_shapes
+from grpo_lite.settings import UpdateRounding
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan

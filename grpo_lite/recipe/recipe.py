@@ -22,16 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite._version import __version__
-from grpo_lite.data.answer_kinds import AnswerKind
 from grpo_lite.data.prompts import PROMPT_STYLES, Example, PromptStyle
 from grpo_lite.defaults import RUN, STEP, TRAINER
 from grpo_lite.errors import ConfigError, OutputDirError
 from grpo_lite.files import write_text
 from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
-from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
 from grpo_lite.planning.candidates import LORA_KEYS
-from grpo_lite.ranges import check
 from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, refuse_removed, typed
+from grpo_lite.settings import AnswerKind, Device, Dtype, Sharding, UpdateRounding, check
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan

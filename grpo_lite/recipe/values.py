@@ -19,38 +19,27 @@ import dataclasses
 import difflib
 import functools
 import math
-from dataclasses import dataclass
+import typing
 from enum import Enum
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Sequence
 
-from grpo_lite.data.answer_kinds import AnswerKind
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.settings import Device, Dtype, Sharding, UpdateRounding
-from grpo_lite.planning.candidates import LORA_KEYS, MODEL_KEYS, TRAINER_KEYS
-from grpo_lite.ranges import RANGES, check_written
+from grpo_lite.planning.candidates import LORA_KEYS
+from grpo_lite.settings import SETTINGS, check_written, where
 
 
-@dataclass
-class OwnSettings:
-    """grpo-lite's recipe keys and train() arguments that are not GRPOConfig fields, typed for HfArgumentParser
-    (types only: the defaults live in grpo_lite.defaults)."""
+def _own_settings() -> type:
+    """grpo-lite's recipe keys and train() arguments that are not GRPOConfig fields, as a dataclass for
+    HfArgumentParser (types only, from :data:`grpo_lite.settings.SETTINGS`: the defaults live there)."""
+    own = [s for s in SETTINGS.values() if s.type is not None and s.recipe]
+    optional = {s.name for s in own if type(None) in typing.get_args(s.type)}
+    rows = [(s.name, s.type) for s in own if s.name not in optional]
+    rows += [(s.name, s.type, dataclasses.field(default=None)) for s in own if s.name in optional]
+    return dataclasses.make_dataclass("OwnSettings", rows)
 
-    model: str
-    preset: str
-    num_processes: int
-    shared_prefix: bool
-    stop_strings: list[str]
-    lora_r: int
-    lora_alpha: float
-    lora_dropout: float
-    device: Optional[Device] = None
-    budget_gb: Optional[float] = None
-    sharding: Optional[Sharding] = None
-    dtype: Optional[Dtype] = None
-    update_rounding: Optional[UpdateRounding] = None
-    answer_kind: Optional[AnswerKind] = None
-    lora_target_modules: Union[None, str, list[str]] = None  # names, or a pattern ("all-linear"): typed as text
+
+OwnSettings = _own_settings()
 
 
 # what a non-text value must be for an action's type (by its name; text goes through the type); a field of several
@@ -63,7 +52,7 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 _NOT_OF_TYPE = (ValueError, TypeError, argparse.ArgumentTypeError)  # what a type or _one raises for a value not of it
 _PLANNER_CHOICES = {"optim"}  # choices the planner checks against what it models (a shorter, truer list)
-_TEXT = {f.name for f in dataclasses.fields(OwnSettings) if f.type == "str"}  # grpo-lite's own text: a list is not
+_TEXT = {s.name for s in SETTINGS.values() if s.type is str}  # grpo-lite's own text: a list is not
 
 
 @functools.lru_cache(maxsize=1)
@@ -150,7 +139,8 @@ def _example(key: str, action: argparse.Action, value: Any, many: bool) -> str:
     if many and not isinstance(value, (list, tuple)):
         with contextlib.suppress(*_NOT_OF_TYPE):
             return f"; e.g. {key}={[_one(action, value)]!r}"
-    default = RANGES[key].example if key in RANGES else action.default  # TRL's max_steps=-1 is refused here
+    rule = SETTINGS[key].range if key in SETTINGS else None
+    default = rule.example if rule is not None else action.default  # TRL's max_steps=-1 is refused here
     if isinstance(default, Enum):
         default = default.value
     if default is None or default is argparse.SUPPRESS or isinstance(default, (list, dict)):
@@ -268,10 +258,11 @@ def check_config_keys(settings: dict[str, Any], also: Sequence[str] = ()) -> Non
     valid = {f.name for f in dataclasses.fields(GRPOConfig)} | set(also)
     unknown = sorted(set(settings) - valid)
     if unknown:
+        load = where("load")
         raise ConfigError(
-            f"unknown training setting(s): {closest_names(unknown, [*valid, *LORA_KEYS, *MODEL_KEYS])}; pass "
+            f"unknown training setting(s): {closest_names(unknown, [*valid, *LORA_KEYS, *load])}; pass "
             f"GRPOConfig/TrainingArguments fields, LoRA settings ({', '.join(LORA_KEYS)}) or the weights' dtype "
-            f"({', '.join(MODEL_KEYS)})"
+            f"({', '.join(load)})"
         )
 
 
@@ -320,7 +311,7 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
             type, a value out of range.
     """
     refuse_removed(overrides)
-    check_config_keys(overrides, also=(*LORA_KEYS, *MODEL_KEYS, *TRAINER_KEYS))
+    check_config_keys(overrides, also=(*LORA_KEYS, *where("load"), *where("trainer")))
     overrides = {key: typed(key, value) for key, value in overrides.items()}
     for key, value in overrides.items():
         check_written(key, value)

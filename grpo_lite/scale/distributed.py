@@ -22,8 +22,7 @@ from typing import Literal, Mapping, Sequence, get_args
 
 from grpo_lite.errors import ConfigError, GrpoLiteError
 from grpo_lite.files import write_text
-from grpo_lite.memory.settings import Sharding
-from grpo_lite.ranges import check
+from grpo_lite.settings import Sharding, check
 
 MixedPrecision = Literal["no", "fp16", "bf16"]
 _MODULE = "grpo_lite"  # `python -m grpo_lite` is the `grpo-lite` command

@@ -14,9 +14,9 @@ from grpo_lite import rewards as reward_lib
 from grpo_lite.data.answer_kinds import check_answer_kind
 from grpo_lite.defaults import RESILIENCE
 from grpo_lite.errors import ConfigError
-from grpo_lite.ranges import check
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.recipe.values import check_overrides, typed
+from grpo_lite.settings import SETTINGS, check
 from grpo_lite.training import checks
 from grpo_lite.training.run.ranks import process_state
 
@@ -39,22 +39,6 @@ PLAN_OWNED: dict[str, str] = {
 }
 
 
-# train()'s arguments a recipe holds (Recipe fields of the same name); the rest of a recipe are overrides
-RECIPE_ARGUMENTS = (
-    "model",
-    "budget_gb",
-    "dataset",
-    "rewards",
-    "preset",
-    "prompt_style",
-    "seed",
-    "max_steps",
-    "shared_prefix",
-    "stop_strings",
-    "answer_kind",
-)
-
-
 def recipe_with_passed_arguments(func: Callable[..., R]) -> Callable[..., R]:
     """train() with ``config=``: the recipe with the arguments the caller wrote applied over it, even at their
     default (``seed=0`` over the file's 7); the arguments left out keep the recipe's values."""
@@ -65,7 +49,7 @@ def recipe_with_passed_arguments(func: Callable[..., R]) -> Callable[..., R]:
         passed = signature.bind(*args, **kwargs).arguments
         if passed.get("config") is None:
             return func(*args, **kwargs)
-        written = {key: passed.pop(key) for key in RECIPE_ARGUMENTS if key in passed}
+        written = {key: passed.pop(key) for key in list(passed) if key in SETTINGS and SETTINGS[key].recipe}
         recipe = Recipe.with_arguments(passed.pop("config"), {**written, **passed.pop("overrides", {})})
         return func(config=recipe, **passed)
 
@@ -97,8 +81,8 @@ def check_arguments(
     """Reject bad arguments and settings before anything is loaded; return the reward callables and the
     overrides typed as TRL's parser types them."""
     check("max_steps", max_steps)
-    check("on_oom", on_oom, ("step_down", "raise"))
-    check("on_stall", on_stall, ("warn", "adapt"))
+    check("on_oom", on_oom, SETTINGS["on_oom"].choices)
+    check("on_stall", on_stall, SETTINGS["on_stall"].choices)
     taken = sorted(set(overrides) & set(PLAN_OWNED))
     if taken:
         raise ConfigError("; ".join(f"{key} cannot be set here: {PLAN_OWNED[key]}" for key in taken))
@@ -106,7 +90,7 @@ def check_arguments(
     return reward_funcs, check_overrides(overrides, n_rewards=len(reward_funcs))
 
 
-SWITCHES = ("resume", "overwrite", "quiet", "show_plan", "skip_invalid")  # train()'s True-or-False arguments
+SWITCHES = tuple(s.name for s in SETTINGS.values() if s.type is bool and not s.recipe)  # train()'s True or False
 
 
 def check_run_options(*, oom_window_steps: Any, **flags: Any) -> None:

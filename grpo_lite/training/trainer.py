@@ -12,20 +12,18 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from grpo_lite.defaults import RESILIENCE, STEP, TRAINER
 from grpo_lite.memory.heap import mmap_threshold_on_cpu
 from grpo_lite.memory.models import resolve_model
+from grpo_lite.settings import AnswerKind, Method, OnOOM, OnStall
 from grpo_lite.training import arguments, fit, prepare
 from grpo_lite.training.arguments import ExportFormat
-from grpo_lite.training.report.advice import OnStall
 from grpo_lite.training.report.quiet import quiet_libraries
 from grpo_lite.training.result import TrainResult, finish
 from grpo_lite.training.run import folder
-from grpo_lite.training.run.attempts import Attempts, OnOOM, run_attempts
+from grpo_lite.training.run.attempts import Attempts, run_attempts
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
 
-    from grpo_lite.data.answer_kinds import AnswerKind
     from grpo_lite.data.prompts import PromptStyle
-    from grpo_lite.planning.ladder import Method
     from grpo_lite.recipe.recipe import Recipe
 
 

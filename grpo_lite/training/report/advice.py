@@ -5,14 +5,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from grpo_lite.defaults import RESILIENCE
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.planning.candidates import BATCH_KEYS
 from grpo_lite.planning.choose import plan
-
-OnStall = Literal["warn", "adapt"]  # a stalled run: say so (warn), or also raise max_completion_length (adapt)
 
 LENGTH_STEP = RESILIENCE.length_step  # the values of grpo_lite.defaults.RESILIENCE under their old names
 MAX_LENGTH_FACTOR = RESILIENCE.max_length_factor

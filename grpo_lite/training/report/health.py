@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from transformers import TrainerCallback
 
-from grpo_lite import ranges
+from grpo_lite import settings
 from grpo_lite.defaults import HEALTH, RESILIENCE
-from grpo_lite.training.report.advice import OnStall
+from grpo_lite.settings import OnStall
 from grpo_lite.training.report.progress import own_reward_means, reward_shares
 
 FindingKind = Literal["length_cut", "zero_spread", "format_only", "correctness_falling", "reward_flat"]
@@ -95,7 +95,8 @@ class HealthMonitor(TrainerCallback):
         on_stall: OnStall = RESILIENCE.on_stall,
         step_offset: int = 0,
     ) -> None:
-        ranges.check("on_stall", on_stall, ("warn", "adapt"))  # a HealthMonitor added to your own trainer
+        # a HealthMonitor added to your own trainer
+        settings.check("on_stall", on_stall, settings.SETTINGS["on_stall"].choices)
         self.reward_funcs = list(reward_funcs)
         self.report = report or _warn
         self.advisor, self.on_stall, self.step_offset = advisor, on_stall, step_offset

@@ -20,9 +20,9 @@ import uuid
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from grpo_lite.training.report.advice import OnStall
+from grpo_lite.settings import OnOOM, OnStall
 from grpo_lite.training.run.ranks import _clear_records, error_line, failure_fields, read_rank_records
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,9 +30,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.training.prepare import RunInputs
     from grpo_lite.training.run.folder import RunFolder
-
-
-OnOOM = Literal["step_down", "raise"]
 
 
 @dataclass

@@ -17,9 +17,10 @@ from torch import Tensor, nn
 from trl import GRPOTrainer
 
 from grpo_lite.defaults import STEP
-from grpo_lite.memory.settings import UpdateRounding, default_update_rounding
+from grpo_lite.memory.settings import default_update_rounding
 from grpo_lite.precision.monitor import UpdateMonitor
 from grpo_lite.precision.rounding import install_update_rounding
+from grpo_lite.settings import UpdateRounding
 from grpo_lite.training.step.prefix_cache import prefix_cache_inputs
 from grpo_lite.training.step.sampling_check import check_rows, checked_generate
 from grpo_lite.training.step.shared_prefix import (

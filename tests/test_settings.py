@@ -1,4 +1,5 @@
-"""One range table, one check: every entry point gives the same words for the same bad value."""
+"""Every setting declared once (grpo_lite.settings.SETTINGS), one range check: every entry point gives the same words
+for the same bad value, and a row added to the table reaches train(), the CLI and a recipe with no other edit."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.ranges import RANGES, check
+from grpo_lite.settings import PLANNER, SETTINGS, Range, Setting, check
 
 PROCESSES = "num_processes=0 must be a positive integer; e.g. num_processes=1"
 
@@ -102,19 +103,77 @@ def test_not_finite_and_unbounded() -> None:
     assert check("num_processes", None) is None  # not set: passes
 
 
-def test_every_range_names_a_setting_that_exists() -> None:
-    """A typo in the table would check nothing: each name is a GRPOConfig field, a recipe key of grpo-lite's own,
-    or an argument of train(), plan(), estimate() or evaluate()."""
+def test_every_setting_names_one_that_exists() -> None:
+    """A typo in the table would check nothing: each name is a GRPOConfig field, a Recipe field, a peft.LoraConfig
+    field (by its peft name), or an argument of train(), plan() or evaluate()."""
+    from peft import LoraConfig
     from trl import GRPOConfig
 
     from grpo_lite.evaluation import evaluate
-    from grpo_lite.memory.settings import StepSettings
-    from grpo_lite.recipe.values import OwnSettings
+    from grpo_lite.planning.choose import plan
+    from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.training.trainer import train
 
-    names = {f.name for cls in (GRPOConfig, OwnSettings, StepSettings) for f in dataclasses.fields(cls)}
-    names |= set(inspect.signature(evaluate).parameters) | set(inspect.signature(train).parameters)
-    assert sorted(set(RANGES) - names) == []
+    names = {f.name for cls in (GRPOConfig, Recipe) for f in dataclasses.fields(cls)}
+    names |= {name for f in (evaluate, plan, train) for name in inspect.signature(f).parameters}
+    lora = {f.name for f in dataclasses.fields(LoraConfig)}
+    unknown = [s.name for s in SETTINGS.values() if s.name not in names and (s.peft or s.name) not in lora]
+    assert unknown == []
+    assert [s.name for s in SETTINGS.values() if s.goes == "lora" and (s.peft or s.name) not in lora] == []
+
+
+def test_train_shows_the_declared_defaults() -> None:
+    """train()'s signature is the table's: each of its arguments that is a setting defaults to the row's default
+    (None where the planner decides), and its docstring says what each does."""
+    from grpo_lite.training.trainer import train
+
+    parameters = inspect.signature(train).parameters
+    declared = {name: SETTINGS[name] for name in parameters if name in SETTINGS}
+    assert len(declared) >= 20
+    for name, setting in declared.items():
+        expected = None if setting.default is PLANNER else setting.default
+        assert parameters[name].default == expected, name
+        assert f"    {name}:" in (train.__doc__ or ""), name
+
+
+def _steps_per_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GRPOConfig field the table does not declare, added as a new setting would be: one row, nothing else."""
+    assert "steps_per_generation" not in SETTINGS
+    row = Setting(
+        "steps_per_generation",
+        "steps each generation batch serves (fewer generation rounds)",
+        range=Range(lambda x: x >= 1, "a positive integer", 1, whole=True),
+        flag="--steps-per-generation",
+    )
+    monkeypatch.setitem(SETTINGS, row.name, row)
+
+
+def test_a_setting_added_to_the_table_reaches_the_cli_train_and_a_recipe(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from grpo_lite import plan, train
+    from grpo_lite.cli import build_parser
+    from grpo_lite.cli import train as cli_train
+    from grpo_lite.recipe.recipe import Recipe
+
+    _steps_per_generation(monkeypatch)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    assert "--steps-per-generation STEPS_PER_GENERATION" in capsys.readouterr().out
+    # train() and the CLI: the range check's words
+    message = "steps_per_generation=0 must be a positive integer; e.g. steps_per_generation=1"
+    with pytest.raises(ConfigError, match=message):
+        train(str(tiny_model_dir), output_dir=tmp_path / "run", steps_per_generation=0)
+    assert not (tmp_path / "run").exists()
+    # a recipe: the flag over a file written by plan, as grpo-lite train --config reads it
+    recipe = tmp_path / "recipe.yaml"
+    Recipe.from_plan(plan(str(tiny_model_dir), device="cpu")).write(recipe)
+    args = build_parser().parse_args(["train", "--config", str(recipe), "--steps-per-generation", "4"])
+    assert args.steps_per_generation == 4
+    written = cli_train._recipe(args, {})
+    assert written.trl["steps_per_generation"] == 4
+    assert "steps_per_generation: 4" in written.to_yaml()
+    assert Recipe.from_yaml(written.to_yaml()).trl["steps_per_generation"] == 4
 
 
 _PACKAGE = Path(__file__).resolve().parents[1] / "grpo_lite"

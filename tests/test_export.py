@@ -11,7 +11,9 @@ import errno
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,6 +102,7 @@ def test_tensor_names_types_and_tied_embedding(sharp_model_dir, tmp_path):
     assert len(kinds) == 1 + 2 * 9 + 1
     fields = reader.fields
     assert fields["general.architecture"].contents() == "llama" and fields["general.file_type"].contents() == 2
+    assert fields["general.type"].contents() == "model" and fields["general.name"].contents() == "model"  # the folder
     assert fields["llama.block_count"].contents() == 2 and fields["llama.attention.head_count_kv"].contents() == 2
     assert fields["tokenizer.ggml.model"].contents() == "gpt2" and fields["tokenizer.ggml.pre"].contents() == "gpt-2"
     types = fields["tokenizer.ggml.token_type"].contents()
@@ -338,6 +341,8 @@ def test_metadata_of_the_source_gguf_is_carried_over(sharp_model_dir, tmp_path):
 
     origin = export_gguf(sharp_model_dir, tmp_path / "origin.gguf", "q4_0")
     _add_key(origin, "tokenizer.ggml.custom_marker", "carried")
+    # an array whose item type a writer would not infer from its values (Python ints are written as INT32)
+    _add_key(origin, "tokenizer.ggml.custom_ids", [1, 2, 3], gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT64)
     run = _fake_run(tmp_path, sharp_model_dir, origin)
     out = export_gguf(run, quantization="q8_0")
     assert out == run / "final.gguf"
@@ -345,14 +350,17 @@ def test_metadata_of_the_source_gguf_is_carried_over(sharp_model_dir, tmp_path):
     for key in source:
         if not key.startswith("GGUF.") and key != "general.file_type":
             assert exported[key].contents() == source[key].contents(), key
+            assert exported[key].types == source[key].types, key  # the value types too, an array's items
+    assert exported["tokenizer.ggml.custom_ids"].types == [gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT64]
     assert (
         exported["general.file_type"].contents() == 7
         and exported["tokenizer.ggml.custom_marker"].contents() == "carried"
     )
 
 
-def _add_key(path: Path, key: str, value: str) -> None:
-    """Rewrite a GGUF file with one more string key (the tensors copied as they are)."""
+def _add_key(path: Path, key: str, value: Any, value_type: Any = None, item: Any = None) -> None:
+    """Rewrite a GGUF file with one more key, a string unless ``value_type`` (and an array's ``item``) says otherwise (the
+    tensors copied as they are)."""
     import gguf
 
     reader = gguf.GGUFReader(path)
@@ -363,7 +371,7 @@ def _add_key(path: Path, key: str, value: str) -> None:
             writer.add_key_value(
                 name, field.contents(), kind, sub_type=field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
             )
-    writer.add_string(key, value)
+    writer.add_key_value(key, value, value_type or gguf.GGUFValueType.STRING, sub_type=item)
     for t in reader.tensors:
         writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
     writer.write_header_to_file(path=path.with_suffix(".new"))
@@ -371,6 +379,17 @@ def _add_key(path: Path, key: str, value: str) -> None:
     writer.write_tensors_to_file()
     writer.close()
     os.replace(path.with_suffix(".new"), path)
+
+
+def test_a_tokenizer_the_export_cannot_write_is_named_by_its_folder(sharp_model_dir, tmp_path):
+    model = tmp_path / "no-bpe"
+    shutil.copytree(sharp_model_dir, model)
+    (model / "tokenizer.json").unlink()
+    with pytest.raises(
+        ModelError, match=r"^cannot export the tokenizer of no-bpe to GGUF: this export writes byte-level"
+    ):
+        export_gguf(model, tmp_path / "t.gguf", "f16")
+    assert not (tmp_path / "t.gguf").exists()
 
 
 def test_a_source_gguf_that_does_not_match_the_model_is_refused(sharp_model_dir, tmp_path):
@@ -388,9 +407,30 @@ def test_unsupported_architecture_is_refused_before_anything_is_loaded(tmp_path)
     folder = tmp_path / "gpt2"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"}))
-    with pytest.raises(ModelError, match=r"GPT2LMHeadModel is not supported; this export writes LlamaForCausalLM"):
+    with pytest.raises(
+        ModelError,
+        match=r"^cannot export gpt2 to GGUF: its architecture GPT2LMHeadModel is not supported; this "
+        "export writes LlamaForCausalLM",
+    ):
         export_gguf(folder, tmp_path / "out.gguf")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gpt2"]
+
+
+def test_a_path_or_package_the_export_cannot_use_is_one_line_naming_it(sharp_model_dir, tmp_path, monkeypatch):
+    with pytest.raises(ModelError) as refused:
+        export_gguf(sharp_model_dir, tmp_path / "model.bin")
+    assert str(refused.value) == f"the export path {str(tmp_path / 'model.bin')!r} must end in .gguf"
+    with pytest.raises(ExportError) as refused:
+        export_gguf(sharp_model_dir, tmp_path / "missing" / "model.gguf")
+    assert str(refused.value) == (
+        f"cannot write {tmp_path / 'missing' / 'model.gguf'}: the folder {tmp_path / 'missing'} does not exist; "
+        "create it or pass another path"
+    )
+    monkeypatch.setitem(sys.modules, "gguf", None)  # not installed: importing it raises ImportError
+    with pytest.raises(ModelError) as refused:
+        export_gguf(sharp_model_dir, tmp_path / "model.gguf")
+    assert str(refused.value) == "GGUF export needs the gguf package: pip install 'grpo-lite[gguf]'"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def _interrupted_run(root: Path) -> Path:
@@ -433,6 +473,13 @@ def test_a_full_disk_leaves_no_partial_file_and_keeps_the_old_one(sharp_model_di
         self.fout[0].write(b"\0" * 4096)
         raise OSError(errno.ENOSPC, "No space left on device")
 
+    from grpo_lite.export import gguf_file
+
+    planned = []
+    real = gguf_file._full_disk
+    monkeypatch.setattr(
+        gguf_file, "_full_disk", lambda path, files, held: planned.append(files) or real(path, files, held)
+    )
     monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", full_disk)
     with pytest.raises(
         ExportError,
@@ -440,6 +487,7 @@ def test_a_full_disk_leaves_no_partial_file_and_keeps_the_old_one(sharp_model_di
         r"export elsewhere with -o PATH .*; nothing was written there",
     ):
         export_gguf(sharp_model_dir, target, "q8_0")
+    assert len(planned) == 1 and len(planned[0]) == 1  # what the export needs: the GGUF alone, no Modelfile to come
     assert target.read_bytes() == b"the previous export"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.gguf"]
 

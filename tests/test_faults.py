@@ -478,6 +478,148 @@ def test_lock_check_leaves_a_stale_lock_for_the_run_to_report(tmp_path):
     RunLock.check(tmp_path)
 
 
+def test_the_lock_names_its_holder_by_pid_host_and_start(tmp_path):
+    """The record a run writes in its lock, and the lines made of it: a live holder's (the check's error), a dead
+    one's (the note of a stale lock taken over), another host's, one without a start time, one not a record."""
+    import socket
+
+    from filelock import FileLock
+
+    from grpo_lite.training.run.lock import LOCK_NAME, RunHeld, RunLock
+
+    def local(when: float) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+
+    before = time.time()
+    lock = RunLock.acquire(tmp_path)
+    record = json.loads((tmp_path / LOCK_NAME).read_text())
+    assert record["pid"] == os.getpid() and record["host"] == socket.gethostname()
+    assert before <= record["started"] <= time.time() and lock.stale is None and lock.stale_note() is None
+    with pytest.raises(RunHeld) as held:
+        RunLock.check(tmp_path)
+    assert str(held.value) == (
+        f"another grpo-lite run (PID {os.getpid()}, started {local(record['started'])}) is writing to {tmp_path}; "
+        "wait for it to finish or stop it, or pass another output_dir (--output-dir)"
+    )
+    lock.release()
+    lock.release()  # a second release is nothing
+    assert not (tmp_path / LOCK_NAME).exists()
+
+    here = socket.gethostname()
+    stale = {
+        '{"pid": 41, "host": "elsewhere", "started": 0}': f"PID 41 on elsewhere, started {local(0)}",
+        f'{{"pid": 42, "host": "{here}", "started": 86400.5}}': f"PID 42, started {local(86400.5)}",
+        '{"pid": 43, "started": "noon"}': "PID 43",
+    }
+    for text, holder in stale.items():
+        (tmp_path / LOCK_NAME).write_text(text)
+        lock = RunLock.acquire(tmp_path)
+        assert lock.stale == json.loads(text)
+        assert lock.stale_note() == (
+            f"the lock of an earlier run ({holder}) was left behind: that process is gone; taken over"
+        )
+        lock.release()
+    for text in ["[1, 2]", "", f'{{"pid": {os.getpid()}}}']:  # not a record, none, this process's own
+        (tmp_path / LOCK_NAME).write_text(text)
+        lock = RunLock.acquire(tmp_path)
+        assert lock.stale is None and lock.stale_note() is None
+        lock.release()
+    (tmp_path / LOCK_NAME).write_bytes(b"\xff" + b"x" * 200)  # not text: its first 80 bytes kept, readable
+    lock = RunLock.acquire(tmp_path)
+    assert lock.stale == {"pid": None, "raw": "\ufffd" + "x" * 79}
+    lock.release()
+
+    (tmp_path / LOCK_NAME).write_text("")  # held, its record not written yet
+    other = FileLock(tmp_path / LOCK_NAME, timeout=0, thread_local=False)
+    other.acquire()
+    try:
+        with pytest.raises(RunHeld, match=r"^another grpo-lite run \(another process\) is writing to "):
+            RunLock.check(tmp_path)
+    finally:
+        other.release()
+
+
+def test_the_lock_is_given_back_from_any_thread_and_without_its_file(tmp_path):
+    """One lock a process (``thread_local=False``): another thread gives it back; a lock file removed under the
+    run (a user's ``rm``) is no error when the run ends, and the lock is given back all the same."""
+    import threading
+
+    from grpo_lite.training.run.lock import LOCK_NAME, RunLock
+
+    lock = RunLock.acquire(tmp_path)
+    held = lock.lock
+    other = threading.Thread(target=lock.release)
+    other.start()
+    other.join()
+    assert not held.is_locked  # given back, not only for the thread that gave it (its descriptor closed)
+    RunLock.check(tmp_path)  # nothing holds the folder
+    lock = RunLock.acquire(tmp_path)
+    (tmp_path / LOCK_NAME).unlink()
+    lock.release()
+    assert lock.lock is None and not (tmp_path / LOCK_NAME).exists()
+    RunLock.acquire(tmp_path).release()
+
+
+@pytest.mark.parametrize("code", [errno.ELOOP, errno.EMLINK], ids=["ELOOP", "EMLINK"])  # O_NOFOLLOW: Linux, FreeBSD
+def test_a_link_at_the_lock_path_is_refused_in_one_line(tmp_path, monkeypatch, code):
+    from grpo_lite.training.run import lock as run_lock
+
+    target = tmp_path / "precious.txt"
+    target.write_text("not a lock")
+    (tmp_path / run_lock.LOCK_NAME).symlink_to(target)
+    if code != errno.ELOOP:
+
+        class Refuses:  # what filelock raises where O_NOFOLLOW fails with another errno
+            def __init__(self, path, **options):
+                pass
+
+            def acquire(self):
+                raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(run_lock, "FileLock", Refuses)
+    for take in (run_lock.RunLock.acquire, run_lock.RunLock.check):
+        with pytest.raises(OutputDirError) as refused:
+            take(tmp_path)
+        assert str(refused.value) == (
+            f"{tmp_path / run_lock.LOCK_NAME} is a symbolic link; a run's lock is never followed out of its folder: "
+            "remove the link, or pass another output_dir (--output-dir)"
+        )
+    assert target.read_text() == "not a lock"
+
+
+def test_the_lock_holder_is_never_read_through_a_link(tmp_path):
+    from grpo_lite.training.run.lock import _holder
+
+    target = tmp_path / "elsewhere.json"
+    target.write_text('{"pid": 7}')
+    (tmp_path / "link").symlink_to(target)
+    assert _holder(target) == {"pid": 7} and _holder(tmp_path / "link") is None
+    assert _holder(tmp_path / "missing") is None
+
+
+def test_a_folder_without_file_locks_is_said_so_by_the_check_as_by_the_run(tmp_path, monkeypatch):
+    """flock missing (some network filesystems): the check and the run say so in the same line, and the check
+    keeps a dead run's lock for the run to report (filelock's soft lock, which the check must not fall back to,
+    would call that record a live run, and remove it on release)."""
+    import fcntl
+
+    from grpo_lite.training.run.lock import LOCK_NAME, RunLock
+
+    def no_flock(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    (tmp_path / LOCK_NAME).write_text('{"pid": 999999999}')
+    for take in (RunLock.check, RunLock.acquire):
+        with pytest.raises(OutputDirError) as refused:
+            take(tmp_path)
+        assert str(refused.value) == (
+            f"the filesystem holding {tmp_path} has no file locks (flock); pass an output_dir on a local disk "
+            "(--output-dir)"
+        )
+    assert (tmp_path / LOCK_NAME).read_text() == '{"pid": 999999999}'
+
+
 def test_resume_never_moves_or_deletes_through_a_linked_incomplete_folder(tiny_model_dir, finished_run, tmp_path):
     """``incomplete/`` a link to another folder, the newest checkpoint cut off: the resume is refused in one line
     naming the link; the checkpoint stays in the run folder and nothing in the link's target is touched."""

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -210,6 +211,100 @@ def test_ctrl_c_saves_a_loadable_checkpoint_and_says_how_to_resume(tiny_model_di
     resumed = train(str(tiny_model_dir), output_dir=out, max_steps=step + 1, resume=True, method="lora",
                     save_strategy="no", **{k: v for k, v in FAST.items()})  # fmt: skip
     assert resumed.steps == step + 1
+
+
+@pytest.mark.parametrize(
+    ("requested", "step", "main", "interrupted"),
+    [
+        (True, 3, True, True),  # Ctrl-C or SIGTERM before the last step: a checkpoint, and how to resume
+        (True, 5, True, False),  # asked during the last step: every step is trained, the run is finished
+        (False, 3, True, False),  # no stop asked (an epoch's end before max_steps): finished
+        (True, 3, False, True),  # another rank: the same record, nothing printed
+    ],
+)
+def test_the_finish_of_a_run_stopped_or_not(tmp_path, monkeypatch, requested, step, main, interrupted):
+    """``finish``: the final model saved unless stopped before the last step; the result, the event and run.json's
+    status; the summary and the line that says how to resume (Python's form naming the folder) on the main rank."""
+    from types import SimpleNamespace
+
+    from grpo_lite.training import build, result
+    from grpo_lite.training.run import checkpoints
+
+    out, newest = tmp_path / "run", tmp_path / "run" / "checkpoint-3"
+    saved, records, reports, printed = [], [], [], []
+    monkeypatch.setattr(build, "save_final", lambda *args: saved.append(args) or out / "final")
+    monkeypatch.setattr(checkpoints, "scan", lambda folder: SimpleNamespace(newest=newest if folder == out else None))
+    monkeypatch.setattr(result, "finish_report", lambda *args: reports.append(args))
+    loop = SimpleNamespace(
+        interrupt_cb=SimpleNamespace(requested=requested, signal="SIGTERM" if requested else None),
+        done=step, plan="the plan", history_cb=SimpleNamespace(rows=[{"step": 1}]), wall=12.5,
+        memory_cb=SimpleNamespace(peak=lambda: {"max_allocated_gib": 1.5}), events=[{"event": "started"}],
+        write_record=lambda **fields: records.append(fields),
+    )  # fmt: skip
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=step, max_steps=5), model="the model")
+    inputs = SimpleNamespace(tokenizer="the tokenizer")
+    run = SimpleNamespace(
+        out=out, state=SimpleNamespace(is_main_process=main), console=SimpleNamespace(print=printed.append)
+    )
+
+    got = result.finish(loop, trainer, inputs, run)
+
+    assert saved == ([] if interrupted else [(trainer, "the tokenizer", out)])
+    model_dir = None if interrupted else out / "final"
+    stopped = [{"event": "interrupted", "step": 3, "checkpoint": str(newest), "signal": "SIGTERM"}]
+    assert got == result.TrainResult(
+        output_dir=out, model_dir=model_dir, plan="the plan", steps=step, history=[{"step": 1}],
+        peak_memory={"max_allocated_gib": 1.5}, wall_seconds=12.5, interrupted=interrupted,
+        stop_signal="SIGTERM" if interrupted else None, events=[{"event": "started"}] + (stopped if interrupted else []),
+        model="the model", tokenizer="the tokenizer",
+    )  # fmt: skip
+    assert got.events is loop.events  # the run's own list, the new event in it
+    assert records == [{"status": "interrupted" if interrupted else "finished", "model_dir": model_dir}]
+    assert reports == ([(got, run.console)] if main else [])
+    resume = (
+        f"[bold]interrupted at step 3[/bold]: checkpoint saved in {newest}. Resume with the same command plus "
+        f"--resume (Python: train(..., output_dir={str(out)!r}, resume=True))"
+    )
+    assert printed == ([resume] if main and interrupted else [])
+
+
+@pytest.mark.parametrize(
+    ("record", "peak", "wall"),
+    [
+        ({"status": "finished", "peak_memory": {"max_allocated_gib": 2.5}, "wall_seconds": 7.5}, {"max_allocated_gib": 2.5}, 7.5),
+        ({"status": "finished", "wall_seconds": None}, None, 0.0),
+        (None, None, 0.0),  # no run.json
+        ('{"status": "fini', None, 0.0),  # cut off: read as nothing, and left where it is
+    ],
+    ids=["finished", "no-wall-time", "no-run-json", "cut-off"],
+)  # fmt: skip
+def test_a_finished_run_resumed_with_no_steps_asked_is_its_record(tmp_path, record, peak, wall):
+    """``TrainResult.of_finished_run``: what run.json and the earlier run hold, nothing trained (``model`` None)
+    and nothing written."""
+    from types import SimpleNamespace
+
+    from grpo_lite.training.result import TrainResult
+
+    if record is not None:
+        (tmp_path / "run.json").write_text(record if isinstance(record, str) else json.dumps(record))
+    history, events = [{"step": 1, "reward": 0.5}], [{"event": "started"}]
+    run = SimpleNamespace(out=tmp_path, earlier=SimpleNamespace(reached=4, history=history, events=events))
+    got = TrainResult.of_finished_run(run, SimpleNamespace(tokenizer="the tokenizer"), "the plan")
+    assert got == TrainResult(
+        output_dir=tmp_path, model_dir=tmp_path / "final", plan="the plan", steps=4, history=history,
+        peak_memory=peak, wall_seconds=wall, events=events, tokenizer="the tokenizer", already_finished=True,
+    )  # fmt: skip
+    assert not got.interrupted and got.stop_signal is None and got.model is None and got.exported is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([] if record is None else ["run.json"])
+
+
+def test_the_reward_change_is_the_first_and_last_windows_mean():
+    from grpo_lite.training.result import TrainResult
+
+    rows = [{"step": i, "reward": r} for i, r in enumerate([0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0], start=1)]
+    result = TrainResult(Path("run"), None, None, 8, rows, None, 1.0)
+    assert result.reward_change() == (1.0, 8.0) and result.reward_change(window=2) == (0.5, 9.0)  # 3 by default
+    assert TrainResult(Path("run"), None, None, 0, [], None, 0.0).reward_change() == (None, None)
 
 
 def _rows(n: int):

@@ -17,7 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "eval",
         help="evaluate a model (or a run's final adapter) on GSM8K, synthetic problems or your task",
         description="Batched greedy decoding; accuracy by the correctness rule, format rate by the soft format rule; "
-        "a task without a gold answer: each --reward's mean and its 95%% interval.",
+        "a task without a gold answer: each --reward's mean and its 95% interval.",
     )
     p.add_argument("model", help="hub id, short name, local folder, .gguf file, or a run's final/ folder")
     add_options(p, "dataset", "skip_invalid", "rewards", "answer_kind")

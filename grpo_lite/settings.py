@@ -233,7 +233,8 @@ def check(
     """Return ``value`` when it is in the range of the setting ``key``; None (not set) and an unbounded setting pass.
 
     Args:
-        choices: the values a setting of a few named values takes (its ``Literal``'s), instead of a range.
+        choices: the values a setting of a few named values takes, instead of a range. Default: its row's
+            (:attr:`Setting.choices`).
         written: how the user wrote it, for the message. Default: ``named=value``.
         named: the setting's name as the user wrote it (``lora.r``'s ``r``), for the example. Default: ``key``.
         sep: ``"="`` (Python, ``--set``) or ``": "`` (a recipe file) between the name and the example.
@@ -245,6 +246,7 @@ def check(
         return value
     setting = SETTINGS.get(key)
     rule = setting.range if setting is not None else None
+    choices = setting.choices if choices is None and setting is not None else choices
     name = named or key
     written = written or f"{name}{sep}{value!r}"
     if choices is not None:

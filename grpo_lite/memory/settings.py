@@ -19,7 +19,7 @@ from typing import Any, Literal, get_args
 from grpo_lite.defaults import LORA, STEP
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
-from grpo_lite.settings import METHODS, SETTINGS, Device, Dtype, Method, Sharding, UpdateRounding, check
+from grpo_lite.settings import SETTINGS, Device, Dtype, Method, Sharding, UpdateRounding, check
 
 SHARED_PREFIX_DEFAULT = STEP.shared_prefix  # the old name of grpo_lite.defaults.STEP.shared_prefix
 
@@ -48,15 +48,8 @@ def default_update_rounding(trains_bf16: bool) -> UpdateRounding:
     return "stochastic" if trains_bf16 else "nearest"
 
 
-_CHOICES: dict[str, tuple[Any, ...]] = {
-    "method": METHODS,
-    "device": get_args(Device),
-    "dtype": get_args(Dtype),
-    "quantization": get_args(Quantization),
-    "sharding": get_args(Sharding),
-    "vllm_mode": get_args(VllmMode),
-    "update_rounding": get_args(UpdateRounding),
-}
+# the choices of the memory settings that are not in grpo_lite.settings.SETTINGS (check() reads the others' rows)
+_CHOICES: dict[str, tuple[Any, ...]] = {"quantization": get_args(Quantization), "vllm_mode": get_args(VllmMode)}
 
 
 @dataclass(frozen=True)
@@ -114,8 +107,8 @@ class StepSettings:
         unknown = sorted(set(settings) - set(cls.keys()))
         if unknown:
             raise ConfigError(f"unknown memory setting(s) {unknown}; valid: {', '.join(cls.keys())}")
-        for key, choices in _CHOICES.items():
-            check(key, settings.get(key), choices)
+        for key, value in settings.items():
+            check(key, value, _CHOICES.get(key))
         targets = settings.get("lora_target_modules")
         if isinstance(targets, str):
             settings["lora_target_modules"] = None if targets.replace("_", "-") == "all-linear" else (targets,)

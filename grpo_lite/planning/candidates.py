@@ -41,8 +41,7 @@ BATCH_KEYS = (
     "generation_batch_size",
     "steps_per_generation",
 )  # what num_generations must divide: refitted by the planner with it
-# train()'s and plan()'s LoRA settings -> peft.LoraConfig's names (a recipe's lora: section); the one list
-# train()'s LoRA names -> peft.LoraConfig's (grpo_lite.settings declares them)
+# train()'s and plan()'s LoRA settings -> peft.LoraConfig's names (a recipe's lora: section), read from their rows
 LORA_KEYS: dict[str, str] = {name: SETTINGS[name].peft or name for name in where("lora")}
 # what the user fixed that goes to estimate() as it is
 _PASSED_ON = ("num_iterations", "cast_lm_head_to_fp32", "bf16", "fp16", "ds3_gather_for_generation")

@@ -9,7 +9,7 @@ returns the first candidate of the ladder that fits with headroom. No torch / tr
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, DoesNotFitError
@@ -19,7 +19,7 @@ from grpo_lite.planning import hardware
 from grpo_lite.planning.candidates import fits
 from grpo_lite.planning.result import Plan
 from grpo_lite.planning.search import search
-from grpo_lite.settings import METHODS, Device, Method, Sharding, check, check_written
+from grpo_lite.settings import Method, Sharding, check, check_written
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode
@@ -65,9 +65,9 @@ def plan(
     spec = model if isinstance(model, ModelSpec) else resolve_model(model)
     num_processes = STEP.num_processes if num_processes is None else num_processes
     max_prompt_length = STEP.max_prompt_length if max_prompt_length is None else max_prompt_length
-    check("method", method, METHODS)
-    check("device", device, get_args(Device))
-    check("sharding", sharding, get_args(Sharding))
+    check("method", method)
+    check("device", device)
+    check("sharding", sharding)
     check("num_processes", num_processes)
     check("max_prompt_length", max_prompt_length)
     for key, value in fixed.items():  # the ranges train() checks, with its messages (before: a ZeroDivisionError)

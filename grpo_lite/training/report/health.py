@@ -96,7 +96,7 @@ class HealthMonitor(TrainerCallback):
         step_offset: int = 0,
     ) -> None:
         # a HealthMonitor added to your own trainer
-        settings.check("on_stall", on_stall, settings.SETTINGS["on_stall"].choices)
+        settings.check("on_stall", on_stall)
         self.reward_funcs = list(reward_funcs)
         self.report = report or _warn
         self.advisor, self.on_stall, self.step_offset = advisor, on_stall, step_offset

@@ -286,7 +286,7 @@ def test_math_prompts_are_measured_longer_than_gsm8k_style_ones(
     from rich.console import Console
 
     from grpo_lite.memory.models import resolve_model
-    from grpo_lite.training.arguments import Request
+    from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.training.prepare import load_inputs
 
     folder = _folder(MATH_DIR_ENV, "math500")
@@ -295,8 +295,7 @@ def test_math_prompts_are_measured_longer_than_gsm8k_style_ones(
     spec = resolve_model(str(tiny_model_dir))
 
     def measured(dataset: object) -> tuple[int, str | None]:
-        asked = Request(str(tiny_model_dir), None, dataset, None, [], 0, None, None, False, (), None, None)
-        inputs = load_inputs(spec, asked, False, Console(quiet=True))
+        inputs = load_inputs(spec, Recipe(str(tiny_model_dir), None, dataset=dataset), [], False, Console(quiet=True))
         return inputs.prompt_tokens, inputs.answer_kind
 
     monkeypatch.setenv(MATH_DIR_ENV, str(folder))

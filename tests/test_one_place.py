@@ -411,8 +411,8 @@ def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
     class Planned(Exception):
         pass
 
-    def inputs(spec, request, *_args):  # no tokenizer or dataset: only the plan is looked at
-        return RunInputs(spec, None, [], request.reward_funcs, request.prompt_style, 256)
+    def inputs(spec, asked, reward_funcs, *_args):  # no tokenizer or dataset: only the plan is looked at
+        return RunInputs(spec, None, [], reward_funcs, asked.style(), 256)
 
     plan_kwargs = fit.plan_kwargs
     monkeypatch.setattr(prepare, "load_inputs", inputs)

@@ -136,6 +136,39 @@ def test_train_shows_the_declared_defaults() -> None:
         assert f"    {name}:" in (train.__doc__ or ""), name
 
 
+def _asked(config=None, model=None, budget_gb=None, **passed):
+    """train()'s arguments as train() hands them to the arguments stage, with ``passed`` over its defaults."""
+    from grpo_lite.training import arguments, trainer
+
+    defaults = {k: p.default for k, p in inspect.signature(trainer.train).parameters.items() if k not in ("callbacks",)}
+    defaults = {k: v for k, v in defaults.items() if k not in ("model", "budget_gb", "config", "export", "overrides")}
+    overrides = {k: passed.pop(k) for k in list(passed) if k not in defaults}
+    return arguments.request(config, model, budget_gb, **{**defaults, **passed, "overrides": overrides})
+
+
+def test_a_model_and_its_arguments_make_the_recipe_a_file_would_hold() -> None:
+    """train(model, ...) and train(config=...) hand the pipeline the same object, a Recipe: the model's arguments
+    land in the fields a recipe file holds (LoRA's in lora, GRPOConfig's in trl), its preset None (the planner's),
+    and ``Request`` declares none of a Recipe's fields again."""
+    from grpo_lite.recipe.recipe import Recipe
+    from grpo_lite.training.arguments import Request
+
+    asked = _asked(model="m", budget_gb=16, seed=3, max_steps=5, lora_r=8, learning_rate=2e-6, dtype="float32")
+    written = Recipe("m", None, budget_gb=16, seed=3, max_steps=5, dtype="float32", lora={"r": 8})
+    assert asked.recipe == dataclasses.replace(written, trl={"learning_rate": 2e-6})
+    assert not asked.written and asked.method is None and len(asked.reward_funcs) == 5
+    from_file = _asked(config=asked.recipe, method="lora")
+    assert from_file.written and from_file.recipe is asked.recipe and from_file.method == "lora"
+    assert asked.recipe.plan_settings() == {
+        "learning_rate": 2e-6,
+        "shared_prefix": True,
+        "dtype": "float32",
+        "lora_r": 8,
+    }
+    recipe_fields = {f.name for f in dataclasses.fields(Recipe)}
+    assert {f.name for f in dataclasses.fields(Request)} & recipe_fields == set()
+
+
 def _steps_per_generation(monkeypatch: pytest.MonkeyPatch) -> None:
     """A GRPOConfig field the table does not declare, added as a new setting would be: one row, nothing else."""
     assert "steps_per_generation" not in SETTINGS

@@ -7,21 +7,20 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, TypeVar
 
 from grpo_lite import rewards as reward_lib
 from grpo_lite.data.answer_kinds import check_answer_kind
-from grpo_lite.defaults import RESILIENCE
+from grpo_lite.defaults import RESILIENCE, TRAINER
 from grpo_lite.errors import ConfigError
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.recipe.values import check_overrides, typed
-from grpo_lite.settings import SETTINGS, check
+from grpo_lite.settings import SETTINGS, Method, check
 from grpo_lite.training import checks
 from grpo_lite.training.run.ranks import process_state
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.memory.models import ModelSpec
 
 
@@ -107,55 +106,45 @@ def check_run_options(*, oom_window_steps: Any, **flags: Any) -> None:
 
 @dataclass
 class Request:
-    """What train() was asked for, checked: a recipe to run as written (every value below is then the recipe's), or
-    a model to plan for a budget."""
+    """What train() was asked for, checked: the run as a :class:`Recipe` (the one given with ``config=``, or the one
+    ``model=`` and the arguments make, its preset None when the planner chooses), and what a recipe does not hold."""
 
-    model: str | os.PathLike
-    budget_gb: float | None
-    dataset: Any
-    rewards: Any  # as passed: names and callables (the recipe records them)
-    reward_funcs: list[Any]  # resolved
-    seed: int
-    max_steps: int | None
-    prompt_style: PromptStyle | None
-    shared_prefix: bool
-    stop_strings: Any
-    preset: str | None
-    method: Any  # planning.ladder.Method | None
-    overrides: dict[str, Any] = field(default_factory=dict)  # typed as TRL's parser types them
-    recipe: Recipe | None = None
-    answer_kind: Any = None  # data.answer_kinds.AnswerKind | None: how answers compare; None: from the data
+    recipe: Recipe  # the run's settings; a setting left None is the planner's
+    reward_funcs: list[Any]  # recipe.rewards resolved
+    method: Method | None = None  # fix the memory method (train(model, method=...)); the planner picks the rest
+    written: bool = False  # a recipe given with config=, run as written (else the plan for the budget)
 
 
 def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> Request:
     """train()'s arguments checked and typed, as one :class:`Request` (``passed``: its other arguments by name).
 
     Raises:
-        ConfigError: no model and no recipe; None for an argument whose default is a value; a recipe planned for another device or number of processes; a bad
-            argument or setting.
+        ConfigError: no model and no recipe; None for an argument whose default is a value; a recipe planned for
+            another device or number of processes; a bad argument or setting.
     """
     for key in ("dataset", "on_oom", "oom_window_steps", "on_stall"):  # their defaults are values, not None
         if passed[key] is None:
             raise ConfigError(f"{key}=None is not a value train() takes: leave {key} out for its default")
-    overrides, on_oom, on_stall = passed.pop("overrides"), passed.pop("on_oom"), passed.pop("on_stall")
     check_run_options(**{key: passed.pop(key) for key in (*SWITCHES, "oom_window_steps")})
     checks.check_output_path(passed.pop("output_dir"))
+    on_oom, on_stall, method = passed.pop("on_oom"), passed.pop("on_stall"), passed.pop("method")
+    overrides = passed.pop("overrides")
     recipe = config  # a Recipe, the arguments passed already applied (recipe_with_passed_arguments)
     if recipe is not None:  # the recipe's values are the run's
         check_recipe_launch(recipe)
-        model, budget_gb = recipe.model, recipe.budget_gb
-        passed.update(dataset=recipe.dataset, rewards=recipe.rewards, seed=recipe.seed, max_steps=recipe.max_steps)
-        passed.update(prompt_style=recipe.style(), shared_prefix=recipe.shared_prefix, preset=recipe.preset)
-        passed.update(stop_strings=recipe.stop_strings, answer_kind=recipe.answer_kind)
         overrides = recipe.plan_settings()  # checked below as train()'s own overrides are
     elif model is None:
         raise ConfigError("train() needs a model (a name, folder or .gguf file) or config='recipe.yaml'")
-    else:  # typed and checked as a recipe's are
-        model = typed("model", os.fspath(model) if isinstance(model, os.PathLike) else model)
-        passed.update({key: check(key, typed(key, passed[key])) for key in ("seed", "shared_prefix", "stop_strings")})
+    else:  # the run as a recipe, typed and checked as a file's are; the preset None when the planner chooses
         check_answer_kind(passed.get("answer_kind"))
-    reward_funcs, overrides = check_arguments(passed["max_steps"], on_oom, passed["rewards"], overrides, on_stall)
-    return Request(model, budget_gb, reward_funcs=reward_funcs, overrides=overrides, recipe=recipe, **passed)
+        passed.update({key: check(key, typed(key, passed[key])) for key in ("seed", "shared_prefix", "stop_strings")})
+        model = typed("model", os.fspath(model) if isinstance(model, os.PathLike) else model)
+        passed["prompt_style"] = passed["prompt_style"] or TRAINER.prompt_style  # None: the default, named
+        recipe = Recipe(model, passed.pop("preset"), budget_gb=budget_gb, **passed)
+    reward_funcs, overrides = check_arguments(recipe.max_steps, on_oom, recipe.rewards, overrides, on_stall)
+    if config is None:
+        recipe = recipe.with_overrides(**overrides)  # LoRA settings into lora, GRPOConfig's into trl
+    return Request(recipe, reward_funcs, method, written=config is not None)
 
 
 class AfterTraining(Protocol):

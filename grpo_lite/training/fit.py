@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,22 +53,20 @@ def make_plan(
     change when it does not fit its budget. Without: the plan for the budget, on the rung a resumed checkpoint was
     trained on (after any step down).
     """
-    kwargs = plan_kwargs(request.budget_gb, inputs.prompt_tokens)
-    preset, method, recipe = request.preset, request.method, request.recipe
-    if recipe is None and run.earlier is not None and run.earlier.preset is not None:  # checked in open_run
+    asked = request.recipe
+    kwargs = plan_kwargs(asked.budget_gb, inputs.prompt_tokens)
+    preset, method, settings = asked.preset, request.method, asked.plan_settings()
+    if not request.written and run.earlier is not None and run.earlier.preset is not None:  # checked in open_run
         preset, method = run.earlier.preset, None
-    settings = (
-        dict(request.overrides) if recipe is not None else {**request.overrides, "shared_prefix": request.shared_prefix}
-    )
     if "max_completion_length" in settings:  # the model's context before the budget: 10**9 tokens names the context
         check_positions(inputs.prompt_tokens, settings["max_completion_length"], inputs.context, inputs.spec.name)
     try:
-        the_plan = _plan_for_task(request.dataset, inputs.spec, method=method, preset=preset, **kwargs, **settings)
+        the_plan = _plan_for_task(asked.dataset, inputs.spec, method=method, preset=preset, **kwargs, **settings)
     except DoesNotFitError as exc:  # the planner's advice names max_prompt_length, which train() measures itself
         advice = (
             train_advice(str(exc), inputs.prompt_tokens)
-            if recipe is None
-            else recipe_advice(str(exc), inputs.prompt_tokens, exc.smallest_budget_gb, recipe)
+            if not request.written
+            else recipe_advice(str(exc), inputs.prompt_tokens, exc.smallest_budget_gb, asked)
         )
         raise DoesNotFitError(advice, exc.smallest_budget_gb, exc.preset) from None
     if not quiet and run.state.is_main_process:
@@ -112,22 +111,13 @@ def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFol
     model loads: a resume's rewards, seed and generations; the model's context; the disk."""
     from grpo_lite.training.run.resume import check_same_training  # heavy: imports transformers
 
-    if request.recipe is not None:
+    if request.written:
         recipe = request.recipe.filled(the_plan)
-    else:
-        recipe = Recipe.from_plan(
-            the_plan,
-            dataset=request.dataset,
-            rewards=None if request.rewards is None else list(request.rewards),
-            prompt_style=inputs.style,
-            answer_kind=request.answer_kind,
-            seed=request.seed,
-            max_steps=request.max_steps,
-            stop_strings=request.stop_strings,
-        )
+    else:  # the plan written as a recipe, with the run's own settings (a task's own prompts, as measured)
+        recipe = dataclasses.replace(request.recipe, prompt_style=inputs.style).replanned(the_plan)
     if run.earlier is not None:
         check_same_training(run.out, run.earlier, recipe)
-        check_optimizer_kept(run.out, request.overrides)
+        check_optimizer_kept(run.out, request.recipe.trl)
     completion = the_plan.settings["max_completion_length"]
     check_positions(inputs.prompt_tokens, completion, inputs.context, inputs.spec.name)
     check_disk(run, the_plan)

@@ -13,14 +13,15 @@ from grpo_lite.data.loaders import has_gold, load_dataset
 from grpo_lite.defaults import PLANNER
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.models import resolve_model
+from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.rewards.functions import CorrectnessReward
-from grpo_lite.training.arguments import Request
 from grpo_lite.training.build import measure_prompt_tokens
 from grpo_lite.training.checks import check_positions
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.memory.models import ModelSpec
+    from grpo_lite.settings import AnswerKind
 
 
 @dataclass
@@ -37,27 +38,30 @@ class RunInputs:
     answer_kind: str | None = None  # how the golds compare (data.answer_kinds); None: the data has no answer column
 
 
-def load_inputs(spec: ModelSpec, request: Request, skip_invalid: bool, console: Any) -> RunInputs:
-    """Load the model's tokenizer and the dataset, measure every prompt and the model's context."""
+def load_inputs(
+    spec: ModelSpec, asked: Recipe, reward_funcs: list[Callable[..., Any]], skip_invalid: bool, console: Any
+) -> RunInputs:
+    """Load the model's tokenizer and ``asked``'s dataset in its prompt style, measure every prompt and the model's
+    context."""
     from grpo_lite.training.loading import load_tokenizer  # heavy: imports torch, transformers
 
     if spec.note:
         console.print(f"[dim]{spec.note}[/dim]")
-    style = request.prompt_style or prompts.PromptStyle()
+    style = asked.style()
     tokenizer = load_tokenizer(spec.model_id)
     rows = load_dataset(
-        request.dataset, split="train", style=style, seed=request.seed, skip_invalid=skip_invalid,
-        answer_kind=request.answer_kind,
+        asked.dataset, split="train", style=style, seed=asked.seed, skip_invalid=skip_invalid,
+        answer_kind=asked.answer_kind,
     )  # fmt: skip
     if not has_gold(rows):
-        _check_task_rewards(request.reward_funcs)
+        _check_task_rewards(reward_funcs)
         style = prompts.OWN_PROMPTS  # a task's own prompts, as written
     train_set = prompts.apply_prompt_style(rows, tokenizer, style)
     prompt_tokens = measure_prompt_tokens(train_set, tokenizer)  # every row: TRL does not truncate
     context = context_tokens(spec, tokenizer)
     columns = train_set.column_names
     kind = train_set[0]["answer_kind"] if "answer_kind" in columns else "number" if "answer" in columns else None
-    return RunInputs(spec, tokenizer, train_set, request.reward_funcs, style, prompt_tokens, context, kind)
+    return RunInputs(spec, tokenizer, train_set, reward_funcs, style, prompt_tokens, context, kind)
 
 
 def _check_task_rewards(reward_funcs: list[Callable[..., Any]]) -> None:
@@ -100,7 +104,7 @@ def check_inputs(
     seed: int,
     skip_invalid: bool,
     max_completion_length: int | None,
-    answer_kind: str | None = None,
+    answer_kind: AnswerKind | None = None,
 ) -> None:
     """What each rank checks before its model loads, checked once before the ranks start: the model resolves, the
     dataset loads (a missing file, a bad row) and its longest prompt with ``max_completion_length`` fits the
@@ -112,9 +116,7 @@ def check_inputs(
     from rich.console import Console  # loaded to draw: rich
 
     spec = resolve_model(model)
-    asked = Request(
-        model, None, dataset, None, [], seed, None, prompt_style, False, (), None, None, answer_kind=answer_kind
-    )
-    inputs = load_inputs(spec, asked, skip_invalid, Console(quiet=True))
+    asked = Recipe(str(model), None, dataset=dataset, prompt_style=prompt_style, seed=seed, answer_kind=answer_kind)
+    inputs = load_inputs(spec, asked, [], skip_invalid, Console(quiet=True))
     completion = min(PLANNER.completion_lengths) if max_completion_length is None else max_completion_length
     check_positions(inputs.prompt_tokens, completion, inputs.context, spec.name)

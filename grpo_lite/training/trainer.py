@@ -131,13 +131,13 @@ def train(
         show_plan=show_plan, skip_invalid=skip_invalid, oom_window_steps=oom_window_steps, output_dir=output_dir,
         answer_kind=answer_kind,
     )  # fmt: skip
-    spec = resolve_model(request.model)  # once: every stage below reads this spec
+    spec = resolve_model(request.recipe.model)  # once: every stage below reads this spec
     if after is not None:
         after.check(spec)  # before the output folder is touched
     run = folder.open_run(spec, output_dir, resume=resume, overwrite=overwrite, quiet=quiet, request=request)
     loop = None
     try:
-        inputs = prepare.load_inputs(spec, request, skip_invalid, run.console)
+        inputs = prepare.load_inputs(spec, request.recipe, request.reward_funcs, skip_invalid, run.console)
         plan, plan_kwargs = fit.make_plan(inputs, request, run, quiet=quiet or run.finished, show_plan=show_plan)
         if run.finished:
             return TrainResult.of_finished_run(run, inputs, plan)

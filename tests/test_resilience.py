@@ -235,10 +235,12 @@ def test_the_finish_of_a_run_stopped_or_not(tmp_path, monkeypatch, requested, st
     monkeypatch.setattr(build, "save_final", lambda *args: saved.append(args) or out / "final")
     monkeypatch.setattr(checkpoints, "scan", lambda folder: SimpleNamespace(newest=newest if folder == out else None))
     monkeypatch.setattr(result, "finish_report", lambda *args: reports.append(args))
+    watch = SimpleNamespace(
+        interrupt=SimpleNamespace(requested=requested, signal="SIGTERM" if requested else None),
+        history=SimpleNamespace(rows=[{"step": 1}]), memory=SimpleNamespace(peak=lambda: {"max_allocated_gib": 1.5}),
+    )  # fmt: skip
     loop = SimpleNamespace(
-        interrupt_cb=SimpleNamespace(requested=requested, signal="SIGTERM" if requested else None),
-        done=step, plan="the plan", history_cb=SimpleNamespace(rows=[{"step": 1}]), wall=12.5,
-        memory_cb=SimpleNamespace(peak=lambda: {"max_allocated_gib": 1.5}), events=[{"event": "started"}],
+        watch=watch, done=step, plan="the plan", wall=12.5, events=[{"event": "started"}],
         write_record=lambda **fields: records.append(fields),
     )  # fmt: skip
     trainer = SimpleNamespace(state=SimpleNamespace(global_step=step, max_steps=5), model="the model")

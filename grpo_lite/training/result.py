@@ -80,17 +80,18 @@ def finish(loop: Attempts, trainer: Any, inputs: RunInputs, run: RunFolder) -> T
 
     out = run.out
     # a stop asked during the last step leaves nothing to resume: the run is finished
-    interrupted = loop.interrupt_cb.requested and trainer.state.global_step < trainer.state.max_steps
+    watch = loop.watch
+    interrupted = watch.interrupt.requested and trainer.state.global_step < trainer.state.max_steps
     model_dir = None if interrupted else build.save_final(trainer, inputs.tokenizer, out)
     saved = checkpoints.scan(out).newest
     if interrupted:
         loop.events.append(
-            {"event": "interrupted", "step": loop.done, "checkpoint": str(saved), "signal": loop.interrupt_cb.signal}
+            {"event": "interrupted", "step": loop.done, "checkpoint": str(saved), "signal": watch.interrupt.signal}
         )
     result = TrainResult(
-        output_dir=out, model_dir=model_dir, plan=loop.plan, steps=loop.done, history=loop.history_cb.rows,
-        peak_memory=loop.memory_cb.peak(), wall_seconds=loop.wall, interrupted=interrupted, events=loop.events,
-        stop_signal=loop.interrupt_cb.signal if interrupted else None,
+        output_dir=out, model_dir=model_dir, plan=loop.plan, steps=loop.done, history=watch.history.rows,
+        peak_memory=watch.memory.peak(), wall_seconds=loop.wall, interrupted=interrupted, events=loop.events,
+        stop_signal=watch.interrupt.signal if interrupted else None,
         model=trainer.model, tokenizer=inputs.tokenizer,
     )  # fmt: skip
     loop.write_record(status="interrupted" if interrupted else "finished", model_dir=model_dir)

@@ -33,6 +33,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 @dataclass
+class Watchers:
+    """grpo-lite's own callbacks, built once and handed to every attempt's trainer (their state spans the run)."""
+
+    memory: Any  # MemoryCallback: the peak and per-step memory
+    history: Any  # HistoryCallback: history.jsonl, the logged rows
+    interrupt: Any  # InterruptCallback: the stop signal asked for
+    rank: Any  # RankRecordCallback: this rank's record, with its error when it fails
+    health: Any  # HealthMonitor: findings over the run's logged steps
+    callbacks: list[Any]  # all of grpo-lite's, in the order the trainer calls them (health is added last, per attempt)
+
+
+@dataclass
 class Attempts:
     """What carries from one attempt to the next: plan, recipe, weights, steps done, events, wall time."""
 
@@ -42,7 +54,7 @@ class Attempts:
     recipe: Recipe  # the plan as the trainer takes it; follows every re-plan
     source: str  # the weights the next attempt loads (the model, or weights carried after a step down)
     max_steps: int | None
-    callbacks: Sequence[Any]
+    callbacks: Sequence[Any]  # the caller's
     plan_kwargs: dict[str, Any]  # what train() called plan() with (replan)
     done: int = 0
     wall: float = 0.0
@@ -51,16 +63,9 @@ class Attempts:
     fingerprint: dict[str, str] | None = None  # resume.model_fingerprint of the base model
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])  # in run.json and every checkpoint's marker
     resumed: dict[str, Any] | None = None  # the resume event, logged once training has really resumed
-    health: Any = None  # HealthMonitor: findings over the run's logged steps, kept across attempts
-    memory_cb: Any = None
-    history_cb: Any = None
-    interrupt_cb: Any = None
-    rank_cb: Any = None  # RankRecordCallback: this rank's record, with its error when it fails
-    own_callbacks: list[Any] = field(default_factory=list)
-    # what the last trainer did, for run.json (its records, updated in place as the run goes)
-    shared_prefix_record: dict[str, Any] | None = None
-    zero_advantage_record: dict[str, Any] | None = None
-    monitor_record: dict[str, Any] = field(default_factory=dict)
+    watch: Watchers = field(init=False)  # built by start()
+    # what the last trainer did, for run.json: shared_prefix, zero_advantage, precision (updated in place as it runs)
+    records: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def start(
@@ -91,17 +96,17 @@ class Attempts:
             plan, loop.plan_kwargs, context=inputs.context, replan=functools.partial(replan, loop),
             on_decline=loop.record_decline,
         )  # fmt: skip
-        loop.health = HealthMonitor(inputs.reward_funcs, report=loop.record_health, advisor=advisor, on_stall=on_stall)
-        loop.memory_cb, loop.interrupt_cb = MemoryCallback(), InterruptCallback()
-        loop.rank_cb = RankRecordCallback(run.out)
+        health = HealthMonitor(inputs.reward_funcs, report=loop.record_health, advisor=advisor, on_stall=on_stall)
+        memory, interrupt, rank = MemoryCallback(), InterruptCallback(), RankRecordCallback(run.out)
         _clear_records(run.out, rank=run.state.process_index)  # an earlier run's error would name a wrong cause
-        loop.history_cb = HistoryCallback(run.out / HISTORY_FILE if run.state.is_main_process else None)
-        loop.own_callbacks = [
-            loop.memory_cb, loop.history_cb, loop.interrupt_cb, SaveAtEndCallback(),
+        history = HistoryCallback(run.out / HISTORY_FILE if run.state.is_main_process else None)
+        callbacks = [
+            memory, history, interrupt, SaveAtEndCallback(),
             CompletionCallback(loop.checkpoint_record, lambda step: loop.write_record(status="running")),
-            _resumed_callback(loop), loop.rank_cb,  # one record per rank: proves data parallelism
+            _resumed_callback(loop), rank,  # one record per rank: proves data parallelism
             StopWhenDone(),  # last: the resume event is logged before it ends a finished attempt
         ]  # fmt: skip
+        loop.watch = watch = Watchers(memory, history, interrupt, rank, health, callbacks)
         earlier = run.earlier
         rows: list[dict[str, Any]] = []
         if earlier is not None:  # go on where the checkpoint's attempt started: its weights, steps, records
@@ -111,7 +116,7 @@ class Attempts:
             loop.max_steps = loop.max_steps if loop.max_steps is not None else earlier.max_steps
             loop.resumed = {"event": "resume", "checkpoint": str(run.checkpoint), "step": earlier.reached}
             loop.resumed.update({"notes": earlier.notes} if earlier.notes else {})
-        loop.history_cb.start_file(rows)  # a resumed run's file holds exactly the steps it takes over
+        watch.history.start_file(rows)  # a resumed run's file holds exactly the steps it takes over
         return loop
 
     def build(self) -> Any:
@@ -121,31 +126,35 @@ class Attempts:
         from grpo_lite.training import build
         from grpo_lite.training.report.progress import ProgressLine, replace_printer
 
+        watch = self.watch
         self.settings = self.grpo_settings()
         self.write_record(status="running")
-        self.history_cb.step_offset = self.done
+        watch.history.step_offset = self.done
         trainer = build.build_trainer(
             self.source, self.recipe, self.settings, self.inputs.train_set, self.inputs.tokenizer,
-            check_rewards(self.inputs.reward_funcs), [*self.own_callbacks, *self.callbacks],
+            check_rewards(self.inputs.reward_funcs), [*watch.callbacks, *self.callbacks],
         )  # fmt: skip
         if self.done > 0 and self.max_steps is not None:  # after a step down: the run's schedule goes on
             note = continue_schedule(trainer, offset=self.done, total_steps=self.max_steps)
             downs = [e for e in self.events if is_step_down(e)]
             if downs and "lr_schedule" not in downs[-1]:
                 downs[-1]["lr_schedule"] = note
-        self.shared_prefix_record = trainer.shared_prefix_record
-        self.zero_advantage_record = trainer.zero_advantage.record
         m = trainer.update_monitor
-        self.monitor_record = {
-            "monitor": m and {"tensors": m.n_tensors, "elements_per_tensor": m.n_elements, "warn_below": m.warn_below}
+        self.records = {
+            "shared_prefix": trainer.shared_prefix_record,
+            "zero_advantage": trainer.zero_advantage.record,
+            "precision": {
+                "monitor": m
+                and {"tensors": m.n_tensors, "elements_per_tensor": m.n_elements, "warn_below": m.warn_below}
+            },
         }
         line = ProgressLine(
             self.run.console, self.inputs.reward_funcs, step_offset=self.done, total_steps=self.max_steps
         )
         replace_printer(trainer, line)  # one compact line per step; the raw dicts go to run.json and report_to
-        self.health.step_offset = self.done
-        self.health.advisor.plan, self.health.advisor.trainer = self.plan, trainer
-        trainer.add_callback(self.health)  # after the progress line: a finding's line follows its step's
+        watch.health.step_offset = self.done
+        watch.health.advisor.plan, watch.health.advisor.trainer = self.plan, trainer
+        trainer.add_callback(watch.health)  # after the progress line: a finding's line follows its step's
         return trainer
 
     def grpo_settings(self) -> dict[str, Any]:
@@ -221,7 +230,7 @@ class Attempts:
             status = "aborted" if getattr(exc, "again", False) else "interrupted"
         else:
             status = "failed"
-        last = self.history_cb.rows[-1]["step"] if self.history_cb and self.history_cb.rows else self.done
+        last = self.watch.history.rows[-1]["step"] if self.watch.history.rows else self.done
         event: dict[str, Any] = {"event": status, "after_step": last}
         if status == "interrupted":
             event["signal"] = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
@@ -244,7 +253,7 @@ class Attempts:
         error, state = error_line(exc), self.run.state
         advice = OOM_ADVICE if isinstance(exc, torch.cuda.OutOfMemoryError) else None
         try:
-            self.rank_cb.record_failure(error, advice, rank=state.process_index, world_size=state.num_processes)
+            self.watch.rank.record_failure(error, advice, rank=state.process_index, world_size=state.num_processes)
             records = read_rank_records(self.run.out) if state.is_main_process else []
         except (OSError, ValueError):  # a full disk, a record cut off: the event says this rank's own error
             records = []
@@ -276,8 +285,8 @@ class Attempts:
         from grpo_lite.training.report.summary import first_last, versions
 
         running = status == "running"
-        plan, history_cb, memory_cb, health = self.plan, self.history_cb, self.memory_cb, self.health
-        summary = {k: {"first": a, "last": b} for k, (a, b) in first_last(history_cb.rows).items()}
+        plan, history, memory, health = self.plan, self.watch.history, self.watch.memory, self.watch.health
+        summary = {k: {"first": a, "last": b} for k, (a, b) in first_last(history.rows).items()}
         write_json_atomic(
             self.run.out / "run.json",
             {
@@ -291,21 +300,21 @@ class Attempts:
                 "prompt_style": asdict(self.inputs.style),
                 "answer_kind": self.inputs.answer_kind,
                 "measured_prompt_tokens": self.inputs.prompt_tokens,
-                "shared_prefix": self.shared_prefix_record,
-                "zero_advantage": self.zero_advantage_record,
+                "shared_prefix": self.records.get("shared_prefix"),
+                "zero_advantage": self.records.get("zero_advantage"),
                 "health": health and {"on_stall": health.on_stall, "findings": [f.kind for f in health.found]},
-                "precision": {**plan.precision, **self.monitor_record},
+                "precision": {**plan.precision, **self.records.get("precision", {})},
                 "stop_strings": list(self.recipe.stop_strings),
                 "recipe": self.recipe.to_dict(),
                 "steps": self.done,
                 "max_steps": self.max_steps,
                 "wall_seconds": None if running else round(self.wall, 2),
-                "peak_memory": memory_cb.peak(),
+                "peak_memory": memory.peak(),
                 "planned_peak_gib": round(plan.estimate.total_gib, 3),
                 "events": self.events,
                 "summary": summary,
-                "history": history_cb.rows,
-                "per_step_memory": memory_cb.per_step,
+                "history": history.rows,
+                "per_step_memory": memory.per_step,
                 "versions": versions(),
                 "model_dir": None if model_dir is None else str(model_dir),
             },
@@ -357,7 +366,7 @@ def run_attempts(loop: Attempts, *, on_oom: OnOOM, oom_window_steps: int) -> Any
             checkpoint = None
         start = time.perf_counter()
         try:
-            with resilience.stop_signals_save(loop.interrupt_cb):  # train()'s quiet_libraries() filters TRL's noise
+            with resilience.stop_signals_save(loop.watch.interrupt):  # quiet_libraries() filters TRL's noise
                 try:
                     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
                 except resilience.NothingLeft:  # the checkpoint, now loaded, holds every step: nothing to train

@@ -79,8 +79,7 @@ def replan(
     loop.plan, loop.recipe = new, recipe.filled(new) if keep == "recipe" else recipe.replanned(new)
     if loop.settings:  # built already: the GRPOConfig settings in run.json follow the recipe
         loop.settings = loop.grpo_settings()
-    if loop.health is not None:
-        loop.health.advisor.plan = new  # the remedies and on_stall="adapt" plan from the plan trained
+    loop.watch.health.advisor.plan = new  # the remedies and on_stall="adapt" plan from the plan trained
     before, after = _shown(old, old_recipe), _shown(new, loop.recipe)
     changed = [k for k in after if k in before and before[k] != after[k] and k != "peak_gib"]
     shown = [*changed, "peak_gib"]

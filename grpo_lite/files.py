@@ -152,12 +152,6 @@ def export_companions(gguf: Path) -> tuple[Path, Path]:
     return gguf.with_suffix(".Modelfile"), gguf.with_suffix(".system_prompt.txt")
 
 
-def run_exports(run_dir: str | os.PathLike) -> list[Path]:
-    """The export files in ``run_dir`` (``final.gguf`` and its companions; a link counts): what overwrite removes."""
-    gguf = Path(run_dir) / RUN_GGUF
-    return [p for p in (gguf, *export_companions(gguf)) if os.path.lexists(p)]
-
-
 def run_entries(run_dir: str | os.PathLike) -> list[Path]:
     """The entries of ``run_dir`` that a run or its export wrote (:data:`RUN_ENTRIES`), links included."""
     try:

@@ -169,6 +169,30 @@ def test_a_model_and_its_arguments_make_the_recipe_a_file_would_hold() -> None:
     assert {f.name for f in dataclasses.fields(Request)} & recipe_fields == set()
 
 
+def test_a_recipe_that_leaves_its_preset_to_the_planner_plans_as_the_model_does(tmp_path, monkeypatch) -> None:
+    """train(config=Recipe(model, None, ...)) runs the planner's preset, the plan train(model, ...) makes."""
+    from grpo_lite.recipe.recipe import Recipe
+    from grpo_lite.training import fit, prepare, trainer
+    from grpo_lite.training.prepare import RunInputs
+
+    class Planned(Exception):
+        pass
+
+    def planned(**arguments):
+        with pytest.raises(Planned) as caught:
+            trainer.train(output_dir=tmp_path / str(len(list(tmp_path.iterdir()))), quiet=True, **arguments)
+        return caught.value.args[0]
+
+    monkeypatch.setattr(
+        prepare, "load_inputs", lambda spec, asked, funcs, *_: RunInputs(spec, None, [], funcs, asked.style(), 64)
+    )
+    monkeypatch.setattr(fit, "make_recipe", lambda request, the_plan, *a: (_ for _ in ()).throw(Planned(the_plan)))
+    by_model = planned(model="Qwen3-0.6B", budget_gb=4, learning_rate=2e-6)
+    by_recipe = planned(config=Recipe("Qwen3-0.6B", None, budget_gb=4, trl={"learning_rate": 2e-6}))
+    assert by_recipe.preset.name == by_model.preset.name
+    assert dict(by_recipe.settings) == dict(by_model.settings) and by_model.settings["learning_rate"] == 2e-6
+
+
 def _steps_per_generation(monkeypatch: pytest.MonkeyPatch) -> None:
     """A GRPOConfig field the table does not declare, added as a new setting would be: one row, nothing else."""
     assert "steps_per_generation" not in SETTINGS

@@ -150,6 +150,7 @@ def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any], re
     """What can be checked before ``--num-processes N`` starts its ranks (a rank's error would come back once per
     rank, inside the launcher's traceback): the settings, the prompts against the model's context, the folder and
     its lock. Each rank checks again, and takes the lock."""
+    from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.recipe.values import check_overrides
     from grpo_lite.rewards import resolve_rewards
     from grpo_lite.training.checks import check_output_dir
@@ -157,16 +158,10 @@ def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any], re
     from grpo_lite.training.run.lock import RunLock
 
     check_overrides(overrides, n_rewards=len(resolve_rewards(args.rewards)))
-    settings = recipe.trl if recipe is not None else overrides
-    check_inputs(
-        args.model,
-        args.dataset,
-        recipe.style() if recipe is not None else None,
-        args.seed,
-        args.skip_invalid,
-        settings.get("max_completion_length"),
-        recipe.answer_kind if recipe is not None else args.answer_kind,
-    )
+    if recipe is None:  # the run train() will make: the flags and --set as a recipe, the preset the planner's
+        recipe = Recipe(args.model, None, dataset=args.dataset, seed=args.seed, answer_kind=args.answer_kind)
+        recipe = recipe.with_overrides(**overrides)
+    check_inputs(recipe, args.skip_invalid, recipe.trl.get("max_completion_length"))
     if args.output_dir is not None:
         check_output_dir(Path(args.output_dir))
         RunLock.check(Path(args.output_dir))  # raises when a live run holds the folder

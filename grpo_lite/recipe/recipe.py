@@ -75,9 +75,7 @@ class Recipe:
     """
 
     model: str  # hub id, local folder or .gguf file
-    preset: (
-        str | None
-    )  # the rung of the ladder (grpo-lite presets); None: the planner's (train(model=...), never a file)
+    preset: str | None  # the rung of the ladder (grpo-lite presets); None: the planner's (never in a file)
     device: Device | None = None  # the device it was planned for
     budget_gb: float | None = None  # the card's nominal GB per device (RAM on CPU); None: a CPU plan without one
     num_processes: int = STEP.num_processes  # the launch it was planned for, with sharding

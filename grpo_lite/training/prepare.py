@@ -4,7 +4,6 @@ before the model loads (docs/internals.md).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -21,7 +20,6 @@ from grpo_lite.training.checks import check_positions
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.memory.models import ModelSpec
-    from grpo_lite.settings import AnswerKind
 
 
 @dataclass
@@ -97,17 +95,9 @@ def model_context(config: Any, tokenizer: Any) -> int | None:
     return context if isinstance(context, int) and 0 < context < 10**7 else None
 
 
-def check_inputs(
-    model: str | os.PathLike,
-    dataset: Any,
-    prompt_style: PromptStyle | None,
-    seed: int,
-    skip_invalid: bool,
-    max_completion_length: int | None,
-    answer_kind: AnswerKind | None = None,
-) -> None:
-    """What each rank checks before its model loads, checked once before the ranks start: the model resolves, the
-    dataset loads (a missing file, a bad row) and its longest prompt with ``max_completion_length`` fits the
+def check_inputs(asked: Recipe, skip_invalid: bool, max_completion_length: int | None) -> None:
+    """What each rank checks before its model loads, checked once before the ranks start: ``asked``'s model resolves,
+    its dataset loads (a missing file, a bad row) and its longest prompt with ``max_completion_length`` fits the
     model's context (None: the shortest the planner tries, so that no plan the ranks make fits either).
 
     Raises:
@@ -115,8 +105,7 @@ def check_inputs(
     """
     from rich.console import Console  # loaded to draw: rich
 
-    spec = resolve_model(model)
-    asked = Recipe(str(model), None, dataset=dataset, prompt_style=prompt_style, seed=seed, answer_kind=answer_kind)
+    spec = resolve_model(asked.model)
     inputs = load_inputs(spec, asked, [], skip_invalid, Console(quiet=True))
     completion = min(PLANNER.completion_lengths) if max_completion_length is None else max_completion_length
     check_positions(inputs.prompt_tokens, completion, inputs.context, spec.name)

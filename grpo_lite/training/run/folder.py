@@ -81,8 +81,8 @@ def open_run(
 
     state = process_state()
     console = Console(quiet=quiet or not state.is_main_process)
-    asked: dict[str, Any] = {"max_steps": request.recipe.max_steps, "preset": request.recipe.preset}
-    asked["method"] = request.method
+    recipe = request.recipe
+    asked: dict[str, Any] = {"max_steps": recipe.max_steps, "preset": recipe.preset, "method": request.method}
     out = Path(output_dir) if output_dir is not None else default_output_dir(spec.name)
     if output_dir is None and state.num_processes > 1:  # one timestamped folder for every rank
         from accelerate.utils import broadcast_object_list  # heavy: accelerate (imports torch)

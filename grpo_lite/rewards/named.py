@@ -17,13 +17,16 @@ import importlib
 import io
 import os
 import sys
+import tempfile
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from grpo_lite.errors import ConfigError
 
 __all__ = ["TRL_REWARDS", "import_reward", "parse_call"]
+
+_FACTORIES = "REWARD_FACTORIES"  # a user's module lists its reward factories in it: the only calls a name may make
 
 # TRL's reward names (trl.rewards) -> the keyword arguments `trl grpo` makes a factory's reward with (None: a reward)
 TRL_REWARDS: dict[str, dict[str, Any] | None] = {
@@ -43,18 +46,26 @@ def parse_call(name: str) -> tuple[str, dict[str, Any]]:
         ConfigError: the parentheses are not ``name(key=literal, ...)``.
     """
     text = name.strip()
-    if not text.endswith(")") or "(" not in text:
+    if ("(" in text) != text.endswith(")"):  # YAML's [a, f(x=1, y=2)] is 'a', 'f(x=1', 'y=2)'
+        raise ConfigError(
+            f"reward {_shown(name)}: its parentheses do not close; in a YAML list [...] a comma ends a name: quote "
+            'a name with arguments whole ("f(x=1, y=2)")'
+        )
+    if "(" not in text:
         return text, {}
     head = text[: text.index("(")].strip()
     try:
         call = ast.parse(f"reward{text[len(head) :]}", mode="eval").body
-        if not isinstance(call, ast.Call) or call.args:
+        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name) or call.args:
             raise ValueError("only key=value arguments")
+        if any(k.arg is None for k in call.keywords):
+            raise ValueError("no **")
         return head, {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg is not None}
     except (SyntaxError, ValueError) as exc:
         raise ConfigError(
-            f"reward {name!r}: cannot read its arguments ({exc}); write them as name(key=value, ...) with numbers, "
-            "strings or lists as values, e.g. get_soft_overlong_punishment(max_completion_len=256, soft_punish_cache=64)"
+            f"reward {_shown(name)}: cannot read its arguments ({exc}); write them as name(key=value, ...) with "
+            "numbers, strings or lists as values, e.g. get_soft_overlong_punishment(max_completion_len=256, "
+            "soft_punish_cache=64)"
         ) from None
 
 
@@ -95,37 +106,85 @@ def _trl_reward(name: str, arguments: Mapping[str, Any]) -> Callable[..., Any]:
     return _Conversational(made, getattr(made, "__name__", name))
 
 
-def _import_module(module: str, name: str) -> Any:
-    """Import the user's module (the working folder on the path, as ``trl grpo`` does); what it prints is kept off
-    stdout and said in one warning, and no bytecode is written beside it."""
-    if os.getcwd() not in sys.path:
+def _shown(text: str) -> str:
+    """``text`` quoted for a message; a long one cut to its head, with its length (a 1 MB name is not echoed)."""
+    return repr(text) if len(text) <= 120 else f"{text[:80]!r}... ({len(text):,} characters)"
+
+
+@contextlib.contextmanager
+def _users_code(name: str, doing: str, fix: str) -> Iterator[None]:
+    """Run the user's code (an import, a factory) as ``trl grpo`` does, with the working folder on the path, and
+    leave no trace: the path restored, no bytecode written beside the module, what it prints (``print`` and file
+    descriptor 1 alike) kept off stdout and said in one warning. What it raises, ``SystemExit`` too, is one
+    ConfigError naming ``doing``; Ctrl-C stays Ctrl-C."""
+    added = os.getcwd() not in sys.path
+    if added:
         sys.path.insert(0, os.getcwd())
-    printed, bytecode = io.StringIO(), sys.dont_write_bytecode
-    try:
-        sys.dont_write_bytecode = True  # nothing is written beside the user's module (no __pycache__)
-        with contextlib.redirect_stdout(printed):
-            loaded = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or module
-        raise ConfigError(
-            f"reward {name!r}: no module {missing!r} (tried grpo-lite's reward names, TRL's, and the import path "
-            f"{module!r}); check the spelling, and install your package (pip install -e .) or run from its folder"
-        ) from None
-    except Exception as exc:  # the user's module raised while importing: say which and what
-        raise ConfigError(
-            f"reward {name!r}: importing {module!r} raised {type(exc).__name__}: {exc}; fix the module so that "
-            "importing it runs nothing that can fail"
-        ) from None
-    finally:
-        sys.dont_write_bytecode = bytecode
-    lines = printed.getvalue().splitlines()
+    bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ beside the user's module
+    printed = io.StringIO()
+    with tempfile.TemporaryFile() as written:
+        for stream in (sys.stdout, sys.__stdout__):
+            if stream is not None:
+                stream.flush()  # what was printed before goes out, not into `written`
+        saved = os.dup(1)
+        try:
+            os.dup2(written.fileno(), 1)
+            with contextlib.redirect_stdout(printed):
+                yield
+        except (ConfigError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # noqa: BLE001 (SystemExit from an import is the user's error, not an exit)
+            raise ConfigError(f"reward {_shown(name)}: {doing} raised {type(exc).__name__}: {exc}; {fix}") from None
+        finally:
+            if sys.__stdout__ is not None:
+                sys.__stdout__.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+            sys.dont_write_bytecode = bytecode
+            if added and os.getcwd() in sys.path:
+                sys.path.remove(os.getcwd())
+        written.seek(0)
+        lines = printed.getvalue().splitlines() + written.read().decode(errors="replace").splitlines()
     if lines:
         warnings.warn(
-            f"importing {module!r} for reward {name!r} printed {len(lines)} line(s) (first: {lines[0][:80]!r}); "
-            "a reward module should print nothing when imported: move it under if __name__ == '__main__'",
+            f"{doing} for reward {_shown(name)} printed {len(lines)} line(s) (first: {lines[0][:80]!r}); "
+            "a reward module should print nothing when imported or called to make a reward: move it under "
+            "if __name__ == '__main__'",
             stacklevel=4,
         )
-    return loaded
+
+
+def _import_module(module: str, name: str) -> Any:
+    """The user's module ``module``, imported for the reward ``name``."""
+    if not all(part.isidentifier() for part in module.split(".")) or (
+        module.endswith(".py") and os.path.isfile(module)
+    ):
+        raise ConfigError(
+            f"reward {_shown(name)}: {_shown(module)} is not an import path: write package.module:function, dotted "
+            "names (no folder, no .py); to use a file, run from its folder or install its package (pip install -e .)"
+        )
+    with _users_code(
+        name, f"importing {_shown(module)}", "fix the module so that importing it runs nothing that can fail"
+    ):
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            raise ConfigError(
+                f"reward {_shown(name)}: no module {_shown(exc.name or module)} (tried grpo-lite's reward names, "
+                f"TRL's, and the import path {_shown(module)}); check the spelling, and install your package "
+                "(pip install -e .) or run from its folder"
+            ) from None
+
+
+def _factories(module: Any, name: str) -> tuple[str, ...]:
+    """The names ``module`` marks as reward factories: its ``REWARD_FACTORIES`` list (none when it has no list)."""
+    marked = getattr(module, _FACTORIES, ())
+    if not isinstance(marked, (list, tuple)) or not all(isinstance(n, str) for n in marked):
+        raise ConfigError(
+            f"reward {_shown(name)}: {module.__name__}.{_FACTORIES} must be a list of function names, "
+            f'e.g. {_FACTORIES} = ["make_reward"], got {marked!r:.60}'
+        )
+    return tuple(marked)
 
 
 def import_reward(name: str, own: Sequence[str] = ()) -> Callable[..., Any]:
@@ -143,15 +202,29 @@ def import_reward(name: str, own: Sequence[str] = ()) -> Callable[..., Any]:
     module, sep, attr = base.rpartition(":") if ":" in base else base.rpartition(".")
     if not sep or not module or not attr:
         raise ConfigError(
-            f"unknown reward {name!r}; tried grpo-lite's names ({', '.join(own)}), TRL's ({', '.join(TRL_REWARDS)}) "
+            f"unknown reward {_shown(name)}; tried grpo-lite's names ({', '.join(own)}), TRL's ({', '.join(TRL_REWARDS)}) "
             "and an import path "
             "(package.module:function or package.module.function); or pass your own function "
             "f(prompts, completions, **kwargs) -> list[float]"
         )
-    found = getattr(_import_module(module, name), attr, None)
+    loaded = _import_module(module, name)
+    found = getattr(loaded, attr, None)
     if found is None:
-        raise ConfigError(f"reward {name!r}: module {module!r} has no {attr!r}; check the function's name")
-    reward = found(**arguments) if arguments else found
+        raise ConfigError(
+            f"reward {_shown(name)}: module {_shown(module)} has no {_shown(attr)}; check the function's name"
+        )
+    marked = attr in _factories(loaded, name)
+    if name.strip() != base and not marked:  # a call of anything else: a name in data runs no code but an import
+        raise ConfigError(
+            f"reward {_shown(name)}: {module}.{attr} is not marked as a reward factory, and only a factory is "
+            f"called with arguments; name the reward without them ({module}:{attr}), or mark the function in its "
+            f'module: {_FACTORIES} = ["{attr}"]'
+        )
+    reward = found
+    if marked:
+        making = f"making the reward {module}.{attr}(...)"
+        with _users_code(name, making, "fix the factory, or the arguments written after its name"):
+            reward = found(**arguments)
     if not callable(reward):
-        raise ConfigError(f"reward {name!r}: {module}.{attr} is a {type(reward).__name__}, not a function")
+        raise ConfigError(f"reward {_shown(name)}: {module}.{attr} is a {type(reward).__name__}, not a function")
     return reward

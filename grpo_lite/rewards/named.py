@@ -1,7 +1,9 @@
 """Rewards named from anywhere, as ``trl grpo --reward_funcs`` takes them: TRL's reward names (``trl.rewards``) and
-the import path of the user's own function (``package.module:function`` or ``package.module.function``); a name
-may carry keyword arguments for a function that makes the reward (``get_soft_overlong_punishment(max_completion_len=
-256, soft_punish_cache=64)``). grpo-lite's own names are looked up first (:mod:`~grpo_lite.rewards.registry`).
+the import path of the user's own function (``package.module:function`` or ``package.module.function``). A name
+runs no code beyond importing its module: only a factory is called, with the keyword arguments written after it
+(``get_soft_overlong_punishment(max_completion_len=256, soft_punish_cache=64)``): TRL's, and the functions a user's
+module lists in ``REWARD_FACTORIES = ["make_reward"]``. grpo-lite's own names are looked up first
+(:mod:`~grpo_lite.rewards.registry`).
 
 >>> parse_call("get_soft_overlong_punishment(max_completion_len=256, soft_punish_cache=64)")
 ('get_soft_overlong_punishment', {'max_completion_len': 256, 'soft_punish_cache': 64})
@@ -189,12 +191,13 @@ def _factories(module: Any, name: str) -> tuple[str, ...]:
 
 def import_reward(name: str, own: Sequence[str] = ()) -> Callable[..., Any]:
     """The reward named ``name``: a TRL reward name, or ``module:function`` / ``module.function`` of the user's
-    code, each with optional keyword arguments for a function that makes the reward (``own``: grpo-lite's names,
-    for the message).
+    code; a factory (TRL's, or one the module lists in ``REWARD_FACTORIES``) is called with the keyword arguments
+    written after it, and nothing else is called (``own``: grpo-lite's names, for the message).
 
     Raises:
         ConfigError: one line naming what was tried: the name is neither, the module or the function is missing,
-            the module raised on import, or the object is not callable.
+            the module or the factory raised, arguments follow a function not marked as a factory, or the object
+            is not callable.
     """
     base, arguments = parse_call(name)
     if base in TRL_REWARDS:

@@ -135,7 +135,7 @@ def _users_code(name: str, doing: str, fix: str) -> Iterator[None]:
                 yield
         except (ConfigError, KeyboardInterrupt):
             raise
-        except BaseException as exc:  # noqa: BLE001 (SystemExit from an import is the user's error, not an exit)
+        except BaseException as exc:  # SystemExit from an import is the user's error, not the run's exit
             raise ConfigError(f"reward {_shown(name)}: {doing} raised {type(exc).__name__}: {exc}; {fix}") from None
         finally:
             if sys.__stdout__ is not None:
@@ -205,8 +205,8 @@ def import_reward(name: str, own: Sequence[str] = ()) -> Callable[..., Any]:
     module, sep, attr = base.rpartition(":") if ":" in base else base.rpartition(".")
     if not sep or not module or not attr:
         raise ConfigError(
-            f"unknown reward {_shown(name)}; tried grpo-lite's names ({', '.join(own)}), TRL's ({', '.join(TRL_REWARDS)}) "
-            "and an import path "
+            f"unknown reward {_shown(name)}; tried grpo-lite's names ({', '.join(own)}), "
+            f"TRL's ({', '.join(TRL_REWARDS)}) and an import path "
             "(package.module:function or package.module.function); or pass your own function "
             "f(prompts, completions, **kwargs) -> list[float]"
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -159,13 +160,50 @@ def test_no_answer_block_never_matches() -> None:
         assert not answer_is_correct("the answer is 5, B", gold, kind)
 
 
-def test_math_compares_off_the_main_thread() -> None:
-    """math-verify's timeouts use signal.alarm, which raises outside the main thread: there they are off."""
+def _in_a_thread(gold: str, answer: str, bound_s: float) -> list[bool]:
+    """``answers_match_kind(answer, gold, "math")`` in a worker thread, which must be done within ``bound_s``."""
     found: list[bool] = []
-    worker = threading.Thread(target=lambda: found.append(answers_match_kind(r"\frac{2}{4}", "0.5", "math")))
+    worker = threading.Thread(target=lambda: found.append(answers_match_kind(answer, gold, "math")), daemon=True)
     worker.start()
-    worker.join()
-    assert found == [True]
+    worker.join(bound_s)
+    assert not worker.is_alive(), f"scoring {answer[:40]!r} ran past {bound_s} s"
+    return found
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer"), [("0.5", r"\frac{1}{2}"), (r"\sqrt{2}", r"\sqrt{2}"), ("0.5", r"\frac{2}{4}")]
+)
+def test_math_compares_off_the_main_thread(gold: str, answer: str) -> None:
+    assert _in_a_thread(gold, answer, 60) == [True]  # 60 s: a first call starts the worker (imports sympy)
+    assert _in_a_thread(gold, "3", 60) == [False]
+
+
+HOSTILE = [r"10^{10^{10}}", r"9^{9^{9^{9}}}", "{" * 1000 + "1" + "}" * 1000, r"\sqrt{" * 2000, r"\boxed{1}" * 100_000]
+
+
+@pytest.mark.parametrize("answer", HOSTILE, ids=["tower", "tower4", "braces", "sqrt", "boxed"])
+def test_a_hostile_math_answer_scores_0_within_its_deadline_on_any_thread(
+    answer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """math-verify's own limit is signal.alarm, which a worker thread lacks: these froze the process (H2)."""
+    from grpo_lite.data import math_worker
+
+    assert _in_a_thread("5", "1", 60) == [False]  # the worker is up: the bound below is the deadline's
+    monkeypatch.setattr(math_worker, "MATH_ANSWER_TIMEOUT_S", 1.0)
+    with pytest.warns(UserWarning, match=r"within 1 s, scored 0 \(\d+ so far\): ") as caught:
+        assert _in_a_thread("5", answer, 10) == [False]
+    assert len(caught) == 1 and len(str(caught[0].message)) < 200  # one line, the expression cut
+    assert _in_a_thread("0.5", r"\frac{1}{2}", 60) == [True]  # a fresh worker scores the next answer
+
+
+def test_the_default_deadline_lets_ordinary_answers_through() -> None:
+    """Ordinary answers take milliseconds: far inside the default deadline, which still bounds a tower of powers."""
+    from grpo_lite.defaults import MATH_ANSWER_TIMEOUT_S
+
+    assert answers_match_kind("1", "1", "math")  # the worker is up
+    start = time.perf_counter()
+    assert all(answers_match_kind(a, g, "math") for g, a in [("0.5", r"\frac{1}{2}"), (r"\sqrt{2}", "2^{1/2}")] * 10)
+    assert (time.perf_counter() - start) / 20 < MATH_ANSWER_TIMEOUT_S / 10
 
 
 # ----------------------------------------------------------------------------- the kind of a dataset

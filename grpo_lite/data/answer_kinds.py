@@ -12,12 +12,11 @@ symbolically through ``math-verify``, as TRL's ``accuracy_reward`` does; ``choic
 
 from __future__ import annotations
 
-import logging
 import re
-import threading
 from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
+from grpo_lite.data import math_worker
 from grpo_lite.data.answers import answers_match, extract_answer, extract_xml_answer, gsm8k_gold, normalize_number
 from grpo_lite.errors import ConfigError, DataError
 from grpo_lite.settings import AnswerKind
@@ -27,7 +26,6 @@ ANSWER_KINDS: tuple[AnswerKind, ...] = get_args(AnswerKind)
 _CHOICE_RE = re.compile(r"\(?([A-Za-z])(?:[.):](?:\s.*)?|\s.*)?", re.DOTALL)  # "(B)", "B)", "b", "B. 42", "B 42"
 _LATEX_RE = re.compile(r"[\\^{}$]")  # a backslash command, a power, a group or math mode: LaTeX
 _DELIMITED_RE = re.compile(r"(?<!\\)\$|\\boxed|\\\(|\\\[")  # math mode already marked ("\$5" is a dollar sign)
-_PARSE_TIMEOUT_S, _VERIFY_TIMEOUT_S = 10, 5  # TRL's accuracy_reward's: a pathological expression gives up
 
 
 def check_answer_kind(kind: Any) -> AnswerKind | None:
@@ -50,20 +48,9 @@ def _choice(text: str) -> str | None:
     return match[1].upper() if match else None
 
 
-def _timeouts() -> tuple[int | None, int | None]:
-    """math-verify's timeouts: ``signal.alarm`` works in the main thread only; elsewhere none (as TRL does)."""
-    if threading.current_thread() is threading.main_thread():
-        return _PARSE_TIMEOUT_S, _VERIFY_TIMEOUT_S
-    for name in ("math_verify.parser", "math_verify.grader"):  # their "timeout is disabled" warning, once per call
-        logging.getLogger(name).setLevel(logging.ERROR)
-    return None, None
-
-
-def _parse_math(text: str) -> list[Any]:
-    """math-verify's reading of an answer: a bare expression is read as LaTeX math (``$...$``)."""
-    from math_verify import parse  # heavy: sympy
-
-    return list(parse(text if _DELIMITED_RE.search(text) else f"${text}$", parsing_timeout=_timeouts()[0]))
+def _as_math(text: str) -> str:
+    """A bare expression read as LaTeX math (``$...$``), as math-verify reads a marked one."""
+    return text if _DELIMITED_RE.search(text) else f"${text}$"
 
 
 def read_gold(value: Any, kind: AnswerKind) -> str | None:
@@ -85,7 +72,7 @@ def read_gold(value: Any, kind: AnswerKind) -> str | None:
     if not text:
         return None
     if kind == "math":  # math-verify keeps the bare string of what sympy could not read: not a gold
-        return text if any(not isinstance(part, str) for part in _parse_math(text)) else None
+        return text if math_worker.judge(_as_math(text), None) else None
     return text
 
 
@@ -105,10 +92,7 @@ def answers_match_kind(predicted: str | None, gold: str, kind: AnswerKind) -> bo
         return letter is not None and letter == _choice(gold)
     if kind == "text":
         return _fold_text(predicted) == _fold_text(gold) != ""
-    from math_verify import verify  # heavy: sympy
-
-    answer = _parse_math(predicted) if predicted.strip() else []
-    return bool(answer) and bool(verify(_parse_math(gold), answer, timeout_seconds=_timeouts()[1]))
+    return bool(predicted.strip()) and math_worker.judge(_as_math(gold), _as_math(predicted))
 
 
 def predicted_answer(text: str, kind: AnswerKind) -> str | None:

@@ -109,6 +109,26 @@ CHOICE_CASES = [
     ("B", "Because", False),
     ("B", "AB", False),
     ("B", "", False),
+    # one option, however it is written: accepted
+    ("A", "A.", True),
+    ("A", "The answer is A", True),
+    ("A", "The answer is (A).", True),
+    ("A", "the correct answer is a", True),
+    ("A", "Answer: A", True),
+    ("A", "**A**", True),
+    ("A", "(A) 12 apples", True),
+    ("A", "A) It is not a prime", True),  # the option's own text may say "not"
+    # several options, or one named as wrong: not that option
+    ("A", "A and B", False),
+    ("C", "C is wrong, the answer is D", False),
+    ("C", "C. is wrong, the answer is D", False),
+    ("A", "A or B", False),
+    ("A", "(A) and (B)", False),
+    ("A", "A, B", False),
+    ("A", "A/B", False),
+    ("A", "A. not B", False),
+    ("A", "The answer is A and B", False),
+    ("A", "A 12 apples", False),  # the option's text after a mark only: "A 12" reads as the start of a sentence
 ]
 TEXT_CASES = [
     ("elppa", "elppa", True),

@@ -23,7 +23,12 @@ from grpo_lite.settings import AnswerKind
 
 ANSWER_KINDS: tuple[AnswerKind, ...] = get_args(AnswerKind)
 
-_CHOICE_RE = re.compile(r"\(?([A-Za-z])(?:[.):](?:\s.*)?|\s.*)?", re.DOTALL)  # "(B)", "B)", "b", "B. 42", "B 42"
+_CHOICE_RE = re.compile(  # one option: "(B)", "B)", "b", "B.", "The answer is B", "Answer: (B)"; text only after a mark
+    r"(?:(?:the\s+)?(?:correct\s+|final\s+)?(?:answer|option|choice)(?:\s+is)?\s*:?\s*)?"
+    r"(?:\((?P<paren>[a-z])\)[.:]?|(?P<letter>[a-z])(?P<mark>[.):])?)(?P<text>\s.*)?",
+    re.DOTALL | re.IGNORECASE,
+)
+_OTHER_OPTION_RE = re.compile(r"\b(?i:answer|option|choice)\b|\([A-Za-z]\)|\b(?i:and|or|not)\s+\(?[A-Z]\b")
 _LATEX_RE = re.compile(r"[\\^{}$]")  # a backslash command, a power, a group or math mode: LaTeX
 _DELIMITED_RE = re.compile(r"(?<!\\)\$|\\boxed|\\\(|\\\[")  # math mode already marked ("\$5" is a dollar sign)
 
@@ -44,8 +49,14 @@ def _fold_text(text: str) -> str:
 
 
 def _choice(text: str) -> str | None:
-    match = _CHOICE_RE.fullmatch(text.strip())
-    return match[1].upper() if match else None
+    """The one option a text names; None when it names none, several (``A and B``) or one as wrong (``C is wrong,
+    the answer is D``): the option's own text may follow only a mark (``B. 12 apples``, ``(B) 12``)."""
+    match = _CHOICE_RE.fullmatch(text.replace("*", "").strip())  # "**B**": markdown emphasis
+    if match is None or (match["text"] and not (match["paren"] or match["mark"])):
+        return None
+    if match["text"] and _OTHER_OPTION_RE.search(match["text"]):
+        return None
+    return (match["paren"] or match["letter"]).upper()
 
 
 def _as_math(text: str) -> str:

@@ -140,6 +140,12 @@ TEXT_CASES = [
     ("New York", "New York.", False),
     ("cat", "cats", False),
     ("cat", "", False),
+    ("caf\u00e9", "cafe\u0301", True),  # NFC and NFD: the same letters
+    ("caf\u00e9", "ca\u200bf\u00e9", True),  # a zero-width space
+    ("\ufeffParis", "Par\u200dis", True),  # a byte-order mark, a zero-width joiner
+    ("Paris", "\uff30aris", True),  # a full-width P (NFKC)
+    ("caf\u00e9", "cafe", False),  # an accent is still a letter
+    ("Paris", "Pa ris", False),  # a space is not a zero-width character
 ]
 
 
@@ -163,6 +169,16 @@ def test_math_kind_on_math500_golds(row: int, answer: str, equal: bool) -> None:
 def test_math_kind_the_issue_examples(a: str, b: str, equal: bool) -> None:
     assert answers_match_kind(a, b, "math") is equal
     assert answers_match_kind(b, a, "math") is equal
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer", "equal"),
+    [("Paris", "sirap", False), ("Paris", "Spira", False), ("Paris", "P*a*r*i*s", False), ("Paris", " paris ", True),
+     ("New York", "new  york", True), (r"\text{Evelyn}", "Evelyn", True), ("p - q", "-q + p", True), ("xy", "yx", False)],
+)  # fmt: skip
+def test_math_never_equals_two_different_words(gold: str, answer: str, equal: bool) -> None:
+    """math-verify reads a bare word as a product of symbols (``sirap`` = ``Paris``): a gold of words compares as text."""
+    assert answers_match_kind(answer, gold, "math") is equal
 
 
 @pytest.mark.parametrize(("gold", "answer", "equal"), CHOICE_CASES)
@@ -265,6 +281,40 @@ def test_the_kind_is_chosen_from_the_golds(golds: list, kind: str, column: list[
     ds = load_dataset(Dataset.from_list([{"question": f"q{i}", "answer": g} for i, g in enumerate(golds)]))
     assert list(ds["answer"]) == column
     assert ds["answer_kind"] == [kind] * len(golds) if kind != "number" else "answer_kind" not in ds.column_names
+
+
+@pytest.mark.parametrize(
+    ("golds", "kind"),
+    [
+        (["Paris", "a $5 bill", "Rome", "Oslo"], "text"),  # one LaTeX-looking gold among words does not decide
+        (["Paris", "x^2"], "math"),  # as many LaTeX golds as words: math
+        ([r"\frac{1}{2}", r"\sqrt{3}", "p - q", "7"], "math"),  # MATH-500's shape: LaTeX, expressions, numbers
+    ],
+)
+def test_the_kind_is_read_from_the_golds_as_a_whole(golds: list[str], kind: str) -> None:
+    assert choose_answer_kind([(f"row {i}", g) for i, g in enumerate(golds)], "data") == kind
+
+
+def test_a_word_dataset_with_one_latex_looking_gold_compares_words_as_text() -> None:
+    from datasets import Dataset
+
+    rows = [{"question": f"q{i}", "answer": g} for i, g in enumerate(["Paris", "a $5 bill", "Rome", "Oslo"])]
+    ds = load_dataset(Dataset.from_list(rows))
+    assert ds["answer_kind"] == ["text"] * 4
+    assert correctness_reward(None, ["<answer>sirap</answer>", "<answer>paris</answer>"], answer=["Paris"] * 2,
+                              answer_kind=ds["answer_kind"][:2]) == [0.0, 2.0]  # fmt: skip
+
+
+def test_json_float_golds_are_numbers_exactly(tmp_path: Path) -> None:
+    """JSON gives 1e+20 and 1e-07 as floats: read as the numbers JSON wrote, without float noise."""
+    path = tmp_path / "big.jsonl"
+    path.write_text(
+        "".join(f'{{"question": "q{i}", "answer": {g}}}\n' for i, g in enumerate(["1e+20", "1e-07", "0.1", "18.0"]))
+    )
+    ds = load_dataset(path)
+    assert list(ds["answer"]) == ["100000000000000000000", "0.0000001", "0.1", "18"]
+    assert "answer_kind" not in ds.column_names  # numbers
+    assert read_gold("1e+20", "number") is None  # a string in scientific notation is still not a number
 
 
 def test_gsm8k_rows_are_what_they_were() -> None:

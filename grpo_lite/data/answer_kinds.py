@@ -12,8 +12,12 @@ symbolically through ``math-verify``, as TRL's ``accuracy_reward`` does; ``choic
 
 from __future__ import annotations
 
+import math
 import re
+import unicodedata
+from collections import Counter
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any, Literal, get_args
 
 from grpo_lite.data import math_worker
@@ -29,6 +33,8 @@ _CHOICE_RE = re.compile(  # one option: "(B)", "B)", "b", "B.", "The answer is B
     re.DOTALL | re.IGNORECASE,
 )
 _OTHER_OPTION_RE = re.compile(r"\b(?i:answer|option|choice)\b|\([A-Za-z]\)|\b(?i:and|or|not)\s+\(?[A-Z]\b")
+_WORDS_RE = re.compile(r"\s*(?=.*[^\W\d_]{2})[^\W\d_]+(?:[\s'.,-]+[^\W\d_]+)*\.?\s*")  # "Paris", "New York"
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))  # soft hyphen, zero-width (no-)joiners
 _LATEX_RE = re.compile(r"[\\^{}$]")  # a backslash command, a power, a group or math mode: LaTeX
 _DELIMITED_RE = re.compile(r"(?<!\\)\$|\\boxed|\\\(|\\\[")  # math mode already marked ("\$5" is a dollar sign)
 
@@ -45,7 +51,17 @@ def check_answer_kind(kind: Any) -> AnswerKind | None:
 
 
 def _fold_text(text: str) -> str:
-    return " ".join(text.split()).casefold()
+    """Text as compared: NFKC (composed accents, compatibility forms), zero-width characters out, inner whitespace
+    one space, case folded."""
+    return " ".join(unicodedata.normalize("NFKC", text).translate(_ZERO_WIDTH).split()).casefold()
+
+
+def _cell(value: Any) -> str | None:
+    """A dataset cell as text (a float as JSON wrote it, exactly: ``1e-07`` is ``0.0000001``); None when not text or
+    a number."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    return format(Decimal(repr(value)), "f") if isinstance(value, float) and math.isfinite(value) else str(value)
 
 
 def _choice(text: str) -> str | None:
@@ -73,9 +89,10 @@ def read_gold(value: Any, kind: AnswerKind) -> str | None:
     >>> read_gold("\\\\frac{3}{4}", "math"), read_gold("", "math") is None, read_gold("42", "choice") is None
     ('\\\\frac{3}{4}', True, True)
     """
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+    text = _cell(value)
+    if text is None:
         return None
-    text = str(value).strip()
+    text = text.strip()
     if kind == "number":  # a number, or a worked solution ending in "#### <number>"
         return gsm8k_gold(text) if "####" in text else normalize_number(text)
     if kind == "choice":
@@ -101,7 +118,7 @@ def answers_match_kind(predicted: str | None, gold: str, kind: AnswerKind) -> bo
     if kind == "choice":
         letter = _choice(predicted)
         return letter is not None and letter == _choice(gold)
-    if kind == "text":
+    if kind == "text" or _WORDS_RE.fullmatch(gold):  # words are not a product of symbols: "sirap" is not "Paris"
         return _fold_text(predicted) == _fold_text(gold) != ""
     return bool(predicted.strip()) and math_worker.judge(_as_math(gold), _as_math(predicted))
 
@@ -127,16 +144,17 @@ def answer_is_correct(text: str, gold: str, kind: AnswerKind) -> bool:
 
 def _kind_of(value: Any) -> Literal["number", "math", "text"] | None:
     """What one gold looks like: a number, LaTeX, other text; None when empty or not text."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not str(value).strip():
+    text = _cell(value)
+    if text is None or not text.strip():
         return None
-    if normalize_number(str(value)) is not None or (isinstance(value, str) and "####" in value):
+    if normalize_number(text) is not None or "####" in text:
         return "number"
-    return "math" if _LATEX_RE.search(str(value)) else "text"
+    return "math" if _LATEX_RE.search(text) else "text"
 
 
 def choose_answer_kind(golds: Sequence[tuple[str, Any]], source: str) -> AnswerKind:
-    """The kind of a dataset's golds (``(where, value)`` pairs): every gold a number: ``number``; LaTeX in the golds:
-    ``math``; else ``text``.
+    """The kind of a dataset's golds (``(where, value)`` pairs), read from them all: LaTeX in at least as many golds as
+    plain text: ``math`` (one ``$5`` among words is not); else every gold a number: ``number``; else ``text``.
 
     Raises:
         DataError: some golds are numbers and others plain text (mixed kinds), naming one of each.
@@ -145,11 +163,13 @@ def choose_answer_kind(golds: Sequence[tuple[str, Any]], source: str) -> AnswerK
     ('number', 'math')
     """
     first: dict[str, tuple[str, Any]] = {}
+    counts: Counter[str] = Counter()
     for where, value in golds:
         kind = _kind_of(value)
         if kind is not None:
             first.setdefault(kind, (where, value))
-    if "math" in first:
+            counts[kind] += 1
+    if counts["math"] and counts["math"] >= counts["text"]:
         return "math"
     if "number" in first and "text" in first:
         (num_where, num), (text_where, text) = first["number"], first["text"]

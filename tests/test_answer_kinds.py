@@ -350,6 +350,36 @@ def test_a_math_gold_math_verify_cannot_parse_names_the_row(tmp_path: Path) -> N
         load_dataset(path)
 
 
+@pytest.mark.parametrize(
+    ("kinds", "asked", "problem"),
+    [
+        (["bogus"], None, r"dataset row 1: 'answer_kind' is 'bogus', but a dataset's answers compare one way: one of "
+                          r"number, math, choice, text on every row, or drop the column"),
+        (["choice", "text"], None, r"dataset row 2: 'answer_kind' is 'text', .* on every row \(here 'choice'\)"),
+        (["choice", "choice"], "text", r"dataset row 1: 'answer_kind' is 'choice', .* \(here 'text'\)"),
+    ],
+)  # fmt: skip
+def test_an_answer_kind_column_is_checked_where_the_data_loads(kinds: list, asked: str | None, problem: str) -> None:
+    """The column decided the kind row by row: 'bogus' failed at the first step, after the model loaded."""
+    from datasets import Dataset
+
+    rows = Dataset.from_list([{"question": f"q{i}", "answer": "B", "answer_kind": k} for i, k in enumerate(kinds)])
+    with pytest.raises(DataError, match=problem):
+        load_dataset(rows, answer_kind=asked)
+
+
+def test_an_answer_kind_column_of_one_kind_names_the_kind() -> None:
+    """A dataset loaded and saved carries its column: loaded again, it compares the same way ("choice" is never
+    guessed from the golds); a number column goes, as number datasets have none."""
+    from datasets import Dataset
+
+    saved = load_dataset(Dataset.from_list([{"question": "q", "answer": "(b)"}]), answer_kind="choice")
+    again = load_dataset(Dataset.from_list(saved.to_list()))
+    assert list(again["answer"]) == ["B"] and again["answer_kind"] == ["choice"]
+    numbers = load_dataset(Dataset.from_list([{"question": "q", "answer": "5", "answer_kind": "number"}]))
+    assert "answer_kind" not in numbers.column_names and list(numbers["answer"]) == ["5"]
+
+
 def test_unknown_kind_lists_the_valid_ones() -> None:
     with pytest.raises(ConfigError, match=r"unknown answer_kind 'letter'; valid kinds: number, math, choice, text"):
         check_answer_kind("letter")

@@ -182,6 +182,25 @@ def choose_answer_kind(golds: Sequence[tuple[str, Any]], source: str) -> AnswerK
     return "text" if "text" in first else "number"
 
 
+def column_kind(values: Sequence[tuple[str, Any]], asked: AnswerKind | None) -> AnswerKind | None:
+    """The kind a dataset's ``answer_kind`` column names (``(where, value)`` pairs of its filled cells: a dataset
+    grpo-lite loaded and saved), checked to be one kind on every row and ``asked``'s when one is asked; None without.
+
+    Raises:
+        DataError: a cell that is not a kind, or another kind than the rows before it (or ``asked``), naming the row.
+    """
+    chosen = asked
+    for where, value in values:
+        if value not in ANSWER_KINDS or value != (chosen or value):
+            raise DataError(
+                f"{where}: 'answer_kind' is {value!r}, but a dataset's answers compare one way: one of "
+                f"{', '.join(ANSWER_KINDS)} on every row{f' (here {chosen!r})' if chosen else ''}, or drop the column and "
+                "pass answer_kind (--answer-kind)"
+            )
+        chosen = value
+    return chosen
+
+
 def gold_error(kind: AnswerKind, column: str, value: Any) -> str:
     """What is wrong with a gold that :func:`read_gold` could not read in ``kind`` (the loaders name the row)."""
     if kind == "number":

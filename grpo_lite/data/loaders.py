@@ -223,6 +223,9 @@ def _task_dataset(rows: list[Row], source: str, *, skip_invalid: bool, limit: in
     return _rows_to_dataset(out, source)
 
 
+_BUILT_COLUMNS = ("prompt", "question", "answer", "answer_kind")  # a row's own columns, built here, never copied
+
+
 def has_gold(dataset: Dataset) -> bool:
     """Whether a loaded dataset's rows carry a gold ``answer`` (the question/answer form); a task in TRL's shape (a
     ``prompt`` column and the user's rewards) has none, and its prompts reach TRL as they are."""
@@ -278,11 +281,7 @@ def _to_dataset(
             problem = f"'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}"
         else:
             built = prompt if "prompt" in row.data else build_messages(question, style)
-            extras = {
-                k: v
-                for k, v in row.data.items()
-                if keep_columns and k not in ("prompt", "question", "answer", "answer_kind")
-            }
+            extras = {k: v for k, v in row.data.items() if keep_columns and k not in _BUILT_COLUMNS}
             out.append({"prompt": built, "question": question, "answer": answer, **tagged, **extras})
             continue
         if not skip_invalid:

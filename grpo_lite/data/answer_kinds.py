@@ -1,8 +1,9 @@
 """Answers of every common kind: how a gold is read and how the model's ``<answer>`` block is compared with it.
 
 ``number`` is :mod:`grpo_lite.data.answers` unchanged (the GSM8K rule); ``math`` compares LaTeX and expressions
-symbolically through ``math-verify``, as TRL's ``accuracy_reward`` does; ``choice`` compares one option letter;
-``text`` compares the trimmed text with case and inner whitespace folded (docs/datasets.md, "Answer kinds").
+symbolically through ``math-verify`` (in a worker process, with a deadline: :mod:`grpo_lite.data.math_worker`), as
+TRL's ``accuracy_reward`` does; ``choice`` compares one option letter; ``text`` compares the trimmed text with case,
+inner whitespace, Unicode forms and zero-width characters folded (docs/datasets.md, "Answer kinds").
 
 >>> [answers_match_kind(p, "B", "choice") for p in ["(B)", "b", "B) 42", "C", "Because"]]
 [True, True, True, False, False]

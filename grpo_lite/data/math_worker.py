@@ -44,7 +44,10 @@ class _Worker:
         threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
         if self.answer(MATH_WORKER_START_S) != "ready":
             self.close()
-            raise RuntimeError("math-verify's worker process did not start (its error is above)")
+            raise RuntimeError(
+                "math-verify's worker process did not start (its error is above): check that "
+                f"{sys.executable} -c 'import math_verify' works"
+            )
 
     def _read(self, stream: IO[str]) -> None:
         for line in stream:

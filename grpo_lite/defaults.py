@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 GIB = 1024**3  # bytes in a GiB: the one definition (memory figures are in GiB, card sizes in nominal GB)
+MATH_ANSWER_TIMEOUT_S = (
+    3.0  # one answer's math-verify parse and comparison: ordinary ones take milliseconds; past it: 0
+)
+MATH_WORKER_START_S = 120.0  # math-verify's worker process importing sympy: seconds, on a busy machine more
 
 
 @dataclass(frozen=True)

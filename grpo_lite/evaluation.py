@@ -62,20 +62,25 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
 
 def mean_interval(values: Sequence[float], z: float = Z_95) -> tuple[float, float]:
     """The 95% interval of a reward's mean over ``values``: Wilson's (:func:`wilson_interval`) when every value is
-    0 or 1 (a share), else the normal one, ``mean ± z·sd/sqrt(n)``.
+    0 or 1 (a share), else the normal one, ``mean ± z·sd/sqrt(n)``; one value that is not a share says nothing of
+    the spread, so its interval is unbounded (a zero-width one would claim certainty).
 
     >>> [round(x, 4) for x in mean_interval([1.0] * 5 + [0.0] * 95)]
     [0.0215, 0.1118]
     >>> [round(x, 3) for x in mean_interval([0.5, 1.5, 1.0, 1.0])]
     [0.6, 1.4]
+    >>> mean_interval([2.0]), [round(x, 3) for x in mean_interval([1.0])]
+    ((-inf, inf), [0.207, 1.0])
     """
     n = len(values)
     if n == 0:
         raise ValueError("an interval needs at least one value")
     if all(v in (0, 1) for v in values):
         return wilson_interval(round(sum(values)), n, z)
+    if n == 1:
+        return -math.inf, math.inf
     mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
     return mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,26 @@ CHOICE_CASES = [
     ("B", "Because", False),
     ("B", "AB", False),
     ("B", "", False),
+    # one option, however it is written: accepted
+    ("A", "A.", True),
+    ("A", "The answer is A", True),
+    ("A", "The answer is (A).", True),
+    ("A", "the correct answer is a", True),
+    ("A", "Answer: A", True),
+    ("A", "**A**", True),
+    ("A", "(A) 12 apples", True),
+    ("A", "A) It is not a prime", True),  # the option's own text may say "not"
+    # several options, or one named as wrong: not that option
+    ("A", "A and B", False),
+    ("C", "C is wrong, the answer is D", False),
+    ("C", "C. is wrong, the answer is D", False),
+    ("A", "A or B", False),
+    ("A", "(A) and (B)", False),
+    ("A", "A, B", False),
+    ("A", "A/B", False),
+    ("A", "A. not B", False),
+    ("A", "The answer is A and B", False),
+    ("A", "A 12 apples", False),  # the option's text after a mark only: "A 12" reads as the start of a sentence
 ]
 TEXT_CASES = [
     ("elppa", "elppa", True),
@@ -119,6 +140,12 @@ TEXT_CASES = [
     ("New York", "New York.", False),
     ("cat", "cats", False),
     ("cat", "", False),
+    ("caf\u00e9", "cafe\u0301", True),  # NFC and NFD: the same letters
+    ("caf\u00e9", "ca\u200bf\u00e9", True),  # a zero-width space
+    ("\ufeffParis", "Par\u200dis", True),  # a byte-order mark, a zero-width joiner
+    ("Paris", "\uff30aris", True),  # a full-width P (NFKC)
+    ("caf\u00e9", "cafe", False),  # an accent is still a letter
+    ("Paris", "Pa ris", False),  # a space is not a zero-width character
 ]
 
 
@@ -144,6 +171,16 @@ def test_math_kind_the_issue_examples(a: str, b: str, equal: bool) -> None:
     assert answers_match_kind(b, a, "math") is equal
 
 
+@pytest.mark.parametrize(
+    ("gold", "answer", "equal"),
+    [("Paris", "sirap", False), ("Paris", "Spira", False), ("Paris", "P*a*r*i*s", False), ("Paris", " paris ", True),
+     ("New York", "new  york", True), (r"\text{Evelyn}", "Evelyn", True), ("p - q", "-q + p", True), ("xy", "yx", False)],
+)  # fmt: skip
+def test_math_never_equals_two_different_words(gold: str, answer: str, equal: bool) -> None:
+    """math-verify reads a bare word as a product of symbols (``sirap`` = ``Paris``): a gold of words compares as text."""
+    assert answers_match_kind(answer, gold, "math") is equal
+
+
 @pytest.mark.parametrize(("gold", "answer", "equal"), CHOICE_CASES)
 def test_choice_kind(gold: str, answer: str, equal: bool) -> None:
     assert answers_match_kind(answer, read_gold(gold, "choice") or "", "choice") is equal
@@ -159,13 +196,50 @@ def test_no_answer_block_never_matches() -> None:
         assert not answer_is_correct("the answer is 5, B", gold, kind)
 
 
-def test_math_compares_off_the_main_thread() -> None:
-    """math-verify's timeouts use signal.alarm, which raises outside the main thread: there they are off."""
+def _in_a_thread(gold: str, answer: str, bound_s: float) -> list[bool]:
+    """``answers_match_kind(answer, gold, "math")`` in a worker thread, which must be done within ``bound_s``."""
     found: list[bool] = []
-    worker = threading.Thread(target=lambda: found.append(answers_match_kind(r"\frac{2}{4}", "0.5", "math")))
+    worker = threading.Thread(target=lambda: found.append(answers_match_kind(answer, gold, "math")), daemon=True)
     worker.start()
-    worker.join()
-    assert found == [True]
+    worker.join(bound_s)
+    assert not worker.is_alive(), f"scoring {answer[:40]!r} ran past {bound_s} s"
+    return found
+
+
+@pytest.mark.parametrize(
+    ("gold", "answer"), [("0.5", r"\frac{1}{2}"), (r"\sqrt{2}", r"\sqrt{2}"), ("0.5", r"\frac{2}{4}")]
+)
+def test_math_compares_off_the_main_thread(gold: str, answer: str) -> None:
+    assert _in_a_thread(gold, answer, 60) == [True]  # 60 s: a first call starts the worker (imports sympy)
+    assert _in_a_thread(gold, "3", 60) == [False]
+
+
+HOSTILE = [r"10^{10^{10}}", r"9^{9^{9^{9}}}", "{" * 1000 + "1" + "}" * 1000, r"\sqrt{" * 2000, r"\boxed{1}" * 100_000]
+
+
+@pytest.mark.parametrize("answer", HOSTILE, ids=["tower", "tower4", "braces", "sqrt", "boxed"])
+def test_a_hostile_math_answer_scores_0_within_its_deadline_on_any_thread(
+    answer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """math-verify's own limit is signal.alarm, which a worker thread lacks: these froze the process (H2)."""
+    from grpo_lite.data import math_worker
+
+    assert _in_a_thread("5", "1", 60) == [False]  # the worker is up: the bound below is the deadline's
+    monkeypatch.setattr(math_worker, "MATH_ANSWER_TIMEOUT_S", 1.0)
+    with pytest.warns(UserWarning, match=r"within 1 s, scored 0 \(\d+ so far\): ") as caught:
+        assert _in_a_thread("5", answer, 10) == [False]
+    assert len(caught) == 1 and len(str(caught[0].message)) < 200  # one line, the expression cut
+    assert _in_a_thread("0.5", r"\frac{1}{2}", 60) == [True]  # a fresh worker scores the next answer
+
+
+def test_the_default_deadline_lets_ordinary_answers_through() -> None:
+    """Ordinary answers take milliseconds: far inside the default deadline, which still bounds a tower of powers."""
+    from grpo_lite.defaults import MATH_ANSWER_TIMEOUT_S
+
+    assert answers_match_kind("1", "1", "math")  # the worker is up
+    start = time.perf_counter()
+    assert all(answers_match_kind(a, g, "math") for g, a in [("0.5", r"\frac{1}{2}"), (r"\sqrt{2}", "2^{1/2}")] * 10)
+    assert (time.perf_counter() - start) / 20 < MATH_ANSWER_TIMEOUT_S / 10
 
 
 # ----------------------------------------------------------------------------- the kind of a dataset
@@ -209,6 +283,40 @@ def test_the_kind_is_chosen_from_the_golds(golds: list, kind: str, column: list[
     assert ds["answer_kind"] == [kind] * len(golds) if kind != "number" else "answer_kind" not in ds.column_names
 
 
+@pytest.mark.parametrize(
+    ("golds", "kind"),
+    [
+        (["Paris", "a $5 bill", "Rome", "Oslo"], "text"),  # one LaTeX-looking gold among words does not decide
+        (["Paris", "x^2"], "math"),  # as many LaTeX golds as words: math
+        ([r"\frac{1}{2}", r"\sqrt{3}", "p - q", "7"], "math"),  # MATH-500's shape: LaTeX, expressions, numbers
+    ],
+)
+def test_the_kind_is_read_from_the_golds_as_a_whole(golds: list[str], kind: str) -> None:
+    assert choose_answer_kind([(f"row {i}", g) for i, g in enumerate(golds)], "data") == kind
+
+
+def test_a_word_dataset_with_one_latex_looking_gold_compares_words_as_text() -> None:
+    from datasets import Dataset
+
+    rows = [{"question": f"q{i}", "answer": g} for i, g in enumerate(["Paris", "a $5 bill", "Rome", "Oslo"])]
+    ds = load_dataset(Dataset.from_list(rows))
+    assert ds["answer_kind"] == ["text"] * 4
+    assert correctness_reward(None, ["<answer>sirap</answer>", "<answer>paris</answer>"], answer=["Paris"] * 2,
+                              answer_kind=ds["answer_kind"][:2]) == [0.0, 2.0]  # fmt: skip
+
+
+def test_json_float_golds_are_numbers_exactly(tmp_path: Path) -> None:
+    """JSON gives 1e+20 and 1e-07 as floats: read as the numbers JSON wrote, without float noise."""
+    path = tmp_path / "big.jsonl"
+    path.write_text(
+        "".join(f'{{"question": "q{i}", "answer": {g}}}\n' for i, g in enumerate(["1e+20", "1e-07", "0.1", "18.0"]))
+    )
+    ds = load_dataset(path)
+    assert list(ds["answer"]) == ["100000000000000000000", "0.0000001", "0.1", "18"]
+    assert "answer_kind" not in ds.column_names  # numbers
+    assert read_gold("1e+20", "number") is None  # a string in scientific notation is still not a number
+
+
 def test_gsm8k_rows_are_what_they_were() -> None:
     """A number dataset gets no answer_kind column: the rows the rewards and TRL see are unchanged."""
     from grpo_lite.data.synthetic import synthetic_problems
@@ -240,6 +348,36 @@ def test_a_math_gold_math_verify_cannot_parse_names_the_row(tmp_path: Path) -> N
     path.write_text('{"question": "q1", "answer": "\\\\frac{1}{2}"}\n{"question": "q2", "answer": "\\\\frac{"}\n')
     with pytest.raises(DataError, match=r"m\.jsonl, line 2: math-verify cannot parse 'answer' as math: '\\\\frac\{'"):
         load_dataset(path)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "asked", "problem"),
+    [
+        (["bogus"], None, r"dataset row 1: 'answer_kind' is 'bogus', but a dataset's answers compare one way: one of "
+                          r"number, math, choice, text on every row, or drop the column"),
+        (["choice", "text"], None, r"dataset row 2: 'answer_kind' is 'text', .* on every row \(here 'choice'\)"),
+        (["choice", "choice"], "text", r"dataset row 1: 'answer_kind' is 'choice', .* \(here 'text'\)"),
+    ],
+)  # fmt: skip
+def test_an_answer_kind_column_is_checked_where_the_data_loads(kinds: list, asked: str | None, problem: str) -> None:
+    """The column decided the kind row by row: 'bogus' failed at the first step, after the model loaded."""
+    from datasets import Dataset
+
+    rows = Dataset.from_list([{"question": f"q{i}", "answer": "B", "answer_kind": k} for i, k in enumerate(kinds)])
+    with pytest.raises(DataError, match=problem):
+        load_dataset(rows, answer_kind=asked)
+
+
+def test_an_answer_kind_column_of_one_kind_names_the_kind() -> None:
+    """A dataset loaded and saved carries its column: loaded again, it compares the same way ("choice" is never
+    guessed from the golds); a number column goes, as number datasets have none."""
+    from datasets import Dataset
+
+    saved = load_dataset(Dataset.from_list([{"question": "q", "answer": "(b)"}]), answer_kind="choice")
+    again = load_dataset(Dataset.from_list(saved.to_list()))
+    assert list(again["answer"]) == ["B"] and again["answer_kind"] == ["choice"]
+    numbers = load_dataset(Dataset.from_list([{"question": "q", "answer": "5", "answer_kind": "number"}]))
+    assert "answer_kind" not in numbers.column_names and list(numbers["answer"]) == ["5"]
 
 
 def test_unknown_kind_lists_the_valid_ones() -> None:

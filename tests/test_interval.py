@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from grpo_lite.evaluation import EvalResult, wilson_interval
+from grpo_lite.evaluation import EvalResult, _rewards_result, mean_interval, wilson_interval
 
 
 def _score_test_bounds(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
@@ -23,7 +23,9 @@ def _score_test_bounds(k: int, n: int, z: float = 1.959963984540054) -> tuple[fl
     return (edge(0.0, k / n) if k > 0 else 0.0), (edge(1.0, k / n) if k < n else 1.0)
 
 
-@pytest.mark.parametrize(("k", "n"), [(0, 10), (1, 10), (16, 100), (29, 100), (35, 100), (100, 100), (3, 7)])
+@pytest.mark.parametrize(
+    ("k", "n"), [(0, 1), (1, 1), (1, 2), (0, 10), (1, 10), (16, 100), (29, 100), (35, 100), (100, 100), (3, 7)]
+)
 def test_the_interval_is_the_score_tests_acceptance_set(k, n):
     low, high = wilson_interval(k, n)
     want = _score_test_bounds(k, n)
@@ -43,3 +45,25 @@ def test_the_demo_line_carries_both_intervals_and_n():
 def test_a_bad_share_is_refused():
     with pytest.raises(ValueError, match="0 <= successes <= n"):
         wilson_interval(3, 2)
+
+
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        ([2.0], (-math.inf, math.inf)),  # one correctness reward: no spread seen, no finite interval
+        ([0.5], (-math.inf, math.inf)),
+        ([1.0], (0.2065, 1.0)),  # one share: Wilson's, which is not zero-width at n=1
+        ([0.0], (0.0, 0.7935)),
+        ([2.0, 0.0], (1 - 1.96 * 2**0.5 / 2**0.5, 1 + 1.96)),  # two values: the normal interval, finite
+    ],
+)
+def test_an_interval_over_one_value_is_never_zero_width(values, want):
+    low, high = mean_interval(values)
+    assert (low, high) == pytest.approx(want, abs=1e-3) and high > low
+
+
+def test_evaluate_at_n_1_reports_no_zero_width_interval():
+    """evaluate()'s scores of a task at n=1: each reward's interval spans more than its one value."""
+    result = _rewards_result([{"rewards": {"correctness": 2.0, "format": 1.0}, "reward": 3.0}])
+    assert result.reward_intervals["correctness"] == (-math.inf, math.inf)
+    assert result.reward_intervals["format"][0] < 1.0 == result.reward_intervals["format"][1]

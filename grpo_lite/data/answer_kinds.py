@@ -1,8 +1,9 @@
 """Answers of every common kind: how a gold is read and how the model's ``<answer>`` block is compared with it.
 
 ``number`` is :mod:`grpo_lite.data.answers` unchanged (the GSM8K rule); ``math`` compares LaTeX and expressions
-symbolically through ``math-verify``, as TRL's ``accuracy_reward`` does; ``choice`` compares one option letter;
-``text`` compares the trimmed text with case and inner whitespace folded (docs/datasets.md, "Answer kinds").
+symbolically through ``math-verify`` (in a worker process, with a deadline: :mod:`grpo_lite.data.math_worker`), as
+TRL's ``accuracy_reward`` does; ``choice`` compares one option letter; ``text`` compares the trimmed text with case,
+inner whitespace, Unicode forms and zero-width characters folded (docs/datasets.md, "Answer kinds").
 
 >>> [answers_match_kind(p, "B", "choice") for p in ["(B)", "b", "B) 42", "C", "Because"]]
 [True, True, True, False, False]
@@ -12,22 +13,31 @@ symbolically through ``math-verify``, as TRL's ``accuracy_reward`` does; ``choic
 
 from __future__ import annotations
 
-import logging
+import math
 import re
-import threading
+import unicodedata
+from collections import Counter
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any, Literal, get_args
 
+from grpo_lite.data import math_worker
 from grpo_lite.data.answers import answers_match, extract_answer, extract_xml_answer, gsm8k_gold, normalize_number
 from grpo_lite.errors import ConfigError, DataError
 from grpo_lite.settings import AnswerKind
 
 ANSWER_KINDS: tuple[AnswerKind, ...] = get_args(AnswerKind)
 
-_CHOICE_RE = re.compile(r"\(?([A-Za-z])(?:[.):](?:\s.*)?|\s.*)?", re.DOTALL)  # "(B)", "B)", "b", "B. 42", "B 42"
+_CHOICE_RE = re.compile(  # one option: "(B)", "B)", "b", "B.", "The answer is B", "Answer: (B)"; text only after a mark
+    r"(?:(?:the\s+)?(?:correct\s+|final\s+)?(?:answer|option|choice)(?:\s+is)?\s*:?\s*)?"
+    r"(?:\((?P<paren>[a-z])\)[.:]?|(?P<letter>[a-z])(?P<mark>[.):])?)(?P<text>\s.*)?",
+    re.DOTALL | re.IGNORECASE,
+)
+_OTHER_OPTION_RE = re.compile(r"\b(?i:answer|option|choice)\b|\([A-Za-z]\)|\b(?i:and|or|not)\s+\(?[A-Z]\b")
+_WORDS_RE = re.compile(r"\s*(?=.*[^\W\d_]{2})[^\W\d_]+(?:[\s'.,-]+[^\W\d_]+)*\.?\s*")  # "Paris", "New York"
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))  # soft hyphen, zero-width (no-)joiners
 _LATEX_RE = re.compile(r"[\\^{}$]")  # a backslash command, a power, a group or math mode: LaTeX
 _DELIMITED_RE = re.compile(r"(?<!\\)\$|\\boxed|\\\(|\\\[")  # math mode already marked ("\$5" is a dollar sign)
-_PARSE_TIMEOUT_S, _VERIFY_TIMEOUT_S = 10, 5  # TRL's accuracy_reward's: a pathological expression gives up
 
 
 def check_answer_kind(kind: Any) -> AnswerKind | None:
@@ -42,28 +52,33 @@ def check_answer_kind(kind: Any) -> AnswerKind | None:
 
 
 def _fold_text(text: str) -> str:
-    return " ".join(text.split()).casefold()
+    """Text as compared: NFKC (composed accents, compatibility forms), zero-width characters out, inner whitespace
+    one space, case folded."""
+    return " ".join(unicodedata.normalize("NFKC", text).translate(_ZERO_WIDTH).split()).casefold()
+
+
+def _cell(value: Any) -> str | None:
+    """A dataset cell as text (a float as JSON wrote it, exactly: ``1e-07`` is ``0.0000001``); None when not text or
+    a number."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    return format(Decimal(repr(value)), "f") if isinstance(value, float) and math.isfinite(value) else str(value)
 
 
 def _choice(text: str) -> str | None:
-    match = _CHOICE_RE.fullmatch(text.strip())
-    return match[1].upper() if match else None
+    """The one option a text names; None when it names none, several (``A and B``) or one as wrong (``C is wrong,
+    the answer is D``): the option's own text may follow only a mark (``B. 12 apples``, ``(B) 12``)."""
+    match = _CHOICE_RE.fullmatch(text.replace("*", "").strip())  # "**B**": markdown emphasis
+    if match is None or (match["text"] and not (match["paren"] or match["mark"])):
+        return None
+    if match["text"] and _OTHER_OPTION_RE.search(match["text"]):
+        return None
+    return (match["paren"] or match["letter"]).upper()
 
 
-def _timeouts() -> tuple[int | None, int | None]:
-    """math-verify's timeouts: ``signal.alarm`` works in the main thread only; elsewhere none (as TRL does)."""
-    if threading.current_thread() is threading.main_thread():
-        return _PARSE_TIMEOUT_S, _VERIFY_TIMEOUT_S
-    for name in ("math_verify.parser", "math_verify.grader"):  # their "timeout is disabled" warning, once per call
-        logging.getLogger(name).setLevel(logging.ERROR)
-    return None, None
-
-
-def _parse_math(text: str) -> list[Any]:
-    """math-verify's reading of an answer: a bare expression is read as LaTeX math (``$...$``)."""
-    from math_verify import parse  # heavy: sympy
-
-    return list(parse(text if _DELIMITED_RE.search(text) else f"${text}$", parsing_timeout=_timeouts()[0]))
+def _as_math(text: str) -> str:
+    """A bare expression read as LaTeX math (``$...$``), as math-verify reads a marked one."""
+    return text if _DELIMITED_RE.search(text) else f"${text}$"
 
 
 def read_gold(value: Any, kind: AnswerKind) -> str | None:
@@ -75,9 +90,10 @@ def read_gold(value: Any, kind: AnswerKind) -> str | None:
     >>> read_gold("\\\\frac{3}{4}", "math"), read_gold("", "math") is None, read_gold("42", "choice") is None
     ('\\\\frac{3}{4}', True, True)
     """
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+    text = _cell(value)
+    if text is None:
         return None
-    text = str(value).strip()
+    text = text.strip()
     if kind == "number":  # a number, or a worked solution ending in "#### <number>"
         return gsm8k_gold(text) if "####" in text else normalize_number(text)
     if kind == "choice":
@@ -85,7 +101,7 @@ def read_gold(value: Any, kind: AnswerKind) -> str | None:
     if not text:
         return None
     if kind == "math":  # math-verify keeps the bare string of what sympy could not read: not a gold
-        return text if any(not isinstance(part, str) for part in _parse_math(text)) else None
+        return text if math_worker.judge(_as_math(text), None) else None
     return text
 
 
@@ -103,12 +119,9 @@ def answers_match_kind(predicted: str | None, gold: str, kind: AnswerKind) -> bo
     if kind == "choice":
         letter = _choice(predicted)
         return letter is not None and letter == _choice(gold)
-    if kind == "text":
+    if kind == "text" or _WORDS_RE.fullmatch(gold):  # words are not a product of symbols: "sirap" is not "Paris"
         return _fold_text(predicted) == _fold_text(gold) != ""
-    from math_verify import verify  # heavy: sympy
-
-    answer = _parse_math(predicted) if predicted.strip() else []
-    return bool(answer) and bool(verify(_parse_math(gold), answer, timeout_seconds=_timeouts()[1]))
+    return bool(predicted.strip()) and math_worker.judge(_as_math(gold), _as_math(predicted))
 
 
 def predicted_answer(text: str, kind: AnswerKind) -> str | None:
@@ -132,16 +145,17 @@ def answer_is_correct(text: str, gold: str, kind: AnswerKind) -> bool:
 
 def _kind_of(value: Any) -> Literal["number", "math", "text"] | None:
     """What one gold looks like: a number, LaTeX, other text; None when empty or not text."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not str(value).strip():
+    text = _cell(value)
+    if text is None or not text.strip():
         return None
-    if normalize_number(str(value)) is not None or (isinstance(value, str) and "####" in value):
+    if normalize_number(text) is not None or "####" in text:
         return "number"
-    return "math" if _LATEX_RE.search(str(value)) else "text"
+    return "math" if _LATEX_RE.search(text) else "text"
 
 
 def choose_answer_kind(golds: Sequence[tuple[str, Any]], source: str) -> AnswerKind:
-    """The kind of a dataset's golds (``(where, value)`` pairs): every gold a number: ``number``; LaTeX in the golds:
-    ``math``; else ``text``.
+    """The kind of a dataset's golds (``(where, value)`` pairs), read from them all: LaTeX in at least as many golds as
+    plain text: ``math`` (one ``$5`` among words is not); else every gold a number: ``number``; else ``text``.
 
     Raises:
         DataError: some golds are numbers and others plain text (mixed kinds), naming one of each.
@@ -150,11 +164,13 @@ def choose_answer_kind(golds: Sequence[tuple[str, Any]], source: str) -> AnswerK
     ('number', 'math')
     """
     first: dict[str, tuple[str, Any]] = {}
+    counts: Counter[str] = Counter()
     for where, value in golds:
         kind = _kind_of(value)
         if kind is not None:
             first.setdefault(kind, (where, value))
-    if "math" in first:
+            counts[kind] += 1
+    if counts["math"] and counts["math"] >= counts["text"]:
         return "math"
     if "number" in first and "text" in first:
         (num_where, num), (text_where, text) = first["number"], first["text"]
@@ -165,6 +181,25 @@ def choose_answer_kind(golds: Sequence[tuple[str, Any]], source: str) -> AnswerK
             "'number' to require numbers"
         )
     return "text" if "text" in first else "number"
+
+
+def column_kind(values: Sequence[tuple[str, Any]], asked: AnswerKind | None) -> AnswerKind | None:
+    """The kind a dataset's ``answer_kind`` column names (``(where, value)`` pairs of its filled cells: a dataset
+    grpo-lite loaded and saved), checked to be one kind on every row and ``asked``'s when one is asked; None without.
+
+    Raises:
+        DataError: a cell that is not a kind, or another kind than the rows before it (or ``asked``), naming the row.
+    """
+    chosen = asked
+    for where, value in values:
+        if value not in ANSWER_KINDS or value != (chosen or value):
+            raise DataError(
+                f"{where}: 'answer_kind' is {value!r}, but a dataset's answers compare one way: one of "
+                f"{', '.join(ANSWER_KINDS)} on every row{f' (here {chosen!r})' if chosen else ''}, or drop the column and "
+                "pass answer_kind (--answer-kind)"
+            )
+        chosen = value
+    return chosen
 
 
 def gold_error(kind: AnswerKind, column: str, value: Any) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from grpo_lite.data.answer_kinds import check_answer_kind, choose_answer_kind, gold_error, read_gold
+from grpo_lite.data.answer_kinds import check_answer_kind, choose_answer_kind, column_kind, gold_error, read_gold
 from grpo_lite.data.answers import gsm8k_gold
 from grpo_lite.data.prompts import PromptStyle, build_messages, style_for_kind
 from grpo_lite.data.synthetic import LEVELS, synthetic_problems
@@ -223,6 +223,9 @@ def _task_dataset(rows: list[Row], source: str, *, skip_invalid: bool, limit: in
     return _rows_to_dataset(out, source)
 
 
+_BUILT_COLUMNS = ("prompt", "question", "answer", "answer_kind")  # a row's own columns, built here, never copied
+
+
 def has_gold(dataset: Dataset) -> bool:
     """Whether a loaded dataset's rows carry a gold ``answer`` (the question/answer form); a task in TRL's shape (a
     ``prompt`` column and the user's rewards) has none, and its prompts reach TRL as they are."""
@@ -256,7 +259,10 @@ def _to_dataset(
     if answer_column not in columns:
         raise DataError(f"{source}: no {answer_column!r} column (columns: {', '.join(columns)}); {column_hint}")
     asked = question_column if question_column in columns else "prompt"
-    kind = kind or choose_answer_kind([(row.where, row.data.get(answer_column)) for row in rows], source)
+    named = [(row.where, row.data["answer_kind"]) for row in rows if row.data.get("answer_kind") is not None]
+    kind = column_kind(named, kind) or choose_answer_kind(
+        [(row.where, row.data.get(answer_column)) for row in rows], source
+    )
     gold = gold or functools.partial(read_gold, kind=kind)
     tagged = {} if kind == "number" else {"answer_kind": kind}  # the correctness reward reads it; numbers: none
     style = style_for_kind(style, kind)  # the default system prompt asks for the kind's answer
@@ -275,7 +281,7 @@ def _to_dataset(
             problem = f"'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}"
         else:
             built = prompt if "prompt" in row.data else build_messages(question, style)
-            extras = {k: v for k, v in row.data.items() if keep_columns and k not in ("prompt", "question", "answer")}
+            extras = {k: v for k, v in row.data.items() if keep_columns and k not in _BUILT_COLUMNS}
             out.append({"prompt": built, "question": question, "answer": answer, **tagged, **extras})
             continue
         if not skip_invalid:

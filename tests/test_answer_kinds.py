@@ -501,3 +501,24 @@ def test_the_default_system_prompt_asks_for_the_answers_kind() -> None:
     assert "in LaTeX" in system["math"] and "a number only" in system["number"]
     own = load_dataset(Dataset.from_list(rows["text"]), style=PromptStyle(system_prompt="Say it."))
     assert own[0]["prompt"][0]["content"] == "Say it."  # a system prompt of the user's is left alone
+
+
+def test_the_math_worker_ends_when_its_caller_dies_mid_answer(tmp_path):
+    """A caller killed while the worker runs a tower of powers leaves no process behind: the worker's own alarm
+    (4x the deadline) ends it, where before it would compute forever."""
+    import subprocess
+    import sys
+
+    from grpo_lite.defaults import MATH_ANSWER_TIMEOUT_S
+
+    script = (
+        "import os\nfrom grpo_lite.data import math_worker\nmath_worker.judge('2', '2')\n"
+        "w = math_worker._state['worker']\nw.process.stdin.write('[\"1\", \"$10^{10^{10}}$\"]\\n')\n"
+        "w.process.stdin.flush()\nprint(w.process.pid, flush=True)\nos._exit(0)\n"
+    )
+    pid = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
+    deadline = time.monotonic() + 4 * MATH_ANSWER_TIMEOUT_S + 30
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.5)
+    alive = Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+    assert not alive, "the worker outlived its caller"

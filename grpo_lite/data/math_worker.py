@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -110,6 +112,8 @@ def serve() -> None:
     out, sys.stdout = sys.stdout, sys.stderr  # a stray print must not break the protocol
     print("ready", file=out, flush=True)
     for line in sys.stdin:
+        # a backstop should the caller die while an answer runs: SIGALRM's default action ends this process
+        signal.alarm(math.ceil(4 * MATH_ANSWER_TIMEOUT_S))
         gold, answer = json.loads(line)
         parsed_gold = parse(gold, parsing_timeout=None)  # type: ignore[arg-type]
         if answer is None:  # math-verify keeps the bare string of what sympy could not read
@@ -117,4 +121,5 @@ def serve() -> None:
         else:
             parsed = parse(answer, parsing_timeout=None)  # type: ignore[arg-type]
             verdict = bool(parsed) and bool(verify(parsed_gold, parsed, timeout_seconds=None))
+        signal.alarm(0)
         print("true" if verdict else "false", file=out, flush=True)

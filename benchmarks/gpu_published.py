@@ -39,7 +39,7 @@ Triton, a GPU or the hub). Fetch them once (S=~/.cache/grpo-lite)::
         git -C /tmp/cll archive e4cacc8 benchmark chunk_loss_lora | tar x -C $S/Chunk-loss-LoRA-e4cacc8
 
 A figure read from ``nvidia-smi`` is the allocator's reserved memory plus the CUDA context: the simulated
-peak gets the project's named constants for both (``CUDA_CONTEXT_BYTES``, ``FRAGMENTATION`` of the
+peak gets the project's named constants for both (``GPU.cuda_context_bytes``, ``GPU.fragmentation`` of the
 transient bytes, ``grpo_lite/memory/terms.py``), or the context the source itself measured where it did
 (``cuda_context_mib``). The planner (``grpo_lite.estimate``) plans TRL 1.16, which
 never materialises the logits: its column says what the same configuration costs today, not what the
@@ -113,12 +113,12 @@ def device_figure(row: Published, sim: dict[str, Any]) -> int:
         raise ValueError(
             f"{row.label}: unknown measure {row.measures!r}; 'max_allocated', 'allocated_delta' or 'nvidia_smi'"
         )
+    from grpo_lite.defaults import GPU
     from grpo_lite.memory.measured.tracker import PERSISTENT
-    from grpo_lite.memory.terms import CUDA_CONTEXT_BYTES, FRAGMENTATION
 
     transient = sum(v for k, v in sim["categories"].items() if k not in PERSISTENT)
-    context = row.config["cuda_context_mib"] * 2**20 if "cuda_context_mib" in row.config else CUDA_CONTEXT_BYTES
-    return round(sim["peak_bytes"] + FRAGMENTATION * transient + context)
+    context = row.config["cuda_context_mib"] * 2**20 if "cuda_context_mib" in row.config else GPU.cuda_context_bytes
+    return round(sim["peak_bytes"] + GPU.fragmentation * transient + context)
 
 
 def planned(row: Published) -> int | None:

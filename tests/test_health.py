@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import types
+from dataclasses import replace
 
 import pytest
 from tiny_run import TINY_RUN
@@ -105,8 +106,9 @@ def test_on_stall_is_checked():
 def test_the_length_remedy_is_the_longest_that_fits_and_plans_as_written():
     from grpo_lite import plan
     from grpo_lite.cli.options import parse_set
+    from grpo_lite.defaults import RESILIENCE
     from grpo_lite.errors import DoesNotFitError
-    from grpo_lite.training.report.advice import LENGTH_STEP, Advisor
+    from grpo_lite.training.report.advice import Advisor
 
     kwargs = {"budget_gb": 8, "max_prompt_length": 256}
     current = plan("Qwen2.5-1.5B-Instruct", **kwargs)
@@ -118,7 +120,7 @@ def test_the_length_remedy_is_the_longest_that_fits_and_plans_as_written():
         plan("Qwen2.5-1.5B-Instruct", **kwargs, **fixed).settings["max_completion_length"]
         == fixed["max_completion_length"]
     )
-    longer = {**fixed, "max_completion_length": fixed["max_completion_length"] + LENGTH_STEP}
+    longer = {**fixed, "max_completion_length": fixed["max_completion_length"] + RESILIENCE.length_step}
     with pytest.raises(DoesNotFitError):  # the longest: one step more does not fit this rung
         plan("Qwen2.5-1.5B-Instruct", **kwargs, **longer, preset=current.preset.name)
 
@@ -139,9 +141,7 @@ def test_the_generations_remedy_refits_a_fixed_batch():
 # ---- through train() on the tiny model -----------------------------------------------------------------
 @pytest.fixture
 def short_windows(monkeypatch):
-    monkeypatch.setattr(health, "WINDOW_STEPS", 3)
-    monkeypatch.setattr(health, "TREND_STEPS", 6)
-    monkeypatch.setattr(health, "FLAT_STEPS", 4)
+    monkeypatch.setattr(health, "HEALTH", replace(health.HEALTH, window_steps=3, trend_steps=6, flat_steps=4))
 
 
 class _RisingFormat:
@@ -218,7 +218,7 @@ def test_a_tiny_run_whose_completions_end_raises_no_finding(tiny_model_dir, tmp_
         output_dir=tmp_path / "run",
         **{
             **TINY_RUN,
-            "max_steps": health.WINDOW_STEPS + 2,
+            "max_steps": health.HEALTH.window_steps + 2,
             "save_strategy": "no",
             "stop_strings": (),
             "generation_kwargs": {"exponential_decay_length_penalty": (3, 1.6)},
@@ -227,7 +227,7 @@ def test_a_tiny_run_whose_completions_end_raises_no_finding(tiny_model_dir, tmp_
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert [e for e in record["events"] if e["event"] == "health"] == [] and record["health"]["findings"] == []
     cut = [r["completions/clipped_ratio"] for r in result.history]
-    assert sum(cut) / len(cut) < health.CUT_SHARE / 2  # most completions end: a step may still cut half of them
+    assert sum(cut) / len(cut) < health.HEALTH.cut_share / 2  # most completions end: a step may still cut half of them
 
 
 @pytest.mark.slow
@@ -236,7 +236,7 @@ def test_adapt_raises_the_completion_length_at_a_checkpoint(tiny_model_dir, tmp_
     at step 2, and from step 3 the run samples up to the longer length the plan fits."""
     from grpo_lite import train
 
-    monkeypatch.setattr(health, "WINDOW_STEPS", 2)
+    monkeypatch.setattr(health, "HEALTH", replace(health.HEALTH, window_steps=2))
     result = train(
         str(tiny_model_dir),
         output_dir=tmp_path / "run",
@@ -258,7 +258,7 @@ def test_adapt_raises_the_completion_length_at_a_checkpoint(tiny_model_dir, tmp_
 
 @pytest.mark.slow
 def test_adapt_and_its_remedy_stay_within_the_models_context(tiny_model_dir, tmp_path, monkeypatch):
-    """Prompts that leave fewer than LENGTH_STEP positions of the tiny model's 1024: the remedy and the adaptation
+    """Prompts that leave fewer than RESILIENCE.length_step positions of the tiny model's 1024: the remedy and the adaptation
     stop at what the context leaves (before: 4 -> 36, past the context in silence); run.json's settings, recipe
     and plan say the same length; the remedy's flags train as written."""
     import re
@@ -266,16 +266,16 @@ def test_adapt_and_its_remedy_stay_within_the_models_context(tiny_model_dir, tmp
     from datasets import Dataset
 
     from grpo_lite import train
-    from grpo_lite.training.report.advice import LENGTH_STEP
+    from grpo_lite.defaults import RESILIENCE
 
-    monkeypatch.setattr(health, "WINDOW_STEPS", 2)
+    monkeypatch.setattr(health, "HEALTH", replace(health.HEALTH, window_steps=2))
     rows = Dataset.from_list([{"question": "What is " + "1 + " * 385 + "1?", "answer": "386"}] * 4)
     run = {**TINY_RUN, "dataset": rows, "max_completion_length": 4, "stop_strings": ()}
     result = train(str(tiny_model_dir), output_dir=tmp_path / "run", on_stall="adapt",
                    **{**run, "max_steps": 4, "save_steps": 2})  # fmt: skip
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     room = 1024 - record["measured_prompt_tokens"]
-    assert 4 < room < 4 + LENGTH_STEP, room  # the premise: one step of the search is past the context
+    assert 4 < room < 4 + RESILIENCE.length_step, room  # the premise: one step of the search is past the context
     lengths = {
         "plan": record["plan"]["settings"]["max_completion_length"],
         "recipe": record["recipe"]["trl"]["max_completion_length"],
@@ -311,7 +311,7 @@ def test_adapt_is_declined_where_it_cannot_happen():
         args=types.SimpleNamespace(save_strategy="no"),
     )
     monitor = HealthMonitor(REWARDS, report=lambda f: None, advisor=advisor, on_stall="adapt")
-    for step in range(health.WINDOW_STEPS):
+    for step in range(health.HEALTH.window_steps):
         monitor.observe(_row(step, fmt=0.5, correct=0.1, clipped=1.0), step)
     assert not monitor.adapt_pending
     assert said[0]["event"] == "adapt_skipped" and "no checkpoint" in said[0]["why"]

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from grpo_lite.defaults import GIB
+from grpo_lite.defaults import GIB, GPU
 from grpo_lite.errors import ModelError
 from grpo_lite.memory import terms as T
 from grpo_lite.memory import tokens as K
@@ -144,10 +144,10 @@ def _phase(name: PhaseName, terms: dict[str, T.Term], arch: Architecture, s: Ste
     transient = math.fsum(t.bytes for key, t in terms.items() if key not in _PERSISTENT)
     if s.device == "cuda":
         reserve = (
-            f"{T.FRAGMENTATION:.0%} of {transient / GIB:.2f} GiB transient: the caching allocator's "
+            f"{GPU.fragmentation:.0%} of {transient / GIB:.2f} GiB transient: the caching allocator's "
             "reserved-but-unallocated share"
         )
-        terms = {**terms, "allocator_reserve": T.Term(T.FRAGMENTATION * transient, reserve)}
+        terms = {**terms, "allocator_reserve": T.Term(GPU.fragmentation * transient, reserve)}
     else:
         head = name in ("backward_head", "scoring") and "logits" in terms
         untouched = K.untouched_buffer(arch, s) if head else 0.0
@@ -296,7 +296,8 @@ def _persistent(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
     if s.device == "cuda":
         base = {
             "cuda_context": T.Term(
-                T.CUDA_CONTEXT_BYTES, "per process: the CUDA context, outside the allocator, and the cuBLAS workspaces"
+                GPU.cuda_context_bytes,
+                "per process: the CUDA context, outside the allocator, and the cuBLAS workspaces",
             )
         }
     else:

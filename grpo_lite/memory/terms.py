@@ -15,8 +15,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.settings import StepSettings
 
-CUDA_CONTEXT_BYTES = GPU.cuda_context_bytes  # the old names of two of grpo_lite.defaults.GPU's measured constants
-FRAGMENTATION = GPU.fragmentation
 TOKEN_TILE = 4096  # TRL's chunked log-prob kernel: tokens per projection tile
 VOCAB_TILE = 32768  # TRL's chunked log-prob kernel: vocabulary columns per tile
 PAGE = 4096

@@ -12,10 +12,6 @@ from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.planning.candidates import BATCH_KEYS
 from grpo_lite.planning.choose import plan
 
-LENGTH_STEP = RESILIENCE.length_step  # the values of grpo_lite.defaults.RESILIENCE under their old names
-MAX_LENGTH_FACTOR = RESILIENCE.max_length_factor
-MAX_GENERATIONS = RESILIENCE.max_generations
-
 
 def _flags(values: Mapping[str, Any]) -> str:
     """``--set a=1 --set b=2 (Python: a=1, b=2)``."""
@@ -65,18 +61,22 @@ class Advisor:
 
     def longest_completion(self, *, keep_all: bool = False) -> tuple[int, Any] | None:
         """The longest ``max_completion_length`` above the current one that fits the budget and the model's context,
-        and its plan (None: none does); in steps of :data:`LENGTH_STEP` up to :data:`MAX_LENGTH_FACTOR` times it."""
+        and its plan (None: none does); in steps of :data:`RESILIENCE.length_step` up to :data:`RESILIENCE.max_length_factor` times it."""
         current = int(self.plan.settings["max_completion_length"])
         keep = {} if keep_all else {"num_generations": self.plan.settings["num_generations"]}
         room = self.room()
-        top = current * MAX_LENGTH_FACTOR if room is None else min(current * MAX_LENGTH_FACTOR, room)
+        top = (
+            current * RESILIENCE.max_length_factor
+            if room is None
+            else min(current * RESILIENCE.max_length_factor, room)
+        )
         if top <= current:
             return None
         best = None
-        low, high = 1, -(-(top - current) // LENGTH_STEP)
+        low, high = 1, -(-(top - current) // RESILIENCE.length_step)
         while low <= high:  # memory grows with the length: the fitting lengths are a prefix of the range
             mid = (low + high) // 2
-            length = min(current + mid * LENGTH_STEP, top)
+            length = min(current + mid * RESILIENCE.length_step, top)
             found = self._fits({**keep, "max_completion_length": length}, keep_all=keep_all)
             if found is not None:
                 best, low = (length, found), mid + 1
@@ -90,7 +90,7 @@ class Advisor:
         length = self.plan.settings["max_completion_length"]
         best = None
         g = current * 2
-        while g <= MAX_GENERATIONS:
+        while g <= RESILIENCE.max_generations:
             change = {"num_generations": g, "max_completion_length": length}
             found = self._fits(change)
             drop: tuple[str, ...] = ()
@@ -109,7 +109,7 @@ class Advisor:
         found = self.longest_completion()
         card = f"preset {self.plan.preset.name}" + (f", {self.plan.budget_gb:g} GB" if self.plan.budget_gb else "")
         room = self.room()
-        if found is None and room is not None and room <= current * MAX_LENGTH_FACTOR:
+        if found is None and room is not None and room <= current * RESILIENCE.max_length_factor:
             return (
                 f"max_completion_length={current} is the longest this card and the model's context of {self.context} "
                 f"tokens leave after the longest prompt ({self.plan_kwargs['max_prompt_length']} tokens) fit; ask for "

@@ -23,17 +23,6 @@ from grpo_lite.training.report.progress import own_reward_means, reward_shares
 
 FindingKind = Literal["length_cut", "zero_spread", "format_only", "correctness_falling", "reward_flat"]
 
-# the thresholds (grpo_lite.defaults.HEALTH, with their trade-offs) under their old names
-WINDOW_STEPS = HEALTH.window_steps
-CUT_SHARE = HEALTH.cut_share
-ZERO_SPREAD_SHARE = HEALTH.zero_spread_share
-TREND_STEPS = HEALTH.trend_steps
-FORMAT_RISE = HEALTH.format_rise
-CORRECT_FLAT = HEALTH.correct_flat
-CORRECT_FALL = HEALTH.correct_fall
-FLAT_STEPS = HEALTH.flat_steps
-FLAT_TOLERANCE = HEALTH.flat_tolerance
-
 
 class LearningStalledWarning(UserWarning):
     """A run shows a cause of not learning (see :class:`HealthMonitor`)."""
@@ -100,7 +89,9 @@ class HealthMonitor(TrainerCallback):
         self.reward_funcs = list(reward_funcs)
         self.report = report or _warn
         self.advisor, self.on_stall, self.step_offset = advisor, on_stall, step_offset
-        self.rows: deque[dict[str, float]] = deque(maxlen=max(WINDOW_STEPS, TREND_STEPS, FLAT_STEPS))
+        self.rows: deque[dict[str, float]] = deque(
+            maxlen=max(HEALTH.window_steps, HEALTH.trend_steps, HEALTH.flat_steps)
+        )
         self.found: list[Finding] = []
         self.adapt_pending = False
 
@@ -146,13 +137,13 @@ class HealthMonitor(TrainerCallback):
         return values if len(rows) == n and len(values) == n else None
 
     def _length_cut(self, step: int, settings: dict[str, Any]) -> Finding | None:
-        cut = self._last(WINDOW_STEPS, "completions/clipped_ratio")
-        if cut is None or _mean(cut) < CUT_SHARE:
+        cut = self._last(HEALTH.window_steps, "completions/clipped_ratio")
+        if cut is None or _mean(cut) < HEALTH.cut_share:
             return None
         length = settings.get("max_completion_length")
         cause = (
             f"{_mean(cut):.0%} of completions were cut at max_completion_length={length} over the last "
-            f"{WINDOW_STEPS} steps: the rewards judge unfinished answers"
+            f"{HEALTH.window_steps} steps: the rewards judge unfinished answers"
         )
         remedy = (
             self.advisor.length_remedy()
@@ -165,22 +156,22 @@ class HealthMonitor(TrainerCallback):
         return Finding("length_cut", step, cause, remedy, {"clipped_ratio": _mean(cut)})
 
     def _zero_spread(self, step: int, settings: dict[str, Any]) -> Finding | None:
-        zero = self._last(WINDOW_STEPS, "frac_reward_zero_std")
-        if zero is None or _mean(zero) < ZERO_SPREAD_SHARE:
+        zero = self._last(HEALTH.window_steps, "frac_reward_zero_std")
+        if zero is None or _mean(zero) < HEALTH.zero_spread_share:
             return None
-        correct = self._last(WINDOW_STEPS, "share/correct")
+        correct = self._last(HEALTH.window_steps, "share/correct")
         why = ""
         if correct is not None and _mean(correct) < 0.1:
             why = f" (correct share {_mean(correct):.0%}: the problems look too hard for the model)"
         elif correct is not None and _mean(correct) > 0.9:
             why = f" (correct share {_mean(correct):.0%}: the problems look too easy)"
         elif correct is None:  # a task without a gold: its own rewards' means say how hard it is
-            means = {k[5:]: self._last(WINDOW_STEPS, k) for k in self.rows[-1] if k.startswith("mean/")}
+            means = {k[5:]: self._last(HEALTH.window_steps, k) for k in self.rows[-1] if k.startswith("mean/")}
             said = ", ".join(f"{name} {_mean(v):.3g}" for name, v in means.items() if v is not None)
             why = f" (mean of {said})" if said else ""
         cause = (
             f"{_mean(zero):.0%} of groups gave all their completions the same reward over the last "
-            f"{WINDOW_STEPS} steps: those groups have no advantage and no gradient{why}"
+            f"{HEALTH.window_steps} steps: those groups have no advantage and no gradient{why}"
         )
         remedy = (
             self.advisor.generations_remedy()
@@ -193,13 +184,13 @@ class HealthMonitor(TrainerCallback):
         return Finding("zero_spread", step, cause, remedy, {"frac_reward_zero_std": _mean(zero)})
 
     def _trends(self, step: int, settings: dict[str, Any]) -> Finding | None:
-        fmt, correct = self._last(TREND_STEPS, "share/format"), self._last(TREND_STEPS, "share/correct")
+        fmt, correct = self._last(HEALTH.trend_steps, "share/format"), self._last(HEALTH.trend_steps, "share/correct")
         if fmt is None or correct is None:
             return None
-        half = TREND_STEPS // 2
+        half = HEALTH.trend_steps // 2
         f1, f2, c1, c2 = _mean(fmt[:half]), _mean(fmt[half:]), _mean(correct[:half]), _mean(correct[half:])
         measured = {"format_first": f1, "format_last": f2, "correct_first": c1, "correct_last": c2}
-        if c2 - c1 <= -CORRECT_FALL:
+        if c2 - c1 <= -HEALTH.correct_fall:
             lr = settings.get("learning_rate")
             lower = (
                 f"--set learning_rate={lr / 2:g}, Python: learning_rate={lr / 2:g}" if lr else "--set learning_rate=..."
@@ -207,12 +198,12 @@ class HealthMonitor(TrainerCallback):
             return Finding(
                 "correctness_falling",
                 step,
-                f"the correct share fell {c1:.0%} -> {c2:.0%} over the last {TREND_STEPS} steps "
+                f"the correct share fell {c1:.0%} -> {c2:.0%} over the last {HEALTH.trend_steps} steps "
                 f"(format {f1:.0%} -> {f2:.0%})",
                 f"halve the learning rate ({lower}) and compare the checkpoints with grpo-lite eval",
                 measured,
             )
-        if f2 - f1 >= FORMAT_RISE and abs(c2 - c1) < CORRECT_FLAT:
+        if f2 - f1 >= HEALTH.format_rise and abs(c2 - c1) < HEALTH.correct_flat:
             remedy = (
                 self.advisor.generations_remedy(format_only=True)
                 if self.advisor is not None
@@ -224,7 +215,7 @@ class HealthMonitor(TrainerCallback):
             return Finding(
                 "format_only",
                 step,
-                f"the format share rose {f1:.0%} -> {f2:.0%} over the last {TREND_STEPS} steps while the "
+                f"the format share rose {f1:.0%} -> {f2:.0%} over the last {HEALTH.trend_steps} steps while the "
                 f"correct share stayed {c1:.0%} -> {c2:.0%}: the run learns the format, not the answers",
                 remedy,
                 measured,
@@ -232,13 +223,13 @@ class HealthMonitor(TrainerCallback):
         return None
 
     def _reward_flat(self, step: int, settings: dict[str, Any]) -> Finding | None:
-        reward = self._last(FLAT_STEPS, "reward")
-        if reward is None or max(reward) - min(reward) > FLAT_TOLERANCE:
+        reward = self._last(HEALTH.flat_steps, "reward")
+        if reward is None or max(reward) - min(reward) > HEALTH.flat_tolerance:
             return None
         return Finding(
             "reward_flat",
             step,
-            f"the mean reward has been {reward[-1]:.4g} for the last {FLAT_STEPS} steps: the rewards give "
+            f"the mean reward has been {reward[-1]:.4g} for the last {HEALTH.flat_steps} steps: the rewards give "
             "the model's completions the same score whatever it samples",
             "score a few sampled completions with each reward function (--set log_completions=true prints "
             "them with their rewards, Python: log_completions=True): a reward that never fires on this "

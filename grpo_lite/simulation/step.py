@@ -20,7 +20,7 @@ from grpo_lite.memory.measured.tracker import PhaseClock, TensorTracker
 from grpo_lite.memory.meta import autocast as amp
 from grpo_lite.memory.meta.private import trainer_logps
 from grpo_lite.precision.rounding import inner_optimizers
-from grpo_lite.simulation.data import BatchData
+from grpo_lite.simulation.data import META, BatchData
 from grpo_lite.simulation.trainer import trainer_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,7 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.simulation.build import Built
 
 
-META = torch.device("meta")
 WARMUP_TOKENS = 8  # prompt and completion tokens of the warm-up step (it only creates the optimizer state)
 
 

@@ -141,13 +141,14 @@ def test_mmap_threshold_is_set_on_linux() -> None:
 
 THRESHOLD_IN_AND_AFTER_THE_BLOCK = """
 from tiny_run import faults_reusing_a_block
-from grpo_lite.memory.heap import MMAP_THRESHOLD_BYTES, fixed_mmap_threshold, mmap_threshold_on_cpu
+from grpo_lite.memory import heap
+from grpo_lite.memory.heap import MMAP_THRESHOLD_BYTES, mmap_threshold_on_cpu
 
 with mmap_threshold_on_cpu("cpu") as on:
-    assert on and fixed_mmap_threshold() == MMAP_THRESHOLD_BYTES
+    assert on and heap._applied == MMAP_THRESHOLD_BYTES
     faults_reusing_a_block(times=16)
     print(*faults_reusing_a_block(times=8))
-assert fixed_mmap_threshold() is None
+assert heap._applied is None
 faults_reusing_a_block(times=16)
 print(*faults_reusing_a_block(times=8))
 """
@@ -174,8 +175,8 @@ def test_the_threshold_holds_in_the_block_and_is_lifted_after_it() -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mmap threshold")
 def test_a_threshold_fixed_before_the_block_stays_after_it() -> None:
+    from grpo_lite.memory import heap
     from grpo_lite.memory.heap import (
-        fixed_mmap_threshold,
         lift_mmap_threshold,
         mmap_threshold_on_cpu,
         set_mmap_threshold,
@@ -184,19 +185,19 @@ def test_a_threshold_fixed_before_the_block_stays_after_it() -> None:
     assert set_mmap_threshold(1 << 20)
     try:
         with mmap_threshold_on_cpu("cpu"):
-            assert fixed_mmap_threshold() == 65536
-        assert fixed_mmap_threshold() == 1 << 20
+            assert heap._applied == 65536
+        assert heap._applied == 1 << 20
         with mmap_threshold_on_cpu("cuda") as on:
-            assert not on and fixed_mmap_threshold() == 1 << 20
+            assert not on and heap._applied == 1 << 20
     finally:
         assert lift_mmap_threshold()
-    assert fixed_mmap_threshold() is None and not lift_mmap_threshold()
+    assert heap._applied is None and not lift_mmap_threshold()
 
 
 def test_measuring_a_plan_lifts_the_threshold_after(measured: dict[tuple[str, str], dict[str, Any]]) -> None:
-    from grpo_lite.memory.heap import fixed_mmap_threshold
+    from grpo_lite.memory import heap
 
-    assert fixed_mmap_threshold() is None
+    assert heap._applied is None
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the inherited peak is Linux's getrusage")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from grpo_lite.errors import ModelError
-from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture, known_names
+from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture
 from grpo_lite.memory.models import architecture_from_config, resolve_model, transformers_config
 from grpo_lite.training.loading import demo_model_path
 
@@ -222,7 +222,7 @@ def test_gguf_demo_model_reads_its_config() -> None:
 
 
 def test_known_names_are_unique_and_ordered() -> None:
-    names = known_names()
+    names = [h for arch in KNOWN_ARCHITECTURES for h in arch.hub_ids]  # every hub id the table resolves
     assert len(names) == len(set(names)) == sum(len(a.hub_ids) for a in KNOWN_ARCHITECTURES)
     assert names[0] == "meta-llama/Llama-3.2-1B"
 

@@ -142,19 +142,20 @@ def test_a_cpu_run_lifts_the_mmap_threshold_it_trained_under(tiny_model_dir, tmp
     (the demo model's evaluation took 1.5 times the CPU time of the same model loaded fresh)."""
     from transformers import TrainerCallback
 
-    from grpo_lite.memory.heap import MMAP_THRESHOLD_BYTES, fixed_mmap_threshold
+    from grpo_lite.memory import heap
+    from grpo_lite.memory.heap import MMAP_THRESHOLD_BYTES
 
     seen = []
 
     class Seen(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            seen.append(fixed_mmap_threshold())
+            seen.append(heap._applied)
 
     train(
         str(tiny_model_dir), method="lora", output_dir=tmp_path / "run", callbacks=[Seen()], **{**FAST, "max_steps": 1}
     )
     assert seen == [MMAP_THRESHOLD_BYTES]
-    assert fixed_mmap_threshold() is None
+    assert heap._applied is None
     faults_reusing_a_block(times=2)  # the heap grows once
     faults, pages = faults_reusing_a_block(times=8)
     assert faults < 2 * pages  # the freed block is reused (once in a while faulted in again), not mapped each time

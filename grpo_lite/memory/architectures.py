@@ -218,15 +218,6 @@ KNOWN_ARCHITECTURES: tuple[Architecture, ...] = (
 )
 
 
-def known_names() -> tuple[str, ...]:
-    """Every hub id the table resolves offline, in table order.
-
-    >>> known_names()[:2]
-    ('meta-llama/Llama-3.2-1B', 'meta-llama/Llama-3.2-1B-Instruct')
-    """
-    return tuple(h for arch in KNOWN_ARCHITECTURES for h in arch.hub_ids)
-
-
 def find_architecture(name: str) -> Architecture | None:
     """Look a hub id, a short name (the id without its org) or a row name up, case-insensitively.
 

@@ -47,11 +47,6 @@ def set_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES) -> bool:
     return ok
 
 
-def fixed_mmap_threshold() -> int | None:
-    """The mmap threshold :func:`set_mmap_threshold` put in force and nothing lifted since, else None."""
-    return _applied
-
-
 def lift_mmap_threshold() -> bool:
     """Lift the threshold :func:`set_mmap_threshold` fixed to what glibc's dynamic adjustment climbs to, as near to
     its defaults as ``mallopt`` goes back; True when lifted (False: none was in force)."""

@@ -163,7 +163,10 @@ def _nothing(completions, **kwargs):
 @pytest.mark.parametrize(
     ("rewards", "said"),
     [
-        ([_some, _nothing], "_some 1.000 [0.439, 1.000] (1 unscored), _nothing unscored, reward 1.000 (n=4, 1 unscored)"),
+        (
+            [_some, _nothing],
+            "_some 1.000 [0.439, 1.000] (1 unscored), _nothing unscored, reward 1.000 (n=4, 1 unscored)",
+        ),
         ([_nothing], "_nothing unscored, no reward (n=4, all unscored)"),
     ],
     ids=["some", "none"],

@@ -3,8 +3,10 @@ values at the first step. From the CLI each is one ``error:`` line and exit code
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import errno
+import json
 import math
 import os
 import re
@@ -278,7 +280,6 @@ def test_bad_reward_is_one_line_from_the_cli_at_the_first_step(kind, tiny_model_
     err = [line for line in capsys.readouterr().err.strip().splitlines() if line.startswith("error")]
     said = "raised SystemExit: 0 at test_checks.py" if kind == "exit" else "returned"
     assert len(err) == 1 and f"error: reward function '{kind}_reward' {said}" in err[0], err
-    import json
 
     record = json.loads((out / "run.json").read_text())
     assert record["status"] == "failed" and record["history"] == [] and "RewardError" in record["events"][-1]["error"]
@@ -317,6 +318,21 @@ def test_every_reward_none_warns_once(tiny_model_dir, tmp_path, caplog):
     mine = [w for w in seen if issubclass(w.category, NoRewardWarning)]
     assert len(mine) == 1 and "every reward function (never) returned None" in str(mine[0].message)
     assert not [r for r in caplog.records if "All reward functions returned None" in r.getMessage()]  # TRL's dump
+
+
+def test_a_reward_that_is_all_none_beside_one_that_scores_trains_quietly(tiny_model_dir, tmp_path, caplog):
+    def never(prompts, completions, **kwargs):
+        return [None] * len(completions)
+
+    torch.set_num_threads(1)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=1, save_strategy="no",
+              **{**TINY_RUN, "rewards": ["length", never]})  # fmt: skip
+    assert not [w for w in seen if issubclass(w.category, NoRewardWarning)]  # each completion has a reward
+    assert not [r for r in caplog.records if "All reward functions returned None" in r.getMessage()]
+    (row,) = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+    assert row["rewards/never/mean"] is None and row["reward"] == row["rewards/length_reward/mean"] > 0
 
 
 def test_wrapped_rewards_keep_what_trl_reads():
@@ -364,14 +380,15 @@ def test_a_reward_that_raises_is_called_once_and_said_in_one_line():
 
     def judge(prompts, completions, **kwargs):
         calls.append(len(completions))  # a slow judge, or one with side effects: once per batch, not per row
-        raise ValueError("judge down")
+        return json.loads("the judge's reply")
 
     with pytest.raises(RewardError) as error:
         check_rewards([judge])[0](prompts=["q"] * 3, completions=["a", "b", "c"])
     assert calls == [3]
-    assert re.fullmatch(
-        r"reward function 'judge' raised ValueError: judge down at test_checks\.py:\d+ on a batch of 3 completions; "
-        r"fix the reward, or return None for a completion it does not apply to",
+    assert re.fullmatch(  # the reward's own line, not json's innermost one
+        r"reward function 'judge' raised JSONDecodeError: Expecting value: line 1 column 1 \(char 0\) at "
+        r"test_checks\.py:\d+ on a batch of 3 completions; fix the reward, or return None for a completion it does "
+        r"not apply to",
         str(error.value),
     )
 
@@ -381,8 +398,13 @@ def test_a_reward_that_exits_is_a_reward_error_but_ctrl_c_stops(raised):
     def leaves(prompts, completions, **kwargs):
         raise raised
 
+    async def leaves_later(prompts, completions, **kwargs):
+        raise raised
+
     with pytest.raises(RewardError, match=f"reward function 'leaves' raised {type(raised).__name__}"):
         check_rewards([leaves])[0](prompts=["q"], completions=["a"])
+    with pytest.raises(RewardError, match=f"reward function 'leaves_later' raised {type(raised).__name__}"):
+        asyncio.run(check_rewards([leaves_later])[0](prompts=["q"], completions=["a"]))
 
     def interrupted(prompts, completions, **kwargs):
         raise KeyboardInterrupt

@@ -103,19 +103,22 @@ def check_values(name: str, values: Any, n: int | None) -> list[float | None]:
     values = _as_list(name, values, n)
     out: list[float | None] = []
     for i, value in enumerate(values):
-        number = None if value is None else _number(value)
-        if value is not None and number is None:
+        if value is None:
+            out.append(None)
+            continue
+        number = _number(value)
+        if number is None:
             meta = " on the meta device, which holds no value" if getattr(value, "is_meta", False) else ""
             raise RewardError(
                 f"reward function {name!r} returned a {type(value).__name__}{meta} at index {i}, not a "
                 f"number: {_sample(values)}; {_ADVICE}"
             )
-        if number is not None and not math.isfinite(number):
+        if not math.isfinite(number):
             raise RewardError(
                 f"reward function {name!r} returned {number} at index {i}: {_sample(values)}; "
                 "return a finite number (None for a completion it does not apply to)"
             )
-        if number is not None and not _in_float32(number):
+        if not _in_float32(number):
             raise RewardError(
                 f"reward function {name!r} returned {number:g} at index {i}, past float32's range (±3.4e38), in "
                 f"which TRL keeps rewards: {_sample(values)}; return a number within ±3.4e38 (None for a completion "
@@ -168,10 +171,13 @@ def _own(value: Any) -> Any:
     return value.copy() if isinstance(value, list) else value
 
 
-def _raised(name: str, exc: BaseException, n: int | None) -> RewardError:
-    """The one error of a reward that raised (it is not called again: a judge may be slow or have side effects)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+def _raised(func: Any, name: str, exc: BaseException, n: int | None) -> RewardError:
+    """The one error of a reward that raised (it is not called again: a judge may be slow or have side effects),
+    with the line that raised: the last in the reward's own file, else the innermost (not this module's call)."""
+    frames = traceback.extract_tb(exc.__traceback__)[1:]
+    own = getattr(getattr(func, "__code__", None), "co_filename", None)
+    frame = next((f for f in reversed(frames) if f.filename == own), frames[-1] if frames else None)
+    where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
     return RewardError(
         f"reward function {name!r} raised {type(exc).__name__}: {str(exc)[:200]}{where} on a batch of {n} "
         "completions; fix the reward, or return None for a completion it does not apply to"
@@ -204,7 +210,7 @@ class _CheckedReward:
         except (GrpoLiteError, KeyboardInterrupt):  # grpo-lite's own rewards say what to change; Ctrl-C stops
             raise
         except BaseException as exc:  # SystemExit too: the run fails with this line, not exit 0
-            raise _raised(self.__name__, exc, n) from exc
+            raise _raised(self.func, self.__name__, exc, n) from exc
         return self._check(out, n)
 
     def __getattr__(self, attr: str) -> Any:  # value, name, ... of the wrapped reward
@@ -226,7 +232,7 @@ class _AsyncCheckedReward(_CheckedReward):
         except (GrpoLiteError, KeyboardInterrupt):
             raise
         except BaseException as exc:
-            raise _raised(self.__name__, exc, n) from exc
+            raise _raised(self.func, self.__name__, exc, n) from exc
         return self._check(out, n)
 
 

@@ -12,7 +12,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from grpo_lite import rewards as reward_lib
 from grpo_lite.data import prompts as prompt_lib
@@ -91,7 +91,8 @@ class EvalResult:
     Attributes:
         accuracy: share of problems whose ``<answer>`` equals the gold number.
         format_rate: share of completions in the XML format (soft format rule).
-        mean_reward: mean of the summed rewards (the training rewards) per completion.
+        mean_reward: mean of the summed rewards (the training rewards) per completion, over the completions some
+            reward scored (returned a number for); NaN when none did.
         n: number of problems.
         samples: per problem: question, gold, completion, predicted, correct, formatted, reward.
         formatted_accuracy: share of the well-formatted completions that are correct; 0.0 when none is.
@@ -99,6 +100,8 @@ class EvalResult:
         reward_means: per reward, its mean over the completions it applies to (a task without a gold is scored by
             these alone; its ``accuracy`` and ``format_rate`` are NaN).
         reward_intervals: per reward, the 95% interval of its mean (:func:`mean_interval`).
+        n_unscored: completions no reward scored (every reward returned None): left out of ``mean_reward``.
+        reward_unscored: per reward, the completions it returned None for (left out of its mean).
     """
 
     accuracy: float
@@ -110,6 +113,8 @@ class EvalResult:
     n_formatted: int = 0
     reward_means: dict[str, float] = field(default_factory=dict)
     reward_intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    n_unscored: int = 0
+    reward_unscored: dict[str, int] = field(default_factory=dict)
 
     @property
     def graded(self) -> bool:
@@ -121,15 +126,27 @@ class EvalResult:
         return wilson_interval(round(self.accuracy * self.n), self.n)
 
     def summary(self) -> str:
-        """One line: ``accuracy 22.0%, format 66.0%, among formatted 33.3%, reward 1.23 (n=50)``; for a task without
-        a gold, each reward's mean and interval: ``reversed_word 0.250 [0.102, 0.495], reward 0.25 (n=20)``."""
-        if not self.graded:
-            each = [f"{k} {v:.3f} [{self.reward_intervals[k][0]:.3f}, {self.reward_intervals[k][1]:.3f}]"
-                    for k, v in self.reward_means.items()]  # fmt: skip
-            return ", ".join([*each, f"reward {self.mean_reward:.3f} (n={self.n})"])
-        return (
-            f"accuracy {self.accuracy:.1%}, format {self.format_rate:.1%}, "
-            f"among formatted {self.formatted_accuracy:.1%}, reward {self.mean_reward:.3f} (n={self.n})"
+        """One line: ``accuracy 22.0%, format 66.0%, among formatted 33.3%, reward 1.230 (n=50)``; for a task without
+        a gold, each reward's mean and interval: ``reversed_word 0.250 [0.102, 0.495], reward 0.250 (n=20)``. A mean
+        is over the completions scored, with the count of the others: ``reward 1.000 (n=4, 1 unscored)``; ``no
+        reward (n=4, all unscored)`` when no reward returned a number."""
+        unscored = f", {self.n_unscored} unscored" if self.n_unscored else ""
+        reward = (f"no reward (n={self.n}, all unscored)" if math.isnan(self.mean_reward)
+                  else f"reward {self.mean_reward:.3f} (n={self.n}{unscored})")  # fmt: skip
+        if self.graded:
+            return (
+                f"accuracy {self.accuracy:.1%}, format {self.format_rate:.1%}, "
+                f"among formatted {self.formatted_accuracy:.1%}, {reward}"
+            )
+        return ", ".join([*map(self._one_reward, self.reward_unscored or self.reward_means), reward])
+
+    def _one_reward(self, name: str) -> str:
+        """``name 0.250 [0.102, 0.495]``, ``(k unscored)`` after it when it returned None k times."""
+        if name not in self.reward_means:
+            return f"{name} unscored"
+        (low, high), unscored = self.reward_intervals[name], self.reward_unscored.get(name)
+        return f"{name} {self.reward_means[name]:.3f} [{low:.3f}, {high:.3f}]" + (
+            f" ({unscored} unscored)" if unscored else ""
         )
 
 
@@ -305,7 +322,7 @@ def _score_batch(
                 "predicted": predicted,
                 "correct": answers_match_kind(predicted, batch["answer"][i], kinds[i]),
                 "formatted": bool(formatted[i] and formatted[i] > 0),
-                "reward": float(sum(r[i] or 0.0 for r in per_func)),
+                "reward": _summed(r[i] for r in per_func),
             }
         )
     return samples
@@ -321,29 +338,42 @@ def _reward_batch(
     per_func = {
         getattr(f, "__name__", type(f).__name__): f(prompts=batch["prompt"], completions=texts, completion_ids=ids,
                                                      **columns)
-        for f in reward_lib.check_rewards(reward_funcs)
+        for f in reward_funcs
     }  # fmt: skip
     return [
         {
             "prompt": batch["prompt"][i],
             "completion": text,
             "rewards": {name: values[i] for name, values in per_func.items()},
-            "reward": float(sum(values[i] or 0.0 for values in per_func.values())),
+            "reward": _summed(values[i] for values in per_func.values()),
         }
         for i, text in enumerate(texts)
     ]
 
 
+def _summed(values: Iterable[float | None]) -> float | None:
+    """A completion's reward as TRL sums it (None left out); None when no reward scored it."""
+    numbers = [v for v in values if v is not None]
+    return float(sum(numbers)) if numbers else None
+
+
+def _mean_reward(samples: list[dict[str, Any]]) -> tuple[float, int]:
+    """The mean summed reward over the completions scored (NaN: none was), and how many were not."""
+    scored = [s["reward"] for s in samples if s["reward"] is not None]
+    return (sum(scored) / len(scored) if scored else math.nan), len(samples) - len(scored)
+
+
 def _rewards_result(samples: list[dict[str, Any]]) -> EvalResult:
     """Each reward's mean and interval over the completions it applied to (TRL's rule: None is left out)."""
-    means, intervals = {}, {}
+    means, intervals, unscored = {}, {}, {}
     for name in samples[0]["rewards"] if samples else ():
         values = [float(s["rewards"][name]) for s in samples if s["rewards"][name] is not None]
+        unscored[name] = len(samples) - len(values)
         if values:
             means[name], intervals[name] = sum(values) / len(values), mean_interval(values)
-    n = len(samples)
-    mean_reward = sum(s["reward"] for s in samples) / n if n else 0.0
-    return EvalResult(math.nan, math.nan, mean_reward, n, samples, reward_means=means, reward_intervals=intervals)
+    mean_reward, n_unscored = _mean_reward(samples)
+    return EvalResult(math.nan, math.nan, mean_reward, len(samples), samples, reward_means=means,
+                      reward_intervals=intervals, n_unscored=n_unscored, reward_unscored=unscored)  # fmt: skip
 
 
 @quiet_libraries()
@@ -418,7 +448,7 @@ def evaluate(
     context = model_context(getattr(model, "config", None), tokenizer)
     if len(data):  # as training checks its prompts: past the context, a model decodes noise
         check_positions(measure_prompt_tokens(data, tokenizer), max_new_tokens, context, name, "max_new_tokens")
-    reward_funcs = reward_lib.resolve_rewards(rewards)
+    reward_funcs = reward_lib.check_rewards(reward_lib.resolve_rewards(rewards), steps=False)  # as in training
     soft_format = reward_lib.get_reward("soft_format")
 
     was_training = model.training
@@ -438,12 +468,14 @@ def evaluate(
         return _rewards_result(samples)
     n = len(samples)
     among, n_formatted = formatted_accuracy(samples)
+    mean_reward, n_unscored = _mean_reward(samples)
     return EvalResult(
         accuracy=sum(s["correct"] for s in samples) / n if n else 0.0,
         format_rate=sum(s["formatted"] for s in samples) / n if n else 0.0,
-        mean_reward=sum(s["reward"] for s in samples) / n if n else 0.0,
+        mean_reward=mean_reward,
         n=n,
         samples=samples,
         formatted_accuracy=among,
         n_formatted=n_formatted,
+        n_unscored=n_unscored,
     )

@@ -3,11 +3,16 @@ values at the first step. From the CLI each is one ``error:`` line and exit code
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import errno
+import json
 import math
 import os
+import re
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from tiny_run import TINY_RUN
@@ -188,6 +193,18 @@ def test_planner_advice_from_train_can_be_followed():
         ("0.5", 1, "returned a str ('0.5'), not a list of 1 values"),
         (["1.0", "0.0"], 2, "returned a str at index 0, not a number: ['1.0', '0.0']"),
         ([0.0], 2, "returned 1 values for 2 completions: [0.0]"),
+        ([0.0, 0.0, 0.0], 2, "returned 3 values for 2 completions"),  # one too many, as one too few
+        (np.zeros(3), 2, "returned 3 values for 2 completions"),
+        (np.zeros((2, 1)), 2, "returned a ndarray (array("),  # 2-d: TRL could not put it in a column either
+        ([0.0, 3.5e38], 2, "returned 3.5e+38 at index 1, past float32's range (±3.4e38), in which TRL keeps rewards"),
+        ([-3.5e38], 1, "returned -3.5e+38 at index 0, past float32's range"),
+        ([1e308, 0.0], 2, "returned 1e+308 at index 0, past float32's range"),
+        (torch.zeros(2, device="meta"), 2, "returned a Tensor on the meta device, which holds no values"),
+        (
+            [torch.tensor(0.0, device="meta")],
+            1,
+            "returned a Tensor on the meta device, which holds no value at index 0",
+        ),
         ([0.0, math.inf], 2, "returned inf at index 1: [0.0, inf]"),
         ([math.nan, 0.0], 2, "returned nan at index 0"),
         ([0.0, -math.inf], 2, "returned -inf at index 1"),
@@ -198,35 +215,58 @@ def test_planner_advice_from_train_can_be_followed():
 def test_bad_reward_values_name_the_function(values, n, fragment):
     with pytest.raises(
         RewardError,
-        match="reward function 'my_reward' "
-        + fragment.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[").replace("]", r"\]").replace(".", r"\."),
+        match="reward function 'my_reward' " + re.escape(fragment),
     ):
         check_values("my_reward", values, n)
 
 
-def test_good_reward_values_pass():
-    import numpy as np
+def test_good_reward_values_pass_as_floats():
+    assert check_values("r", [1, 0.5, None, True, np.float32(0.25), torch.tensor(2.0)], 6) == [
+        1.0,
+        0.5,
+        None,
+        1.0,
+        0.25,
+        2.0,
+    ]
+    assert check_values("r", (None, None), 2) == [None, None]
+    assert check_values("r", [3.4e38, -3.4e38], 2) == [3.4e38, -3.4e38]  # float32's edge still fits
 
-    assert check_values("r", [1, 0.5, None, True, np.float32(0.25), torch.tensor(2.0)], 6) is False
-    assert check_values("r", (None, None), 2) is True
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (np.array([1.0, 0.5]), [1.0, 0.5]),
+        (np.array([1.0, 0.5], dtype=np.float32), [1.0, 0.5]),
+        (torch.tensor([1.0, 0.5]), [1.0, 0.5]),
+        (np.array([1.0, None], dtype=object), [1.0, None]),
+    ],
+    ids=["numpy", "float32", "tensor", "none"],
+)
+def test_arrays_and_tensors_are_taken_as_trl_takes_them(values, expected):
+    assert check_values("r", values, 2) == expected
 
 
 def _bad_reward(kind: str):
     def reward(prompts, completions, **kwargs):
         n = len(completions)
+        if kind == "exit":
+            raise SystemExit(0)
         return {
             "strings": ["1.0"] * n,
             "scalar": 1.0,
             "inf": [math.inf] + [0.0] * (n - 1),
             "nan": [math.nan] * n,
             "short": [0.0],
+            "huge": [1e308] * n,
+            "meta": [torch.tensor(0.0, device="meta")] * n,
         }[kind]
 
     reward.__name__ = f"{kind}_reward"
     return reward
 
 
-@pytest.mark.parametrize("kind", ["strings", "scalar", "inf", "nan", "short"])
+@pytest.mark.parametrize("kind", ["strings", "scalar", "inf", "nan", "short", "huge", "meta", "exit"])
 def test_bad_reward_is_one_line_from_the_cli_at_the_first_step(kind, tiny_model_dir, tmp_path, capsys, monkeypatch):
     from grpo_lite.rewards import registry
 
@@ -238,8 +278,8 @@ def test_bad_reward_is_one_line_from_the_cli_at_the_first_step(kind, tiny_model_
     out = tmp_path / "run"
     assert main(["train", str(tiny_model_dir), *FAST, "--output-dir", str(out)]) == 2
     err = [line for line in capsys.readouterr().err.strip().splitlines() if line.startswith("error")]
-    assert len(err) == 1 and f"error: reward function '{kind}_reward' returned" in err[0], err
-    import json
+    said = "raised SystemExit: 0 at test_checks.py" if kind == "exit" else "returned"
+    assert len(err) == 1 and f"error: reward function '{kind}_reward' {said}" in err[0], err
 
     record = json.loads((out / "run.json").read_text())
     assert record["status"] == "failed" and record["history"] == [] and "RewardError" in record["events"][-1]["error"]
@@ -260,7 +300,7 @@ def test_async_reward_is_checked_too(tiny_model_dir, tmp_path):
         )
 
 
-def test_every_reward_none_warns_once(tiny_model_dir, tmp_path):
+def test_every_reward_none_warns_once(tiny_model_dir, tmp_path, caplog):
     def never(prompts, completions, **kwargs):
         return [None] * len(completions)
 
@@ -277,6 +317,22 @@ def test_every_reward_none_warns_once(tiny_model_dir, tmp_path):
     assert result.steps == 2
     mine = [w for w in seen if issubclass(w.category, NoRewardWarning)]
     assert len(mine) == 1 and "every reward function (never) returned None" in str(mine[0].message)
+    assert not [r for r in caplog.records if "All reward functions returned None" in r.getMessage()]  # TRL's dump
+
+
+def test_a_reward_that_is_all_none_beside_one_that_scores_trains_quietly(tiny_model_dir, tmp_path, caplog):
+    def never(prompts, completions, **kwargs):
+        return [None] * len(completions)
+
+    torch.set_num_threads(1)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=1, save_strategy="no",
+              **{**TINY_RUN, "rewards": ["length", never]})  # fmt: skip
+    assert not [w for w in seen if issubclass(w.category, NoRewardWarning)]  # each completion has a reward
+    assert not [r for r in caplog.records if "All reward functions returned None" in r.getMessage()]
+    (row,) = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+    assert row["rewards/never/mean"] is None and row["reward"] == row["rewards/length_reward/mean"] > 0
 
 
 def test_wrapped_rewards_keep_what_trl_reads():
@@ -317,3 +373,98 @@ def test_a_run_that_fails_before_training_leaves_no_folder_it_made(tiny_model_di
     with pytest.raises(Exception, match="missing.jsonl"):
         train(str(tiny_model_dir), output_dir=out, **{**TINY_RUN, "dataset": str(tmp_path / "missing.jsonl")})
     assert not out.exists()
+
+
+def test_a_reward_that_raises_is_called_once_and_said_in_one_line():
+    calls = []
+
+    def judge(prompts, completions, **kwargs):
+        calls.append(len(completions))  # a slow judge, or one with side effects: once per batch, not per row
+        return json.loads("the judge's reply")
+
+    with pytest.raises(RewardError) as error:
+        check_rewards([judge])[0](prompts=["q"] * 3, completions=["a", "b", "c"])
+    assert calls == [3]
+    assert re.fullmatch(  # the reward's own line, not json's innermost one
+        r"reward function 'judge' raised JSONDecodeError: Expecting value: line 1 column 1 \(char 0\) at "
+        r"test_checks\.py:\d+ on a batch of 3 completions; fix the reward, or return None for a completion it does "
+        r"not apply to",
+        str(error.value),
+    )
+
+
+@pytest.mark.parametrize("raised", [SystemExit(0), SystemExit(3), GeneratorExit()], ids=["exit0", "exit3", "gen"])
+def test_a_reward_that_exits_is_a_reward_error_but_ctrl_c_stops(raised):
+    def leaves(prompts, completions, **kwargs):
+        raise raised
+
+    async def leaves_later(prompts, completions, **kwargs):
+        raise raised
+
+    with pytest.raises(RewardError, match=f"reward function 'leaves' raised {type(raised).__name__}"):
+        check_rewards([leaves])[0](prompts=["q"], completions=["a"])
+    with pytest.raises(RewardError, match=f"reward function 'leaves_later' raised {type(raised).__name__}"):
+        asyncio.run(check_rewards([leaves_later])[0](prompts=["q"], completions=["a"]))
+
+    def interrupted(prompts, completions, **kwargs):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        check_rewards([interrupted])[0](prompts=["q"], completions=["a"])
+
+
+def test_each_reward_gets_its_own_inputs():
+    prompts = [[{"role": "user", "content": "Reverse: apple"}], [{"role": "user", "content": "Reverse: house"}]]
+    completions, ids, target = ["elppa", "esuoh"], [[1, 2], [3, 4]], ["elppa", "esuoh"]
+    kept = copy.deepcopy((prompts, completions, ids, target))
+
+    def vandal(prompts, completions, completion_ids, target, **kwargs):
+        prompts[0][0]["content"] = "edited"
+        prompts.append(prompts[0])
+        completion_ids[0].clear()
+        target[1] = None
+        completions.clear()
+        return []
+
+    seen = []
+
+    def reader(prompts, completions, completion_ids, target, **kwargs):
+        seen.append((prompts, completions, completion_ids, target))
+        return [0.0] * len(completions)
+
+    first, second = check_rewards([vandal, reader])
+    inputs = dict(prompts=prompts, completions=completions, completion_ids=ids, target=target)
+    with pytest.raises(RewardError, match="reward function 'vandal' returned 0 values for 2 completions: \\[\\]"):
+        first(**inputs)
+    assert second(**inputs) == [0.0, 0.0] and seen == [kept]
+    assert (prompts, completions, ids, target) == kept  # TRL's lists too, which it logs after the rewards
+
+
+def test_completions_without_any_reward_warn_once_each_way():
+    def first_only(prompts, completions, **kwargs):
+        return [None, 1.0]
+
+    def never(prompts, completions, **kwargs):
+        return [None, None]
+
+    def second_only(prompts, completions, **kwargs):
+        return [1.0, None]
+
+    call = dict(prompts=["q", "q"], completions=["a", "b"])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            for f in check_rewards([first_only, never]):
+                f(**call)
+        both = check_rewards([first_only, second_only])  # each completion has a reward: nothing to say
+        for f in both:
+            f(**call)
+    said = [str(w.message) for w in seen if issubclass(w.category, NoRewardWarning)]
+    assert (
+        said
+        == [
+            "every reward function (first_only, never) returned None for 1 of 2 completions of a step: TRL scores each "
+            "of them 0. Return a number for the completions each reward applies to"
+        ]
+        * 2
+    )  # once per run (each check_rewards call is a run)

@@ -57,6 +57,15 @@ def test_the_known_noise_is_dropped_and_the_rest_shows(caplog):
     assert hf_logging.is_progress_bar_enabled() == bars and not logging.getLogger(BNB).filters
 
 
+def test_trls_dump_of_a_row_without_rewards_is_dropped(caplog):
+    trl = logging.getLogger("trl.trainer.grpo_trainer")
+    with caplog.at_level(logging.WARNING), quiet_libraries():
+        trl.warning("[RANK 0] All reward functions returned None for the following kwargs:\n{'prompt': 'q'}\n...")
+        trl.warning("All reward functions returned None for the following kwargs: ...")  # without accelerate's rank
+        trl.warning("[RANK 0] another TRL warning")
+    assert [r.getMessage() for r in caplog.records] == ["[RANK 0] another TRL warning"]
+
+
 def test_checkpoints_saved_within_a_second_are_sorted_without_a_line(tmp_path):
     """A tiny model saves checkpoints less than a second apart: transformers then sorts them by step number, as
     grpo-lite's do, and says its mtime is not reliable; while grpo-lite's call runs, it does not say so."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -150,6 +152,40 @@ def test_evaluate_a_task_without_a_gold_reports_each_rewards_mean_and_interval(t
     assert result.summary().startswith("says_something ") and result.summary().endswith("(n=4)")
 
 
+def _some(completions, **kwargs):
+    return [None] + [1.0] * (len(completions) - 1)
+
+
+def _nothing(completions, **kwargs):
+    return [None] * len(completions)
+
+
+@pytest.mark.parametrize(
+    ("rewards", "said"),
+    [
+        (
+            [_some, _nothing],
+            "_some 1.000 [0.439, 1.000] (1 unscored), _nothing unscored, reward 1.000 (n=4, 1 unscored)",
+        ),
+        ([_nothing], "_nothing unscored, no reward (n=4, all unscored)"),
+    ],
+    ids=["some", "none"],
+)
+def test_evaluate_says_what_its_rewards_scored(rewards, said, tiny_model_dir, one_thread):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "weights do not change": an evaluation changes none
+        result = evaluate(str(tiny_model_dir), Dataset.from_list(_rows()), rewards=rewards, max_new_tokens=1)
+    assert result.summary() == said and result.n_unscored == (1 if len(rewards) == 2 else 4)
+
+
+def test_evaluate_refuses_a_reward_past_float32(tiny_model_dir, one_thread):
+    def huge(completions, **kwargs):
+        return [1e308] * len(completions)
+
+    with pytest.raises(RewardError, match=r"reward function 'huge' returned 1e\+308 at index 0, past float32's range"):
+        evaluate(str(tiny_model_dir), "synthetic", limit=2, rewards=[huge], max_new_tokens=1)
+
+
 def test_eval_cli_scores_a_task_by_its_reward(tiny_model_dir, tmp_path, user_module, capsys, one_thread):
     user_module("my_rewards", "def one(completions, **kwargs):\n    return [1.0] * len(completions)\n")
     (tmp_path / "task.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows()), encoding="utf-8")
@@ -158,6 +194,16 @@ def test_eval_cli_scores_a_task_by_its_reward(tiny_model_dir, tmp_path, user_mod
     assert code == 0
     found = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert found["reward_means"] == {"one": 1.0} and found["n"] == 4 and "accuracy" not in found
+    assert found["n_unscored"] == 0 and found["reward_unscored"] == {"one": 0}
+
+
+def test_eval_cli_json_of_a_task_no_reward_scored_is_json(tiny_model_dir, tmp_path, user_module, capsys, one_thread):
+    user_module("my_rewards", "def none(completions, **kwargs):\n    return [None] * len(completions)\n")
+    (tmp_path / "task.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows()), encoding="utf-8")
+    code = main(["eval", str(tiny_model_dir), "--dataset", "task.jsonl", "--reward", "my_rewards:none",
+                 "--max-new-tokens", "1", "--json"])  # fmt: skip
+    found = json.loads(capsys.readouterr().out.strip().splitlines()[-1], parse_constant=lambda c: pytest.fail(c))
+    assert code == 0 and found["mean_reward"] is None and found["n_unscored"] == 4 and found["reward_means"] == {}
 
 
 def test_the_progress_line_and_the_health_monitor_speak_of_the_tasks_rewards():
@@ -183,9 +229,10 @@ def test_a_reward_that_raises_names_itself_the_completion_and_the_exception():
     checked = check_rewards([per_letter])[0]
     with pytest.raises(RewardError) as error:
         checked(prompts=["Reverse: apple", "Reverse: nothing"], completions=["a", "b"], target=["elppa", ""])
-    assert str(error.value) == (
-        "reward function 'per_letter' raised ZeroDivisionError: float division by zero on completion 1 "
-        "(prompt 'Reverse: nothing'); fix the reward, or return None for a completion it does not apply to"
+    assert re.fullmatch(  # the line of the reward that raised: the reward is not called again row by row
+        r"reward function 'per_letter' raised ZeroDivisionError: float division by zero at test_tasks\.py:\d+ on a "
+        r"batch of 2 completions; fix the reward, or return None for a completion it does not apply to",
+        str(error.value),
     )
 
 
@@ -198,7 +245,7 @@ def test_a_reward_that_raises_in_training_is_one_line_from_the_cli(tiny_model_di
                  "--set", "max_completion_length=4", "--output-dir", str(tmp_path / "run")])  # fmt: skip
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
     assert code == 2 and len(err) == 1
-    assert "reward function 'broken' raised KeyError: 'score' on completion 0 (prompt 'Reverse: " in err[0]
+    assert "reward function 'broken' raised KeyError: 'score' at my_rewards.py:2 on a batch of 2 completions" in err[0]
 
 
 @pytest.mark.parametrize(

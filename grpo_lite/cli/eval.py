@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 
 from grpo_lite import evaluation
 from grpo_lite.cli.options import add_options
@@ -54,9 +55,14 @@ def run(args: argparse.Namespace) -> int:
         rewards=args.rewards,
         answer_kind=args.answer_kind,
     )
-    scores = ("accuracy", "format_rate", "mean_reward", "n") if result.graded else ("mean_reward", "n")
+    scores = ("accuracy", "format_rate")[: 2 * result.graded] + ("mean_reward", "n", "n_unscored")
     found = {name: getattr(result, name) for name in scores}
-    if result.reward_means:
-        found.update(reward_means=result.reward_means, reward_intervals=result.reward_intervals)
+    found["mean_reward"] = None if math.isnan(result.mean_reward) else result.mean_reward  # no reward scored: null
+    if result.reward_unscored:
+        found.update(
+            reward_means=result.reward_means,
+            reward_intervals=result.reward_intervals,
+            reward_unscored=result.reward_unscored,
+        )
     print(json.dumps(found) if args.json else result.summary())
     return 0

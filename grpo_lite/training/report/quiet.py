@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +18,8 @@ DROPPED_LOG_LINES: dict[str, tuple[str, ...]] = {
     "kernels._internals.hf_hub": ("Skipping publisher trust check for 'kernels-community/quantization-bitsandbytes'",),
     # checkpoints saved less than a second apart (a tiny model): sorted by step number instead, as they should be
     "transformers.trainer_utils": ("mtime may not be reliable on this filesystem",),
+    # its dump of a row's inputs when every reward returned None for it: grpo-lite's NoRewardWarning says it in a line
+    "trl.trainer.grpo_trainer": ("All reward functions returned None",),
 }
 # (regex on the message, category) of the warnings ignored
 IGNORED_WARNINGS: tuple[tuple[str, type[Warning]], ...] = (
@@ -31,7 +34,7 @@ class _DropLines(logging.Filter):
         self.starts = starts
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.starts)
+        return not re.sub(r"^\[RANK \d+\] ", "", str(record.msg)).startswith(self.starts)  # accelerate's prefix
 
 
 @contextmanager

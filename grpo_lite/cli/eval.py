@@ -61,8 +61,10 @@ def run(args: argparse.Namespace) -> int:
     if result.reward_unscored:
         found.update(
             reward_means=result.reward_means,
-            reward_intervals=result.reward_intervals,
+            reward_intervals={
+                k: [x if math.isfinite(x) else None for x in v] for k, v in result.reward_intervals.items()
+            },
             reward_unscored=result.reward_unscored,
         )
-    print(json.dumps(found) if args.json else result.summary())
+    print(json.dumps(found, allow_nan=False) if args.json else result.summary())
     return 0

@@ -310,6 +310,7 @@ def _persistent(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
         "update_monitor": T.update_monitor(arch, s),
         "gradients": T.gradients(arch, s),
         "grad_buckets": T.grad_buckets(arch, s),
+        **({"reward_models": T.Term(float(s.reward_model_bytes), "the reward models' weights, as loaded")} if s.reward_model_bytes else {}),
     }
 
 

@@ -26,7 +26,7 @@ from grpo_lite.data.prompts import PROMPT_STYLES, Example, PromptStyle
 from grpo_lite.defaults import RUN, STEP, TRAINER
 from grpo_lite.errors import ConfigError, OutputDirError
 from grpo_lite.files import write_text
-from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
+from grpo_lite.memory.keywords import LORA_PRICED, from_pretrained_kwargs, lora_config
 from grpo_lite.planning.candidates import LORA_KEYS
 from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, refuse_removed, typed
 from grpo_lite.settings import AnswerKind, Device, Dtype, Sharding, UpdateRounding, check
@@ -130,7 +130,14 @@ class Recipe:
     def replanned(self, plan: Plan) -> Recipe:
         """The same run on another plan (after an out-of-memory step down)."""
         own = ("dataset", "rewards", "prompt_style", "answer_kind", "seed", "max_steps", "stop_strings")
-        return Recipe.from_plan(plan, **{key: getattr(self, key) for key in own})
+        recipe = Recipe.from_plan(plan, **{key: getattr(self, key) for key in own})
+        kept = self._unplanned_lora()  # peft's own values (use_dora...) and a None it resolves, as written
+        return recipe if recipe.lora is None or not kept else dataclasses.replace(recipe, lora={**recipe.lora, **kept})
+
+    def _unplanned_lora(self) -> dict[str, Any]:
+        """The LoRA values written that the plan is not priced on (use_dora, modules_to_save...), and a None (peft's
+        own default, e.g. the targets it picks for the model): kept as written."""
+        return {k: v for k, v in (self.lora or {}).items() if k not in LORA_PRICED or v is None}
 
     @classmethod
     def with_arguments(cls, config: str | os.PathLike | Recipe, passed: dict[str, Any]) -> Recipe:
@@ -171,7 +178,11 @@ class Recipe:
         """What :func:`grpo_lite.plan` keeps verbatim to estimate this recipe: its ``trl`` and LoRA settings (train()'s
         names), ``dtype``, ``update_rounding``, ``shared_prefix``; a setting left None stays the planner's."""
         written = {key: getattr(self, key) for key in ("dtype", "update_rounding") if getattr(self, key) is not None}
-        lora = {_LORA_ARGUMENTS[key]: value for key, value in (self.lora or {}).items() if key in _LORA_ARGUMENTS}
+        lora = {
+            _LORA_ARGUMENTS[key]: value
+            for key, value in (self.lora or {}).items()
+            if key in _LORA_ARGUMENTS and value is not None  # None: peft's default, planned as every linear
+        }
         return {**self.trl, "shared_prefix": self.shared_prefix, **written, **lora}
 
     def style(self) -> PromptStyle:
@@ -205,6 +216,8 @@ class Recipe:
             a, b = mine[key], theirs[key]
             if a is None:  # the planner's to choose
                 continue
+            if key == "lora" and a is not None:  # what the planner does not choose is kept as written
+                a = {k: v for k, v in a.items() if k not in self._unplanned_lora()}
             if isinstance(a, dict) and isinstance(b, dict):  # the keys written must agree; the rest is filled
                 b = {k: b.get(k) for k in a}
             if a != b:

@@ -144,6 +144,7 @@ def load_model(
     dtype: str = "float32",
     quantization: dict[str, Any] | None = None,
     device_map: Any = None,
+    init_kwargs: dict[str, Any] | None = None,
 ) -> PreTrainedModel:
     """Load a causal LM from a hub id, a local folder or a ``.gguf`` file.
 
@@ -152,8 +153,10 @@ def load_model(
         dtype: "float32", "bfloat16" or "float16". Default: "float32".
         quantization: ``BitsAndBytesConfig`` keyword arguments (QLoRA, 8-bit), or None.
         device_map: passed to ``from_pretrained`` (quantized models need one on CUDA).
+        init_kwargs: GRPOConfig's ``model_init_kwargs`` and ``trust_remote_code`` (``attn_implementation``,
+            ``revision``...), passed on as TRL passes them; the plan's dtype and quantization win.
     """
-    kwargs = from_pretrained_kwargs(dtype, quantization, device_map=device_map)
+    kwargs = {**(init_kwargs or {}), **from_pretrained_kwargs(dtype, quantization, device_map=device_map)}
     source = _local_source(model_id)
     try:
         with readable_weights(model_id):

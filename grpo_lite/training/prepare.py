@@ -34,10 +34,16 @@ class RunInputs:
     prompt_tokens: int  # the longest prompt, measured
     context: int | None = None  # the model's context in tokens (None: no known limit)
     answer_kind: str | None = None  # how the golds compare (data.answer_kinds); None: the data has no answer column
+    reward_processing_classes: list[Any] | None = None  # GRPOTrainer's, one per reward (None: a model's own)
 
 
 def load_inputs(
-    spec: ModelSpec, asked: Recipe, reward_funcs: list[Callable[..., Any]], skip_invalid: bool, console: Any
+    spec: ModelSpec,
+    asked: Recipe,
+    reward_funcs: list[Callable[..., Any]],
+    skip_invalid: bool,
+    console: Any,
+    reward_processing_classes: list[Any] | None = None,
 ) -> RunInputs:
     """Load the model's tokenizer and ``asked``'s dataset in its prompt style, measure every prompt and the model's
     context."""
@@ -59,7 +65,9 @@ def load_inputs(
     context = context_tokens(spec, tokenizer)
     columns = train_set.column_names
     kind = train_set[0]["answer_kind"] if "answer_kind" in columns else "number" if "answer" in columns else None
-    return RunInputs(spec, tokenizer, train_set, reward_funcs, style, prompt_tokens, context, kind)
+    return RunInputs(
+        spec, tokenizer, train_set, reward_funcs, style, prompt_tokens, context, kind, reward_processing_classes
+    )
 
 
 def _check_task_rewards(reward_funcs: list[Callable[..., Any]]) -> None:

@@ -133,6 +133,7 @@ class Attempts:
         trainer = build.build_trainer(
             self.source, self.recipe, self.settings, self.inputs.train_set, self.inputs.tokenizer,
             check_rewards(self.inputs.reward_funcs), [*watch.callbacks, *self.callbacks],
+            reward_processing_classes=self.inputs.reward_processing_classes,
         )  # fmt: skip
         if self.done > 0 and self.max_steps is not None:  # after a step down: the run's schedule goes on
             note = continue_schedule(trainer, offset=self.done, total_steps=self.max_steps)

@@ -181,8 +181,11 @@ def is_hub_id(name: str) -> bool:
     (True, False, False, False)
     """
     owner, sep, rest = name.partition("/")
-    return bool(sep and owner and rest) and "/" not in rest and not name.startswith((".", "~")) and (
-        Path(rest).suffix.lower() not in SUFFIXES
+    return (
+        bool(sep and owner and rest)
+        and "/" not in rest
+        and not name.startswith((".", "~"))
+        and (Path(rest).suffix.lower() not in SUFFIXES)
     )
 
 

@@ -29,6 +29,7 @@ from grpo_lite.files import write_text
 from grpo_lite.memory.keywords import LORA_PRICED, from_pretrained_kwargs, lora_config
 from grpo_lite.planning.candidates import LORA_KEYS
 from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, refuse_removed, typed
+from grpo_lite.rewards.registry import reward_name
 from grpo_lite.settings import AnswerKind, Device, Dtype, Sharding, UpdateRounding, check
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -239,7 +240,7 @@ class Recipe:
             if f.name == "dataset" and not isinstance(value, (str, os.PathLike)):
                 value = f"<{type(value).__name__}: {len(value)} rows>" if hasattr(value, "__len__") else repr(value)
             elif f.name == "rewards" and value is not None:
-                value = [r if isinstance(r, str) else getattr(r, "__name__", repr(r)) for r in value]
+                value = [r if isinstance(r, str) else reward_name(r) for r in value]
             elif f.name == "prompt_style":  # its name, or its fields
                 value = _style_name(value)
                 value = dataclasses.asdict(value) if isinstance(value, PromptStyle) else value

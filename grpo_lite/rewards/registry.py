@@ -120,11 +120,23 @@ def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Ca
             raise ConfigError(f"a reward is a name ({', '.join(REWARDS)}) or a callable, got {item!r:.60}")
     if not funcs:
         raise ConfigError(f"give at least one reward (names: {', '.join(REWARDS)}), or None for the defaults")
-    names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
+    names = [reward_name(f) for f in funcs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ConfigError(f"rewards given twice: {', '.join(duplicates)}; weight one with reward_weights")
     return funcs
+
+
+def reward_name(func: Any) -> str:
+    """What TRL logs a reward as: a function's ``__name__``, a model's id (the last part of its name or folder).
+
+    >>> reward_name(get_reward("length"))
+    'length_reward'
+    """
+    model_id = getattr(getattr(func, "config", None), "_name_or_path", None)
+    if model_id:
+        return str(model_id).rstrip("/").split("/")[-1]
+    return getattr(func, "__name__", type(func).__name__)
 
 
 def is_reward_model(name: str) -> bool:

@@ -200,8 +200,8 @@ def init_dtype(overrides: dict[str, Any]) -> dict[str, Any]:
         ConfigError: ``"auto"``, or a dtype other than the ``dtype`` also passed.
     """
     init = overrides.get("model_init_kwargs")
-    keys = [key for key in ("dtype", "torch_dtype") if isinstance(init, dict) and key in init]
-    if not keys:
+    keys = [key for key in ("dtype", "torch_dtype") if key in init] if isinstance(init, dict) else []
+    if not keys or not isinstance(init, dict):
         return {}
     rest = {k: v for k, v in init.items() if k not in keys}
     name = str(init[keys[0]]).removeprefix("torch.")

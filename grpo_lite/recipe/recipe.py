@@ -169,7 +169,7 @@ class Recipe:
                 changes["trl"].update(value)
             elif key in names:
                 changes[key] = value
-            elif key in LORA_KEYS and key not in _LORA_ARGUMENTS:  # lora_r; lora_alpha is peft's name too
+            elif key in LORA_KEYS:  # lora_r as r; lora_alpha, use_dora... by peft's own name
                 changes["lora"] = {**(changes["lora"] or {}), LORA_KEYS[key]: value}
             else:
                 changes["trl"][key] = value

@@ -69,6 +69,15 @@ def test_model_init_kwargs_reach_from_pretrained_and_their_dtype_is_the_plans(ti
     init = {"trust_remote_code": True, "revision": "main", "attn_implementation": "eager"}
     loading.load_model(tiny_model_dir, dtype="bfloat16", init_kwargs=init)
     assert {k: seen[k] for k in init} == init and str(seen["dtype"]) == "torch.bfloat16"
+    real_tokenizer, seen_by_tokenizer = transformers.AutoTokenizer.from_pretrained, {}
+
+    def tokenizer_recording(source, **kwargs):
+        seen_by_tokenizer.update(kwargs)
+        return real_tokenizer(source, padding_side=kwargs["padding_side"])
+
+    monkeypatch.setattr(loading.AutoTokenizer, "from_pretrained", tokenizer_recording)
+    loading.load_tokenizer(tiny_model_dir, revision="main", trust_remote_code=True)
+    assert (seen_by_tokenizer["revision"], seen_by_tokenizer["trust_remote_code"]) == ("main", True)
 
     assert init_dtype({"model_init_kwargs": {"torch_dtype": "bfloat16", "revision": "v1"}}) == {
         "model_init_kwargs": {"revision": "v1"},

@@ -31,9 +31,6 @@ def model_kwargs(step: StepSettings) -> dict[str, Any]:
     return kwargs
 
 
-LORA_PRICED = ("r", "lora_alpha", "lora_dropout", "target_modules")  # the LoraConfig values a plan is priced on
-
-
 def lora_kwargs(step: StepSettings, linear_names: Sequence[str], *, alpha: int | None = None) -> dict[str, Any] | None:
     """The ``peft.LoraConfig`` keywords these settings train with, or None when every weight trains.
 

@@ -26,7 +26,7 @@ from grpo_lite.data.prompts import PROMPT_STYLES, Example, PromptStyle
 from grpo_lite.defaults import RUN, STEP, TRAINER
 from grpo_lite.errors import ConfigError, OutputDirError
 from grpo_lite.files import write_text
-from grpo_lite.memory.keywords import LORA_PRICED, from_pretrained_kwargs, lora_config
+from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
 from grpo_lite.planning.candidates import LORA_KEYS
 from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, refuse_removed, typed
 from grpo_lite.rewards.registry import reward_name
@@ -132,13 +132,13 @@ class Recipe:
         """The same run on another plan (after an out-of-memory step down)."""
         own = ("dataset", "rewards", "prompt_style", "answer_kind", "seed", "max_steps", "stop_strings")
         recipe = Recipe.from_plan(plan, **{key: getattr(self, key) for key in own})
-        kept = self._unplanned_lora()  # peft's own values (use_dora...) and a None it resolves, as written
+        kept = self._unplanned_lora(recipe.lora)  # peft's own values (use_dora...) and a None it resolves
         return recipe if recipe.lora is None or not kept else dataclasses.replace(recipe, lora={**recipe.lora, **kept})
 
-    def _unplanned_lora(self) -> dict[str, Any]:
-        """The LoRA values written that the plan is not priced on (use_dora, modules_to_save...), and a None (peft's
-        own default, e.g. the targets it picks for the model): kept as written."""
-        return {k: v for k, v in (self.lora or {}).items() if k not in LORA_PRICED or v is None}
+    def _unplanned_lora(self, planned: dict[str, Any] | None) -> dict[str, Any]:
+        """The LoRA values written that the ``planned`` LoRA does not hold (use_dora, modules_to_save...), and a None
+        (peft's own default, e.g. the targets it picks for the model): kept as written."""
+        return {k: v for k, v in (self.lora or {}).items() if k not in (planned or {}) or v is None}
 
     @classmethod
     def with_arguments(cls, config: str | os.PathLike | Recipe, passed: dict[str, Any]) -> Recipe:
@@ -218,7 +218,7 @@ class Recipe:
             if a is None:  # the planner's to choose
                 continue
             if key == "lora" and a is not None:  # what the planner does not choose is kept as written
-                a = {k: v for k, v in a.items() if k not in self._unplanned_lora()}
+                a = {k: v for k, v in a.items() if k not in self._unplanned_lora(planned.lora)}
             if isinstance(a, dict) and isinstance(b, dict):  # the keys written must agree; the rest is filled
                 b = {k: b.get(k) for k in a}
             if a != b:

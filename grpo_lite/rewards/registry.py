@@ -133,7 +133,7 @@ def reward_name(func: Any) -> str:
     >>> reward_name(get_reward("length"))
     'length_reward'
     """
-    model_id = getattr(getattr(func, "config", None), "_name_or_path", None)
+    model_id = getattr(getattr(func, "config", None), "name_or_path", None)
     if model_id:
         return str(model_id).rstrip("/").split("/")[-1]
     return getattr(func, "__name__", type(func).__name__)

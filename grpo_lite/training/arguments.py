@@ -15,7 +15,6 @@ from grpo_lite import rewards as reward_lib
 from grpo_lite.data.answer_kinds import check_answer_kind
 from grpo_lite.defaults import RESILIENCE, TRAINER
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.keywords import LORA_PRICED
 from grpo_lite.planning.candidates import LORA_KEYS
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.recipe.values import check_overrides, typed
@@ -188,7 +187,7 @@ def peft_lora(peft_config: Any, overrides: dict[str, Any], method: Method | None
         )
     given, default = peft_config.to_dict(), LoraConfig().to_dict()
     fields = {f.name for f in dataclasses.fields(LoraConfig) if f.init}
-    lora = {k: v for k, v in given.items() if k in fields and (k in LORA_PRICED or v != default.get(k))}
+    lora = {k: v for k, v in given.items() if k in fields and (k in LORA_KEYS.values() or v != default.get(k))}
     return {k: sorted(v) if isinstance(v, (set, frozenset)) else v for k, v in lora.items()}
 
 

@@ -99,11 +99,12 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # a transformers
 
 
 @quiet_libraries()
-def load_tokenizer(model_id: str | os.PathLike) -> PreTrainedTokenizerBase:
-    """Load the tokenizer, left-padded for batched generation, with a pad token set."""
+def load_tokenizer(model_id: str | os.PathLike, **init: Any) -> PreTrainedTokenizerBase:
+    """Load the tokenizer, left-padded for batched generation, with a pad token set (``init``: ``revision`` and
+    ``trust_remote_code``, as TRL loads the model's processing class)."""
     source = _local_source(model_id)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left")
+        tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left", **init)
     except (OSError, ValueError) as exc:  # ValueError: a folder without tokenizer files
         folder = Path(source)
         if folder.is_dir() and not any((folder / name).is_file() for name in _TOKENIZER_FILES):

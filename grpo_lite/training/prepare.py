@@ -38,12 +38,7 @@ class RunInputs:
 
 
 def load_inputs(
-    spec: ModelSpec,
-    asked: Recipe,
-    reward_funcs: list[Callable[..., Any]],
-    skip_invalid: bool,
-    console: Any,
-    reward_processing_classes: list[Any] | None = None,
+    spec: ModelSpec, asked: Recipe, reward_funcs: list[Callable[..., Any]], skip_invalid: bool, console: Any
 ) -> RunInputs:
     """Load the model's tokenizer and ``asked``'s dataset in its prompt style, measure every prompt and the model's
     context."""
@@ -52,7 +47,9 @@ def load_inputs(
     if spec.note:
         console.print(f"[dim]{spec.note}[/dim]")
     style = asked.style()
-    tokenizer = load_tokenizer(spec.model_id)
+    init = asked.trl.get("model_init_kwargs")  # TRL loads the processing class at the model's revision
+    revision = init.get("revision") if isinstance(init, dict) else None
+    tokenizer = load_tokenizer(spec.model_id, revision=revision, trust_remote_code=asked.trl.get("trust_remote_code"))
     rows = load_dataset(
         asked.dataset, split="train", style=style, seed=asked.seed, skip_invalid=skip_invalid,
         answer_kind=asked.answer_kind,
@@ -65,9 +62,7 @@ def load_inputs(
     context = context_tokens(spec, tokenizer)
     columns = train_set.column_names
     kind = train_set[0]["answer_kind"] if "answer_kind" in columns else "number" if "answer" in columns else None
-    return RunInputs(
-        spec, tokenizer, train_set, reward_funcs, style, prompt_tokens, context, kind, reward_processing_classes
-    )
+    return RunInputs(spec, tokenizer, train_set, reward_funcs, style, prompt_tokens, context, kind)
 
 
 def _check_task_rewards(reward_funcs: list[Callable[..., Any]]) -> None:

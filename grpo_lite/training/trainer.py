@@ -6,6 +6,7 @@ runs under glibc's fixed mmap threshold, lifted when it returns (:func:`grpo_lit
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -149,10 +150,8 @@ def train(
     run = folder.open_run(spec, output_dir, resume=resume, overwrite=overwrite, quiet=quiet, request=request)
     loop = None
     try:
-        inputs = prepare.load_inputs(
-            spec, request.recipe, request.reward_funcs, skip_invalid, run.console,
-            reward_processing_classes=request.reward_processing_classes,
-        )  # fmt: skip
+        inputs = prepare.load_inputs(spec, request.recipe, request.reward_funcs, skip_invalid, run.console)
+        inputs = dataclasses.replace(inputs, reward_processing_classes=request.reward_processing_classes)
         plan, plan_kwargs = fit.make_plan(inputs, request, run, quiet=quiet or run.finished, show_plan=show_plan)
         if run.finished:
             return TrainResult.of_finished_run(run, inputs, plan)

@@ -217,7 +217,7 @@ class Recipe:
             a, b = mine[key], theirs[key]
             if a is None:  # the planner's to choose
                 continue
-            if key == "lora" and a is not None:  # what the planner does not choose is kept as written
+            if key == "lora":  # what the planner does not choose is kept as written
                 a = {k: v for k, v in a.items() if k not in self._unplanned_lora(planned.lora)}
             if isinstance(a, dict) and isinstance(b, dict):  # the keys written must agree; the rest is filled
                 b = {k: b.get(k) for k in a}

@@ -199,8 +199,7 @@ def init_dtype(overrides: dict[str, Any]) -> dict[str, Any]:
         ConfigError: ``"auto"``, or a dtype other than the ``dtype`` also passed.
     """
     init = overrides.get("model_init_kwargs")
-    keys = [key for key in ("dtype", "torch_dtype") if key in init] if isinstance(init, dict) else []
-    if not keys or not isinstance(init, dict):
+    if not isinstance(init, dict) or not (keys := [key for key in ("dtype", "torch_dtype") if key in init]):
         return {}
     rest = {k: v for k, v in init.items() if k not in keys}
     name = str(init[keys[0]]).removeprefix("torch.")

@@ -113,7 +113,10 @@ def test_the_default_lora_config_keeps_peft_s_own_targets(tiny_model_dir):
     from grpo_lite.training.arguments import peft_lora
 
     lora = peft_lora(LoraConfig(), {}, None)
-    assert lora == {"r": 8, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": None}
+    assert lora == {
+        "r": 8, "lora_alpha": 8, "lora_dropout": 0.0, "target_modules": None,
+        "use_dora": False, "use_rslora": False, "modules_to_save": None,
+    }  # fmt: skip
     from grpo_lite.recipe.recipe import Recipe
 
     recipe = Recipe(str(tiny_model_dir), None, lora=lora)

@@ -143,6 +143,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
        goes="lora"),
     _S("lora_target_modules", "the linears LoRA adapts (default all-linear)", PLANNER,
        Union[None, str, list[str]], goes="lora", peft="target_modules"),
+    _S("use_dora", "DoRA: the update split in magnitude and direction (peft's use_dora)", PLANNER, bool, goes="lora"),
+    _S("use_rslora", "rank-stabilized LoRA: the update scaled by alpha / sqrt(r)", PLANNER, bool, goes="lora"),
+    _S("modules_to_save", "modules trained in full beside the adapter (e.g. lm_head)", PLANNER,
+       Optional[list[str]], goes="lora"),
     # ---- GRPOConfig fields with a range (TRL's parser types them; --set KEY=VALUE or a recipe's trl:) ------------
     _S("learning_rate", "optimizer step size", range=_above(1e-5)),
     _S("weight_decay", "AdamW's decoupled weight decay", range=Range(lambda x: x >= 0, ">= 0", RUN["weight_decay"])),

@@ -173,6 +173,39 @@ def _hub_math() -> list[Row]:
     return [Row(f"{MATH_HUB_ID} test, row {i}", r) for i, r in enumerate(hub, 1)]
 
 
+def is_hub_id(name: str) -> bool:
+    """Whether ``name`` is written as a hub dataset id, ``owner/name`` (not a path: no file suffix, no ``.``, ``~`` or
+    ``/`` in front, one ``/``).
+
+    >>> is_hub_id("trl-lib/DeepMath-103K"), is_hub_id("data/train.jsonl"), is_hub_id("./data/x"), is_hub_id("a/b/c")
+    (True, False, False, False)
+    """
+    owner, sep, rest = name.partition("/")
+    return (
+        bool(sep and owner and rest)
+        and "/" not in rest
+        and not name.startswith((".", "~"))
+        and (Path(rest).suffix.lower() not in SUFFIXES)
+    )
+
+
+def _hub_rows(hub_id: str, split: DataSplit) -> list[Row]:
+    """A hub dataset's ``split``, as ``trl grpo --dataset_name`` loads it (``datasets.load_dataset``)."""
+    try:
+        from datasets import load_dataset as hf_load_dataset  # heavy: datasets
+
+        hub = hf_load_dataset(hub_id, split=split)
+    except Exception as exc:  # offline, not cached, hub errors: all mean "not available here"
+        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+        why = "HF_HUB_OFFLINE is set" if offline else f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+        raise DataError(
+            f"dataset={hub_id!r} is a Hugging Face hub id and loading it needs the hub ({why}); pass a local copy: "
+            f"save it where the hub is reachable (datasets.load_dataset({hub_id!r}, split={split!r})"
+            ".to_json('train.jsonl')) and pass dataset='train.jsonl', or pass the datasets.Dataset itself"
+        ) from None
+    return [Row(f"{hub_id} {split}, row {i}", r) for i, r in enumerate(hub, 1)]
+
+
 # ----------------------------------------------------------------------------- rows -> dataset
 def _is_messages(prompt: Any) -> bool:
     if not isinstance(prompt, list) or not prompt:
@@ -482,6 +515,8 @@ def load_dataset(
             raise ConfigError(f"{spec}'s answers are of kind {_KINDS[spec]!r}: leave answer_kind unset")
         return DATASETS[spec][1](_Request(split, style, limit, seed, skip_invalid, levels))
     path = Path(spec).expanduser()
+    if not path.exists() and is_hub_id(str(spec)):
+        return _to_dataset(_hub_rows(str(spec), split), str(spec), **kwargs)
     looks_like_path = path.suffix.lower() in SUFFIXES or os.sep in str(spec) or str(spec).startswith((".", "~"))
     if not path.exists() and not looks_like_path:
         names, kinds = ", ".join(repr(n) for n in DATASETS), "/".join(SUFFIXES)

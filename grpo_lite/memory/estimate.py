@@ -44,6 +44,7 @@ COMPONENTS: dict[str, str] = {
     "process_baseline": "the Python process before any tensor (interpreter, torch, transformers, TRL)",
     "weights": "model weights (load dtype / quantized)",
     "reference_model": "frozen reference copy (beta > 0, not PEFT)",
+    "reward_models": "reward models' weights (rewards= given as models)",
     "vllm": "colocated vLLM share",
     "optimizer_state": "optimizer state",
     "update_monitor": "update monitor: sampled fp32 shadows of a few weights (update/realized)",
@@ -311,6 +312,7 @@ def _persistent(arch: Architecture, s: StepSettings) -> dict[str, T.Term]:
         "update_monitor": T.update_monitor(arch, s),
         "gradients": T.gradients(arch, s),
         "grad_buckets": T.grad_buckets(arch, s),
+        "reward_models": T.Term(float(s.reward_model_bytes), "measured as loaded"),  # 0: none (left out)
     }
 
 

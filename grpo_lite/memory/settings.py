@@ -91,6 +91,7 @@ class StepSettings:
     ds3_gather_for_generation: bool = True
     shared_prefix: bool = STEP.shared_prefix  # each group's prompt forwarded once, its completions packed after it
     update_rounding: UpdateRounding | None = None  # Default: "stochastic" when the trained weights are bf16
+    reward_model_bytes: int = 0  # the reward models' weights, as loaded (train() measures them)
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:

@@ -44,7 +44,8 @@ BATCH_KEYS = (
 # train()'s and plan()'s LoRA settings -> peft.LoraConfig's names (a recipe's lora: section), read from their rows
 LORA_KEYS: dict[str, str] = {name: SETTINGS[name].peft or name for name in where("lora")}
 # what the user fixed that goes to estimate() as it is
-_PASSED_ON = ("num_iterations", "cast_lm_head_to_fp32", "bf16", "fp16", "ds3_gather_for_generation")
+PLAN_ONLY = ("reward_model_bytes",)  # what a plan prices that no setting of the run holds (train() measures it)
+_PASSED_ON = ("num_iterations", "cast_lm_head_to_fp32", "bf16", "fp16", "ds3_gather_for_generation", *PLAN_ONLY)
 _VLLM_PASSED_ON = ("vllm_mode", "vllm_importance_sampling_correction", "vllm_enable_sleep_mode")
 
 

@@ -17,6 +17,7 @@ from grpo_lite.planning.candidates import (
     COMPLETION_LENGTHS,
     GENERATIONS,
     LORA_KEYS,
+    PLAN_ONLY,
     Candidate,
     candidates,
     fits,
@@ -254,6 +255,6 @@ def _settings(spec: ModelSpec, cand: Candidate, device: Device, fixed: dict[str,
         settings["vllm_mode"] = k.get("vllm_mode", STEP.vllm_mode)
         settings["vllm_gpu_memory_utilization"] = k["vllm_gpu_memory_utilization"]
     settings.update(
-        {key: value for key, value in fixed.items() if key not in (*LORA_KEYS, *where("load"), *where("trainer"))}
+        {k: v for k, v in fixed.items() if k not in (*LORA_KEYS, *where("load"), *where("trainer"), *PLAN_ONLY)}
     )
     return settings

@@ -29,6 +29,7 @@ from grpo_lite.files import write_text
 from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
 from grpo_lite.planning.candidates import LORA_KEYS
 from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, refuse_removed, typed
+from grpo_lite.rewards.registry import reward_name
 from grpo_lite.settings import AnswerKind, Device, Dtype, Sharding, UpdateRounding, check
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -130,7 +131,14 @@ class Recipe:
     def replanned(self, plan: Plan) -> Recipe:
         """The same run on another plan (after an out-of-memory step down)."""
         own = ("dataset", "rewards", "prompt_style", "answer_kind", "seed", "max_steps", "stop_strings")
-        return Recipe.from_plan(plan, **{key: getattr(self, key) for key in own})
+        recipe = Recipe.from_plan(plan, **{key: getattr(self, key) for key in own})
+        kept = self._unplanned_lora(recipe.lora)  # peft's own values (use_dora...) and a None it resolves
+        return recipe if recipe.lora is None or not kept else dataclasses.replace(recipe, lora={**recipe.lora, **kept})
+
+    def _unplanned_lora(self, planned: dict[str, Any] | None) -> dict[str, Any]:
+        """The LoRA values written that the ``planned`` LoRA does not hold (use_dora, modules_to_save...), and a None
+        (peft's own default, e.g. the targets it picks for the model): kept as written."""
+        return {k: v for k, v in (self.lora or {}).items() if k not in (planned or {}) or v is None}
 
     @classmethod
     def with_arguments(cls, config: str | os.PathLike | Recipe, passed: dict[str, Any]) -> Recipe:
@@ -161,7 +169,7 @@ class Recipe:
                 changes["trl"].update(value)
             elif key in names:
                 changes[key] = value
-            elif key in LORA_KEYS and key not in _LORA_ARGUMENTS:  # lora_r; lora_alpha is peft's name too
+            elif key in LORA_KEYS:  # lora_r as r; lora_alpha, use_dora... by peft's own name
                 changes["lora"] = {**(changes["lora"] or {}), LORA_KEYS[key]: value}
             else:
                 changes["trl"][key] = value
@@ -171,7 +179,11 @@ class Recipe:
         """What :func:`grpo_lite.plan` keeps verbatim to estimate this recipe: its ``trl`` and LoRA settings (train()'s
         names), ``dtype``, ``update_rounding``, ``shared_prefix``; a setting left None stays the planner's."""
         written = {key: getattr(self, key) for key in ("dtype", "update_rounding") if getattr(self, key) is not None}
-        lora = {_LORA_ARGUMENTS[key]: value for key, value in (self.lora or {}).items() if key in _LORA_ARGUMENTS}
+        lora = {
+            _LORA_ARGUMENTS[key]: value
+            for key, value in (self.lora or {}).items()
+            if key in _LORA_ARGUMENTS and value is not None  # None: peft's default, planned as every linear
+        }
         return {**self.trl, "shared_prefix": self.shared_prefix, **written, **lora}
 
     def style(self) -> PromptStyle:
@@ -205,6 +217,8 @@ class Recipe:
             a, b = mine[key], theirs[key]
             if a is None:  # the planner's to choose
                 continue
+            if key == "lora":  # what the planner does not choose is kept as written
+                a = {k: v for k, v in a.items() if k not in self._unplanned_lora(planned.lora)}
             if isinstance(a, dict) and isinstance(b, dict):  # the keys written must agree; the rest is filled
                 b = {k: b.get(k) for k in a}
             if a != b:
@@ -226,7 +240,7 @@ class Recipe:
             if f.name == "dataset" and not isinstance(value, (str, os.PathLike)):
                 value = f"<{type(value).__name__}: {len(value)} rows>" if hasattr(value, "__len__") else repr(value)
             elif f.name == "rewards" and value is not None:
-                value = [r if isinstance(r, str) else getattr(r, "__name__", repr(r)) for r in value]
+                value = [r if isinstance(r, str) else reward_name(r) for r in value]
             elif f.name == "prompt_style":  # its name, or its fields
                 value = _style_name(value)
                 value = dataclasses.asdict(value) if isinstance(value, PromptStyle) else value

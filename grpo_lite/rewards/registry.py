@@ -91,7 +91,8 @@ def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Ca
     """Reward callables for the trainer: names (None: :data:`DEFAULT_REWARDS`) looked up, callables as they are.
 
     A name is one of :data:`REWARDS`, else a TRL reward name or the import path of the user's function
-    (:func:`~grpo_lite.rewards.named.import_reward`).
+    (:func:`~grpo_lite.rewards.named.import_reward`), else a reward model: a local folder or a hub id
+    (``owner/name``), loaded as GRPOTrainer loads one (:func:`load_reward_model`). A model object is taken as it is.
 
     Raises:
         ConfigError: a name that does not resolve (one line naming what was tried), an item neither a name nor
@@ -109,7 +110,9 @@ def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Ca
         items = [items]
     funcs: list[Callable[..., Any]] = []
     for item in items:
-        if isinstance(item, str):
+        if isinstance(item, str) and item not in REWARDS and is_reward_model(item):
+            funcs.append(load_reward_model(item))
+        elif isinstance(item, str):
             funcs.append(REWARDS[item].func if item in REWARDS else import_reward(item, own=tuple(REWARDS)))
         elif callable(item):
             funcs.append(item)
@@ -117,8 +120,54 @@ def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Ca
             raise ConfigError(f"a reward is a name ({', '.join(REWARDS)}) or a callable, got {item!r:.60}")
     if not funcs:
         raise ConfigError(f"give at least one reward (names: {', '.join(REWARDS)}), or None for the defaults")
-    names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
+    names = [reward_name(f) for f in funcs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ConfigError(f"rewards given twice: {', '.join(duplicates)}; weight one with reward_weights")
     return funcs
+
+
+def reward_name(func: Any) -> str:
+    """What TRL logs a reward as: a function's ``__name__``, a model's id (the last part of its name or folder).
+
+    >>> reward_name(get_reward("length"))
+    'length_reward'
+    """
+    model_id = getattr(getattr(func, "config", None), "name_or_path", None)
+    if model_id:
+        return str(model_id).rstrip("/").split("/")[-1]
+    return getattr(func, "__name__", type(func).__name__)
+
+
+def is_reward_model(name: str) -> bool:
+    """Whether a reward name is a reward model, as GRPOTrainer takes one: a local folder, or a hub id (``owner/name``,
+    a ``/`` and no ``:``; an import path has none).
+
+    >>> is_reward_model("trl-lib/Qwen2-0.5B-Reward"), is_reward_model("my_project.rewards:solved")
+    (True, False)
+    """
+    from pathlib import Path
+
+    return Path(name).expanduser().is_dir() or ("/" in name and ":" not in name)
+
+
+def load_reward_model(name: str) -> Any:
+    """``AutoModelForSequenceClassification.from_pretrained(name, num_labels=1)``, as GRPOTrainer loads a reward
+    model given by name (its one logit is the reward), in eval mode.
+
+    Raises:
+        ConfigError: it does not load (one line: what transformers said, and what to pass).
+    """
+    from pathlib import Path
+
+    from transformers import AutoModelForSequenceClassification  # heavy: transformers
+
+    source = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
+    try:
+        return AutoModelForSequenceClassification.from_pretrained(source, num_labels=1).eval()
+    except Exception as exc:  # OSError (no folder, no weights, offline), ValueError (not a classifier's config)
+        raise ConfigError(
+            f"rewards: the reward model {name!r} does not load ({type(exc).__name__}: "
+            f"{' '.join(str(exc).split())[:200]}); pass a folder with its config.json and weights "
+            "(AutoModelForSequenceClassification, num_labels=1), a hub id that is reachable, or the model object"
+        ) from None

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -14,6 +15,7 @@ from grpo_lite import rewards as reward_lib
 from grpo_lite.data.answer_kinds import check_answer_kind
 from grpo_lite.defaults import RESILIENCE, TRAINER
 from grpo_lite.errors import ConfigError
+from grpo_lite.planning.candidates import LORA_KEYS
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.recipe.values import check_overrides, typed
 from grpo_lite.settings import SETTINGS, Method, check
@@ -113,6 +115,7 @@ class Request:
     reward_funcs: list[Any]  # recipe.rewards resolved
     method: Method | None = None  # fix the memory method (train(model, method=...)); the planner picks the rest
     written: bool = False  # a recipe given with config=, run as written (else the plan for the budget)
+    reward_processing_classes: list[Any] | None = None  # GRPOTrainer's, one per reward (None: a model's own)
 
 
 def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> Request:
@@ -129,7 +132,11 @@ def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> 
     checks.check_output_path(passed.pop("output_dir"))
     on_oom, on_stall, method = passed.pop("on_oom"), passed.pop("on_stall"), passed.pop("method")
     overrides = passed.pop("overrides")
+    lora = peft_lora(passed.pop("peft_config"), overrides, method)
+    processing = passed.pop("reward_processing_classes")
     recipe = config  # a Recipe, the arguments passed already applied (recipe_with_passed_arguments)
+    if recipe is not None and lora is not None:
+        recipe = recipe.with_overrides(lora=lora)  # peft_config over the recipe's lora:, as any argument passed
     if recipe is not None:  # the recipe's values are the run's
         check_recipe_launch(recipe)
         overrides = recipe.plan_settings()  # checked below as train()'s own overrides are
@@ -142,9 +149,83 @@ def request(config: Any, model: Any, budget_gb: float | None, **passed: Any) -> 
         passed["prompt_style"] = passed["prompt_style"] or TRAINER.prompt_style  # None: the default, named
         recipe = Recipe(model, passed.pop("preset"), budget_gb=budget_gb, **passed)
     reward_funcs, overrides = check_arguments(recipe.max_steps, on_oom, recipe.rewards, overrides, on_stall)
-    if config is None:
-        recipe = recipe.with_overrides(**overrides)  # LoRA settings into lora, GRPOConfig's into trl
-    return Request(recipe, reward_funcs, method, written=config is not None)
+    loaded_in = init_dtype(overrides)  # model_init_kwargs' dtype as the run's dtype
+    if config is None:  # LoRA settings into lora, GRPOConfig's into trl
+        recipe = recipe.with_overrides(**{**overrides, **loaded_in, **({} if lora is None else {"lora": lora})})
+    elif loaded_in:
+        recipe = recipe.with_overrides(**loaded_in)
+    processing = check_processing_classes(processing, len(reward_funcs))
+    return Request(recipe, reward_funcs, method, written=config is not None, reward_processing_classes=processing)
+
+
+def peft_lora(peft_config: Any, overrides: dict[str, Any], method: Method | None) -> dict[str, Any] | None:
+    """``peft_config`` (a ``peft.LoraConfig``) as a recipe's ``lora``: its rank, scale, dropout and targets (the
+    plan prices them) and every other value it sets, as given; None without one.
+
+    Raises:
+        ConfigError: not a LoraConfig; given with train()'s lora_* settings or a method that trains every weight.
+    """
+    if peft_config is None:
+        return None
+    from peft import LoraConfig  # heavy: peft
+
+    if not isinstance(peft_config, LoraConfig):
+        raise ConfigError(
+            f"peft_config={type(peft_config).__name__}(...): grpo-lite plans and trains LoRA adapters; pass a "
+            "peft.LoraConfig, or leave peft_config out"
+        )
+    both = [key for key in LORA_KEYS if key in overrides]
+    if both:
+        raise ConfigError(
+            f"peft_config and {', '.join(both)} both set the LoRA adapter: set it in the LoraConfig "
+            f"(LoraConfig(r=..., lora_alpha=..., target_modules=[...])) or drop peft_config"
+        )
+    if method in ("full", "galore"):
+        raise ConfigError(
+            f"peft_config trains a LoRA adapter but method={method!r} trains every weight: drop one of them "
+            "(method='lora' or 'qlora' takes the LoraConfig)"
+        )
+    given, default = peft_config.to_dict(), LoraConfig().to_dict()
+    fields = {f.name for f in dataclasses.fields(LoraConfig) if f.init}
+    lora = {k: v for k, v in given.items() if k in fields and (k in LORA_KEYS.values() or v != default.get(k))}
+    return {k: sorted(v) if isinstance(v, (set, frozenset)) else v for k, v in lora.items()}
+
+
+def init_dtype(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``model_init_kwargs``' dtype made the run's ``dtype`` (the plan is priced on it, the weights load in it): the
+    changes to apply, or nothing.
+
+    Raises:
+        ConfigError: ``"auto"``, or a dtype other than the ``dtype`` also passed.
+    """
+    init = overrides.get("model_init_kwargs")
+    if not isinstance(init, dict) or not (keys := [key for key in ("dtype", "torch_dtype") if key in init]):
+        return {}
+    rest = {k: v for k, v in init.items() if k not in keys}
+    name = str(init[keys[0]]).removeprefix("torch.")
+    if name == "auto" or overrides.get("dtype", name) != name:
+        raise ConfigError(
+            f"model_init_kwargs={{{keys[0]!r}: {name!r}}}: the weights load in one dtype the plan is priced on; "
+            f"name one (bfloat16, float16, float32) once, in model_init_kwargs or as dtype="
+        )
+    return {"model_init_kwargs": rest, "dtype": check("dtype", typed("dtype", name))}
+
+
+def check_processing_classes(processing: Any, n_rewards: int) -> list[Any] | None:
+    """GRPOTrainer's ``reward_processing_classes``: one per reward (a reward function's is not read).
+
+    Raises:
+        ConfigError: a list of another length than the rewards.
+    """
+    if processing is None:
+        return None
+    listed = list(processing) if isinstance(processing, (list, tuple)) else [processing]
+    if len(listed) != n_rewards:
+        raise ConfigError(
+            f"reward_processing_classes has {len(listed)} entries for {n_rewards} rewards: give one per reward, "
+            "in the order of the rewards (None for a reward function or a model that loads its own tokenizer)"
+        )
+    return listed
 
 
 class AfterTraining(Protocol):

@@ -63,7 +63,10 @@ def build_trainer(
 
     args = make_grpo_config(settings)
     torch.manual_seed(settings["seed"])
-    policy = load_model(source, dtype=recipe.dtype, quantization=recipe.quantization, device_map=_device_map(recipe))
+    init = {"trust_remote_code": args.trust_remote_code, **(args.model_init_kwargs or {})}  # as TRL loads a name
+    args.model_init_kwargs = None  # honoured here: TRL would warn that it ignores them for a loaded model
+    policy = load_model(source, dtype=recipe.dtype, quantization=recipe.quantization, device_map=_device_map(recipe),
+                        init_kwargs=init)  # fmt: skip
     return LiteGRPOTrainer(
         shared_prefix=recipe.shared_prefix,
         stop_strings=tuple(recipe.stop_strings),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from grpo_lite.defaults import TASKS
 from grpo_lite.errors import ConfigError, DoesNotFitError
@@ -28,8 +28,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.training.run.folder import RunFolder
 
 
-def plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
-    """What train() decides for plan(): the device, the prompt length, the launcher's processes and sharding."""
+def plan_kwargs(budget_gb: float | None, prompt_tokens: int, reward_funcs: Sequence[Any] = ()) -> dict[str, Any]:
+    """What train() decides for plan(): the device, the prompt length, the launcher's processes and sharding, the
+    reward models' weights."""
     import torch  # a heavy dependency: imported when a run plans
 
     kwargs: dict[str, Any] = dict(
@@ -40,6 +41,9 @@ def plan_kwargs(budget_gb: float | None, prompt_tokens: int) -> dict[str, Any]:
     )
     if budget_gb is not None:
         kwargs["budget_gb"] = budget_gb
+    models = [f for f in reward_funcs if isinstance(f, torch.nn.Module)]
+    if models:  # each process holds them whole, beside the policy (TRL moves them to its device)
+        kwargs["reward_model_bytes"] = sum(t.nbytes for m in models for t in (*m.parameters(), *m.buffers()))
     return kwargs
 
 
@@ -54,7 +58,7 @@ def make_plan(
     trained on (after any step down).
     """
     asked = request.recipe
-    kwargs = plan_kwargs(asked.budget_gb, inputs.prompt_tokens)
+    kwargs = plan_kwargs(asked.budget_gb, inputs.prompt_tokens, inputs.reward_funcs)
     preset, method, settings = asked.preset, request.method, asked.plan_settings()
     if not request.written and run.earlier is not None and run.earlier.preset is not None:  # checked in open_run
         preset, method = run.earlier.preset, None

@@ -99,11 +99,12 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # a transformers
 
 
 @quiet_libraries()
-def load_tokenizer(model_id: str | os.PathLike) -> PreTrainedTokenizerBase:
-    """Load the tokenizer, left-padded for batched generation, with a pad token set."""
+def load_tokenizer(model_id: str | os.PathLike, **init: Any) -> PreTrainedTokenizerBase:
+    """Load the tokenizer, left-padded for batched generation, with a pad token set (``init``: ``revision`` and
+    ``trust_remote_code``, as TRL loads the model's processing class)."""
     source = _local_source(model_id)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left")
+        tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left", **init)
     except (OSError, ValueError) as exc:  # ValueError: a folder without tokenizer files
         folder = Path(source)
         if folder.is_dir() and not any((folder / name).is_file() for name in _TOKENIZER_FILES):
@@ -144,6 +145,7 @@ def load_model(
     dtype: str = "float32",
     quantization: dict[str, Any] | None = None,
     device_map: Any = None,
+    init_kwargs: dict[str, Any] | None = None,
 ) -> PreTrainedModel:
     """Load a causal LM from a hub id, a local folder or a ``.gguf`` file.
 
@@ -152,8 +154,10 @@ def load_model(
         dtype: "float32", "bfloat16" or "float16". Default: "float32".
         quantization: ``BitsAndBytesConfig`` keyword arguments (QLoRA, 8-bit), or None.
         device_map: passed to ``from_pretrained`` (quantized models need one on CUDA).
+        init_kwargs: GRPOConfig's ``model_init_kwargs`` and ``trust_remote_code`` (``attn_implementation``,
+            ``revision``...), passed on as TRL passes them; the plan's dtype and quantization win.
     """
-    kwargs = from_pretrained_kwargs(dtype, quantization, device_map=device_map)
+    kwargs = {**(init_kwargs or {}), **from_pretrained_kwargs(dtype, quantization, device_map=device_map)}
     source = _local_source(model_id)
     try:
         with readable_weights(model_id):

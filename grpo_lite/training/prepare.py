@@ -34,6 +34,7 @@ class RunInputs:
     prompt_tokens: int  # the longest prompt, measured
     context: int | None = None  # the model's context in tokens (None: no known limit)
     answer_kind: str | None = None  # how the golds compare (data.answer_kinds); None: the data has no answer column
+    reward_processing_classes: list[Any] | None = None  # GRPOTrainer's, one per reward (None: a model's own)
 
 
 def load_inputs(
@@ -46,7 +47,9 @@ def load_inputs(
     if spec.note:
         console.print(f"[dim]{spec.note}[/dim]")
     style = asked.style()
-    tokenizer = load_tokenizer(spec.model_id)
+    init = asked.trl.get("model_init_kwargs")  # TRL loads the processing class at the model's revision
+    revision = init.get("revision") if isinstance(init, dict) else None
+    tokenizer = load_tokenizer(spec.model_id, revision=revision, trust_remote_code=asked.trl.get("trust_remote_code"))
     rows = load_dataset(
         asked.dataset, split="train", style=style, seed=asked.seed, skip_invalid=skip_invalid,
         answer_kind=asked.answer_kind,

@@ -6,6 +6,7 @@ runs under glibc's fixed mmap threshold, lifted when it returns (:func:`grpo_lit
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -22,6 +23,8 @@ from grpo_lite.training.run.attempts import Attempts, run_attempts
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from grpo_lite.data.prompts import PromptStyle
     from grpo_lite.recipe.recipe import Recipe
@@ -36,7 +39,9 @@ def train(
     *,
     config: str | os.PathLike | Recipe | None = None,
     dataset: str | os.PathLike | Dataset = TRAINER.dataset,
-    rewards: Sequence[str | Callable[..., list[float]]] | None = None,
+    rewards: Sequence[str | Callable[..., list[float]] | PreTrainedModel] | None = None,
+    reward_processing_classes: PreTrainedTokenizerBase | Sequence[PreTrainedTokenizerBase | None] | None = None,
+    peft_config: LoraConfig | None = None,
     output_dir: str | os.PathLike | None = None,
     max_steps: int | None = None,
     method: Method | None = None,
@@ -72,11 +77,17 @@ def train(
             ``budget_gb`` before anything loads (DoesNotFitError naming the keys to change); only a setting it leaves
             None is the planner's. The arguments you write override its values, even at their default (``seed=0``
             over the file's 7), as flags override ``--config`` in TRL's CLI.
-        dataset: ``"gsm8k"``, ``"synthetic"``, a path to a jsonl/json/parquet/csv file or folder, or a
-            ``datasets.Dataset`` with a question (or prompt) column and an answer column. Default: ``"gsm8k"``
-            (``grpo_lite.defaults.TRAINER.dataset``).
-        rewards: reward names from ``grpo_lite.rewards.REWARDS`` and/or callables with TRL's signature.
+        dataset: ``"gsm8k"``, ``"synthetic"``, a path to a jsonl/json/parquet/csv file or folder, a hub dataset id
+            (``"owner/name"``, loaded with ``datasets.load_dataset``), or a ``datasets.Dataset`` with a question (or
+            prompt) column and an answer column. Default: ``"gsm8k"`` (``grpo_lite.defaults.TRAINER.dataset``).
+        rewards: what GRPOTrainer's ``reward_funcs`` takes: reward names from ``grpo_lite.rewards.REWARDS`` or TRL's,
+            import paths (``module:function``), callables with TRL's signature, and reward models (a folder, a hub
+            id or an ``AutoModelForSequenceClassification`` with one label; its weights are planned for).
             Default: the five GSM8K rewards.
+        reward_processing_classes: GRPOTrainer's: a tokenizer for each reward model, one entry per reward (None:
+            the model's own). Default: None.
+        peft_config: a ``peft.LoraConfig``, trained as given; the plan is priced on its rank and target modules
+            (not with ``lora_r`` and the other ``lora_*`` settings). Default: None (the planner's LoRA, if any).
         output_dir: checkpoints, the final model and ``run.json``. Default: ``runs/<model>-<time>``.
         max_steps: optimizer steps in all; None trains one epoch.
         method: fix the memory method ("full", "galore", "lora", "qlora"); the planner picks the rest.
@@ -113,8 +124,9 @@ def train(
         export: ``"gguf"`` also writes ``final.gguf`` (q8_0), ``final.Modelfile`` (Ollama) and ``final.system_prompt.txt``
             in the run folder at the end (docs/export.md); checked before training starts. Default: None.
         **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
-            ``num_generations=4``) or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``,
-            ``lora_target_modules``), applied verbatim: the planner only chooses what is not fixed here.
+            ``num_generations=4``, ``model_init_kwargs={"attn_implementation": "eager"}``: the model loads with them)
+            or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``, ``lora_target_modules``, ``use_dora``,
+            ``use_rslora``, ``modules_to_save``), applied verbatim: the planner only chooses what is not fixed here.
             Each is checked against GRPOConfig's type and range before anything loads.
 
     Raises:
@@ -126,6 +138,7 @@ def train(
     after = arguments.after_training(export)  # the export's check and run (grpo_lite.api), or None
     request = arguments.request(
         config, model, budget_gb, dataset=dataset, rewards=rewards, seed=seed, max_steps=max_steps, method=method,
+        peft_config=peft_config, reward_processing_classes=reward_processing_classes,
         preset=preset, prompt_style=prompt_style, shared_prefix=shared_prefix, stop_strings=stop_strings,
         on_oom=on_oom, on_stall=on_stall, overrides=overrides, resume=resume, overwrite=overwrite, quiet=quiet,
         show_plan=show_plan, skip_invalid=skip_invalid, oom_window_steps=oom_window_steps, output_dir=output_dir,
@@ -138,6 +151,7 @@ def train(
     loop = None
     try:
         inputs = prepare.load_inputs(spec, request.recipe, request.reward_funcs, skip_invalid, run.console)
+        inputs = dataclasses.replace(inputs, reward_processing_classes=request.reward_processing_classes)
         plan, plan_kwargs = fit.make_plan(inputs, request, run, quiet=quiet or run.finished, show_plan=show_plan)
         if run.finished:
             return TrainResult.of_finished_run(run, inputs, plan)

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from grpo_lite.rewards.registry import reward_name
 from grpo_lite.settings import OnOOM, OnStall
 from grpo_lite.training.run.ranks import _clear_records, error_line, failure_fields, read_rank_records
 
@@ -133,6 +134,7 @@ class Attempts:
         trainer = build.build_trainer(
             self.source, self.recipe, self.settings, self.inputs.train_set, self.inputs.tokenizer,
             check_rewards(self.inputs.reward_funcs), [*watch.callbacks, *self.callbacks],
+            reward_processing_classes=self.inputs.reward_processing_classes,
         )  # fmt: skip
         if self.done > 0 and self.max_steps is not None:  # after a step down: the run's schedule goes on
             note = continue_schedule(trainer, offset=self.done, total_steps=self.max_steps)
@@ -296,7 +298,7 @@ class Attempts:
                 "model_fingerprint": self.fingerprint,
                 "plan": plan.to_dict(),
                 "settings": self.settings,
-                "rewards": [getattr(f, "__name__", repr(f)) for f in self.inputs.reward_funcs],
+                "rewards": [reward_name(f) for f in self.inputs.reward_funcs],
                 "prompt_style": asdict(self.inputs.style),
                 "answer_kind": self.inputs.answer_kind,
                 "measured_prompt_tokens": self.inputs.prompt_tokens,

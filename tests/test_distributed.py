@@ -343,6 +343,34 @@ def test_a_recipes_bad_input_is_refused_before_the_ranks_start(tiny_model_dir, t
     assert not out.exists()
 
 
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_finished_runs_folder_is_refused_before_the_launcher_touches_it(
+    tiny_model_dir, tmp_path, monkeypatch, capsys, resume
+):
+    """Issue 50: without --resume the launcher deleted the old run's ranks/rank0.json, then each rank failed in a
+    40-line elastic traceback. Now refused as one process refuses it; with --resume the ranks start."""
+    _no_launch(monkeypatch)
+    launched = []
+    monkeypatch.setattr(RL.subprocess, "Popen", lambda cmd: launched.append(cmd) or SimpleNamespace(wait=lambda: 0))
+    from grpo_lite.cli import main
+
+    out = tmp_path / "run"
+    (out / "ranks").mkdir(parents=True)
+    (out / "ranks" / "rank0.json").write_text('{"rank": 0}')
+    (out / "run.json").write_text('{"status": "finished", "steps": 2}')
+    (out / "checkpoint-2").mkdir()
+    (out / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    argv = ["train", str(tiny_model_dir), *TINY_RUN, "--num-processes", "2"]
+    code = main([*argv, "--output-dir", str(out), *(["--resume"] if resume else [])])
+    if resume:  # the ranks start (this fake launcher leaves no records: the check after it says so)
+        assert len(launched) == 1
+        return
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "already holds a run" in err[0] and "--resume" in err[0], err
+    assert launched == [] and {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 # ---- rank records -----------------------------------------------------------------------------------
 def _write_records(out: Path, *records: RR.RankRecord) -> None:
     (out / "ranks").mkdir(parents=True)

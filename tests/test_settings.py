@@ -284,7 +284,8 @@ def test_a_recipe_key_is_typed_as_the_argument(tmp_path: Path, line: str, messag
     from grpo_lite.recipe.recipe import Recipe
 
     path = tmp_path / "r.yaml"
-    path.write_text(f"model: Llama-3.2-1B\npreset: lora\n{line}\n", encoding="utf-8")
+    model = "" if line.startswith("model:") else "model: Llama-3.2-1B\n"  # a key written twice is refused
+    path.write_text(f"{model}preset: lora\n{line}\n", encoding="utf-8")
     with pytest.raises(ConfigError) as caught:
         Recipe.read(path)
     assert str(caught.value).endswith(message)

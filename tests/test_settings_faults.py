@@ -486,3 +486,179 @@ def _tiny_plan_without_shared_prefix(tiny_model_dir, record):
         max_prompt_length=record["measured_prompt_tokens"],
         shared_prefix=False,
     )
+
+
+# ---- issue 50: a run does not publish nor carry a credential; CLI values one line each ------------------------
+TOKEN = "hf_SeCrEt0123456789"
+
+
+def _files_holding(folder, text: str) -> list[str]:
+    """Every file under ``folder`` whose bytes hold ``text`` (grep -r)."""
+    return [str(p) for p in folder.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+@pytest.mark.parametrize(
+    "route",
+    ["train()", "--set", "recipe trl:", "recipe model_init_kwargs", "--config with --set"],
+)
+def test_a_token_by_any_route_is_refused_and_never_written(tiny_model_dir, tmp_path, capsys, route):
+    """Before: a recipe's trl: hub_token (and train()'s, --set's) was written in plain text to run.json."""
+    out = tmp_path / "run"
+    argv = ["train", str(tiny_model_dir), "--dataset", "synthetic", "--reward", "length", "--max-steps", "1"]
+    argv += ["--set", "max_completion_length=8", "--output-dir", str(out)]
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"model: {tiny_model_dir}\npreset: lora\ndataset: synthetic\nrewards: [length]\n")
+    if route == "train()":
+        with pytest.raises(ConfigError) as caught:
+            train(tiny_model_dir, dataset="synthetic", rewards=["length"], max_steps=1, output_dir=out, hub_token=TOKEN)
+        error = str(caught.value)
+    elif route == "--set":
+        error = _cli_error([*argv, "--set", f"hub_token={TOKEN}"], capsys)
+    elif route == "--config with --set":
+        error = _cli_error(
+            ["train", "--config", str(recipe), "--output-dir", str(out), "--set", f"hub_token={TOKEN}"], capsys
+        )
+    else:
+        trl = f"  hub_token: {TOKEN}\n" if route == "recipe trl:" else f"  model_init_kwargs:\n    token: {TOKEN}\n"
+        recipe.write_text(recipe.read_text() + "trl:\n" + trl)
+        error = _cli_error(["train", "--config", str(recipe), "--output-dir", str(out)], capsys)
+    assert "a credential is never a setting" in error and TOKEN not in error, error
+    assert not out.exists() and _files_holding(tmp_path, TOKEN) == ([str(recipe)] if "recipe" in route else [])
+
+
+@pytest.mark.parametrize(
+    ("trl", "fragment"),
+    [
+        ("hub_token: null", None),  # TRL's default: holds nothing
+        ("logging_steps: 2", None),  # the neighbour of the refused fields
+        ("push_to_hub: false", None),  # TRL's default: publishes nothing
+        ("push_to_hub: true", "trl: push_to_hub=True: a grpo-lite run does not publish to the Hugging Face Hub"),
+        ("hub_private_repo: false", "hub_private_repo=False: a grpo-lite run does not publish"),  # default: None
+        ("hub_model_id: me/model", "hub_model_id='me/model': a grpo-lite run does not publish"),
+        ("log_completions_hub_repo: me/c", "log_completions_hub_repo='me/c': a grpo-lite run does not publish"),
+        ("hub_token: abc", "trl: hub_token: a credential is never a setting"),
+        ("eval_strategy: 'no'", None),
+        ("eval_strategy: steps", "eval_strategy='steps': grpo-lite trains without an eval dataset"),
+        ("deepspeed: ds.json", "deepspeed='ds.json': grpo-lite's launcher writes DeepSpeed's config"),
+    ],
+)
+def test_a_recipe_cannot_publish_but_takes_its_neighbours(trl, fragment, tmp_path):
+    text = BASE + f"trl:\n  {trl}\n"
+    if fragment is None:
+        assert Recipe.from_yaml(text, source="r.yaml").trl  # read as written
+    else:
+        with pytest.raises(ConfigError) as caught:
+            Recipe.from_yaml(text, source="r.yaml")
+        assert str(caught.value).startswith("r.yaml: trl: ") and fragment in str(caught.value), caught.value
+        assert "abc" not in str(caught.value)  # a credential's value is never shown
+
+
+@pytest.mark.parametrize(
+    ("set_", "fragment"),
+    [
+        ("eval_strategy=steps", "eval_strategy='steps': grpo-lite trains without an eval dataset"),
+        ("deepspeed={tmp}/ds.txt", "grpo-lite's launcher writes DeepSpeed's config: leave it out and pass --sharding"),
+        ("push_to_hub=true", "push_to_hub=True: a grpo-lite run does not publish to the Hugging Face Hub"),
+        ("stop_strings=", "stop_strings='': stop_strings takes a list of text; e.g. stop_strings=[] (an empty list)"),
+    ],
+)
+def test_a_set_value_the_run_cannot_take_is_one_line_before_the_folder(
+    tiny_model_dir, tmp_path, capsys, set_, fragment
+):
+    """Before: TRL's or transformers' traceback of 54 to 87 lines, after the run folder was made; stop_strings=
+    suggested stop_strings=[''] (an empty stop string, refused in turn)."""
+    (tmp_path / "ds.txt").write_text("not json")
+    out = tmp_path / "run"
+    argv = ["train", str(tiny_model_dir), "--dataset", "synthetic", "--reward", "length", "--max-steps", "1"]
+    error = _cli_error([*argv, "--set", set_.format(tmp=tmp_path), "--output-dir", str(out)], capsys)
+    assert fragment in error, error
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [("none", "none"), ("group", "group"), ("batch", "batch"), ("false", False), ("true", True)],
+)
+def test_scale_rewards_is_read_as_trl_reads_it(written, read, tmp_path):
+    """Before: --set scale_rewards=none was Python's None (refused), and False/True (TRL maps them to "none"/"group",
+    Dr. GRPO recipes write false) were refused."""
+    from grpo_lite.cli.options import parse_set
+    from grpo_lite.recipe.recipe import make_grpo_config
+    from grpo_lite.recipe.values import check_overrides
+
+    value = check_overrides(parse_set([f"scale_rewards={written}"]))["scale_rewards"]
+    assert value == read
+    assert Recipe.from_yaml(BASE + f"trl:\n  scale_rewards: {written}\n").trl["scale_rewards"] == read
+    trl_reads = make_grpo_config({"output_dir": str(tmp_path), "scale_rewards": value, "use_cpu": True})
+    assert trl_reads.scale_rewards in ("none", "group", "batch")
+    with pytest.raises(ConfigError, match="scale_rewards=None: scale_rewards takes text"):
+        check_overrides({"scale_rewards": None})  # None itself is no value of TRL's
+    assert parse_set(["save_total_limit=none"]) == {"save_total_limit": None}  # a field that takes None: None
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("seed: 1\nseed: 2\n", "r.yaml, lines 4 and 5: the key 'seed' is written twice"),
+        ("trl:\n  beta: 0.0\n  beta: 0.1\n", "r.yaml, lines 5 and 6: the key 'beta' is written twice"),
+    ],
+)
+def test_a_key_written_twice_is_refused_naming_it_and_its_lines(text, fragment, tmp_path, capsys):
+    """Before: YAML kept the last silently."""
+    path = tmp_path / "r.yaml"
+    path.write_text(BASE + text)
+    with pytest.raises(ConfigError) as caught:
+        Recipe.from_yaml(path.read_text(), source="r.yaml")
+    assert fragment in str(caught.value), caught.value
+    from grpo_lite.recipe.values import load_yaml
+
+    # the same key in two mappings, and keys YAML reads apart (1 and '1'), are two keys
+    assert load_yaml("a:\n  x: 1\nb:\n  x: 2\n1: a\n'1': b\n", "r.yaml") == {
+        "a": {"x": 1},
+        "b": {"x": 2},
+        1: "a",
+        "1": "b",
+    }
+
+
+def test_a_long_list_is_too_long_not_an_alias_bomb_and_quick(tmp_path, capsys):
+    """Before: a plain 3M-item list was called an alias bomb after 82 s. Just under the bound a list reads."""
+    import time
+
+    from grpo_lite.recipe.values import MAX_YAML_CHARS
+
+    head = BASE + "stop_strings:\n"
+    item = "- " + "x" * 97 + "\n"  # 100 characters a line
+    under = head + item * ((MAX_YAML_CHARS - len(head)) // len(item))
+    assert len(under) <= MAX_YAML_CHARS and len(Recipe.from_yaml(under).stop_strings) > 900
+    over = under + item
+    path = tmp_path / "r.yaml"
+    path.write_text(over)
+    with pytest.raises(ConfigError, match=f"r.yaml: {len(over):,} characters is too long for a recipe"):
+        Recipe.read(path)
+    path.write_text(head + "- x\n" * 3_000_000)
+    started = time.perf_counter()
+    error = _cli_error(["train", "--config", str(path), "--output-dir", str(tmp_path / "run")], capsys)
+    assert "too long for a recipe" in error and "alias" not in error, error
+    assert time.perf_counter() - started < 5
+
+
+def test_a_config_that_is_no_file_or_empty_says_so(tmp_path, capsys):
+    """Before: /dev/null 'does not exist'."""
+    error = _cli_error(["train", "--config", "/dev/null", "--output-dir", str(tmp_path / "run")], capsys)
+    assert "recipe file /dev/null is not a regular file (a device, a pipe or a socket)" in error, error
+    (tmp_path / "r.yaml").write_text("# nothing yet\n")
+    error = _cli_error(["train", "--config", str(tmp_path / "r.yaml"), "--output-dir", str(tmp_path / "run")], capsys)
+    assert f"{tmp_path / 'r.yaml'} is empty: every recipe names its model and its preset" in error, error
+    error = _cli_error(["train", "--config", str(tmp_path / "no.yaml"), "--output-dir", str(tmp_path / "run")], capsys)
+    assert "no.yaml does not exist" in error, error
+
+
+@pytest.mark.parametrize("dataset", ["", "  "])
+def test_an_empty_dataset_name_is_refused_not_the_working_folder(tiny_model_dir, tmp_path, capsys, dataset):
+    argv = ["train", str(tiny_model_dir), "--dataset", dataset, "--output-dir", str(tmp_path / "run")]
+    error = _cli_error(argv, capsys)
+    assert f"dataset={dataset!r} names no dataset" in error, error
+    with pytest.raises(ConfigError, match="names no dataset"):
+        Recipe.from_yaml(BASE + f"dataset: '{dataset}'\n")
+    assert Recipe.from_yaml(BASE + "dataset: ./data\n").dataset == "./data"  # a path: read where it points

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 from grpo_lite.defaults import GPU
 from grpo_lite.errors import ConfigError
+from grpo_lite.recipe.values import none_is_text
 from grpo_lite.settings import PLANNER, SETTINGS, Setting
 
 
@@ -57,7 +58,8 @@ def parse_set(items: list[str] | None, own_options: Iterable[str] = ()) -> dict[
             raise ConfigError(f"--set expects KEY=VALUE, got {item!r} (for example --set learning_rate=1e-5)")
         if key in own:
             raise ConfigError(f"{key} has its own option: use --{key.replace('_', '-')} instead of --set {key}=...")
-        out[key] = _value(raw)
+        value = _value(raw)
+        out[key] = raw.strip() if value is None and none_is_text(key) else value  # scale_rewards=none: TRL's text
     return out
 
 

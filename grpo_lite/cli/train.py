@@ -148,13 +148,14 @@ def interrupted_line(folder: Path | None) -> str:
 
 def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any], recipe: Any) -> None:
     """What can be checked before ``--num-processes N`` starts its ranks (a rank's error would come back once per
-    rank, inside the launcher's traceback): the settings, the prompts against the model's context, the folder and
-    its lock. Each rank checks again, and takes the lock."""
+    rank, inside the launcher's traceback): the settings, the prompts against the model's context, the folder, its
+    lock and another run in it (as one process refuses it). Each rank checks again, and takes the lock."""
     from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.recipe.values import check_overrides
     from grpo_lite.rewards import resolve_rewards
     from grpo_lite.training.checks import check_output_dir
     from grpo_lite.training.prepare import check_inputs
+    from grpo_lite.training.run.folder import guard_output_dir
     from grpo_lite.training.run.lock import RunLock
 
     check_overrides(overrides, n_rewards=len(resolve_rewards(args.rewards)))
@@ -165,6 +166,8 @@ def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any], re
     if args.output_dir is not None:
         check_output_dir(Path(args.output_dir))
         RunLock.check(Path(args.output_dir))  # raises when a live run holds the folder
+        if not args.overwrite:  # another run's folder without --resume is refused before the launcher touches it
+            guard_output_dir(Path(args.output_dir), resume=args.resume, overwrite=False)
 
 
 def _recipe(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:

@@ -28,7 +28,15 @@ from grpo_lite.errors import ConfigError, OutputDirError
 from grpo_lite.files import write_text
 from grpo_lite.memory.keywords import from_pretrained_kwargs, lora_config
 from grpo_lite.planning.candidates import LORA_KEYS
-from grpo_lite.recipe.values import check_overrides, closest_names, load_yaml, read_mapping, refuse_removed, typed
+from grpo_lite.recipe.values import (
+    check_overrides,
+    closest_names,
+    load_yaml,
+    read_mapping,
+    refuse_credentials,
+    refuse_removed,
+    typed,
+)
 from grpo_lite.rewards.registry import reward_name
 from grpo_lite.settings import AnswerKind, Device, Dtype, Sharding, UpdateRounding, check
 
@@ -97,6 +105,13 @@ class Recipe:
         default_factory=dict
     )  # GRPOConfig keyword arguments (output_dir, seed, max_steps aside)
     plan: Plan | None = field(default=None, compare=False, repr=False)  # the plan it was written from (the comments)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dataset, (str, os.PathLike)) and not os.fspath(self.dataset).strip():
+            raise ConfigError(
+                f"dataset={os.fspath(self.dataset)!r} names no dataset (an empty path is the working folder); pass "
+                "gsm8k, synthetic, math, a hub id or a path such as ./data"
+            )
 
     # ---- from a plan, to train() ------------------------------------------------------------------
     @classmethod
@@ -255,6 +270,11 @@ class Recipe:
             ConfigError: not a mapping, an unknown key (with the closest valid one), a missing ``model`` or
                 ``preset``, or a value outside its choices.
         """
+        if data is None:
+            raise ConfigError(
+                f"{source} is empty: every recipe names its model and its preset (grpo-lite plan MODEL --budget-gb N "
+                "--write FILE writes one)"
+            )
         if not isinstance(data, dict):
             raise ConfigError(
                 f"{source} must be a YAML mapping of settings (model: ..., preset: ...), got {type(data).__name__}"
@@ -401,6 +421,7 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
 
     values = {key: value if key in ("trl", "lora") else typed_as(key, key, value) for key, value in data.items()}
     _check_run_owned(values.get("trl") or {}, f"{source}: trl")
+    refuse_credentials(values.get("trl") or {}, f"{source}: trl: ")  # before a message could show its value
     values["trl"] = {k: typed_as(f"trl.{k}", k, v) for k, v in (values.get("trl") or {}).items()}
     try:
         check_overrides(values["trl"])  # unknown names (with the closest valid one) and ranges

@@ -53,6 +53,9 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
 _NOT_OF_TYPE = (ValueError, TypeError, argparse.ArgumentTypeError)  # what a type or _one raises for a value not of it
 _PLANNER_CHOICES = {"optim"}  # choices the planner checks against what it models (a shorter, truer list)
 _TEXT = {s.name for s in SETTINGS.values() if s.type is str}  # grpo-lite's own text: a list is not
+# text fields that TRL also takes as True or False: GRPOConfig.__post_init__ maps scale_rewards True to "group" and
+# False to "none" (Dr. GRPO recipes write false)
+_ALSO_BOOL = {"scale_rewards"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -72,6 +75,13 @@ def _actions() -> dict[str, tuple[argparse.Action, bool]]:
     return {a.dest: (a, optional[a.dest]) for a in parser._actions if a.dest in optional and a.nargs != 0}
 
 
+def none_is_text(key: str) -> bool:
+    """Whether ``key`` is a text field that does not take None, where TRL's parser reads ``none`` as the text
+    (``--set scale_rewards=none`` is TRL's "none")."""
+    action, takes_none = _actions().get(key, (None, True))
+    return action is not None and action.type is str and action.nargs is None and not takes_none
+
+
 def _kind(action: argparse.Action) -> str:
     if action.choices is not None:
         return "one of " + ", ".join(map(str, action.choices))
@@ -87,6 +97,8 @@ def _one(action: argparse.Action, value: Any) -> Any:
         value = action.type(value) if action.type is not None else value  # TRL's parser: text -> the type
     elif action.dest in _TEXT:  # model, preset: a list would reach the loader (a TypeError)
         raise ValueError
+    elif isinstance(value, bool) and action.dest in _ALSO_BOOL:
+        return value
     elif (kind := _KINDS.get(getattr(action.type, "__name__", ""))) is not None:
         if not isinstance(value, kind[0]) or (isinstance(value, bool) and bool not in kind[0]):  # True is an int
             raise ValueError
@@ -136,6 +148,8 @@ def typed(key: str, value: Any, *, optional: bool = False, written: str | None =
 
 def _example(key: str, action: argparse.Action, value: Any, many: bool) -> str:
     """``; e.g. key=<a value that works>``: the value in a list (when it is of the type), or the field's default."""
+    if many and value == "":  # an empty --set value: the empty list, not a list of the empty text
+        return f"; e.g. {key}=[] (an empty list)"
     if many and not isinstance(value, (list, tuple)):
         with contextlib.suppress(*_NOT_OF_TYPE):
             return f"; e.g. {key}={[_one(action, value)]!r}"
@@ -154,9 +168,14 @@ def read_mapping(path: Path) -> Any:
     Raises:
         ConfigError: the file is missing or unreadable, not UTF-8 or not YAML (naming the file, the line and the key).
     """
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(
             f"recipe file {path} does not exist; write one with grpo-lite plan MODEL --budget-gb N --write {path}"
+        )
+    if not path.is_file():
+        raise ConfigError(
+            f"recipe file {path} is not a regular file (a device, a pipe or a socket); pass a recipe file (YAML) "
+            "written with grpo-lite plan MODEL --budget-gb N --write FILE"
         )
     try:
         raw = path.read_bytes()
@@ -175,20 +194,27 @@ def read_mapping(path: Path) -> Any:
 
 
 MAX_YAML_NODES = 100_000  # values a document may expand to, aliases counted as copies: a recipe holds a few hundred
+MAX_YAML_CHARS = 100_000  # a recipe's length: a few thousand characters; more is not a recipe (and is slow to read)
 
 
 def load_yaml(text: str, source: str) -> Any:
-    """``yaml.safe_load(text)``; an error is one line naming ``source``, the line and the key. A ``!!python`` tag,
-    an alias bomb (:func:`_check_expansion`) and nesting too deep for the reader are refused before anything is built.
+    """``yaml.safe_load(text)``; an error is one line naming ``source``, the line and the key. A text longer than
+    :data:`MAX_YAML_CHARS`, a ``!!python`` tag, a key written twice, an alias bomb (:func:`_check_nodes`) and nesting
+    too deep for the reader are refused before anything is built.
     """
     import yaml
 
+    if len(text) > MAX_YAML_CHARS:
+        raise ConfigError(
+            f"{source}: {len(text):,} characters is too long for a recipe (at most {MAX_YAML_CHARS:,}; a recipe holds "
+            "a few hundred values); keep the settings and put long lists (a dataset, prompts) in their own files"
+        )
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_expansion(node, text, source)
+        _check_nodes(node, text, source)
         return loader.construct_document(node)
     except RecursionError:
         raise ConfigError(
@@ -205,13 +231,14 @@ def load_yaml(text: str, source: str) -> Any:
         loader.dispose()
 
 
-def _check_expansion(root: Any, text: str, source: str) -> None:
-    """Refuse a YAML node graph whose aliases expand past :data:`MAX_YAML_NODES` values, or that holds itself (each
-    node's size counted once: an alias is the same node object again)."""
+def _check_nodes(root: Any, text: str, source: str) -> None:
+    """Refuse a YAML node graph whose aliases expand past :data:`MAX_YAML_NODES` values, that holds itself (each
+    node's size counted once: an alias is the same node object again), or a mapping that writes a key twice."""
     import yaml
 
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()
+    aliased = False  # a node met twice: the document repeats values through aliases
 
     def refuse(node: Any, what: str) -> ConfigError:
         line = node.start_mark.line + 1
@@ -221,8 +248,10 @@ def _check_expansion(root: Any, text: str, source: str) -> None:
         )
 
     def size(node: Any) -> int:
+        nonlocal aliased
         key = id(node)
         if key in sizes:
+            aliased = True
             return sizes[key]
         if key in open_nodes:
             raise refuse(node, "an alias refers to the value that holds it (a value inside itself)")
@@ -230,16 +259,33 @@ def _check_expansion(root: Any, text: str, source: str) -> None:
         if isinstance(node, yaml.SequenceNode):
             total = 1 + sum(size(child) for child in node.value)
         elif isinstance(node, yaml.MappingNode):
+            _check_keys(node, text, source)
             total = 1 + sum(size(k) + size(v) for k, v in node.value)
         else:
             total = 1
         open_nodes.discard(key)
         if total > MAX_YAML_NODES:
-            raise refuse(node, f"its aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb)")
+            what = "its aliases expand to" if aliased else "it holds"
+            raise refuse(node, f"{what} more than {MAX_YAML_NODES:,} values{' (an alias bomb)' if aliased else ''}")
         sizes[key] = total
         return total
 
     size(root)
+
+
+def _check_keys(node: Any, text: str, source: str) -> None:
+    """Refuse a mapping that writes a key twice (YAML would keep the last one silently), naming the key and lines."""
+    seen: dict[tuple[str, str], int] = {}
+    for key, _ in node.value:
+        if key.tag == "tag:yaml.org,2002:merge" or not isinstance(key.value, str):
+            continue  # ``<<: *base`` merges are YAML's own, repeatable
+        line = key.start_mark.line + 1
+        if (key.tag, key.value) in seen:
+            raise ConfigError(
+                f"{source}, lines {seen[key.tag, key.value]} and {line}: the key {key.value!r} is written twice (YAML "
+                "would keep the last silently); keep one"
+            )
+        seen[key.tag, key.value] = line
 
 
 def _key_at(text: str, line: int) -> str:
@@ -296,6 +342,56 @@ def refuse_removed(settings: Mapping[str, Any], where: str = "") -> None:
         )
 
 
+# GRPOConfig fields that publish, by a word of their names: push_to_hub, hub_*, log_completions_hub_repo, Trackio's
+# Space and Bucket on the Hub
+_PUBLISHING_WORDS = {"hub", "space", "bucket"}
+# GRPOConfig fields a grpo-lite run cannot honour away from TRL's default, and what to do instead
+_NOT_RUN = {
+    "eval_strategy": "grpo-lite trains without an eval dataset (TRL's Trainer refuses one missing); leave it out "
+    "('no') and score the trained model with grpo-lite eval",
+    "deepspeed": "grpo-lite's launcher writes DeepSpeed's config: leave it out and pass --sharding zero2 or zero3 "
+    "with --num-processes N (docs/scaling.md)",
+}
+
+
+def _credential(key: Any, value: Any) -> bool:
+    """A value under a name that holds a credential (``hub_token``, ``token``, ``*_token``), at any depth of a mapping
+    (``model_init_kwargs: {token: ...}``); None is no credential."""
+    if value is not None and (key == "token" or str(key).endswith("_token")):
+        return True
+    return isinstance(value, Mapping) and any(_credential(k, v) for k, v in value.items())
+
+
+def refuse_credentials(settings: Mapping[str, Any], where: str = "") -> None:
+    """Raise ConfigError for a setting that holds a credential, before its value is typed or shown anywhere: run.json
+    and each checkpoint's training_args.bin would hold it in plain text (the message never shows it)."""
+    for key, value in settings.items():
+        if _credential(key, value):
+            raise ConfigError(
+                f"{where}{key}: a credential is never a setting (run.json and every checkpoint would hold it in "
+                "plain text); remove it: a run does not publish, and the Hub reads hf auth login or HF_TOKEN"
+            )
+
+
+def refuse_unrunnable(settings: Mapping[str, Any], where: str = "") -> None:
+    """Raise ConfigError for a typed GRPOConfig setting away from TRL's default that a grpo-lite run does not take:
+    one that publishes (a word of :data:`_PUBLISHING_WORDS` in its name) or one of :data:`_NOT_RUN`. At TRL's default
+    (``push_to_hub: false``) it does nothing and passes."""
+    from trl import GRPOConfig
+
+    for f in dataclasses.fields(GRPOConfig):
+        value, default = (v.value if isinstance(v, Enum) else v for v in (settings.get(f.name, f.default), f.default))
+        if value == default or f.default is dataclasses.MISSING:
+            continue
+        if _PUBLISHING_WORDS & set(f.name.split("_")):
+            raise ConfigError(
+                f"{where}{f.name}={value!r}: a grpo-lite run does not publish to the Hugging Face Hub; remove it "
+                "and upload the trained model after the run (hf upload REPO OUTPUT_DIR/final)"
+            )
+        if f.name in _NOT_RUN:
+            raise ConfigError(f"{where}{f.name}={value!r}: {_NOT_RUN[f.name]}")
+
+
 def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) -> dict[str, Any]:
     """Check every override's name, type and range before anything loads; return them typed.
 
@@ -307,12 +403,15 @@ def check_overrides(overrides: dict[str, Any], *, n_rewards: int | None = None) 
         The overrides typed as TRL's parser types them (:func:`typed`).
 
     Raises:
-        ConfigError: an unknown name (with the closest valid one), a removed one (:func:`refuse_removed`), a wrong
-            type, a value out of range.
+        ConfigError: an unknown name (with the closest valid one), a removed one (:func:`refuse_removed`), a
+            credential (:func:`refuse_credentials`), one that publishes or a run cannot honour
+            (:func:`refuse_unrunnable`), a wrong type, a value out of range.
     """
     refuse_removed(overrides)
+    refuse_credentials(overrides)
     check_config_keys(overrides, also=(*LORA_KEYS, *where("load"), *where("trainer")))
     overrides = {key: typed(key, value) for key, value in overrides.items()}
+    refuse_unrunnable(overrides)
     for key, value in overrides.items():
         check_written(key, value)
     _check_trackers(overrides.get("report_to"))

@@ -1,4 +1,4 @@
-"""Ten realistic bugs the suite must catch: each applied to a copy of the project, its tests run, none may pass.
+"""Realistic bugs the suite must catch: each applied to a copy of the project, its tests run, none may pass.
 
 Run: ``python tests/mutants.py`` (all, a few minutes on 2 cores; .ci/run runs it), ``python tests/mutants.py
 --list``, or ``python tests/mutants.py NAME ...``. Exit status 0 when every mutant was killed, 1 when one
@@ -100,6 +100,49 @@ MUTANTS = (
         "scale: Tensor | float = factor",
         ("tests/test_zero_advantage.py::test_a_whole_run_with_the_skip_is_trls_run[grpo]",),
         "the kept rows' loss is not rescaled to TRL's per-row divisor when zero-advantage rows are skipped",
+    ),
+    Mutant(
+        "zero-advantage-near-zero-skipped",
+        "grpo_lite/training/step/zero_advantage.py",
+        "zero = advantages == 0 if advantages.dim() == 1 else (advantages == 0).all(dim=-1)",
+        "zero = advantages.abs() < 1e-6 if advantages.dim() == 1 else (advantages.abs() < 1e-6).all(dim=-1)",
+        (
+            "tests/test_zero_advantage.py::test_only_rows_exactly_zero_are_skipped",
+            "tests/test_zero_advantage.py::test_an_advantage_near_zero_but_not_zero_is_trained_on_as_trl_does",
+        ),
+        "rows whose advantage is near zero but not zero are skipped as if zero: their gradient is lost",
+    ),
+    Mutant(
+        "shared-prefix-groups-by-length",
+        "grpo_lite/training/step/shared_prefix.py",
+        "    key = prompt_ids.masked_fill(prompt_mask == 0, -1)\n    return torch.unique(key, dim=0, return_inverse=True)[1]",
+        "    return torch.unique(prompt_mask.sum(1), return_inverse=True)[1]",
+        ("tests/test_shared_prefix.py::test_prompts_of_equal_length_that_differ_in_one_token_are_scored_apart",),
+        "rows are grouped by their prompt's length, not its tokens: different prompts of one length share one prompt",
+    ),
+    Mutant(
+        "prefix-cache-columns-not-prefix",
+        "grpo_lite/training/step/prefix_cache.py",
+        "            break\n",
+        "            continue\n",
+        ("tests/test_shared_sampling.py::test_prompts_one_token_apart_that_agree_after_it_sample_as_trls",),
+        "the shared sampling's prefix counts the columns where prompts agree, past the first where they differ",
+    ),
+    Mutant(
+        "settings-inclusive-end-excluded",
+        "grpo_lite/settings.py",
+        'Range(lambda x: 0 < x <= 1, "in (0, 1]", 1.0)',
+        'Range(lambda x: 0 < x < 1, "in (0, 1]", 1.0)',
+        ("tests/test_settings_bounds.py",),
+        "top_p=1 (its default, sampling from the whole vocabulary) is refused: the range's inclusive end excluded",
+    ),
+    Mutant(
+        "settings-whole-zero-refused",
+        "grpo_lite/settings.py",
+        '"down)", least=0)),',
+        '"down)")),',
+        ("tests/test_settings_bounds.py",),
+        "oom_window_steps=0 (never step down, as its help says) is refused: the whole number's least left at 1",
     ),
     Mutant(
         "reward-penalty-flipped",

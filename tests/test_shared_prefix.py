@@ -201,6 +201,42 @@ def test_masked_out_completion_is_zero() -> None:
     torch.testing.assert_close(logps, ref_logps, atol=1e-5, rtol=0)
 
 
+def rows_batch(rows: list[tuple[list[int], int]], width: int = 12, completion: int = 10, seed: int = 0) -> Batch:
+    """``rows``: (prompt tokens, completion length) per row, in this order; completions drawn from ``seed``."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.full((len(rows), width + completion), PAD)
+    mask = torch.zeros_like(ids)
+    for r, (prompt, n) in enumerate(rows):
+        ids[r, width - len(prompt) : width], mask[r, width - len(prompt) : width] = torch.tensor(prompt), 1
+        ids[r, width : width + n], mask[r, width : width + n] = torch.randint(1, VOCAB, (n,), generator=gen), 1
+    return ids, mask, completion
+
+
+ONE, TWO, THREE = [5, 17, 29, 41, 53, 65], [5, 17, 29, 41, 53, 66], [9, 17, 29, 41, 53, 65]  # 6 tokens each
+EQUAL_LENGTHS = [(ONE, 7), (TWO, 3), (THREE, 10), (ONE, 4), (TWO, 9), (TWO, 1)]  # TWO, THREE: ONE, one token apart
+
+
+@pytest.mark.parametrize("batch_size", [None, 2])
+def test_prompts_of_equal_length_that_differ_in_one_token_are_scored_apart(batch_size: int | None) -> None:
+    """Rows are grouped by their prompt's tokens, not its length: prompts of one length that differ only in the
+    last token (or only in the first) each get their own log-probs, TRL's; a prompt alone in its group too."""
+    model, batch = make_model(), rows_batch(EQUAL_LENGTHS)
+    ids, mask, keep = batch
+    groups = group_prompts(ids[:, :-keep], mask[:, :-keep]).tolist()
+    assert [groups.index(g) for g in groups] == [0, 1, 2, 0, 1, 1]  # each row's first row with its prompt
+    (ref_logps, ref_entropy), (logps, entropy) = both_paths(model, batch, batch_size=batch_size)
+    torch.testing.assert_close(logps, ref_logps, atol=1e-5, rtol=0)
+    torch.testing.assert_close(entropy, ref_entropy, atol=1e-5, rtol=0)
+    grad_diff, _ = max_grad_diff(model, batch)
+    assert grad_diff <= 1e-5
+
+
+def test_a_batch_of_different_prompts_of_one_length_has_no_repeated_prompt() -> None:
+    model = make_model()
+    assert unsupported_reason(model, *rows_batch([(ONE, 3), (TWO, 2), (THREE, 4)])) == "no repeated prompt"
+    assert unsupported_reason(model, *rows_batch([(ONE, 3), (TWO, 2), (ONE, 4)])) is None  # one prompt twice
+
+
 def test_unsupported_reasons() -> None:
     model, batch = make_model(), make_batch(TWO_GROUPS)
     assert unsupported_reason(model, *batch, False, {"pixel_values": None}) is None

@@ -101,6 +101,27 @@ def test_shared_sampling_is_trls(trainer, prefix, groups, multiple, side, seed):
     assert trainer.shared_sampling
 
 
+def test_prompts_one_token_apart_that_agree_after_it_sample_as_trls(trainer, monkeypatch):
+    """The common prefix ends at the first column where prompts differ, though they agree again after it (a system
+    prompt, one word apart, the chat template's same ending): each row samples TRL's tokens, and the first call's
+    check passes."""
+    head, tail = list(range(20, 20 + MIN_SHARED_PREFIX + 4)), [90, 91, 92, 93]
+    prompts = [head + [70] + tail] * 2 + [head + [80] + tail] * 2
+    assert common_prefix_length(prompts) == len(head)
+    assert common_prefix_length([[1, 2, 3, 4], [1, 9, 3, 4]]) == 1 and common_prefix_length([[1, 2, 3], [1, 2]]) == 1
+    monkeypatch.setattr(trainer, "pad_to_multiple_of", None)
+    monkeypatch.setattr(trainer._tokenizer, "padding_side", "left")
+    monkeypatch.setitem(trainer.shared_prefix_record, "sampling_check", None)
+    for verify in (False, True):  # a later call, then the first call (checked against TRL's on a slice)
+        torch.manual_seed(11)
+        ref, _ = GRPOTrainer._generate_single_turn(trainer, prompts, None, {}, 4)
+        torch.manual_seed(11)
+        monkeypatch.setattr(trainer, "_verify_sampling_pending", verify)
+        ours, _ = trainer._generate_single_turn(prompts, None, {}, 4)
+        assert ours == ref and trainer.shared_sampling
+    assert trainer.shared_prefix_record["sampling_check"]["ok"]
+
+
 def _inputs(trainer, prompts, width=None):
     """TRL's left-padded ``generate`` inputs and the shared layout's (``width``: prefix_cache_inputs')."""
     model, pad = trainer.model, trainer._tokenizer.pad_token_id

@@ -210,6 +210,47 @@ def test_an_all_zero_batch_runs_one_row_and_moves_nothing(tiny_model_dir, tmp_pa
     assert loss == 0.0 and all(torch.equal(after[n], before[n]) for n in before)
 
 
+def _loss_and_grads(trainer, loss_fn, inputs):
+    """The loss and every parameter's gradient (no step: a tiny gradient would vanish in the parameters)."""
+    model = trainer.model
+    model.train()
+    model.zero_grad()
+    loss = loss_fn(model, inputs)
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    return float(loss.detach()), grads
+
+
+@pytest.mark.parametrize("near", [1e-12, 1e-7, 5e-5])  # below 1e-6, float32's epsilon, TRL's std epsilon 1e-4
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo"])
+def test_an_advantage_near_zero_but_not_zero_is_trained_on_as_trl_does(tiny_model_dir, tmp_path, near, loss_type):
+    # the only rows with an advantage are near zero: skipping them as zero would leave no gradient at all; the
+    # exact zeros (-0.0 among them) are still skipped; compared with TRL's loss and gradients relative to their size
+    trainer = _trainer(tiny_model_dir, tmp_path, loss_type=loss_type)
+    inputs = _batch([near, -near, 2 * near, -0.5 * near, 0.0, -0.0, 0.0, 0.0])
+    their_loss, theirs = _loss_and_grads(trainer, lambda m, x: GRPOTrainer._compute_loss(trainer, m, x), inputs)
+    our_loss, ours = _loss_and_grads(trainer, trainer._compute_loss, inputs)
+    assert (trainer.zero_advantage.record["rows"], trainer.zero_advantage.record["skipped_rows"]) == (8, 4)
+    assert their_loss != 0.0 and our_loss == pytest.approx(their_loss, rel=1e-4, abs=0.0)
+    scale = max(float(g.abs().max()) for g in theirs.values())
+    assert scale > 0.0 and ours.keys() == theirs.keys()
+    for name in theirs:
+        torch.testing.assert_close(ours[name] / scale, theirs[name] / scale, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("near", [1e-45, 1e-30, 1e-10, 1e-3])  # 1e-45: float32's smallest, a subnormal
+def test_only_rows_exactly_zero_are_skipped(near):
+    plan = split(_batch([near, -near, 1.0, -1.0, 0.0, -0.0, 0.0, 0.0]), "rows")
+    assert torch.tensor([near]).item() != 0.0 and plan.kept_rows == 4
+    assert plan.inputs["advantages"].tolist() == torch.tensor([near, -near, 1.0, -1.0]).tolist()
+    per_token = _batch([0.0] * B)  # every completion T tokens long
+    per_token["advantages"] = torch.zeros(B, T)
+    per_token["advantages"][2, T - 1] = near  # per-token advantages: one near zero, at a row's last token
+    plan = split(per_token, "rows")
+    assert plan.kept_rows == 1 and plan.inputs["advantages"][0, T - 1].item() == torch.tensor([near]).item()
+
+
 def test_a_batch_without_zero_rows_is_left_whole():
     assert split(_batch([1.0, -1.0] * 4), "rows") is None
 

@@ -400,3 +400,35 @@ def test_docs_list_every_named_dataset_and_style() -> None:
     for name in (*DATASETS, *PROMPT_STYLES):
         assert f"| `{name}` |" in docs, name
     assert f"one of {len(TEMPLATES)} story *templates*" in docs
+
+
+# ----------------------------------------------------------------------------- prompts pinned as they were
+GSM8K_PROMPT = (
+    "<|system|>\nRespond in the following format:\n<reasoning>\nyour step-by-step reasoning\n</reasoning>\n"
+    "<answer>\nthe final answer, a number only\n</answer><|eot|>\n<|user|>\nA baker fills 4 trays with 9 rolls each. "
+    "She sells 23 rolls in the morning. How many rolls does she have left?<|eot|>\n<|assistant|>\n<reasoning>\n"
+    "The baker makes 4 x 9 = 36 rolls.\nAfter selling 23 of them, she has 36 - 23 = 13 rolls left.\n</reasoning>\n"
+    "<answer>\n13\n</answer><|eot|>\n<|user|>\nAna has 3 kites and buys 4 more. How many kites?<|eot|>\n"
+    "<|assistant|>\n<reasoning>\n"
+)
+
+
+def test_a_gsm8k_prompt_renders_byte_for_byte_as_before(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from grpo_lite.data.prompts import apply_prompt_style
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    folder = write_jsonl(tmp_path / "gsm8k" / "train.jsonl", ROWS).parent
+    for rows in (load_gsm8k("train", source=folder), load_dataset(str(folder))):
+        ds = apply_prompt_style(rows, tokenizer)
+        assert ds.column_names == ["prompt", "question", "answer", "prefill"]
+        assert ds[0]["prompt"] == GSM8K_PROMPT and ds[0]["answer"] == "7"
+
+
+def test_the_demos_rows_are_as_before() -> None:
+    import hashlib
+
+    ds = load_dataset("synthetic", split="train", style=PromptStyle.one_step(), limit=8, seed=0)
+    assert ds.column_names == ["prompt", "question", "answer", "level"]
+    assert hashlib.sha256(json.dumps(ds.to_list(), sort_keys=True).encode()).hexdigest()[:16] == "7767ae3201c9caef"

@@ -330,13 +330,38 @@ def test_dataset_object_gets_prompts_and_keeps_columns() -> None:
     assert ds["prompt"][1] == build_messages("q2", PromptStyle.plain())
 
 
-def test_dataset_with_its_own_conversational_prompt() -> None:
+@pytest.mark.parametrize(
+    "prompt",
+    [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 6 x 7?"}], "What is 6 x 7?"],
+    ids=["messages", "text"],
+)
+def test_a_prompt_column_with_an_answer_goes_as_written(prompt) -> None:
     from datasets import Dataset
 
-    prompt = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 6 x 7?"}]
-    ds = load_dataset(Dataset.from_list([{"prompt": prompt, "answer": "42"}]))
-    assert ds["prompt"][0] == prompt
-    assert ds["question"][0] == "What is 6 x 7?"
+    from grpo_lite.data.loaders import load_task
+
+    rows = [{"prompt": prompt, "answer": "1,234", "solution": "#### 1,234"}]
+    task = load_task(Dataset.from_list(rows))
+    assert (task.shape, task.answer_kind) == ("prompts", None)
+    assert task.dataset.to_list() == rows  # no question added, no system prompt, the answer as written
+
+
+def test_a_question_column_beside_a_prompt_column_is_the_question_answer_shape() -> None:
+    from datasets import Dataset
+
+    from grpo_lite.data.loaders import load_task
+
+    prompt = [{"role": "user", "content": "What is 6 x 7?"}]
+    task = load_task(Dataset.from_list([{"prompt": prompt, "question": "What is 6 x 7?", "answer": "1,234"}]))
+    assert (task.shape, task.answer_kind) == ("questions", "number")
+    assert task.dataset[0]["prompt"] == prompt and task.dataset[0]["answer"] == "1234"  # the gold read as a number
+
+
+def test_answer_kind_asked_of_a_prompt_column_is_refused() -> None:
+    from datasets import Dataset
+
+    with pytest.raises(ConfigError, match=r"has a 'prompt' column and goes to TRL as written.*drop answer_kind='text'"):
+        load_dataset(Dataset.from_list([{"prompt": "q", "answer": "a"}]), answer_kind="text")
 
 
 def test_dataset_with_a_bad_prompt_cell() -> None:
@@ -432,3 +457,33 @@ def test_the_demos_rows_are_as_before() -> None:
     ds = load_dataset("synthetic", split="train", style=PromptStyle.one_step(), limit=8, seed=0)
     assert ds.column_names == ["prompt", "question", "answer", "level"]
     assert hashlib.sha256(json.dumps(ds.to_list(), sort_keys=True).encode()).hexdigest()[:16] == "7767ae3201c9caef"
+
+
+# ----------------------------------------------------------------------------- what TRL would trip on, said at load
+@pytest.mark.parametrize("content", [None, [{"type": "text", "text": "What is 2 + 2?"}]], ids=["null", "parts"])
+@pytest.mark.parametrize("columns", [{}, {"question": "What is 2 + 2?", "answer": "4"}], ids=["task", "question"])
+def test_a_message_whose_content_is_not_text_is_one_line_naming_its_row(tmp_path: Path, content, columns) -> None:
+    good = {"prompt": [{"role": "user", "content": "What is 1 + 1?"}], **columns}
+    bad = {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": content}], **columns}
+    path = write_jsonl(tmp_path / "task.jsonl", [good, bad])
+    with pytest.raises(DataError, match=r"task\.jsonl, line 2: 'prompt' message 2 has content .*; write each "
+                                        r"message's content as text, e\.g\. \{'role': 'user', 'content'"):  # fmt: skip
+        load_dataset(str(path))
+    assert load_dataset(str(write_jsonl(tmp_path / "ok.jsonl", [good, good]))).num_rows == 2  # text content loads
+
+
+@pytest.mark.parametrize(
+    "column", ["prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"]
+)
+def test_a_column_named_as_trls_reward_arguments_is_refused(tmp_path: Path, column: str) -> None:
+    rows = [{"prompt": "Say hi", column: "x"}]
+    with pytest.raises(DataError, match=rf"task\.jsonl: the column '{column}' has the name of an argument TRL "
+                                        rf"passes to reward functions itself; rename it \(e\.g\. to '{column}_'\)"):  # fmt: skip
+        load_dataset(str(write_jsonl(tmp_path / "task.jsonl", rows)))
+    with pytest.raises(DataError, match=rf"the column '{column}'"):  # the question/answer shape too
+        load_dataset(str(write_jsonl(tmp_path / "task.jsonl", [{"question": "q", "answer": "1", column: "x"}])))
+    for near in (f"{column}_", "completion", "prompt_id"):  # the names beside them load
+        assert (
+            near
+            in load_dataset(str(write_jsonl(tmp_path / "ok.jsonl", [{"prompt": "Say hi", near: "x"}]))).column_names
+        )

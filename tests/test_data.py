@@ -487,3 +487,30 @@ def test_a_column_named_as_trls_reward_arguments_is_refused(tmp_path: Path, colu
             near
             in load_dataset(str(write_jsonl(tmp_path / "ok.jsonl", [{"prompt": "Say hi", near: "x"}]))).column_names
         )
+
+
+def test_a_file_is_read_once_by_the_builder_into_arrow_not_into_python_rows(tmp_path: Path, monkeypatch) -> None:
+    import datasets
+    from datasets.table import MemoryMappedTable
+
+    rows = [{"prompt": [{"role": "user", "content": f"Reverse {i}: " + "abcdefgh" * 60}], "id": i} for i in range(2000)]
+    path = write_jsonl(tmp_path / "big.jsonl", rows)
+    whole_reads: list[str] = []
+    for name in ("read_bytes", "read_text"):
+        original = getattr(Path, name)
+
+        def counted(self, *args, _original=original, **kwargs):
+            whole_reads.append(str(self))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, name, counted)
+    builds: list[dict] = []
+    build = datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: builds.append(k) or build(*a, **k))
+    ds = load_dataset(str(path))
+    assert str(path) not in whole_reads  # never read whole into Python
+    assert [k.get("streaming", False) for k in builds] == [False]  # one read, by the builder, into arrow
+    assert isinstance(ds.data, MemoryMappedTable) and ds.cache_files  # the rows stay in the memory-mapped table
+    assert ds.num_rows == 2000 and ds[1999] == rows[1999]
+    few = load_dataset(str(path), limit=3)  # a limit selects rows of that table: it copies none
+    assert isinstance(few.data, MemoryMappedTable) and few.to_list() == rows[:3]

@@ -122,7 +122,7 @@ def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFol
         recipe = dataclasses.replace(request.recipe, prompt_style=inputs.style).replanned(the_plan)
     recipe = dataclasses.replace(recipe, stop_strings=list(stop_strings_for(recipe.stop_strings, inputs.shape)))
     if run.earlier is not None:
-        check_same_training(run.out, run.earlier, recipe)
+        check_same_training(run.out, run.earlier, recipe, inputs.answer_kind)
         check_optimizer_kept(run.out, request.recipe.trl)
     completion = the_plan.settings["max_completion_length"]
     check_positions(inputs.prompt_tokens, completion, inputs.context, inputs.spec.name)

@@ -2,8 +2,10 @@
 
 Every loader returns a ``datasets.Dataset`` with ``prompt``, ``question`` and ``answer`` (the gold in its kind's
 form: a number in canonical form for GSM8K) columns, and ``answer_kind`` when the answers are not numbers
-(:mod:`grpo_lite.data.answer_kinds`), or, for a task in TRL's shape (a ``prompt`` column and no answer column), the
-rows as they are; a bad row is reported where it is (docs/internals.md, docs/datasets.md, docs/tasks.md).
+(:mod:`grpo_lite.data.answer_kinds`), or, for a task in TRL's shape (a ``prompt`` column and no question column,
+with or without answers), the rows as they are; the shape is decided once, here (:func:`load_task`). A local file
+is read once by ``datasets``' builder into a memory-mapped arrow table; a bad row is reported where it is
+(docs/internals.md, docs/datasets.md, docs/tasks.md).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from grpo_lite import rewards as reward_lib
 from grpo_lite.data import prompts as prompt_lib
 from grpo_lite.data.answer_kinds import answers_match_kind, predicted_answer
-from grpo_lite.data.loaders import has_gold, load_dataset
+from grpo_lite.data.loaders import load_task
 from grpo_lite.data.prompts import prompt_token_ids
 from grpo_lite.defaults import EVALUATION, TASKS, TRAINER
 from grpo_lite.errors import ConfigError, ModelError
@@ -435,16 +435,17 @@ def evaluate(
     elif tokenizer is None:
         raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
     style = prompt_style or prompt_lib.PromptStyle()
-    data = load_dataset(
+    task = load_task(
         dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid, answer_kind=answer_kind
     )
-    graded = has_gold(data)
+    graded = task.shape == "questions"  # TRL's shape is scored by its rewards, its answers as written
     if not graded and rewards is None:
         raise ConfigError(
-            "the dataset has no gold answer (a task with a 'prompt' column): pass its rewards (rewards=[...], "
+            "the dataset is a task with a 'prompt' column, scored by its own rewards: pass them (rewards=[...], "
             "--reward NAME) and evaluate() reports each reward's mean over the greedy completions"
         )
-    data = prompt_lib.apply_prompt_style(data, tokenizer, style if graded else prompt_lib.OWN_PROMPTS)
+    data = prompt_lib.apply_prompt_style(task.dataset, tokenizer, style if graded else prompt_lib.OWN_PROMPTS)
+    stops = list(prompt_lib.stop_strings_for(stops, task.shape))
     context = model_context(getattr(model, "config", None), tokenizer)
     if len(data):  # as training checks its prompts: past the context, a model decodes noise
         check_positions(measure_prompt_tokens(data, tokenizer), max_new_tokens, context, name, "max_new_tokens")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -17,6 +18,24 @@ from typing import IO, Any, Iterator, Literal
 from psutil import pid_exists
 
 from grpo_lite.errors import OutputDirError
+
+_SAMPLES, _SAMPLE_BYTES = 16, 4096  # a file's fingerprint reads 16 samples of 4 KiB: a 2 GB file costs 64 KiB
+
+
+def sampled_digest(files: list[Path]) -> str:
+    """A fingerprint of ``files``: each one's name, size and 16 samples of 4 KiB (a small file read whole). Cheap
+    for any size; it sees a change of length and most edits, and not a file's time, which a copy or a checkout
+    changes while the content stays."""
+    digest = hashlib.sha256()
+    for path in files:
+        size = path.stat().st_size
+        digest.update(f"{path.name}:{size}".encode())
+        with open(path, "rb") as f:
+            for i in range(_SAMPLES):
+                f.seek(size * i // _SAMPLES)
+                digest.update(f.read(_SAMPLE_BYTES))
+    return digest.hexdigest()[:16]
+
 
 RUN_GGUF = "final.gguf"  # a run's export, next to its final/ model
 # What a run and its export write in the run folder (names or fnmatch patterns); the lock is RunLock's own.

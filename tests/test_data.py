@@ -330,13 +330,38 @@ def test_dataset_object_gets_prompts_and_keeps_columns() -> None:
     assert ds["prompt"][1] == build_messages("q2", PromptStyle.plain())
 
 
-def test_dataset_with_its_own_conversational_prompt() -> None:
+@pytest.mark.parametrize(
+    "prompt",
+    [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 6 x 7?"}], "What is 6 x 7?"],
+    ids=["messages", "text"],
+)
+def test_a_prompt_column_with_an_answer_goes_as_written(prompt) -> None:
     from datasets import Dataset
 
-    prompt = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 6 x 7?"}]
-    ds = load_dataset(Dataset.from_list([{"prompt": prompt, "answer": "42"}]))
-    assert ds["prompt"][0] == prompt
-    assert ds["question"][0] == "What is 6 x 7?"
+    from grpo_lite.data.loaders import load_task
+
+    rows = [{"prompt": prompt, "answer": "1,234", "solution": "#### 1,234"}]
+    task = load_task(Dataset.from_list(rows))
+    assert (task.shape, task.answer_kind) == ("prompts", None)
+    assert task.dataset.to_list() == rows  # no question added, no system prompt, the answer as written
+
+
+def test_a_question_column_beside_a_prompt_column_is_the_question_answer_shape() -> None:
+    from datasets import Dataset
+
+    from grpo_lite.data.loaders import load_task
+
+    prompt = [{"role": "user", "content": "What is 6 x 7?"}]
+    task = load_task(Dataset.from_list([{"prompt": prompt, "question": "What is 6 x 7?", "answer": "1,234"}]))
+    assert (task.shape, task.answer_kind) == ("questions", "number")
+    assert task.dataset[0]["prompt"] == prompt and task.dataset[0]["answer"] == "1234"  # the gold read as a number
+
+
+def test_answer_kind_asked_of_a_prompt_column_is_refused() -> None:
+    from datasets import Dataset
+
+    with pytest.raises(ConfigError, match=r"has a 'prompt' column and goes to TRL as written.*drop answer_kind='text'"):
+        load_dataset(Dataset.from_list([{"prompt": "q", "answer": "a"}]), answer_kind="text")
 
 
 def test_dataset_with_a_bad_prompt_cell() -> None:
@@ -400,3 +425,92 @@ def test_docs_list_every_named_dataset_and_style() -> None:
     for name in (*DATASETS, *PROMPT_STYLES):
         assert f"| `{name}` |" in docs, name
     assert f"one of {len(TEMPLATES)} story *templates*" in docs
+
+
+# ----------------------------------------------------------------------------- prompts pinned as they were
+GSM8K_PROMPT = (
+    "<|system|>\nRespond in the following format:\n<reasoning>\nyour step-by-step reasoning\n</reasoning>\n"
+    "<answer>\nthe final answer, a number only\n</answer><|eot|>\n<|user|>\nA baker fills 4 trays with 9 rolls each. "
+    "She sells 23 rolls in the morning. How many rolls does she have left?<|eot|>\n<|assistant|>\n<reasoning>\n"
+    "The baker makes 4 x 9 = 36 rolls.\nAfter selling 23 of them, she has 36 - 23 = 13 rolls left.\n</reasoning>\n"
+    "<answer>\n13\n</answer><|eot|>\n<|user|>\nAna has 3 kites and buys 4 more. How many kites?<|eot|>\n"
+    "<|assistant|>\n<reasoning>\n"
+)
+
+
+def test_a_gsm8k_prompt_renders_byte_for_byte_as_before(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from grpo_lite.data.prompts import apply_prompt_style
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    folder = write_jsonl(tmp_path / "gsm8k" / "train.jsonl", ROWS).parent
+    for rows in (load_gsm8k("train", source=folder), load_dataset(str(folder))):
+        ds = apply_prompt_style(rows, tokenizer)
+        assert ds.column_names == ["prompt", "question", "answer", "prefill"]
+        assert ds[0]["prompt"] == GSM8K_PROMPT and ds[0]["answer"] == "7"
+
+
+def test_the_demos_rows_are_as_before() -> None:
+    import hashlib
+
+    ds = load_dataset("synthetic", split="train", style=PromptStyle.one_step(), limit=8, seed=0)
+    assert ds.column_names == ["prompt", "question", "answer", "level"]
+    assert hashlib.sha256(json.dumps(ds.to_list(), sort_keys=True).encode()).hexdigest()[:16] == "7767ae3201c9caef"
+
+
+# ----------------------------------------------------------------------------- what TRL would trip on, said at load
+@pytest.mark.parametrize("content", [None, [{"type": "text", "text": "What is 2 + 2?"}]], ids=["null", "parts"])
+@pytest.mark.parametrize("columns", [{}, {"question": "What is 2 + 2?", "answer": "4"}], ids=["task", "question"])
+def test_a_message_whose_content_is_not_text_is_one_line_naming_its_row(tmp_path: Path, content, columns) -> None:
+    good = {"prompt": [{"role": "user", "content": "What is 1 + 1?"}], **columns}
+    bad = {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": content}], **columns}
+    path = write_jsonl(tmp_path / "task.jsonl", [good, bad])
+    with pytest.raises(DataError, match=r"task\.jsonl, line 2: 'prompt' message 2 has content .*; write each "
+                                        r"message's content as text, e\.g\. \{'role': 'user', 'content'"):  # fmt: skip
+        load_dataset(str(path))
+    assert load_dataset(str(write_jsonl(tmp_path / "ok.jsonl", [good, good]))).num_rows == 2  # text content loads
+
+
+@pytest.mark.parametrize(
+    "column", ["prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"]
+)
+def test_a_column_named_as_trls_reward_arguments_is_refused(tmp_path: Path, column: str) -> None:
+    rows = [{"prompt": "Say hi", column: "x"}]
+    with pytest.raises(DataError, match=rf"task\.jsonl: the column '{column}' has the name of an argument TRL "
+                                        rf"passes to reward functions itself; rename it \(e\.g\. to '{column}_'\)"):  # fmt: skip
+        load_dataset(str(write_jsonl(tmp_path / "task.jsonl", rows)))
+    with pytest.raises(DataError, match=rf"the column '{column}'"):  # the question/answer shape too
+        load_dataset(str(write_jsonl(tmp_path / "task.jsonl", [{"question": "q", "answer": "1", column: "x"}])))
+    for near in (f"{column}_", "completion", "prompt_id"):  # the names beside them load
+        assert (
+            near
+            in load_dataset(str(write_jsonl(tmp_path / "ok.jsonl", [{"prompt": "Say hi", near: "x"}]))).column_names
+        )
+
+
+def test_a_file_is_read_once_by_the_builder_into_arrow_not_into_python_rows(tmp_path: Path, monkeypatch) -> None:
+    import datasets
+    from datasets.table import MemoryMappedTable
+
+    rows = [{"prompt": [{"role": "user", "content": f"Reverse {i}: " + "abcdefgh" * 60}], "id": i} for i in range(2000)]
+    path = write_jsonl(tmp_path / "big.jsonl", rows)
+    whole_reads: list[str] = []
+    for name in ("read_bytes", "read_text"):
+        original = getattr(Path, name)
+
+        def counted(self, *args, _original=original, **kwargs):
+            whole_reads.append(str(self))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, name, counted)
+    builds: list[dict] = []
+    build = datasets.load_dataset
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: builds.append(k) or build(*a, **k))
+    ds = load_dataset(str(path))
+    assert str(path) not in whole_reads  # never read whole into Python
+    assert [k.get("streaming", False) for k in builds] == [False]  # one read, by the builder, into arrow
+    assert isinstance(ds.data, MemoryMappedTable) and ds.cache_files  # the rows stay in the memory-mapped table
+    assert ds.num_rows == 2000 and ds[1999] == rows[1999]
+    few = load_dataset(str(path), limit=3)  # a limit selects rows of that table: it copies none
+    assert isinstance(few.data, MemoryMappedTable) and few.to_list() == rows[:3]

@@ -5,6 +5,7 @@ full disk, step down, then resume) are tests/test_faults.py's and tests/test_res
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -390,7 +391,7 @@ def test_a_resume_that_changes_what_the_run_optimized_is_refused_with_the_flags_
     recipe = _recipe()
     earlier = EarlierRun("lora", None, 0, 2, 9, rewards=["correctness", "format"], seed=1, num_generations=4)
     with pytest.raises(ConfigError) as caught:
-        resume.check_same_training(tmp_path, earlier, recipe)
+        resume.check_same_training(tmp_path, earlier, recipe, None)
     assert str(caught.value) == (
         f"{tmp_path} cannot be resumed with other settings than it trained with: rewards ['correctness'] instead of "
         "the run's ['correctness', 'format']; seed 2 instead of the run's 1; num_generations 8 instead of the run's 4. "
@@ -399,7 +400,7 @@ def test_a_resume_that_changes_what_the_run_optimized_is_refused_with_the_flags_
         f"run in {tmp_path} (Python: overwrite=True)"
     )
     older = EarlierRun("lora", None, 0, 2, 9)  # a record from before these were kept: nothing to compare
-    resume.check_same_training(tmp_path, older, recipe)
+    resume.check_same_training(tmp_path, older, recipe, None)
 
 
 def test_a_resume_on_another_dataset_is_refused_and_the_same_file_by_another_path_is_not(tmp_path, monkeypatch):
@@ -407,7 +408,7 @@ def test_a_resume_on_another_dataset_is_refused_and_the_same_file_by_another_pat
         return EarlierRun("lora", None, 0, 2, 9, rewards=["correctness"], seed=2, num_generations=8, dataset=dataset)
 
     with pytest.raises(ConfigError) as caught:  # no --dataset on the resume of a synthetic run: gsm8k
-        resume.check_same_training(tmp_path, earlier("synthetic"), _recipe("gsm8k"))
+        resume.check_same_training(tmp_path, earlier("synthetic"), _recipe("gsm8k"), None)
     assert str(caught.value) == (
         f"{tmp_path} cannot be resumed with other settings than it trained with: dataset 'gsm8k' instead of the "
         "run's 'synthetic'. Resume with --dataset synthetic (Python: dataset='synthetic'), or pass --overwrite to "
@@ -416,11 +417,66 @@ def test_a_resume_on_another_dataset_is_refused_and_the_same_file_by_another_pat
     (tmp_path / "data.jsonl").write_text("{}")
     (tmp_path / "other.jsonl").write_text("{}")
     monkeypatch.chdir(tmp_path)
-    resume.check_same_training(tmp_path, earlier("data.jsonl"), _recipe(str(tmp_path / "data.jsonl")))
+    resume.check_same_training(tmp_path, earlier("data.jsonl"), _recipe(str(tmp_path / "data.jsonl")), None)
     with pytest.raises(ConfigError, match=re.escape("Resume with --dataset data.jsonl (Python: dataset='data.jsonl')")):
-        resume.check_same_training(tmp_path, earlier("data.jsonl"), _recipe("other.jsonl"))
+        resume.check_same_training(tmp_path, earlier("data.jsonl"), _recipe("other.jsonl"), None)
     with pytest.raises(ConfigError, match=re.escape("Resume with the run's own dataset (Dataset: 20 rows; Python: ")):
-        resume.check_same_training(tmp_path, earlier("<Dataset: 20 rows>"), _recipe("<Dataset: 30 rows>"))
+        resume.check_same_training(tmp_path, earlier("<Dataset: 20 rows>"), _recipe("<Dataset: 30 rows>"), None)
+
+
+KEPT = {  # every key a resume keeps: the run's value, and another one
+    "rewards": (["correctness"], ["format"]),
+    "seed": (2, 3),
+    "num_generations": (8, 4),
+    "dataset": ("data.jsonl", "other.jsonl"),
+    "answer_kind": ("number", "text"),
+    "data_fingerprint": ("the run's files", "edited files"),
+}
+SAID = {
+    "rewards": "--reward correctness (Python: rewards=['correctness'])",
+    "seed": "--seed 2 (Python: seed=2)",
+    "num_generations": "--set num_generations=8 (Python: num_generations=8)",
+    "dataset": "--dataset data.jsonl (Python: dataset='data.jsonl')",
+    "answer_kind": "--answer-kind number (Python: answer_kind='number')",
+    "data_fingerprint": "the dataset as the run trained on it (its files restored)",
+}
+
+
+@pytest.mark.parametrize("key", list(KEPT))
+def test_each_key_a_resume_keeps_changed_alone_is_refused(tmp_path, monkeypatch, key):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data.jsonl").write_text("{}")
+    (tmp_path / "other.jsonl").write_text("{}")
+    assert set(KEPT) == set(resume.trained_with(_recipe(), None))  # the test covers every key a resume keeps
+    runs = {k: run for k, (run, _) in KEPT.items()}
+
+    def asked(**changed):
+        values = {**runs, **changed}
+        monkeypatch.setattr(resume, "data_fingerprint", lambda spec: values["data_fingerprint"])
+        recipe = SimpleNamespace(to_dict=lambda: {"rewards": values["rewards"], "dataset": values["dataset"]},
+                                 seed=values["seed"], trl={"num_generations": values["num_generations"]})  # fmt: skip
+        return recipe, values["answer_kind"]
+
+    earlier = EarlierRun("lora", None, 0, 2, 9, **runs)
+    resume.check_same_training(tmp_path, earlier, *asked())  # nothing changed: it goes on
+    with pytest.raises(ConfigError) as caught:
+        resume.check_same_training(tmp_path, earlier, *asked(**{key: KEPT[key][1]}))
+    message = str(caught.value)
+    assert message.count(" instead of the run's ") + message.count("changed since") == 1, message  # that key alone
+    assert f"Resume with {SAID[key]}, or pass --overwrite to start a new run in {tmp_path}" in message
+
+
+def test_a_data_file_edited_in_place_changes_its_fingerprint_and_the_same_file_keeps_it(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_text('{"question": "q", "answer": "1"}\n')
+    first = resume.data_fingerprint(str(path))
+    assert first is not None and resume.data_fingerprint(str(path)) == first  # read again, unchanged: the same
+    assert resume.data_fingerprint(str(tmp_path)) is None  # a folder without a train file: nothing to compare
+    stat = path.stat()
+    path.write_text('{"question": "q", "answer": "2"}\n')  # same size, same time: its content tells
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert resume.data_fingerprint(str(path)) != first
+    assert resume.data_fingerprint("gsm8k") is None
 
 
 def test_the_dataset_a_run_trained_on_is_read_from_its_record_and_its_checkpoint(tmp_path):
@@ -596,3 +652,22 @@ def test_a_checkpoint_another_run_saved_is_refused_and_its_own_resumes(tmp_path)
         resume.check_resume(run, model, max_steps=None, preset=None, method=None)
     (run / "checkpoint-3" / MARKER).unlink()  # cut off before its marker (or a plain TRL checkpoint): not checked
     assert resume.earlier_run(run, run / "checkpoint-3", main=False).run_id == "ours"
+
+
+def test_a_resume_with_another_answer_kind_or_its_data_edited_in_place_is_refused(tiny_model_dir, tmp_path):
+    from grpo_lite import train
+
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        "".join(json.dumps({"question": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n" for i in range(4))
+    )
+    kw = dict(num_generations=2, per_device_train_batch_size=2, max_completion_length=8, quiet=True, save_steps=1,
+              rewards=["correctness"], dataset=str(data), output_dir=tmp_path / "run")  # fmt: skip
+    train(str(tiny_model_dir), max_steps=1, **kw)
+    with pytest.raises(ConfigError, match=r"answer_kind 'text' instead of the run's 'number'\. Resume with "
+                                          r"--answer-kind number"):  # fmt: skip
+        train(str(tiny_model_dir), max_steps=2, resume=True, answer_kind="text", **kw)
+    data.write_text(data.read_text().replace('"answer": "2"', '"answer": "3"'))
+    with pytest.raises(ConfigError, match=r"the dataset's files changed since the run trained on them .*Resume with "
+                                          r"the dataset as the run trained on it"):  # fmt: skip
+        train(str(tiny_model_dir), max_steps=2, resume=True, **kw)

@@ -315,7 +315,9 @@ def test_a_dataset_without_a_usable_prompt_or_question_is_one_line(rows, message
 
 
 def test_evaluating_a_task_without_a_gold_needs_its_rewards(tiny_model_dir):
-    with pytest.raises(ConfigError, match=r"the dataset has no gold answer .*pass its rewards"):
+    with pytest.raises(
+        ConfigError, match=r"the dataset is a task with a 'prompt' column, scored by its own rewards: pass them"
+    ):
         evaluate(str(tiny_model_dir), Dataset.from_list(_rows()), max_new_tokens=2)
 
 
@@ -336,3 +338,36 @@ def test_a_recipes_rewards_take_trl_names_with_arguments_and_import_paths(user_m
     )
     names = [f.__name__ for f in resolve_rewards(recipe.rewards)]
     assert names == ["solved", "think_format_reward", "soft_overlong_punishment_reward"]
+
+
+# ---- data as given: TRL's shape with an answer column, and the XML format's stop string only where it is in use --
+@pytest.mark.parametrize("conversational", [True, False], ids=["messages", "text"])
+def test_a_prompt_column_with_an_answer_trains_as_trl_writes_it(tiny_model_dir, tmp_path, capsys, one_thread,
+                                                                 conversational):  # fmt: skip
+    rows = [
+        {"prompt": [{"role": "user", "content": f"What is {i} + {i}?"}] if conversational else f"What is {i} + {i}?",
+         "answer": f"{2 * i:,}"}
+        for i in (1, 2, 600, 700)
+    ]  # fmt: skip
+    seen: dict = {}
+
+    def said_the_answer(prompts, completions, answer, **kwargs):  # as TRL's docs write a reward
+        seen.update(prompts=prompts, answer=answer)
+        text = [c[0]["content"] for c in completions] if conversational else completions
+        return [float(a in t) for t, a in zip(text, answer)]
+
+    result = train(str(tiny_model_dir), dataset=Dataset.from_list(rows), rewards=[said_the_answer],
+                   output_dir=tmp_path / "run", **{**SMALL, "quiet": False})  # fmt: skip
+    assert result.steps == 1
+    assert all(p in [r["prompt"] for r in rows] for p in seen["prompts"])  # as written: no style, no prefill
+    assert set(seen["answer"]) <= {r["answer"] for r in rows}  # "1,200" as written, not read as a number
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["stop_strings"] == []
+    assert "sampling stops at" not in capsys.readouterr().out
+
+
+def test_the_question_answer_shape_stops_at_the_xml_end_and_says_so_once(tiny_model_dir, tmp_path, capsys, one_thread):
+    rows = Dataset.from_list([{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)])
+    train(str(tiny_model_dir), dataset=rows, rewards=["correctness"], output_dir=tmp_path / "run",
+          **{**SMALL, "quiet": False})  # fmt: skip
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["stop_strings"] == ["</answer>"]
+    assert capsys.readouterr().out.count("sampling stops at '</answer>'") == 1

@@ -2,8 +2,10 @@
 
 Every loader returns a ``datasets.Dataset`` with ``prompt``, ``question`` and ``answer`` (the gold in its kind's
 form: a number in canonical form for GSM8K) columns, and ``answer_kind`` when the answers are not numbers
-(:mod:`grpo_lite.data.answer_kinds`), or, for a task in TRL's shape (a ``prompt`` column and no answer column), the
-rows as they are; a bad row is reported where it is (docs/internals.md, docs/datasets.md, docs/tasks.md).
+(:mod:`grpo_lite.data.answer_kinds`), or, for a task in TRL's shape (a ``prompt`` column and no question column,
+with or without answers), the rows as they are; the shape is decided once, here (:func:`load_task`). A local file
+is read once by ``datasets``' builder into a memory-mapped arrow table; a bad row is reported where it is
+(docs/internals.md, docs/datasets.md, docs/tasks.md).
 """
 
 from __future__ import annotations
@@ -13,17 +15,18 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.data.answer_kinds import check_answer_kind, choose_answer_kind, column_kind, gold_error, read_gold
 from grpo_lite.data.answers import gsm8k_gold
-from grpo_lite.data.prompts import PromptStyle, build_messages, style_for_kind
+from grpo_lite.data.prompts import PromptStyle, Shape, build_messages, style_for_kind
 from grpo_lite.data.synthetic import LEVELS, synthetic_problems
 from grpo_lite.defaults import TRAINER
 from grpo_lite.errors import ConfigError, DataError
+from grpo_lite.files import sampled_digest
 from grpo_lite.settings import AnswerKind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,15 +54,74 @@ def _check_limit(limit: int | None) -> None:
         raise ConfigError(f"limit must be a positive number of rows or None (all rows), got {limit!r}")
 
 
+# ----------------------------------------------------------------------------- files
+@dataclass(frozen=True)
+class Rows:
+    """The rows of a source as datasets' builders read them (arrow, memory-mapped: not Python objects), and where a
+    person finds each one."""
+
+    data: Dataset
+    parts: tuple[tuple[int, str, Path | None], ...]  # (first index, "where {}", a JSON-lines file to count lines in)
+
+    def where(self, index: int) -> str:
+        """``"path, line 3"``, ``"path, row 3"``: a JSON-lines row's line is counted when a message asks for it."""
+        start, at, lines = next(part for part in reversed(self.parts) if part[0] <= index)
+        return at.format(index - start + 1 if lines is None else _line_of(lines, index - start + 1))
+
+    def __iter__(self) -> Iterator[Row]:
+        rows, index = iter(self.data), 0
+        while True:
+            try:  # a JSON builder keeps text as it found it: it is decoded here, row by row
+                data = next(rows)
+            except StopIteration:
+                return
+            except UnicodeDecodeError as exc:
+                raise DataError(f"{self.where(index)}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
+            yield Row(self, index, data)
+            index += 1
+
+
 @dataclass(frozen=True)
 class Row:
-    """One row of the user's data and where a person finds it (``"path, line 3"``, ``"path, row 3"``)."""
+    """One row of the user's data, read from its :class:`Rows` when it is reached."""
 
-    where: str
+    rows: Rows
+    index: int
     data: dict[str, Any]
 
+    @property
+    def where(self) -> str:
+        return self.rows.where(self.index)
 
-# ----------------------------------------------------------------------------- files
+
+def _line_of(path: Path, number: int) -> int:
+    """The line of a JSON-lines file that holds its ``number``-th row (datasets skips blank lines)."""
+    with open(path, "rb") as f:
+        rows = 0
+        for line, text in enumerate(f, 1):
+            rows += bool(text.strip())
+            if rows == number:
+                return line
+    return number
+
+
+def _has_rows(datasets: Any, builder: str, path: Path) -> bool:
+    """Whether a file the builder refused holds a row, read by streaming up to the first one (a CSV file with
+    only its header, a JSON-lines file of blank lines: none)."""
+    try:
+        return (
+            next(iter(datasets.load_dataset(builder, data_files=str(path), split="train", streaming=True)), None)
+            is not None
+        )
+    except Exception:  # unreadable: it is said as such
+        return True
+
+
+def _has_text(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return any(chunk.strip() for chunk in iter(lambda: f.read(1 << 20), b""))
+
+
 def _why_unreadable(path: Path, exc: Exception) -> str:
     """What is wrong with a file ``datasets`` refused; for JSON, the first line Python's parser refuses."""
     if isinstance(exc, UnicodeDecodeError):
@@ -80,43 +142,55 @@ def _why_unreadable(path: Path, exc: Exception) -> str:
     return f"{path}: expected a list of objects like [{{'question': ..., 'answer': ...}}] or JSON lines"
 
 
-def _read_file(path: Path) -> list[Row]:
-    """All rows of one file, read by ``datasets``' own builder, each with its location; DataError when unreadable."""
+def _read_file(path: Path) -> Rows:
+    """One file read once, by ``datasets``' own builder into arrow (memory-mapped, not rows of Python objects),
+    each row with its location; DataError when unreadable."""
     suffix = path.suffix.lower()
     if not path.exists():
         raise DataError(f"{path}: file not found; pass an existing {'/'.join(SUFFIXES)} file or a train/test folder")
     if suffix not in SUFFIXES or not path.is_file():
         raise DataError(f"{path}: unsupported file type {suffix or '(none)'!r}; use one of {', '.join(SUFFIXES)}")
-    lines = path.read_bytes().splitlines() if suffix == ".jsonl" else []
-    if lines and lines[0].lstrip(b"\xef\xbb\xbf \t").startswith(b"["):  # datasets would read a JSON document
-        raise DataError(f"{path}, line 1: expected a JSON object with named fields: {lines[0].strip()[:80]!r}")
-    from datasets import load_dataset as hf_load_dataset  # heavy: datasets
+    with open(path, "rb") as f:
+        first = f.read(1 << 16).split(b"\n", 1)[0]
+    if suffix == ".jsonl" and first.lstrip(b"\xef\xbb\xbf \t").startswith(b"["):  # datasets would read a document
+        raise DataError(f"{path}, line 1: expected a JSON object with named fields: {first.strip()[:80]!r}")
+    import datasets  # heavy: datasets
 
     builders_log = logging.getLogger("datasets.packaged_modules")
-    level = builders_log.level
+    level, bars = builders_log.level, datasets.is_progress_bar_enabled()
     builders_log.setLevel(logging.CRITICAL)  # a builder logs a bad file's error before raising it: said once below
-    try:  # streaming reads the file in place: nothing is copied into the datasets cache
+    datasets.disable_progress_bars()
+    try:
         builder = "json" if suffix.startswith(".json") else suffix[1:]
-        records = list(hf_load_dataset(builder, data_files=str(path), split="train", streaming=True))
-    except Exception as exc:  # each builder raises its own types for a bad file; an empty one, StopIteration
-        if path.read_bytes().strip():
+        data = datasets.load_dataset(builder, data_files=str(path), split="train")
+    except Exception as exc:  # each builder raises its own types for a bad file, and for one without rows
+        if _has_text(path) and _has_rows(datasets, builder, path):
             raise DataError(_why_unreadable(path, exc)) from None
-        records = []
+        data = None
     finally:
         builders_log.setLevel(level)
-    if not records:
-        what = "has no rows" if path.read_bytes().strip() else "is empty"
+        if bars:
+            datasets.enable_progress_bars()
+    if data is None or not data.num_rows:
+        what = "has no rows" if _has_text(path) else "is empty"
         raise DataError(f"{path}: the file {what}; it needs one row per problem with 'question' and 'answer'")
-    values = list(records[0].values())
-    if suffix == ".json" and len(records) == 1 and all(isinstance(v, list) for v in values):
-        if len(values) == 1 and all(isinstance(r, dict) for r in values[0]):
-            records = values[0]  # {"data": [{...}, ...]}
-        elif len({len(v) for v in values}) == 1:
-            records = [dict(zip(records[0], row, strict=True)) for row in zip(*values, strict=True)]  # columns
-    if suffix == ".jsonl":  # the 1-based line of each row: datasets skips blank lines
-        numbers = [n for n, line in enumerate(lines, 1) if line.strip()]
-        return [Row(f"{path}, line {n}", r) for n, r in zip(numbers, records, strict=False)]
-    return [Row(f"{path}, row {i}", r) for i, r in enumerate(records, 1)]
+    if suffix == ".json" and data.num_rows == 1:  # {"data": [{...}, ...]} or {"column": [...], ...}
+        data = _json_document(data)
+    return Rows(
+        data, ((0, f"{path}, {'line' if suffix == '.jsonl' else 'row'} {{}}", path if suffix == ".jsonl" else None),)
+    )
+
+
+def _json_document(data: Dataset) -> Dataset:
+    """A JSON file holding one object: its one list of rows, or its columns of equal length, as rows."""
+    values = list(data[0].values())
+    if not all(isinstance(v, list) for v in values):
+        return data
+    if len(values) == 1 and all(isinstance(r, dict) for r in values[0]):
+        return data.from_list(values[0])
+    if len({len(v) for v in values}) == 1:
+        return data.from_dict(dict(zip(data.column_names, values, strict=True)))
+    return data
 
 
 def _split_files(folder: Path, split: DataSplit) -> list[Path]:
@@ -135,15 +209,44 @@ def _split_files(folder: Path, split: DataSplit) -> list[Path]:
     )
 
 
-def _read_source(source: str | os.PathLike[str], split: DataSplit) -> list[Row]:
+def _read_source(source: str | os.PathLike[str], split: DataSplit) -> Rows:
     """The rows of a file (read whole, whatever ``split``), or of a folder's ``split`` file(s)."""
     path = Path(source).expanduser()
-    files = _split_files(path, split) if path.is_dir() else [path]
-    return [row for file in files for row in _read_file(file)]
+    parts = [_read_file(file) for file in (_split_files(path, split) if path.is_dir() else [path])]
+    if len(parts) == 1:
+        return parts[0]
+    from datasets import concatenate_datasets  # heavy: datasets
+
+    starts = [0]
+    for part in parts[:-1]:
+        starts.append(starts[-1] + part.data.num_rows)
+    try:
+        data = concatenate_datasets([part.data for part in parts])
+    except Exception as exc:  # the files' columns differ
+        raise DataError(f"{path}: its {split} files hold different columns ({type(exc).__name__}: {exc})") from None
+    return Rows(data, tuple((start, *part.parts[0][1:]) for start, part in zip(starts, parts, strict=True)))
+
+
+def data_fingerprint(spec: Any, split: DataSplit = "train") -> str | None:
+    """The fingerprint of the files a dataset path reads (:func:`grpo_lite.files.sampled_digest`): a resume compares
+    it with the run's, so that a file edited in place is not trained on as the same data. None for a named dataset,
+    a ``datasets.Dataset`` or a path that reads nothing.
+
+    >>> data_fingerprint("gsm8k") is None
+    True
+    """
+    path = Path(spec).expanduser() if isinstance(spec, (str, os.PathLike)) and spec not in DATASETS else None
+    if path is None or not path.exists():
+        return None
+    try:
+        files = _split_files(path, split) if path.is_dir() else [path]
+    except DataError:  # nothing to read: loading says so
+        return None
+    return sampled_digest(files)
 
 
 # ----------------------------------------------------------------------------- the hub
-def _hub_gsm8k(split: DataSplit) -> list[Row]:
+def _hub_gsm8k(split: DataSplit) -> Rows:
     try:
         from datasets import load_dataset as hf_load_dataset  # heavy: datasets
 
@@ -155,10 +258,10 @@ def _hub_gsm8k(split: DataSplit) -> list[Row]:
             f"(train.jsonl/test.jsonl) as the dataset (--dataset PATH; Python: dataset=PATH, or load_gsm8k(source=PATH)), "
             f"set {GSM8K_DIR_ENV}, or use the offline 'synthetic' dataset"
         ) from exc
-    return [Row(f"{GSM8K_HUB_ID} {split}, row {i}", r) for i, r in enumerate(hub, 1)]
+    return Rows(hub, ((0, f"{GSM8K_HUB_ID} {split}, row {{}}", None),))
 
 
-def _hub_math() -> list[Row]:
+def _hub_math() -> Rows:
     try:
         from datasets import load_dataset as hf_load_dataset  # heavy: datasets
 
@@ -170,7 +273,7 @@ def _hub_math() -> list[Row]:
             f"'problem' and 'answer') as the dataset (--dataset PATH; Python: load_math(source=PATH)), or set "
             f"{MATH_DIR_ENV}"
         ) from exc
-    return [Row(f"{MATH_HUB_ID} test, row {i}", r) for i, r in enumerate(hub, 1)]
+    return Rows(hub, ((0, f"{MATH_HUB_ID} test, row {{}}", None),))
 
 
 def is_hub_id(name: str) -> bool:
@@ -189,7 +292,7 @@ def is_hub_id(name: str) -> bool:
     )
 
 
-def _hub_rows(hub_id: str, split: DataSplit) -> list[Row]:
+def _hub_rows(hub_id: str, split: DataSplit) -> Rows:
     """A hub dataset's ``split``, as ``trl grpo --dataset_name`` loads it (``datasets.load_dataset``)."""
     try:
         from datasets import load_dataset as hf_load_dataset  # heavy: datasets
@@ -203,14 +306,57 @@ def _hub_rows(hub_id: str, split: DataSplit) -> list[Row]:
             f"save it where the hub is reachable (datasets.load_dataset({hub_id!r}, split={split!r})"
             ".to_json('train.jsonl')) and pass dataset='train.jsonl', or pass the datasets.Dataset itself"
         ) from None
-    return [Row(f"{hub_id} {split}, row {i}", r) for i, r in enumerate(hub, 1)]
+    return Rows(hub, ((0, f"{hub_id} {split}, row {{}}", None),))
 
 
 # ----------------------------------------------------------------------------- rows -> dataset
+# The names TRL passes to a reward function itself: a column of one of these names would be lost or clash
+TRL_REWARD_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A dataset and what was decided once, when it loaded: its shape and the kind of its golds."""
+
+    dataset: Dataset
+    shape: Shape
+    answer_kind: AnswerKind | None  # how the golds compare; None: none read (the ``"prompts"`` shape)
+
+
+def _shape(columns: Sequence[str], question_column: str) -> Shape:
+    """The one place a dataset's shape is decided: a ``prompt`` column without the question column is TRL's."""
+    return "prompts" if "prompt" in columns and question_column not in columns else "questions"
+
+
 def _is_messages(prompt: Any) -> bool:
     if not isinstance(prompt, list) or not prompt:
         return False
     return all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in prompt)
+
+
+def _prompt_problem(prompt: Any) -> str | None:
+    """What is wrong with a ``prompt`` cell (None: text, or messages whose content is text)."""
+    if isinstance(prompt, str) and prompt.strip():
+        return None
+    if not _is_messages(prompt):
+        return f"'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}"
+    for number, message in enumerate(prompt, 1):
+        if not isinstance(message["content"], str):
+            return (
+                f"'prompt' message {number} has content {message['content']!r:.60}; write each message's content as "
+                "text, e.g. {'role': 'user', 'content': 'What is 2 + 2?'}"
+            )
+    return None
+
+
+def _check_columns(columns: Sequence[str], source: str) -> None:
+    """Refuse a column named as an argument TRL passes to the rewards itself."""
+    for column in columns:
+        if column in TRL_REWARD_ARGUMENTS:
+            raise DataError(
+                f"{source}: the column {column!r} has the name of an argument TRL passes to reward functions itself; "
+                f"rename it (e.g. to '{column}_') in the data and in the rewards that read it"
+            )
 
 
 def _question_of(value: Any) -> str | None:
@@ -229,44 +375,42 @@ def _rows_to_dataset(out: list[dict[str, Any]], source: str) -> Dataset:
         raise DataError(f"{source}: a column mixes types across rows ({type(exc).__name__}: {exc})") from None
 
 
-def _task_dataset(rows: list[Row], source: str, *, skip_invalid: bool, limit: int | None) -> Dataset:
-    """A task in TRL's shape: each row's ``prompt`` (text or messages) checked, every column kept as it is (the
-    rewards read them); no gold is read, nothing is normalized."""
-    out: list[dict[str, Any]] = []
+def _task_dataset(rows: Rows, source: str, *, skip_invalid: bool, limit: int | None) -> Dataset:
+    """A task in TRL's shape: each row's ``prompt`` (text or messages) checked, the rows kept as they are (the
+    rewards read them); no gold is read, nothing is normalized, nothing is copied but the rows skipped or cut."""
+    kept: list[int] = []
     skipped: list[str] = []
     for row in rows:
-        if limit is not None and len(out) == limit:
+        if limit is not None and len(kept) == limit:
             break
-        prompt = row.data.get("prompt")
-        if _is_messages(prompt) or (isinstance(prompt, str) and prompt.strip()):
-            out.append(row.data)
+        problem = _prompt_problem(row.data.get("prompt"))
+        if problem is None:
+            kept.append(row.index)
         elif skip_invalid:
             skipped.append(row.where)
         else:
             raise DataError(
-                f"{row.where}: 'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}; "
-                "fix or remove the row, or pass skip_invalid=True (--skip-invalid) to skip it"
+                f"{row.where}: {problem}; fix or remove the row, or pass skip_invalid=True (--skip-invalid) to skip it"
             )
     if skipped:
         warnings.warn(
             f"{source}: skipped {len(skipped)} row(s) without a usable prompt (first: {skipped[0]})", stacklevel=4
         )
-    if not out:
+    if not kept:
         raise DataError(f"{source}: no usable rows (every row lacked a usable prompt)")
-    return _rows_to_dataset(out, source)
+    return rows.data if len(kept) == rows.data.num_rows else rows.data.select(kept)
 
 
 _BUILT_COLUMNS = ("prompt", "question", "answer", "answer_kind")  # a row's own columns, built here, never copied
 
 
 def has_gold(dataset: Dataset) -> bool:
-    """Whether a loaded dataset's rows carry a gold ``answer`` (the question/answer form); a task in TRL's shape (a
-    ``prompt`` column and the user's rewards) has none, and its prompts reach TRL as they are."""
+    """Whether a loaded dataset's rows carry a gold ``answer`` column (the correctness reward compares with it)."""
     return "answer" in dataset.column_names
 
 
 def _to_dataset(
-    rows: list[Row],
+    rows: Rows,
     source: str,
     *,
     question_column: str,
@@ -278,20 +422,14 @@ def _to_dataset(
     keep_columns: bool,
     column_hint: str,
     gold: Callable[[Any], str | None] | None = None,
-) -> Dataset:
-    """Validate rows, read the golds in their kind (None: chosen from the golds), build prompts; a DataError names
-    the bad row (``column_hint``: what to change for a missing column; ``keep_columns``: keep the rows' other
-    columns, and take rows with a ``prompt`` and no answer column as a task in TRL's shape; ``gold``: how a gold is
-    read, instead of the kind's reading)."""
-
-    columns = list(dict.fromkeys(key for row in rows for key in row.data))
-    if question_column not in columns and not (question_column == "question" and "prompt" in columns):
-        raise DataError(f"{source}: no {question_column!r} column (columns: {', '.join(columns)}); {column_hint}")
-    if answer_column not in columns and keep_columns and "prompt" in columns:
-        return _task_dataset(rows, source, skip_invalid=skip_invalid, limit=limit)
-    if answer_column not in columns:
-        raise DataError(f"{source}: no {answer_column!r} column (columns: {', '.join(columns)}); {column_hint}")
-    asked = question_column if question_column in columns else "prompt"
+) -> Loaded:
+    """Questions: validate rows, read the golds in their kind (None: chosen from the golds), build prompts; a
+    DataError names the bad row (``column_hint``: what to change for a missing column; ``keep_columns``: keep the
+    rows' other columns; ``gold``: how a gold is read, instead of the kind's reading)."""
+    columns = rows.data.column_names
+    for column in (question_column, answer_column):
+        if column not in columns:
+            raise DataError(f"{source}: no {column!r} column (columns: {', '.join(columns)}); {column_hint}")
     named = [(row.where, row.data["answer_kind"]) for row in rows if row.data.get("answer_kind") is not None]
     kind = column_kind(named, kind) or choose_answer_kind(
         [(row.where, row.data.get(answer_column)) for row in rows], source
@@ -304,16 +442,16 @@ def _to_dataset(
     for row in rows:
         if limit is not None and len(out) == limit:
             break
-        question, answer = _question_of(row.data.get(asked)), gold(row.data.get(answer_column))
-        prompt = row.data.get("prompt")
+        question, answer = _question_of(row.data.get(question_column)), gold(row.data.get(answer_column))
+        prompt = row.data.get("prompt")  # rows of the user's own prompt keep it
         if question is None:
-            problem = f"{asked!r} is missing, empty or not text: {row.data.get(asked)!r:.80}"
+            problem = f"{question_column!r} is missing, empty or not text: {row.data.get(question_column)!r:.80}"
         elif answer is None:
             problem = gold_error(kind, answer_column, row.data.get(answer_column))
-        elif "prompt" in row.data and not (_is_messages(prompt) or (isinstance(prompt, str) and prompt.strip())):
-            problem = f"'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}"
+        elif prompt is not None and (bad := _prompt_problem(prompt)):
+            problem = bad
         else:
-            built = prompt if "prompt" in row.data else build_messages(question, style)
+            built = prompt if prompt is not None else build_messages(question, style)
             extras = {k: v for k, v in row.data.items() if keep_columns and k not in _BUILT_COLUMNS}
             out.append({"prompt": built, "question": question, "answer": answer, **tagged, **extras})
             continue
@@ -327,7 +465,7 @@ def _to_dataset(
         warnings.warn(message, stacklevel=3)
     if not out:
         raise DataError(f"{source}: no usable rows (every row lacked a usable question or answer)")
-    return _rows_to_dataset(out, source)
+    return Loaded(_rows_to_dataset(out, source), "questions", kind)
 
 
 def load_gsm8k(
@@ -366,7 +504,7 @@ def load_gsm8k(
         rows, name, question_column="question", answer_column="answer", kind="number", gold=gsm8k_gold,
         style=style, skip_invalid=skip_invalid, limit=limit, keep_columns=False,
         column_hint="GSM8K rows need 'question' and 'answer' (a worked solution ending in '#### <number>')",
-    )  # fmt: skip
+    ).dataset  # fmt: skip
 
 
 def load_math(
@@ -410,7 +548,7 @@ def load_math(
         rows, f"{MATH_HUB_ID} (test)" if source is None else str(source), question_column="problem",
         answer_column="answer", kind="math", style=style, skip_invalid=skip_invalid, limit=limit,
         keep_columns=False, column_hint="MATH rows need 'problem' and 'answer' (the final answer, in LaTeX)",
-    )  # fmt: skip
+    ).dataset  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -443,7 +581,7 @@ DATASETS: dict[DatasetName, tuple[str, Callable[[_Request], Dataset]]] = {
 }
 
 
-def load_dataset(
+def load_task(
     spec: str | os.PathLike[str] | Dataset,
     split: DataSplit = "train",
     *,
@@ -455,15 +593,16 @@ def load_dataset(
     skip_invalid: bool = False,
     levels: Sequence[int] = LEVELS,
     answer_kind: AnswerKind | None = None,
-) -> Dataset:
-    """The one entry the trainer uses: a named dataset, a file or folder, or a ``datasets.Dataset``.
+) -> Loaded:
+    """The one entry the trainer uses: a named dataset, a file or folder, or a ``datasets.Dataset``, with its shape
+    (:data:`Shape`) and the kind of its golds, decided here once.
 
     Args:
         spec: ``"gsm8k"`` or ``"synthetic"`` (:data:`DATASETS`); a :data:`SUFFIXES` file or a folder with the
             split's file; or a ``datasets.Dataset``.
         split: ``"train"`` or ``"test"`` (named datasets and folders; a single file is read whole).
         style: the prompt style that builds ``prompt`` (rows with their own keep it). Default: ``PromptStyle()``.
-        prompt_column: the user's column holding the question (else the last user message of ``prompt``).
+        prompt_column: the user's column holding the question; without it, a ``prompt`` column is TRL's shape.
         answer_column: the user's column holding the answer: a number (``"1,234"``, ``"$5"``, ``7``) or a worked
             solution ending in ``#### <number>``, LaTeX (``\\frac{3}{4}``), an option letter, or text.
         limit: keep only the first ``limit`` usable rows (for ``"synthetic"``: generate ``limit``).
@@ -475,18 +614,21 @@ def load_dataset(
             (every gold a number: ``number``; LaTeX in the golds: ``math``; else ``text``).
 
     Returns:
-        Columns ``prompt``, ``question``, ``answer`` (the gold in its kind's form: the canonical number for
-        ``number``), ``answer_kind`` unless the kind is ``number``, plus the user's other columns (reward
-        functions receive them as keyword arguments). Rows with a ``prompt`` and no ``answer_column`` are a
-        task in TRL's shape: every column kept as it is, no answer asked for (:func:`has_gold`; docs/tasks.md).
+        Questions: columns ``prompt``, ``question``, ``answer`` (the gold in its kind's form: the canonical number
+        for ``number``), ``answer_kind`` unless the kind is ``number``, plus the user's other columns (reward
+        functions receive them as keyword arguments). Rows with a ``prompt`` column and no ``prompt_column`` are
+        TRL's shape: the rows as written (with or without an answer column), nothing built or normalized
+        (docs/datasets.md, docs/tasks.md).
 
     Raises:
-        DataError: unknown name, missing/empty/unreadable file, missing columns, a bad row, golds of mixed kinds.
-        ConfigError: unknown split, a bad limit, an unknown answer kind or one a named dataset's answers are not.
+        DataError: unknown name, missing/empty/unreadable file, missing columns, a column named as TRL's reward
+            arguments, a bad row, golds of mixed kinds.
+        ConfigError: unknown split, a bad limit, an unknown answer kind, one a named dataset's answers are not, or
+            one asked of TRL's shape.
 
-    >>> ds = load_dataset("synthetic", limit=3, seed=1)
-    >>> ds.num_rows, ds.column_names[:3]
-    (3, ['prompt', 'question', 'answer'])
+    >>> task = load_task("synthetic", limit=3, seed=1)
+    >>> task.shape, task.answer_kind, task.dataset.column_names[:3]
+    ('questions', 'number', ['prompt', 'question', 'answer'])
     """
     from datasets import Dataset, DatasetDict, IterableDataset  # heavy: datasets
 
@@ -501,10 +643,9 @@ def load_dataset(
                        "or give a 'prompt' column and rewards that read your columns (docs/tasks.md)",
     }  # fmt: skip
     if isinstance(spec, Dataset):
-        rows = [Row(f"dataset row {i}", r) for i, r in enumerate(spec.to_list(), 1)]
-        if not rows:
+        if not spec.num_rows:
             raise DataError("the dataset has no rows")
-        return _to_dataset(rows, "the dataset", **kwargs)
+        return _load(Rows(spec, ((0, "dataset row {}", None),)), "the dataset", kwargs)
     if isinstance(spec, (DatasetDict, IterableDataset)) or not isinstance(spec, (str, os.PathLike)):
         raise DataError(
             f"cannot load a {type(spec).__name__}: pass a name, a path or a datasets.Dataset "
@@ -513,12 +654,54 @@ def load_dataset(
     if isinstance(spec, str) and spec in DATASETS:
         if answer_kind not in (None, _KINDS[spec]):
             raise ConfigError(f"{spec}'s answers are of kind {_KINDS[spec]!r}: leave answer_kind unset")
-        return DATASETS[spec][1](_Request(split, style, limit, seed, skip_invalid, levels))
+        return Loaded(
+            DATASETS[spec][1](_Request(split, style, limit, seed, skip_invalid, levels)), "questions", _KINDS[spec]
+        )
     path = Path(spec).expanduser()
     if not path.exists() and is_hub_id(str(spec)):
-        return _to_dataset(_hub_rows(str(spec), split), str(spec), **kwargs)
+        return _load(_hub_rows(str(spec), split), str(spec), kwargs)
     looks_like_path = path.suffix.lower() in SUFFIXES or os.sep in str(spec) or str(spec).startswith((".", "~"))
     if not path.exists() and not looks_like_path:
         names, kinds = ", ".join(repr(n) for n in DATASETS), "/".join(SUFFIXES)
         raise DataError(f"unknown dataset {str(spec)!r}; use one of {names}, or a path to a {kinds} file or a folder")
-    return _to_dataset(_read_source(path, split), str(spec), **kwargs)
+    return _load(_read_source(path, split), str(spec), kwargs)
+
+
+def _load(rows: Rows, source: str, kwargs: dict[str, Any]) -> Loaded:
+    """The rows as their shape loads them: TRL's shape as written, else questions in the prompt style."""
+    _check_columns(rows.data.column_names, source)
+    if _shape(rows.data.column_names, kwargs["question_column"]) == "prompts":
+        if kwargs["kind"] is not None:
+            raise ConfigError(
+                f"{source} has a 'prompt' column and goes to TRL as written, its answers compared by its rewards: "
+                f"drop answer_kind={kwargs['kind']!r} (--answer-kind), or give a question column instead of 'prompt'"
+            )
+        return Loaded(
+            _task_dataset(rows, source, skip_invalid=kwargs["skip_invalid"], limit=kwargs["limit"]), "prompts", None
+        )
+    return _to_dataset(rows, source, **kwargs)
+
+
+def load_dataset(
+    spec: str | os.PathLike[str] | Dataset,
+    split: DataSplit = "train",
+    *,
+    style: PromptStyle | None = None,
+    prompt_column: str = "question",
+    answer_column: str = "answer",
+    limit: int | None = None,
+    seed: int = 0,
+    skip_invalid: bool = False,
+    levels: Sequence[int] = LEVELS,
+    answer_kind: AnswerKind | None = None,
+) -> Dataset:
+    """A named dataset, a file or folder, or a ``datasets.Dataset``, loaded as :func:`load_task` loads it.
+
+    >>> ds = load_dataset("synthetic", limit=3, seed=1)
+    >>> ds.num_rows, ds.column_names[:3]
+    (3, ['prompt', 'question', 'answer'])
+    """
+    return load_task(
+        spec, split, style=style, prompt_column=prompt_column, answer_column=answer_column, limit=limit, seed=seed,
+        skip_invalid=skip_invalid, levels=levels, answer_kind=answer_kind,
+    ).dataset  # fmt: skip

@@ -6,6 +6,7 @@ why each choice: docs/internals.md. Plain Python: nothing heavy is imported.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -35,6 +36,23 @@ KIND_ANSWER_LINES = {
 
 # Sampling and greedy decoding stop at the format's end: nothing after it earns a reward.
 DEFAULT_STOP_STRINGS: tuple[str, ...] = TRAINER.stop_strings  # the old name of grpo_lite.defaults.TRAINER.stop_strings
+
+Shape = Literal["questions", "prompts"]
+"""How a dataset's rows become prompts, decided once when it loads (:func:`grpo_lite.data.loaders.load_task`).
+``"questions"``: grpo-lite builds each prompt from a question in a :class:`PromptStyle` (system prompt, one-shot
+example, prefill: its XML answer format). ``"prompts"``: a ``prompt`` column and no question column, TRL's shape:
+the rows go to TRL as written."""
+
+
+def stop_strings_for(asked: Sequence[str], shape: Shape) -> tuple[str, ...]:
+    """The stop strings sampling and greedy decoding use: the end of grpo-lite's XML answer format
+    (``</answer>``) only where its prompt style asks for that format, the ``"questions"`` shape; the others as asked.
+
+    >>> stop_strings_for(["</answer>", "###"], "prompts"), stop_strings_for(["</answer>"], "questions")
+    (('###',), ('</answer>',))
+    """
+    return tuple(stop for stop in asked if shape == "questions" or stop not in TRAINER.stop_strings)
+
 
 # An original grade-school problem written for this project (not from GSM8K).
 ONE_SHOT_QUESTION = (

@@ -10,6 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from grpo_lite.data.prompts import stop_strings_for
 from grpo_lite.defaults import TASKS
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.planning.choose import plan
@@ -80,6 +81,10 @@ def make_plan(
             run.console.print(plan_summary(the_plan), highlight=False, markup=False, soft_wrap=True)
         if inputs.answer_kind not in (None, "number"):  # GSM8K's numbers: the output it always had
             run.console.print(f"answers compared as {inputs.answer_kind} (answer_kind)", highlight=False, markup=False)
+        if stops := stop_strings_for(asked.stop_strings, inputs.shape):
+            stops_said = ", ".join(map(repr, stops))
+            run.console.print(f"sampling stops at {stops_said} (stop_strings; [] samples to the length limit)",
+                              highlight=False, markup=False)  # fmt: skip
     return the_plan, kwargs
 
 
@@ -119,8 +124,9 @@ def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFol
         recipe = request.recipe.filled(the_plan)
     else:  # the plan written as a recipe, with the run's own settings (a task's own prompts, as measured)
         recipe = dataclasses.replace(request.recipe, prompt_style=inputs.style).replanned(the_plan)
+    recipe = dataclasses.replace(recipe, stop_strings=list(stop_strings_for(recipe.stop_strings, inputs.shape)))
     if run.earlier is not None:
-        check_same_training(run.out, run.earlier, recipe)
+        check_same_training(run.out, run.earlier, recipe, inputs.answer_kind)
         check_optimizer_kept(run.out, request.recipe.trl)
     completion = the_plan.settings["max_completion_length"]
     check_positions(inputs.prompt_tokens, completion, inputs.context, inputs.spec.name)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_lite.data import prompts
-from grpo_lite.data.loaders import has_gold, load_dataset
+from grpo_lite.data.loaders import has_gold, load_task
 from grpo_lite.defaults import PLANNER
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.models import resolve_model
@@ -18,7 +18,7 @@ from grpo_lite.training.build import measure_prompt_tokens
 from grpo_lite.training.checks import check_positions
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.data.prompts import PromptStyle
+    from grpo_lite.data.prompts import PromptStyle, Shape
     from grpo_lite.memory.models import ModelSpec
 
 
@@ -33,7 +33,8 @@ class RunInputs:
     style: PromptStyle
     prompt_tokens: int  # the longest prompt, measured
     context: int | None = None  # the model's context in tokens (None: no known limit)
-    answer_kind: str | None = None  # how the golds compare (data.answer_kinds); None: the data has no answer column
+    answer_kind: str | None = None  # how the golds compare (data.answer_kinds); None: no gold read (TRL's shape)
+    shape: Shape = "questions"  # decided once, when the dataset loaded (data.loaders.Shape)
     reward_processing_classes: list[Any] | None = None  # GRPOTrainer's, one per reward (None: a model's own)
 
 
@@ -50,19 +51,20 @@ def load_inputs(
     init = asked.trl.get("model_init_kwargs")  # TRL loads the processing class at the model's revision
     revision = init.get("revision") if isinstance(init, dict) else None
     tokenizer = load_tokenizer(spec.model_id, revision=revision, trust_remote_code=asked.trl.get("trust_remote_code"))
-    rows = load_dataset(
+    task = load_task(
         asked.dataset, split="train", style=style, seed=asked.seed, skip_invalid=skip_invalid,
         answer_kind=asked.answer_kind,
     )  # fmt: skip
-    if not has_gold(rows):
-        _check_task_rewards(reward_funcs)
+    if task.shape == "prompts":
+        if not has_gold(task.dataset):
+            _check_task_rewards(reward_funcs)
         style = prompts.OWN_PROMPTS  # a task's own prompts, as written
-    train_set = prompts.apply_prompt_style(rows, tokenizer, style)
+    train_set = prompts.apply_prompt_style(task.dataset, tokenizer, style)
     prompt_tokens = measure_prompt_tokens(train_set, tokenizer)  # every row: TRL does not truncate
     context = context_tokens(spec, tokenizer)
-    columns = train_set.column_names
-    kind = train_set[0]["answer_kind"] if "answer_kind" in columns else "number" if "answer" in columns else None
-    return RunInputs(spec, tokenizer, train_set, reward_funcs, style, prompt_tokens, context, kind)
+    return RunInputs(
+        spec, tokenizer, train_set, reward_funcs, style, prompt_tokens, context, task.answer_kind, task.shape
+    )
 
 
 def _check_task_rewards(reward_funcs: list[Callable[..., Any]]) -> None:

@@ -207,7 +207,7 @@ class Attempts:
         from grpo_lite.training.run.resume import trained_with
 
         return {
-            **trained_with(self.recipe),
+            **trained_with(self.recipe, self.inputs.answer_kind),
             "preset": self.plan.preset.name,
             "source": None if self.source == self.inputs.spec.model_id else self.carried(),
             "done": self.done,

@@ -5,13 +5,14 @@ all (same model, preset, method and training; steps left), checked before anythi
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_lite.data.loaders import data_fingerprint
 from grpo_lite.errors import ConfigError
+from grpo_lite.files import sampled_digest
 from grpo_lite.planning.ladder import get_preset
 from grpo_lite.run_record import CORRUPT, is_step_down, read_run_record
 from grpo_lite.training.report.summary import step_down_presets
@@ -44,6 +45,8 @@ class EarlierRun:
     seed: int | None = None
     num_generations: int | None = None
     dataset: str | None = None  # as the recipe records it: a name, a path, or "<Dataset: N rows>"
+    answer_kind: str | None = None  # how its golds compared (None: no gold read, or an older record)
+    data_fingerprint: str | None = None  # its dataset's files (data.loaders.data_fingerprint) when it trained
 
     @property
     def reached(self) -> int:
@@ -145,12 +148,15 @@ def _merge(*sources: list[dict[str, Any]], last: int) -> list[dict[str, Any]]:
     return [by_step[s] for s in sorted(by_step) if s <= last]
 
 
-_RECORDED = ("preset", "source", "max_steps", "model", "fingerprint", "rewards", "seed", "num_generations", "dataset")
+_RECORDED = (
+    "preset", "source", "max_steps", "model", "fingerprint", "rewards", "seed", "num_generations", "dataset",
+    "answer_kind", "data_fingerprint",
+)  # fmt: skip
 
 
 def _from_record(record: dict[str, Any]) -> dict[str, Any]:
     """preset, source, done, max_steps from a run.json (the last step down's target and weights); the rewards,
-    seed, num_generations and dataset it trained with."""
+    seed, num_generations, dataset and answer kind it trained with (the data's fingerprint: in its checkpoints)."""
     downs = [e for e in record.get("events", []) if is_step_down(e)]
     recipe = record.get("recipe") if isinstance(record.get("recipe"), dict) else {}
     trl = recipe.get("trl") if isinstance(recipe.get("trl"), dict) else {}
@@ -159,6 +165,7 @@ def _from_record(record: dict[str, Any]) -> dict[str, Any]:
         "seed": recipe.get("seed"),
         "num_generations": trl.get("num_generations"),
         "dataset": recipe.get("dataset"),
+        "answer_kind": record.get("answer_kind"),
         "preset": record.get("plan", {}).get("preset"),
         "source": downs[-1]["weights"] if downs else None,
         "done": downs[-1]["step"] if downs else 0,
@@ -211,7 +218,6 @@ def _check_owner(output_dir: Path, checkpoint: Path, run_id: Any, saved_by: Any)
     )
 
 
-_SAMPLES, _SAMPLE_BYTES = 16, 4096
 _MODEL_FILES = (".safetensors", ".bin", ".gguf", ".pt")
 
 
@@ -228,21 +234,9 @@ def model_fingerprint(model_id: str) -> dict[str, str] | None:
             return None
         path = Path(cached).parent
     if path.is_file():
-        return {"config": _sampled([path]), "weights": _sampled([path])}
+        return {"config": sampled_digest([path]), "weights": sampled_digest([path])}
     weights = sorted(p for p in path.iterdir() if p.suffix in _MODEL_FILES and p.is_file())
-    return {"config": _sampled([path / "config.json"]), "weights": _sampled(weights)}
-
-
-def _sampled(files: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in files:
-        size = path.stat().st_size
-        digest.update(f"{path.name}:{size}".encode())
-        with open(path, "rb") as f:
-            for i in range(_SAMPLES):
-                f.seek(size * i // _SAMPLES)
-                digest.update(f.read(_SAMPLE_BYTES))
-    return digest.hexdigest()[:16]
+    return {"config": sampled_digest([path / "config.json"]), "weights": sampled_digest(weights)}
 
 
 def check_same_run(
@@ -286,14 +280,17 @@ def check_same_run(
         )
 
 
-def trained_with(recipe: Recipe) -> dict[str, Any]:
-    """What a resume must not change: the recipe's reward names, seed, num_generations and dataset."""
+def trained_with(recipe: Recipe, answer_kind: str | None) -> dict[str, Any]:
+    """What a resume must not change: the recipe's reward names, seed, num_generations and dataset, the kind its
+    golds compare in (``answer_kind``: the run's, as the data decided it) and its dataset files' fingerprint."""
     written = recipe.to_dict()
     return {
         "rewards": written["rewards"],
         "seed": recipe.seed,
         "num_generations": recipe.trl.get("num_generations"),
         "dataset": written["dataset"],
+        "answer_kind": answer_kind,
+        "data_fingerprint": data_fingerprint(written["dataset"]),
     }
 
 
@@ -304,37 +301,37 @@ def _same(key: str, theirs: Any, mine: Any) -> bool:
     return theirs == mine
 
 
-def check_same_training(output_dir: Path, earlier: EarlierRun, recipe: Recipe) -> None:
-    """Refuse a resume that changes the run's rewards, seed, num_generations or dataset (unchecked in an older
-    record).
+_CHANGED = {"data_fingerprint": "the dataset's files changed since the run trained on them (size or content)"}
+_SAID = {
+    "rewards": lambda v: f"{' '.join(f'--reward {r}' for r in v)} (Python: rewards={v!r})",
+    "seed": lambda v: f"--seed {v} (Python: seed={v})",
+    "num_generations": lambda v: f"--set num_generations={v} (Python: num_generations={v})",
+    "dataset": lambda v: (
+        f"--dataset {v} (Python: dataset={v!r})"
+        if not v.startswith("<")
+        else f"the run's own dataset ({v[1:-1]}; Python: dataset=...)"
+    ),  # a datasets.Dataset passed in Python
+    "answer_kind": lambda v: f"--answer-kind {v} (Python: answer_kind={v!r})",
+    "data_fingerprint": lambda v: "the dataset as the run trained on it (its files restored)",
+}
+
+
+def check_same_training(output_dir: Path, earlier: EarlierRun, recipe: Recipe, answer_kind: str | None) -> None:
+    """Refuse a resume that changes the run's rewards, seed, num_generations, dataset, answer kind or the dataset's
+    files (each unchecked in an older record).
 
     Raises:
         ConfigError: one line naming each change and what to pass instead.
     """
-    runs = {
-        "rewards": earlier.rewards,
-        "seed": earlier.seed,
-        "num_generations": earlier.num_generations,
-        "dataset": earlier.dataset,
-    }
-    asked = trained_with(recipe)
+    runs = {key: getattr(earlier, key) for key in _SAID}
+    asked = trained_with(recipe, answer_kind)
     changed = [key for key, value in runs.items() if value is not None and not _same(key, value, asked[key])]
     if not changed:
         return
-    said = {
-        "rewards": lambda v: f"{' '.join(f'--reward {r}' for r in v)} (Python: rewards={v!r})",
-        "seed": lambda v: f"--seed {v} (Python: seed={v})",
-        "num_generations": lambda v: f"--set num_generations={v} (Python: num_generations={v})",
-        "dataset": lambda v: (
-            f"--dataset {v} (Python: dataset={v!r})"
-            if not v.startswith("<")
-            else f"the run's own dataset ({v[1:-1]}; Python: dataset=...)"
-        ),  # a datasets.Dataset passed in Python
-    }
-    what = "; ".join(f"{key} {asked[key]!r} instead of the run's {runs[key]!r}" for key in changed)
+    what = "; ".join(_CHANGED.get(key, f"{key} {asked[key]!r} instead of the run's {runs[key]!r}") for key in changed)
     raise ConfigError(
         f"{output_dir} cannot be resumed with other settings than it trained with: {what}. Resume with "
-        f"{', '.join(said[key](runs[key]) for key in changed)}, or pass --overwrite to start a new run in "
+        f"{', '.join(_SAID[key](runs[key]) for key in changed)}, or pass --overwrite to start a new run in "
         f"{output_dir} (Python: overwrite=True)"
     )
 

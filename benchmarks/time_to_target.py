@@ -399,7 +399,8 @@ def jobs(args: argparse.Namespace) -> list[tuple[str, str, int]]:
     return out
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
+    """The command line, with its preset's values where it left them out."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
@@ -437,6 +438,11 @@ def main() -> int:
         from grpo_lite.training.loading import demo_model_path
 
         args.model = str(demo_model_path())
+    return args
+
+
+def main() -> int:
+    args = arguments()
     if args.child:
         _child(args)
         return 0

@@ -11,21 +11,27 @@ scores the time to a quality target fixed in advance. Here, on the demo's model 
 - the target (:data:`TARGETS`): :data:`TARGET_SHARE` of the way from the untrained model's accuracy to the plateau
   (the mean accuracy at the budget) of reference runs of ``trl-lite-hp``, measured before any grpo-lite run
   (``--reference`` runs them and prints the line to write here, with the runs it came from) and never moved after;
-- the clock: training CPU seconds of the run's process (vs_trl.py's ``--clock cpu``); the held-out evaluation
-  (``--eval-n``, at least 200 for a verdict) runs every ``--eval-every`` CPU seconds of training and at the end,
-  off the clock;
+- the clock: training CPU seconds of the run's process (vs_trl.py's ``--clock cpu``), ``--budget`` a run;
+- the curve: the run saves its trainable weights (the LoRA adapter) after every ``--snapshot-every`` optimizer steps
+  (every step by default) and after its last, each with the training CPU seconds reached, the save's own CPU time
+  off the clock (:class:`Snapshots`); after the run, each saved point is evaluated on the held-out problems
+  (``--eval-n``, at least 200 for a verdict; greedy, vs_trl.py's scorer). Evaluation is the instrument, not the
+  run: it costs the run no training time, and the curve has a point a step, not one per evaluation's cost;
+- time to target: the training CPU seconds of the first saved point at or above the target (no interpolation);
 - seeds: ``--seeds`` (at least 5) for the two arms with grpo-lite's settings, ``--defaults-seeds`` for
   trl-defaults; with 3 or more, the fastest and the slowest are dropped and the rest averaged; a run that never
   reaches the target counts at the budget; every run's curve is kept (``--out``/time_to_target.json);
 - printed per task and arm: time to target (mean of the kept runs, their range, how many reached it), accuracy at
-  the budget (pooled, 95% Wilson interval), the share of groups with spread (the correctness reward passed some of
-  a group's completions and failed others), and the ratios to ``trl-lite-hp``.
+  the budget (the last saved point; pooled, 95% Wilson interval), the share of groups with spread (the correctness
+  reward passed some of a group's completions and failed others), optimizer steps and generated tokens per
+  training CPU second (where the time went), the fewest points of a curve, and the ratios to ``trl-lite-hp``;
+  then every run's curve with its own steps/s and tokens/s.
 
 The training set is ``--train-n`` problems (24 by default): problems come back within a run, as in a run of
 several epochs, which is where choosing among them can matter.
 
     python benchmarks/time_to_target.py --reference   # the targets, from trl-lite-hp runs: write them in TARGETS
-    python benchmarks/time_to_target.py               # 5 seeds x 2 arms (+1 trl-defaults) x 2 tasks
+    python benchmarks/time_to_target.py               # 5 seeds x 2 arms (+1 trl-defaults) x 2 tasks, 300 CPU s a run
     python benchmarks/time_to_target.py --quick       # the smoke configuration: 1 seed, 15 s a run, n=8
 
 The closing lines are ``time_to_target: <task> grpo-lite/trl-lite-hp speedup=<r> ...`` per task, and the last
@@ -45,7 +51,9 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal
+
+from transformers import TrainerCallback
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vs_trl  # noqa: E402 - the arms, the problems, the time limit, the waves
@@ -62,52 +70,76 @@ TARGETS: dict[str, float | None] = {
     "one-step": 0.2900,  # trl-lite-hp, 240 CPU s, n=200: before 31/200, at the budget seed 100 57/200, seed 101 70/200, seed 102 74/200
     "mixed": 0.1375,  # trl-lite-hp, 240 CPU s, n=200: before 18/200, at the budget seed 100 28/200, seed 101 33/200, seed 102 31/200
 }
-# An evaluation of 200 problems costs about 120 CPU s (batches of 50, up to 64 tokens), as much as eight optimizer
-# steps: it, not training, sets how many points a curve can have and how many runs fit in two hours.
+# A run saves its weights after every step (the LoRA adapter: 20 MB, off the clock) and evaluates them after it
+# has trained: an evaluation of 200 problems costs about 120 CPU s, five of grpo-lite's optimizer steps, so the
+# evaluation, outside the budget, sets how long a benchmark takes, no longer how many points a curve has. 300 CPU s
+# give TRL's 40-55 s steps 5 points or more before the budget, grpo-lite's about twice as many.
 PRESETS: dict[str, dict[str, Any]] = {
-    "default": {"budget": 200.0, "eval_every": 100.0, "eval_n": 200, "seeds": [0, 1, 2, 3, 4], "defaults_seeds": [0]},
+    "default": {"budget": 300.0, "snapshot_every": 1, "eval_n": 200, "seeds": [0, 1, 2, 3, 4], "defaults_seeds": [0]},
     # the targets: trl-lite-hp on seeds of its own, evaluated at the budget only (the plateau is all a target needs)
-    "reference": {"budget": 240.0, "eval_every": 240.0, "eval_n": 200, "seeds": [100, 101, 102], "defaults_seeds": []},
+    "reference": {"budget": 240.0, "snapshot_every": 0, "eval_n": 200, "seeds": [100, 101, 102], "defaults_seeds": []},
     # the smoke run: trl-defaults left out (its first step alone, 512 tokens for 8 completions, takes minutes)
-    "quick": {"budget": 15.0, "eval_every": 10.0, "eval_n": 8, "seeds": [0], "defaults_seeds": [], "train_n": 8},
+    "quick": {"budget": 15.0, "snapshot_every": 1, "eval_n": 8, "seeds": [0], "defaults_seeds": [], "train_n": 8},
 }
 
 
 # ---- one run, in its own process ----------------------------------------------------------------------
-def _curve_callback(args: argparse.Namespace, levels: Sequence[int], paused: list[float]) -> Any:
-    """Evaluates a copy of the model every ``eval_every`` training CPU seconds; its CPU time goes to ``paused``."""
-    from transformers import TrainerCallback
+class Snapshots(TrainerCallback):
+    """Saves the trainable weights (the LoRA adapter; every weight of a full fine-tuning) after every ``every``-th
+    optimizer step and after the last (``every`` 0: the last only), each with the training CPU seconds it was
+    reached at on ``limit``'s clock (put it after ``limit`` in the callbacks). The save's own CPU time goes to
+    ``paused``, which that clock leaves out: saving costs the run none of its budget."""
 
-    class Curve(TrainerCallback):
-        def __init__(self) -> None:
-            self.points: list[dict[str, Any]] = []
-            self.start = 0.0
+    def __init__(self, folder: Path, every: int, limit: Any, paused: list[float]) -> None:
+        self.folder, self.every, self.limit, self.paused = folder, every, limit, paused
+        self.points: list[dict[str, Any]] = []  # {"step", "train_cpu_s"}, in step order
+        self.model: Any = None
 
-        def training_cpu(self) -> float:
-            return time.process_time() - paused[0] - self.start
+    def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if self.every and state.global_step % self.every == 0:
+            self.save(model, state.global_step)
 
-        def on_train_begin(self, a: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.start = time.process_time() - paused[0]
+    def on_train_end(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if not self.points or self.points[-1]["step"] != state.global_step:  # the weights at the budget
+            self.save(model, state.global_step)
 
-        def on_step_end(self, a: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
-            if self.training_cpu() >= args.eval_every * (len(self.points) + 1):
-                self.evaluate(model, state.global_step)
+    def path(self, step: int) -> Path:
+        return self.folder / f"step-{step}.pt"
 
-        def evaluate(self, model: Any, step: int) -> None:
-            cpu, mark = self.training_cpu(), time.process_time()
-            scores = vs_trl._evaluate(copy.deepcopy(model).eval(), args, levels)  # a copy, merged and scored as vs_trl
-            self.points.append({"train_cpu_s": cpu, "step": step, **scores})
-            paused[0] += time.process_time() - mark
+    def save(self, model: Any, step: int) -> None:
+        import torch
 
-    return Curve()
+        cpu, mark = self.limit.cpu_clock() - self.limit.cpu_start, time.process_time()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        torch.save({name: p.detach() for name, p in model.named_parameters() if p.requires_grad}, self.path(step))
+        self.points.append({"step": step, "train_cpu_s": cpu})
+        self.model = model
+        self.paused[0] += time.process_time() - mark
+
+
+def evaluate_snapshots(snapshots: Snapshots, score: Callable[[Any], dict[str, Any]]) -> list[dict[str, Any]]:
+    """The curve: each snapshot's weights loaded into the trained model and ``score``\'d (a copy, which scoring may
+    merge), after the run and off its clock; each file deleted once scored."""
+    import torch
+
+    curve = []
+    for point in snapshots.points:
+        path = snapshots.path(point["step"])
+        loaded = snapshots.model.load_state_dict(torch.load(path), strict=False)
+        if loaded.unexpected_keys:
+            raise RuntimeError(f"{path} holds weights the trained model lacks: {loaded.unexpected_keys[:3]}")
+        curve.append({**point, **score(copy.deepcopy(snapshots.model).eval())})
+        path.unlink()
+    return curve
 
 
 class SpreadCount:
-    """The correctness reward, which also counts [groups, groups with spread]: the completions of one prompt in a
-    call (a group) that it passed some of (a reward above 0) and failed others of."""
+    """The correctness reward, which also counts [groups, groups with spread] (the completions of one prompt in a
+    call, a group, that it passed some of, a reward above 0, and failed others of) and ``tokens``: the completion
+    tokens TRL scored, what sampling generated and kept, in every arm alike."""
 
     def __init__(self, func: Any) -> None:
-        self.func, self.groups = func, [0, 0]
+        self.func, self.groups, self.tokens = func, [0, 0], 0
         self.__name__ = getattr(func, "__name__", type(func).__name__)
 
     def __call__(self, prompts: Any, completions: Any, **kwargs: Any) -> list:
@@ -117,6 +149,7 @@ class SpreadCount:
             groups.setdefault(json.dumps(prompt, sort_keys=True, default=str), []).append(bool(reward and reward > 0))
         self.groups[0] += len(groups)
         self.groups[1] += sum(0 < sum(passed) < len(passed) for passed in groups.values())
+        self.tokens += sum(len(ids) for ids in kwargs.get("completion_ids") or ())
         return rewards
 
 
@@ -131,26 +164,22 @@ def _child(args: argparse.Namespace) -> None:
         model, _ = load_for_eval(vs_trl.model_folder(args.model))
         (out / "result.json").write_text(json.dumps({"eval": vs_trl._evaluate(model, args, levels), **_provenance()}))
         return
-    paused = [0.0]
+    paused = [0.0]  # CPU seconds of the snapshots' saves, off the clock
     limit = vs_trl.TimeLimit(args.budget, "cpu", cpu_clock=lambda: time.process_time() - paused[0])
-    curve = _curve_callback(args, levels, paused)
+    snapshots = Snapshots(out / "snapshots", args.snapshot_every, limit, paused)
     rows = vs_trl.problems("train", args.train_n, args.seed, levels)
     rewards = vs_trl.rewards()
     judged = [getattr(f, "__name__", "") for f in rewards].index("correctness_reward")
     rewards[judged] = counted = SpreadCount(rewards[judged])  # the held-out evaluation does not call the rewards
+    run = (rows, args.seed, out / "run", [limit, snapshots], args.max_steps)
     if args.child == "grpo-lite":
-        model = vs_trl.lite_train(
-            args.model, rows, args.seed, out / "run", [limit, curve], args.max_steps, rewards=rewards
-        ).model
+        vs_trl.lite_train(args.model, *run, rewards=rewards)
     else:
-        trainer = vs_trl.trl_trainer(
-            args.child, args.model, rows, args.seed, out / "run", [limit, curve], args.max_steps, reward_funcs=rewards
-        )
-        trainer.train()
-        model = trainer.model
-    if not curve.points or curve.points[-1]["step"] != limit.steps:  # at the budget (unless the last step was)
-        curve.evaluate(model, limit.steps)
-    record = {"steps": limit.steps, "train_cpu_s": limit.cpu, "curve": curve.points, "groups": counted.groups}
+        vs_trl.trl_trainer(args.child, args.model, *run, reward_funcs=rewards).train()
+    mark = time.process_time()
+    curve = evaluate_snapshots(snapshots, lambda model: vs_trl._evaluate(model, args, levels))
+    record = {"steps": limit.steps, "train_cpu_s": limit.cpu, "curve": curve, "groups": counted.groups}
+    record.update(tokens=counted.tokens, save_cpu_s=paused[0], eval_cpu_s=time.process_time() - mark)
     record.update(_provenance())
     (out / "result.json").write_text(json.dumps(record))
 
@@ -208,7 +237,7 @@ def _run(job: tuple[str, str, int], args: argparse.Namespace, tmp: Path) -> dict
         return _record(job, tmp)
     out.mkdir(parents=True, exist_ok=True)
     flags = {"--child": arm, "--task": task, "--seed": seed, "--out": out, "--budget": args.budget,
-             "--eval-every": args.eval_every, "--eval-n": args.eval_n, "--eval-tokens": args.eval_tokens,
+             "--snapshot-every": args.snapshot_every, "--eval-n": args.eval_n, "--eval-tokens": args.eval_tokens,
              "--train-n": args.train_n, "--max-steps": args.max_steps, "--model": args.model,
              "--threads": args.threads}  # fmt: skip
     cmd = [sys.executable, str(Path(__file__).resolve()), *(f"{k}={v}" for k, v in flags.items())]
@@ -267,8 +296,40 @@ def share(k: int, n: int) -> str:
     return f"{100 * k / n:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
+def pace(runs: list[dict[str, Any]]) -> str:
+    """``steps/s | tokens/s`` of training CPU time, pooled over ``runs``: where the time went. "-" for records
+    without the count (before the snapshots).
+
+    >>> pace([{"steps": 4, "tokens": 900, "train_cpu_s": 100.0}, {"steps": 2, "tokens": 300, "train_cpu_s": 50.0}])
+    '0.040 | 8.0'
+    """
+    cpu = sum(r["train_cpu_s"] for r in runs)
+    tokens = f"{sum(r['tokens'] for r in runs) / cpu:.1f}" if all("tokens" in r for r in runs) else "-"
+    return f"{sum(r['steps'] for r in runs) / cpu:.3f} | {tokens}"
+
+
+def _arm_rows(runs: list[dict[str, Any]], target: float, floor: float) -> tuple[list[str], dict]:
+    """The table's row of each arm, and each arm's mean time to target."""
+    lines, means = [], {}
+    for arm in ARMS:
+        rows = [r for r in runs if r["arm"] == arm]
+        if not rows:
+            continue
+        times = [time_to(r, target) for r in rows]
+        rest = kept([max(floor, r["curve"][-1]["train_cpu_s"]) if t is None else t for r, t in zip(rows, times)])
+        means[arm] = sum(rest) / len(rest)
+        k, n = sum(r["curve"][-1]["correct"] for r in rows), sum(r["curve"][-1]["n"] for r in rows)
+        groups, spread = sum(r["groups"][0] for r in rows), sum(r["groups"][1] for r in rows)
+        lines.append(
+            f"| {arm} | {len(rows)} | {sum(t is not None for t in times)} | {means[arm]:.0f} [{rest[0]:.0f}, "
+            f"{rest[-1]:.0f}] | {share(k, n)} | {share(spread, groups) if groups else '-'} | "
+            f"{sum(r['steps'] for r in rows) / len(rows):.1f} | {pace(rows)} | {min(len(r['curve']) for r in rows)} |"
+        )
+    return lines, means
+
+
 def report(task: str, before: dict[str, Any], runs: list[dict[str, Any]], budget: float) -> str:
-    """One task's table and closing line."""
+    """One task's table, its closing line and every run's curve."""
     target, provisional = TARGETS[task], ""
     reference = [r for r in runs if r["arm"] == "trl-lite-hp"]
     if target is None and reference:
@@ -285,30 +346,17 @@ def report(task: str, before: dict[str, Any], runs: list[dict[str, Any]], budget
     # defaults take minutes a step) does not move it
     reached = [t for t in (time_to(r, target) for r in runs) if t is not None]
     floor = max([budget, *reached])
+    rows, means = _arm_rows(runs, target, floor)
     lines = [
         f"## {task} (levels {TASKS[task]}): before {share(before['correct'], before['n'])}, "
         f"target {100 * target:.1f}%{provisional}, budget {budget:.0f} CPU s (a run that never reaches the target "
         f"counts at {floor:.0f}, or at its own end when later)",
         "",
         "| arm | runs | reached | time to target, CPU s: mean of kept [range] | accuracy at the budget, pooled [95%] "
-        "| groups with spread | steps (mean) |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| groups with spread | steps (mean) | steps/s | generated tokens/s | points a curve (fewest) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *rows,
     ]
-    means: dict[str, float] = {}
-    for arm in ARMS:
-        rows = [r for r in runs if r["arm"] == arm]
-        if not rows:
-            continue
-        times = [time_to(r, target) for r in rows]
-        rest = kept([max(floor, r["curve"][-1]["train_cpu_s"]) if t is None else t for r, t in zip(rows, times)])
-        means[arm] = sum(rest) / len(rest)
-        k, n = sum(r["curve"][-1]["correct"] for r in rows), sum(r["curve"][-1]["n"] for r in rows)
-        groups, spread = sum(r["groups"][0] for r in rows), sum(r["groups"][1] for r in rows)
-        lines.append(
-            f"| {arm} | {len(rows)} | {sum(t is not None for t in times)} | {means[arm]:.0f} [{rest[0]:.0f}, "
-            f"{rest[-1]:.0f}] | {share(k, n)} | {share(spread, groups) if groups else '-'} | "
-            f"{sum(r['steps'] for r in rows) / len(rows):.1f} |"
-        )
     if "trl-lite-hp" in means:
         base = means["trl-lite-hp"]
         ratios = ", ".join(f"{arm} {base / t:.2f}x" for arm, t in means.items() if arm != "trl-lite-hp" and t > 0)
@@ -318,11 +366,12 @@ def report(task: str, before: dict[str, Any], runs: list[dict[str, Any]], budget
                 f"time_to_target: {task} grpo-lite/trl-lite-hp speedup={base / means['grpo-lite']:.2f} "
                 f"(goal: >= 2.00; runs that never reached the target count at the budget)"
             )
-    lines += ["", "Every run's curve (the first evaluation at or above the target is its time):", ""]
-    lines += ["| arm | seed | steps | evaluations: training CPU s / step / correct of n |", "| --- | --- | --- | --- |"]
+    lines += ["", "Every run's curve (the first saved weights at or above the target are its time; s: training CPU):"]
+    lines += ["", "| arm | seed | steps | steps/s | generated tokens/s | weights saved: training CPU s / step / "
+              "correct of n |", "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for r in sorted(runs, key=lambda r: (ARMS.index(r["arm"]), r["seed"])):
         points = ", ".join(f"{p['train_cpu_s']:.0f} s / {p['step']} / {p['correct']}" for p in r["curve"])
-        lines.append(f"| {r['arm']} | {r['seed']} | {r['steps']} | {points} |")
+        lines.append(f"| {r['arm']} | {r['seed']} | {r['steps']} | {pace([r])} | {points} |")
     return "\n".join(lines)
 
 
@@ -350,7 +399,8 @@ def jobs(args: argparse.Namespace) -> list[tuple[str, str, int]]:
     return out
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
+    """The command line, with its preset's values where it left them out."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument(
@@ -362,8 +412,10 @@ def main() -> int:
         "--seeds", type=int, nargs="*", default=None, help="seeds of the grpo-lite arms (none: trl-defaults only)"
     )
     parser.add_argument("--defaults-seeds", type=int, nargs="*", default=None, help="seeds of trl-defaults")
-    parser.add_argument("--budget", type=float, default=None, help="training CPU seconds a run (default 200)")
-    parser.add_argument("--eval-every", type=float, default=None, help="training CPU seconds between evaluations")
+    parser.add_argument("--budget", type=float, default=None, help="training CPU seconds a run (default 300)")
+    parser.add_argument(
+        "--snapshot-every", type=int, default=None, help="save the weights every N optimizer steps (0: the last only)"
+    )
     parser.add_argument("--eval-n", type=int, default=None, help="held-out problems (default 200)")
     parser.add_argument("--eval-tokens", type=int, default=64, help="greedy tokens per held-out answer")
     parser.add_argument("--train-n", type=int, default=24, help="training problems (they come back within a run)")
@@ -386,6 +438,11 @@ def main() -> int:
         from grpo_lite.training.loading import demo_model_path
 
         args.model = str(demo_model_path())
+    return args
+
+
+def main() -> int:
+    args = arguments()
     if args.child:
         _child(args)
         return 0
@@ -402,8 +459,9 @@ def main() -> int:
     vs_trl.check_cores(args.parallel, args.threads)
     todo = jobs(args)
     print(
-        f"time_to_target: {len(todo)} runs ({', '.join(args.tasks)}), {args.budget:.0f} CPU s a run, evaluation every "
-        f"{args.eval_every:.0f} CPU s on n={args.eval_n}, {args.parallel} at a time, {args.threads} thread(s) a run",
+        f"time_to_target: {len(todo)} runs ({', '.join(args.tasks)}), {args.budget:.0f} CPU s a run, weights saved "
+        f"every {args.snapshot_every or 'last'} step(s) and evaluated after the run on n={args.eval_n}, "
+        f"{args.parallel} at a time, {args.threads} thread(s) a run",
         flush=True,
     )
     with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(max_workers=args.parallel) as pool:

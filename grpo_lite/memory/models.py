@@ -94,7 +94,7 @@ def resolve_model(name: str | os.PathLike[str]) -> ModelSpec:
         note = None if hub_id == text else f"resolved short name {text!r} to {hub_id!r}"
         embedded = _embedded_copy(hub_id)
         if embedded is not None:  # loaded as the demo loads it; its arch is the row's (the same model)
-            note = f"{embedded[1]}: {hub_id} loads from the demo's copy, {embedded[0]} (Q4_1 weights, dequantized)"
+            note = f"{embedded[1]}: {hub_id} loads from {DEMO.model_package}'s {embedded[0].name} (dequantized)"
             return ModelSpec(name=text, model_id=str(embedded[0]), kind="gguf", arch=arch, note=note)
         return ModelSpec(name=text, model_id=hub_id, kind="hub", arch=arch, note=note)
     return _resolve_hub(text)

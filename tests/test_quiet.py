@@ -192,9 +192,9 @@ CLI = "import runpy; sys.argv[0] = 'grpo-lite'; runpy.run_module('grpo_lite', ru
     ("avx512_bf16", "online"), [(True, False), (False, False), (True, True)], ids=["avx512_bf16", "without", "online"]
 )
 def test_a_recipe_error_on_the_cpu_is_the_only_line(tmp_path, avx512_bf16, online):
-    """The first import of TRL imports bitsandbytes, whose CPU backend, on a CPU with AVX512-BF16, asks the kernels
-    package for a hub kernel: that lookup's lines (kernels' and bitsandbytes') never show, the recipe error is
-    printed alone, on either CPU, online or offline."""
+    """The first import of TRL imports bitsandbytes (PEFT up to 0.21 did; here on any version), whose CPU backend, on a
+    CPU with AVX512-BF16, asks the kernels package for a hub kernel: that lookup's lines (kernels' and
+    bitsandbytes') never show, the recipe error is printed alone, on either CPU, online or offline."""
     assert importlib.util.find_spec("bitsandbytes") is not None  # the import that looks the kernel up
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump({"model": "m", "preset": "lora", "device": "cpu", "trl": {"lerning_rate": 0.1}}))

@@ -62,7 +62,7 @@ def _child(arm: str, steps: int, out: Path, seed: int) -> None:
     from grpo_lite import DemoConfig, train
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.data.prompts import PromptStyle
-    from grpo_lite.training.loading import demo_model_path
+    from grpo_lite.memory.models import demo_model_path
 
     if arm == "trl":
         grpo_trainer.LiteGRPOTrainer = _raw_trl_trainer()  # build_trainer imports it from the module

@@ -31,7 +31,7 @@ def main() -> None:
     from grpo_lite import DemoConfig
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.data.prompts import prompt_token_ids
-    from grpo_lite.training.loading import demo_model_path
+    from grpo_lite.memory.models import demo_model_path
 
     cfg = DemoConfig()
     style = cfg.style()

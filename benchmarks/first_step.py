@@ -45,7 +45,8 @@ def _child(arm: str, steps: int, seed: int, out: Path) -> None:
     from vs_trl import TimeLimit, lite_recipe, problems, rewards, trl_trainer, trl_dataset  # noqa: I001
 
     from grpo_lite.training import build
-    from grpo_lite.training.loading import demo_model_path, load_tokenizer
+    from grpo_lite.memory.models import demo_model_path
+    from grpo_lite.training.loading import load_tokenizer
 
     model, clock = str(demo_model_path()), TimeLimit(1e9, "cpu")
     rows = problems("train", 4 * steps, seed)

@@ -122,7 +122,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
 def model_source(kind: str, cache: Path) -> str:
     """A local path for ``tiny`` / ``wide`` (built once under ``cache``) or the demo GGUF."""
     if kind == "demo":
-        from grpo_lite.training.loading import demo_model_path
+        from grpo_lite.memory.models import demo_model_path
 
         return str(demo_model_path())
     from grpo_lite.tiny import build_tiny_model

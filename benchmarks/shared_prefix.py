@@ -65,7 +65,7 @@ def _child(arm: str, setting: str, steps: int, out: Path, gsm8k: Path, seed: int
     from grpo_lite import DemoConfig, train
     from grpo_lite.data.loaders import load_dataset
     from grpo_lite.data.prompts import PromptStyle
-    from grpo_lite.training.loading import demo_model_path
+    from grpo_lite.memory.models import demo_model_path
 
     cfg, timer = DemoConfig(seed=seed), step_timer()
     style = cfg.style() if setting == "demo" else PromptStyle()  # the demo's prompts; GSM8K: the guided one-shot

@@ -435,7 +435,7 @@ def arguments() -> argparse.Namespace:
         if getattr(args, key, None) is None or (args.quick and key == "train_n"):
             setattr(args, key, value)
     if args.model is None:
-        from grpo_lite.training.loading import demo_model_path
+        from grpo_lite.memory.models import demo_model_path
 
         args.model = str(demo_model_path())
     return args

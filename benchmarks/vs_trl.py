@@ -662,7 +662,7 @@ def main() -> int:
     if args.summarize:
         return summarize(args)
     if args.model is None:
-        from grpo_lite.training.loading import demo_model_path
+        from grpo_lite.memory.models import demo_model_path
 
         args.model = str(demo_model_path())
     if args.child:

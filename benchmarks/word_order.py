@@ -71,7 +71,7 @@ def main() -> int:
     from grpo_lite.demo import DemoConfig
     from grpo_lite.demo.run import demo_line
     from grpo_lite.evaluation import load_for_eval
-    from grpo_lite.training.loading import demo_model_path
+    from grpo_lite.memory.models import demo_model_path
 
     start, path, recipe = time.perf_counter(), str(demo_model_path()), DemoConfig(seed=args.seed)
     test = Dataset.from_list(problems("test", args.seed)[: args.eval_n])

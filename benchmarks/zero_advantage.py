@@ -28,7 +28,8 @@ def _trainer(out: str, layers: int | None = None):
     from trl import GRPOConfig
 
     from grpo_lite import DemoConfig
-    from grpo_lite.training.loading import demo_model_path, load_model, load_tokenizer
+    from grpo_lite.memory.models import demo_model_path
+    from grpo_lite.training.loading import load_model, load_tokenizer
     from grpo_lite.training.step.grpo_trainer import LiteGRPOTrainer
 
     cfg = DemoConfig()

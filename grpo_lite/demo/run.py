@@ -182,7 +182,7 @@ def run_demo(config: DemoConfig | None = None, *, quiet: bool = False, show_plan
 
     from grpo_lite.api import train
     from grpo_lite.evaluation import evaluate, load_for_eval
-    from grpo_lite.training.loading import demo_model_path
+    from grpo_lite.memory.models import demo_model_path
 
     cfg = config or DemoConfig()
     console = Console(quiet=quiet)

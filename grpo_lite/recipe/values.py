@@ -357,7 +357,7 @@ _NOT_RUN = {
 def _credential(key: Any, value: Any) -> bool:
     """A value under a name that holds a credential (``hub_token``, ``token``, ``*_token``), at any depth of a mapping
     (``model_init_kwargs: {token: ...}``); None is no credential."""
-    if value is not None and (key == "token" or str(key).endswith("_token")):
+    if value is not None and str(key).rsplit("_", 1)[-1] == "token":  # token, hub_token, ...
         return True
     return isinstance(value, Mapping) and any(_credential(k, v) for k, v in value.items())
 

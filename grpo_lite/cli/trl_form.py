@@ -88,7 +88,7 @@ def is_trl_form(args: list[str]) -> bool:
         keys = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
     except (OSError, UnicodeError, ValueError, yaml.YAMLError):  # the recipe reader says what is wrong with it
         return False
-    return isinstance(keys, dict) and bool(names.intersection(keys))
+    return isinstance(keys, dict) and bool(names.difference(SETTINGS).intersection(keys))  # a recipe's dtype: no
 
 
 def _parser() -> TrlParser:
@@ -106,7 +106,7 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], set[str]]:
     """TrlParser's reading of ``argv`` (``--config FILE``'s YAML as the defaults, the flags over them) as one
     mapping of every field, and the names the user wrote. An unknown flag or key is argparse's error: one line
     naming the closest flag, after the usage, exit code 2."""
-    from grpo_lite.recipe.values import read_mapping
+    from grpo_lite.recipe.values import closest_names, read_mapping
 
     parser, args, config = _parser(), list(argv), {}
     if "--config" in args:
@@ -125,12 +125,13 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], set[str]]:
     parser.set_defaults(**dict.fromkeys(names, unset))
     written = {name for name, value in vars(parser.parse_known_args(args)[0]).items() if value is not unset}
     parser.set_defaults(**usual)
-    unknown = parser.set_defaults_with_config(**config)[::2] + parser.parse_known_args(args)[1]
+    unknown = [key[2:] for key in parser.set_defaults_with_config(**config)[::2]]
     if unknown:
-        flags = [f"--{name}" for name in names]
-        close = [difflib.get_close_matches(word.split("=")[0], flags, n=1) for word in unknown]
-        hint = "".join(f" (did you mean {c[0]}?)" for c in close[:1] if c)
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+        parser.error(f"--config {argv[argv.index('--config') + 1]}: unknown keys {closest_names(unknown, names)}")
+    unknown = parser.parse_known_args(args)[1]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0].split("=")[0], [f"--{name}" for name in names], n=1)
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}" + "".join(f" (did you mean {c}?)" for c in close))
     return vars(parser.parse_known_args(args)[0]), written | set(config)
 
 

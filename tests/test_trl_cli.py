@@ -104,7 +104,9 @@ def test_an_unknown_yaml_key_is_named_as_an_unknown_flag_is(tmp_path, capsys):
 def test_what_the_user_wrote_is_told_from_trls_defaults(tmp_path):
     """A flag in either spelling and a YAML key count as written, even at TRL's default; the rest does not."""
     (tmp_path / "job.yaml").write_text("model_name_or_path: m\nbeta: 0.0\nlearning_rate: 0.001\n")
-    values, written = parse(["--config", str(tmp_path / "job.yaml"), "--num-generations", "4", "--learning_rate", "2e-3"])
+    values, written = parse(
+        ["--config", str(tmp_path / "job.yaml"), "--num-generations", "4", "--learning_rate", "2e-3"]
+    )
     assert {"beta", "num_generations", "learning_rate", "model_name_or_path"} <= written
     assert not written & {"temperature", "seed", "lora_r"}
     assert (values["learning_rate"], values["num_generations"], values["beta"]) == (2e-3, 4, 0.0)
@@ -134,7 +136,10 @@ def test_trl_grpos_form_is_told_by_its_yaml_keys(text, trl, tmp_path):
 def test_the_model_arguments_are_built_as_trl_grpo_builds_them():
     """revision and attn_implementation in model_init_kwargs, dtype as the run's dtype, each only when written;
     --load_in_4bit is grpo-lite's qlora method (its NF4), with a LoRA as trl grpo's get_peft_config makes it."""
-    kwargs = train_arguments(["--model_name_or_path", "m", "--model_revision", "v1", "--attn_implementation", "eager"])
+    argv = ["--model_name_or_path", "m", "--model_revision", "v1", "--attn_implementation", "eager"]
+    kwargs = train_arguments([*argv, "--model_init_kwargs", '{"device_map": "cpu", "revision": "v2"}'])
+    assert kwargs["model_init_kwargs"] == {"revision": "v2", "attn_implementation": "eager", "device_map": "cpu"}
+    kwargs = train_arguments(argv)
     assert kwargs["model_init_kwargs"] == {"revision": "v1", "attn_implementation": "eager"}
     assert "dtype" not in kwargs and "peft_config" not in kwargs and kwargs["method"] is None
     kwargs = train_arguments(["--model_name_or_path", "m", "--dtype", "bfloat16", "--load_in_4bit", "--use_peft"])
@@ -149,6 +154,7 @@ def test_the_model_arguments_are_built_as_trl_grpo_builds_them():
         (["--bnb_4bit_quant_type", "fp4"], "--bnb_4bit_quant_type: grpo-lite's 4-bit weights are NF4"),
         (["--dataset_streaming"], "--dataset_streaming: grpo-lite measures every prompt"),
         (["--max_tool_calling_iterations", "2"], "--max_tool_calling_iterations: grpo-lite does not plan tool calls"),
+        (["--model_init_kwargs", "{bad"], "--model_init_kwargs {bad: not JSON"),
         (["--load_in_4bit", "--method", "full"], "--load_in_4bit loads the weights in 4 bits (the qlora method)"),
     ],
 )

@@ -68,7 +68,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "train",
         help="train a model with GRPO under a memory budget",
         description="Pick the memory preset that fits --budget-gb (or the detected GPU), then train with TRL's "
-        "GRPOTrainer on GSM8K (or --dataset) with the XML-format and correctness rewards.",
+        "GRPOTrainer on GSM8K (or --dataset) with the XML-format and correctness rewards. Also takes trl grpo's "
+        "arguments as they are (--model_name_or_path MODEL ..., or --config with trl grpo's YAML): docs/from_trl.md.",
     )
     p.add_argument(
         "model", nargs="?", default=None, help=SHARED["model"][1]["help"] + " (or the recipe's, with --config)"

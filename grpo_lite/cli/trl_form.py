@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,8 +161,8 @@ def train_arguments(argv: list[str]) -> dict[str, Any]:
     init = {"revision": model.model_revision} if "model_revision" in written else {}
     if model.attn_implementation is not None:
         init["attn_implementation"] = model.attn_implementation
-    if init:  # as trl grpo builds it: the model's arguments, then the model_init_kwargs written
-        trl["model_init_kwargs"] = {**init, **(trl.get("model_init_kwargs") or {})}
+    if init or isinstance(trl.get("model_init_kwargs"), str):  # as trl grpo builds it: the model's, then the written
+        trl["model_init_kwargs"] = {**init, **_mapping("model_init_kwargs", trl.get("model_init_kwargs") or {})}
     if "dtype" in written:
         trl["dtype"] = model.dtype
     rewards = [script.reward_model_name_or_path] if script.reward_model_name_or_path else []
@@ -176,6 +177,16 @@ def train_arguments(argv: list[str]) -> dict[str, Any]:
     if model.load_in_4bit:
         kwargs["method"] = _four_bit_method(lite.method)
     return {"model": model.model_name_or_path, "rewards": rewards or None, **kwargs}
+
+
+def _mapping(name: str, value: Any) -> Any:
+    """A dict field as a command line writes it, JSON text, read as TRL's ``TrainingArguments`` reads it."""
+    try:
+        return json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f'--{name} {value}: not JSON ({exc.msg}); write a mapping, e.g. \'{{"key": "value"}}\''
+        ) from None
 
 
 def _instance(cls: type, values: dict[str, Any]) -> Any:

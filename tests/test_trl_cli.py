@@ -169,6 +169,7 @@ def test_a_trl_grpo_flag_grpo_lite_cannot_plan_is_named(extra, said):
         (["--use_vllm"], "drop the GPU-only options: use_vllm"),
         (["--push_to_hub"], "push_to_hub=True: a grpo-lite run does not publish to the Hugging Face Hub"),
         ([], "grpo-lite train needs --model_name_or_path MODEL"),
+        (["--resume_from_checkpoint", "x"], "resume_from_checkpoint cannot be set here: pass resume=True (--resume)"),
     ],
 )
 def test_what_grpo_lite_refuses_is_one_line_and_exit_2(extra, said, tiny_model_dir, job, tmp_path, capsys):

@@ -164,6 +164,21 @@ def test_a_trl_grpo_flag_grpo_lite_cannot_plan_is_named(extra, said):
 
 
 @pytest.mark.parametrize(
+    "extra",
+    [
+        ["--load_in_8bit", "false"],
+        ["--bnb_4bit_quant_type", "nf4"],
+        ["--use_bnb_nested_quant", "true"],
+        ["--dataset_streaming", "false"],
+        ["--load_in_4bit", "--method", "qlora"],
+    ],
+)
+def test_those_flags_at_what_grpo_lite_does_pass(extra):
+    """Each of those flags written at the value grpo-lite plans (TRL's default, or grpo-lite's NF4) is taken."""
+    assert train_arguments(["--model_name_or_path", "m", *extra])["model"] == "m"
+
+
+@pytest.mark.parametrize(
     ("extra", "said"),
     [
         (["--use_vllm"], "drop the GPU-only options: use_vllm"),

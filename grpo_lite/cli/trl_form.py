@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from grpo_lite.data.prompts import PromptStyleName
+from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, DataError
 from grpo_lite.settings import SETTINGS, AnswerKind, Method, OnOOM, OnStall
 from grpo_lite.training.arguments import ExportFormat
@@ -118,8 +119,10 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], set[str]]:
         args.pop(at)
         if not isinstance(config, dict):
             parser.error(f"--config {argv[at + 1]}: the file must hold a YAML mapping of trl grpo's arguments")
-        for key, value in config.pop("env", {}).items():  # TrlParser's env: the variables the job runs with
-            os.environ[str(key)] = str(value)
+        env = config.pop("env", {})  # TrlParser's env: the variables the job runs with
+        if not isinstance(env, dict):
+            parser.error(f"--config {argv[at + 1]}: env must be a mapping of variable names to values")
+        os.environ.update({str(key): str(value) for key, value in env.items()})
     names = _field_names(parser)
     usual = {name: parser.get_default(name) for name in names}
     unset = object()  # a flag's value only where one is written (not text: argparse would type it)
@@ -155,7 +158,7 @@ def train_arguments(argv: list[str]) -> dict[str, Any]:
             "grpo-lite train needs --model_name_or_path MODEL (on the command line or in the --config file): a hub "
             "id, a local folder or a .gguf file"
         )
-    _refuse_unplanned(written)
+    _refuse_unplanned(values, written)
     lite = _instance(LiteArguments, values)
     trl = {f.name: values[f.name] for f in dataclasses.fields(GRPOConfig) if f.name in written}
     init = {"revision": model.model_revision} if "model_revision" in written else {}
@@ -193,22 +196,25 @@ def _instance(cls: type, values: dict[str, Any]) -> Any:
     return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.init})
 
 
-# ``trl grpo`` flags grpo-lite cannot plan -> why, and what to do instead
-UNPLANNED: dict[str, str] = {
-    "load_in_8bit": "grpo-lite plans 16/32-bit weights or 4-bit NF4 (--load_in_4bit, the qlora method), not 8-bit; "
-    "use --load_in_4bit or drop it",
-    "bnb_4bit_quant_type": "grpo-lite's 4-bit weights are NF4 as its plan prices them; drop it",
-    "use_bnb_nested_quant": "grpo-lite's NF4 quantizes its scales as its plan prices them; drop it",
-    "bnb_4bit_quant_storage": "grpo-lite's NF4 storage is the one its plan prices; drop it",
-    "dataset_streaming": "grpo-lite measures every prompt before it plans; drop it (or save a slice to a file)",
-    "max_tool_calling_iterations": "grpo-lite does not plan tool calls (trl grpo takes no tools either); drop it",
-}
+# ``trl grpo`` flags grpo-lite cannot plan -> the one value it takes (what grpo-lite does), and why not another
+UNPLANNED: dict[str, tuple[Any, str]] = {
+    "load_in_8bit": (False, "grpo-lite plans 16/32-bit weights or 4-bit NF4 (--load_in_4bit, the qlora method), not "
+                     "8-bit; use --load_in_4bit or drop it"),
+    "bnb_4bit_quant_type": ("nf4", "grpo-lite's 4-bit weights are NF4 as its plan prices them; drop it"),
+    "use_bnb_nested_quant": (STEP.double_quant, "grpo-lite's NF4 quantizes its scales as its plan prices them; drop "
+                             "it"),
+    "bnb_4bit_quant_storage": (None, "grpo-lite's NF4 storage is the one its plan prices; drop it"),
+    "dataset_streaming": (False, "grpo-lite measures every prompt before it plans; drop it (or save a slice to a "
+                          "file)"),
+    "max_tool_calling_iterations": (None, "grpo-lite does not plan tool calls (trl grpo takes no tools either); drop "
+                                    "it"),
+}  # fmt: skip
 
 
-def _refuse_unplanned(written: set[str]) -> None:
-    for name in UNPLANNED:
-        if name in written:
-            raise ConfigError(f"--{name}: {UNPLANNED[name]}")
+def _refuse_unplanned(values: dict[str, Any], written: set[str]) -> None:
+    for name, (taken, why) in UNPLANNED.items():
+        if name in written and values[name] != taken:
+            raise ConfigError(f"--{name}: {why}")
 
 
 def _four_bit_method(method: Method | None) -> Method:

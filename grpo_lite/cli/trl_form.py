@@ -62,7 +62,7 @@ class LiteArguments:
 OWN_ARGUMENTS = ("output_dir", "seed", "max_steps")
 
 
-def _script_types() -> tuple[type, type]:
+def _script_types() -> tuple[Any, Any]:
     from trl import ModelConfig  # light: TRL's lazy module, the trainer not imported
     from trl.scripts.grpo import GRPOScriptArguments
 
@@ -97,7 +97,8 @@ def _parser() -> TrlParser:
     from trl import GRPOConfig, TrlParser  # heavy: TRL's trainer
 
     script, model = _script_types()
-    return TrlParser((script, GRPOConfig, model, LiteArguments), prog="grpo-lite train", usage=USAGE)
+    types: list[Any] = [script, GRPOConfig, model, LiteArguments]  # trl grpo's order, grpo-lite's last
+    return TrlParser(types, prog="grpo-lite train", usage=USAGE)
 
 
 def _field_names(parser: TrlParser) -> list[str]:

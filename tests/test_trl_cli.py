@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from grpo_lite import ConfigError
+from grpo_lite import ConfigError, DataError
 from grpo_lite.cli import main
 from grpo_lite.cli.trl_form import is_trl_form, parse, train_arguments
 
@@ -206,3 +206,15 @@ def test_use_vllm_on_a_cpu_plan_is_named_not_a_missing_preset(use_vllm, tiny_mod
         return
     with pytest.raises(ConfigError, match="drop the GPU-only options: use_vllm"):
         plan(str(tiny_model_dir), device="cpu", use_vllm=True)
+
+
+def test_a_dataset_split_is_loaded_as_trl_grpo_loads_it(tmp_path):
+    """``--dataset_train_split test`` of a folder: that split's rows, through datasets.load_dataset; the train split
+    alone is passed to train() as written; a hub id offline with a config is one line saying what to do."""
+    (tmp_path / "train.jsonl").write_text('{"prompt": "a"}\n')
+    (tmp_path / "test.jsonl").write_text('{"prompt": "b"}\n{"prompt": "c"}\n')
+    base = ["--model_name_or_path", "m", "--dataset_name", str(tmp_path)]
+    assert train_arguments([*base, "--dataset_train_split", "test"])["dataset"]["prompt"] == ["b", "c"]
+    assert train_arguments(base)["dataset"] == str(tmp_path)
+    with pytest.raises(DataError, match="save that split to a local jsonl file and pass its path as --dataset_name"):
+        train_arguments(["--model_name_or_path", "m", "--dataset_name", "owner/name", "--dataset_config", "main"])

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from grpo_lite.cli.options import SHARED, add_options, parse_set
 from grpo_lite.cli.relaunch import add_launch_arguments
+from grpo_lite.cli.trl_form import is_trl_form
 from grpo_lite.settings import SETTINGS, flags
 
 INTERRUPTED = (
@@ -50,6 +51,8 @@ def _with_recipe_defaults(parser: argparse.ArgumentParser) -> Callable[..., Any]
     from_file = {key: FROM_FILE for key in recipe_flags() if key != "rewards"}  # --reward appends to its default
 
     def parse_known_args(args: list[str] | None = None, namespace: Any = None) -> Any:
+        if args is not None and is_trl_form(args):  # trl grpo's arguments: TRL's parser reads them in run_trl
+            return argparse.Namespace(_run=run_trl, _interrupted=INTERRUPTED, trl_argv=list(args)), []
         try:
             given = config.parse_known_args(args)[0].config
         except argparse.ArgumentError:  # "--config" without a file: the full parse says so
@@ -65,7 +68,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "train",
         help="train a model with GRPO under a memory budget",
         description="Pick the memory preset that fits --budget-gb (or the detected GPU), then train with TRL's "
-        "GRPOTrainer on GSM8K (or --dataset) with the XML-format and correctness rewards.",
+        "GRPOTrainer on GSM8K (or --dataset) with the XML-format and correctness rewards. Also takes trl grpo's "
+        "arguments as they are (--model_name_or_path MODEL ..., or --config with trl grpo's YAML): docs/from_trl.md.",
     )
     p.add_argument(
         "model", nargs="?", default=None, help=SHARED["model"][1]["help"] + " (or the recipe's, with --config)"
@@ -106,10 +110,24 @@ def run(args: argparse.Namespace) -> int:
     code = maybe_relaunch(args)  # reruns this command under N processes when asked
     if code is not None:
         return code
+    return _trained(args, lambda: _train(args, recipe, overrides), args.output_dir)
+
+
+def run_trl(args: argparse.Namespace) -> int:
+    """``grpo-lite train`` with ``trl grpo``'s arguments (:mod:`grpo_lite.cli.trl_form`): one train() call."""
+    from grpo_lite.api import train
+    from grpo_lite.cli.trl_form import train_arguments
+
+    kwargs = train_arguments(args.trl_argv)
+    return _trained(args, lambda: train(**kwargs), kwargs.get("output_dir"))
+
+
+def _trained(args: argparse.Namespace, call: Callable[[], Any], output_dir: Any) -> int:
+    """Run ``call`` (a train() call) and say how it ended: the exit code, the last line."""
     try:
-        result = _train(args, recipe, overrides)
+        result = call()
     except KeyboardInterrupt as exc:  # stopped without saving: what the folder now holds decides what to say
-        folder = getattr(exc, "output_dir", None) or args.output_dir
+        folder = getattr(exc, "output_dir", None) or output_dir
         args._interrupted = interrupted_line(Path(folder) if folder is not None else None)
         raise
     if result.interrupted:  # 130 after Ctrl-C, 143 after SIGTERM: the shell's code for the signal

@@ -239,8 +239,8 @@ def candidates(
 
 def _size_vllm(arch: Architecture, cand: Candidate, fixed: dict[str, Any], usable_gib: float | None) -> bool:
     """Pick vllm_gpu_memory_utilization (unless fixed): enough for bf16 weights, the KV cache, overhead."""
-    if usable_gib is None:
-        return False
+    if usable_gib is None:  # a CPU plan: estimate() says that vLLM needs a GPU
+        return True
     if "vllm_gpu_memory_utilization" in fixed:
         cand.kwargs["vllm_gpu_memory_utilization"] = fixed["vllm_gpu_memory_utilization"]
         return True

@@ -37,6 +37,8 @@ PLAN_OWNED: dict[str, str] = {
     "device": "train() uses CUDA when torch sees a GPU, else the CPU",
     "num_processes": "set by the launcher (grpo-lite train --num-processes N, or accelerate launch)",
     "sharding": "set by the launcher (grpo-lite train --sharding, or the accelerate config)",
+    "resume_from_checkpoint": "pass resume=True (--resume): the run goes on from the newest complete checkpoint in "
+    "output_dir",
 }
 
 

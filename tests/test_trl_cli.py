@@ -1,0 +1,220 @@
+"""``grpo-lite train`` speaks ``trl grpo`` (docs/from_trl.md): a ``trl grpo`` command line or ``--config`` YAML,
+``trl grpo`` replaced by ``grpo-lite train``, trains with every setting the user wrote as written and the rest
+planned; what grpo-lite cannot plan, and an unknown flag, are one line, exit code 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from grpo_lite import ConfigError, DataError
+from grpo_lite.cli import main
+from grpo_lite.cli.trl_form import is_trl_form, parse, train_arguments
+
+# the settings of a job the tiny model runs in a second: 4 completions of 8 tokens, one step
+JOB = {
+    "learning_rate": 1e-3,
+    "num_generations": 4,
+    "per_device_train_batch_size": 4,
+    "max_completion_length": 8,
+    "beta": 0.0,  # TRL's own default, written: kept as written
+    "save_strategy": "no",
+}
+
+REWARDS = '''
+def reward_num_unique_letters(completions, **kwargs):
+    """TRL's quick start reward: the number of unique letters of each completion."""
+    return [float(len(set(c[0]["content"] if isinstance(c, list) else c))) for c in completions]
+'''
+
+
+@pytest.fixture
+def job(tmp_path, monkeypatch):
+    """A ``trl grpo`` job's data (a conversational ``prompt`` and a ``solution``) and the user's reward module."""
+    rows = [{"prompt": [{"role": "user", "content": f"What is {i} + 1?"}], "solution": f"${i + 1}$"} for i in range(8)]
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "my_rewards.py").write_text(REWARDS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return data
+
+
+def _flags(settings: dict) -> list[str]:
+    return [word for key, value in settings.items() for word in (f"--{key}", str(value))]
+
+
+def _fixed(out) -> dict:
+    return json.loads((out / "run.json").read_text())["plan"]["fixed"]
+
+
+def test_a_trl_grpo_command_line_trains_with_each_setting_as_written(tiny_model_dir, job, tmp_path, capsys):
+    """TRL's reward names and an import path; every GRPOConfig field written is the run's, TRL's default value
+    too (beta 0.0); a field left out (temperature) is the plan's; seed is grpo-lite's 0, not TRL's 42."""
+    out = tmp_path / "run"
+    argv = ["train", "--model_name_or_path", str(tiny_model_dir), "--dataset_name", str(job)]
+    argv += ["--reward_funcs", "accuracy_reward", "my_rewards.reward_num_unique_letters"]
+    assert main([*argv, *_flags(JOB), "--max_steps", "1", "--output_dir", str(out)]) == 0
+    record = json.loads((out / "run.json").read_text())
+    assert {key: _fixed(out).get(key) for key in JOB} == JOB
+    assert "temperature" not in record["plan"]["fixed"] and record["steps"] == 1
+    assert record["rewards"] == ["accuracy_reward", "reward_num_unique_letters"]
+    assert record["recipe"]["seed"] == 0
+    assert f"model in {out / 'final'}" in capsys.readouterr().out
+
+
+def test_the_same_job_as_a_yaml_config_with_flags_over_it(tiny_model_dir, job, tmp_path):
+    """TRL's precedence: the YAML's values, the flags over them; ``--use_peft --lora_r 4`` trains a rank-4 adapter."""
+    out = tmp_path / "run"
+    config = {"model_name_or_path": str(tiny_model_dir), "dataset_name": str(job), "reward_funcs": ["accuracy_reward"]}
+    config.update(JOB, max_steps=1, output_dir=str(out), lora_r=8)
+    (tmp_path / "job.yaml").write_text(json.dumps(config))  # JSON is YAML
+    argv = ["train", "--config", str(tmp_path / "job.yaml"), "--learning_rate", "2e-3", "--use_peft", "--lora_r", "4"]
+    assert main(argv) == 0
+    fixed = _fixed(out)
+    assert {key: fixed.get(key) for key in JOB} == {**JOB, "learning_rate": 2e-3}
+    assert json.loads((out / "final" / "adapter_config.json").read_text())["r"] == 4
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--lerning_rate", "1e-3"], "unrecognized arguments: --lerning_rate 1e-3 (did you mean --learning_rate?)"),
+        (["--learning_rate", "fast"], "argument --learning_rate/--learning-rate: invalid float value: 'fast'"),
+    ],
+)
+def test_an_unknown_flag_is_argparses_line_with_the_closest_name(extra, said, tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), *extra])
+    assert exc.value.code == 2 and not out.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("usage: grpo-lite train --model_name_or_path MODEL") and len(err) == 2
+    assert err[1] == f"grpo-lite train: error: {said}"
+
+
+def test_an_unknown_yaml_key_is_named_as_an_unknown_flag_is(tmp_path, capsys):
+    (tmp_path / "job.yaml").write_text("model_name_or_path: m\nlerning_rate: 0.001\n")
+    with pytest.raises(SystemExit):
+        parse(["--config", str(tmp_path / "job.yaml")])
+    said = f"--config {tmp_path / 'job.yaml'}: unknown keys 'lerning_rate' (did you mean 'learning_rate'?)"
+    assert capsys.readouterr().err.splitlines()[-1] == f"grpo-lite train: error: {said}"
+
+
+def test_what_the_user_wrote_is_told_from_trls_defaults(tmp_path):
+    """A flag in either spelling and a YAML key count as written, even at TRL's default; the rest does not."""
+    (tmp_path / "job.yaml").write_text("model_name_or_path: m\nbeta: 0.0\nlearning_rate: 0.001\n")
+    values, written = parse(
+        ["--config", str(tmp_path / "job.yaml"), "--num-generations", "4", "--learning_rate", "2e-3"]
+    )
+    assert {"beta", "num_generations", "learning_rate", "model_name_or_path"} <= written
+    assert not written & {"temperature", "seed", "lora_r"}
+    assert (values["learning_rate"], values["num_generations"], values["beta"]) == (2e-3, 4, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "trl"),
+    [
+        (["--model_name_or_path", "m"], True),
+        (["--dataset-name", "d", "--model-name-or-path", "m"], True),
+        (["m", "--model_name_or_path", "m"], False),  # grpo-lite's MODEL first: its own flags
+        (["--budget-gb", "8", "--dataset", "synthetic"], False),
+        ([], False),
+    ],
+)
+def test_trl_grpos_form_is_told_by_its_flags(argv, trl):
+    assert is_trl_form(argv) is trl
+
+
+@pytest.mark.parametrize(("text", "trl"), [("model_name_or_path: m\n", True), ("model: m\ndtype: bfloat16\n", False)])
+def test_trl_grpos_form_is_told_by_its_yaml_keys(text, trl, tmp_path):
+    """TRL's flat keys; a grpo-lite recipe's ``model:`` and ``dtype:`` (also a ModelConfig name) are not."""
+    (tmp_path / "job.yaml").write_text(text)
+    assert is_trl_form(["--config", str(tmp_path / "job.yaml")]) is trl
+
+
+def test_the_model_arguments_are_built_as_trl_grpo_builds_them():
+    """revision and attn_implementation in model_init_kwargs, dtype as the run's dtype, each only when written;
+    --load_in_4bit is grpo-lite's qlora method (its NF4), with a LoRA as trl grpo's get_peft_config makes it."""
+    argv = ["--model_name_or_path", "m", "--model_revision", "v1", "--attn_implementation", "eager"]
+    kwargs = train_arguments([*argv, "--model_init_kwargs", '{"device_map": "cpu", "revision": "v2"}'])
+    assert kwargs["model_init_kwargs"] == {"revision": "v2", "attn_implementation": "eager", "device_map": "cpu"}
+    kwargs = train_arguments(argv)
+    assert kwargs["model_init_kwargs"] == {"revision": "v1", "attn_implementation": "eager"}
+    assert "dtype" not in kwargs and "peft_config" not in kwargs and kwargs["method"] is None
+    kwargs = train_arguments(["--model_name_or_path", "m", "--dtype", "bfloat16", "--load_in_4bit", "--use_peft"])
+    assert kwargs["dtype"] == "bfloat16" and "model_init_kwargs" not in kwargs and kwargs["method"] == "qlora"
+    assert kwargs["peft_config"].r == 16 and kwargs["rewards"] is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--load_in_8bit"], "--load_in_8bit: grpo-lite plans 16/32-bit weights or 4-bit NF4"),
+        (["--bnb_4bit_quant_type", "fp4"], "--bnb_4bit_quant_type: grpo-lite's 4-bit weights are NF4"),
+        (["--dataset_streaming"], "--dataset_streaming: grpo-lite measures every prompt"),
+        (["--max_tool_calling_iterations", "2"], "--max_tool_calling_iterations: grpo-lite does not plan tool calls"),
+        (["--model_init_kwargs", "{bad"], "--model_init_kwargs {bad: not JSON"),
+        (["--load_in_4bit", "--method", "full"], "--load_in_4bit loads the weights in 4 bits (the qlora method)"),
+    ],
+)
+def test_a_trl_grpo_flag_grpo_lite_cannot_plan_is_named(extra, said):
+    with pytest.raises(ConfigError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        train_arguments(["--model_name_or_path", "m", *extra])
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--load_in_8bit", "false"],
+        ["--bnb_4bit_quant_type", "nf4"],
+        ["--use_bnb_nested_quant", "true"],
+        ["--dataset_streaming", "false"],
+        ["--load_in_4bit", "--method", "qlora"],
+    ],
+)
+def test_those_flags_at_what_grpo_lite_does_pass(extra):
+    """Each of those flags written at the value grpo-lite plans (TRL's default, or grpo-lite's NF4) is taken."""
+    assert train_arguments(["--model_name_or_path", "m", *extra])["model"] == "m"
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--use_vllm"], "drop the GPU-only options: use_vllm"),
+        (["--push_to_hub"], "push_to_hub=True: a grpo-lite run does not publish to the Hugging Face Hub"),
+        ([], "grpo-lite train needs --model_name_or_path MODEL"),
+        (["--resume_from_checkpoint", "x"], "resume_from_checkpoint cannot be set here: pass resume=True (--resume)"),
+    ],
+)
+def test_what_grpo_lite_refuses_is_one_line_and_exit_2(extra, said, tiny_model_dir, job, tmp_path, capsys):
+    out = tmp_path / "run"
+    model = ["--model_name_or_path", str(tiny_model_dir)] if extra else []
+    argv = ["train", "--dataset_name", str(job), "--reward_funcs", "accuracy_reward", *model, *extra]
+    assert main([*argv, "--output_dir", str(out), "--max_steps", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0] and not out.exists()
+
+
+@pytest.mark.parametrize("use_vllm", [False, True])
+def test_use_vllm_on_a_cpu_plan_is_named_not_a_missing_preset(use_vllm, tiny_model_dir):
+    """The CPU plan (no budget) says why vLLM is refused; without it the same plan is found."""
+    from grpo_lite.planning.choose import plan
+
+    if not use_vllm:
+        assert plan(str(tiny_model_dir), device="cpu", use_vllm=False).fits
+        return
+    with pytest.raises(ConfigError, match="drop the GPU-only options: use_vllm"):
+        plan(str(tiny_model_dir), device="cpu", use_vllm=True)
+
+
+def test_a_dataset_split_is_loaded_as_trl_grpo_loads_it(tmp_path):
+    """``--dataset_train_split test`` of a folder: that split's rows, through datasets.load_dataset; the train split
+    alone is passed to train() as written; a hub id offline with a config is one line saying what to do."""
+    (tmp_path / "train.jsonl").write_text('{"prompt": "a"}\n')
+    (tmp_path / "test.jsonl").write_text('{"prompt": "b"}\n{"prompt": "c"}\n')
+    base = ["--model_name_or_path", "m", "--dataset_name", str(tmp_path)]
+    assert train_arguments([*base, "--dataset_train_split", "test"])["dataset"]["prompt"] == ["b", "c"]
+    assert train_arguments(base)["dataset"] == str(tmp_path)
+    with pytest.raises(DataError, match="save that split to a local jsonl file and pass its path as --dataset_name"):
+        train_arguments(["--model_name_or_path", "m", "--dataset_name", "owner/name", "--dataset_config", "main"])

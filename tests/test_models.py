@@ -308,3 +308,16 @@ def test_resolving_a_known_name_does_not_import_torch() -> None:
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_vision_language_model_is_one_line_naming_what_grpo_lite_trains() -> None:
+    """A config with a vision tower is refused before the meta build (whose error listed hundreds of config
+    classes); its text-only neighbour still builds."""
+    from transformers import LlamaConfig, LlavaConfig
+
+    text = LlamaConfig(
+        num_hidden_layers=1, hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=300
+    )
+    with pytest.raises(ModelError, match=r"^'vlm' is a vision-language model \(its config has a vision_config\)"):
+        architecture_from_config(LlavaConfig(text_config=text.to_dict()), name="vlm")
+    assert architecture_from_config(text, name="text").layers == 1

@@ -261,6 +261,11 @@ def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str
     when a linear is named like a gate (gate_proj, gate_up_proj, w1 + w3), or, with no nn.Linear (GPT-2's Conv1D),
     when the activation is SiLU; ``linear_names`` is then empty.
     """
+    if getattr(config, "vision_config", None) is not None:
+        raise ModelError(
+            f"{name!r} is a vision-language model (its config has a vision_config): grpo-lite plans and trains text "
+            "decoders (AutoModelForCausalLM); train it with TRL's GRPOTrainer itself, or name a text model"
+        )
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     layers, hidden, heads = (_first(text, *names) for names in _SIZE_FIELDS[:3])
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
@@ -273,7 +278,11 @@ def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str
     try:
         counted, linears = count_params_meta(config)
     except Exception as exc:  # noqa: BLE001
-        raise ModelError(f"could not build {name!r} on the meta device to count its parameters: {exc}") from exc
+        said = " ".join(str(exc).split())  # transformers' error may list every config class: its head is enough
+        raise ModelError(
+            f"could not build {name!r} on the meta device to count its parameters: {said[:300]}"
+            + ("..." if len(said) > 300 else "")
+        ) from exc
     common = dict(
         name=name,
         hub_ids=(hub_id or name,),

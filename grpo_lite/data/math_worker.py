@@ -115,11 +115,11 @@ def serve() -> None:
         # a backstop should the caller die while an answer runs: SIGALRM's default action ends this process
         signal.alarm(math.ceil(4 * MATH_ANSWER_TIMEOUT_S))
         gold, answer = json.loads(line)
-        parsed_gold = parse(gold, parsing_timeout=None)  # type: ignore[arg-type]
+        parsed_gold = parse(gold, parsing_timeout=None)
         if answer is None:  # math-verify keeps the bare string of what sympy could not read
             verdict = any(not isinstance(part, str) for part in parsed_gold)
         else:
-            parsed = parse(answer, parsing_timeout=None)  # type: ignore[arg-type]
+            parsed = parse(answer, parsing_timeout=None)
             verdict = bool(parsed) and bool(verify(parsed_gold, parsed, timeout_seconds=None))
         signal.alarm(0)
         print("true" if verdict else "false", file=out, flush=True)

@@ -146,9 +146,9 @@ def is_reward_model(name: str) -> bool:
     >>> is_reward_model("trl-lib/Qwen2-0.5B-Reward"), is_reward_model("my_project.rewards:solved")
     (True, False)
     """
-    from pathlib import Path
+    import os.path
 
-    return Path(name).expanduser().is_dir() or ("/" in name and ":" not in name)
+    return os.path.isdir(os.path.expanduser(name)) or ("/" in name and ":" not in name)  # isdir: False on any OSError
 
 
 def load_reward_model(name: str) -> Any:
@@ -158,11 +158,11 @@ def load_reward_model(name: str) -> Any:
     Raises:
         ConfigError: it does not load (one line: what transformers said, and what to pass).
     """
-    from pathlib import Path
+    import os.path
 
     from transformers import AutoModelForSequenceClassification  # heavy: transformers
 
-    source = str(Path(name).expanduser()) if Path(name).expanduser().is_dir() else name
+    source = os.path.expanduser(name) if os.path.isdir(os.path.expanduser(name)) else name
     try:
         return AutoModelForSequenceClassification.from_pretrained(source, num_labels=1).eval()
     except Exception as exc:  # OSError (no folder, no weights, offline), ValueError (not a classifier's config)

@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any, Optional
 from grpo_lite.data.prompts import PromptStyleName
 from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, DataError
+from grpo_lite.recipe.values import closest_names, read_mapping
 from grpo_lite.settings import SETTINGS, AnswerKind, Method, OnOOM, OnStall
 from grpo_lite.training.arguments import ExportFormat
+from grpo_lite.training.report.quiet import quiet_libraries
 
 if TYPE_CHECKING:  # pragma: no cover
     from trl import TrlParser
@@ -63,8 +65,9 @@ OWN_ARGUMENTS = ("output_dir", "seed", "max_steps")
 
 
 def _script_types() -> tuple[Any, Any]:
-    from trl import ModelConfig  # light: TRL's lazy module, the trainer not imported
-    from trl.scripts.grpo import GRPOScriptArguments
+    with quiet_libraries():  # TRL's first import may bring in bitsandbytes, whose CPU lookup is noise
+        from trl import ModelConfig  # light: TRL's lazy module, the trainer not imported
+        from trl.scripts.grpo import GRPOScriptArguments
 
     return GRPOScriptArguments, ModelConfig
 
@@ -83,12 +86,9 @@ def is_trl_form(args: list[str]) -> bool:
         return True
     if "--config" not in args[:-1]:
         return False
-    path = Path(args[args.index("--config") + 1])
-    try:
-        import yaml
-
-        keys = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except (OSError, UnicodeError, ValueError, yaml.YAMLError):  # the recipe reader says what is wrong with it
+    try:  # read as a recipe is read: bounded, no alias bomb, no key twice
+        keys = read_mapping(Path(args[args.index("--config") + 1]))
+    except ConfigError:  # the recipe reader says what is wrong with it
         return False
     return isinstance(keys, dict) and bool(names.difference(SETTINGS).intersection(keys))  # a recipe's dtype: no
 
@@ -109,7 +109,6 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], set[str]]:
     """TrlParser's reading of ``argv`` (``--config FILE``'s YAML as the defaults, the flags over them) as one
     mapping of every field, and the names the user wrote. An unknown flag or key is argparse's error: one line
     naming the closest flag, after the usage, exit code 2."""
-    from grpo_lite.recipe.values import closest_names, read_mapping
 
     parser, args, config = _parser(), list(argv), {}
     if "--config" in args:

@@ -19,6 +19,7 @@ from grpo_lite.data.prompts import (
     Example,
     PromptStyle,
     PromptStyleName,
+    adds_bos_token,
     apply_prompt_style,
     build_messages,
     format_solution,
@@ -188,14 +189,16 @@ def test_build_messages_one_step_content_in_order() -> None:
 
 
 def test_one_step_prompt_renders_with_prefill_after_the_question() -> None:
-    text = render_prompt(build_messages("q", PromptStyle.one_step()), make_tokenizer(adds_bos=False), "<reasoning>\n")
+    text = render_prompt(
+        build_messages("q", PromptStyle.one_step()), make_tokenizer(adds_bos=False), "<reasoning>\n", False
+    )
     assert text.startswith(f"<s><|system|>\n{COMPACT_SYSTEM_PROMPT}<|end|>\n")
     assert text.endswith("<|user|>\nq<|end|>\n<|assistant|>\n<reasoning>\n")
 
 
 def test_render_strips_bos_when_the_tokenizer_adds_it() -> None:
     tokenizer = make_tokenizer(adds_bos=True)
-    text = render_prompt(build_messages("a"), tokenizer, prefill="<reasoning>\n")
+    text = render_prompt(build_messages("a"), tokenizer, "<reasoning>\n", adds_bos_token(tokenizer))
     assert not text.startswith("<s>")
     assert text.startswith("<|system|>\n")
     assert text.endswith("<|assistant|>\n<reasoning>\n")
@@ -204,13 +207,13 @@ def test_render_strips_bos_when_the_tokenizer_adds_it() -> None:
 
 
 def test_render_keeps_bos_when_the_tokenizer_does_not_add_it() -> None:
-    text = render_prompt([{"role": "user", "content": "a"}], make_tokenizer(adds_bos=False))
+    text = render_prompt([{"role": "user", "content": "a"}], make_tokenizer(adds_bos=False), "", False)
     assert text == "<s><|user|>\na<|end|>\n<|assistant|>\n"
 
 
 def test_render_without_chat_template_raises() -> None:
     with pytest.raises(ModelError, match="no chat template"):
-        render_prompt([{"role": "user", "content": "a"}], make_tokenizer(adds_bos=False, template=None))
+        render_prompt([{"role": "user", "content": "a"}], make_tokenizer(adds_bos=False, template=None), "", False)
 
 
 def test_apply_prompt_style_renders_and_adds_prefill_column() -> None:
@@ -219,7 +222,9 @@ def test_apply_prompt_style_renders_and_adds_prefill_column() -> None:
     out = apply_prompt_style(ds, tokenizer, PromptStyle())
     assert out.column_names == ["question", "prompt", "answer", "prefill"]
     assert out["prefill"] == ["<reasoning>\n", "<reasoning>\n"]
-    assert out["prompt"][1] == render_prompt(build_messages("q1"), tokenizer, "<reasoning>\n")
+    assert out["prompt"][1] == render_prompt(
+        build_messages("q1"), tokenizer, "<reasoning>\n", adds_bos_token(tokenizer)
+    )
     assert out["prompt"][1].endswith("<|user|>\nq1<|end|>\n<|assistant|>\n<reasoning>\n")
 
 

@@ -256,28 +256,14 @@ def adds_bos_token(tokenizer: Any) -> bool:
     return bool(ids) and ids[0] == bos_id
 
 
-def render_prompt(messages: list[dict[str, str]], tokenizer: Any, prefill: str = "") -> str:
-    """Apply the chat template (with the generation prompt) and append the prefill.
-
-    A BOS the template writes is stripped when the tokenizer adds its own: TRL tokenizes text prompts with
-    ``tokenizer(text)``, which would double it.
-
-    Args:
-        messages: the conversation, e.g. from :func:`build_messages`.
-        tokenizer: a transformers tokenizer with a chat template.
-        prefill: text appended after the assistant's generation prompt.
-
-    Returns:
-        The prompt text.
+def render_prompt(messages: list[dict[str, str]], tokenizer: Any, prefill: str, adds_bos: bool) -> str:
+    """The chat template applied (with the generation prompt) and the prefill appended. A BOS the template writes is
+    stripped when the tokenizer adds its own (``adds_bos``: :func:`adds_bos_token`, probed once by the caller): TRL
+    tokenizes text prompts with ``tokenizer(text)``, which would double it.
 
     Raises:
         ModelError: the tokenizer has no chat template.
     """
-    return _render(messages, tokenizer, prefill, adds_bos_token(tokenizer))
-
-
-def _render(messages: list[dict[str, str]], tokenizer: Any, prefill: str, adds_bos: bool) -> str:
-    """:func:`render_prompt` with the BOS probe done once by the caller."""
     if not getattr(tokenizer, "chat_template", None):
         raise ModelError(
             "the tokenizer has no chat template: use an instruct/chat model, set tokenizer.chat_template, "
@@ -324,7 +310,7 @@ def apply_prompt_style(dataset: Dataset, tokenizer: Any, style: PromptStyle | No
         if isinstance(prompt, str):
             texts.append(prompt if prompt.endswith(style.prefill) else prompt + style.prefill)
         elif isinstance(prompt, list) and all(isinstance(m, dict) and "role" in m and "content" in m for m in prompt):
-            texts.append(_render(prompt, tokenizer, style.prefill, adds_bos))
+            texts.append(render_prompt(prompt, tokenizer, style.prefill, adds_bos))
         else:
             raise DataError(
                 f"row {i + 1}: 'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}"

@@ -231,7 +231,7 @@ DECISIONS = {
         {
             ("grpo_lite/data/prompts.py", "prompt_token_ids"),
             ("grpo_lite/data/prompts.py", "adds_bos_token"),
-            ("grpo_lite/data/prompts.py", "_render"),
+            ("grpo_lite/data/prompts.py", "render_prompt"),
             ("grpo_lite/data/prompts.py", "completion_token_ids"),
         },
     ),

@@ -62,13 +62,15 @@ class MethodDefaults:
     learning_rate: float  # TRL docs: 1e-6 for full fine-tuning, 1e-5 for LoRA
     optim: str  # on CUDA
     cpu_optim: str  # on CPU: the fused and paged kernels need CUDA
+    rate_reason: str = "TRL's default rate"  # why, where it is not TRL's 1e-6 (printed with the plan)
 
 
+_ADAPTER_RATE = "the plan's LoRA trains few weights: TRL's docs advise 10x full fine-tuning's rate (docs/presets.md)"
 PER_METHOD: dict[str, MethodDefaults] = {
     "full": MethodDefaults(1e-6, StepDefaults.optim, "adamw_torch"),  # every weight moves: a small step
     "galore": MethodDefaults(1e-6, "galore_adamw_8bit_layerwise", "galore_adamw_layerwise"),  # full-parameter
-    "lora": MethodDefaults(1e-5, StepDefaults.optim, "adamw_torch"),  # few weights: a 10x larger step
-    "qlora": MethodDefaults(1e-5, "paged_adamw_8bit", "adamw_8bit"),  # paged 8-bit states: the most frugal
+    "lora": MethodDefaults(1e-5, StepDefaults.optim, "adamw_torch", _ADAPTER_RATE),  # few weights: a larger step
+    "qlora": MethodDefaults(1e-5, "paged_adamw_8bit", "adamw_8bit", _ADAPTER_RATE),  # paged 8-bit states: frugal
 }
 
 
@@ -192,6 +194,8 @@ class DemoDefaults:
             "warmup_steps": 0,
             "lr_scheduler_type": "constant",
             "max_grad_norm": 1.0,
+            "adam_beta2": 0.99,  # measured with these two (docs/demo.md); TRL's are 0.999 and 0.0
+            "weight_decay": 0.1,
         }
     )
 
@@ -217,17 +221,19 @@ EVALUATION = EvaluationDefaults()
 DEMO = DemoDefaults()
 TASKS = TaskDefaults()
 
-# TRL GRPOConfig settings grpo-lite chooses that are not about memory (the plan owns memory); each overridable
-RUN: dict[str, Any] = {
-    "num_train_epochs": 1,  # GRPOConfig's default is 3; max_steps=None means one epoch here
-    "logging_steps": 1,  # a reward line every step: GRPO runs are short and noisy
-    "save_strategy": "steps",  # checkpoints to resume from
-    "save_steps": 50,  # every 50 steps: a crash loses minutes, not the run
-    "save_total_limit": 2,  # the last two checkpoints: one may be cut off by a crash
-    "report_to": "none",  # no tracker account needed; run.json and history.jsonl hold the curves
-    "warmup_steps": 0.1,  # a float below 1 is a ratio of the total steps: a tenth of the run warms up
-    "lr_scheduler_type": "cosine",  # decays to zero by the last step
-    "max_grad_norm": 0.1,  # tight clipping: a rare large gradient moves the policy little; slower when all are large
-    "adam_beta2": 0.99,  # the second moment follows changing gradients faster than at 0.999, at more noise
-    "weight_decay": 0.1,  # pulls the trained weights toward zero (LoRA adapters: toward the base model); 0: off
+
+@dataclass(frozen=True)
+class Departure:
+    """A GRPOConfig setting, not about memory, that grpo-lite sets away from TRL's default, and why."""
+
+    value: Any
+    reason: str  # one phrase, printed with the plan and recorded in run.json (grpo_lite.recipe.departures)
+
+
+# The GRPOConfig settings not about memory (the plan owns memory) where a run departs from TRL's default, each for a
+# reason of its own; every other setting the user and the plan leave alone is TRL's default (docs/from_trl.md).
+RUN: dict[str, Departure] = {
+    "logging_steps": Departure(1, "a reward line every step: the health monitor judges windows of logged steps"),
+    "save_steps": Departure(50, "a checkpoint every 50 steps: a crash loses minutes, not the run (resume)"),
+    "save_total_limit": Departure(2, "the last two checkpoints kept: a crash may cut the newest one off"),
 }

@@ -447,7 +447,7 @@ def default_names() -> dict[str, Any]:
 
     from grpo_lite import defaults as D
 
-    names: dict[str, Any] = {**D.RUN, **D.DEMO.train}
+    names: dict[str, Any] = {**{k: d.value for k, d in D.RUN.items()}, **D.DEMO.train}
     for group in (D.STEP, D.PLANNER, D.GPU, D.TRAINER, D.RESILIENCE, D.HEALTH, D.EVALUATION, D.DEMO):
         names.update({k: v for k, v in asdict(group).items() if k != "train"})
     lora = {k: v for k, v in asdict(D.LORA).items() if k != "alpha_per_r"}
@@ -722,7 +722,7 @@ def test_estimate_plan_and_the_recipe_resolve_the_defaults_of_defaults_py():
 
     r = Recipe.from_plan(p)
     assert r.lora is not None and r.lora["r"] == LORA.r
-    assert {k: r.trl[k] for k in RUN} == RUN
+    assert {k: r.trl[k] for k in RUN} == {k: d.value for k, d in RUN.items()}
     bare_recipe = Recipe.from_dict({"model": "m", "preset": "lora"})
     assert bare_recipe.stop_strings == list(TRAINER.stop_strings)
     assert (bare_recipe.shared_prefix, bare_recipe.dataset) == (STEP.shared_prefix, TRAINER.dataset)

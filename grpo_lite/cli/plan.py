@@ -23,6 +23,7 @@ from grpo_lite.memory.meta.gpus import DEFAULT_GPU, GPU_ARCHES
 from grpo_lite.planning import choose
 from grpo_lite.planning.hardware import nominal_to_usable_gib
 from grpo_lite.planning.tables import compare_data, compare_table, measured_table, plan_table, plot_components
+from grpo_lite.recipe.departures import departures, departures_text
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.recipe.values import check_overrides
 from grpo_lite.scale.distributed import SHARDINGS
@@ -226,8 +227,9 @@ def _run(args: argparse.Namespace) -> int:
         row = measure_plan(the_plan)
     if args.simulate:
         sim, sim_error = _simulate(the_plan, args)
+    differences = departures(Recipe.from_plan(the_plan).trl, written=the_plan.fixed, plan=the_plan)
     if args.json:
-        data = the_plan.to_dict()
+        data = {**the_plan.to_dict(), "trl_differences": [d.to_dict() for d in differences]}
         if row is not None:
             data["measured"] = _measured_json(row)
         if sim is not None:
@@ -239,6 +241,7 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console  # loaded to draw: rich
 
     Console().print(plan_table(the_plan))
+    Console().print(departures_text(differences), highlight=False, markup=False)
     if row is not None:
         Console().print(measured_table(row))
     if sim is not None:

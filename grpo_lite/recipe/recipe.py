@@ -44,7 +44,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
 
-RUN_DEFAULTS: dict[str, Any] = RUN  # the old name of grpo_lite.defaults.RUN: GRPOConfig settings not about memory
 _LORA_ARGUMENTS = {peft: name for name, peft in LORA_KEYS.items()}  # peft.LoraConfig's names -> train()'s
 # what a recipe must agree on with the run it drives, and what to do when it does not
 _RUN_HINTS = {
@@ -94,7 +93,7 @@ class Recipe:
     prompt_style: Any = TRAINER.prompt_style  # a name in PROMPT_STYLES, or a PromptStyle (its fields in a file)
     answer_kind: AnswerKind | None = None  # how answers compare (number, math, choice, text); None: from the data
     seed: int = 0
-    max_steps: int | None = None  # optimizer steps; None: one epoch
+    max_steps: int | None = None  # optimizer steps; None: num_train_epochs epochs (TRL's 3)
     dtype: Dtype | None = None  # the dtype the weights load in
     quantization: dict[str, Any] | None = None  # BitsAndBytesConfig keyword arguments
     lora: dict[str, Any] | None = None  # peft.LoraConfig keyword arguments; None: every weight trains
@@ -127,12 +126,12 @@ class Recipe:
         max_steps: int | None = None,
         stop_strings: Any = TRAINER.stop_strings,
     ) -> Recipe:
-        """The plan as a recipe: its settings after :data:`RUN_DEFAULTS`, its load, LoRA and rounding, with the
+        """The plan as a recipe: its settings, then grpo-lite's run defaults (:data:`grpo_lite.defaults.RUN`), its load, LoRA and rounding, with the
         run's own settings (train()'s arguments; None: the default)."""
         from grpo_lite.rewards.registry import DEFAULT_REWARDS
 
         step = plan.estimate.settings
-        trl = {**plan.settings, **{k: v for k, v in RUN_DEFAULTS.items() if k not in plan.settings}}
+        trl = {**plan.settings, **{k: d.value for k, d in RUN.items() if k not in plan.settings}}
         return cls(
             model=plan.model.model_id, preset=plan.preset.name, device=plan.device, budget_gb=plan.budget_gb,
             num_processes=plan.num_processes, sharding=plan.sharding, dataset=dataset,
@@ -310,7 +309,7 @@ class Recipe:
         notes = {k: n.text() for k, n in costs.setting_notes(self.plan).items()} if self.plan is not None else {}
         if self.plan is not None:
             notes["preset"] = self.plan.preset.summary
-        notes.setdefault("max_steps", "optimizer steps; null trains one epoch")
+        notes.setdefault("max_steps", "optimizer steps; null trains num_train_epochs epochs (TRL's 3)")
         notes.setdefault("budget_gb", "the card's nominal GB per device (RAM on CPU); null: not checked")
         notes.setdefault("answer_kind", "how answers compare: number, math, choice, text; null: chosen from the data")
         data = self.to_dict()
@@ -325,10 +324,10 @@ class Recipe:
         own = ("update_rounding", "shared_prefix", "stop_strings")
         lines += [_line(key, data[key], notes.get(key)) for key in own]
         lines += ["", "# GRPOConfig, verbatim (output_dir, seed and max_steps come from the run)", "trl:"]
-        first_default = next((key for key in data["trl"] if key in RUN_DEFAULTS), None)
+        first_default = next((key for key in data["trl"] if key in RUN), None)
         for key, value in data["trl"].items():
             if key == first_default:
-                lines.append("  # not about memory: grpo-lite's run defaults, change them freely")
+                lines.append("  # not about memory: grpo-lite's run defaults (each one's reason: grpo-lite plan)")
             lines.append(_line(key, value, notes.get(f"trl.{key}"), indent=1))
         return "\n".join(lines) + "\n"
 
@@ -435,7 +434,7 @@ def _typed_fields(data: dict[str, Any], source: str) -> dict[str, Any]:
         }
         for k, v in values["lora"].items():  # the ranges train()'s lora_* arguments have, named as the file names them
             check(_LORA_ARGUMENTS.get(k, ""), v, written=f"{source}: lora.{k}: {v!r}", named=k, sep=": ")
-    for key, value in values.items():  # grpo-lite's own (max_steps: null trains one epoch)
+    for key, value in values.items():  # grpo-lite's own (max_steps: null trains num_train_epochs epochs)
         if key not in ("trl", "lora"):
             check(key, value, written=f"{source}: {key}: {value!r}", sep=": ")
     return values

@@ -15,6 +15,7 @@ from grpo_lite.defaults import TASKS
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.planning.choose import plan
 from grpo_lite.planning.tables import plan_summary, plan_table
+from grpo_lite.recipe.departures import departures, departures_line
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.scale.distributed import detect_sharding
 from grpo_lite.training.checks import check_positions
@@ -131,6 +132,8 @@ def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFol
     completion = the_plan.settings["max_completion_length"]
     check_positions(inputs.prompt_tokens, completion, inputs.context, inputs.spec.name)
     check_disk(run, the_plan)
+    if line := departures_line(departures(recipe.trl, written=the_plan.fixed, plan=the_plan)):
+        run.console.print(line, highlight=False, markup=False, soft_wrap=True)
     return recipe
 
 

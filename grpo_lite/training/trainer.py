@@ -89,7 +89,7 @@ def train(
         peft_config: a ``peft.LoraConfig``, trained as given; the plan is priced on its rank and target modules
             (not with ``lora_r`` and the other ``lora_*`` settings). Default: None (the planner's LoRA, if any).
         output_dir: checkpoints, the final model and ``run.json``. Default: ``runs/<model>-<time>``.
-        max_steps: optimizer steps in all; None trains one epoch.
+        max_steps: optimizer steps in all; None trains ``num_train_epochs`` epochs (TRL's default: 3).
         method: fix the memory method ("full", "galore", "lora", "qlora"); the planner picks the rest.
         preset: fix a whole preset by name (see ``grpo-lite presets``).
         prompt_style: system prompt, one-shot example and assistant prefill. Default: ``PromptStyle()``.

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from grpo_lite.recipe.departures import departures
 from grpo_lite.rewards.registry import reward_name
 from grpo_lite.settings import OnOOM, OnStall
 from grpo_lite.training.run.ranks import _clear_records, error_line, failure_fields, read_rank_records
@@ -298,6 +299,7 @@ class Attempts:
                 "model_fingerprint": self.fingerprint,
                 "plan": plan.to_dict(),
                 "settings": self.settings,
+                "trl_differences": [d.to_dict() for d in departures(self.recipe.trl, written=plan.fixed, plan=plan)],
                 "rewards": [reward_name(f) for f in self.inputs.reward_funcs],
                 "prompt_style": asdict(self.inputs.style),
                 "answer_kind": self.inputs.answer_kind,

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_lite import errors, files
+from grpo_lite.defaults import RUN
 from grpo_lite.errors import ConfigError, GrpoLiteError, OutputDirError
 from grpo_lite.files import write_json as write_json_atomic
-from grpo_lite.recipe.recipe import RUN_DEFAULTS
+from grpo_lite.recipe.departures import trl_defaults
 from grpo_lite.training import checks
 from grpo_lite.training.checks import check_free_space, format_bytes
 from grpo_lite.training.run.lock import RunLock
@@ -157,9 +158,9 @@ def _record_crash(out: Path, earlier: Any) -> None:
 
 def check_disk(run: RunFolder, the_plan: Plan) -> None:
     """Before the model loads: room on the disk for one checkpoint (a warning when the whole run may not fit)."""
-    if the_plan.settings.get("save_strategy", RUN_DEFAULTS["save_strategy"]) == "no":
+    if the_plan.settings.get("save_strategy", trl_defaults()["save_strategy"]) == "no":
         return
-    keep = the_plan.settings.get("save_total_limit", RUN_DEFAULTS["save_total_limit"])
+    keep = the_plan.settings.get("save_total_limit", RUN["save_total_limit"].value)
     note = check_free_space(run.out, the_plan, keep=keep)
     if note:
         run.console.print(f"[yellow]{note}[/yellow]")

@@ -1,0 +1,110 @@
+"""Where a run's GRPOConfig departs from TRL's defaults, and why.
+
+A setting that differs from ``GRPOConfig``'s own default is one of three: written by the user (kept as written),
+planned for memory (the plan's, with the trade-off its recipe comment gives), or one of grpo-lite's run defaults
+(:data:`grpo_lite.defaults.RUN`, each with its reason). Every other setting is TRL's default. ``grpo-lite plan`` and
+``train(show_plan=True)`` print them, the run's first lines name them, run.json records them (``trl_differences``).
+
+>>> rows = departures({"logging_steps": 1, "max_grad_norm": 1.0, "beta": 0.04}, written={"beta"})
+>>> [(d.key, d.value, d.trl, d.source) for d in rows]
+[('logging_steps', 1, 10, 'grpo-lite'), ('beta', 0.04, 0.0, 'you')]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import TYPE_CHECKING, Any, Collection, Literal, Mapping
+
+from grpo_lite.defaults import PER_METHOD, RUN
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grpo_lite.planning.result import Plan
+
+Source = Literal["you", "plan", "grpo-lite"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Departure:
+    """One GRPOConfig setting away from TRL's default: its value, TRL's, who set it and why."""
+
+    key: str
+    value: Any
+    trl: Any
+    source: Source
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@functools.lru_cache(maxsize=1)
+def trl_defaults() -> dict[str, Any]:
+    """``GRPOConfig``'s field defaults, read from the installed TRL (a factory's value made once)."""
+    from trl import GRPOConfig  # heavy: TRL's trainer
+
+    missing = dataclasses.MISSING
+    return {
+        f.name: f.default if f.default is not missing else f.default_factory()  # type: ignore[misc]
+        for f in dataclasses.fields(GRPOConfig)
+        if f.init and (f.default is not missing or f.default_factory is not missing)
+    }
+
+
+def departures(trl: Mapping[str, Any], *, written: Collection[str] = (), plan: Plan | None = None) -> list[Departure]:
+    """The settings of ``trl`` (GRPOConfig keyword arguments) that differ from TRL's defaults, in ``trl``'s order.
+
+    Args:
+        written: the keys the user wrote (a recipe, an argument, a flag): their values are the user's.
+        plan: the plan that set the others for memory (its method's learning rate included), if any.
+    """
+    from grpo_lite.recipe.costs import KNOBS
+
+    defaults, planned = trl_defaults(), plan.settings if plan is not None else {}
+    tradeoffs = {knob.key.removeprefix("trl."): knob.tradeoff for knob in KNOBS if knob.tradeoff}
+    rows = []
+    for key, value in trl.items():
+        if key not in defaults or _same(value, defaults[key]):
+            continue
+        if key in written:
+            source, reason = "you", "as written"
+        elif key in RUN and _same(value, RUN[key].value):
+            source, reason = "grpo-lite", RUN[key].reason
+        elif key in ("learning_rate", "optim") and plan is not None and key in planned:  # the rung's own
+            rung = plan.preset
+            source, reason = "plan", PER_METHOD[rung.method].rate_reason if key == "learning_rate" else rung.summary
+        elif key in planned:
+            source, reason = "plan", tradeoffs.get(key, "for the memory and the device (the plan's table)")
+        else:
+            source, reason = "you", "as written"
+        rows.append(Departure(key, value, defaults[key], source, reason))
+    return rows
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as settings: ``1`` and ``1.0`` are the same rate, ``True`` and ``1`` are not."""
+    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
+
+
+def departures_line(rows: list[Departure]) -> str | None:
+    """One line for a run's start: the settings away from TRL's defaults, grouped by who set them."""
+    if not rows:
+        return None
+    groups = {"you": "yours", "plan": "the plan's, for memory", "grpo-lite": "grpo-lite's"}
+    parts = []
+    for source, said in groups.items():
+        keys = [f"{d.key}={d.value!r}" for d in rows if d.source == source]
+        if keys:
+            parts.append(f"{', '.join(keys)} ({said})")
+    return f"not TRL's defaults: {'; '.join(parts)} (show_plan / --show-plan: each reason; run.json: trl_differences)"
+
+
+def departures_text(rows: list[Departure]) -> str:
+    """The settings away from TRL's defaults, one line each with TRL's value, who set it and why."""
+    said = {"you": "yours", "plan": "the plan's", "grpo-lite": "grpo-lite's"}
+    lines = [f"- {d.key}={d.value!r} (TRL's {d.trl!r}), {said[d.source]}: {d.reason}" for d in rows]
+    return (
+        "\n".join(["not TRL's defaults (GRPOConfig):", *lines])
+        if lines
+        else "every GRPOConfig setting is TRL's default"
+    )

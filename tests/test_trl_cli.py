@@ -218,3 +218,25 @@ def test_a_dataset_split_is_loaded_as_trl_grpo_loads_it(tmp_path):
     assert train_arguments(base)["dataset"] == str(tmp_path)
     with pytest.raises(DataError, match="save that split to a local jsonl file and pass its path as --dataset_name"):
         train_arguments(["--model_name_or_path", "m", "--dataset_name", "owner/name", "--dataset_config", "main"])
+
+
+def test_use_peft_false_trains_every_weight_and_a_misfit_names_the_rung_that_fits() -> None:
+    """``--use_peft false`` is trl grpo's full fine-tuning: the plan keeps every weight trained (the full rungs);
+    left out, the planner may choose LoRA. When no full rung fits, the one line names the rung that would."""
+    from grpo_lite.memory.models import resolve_model
+    from grpo_lite.training.fit import _other_method
+
+    assert train_arguments(["--model_name_or_path", "m", "--use_peft", "false"])["method"] == "full"
+    assert train_arguments(["--model_name_or_path", "m"])["method"] is None  # not written: the planner's
+    assert train_arguments(["--model_name_or_path", "m", "--use_peft", "false", "--method", "galore"])["method"] == (
+        "galore"
+    )
+    spec = resolve_model("Llama-3.2-1B-Instruct")  # a known config: planned without its weights
+    asked = {"device": "cuda", "budget_gb": 8, "max_prompt_length": 256}
+    said = _other_method("full", spec, "gsm8k", asked)
+    assert said.startswith("method=full does not fit; the planner's galore") and said.endswith(
+        "pass method=galore (trl grpo's form: --method galore). "
+    )  # GaLore trains every weight too: the rung a use_peft false job can take
+    said = _other_method("galore", spec, "gsm8k", {**asked, "budget_gb": 4})
+    assert said.endswith("rung fits, peak 3.31 GiB: pass method=lora (trl grpo's form: --use_peft). ")
+    assert _other_method("full", spec, "gsm8k", {**asked, "budget_gb": 1}) == ""  # nothing fits 1 GB: no rung named

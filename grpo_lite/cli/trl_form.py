@@ -179,6 +179,8 @@ def train_arguments(argv: list[str]) -> dict[str, Any]:
         kwargs["peft_config"] = get_peft_config(model)
     if model.load_in_4bit:
         kwargs["method"] = _four_bit_method(lite.method)
+    elif "use_peft" in written and not model.use_peft and lite.method is None:
+        kwargs["method"] = "full"  # trl grpo's use_peft false: every weight trains (the planner fits full rungs)
     return {"model": model.model_name_or_path, "rewards": rewards or None, **kwargs}
 
 

@@ -74,6 +74,8 @@ def make_plan(
             if not request.written
             else recipe_advice(str(exc), inputs.prompt_tokens, exc.smallest_budget_gb, asked)
         )
+        if method is not None and preset is None:  # the method fixed: name the planner's rung that fits, if one does
+            advice = _other_method(method, inputs.spec, asked.dataset, {**kwargs, **settings}) + advice
         raise DoesNotFitError(advice, exc.smallest_budget_gb, exc.preset) from None
     if not quiet and run.state.is_main_process:
         if show_plan:
@@ -87,6 +89,21 @@ def make_plan(
             run.console.print(f"sampling stops at {stops_said} (stop_strings; [] samples to the length limit)",
                               highlight=False, markup=False)  # fmt: skip
     return the_plan, kwargs
+
+
+def _other_method(method: str, model: Any, dataset: Any, asked: dict[str, Any]) -> str:
+    """``method=full does not fit; the planner's lora rung fits, peak 9.20 GiB: pass method=lora (trl grpo's form:
+    --use_peft). ``, or nothing when no rung of another method fits either."""
+    try:
+        other = _plan_for_task(dataset, model, **asked)
+    except DoesNotFitError:
+        return ""
+    rung = other.preset
+    flag = {"lora": "--use_peft", "qlora": "--use_peft --load_in_4bit"}.get(rung.method, f"--method {rung.method}")
+    return (
+        f"method={method} does not fit; the planner's {rung.name} rung fits, peak {other.estimate.total_gib:.2f} GiB: "
+        f"pass method={rung.method} (trl grpo's form: {flag}). "
+    )
 
 
 def _plan_for_task(dataset: Any, model: Any, **asked: Any) -> Plan:

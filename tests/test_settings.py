@@ -1,4 +1,4 @@
-"""Every setting declared once (grpo_lite.settings.SETTINGS), one range check: every entry point gives the same words
+"""Every setting declared once (grpo_lite.settings.LiteArguments, and OTHER_RANGES for GRPOConfig's), one range check: every entry point gives the same words
 for the same bad value, and a row added to the table reaches train(), the CLI and a recipe with no other edit."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from grpo_lite import settings as settings_module
 from grpo_lite.errors import ConfigError
-from grpo_lite.settings import PLANNER, SETTINGS, Range, Setting, check
+from grpo_lite.settings import PLANNER, Range, Setting, check, settings
 
 PROCESSES = "num_processes=0 must be a positive integer; e.g. num_processes=1"
 
@@ -117,9 +118,9 @@ def test_every_setting_names_one_that_exists() -> None:
     names = {f.name for cls in (GRPOConfig, Recipe) for f in dataclasses.fields(cls)}
     names |= {name for f in (evaluate, plan, train) for name in inspect.signature(f).parameters}
     lora = {f.name for f in dataclasses.fields(LoraConfig)}
-    unknown = [s.name for s in SETTINGS.values() if s.name not in names and (s.peft or s.name) not in lora]
+    unknown = [s.name for s in settings().values() if s.name not in names and (s.peft or s.name) not in lora]
     assert unknown == []
-    assert [s.name for s in SETTINGS.values() if s.goes == "lora" and (s.peft or s.name) not in lora] == []
+    assert [s.name for s in settings().values() if s.goes == "lora" and (s.peft or s.name) not in lora] == []
 
 
 def test_train_shows_the_declared_defaults() -> None:
@@ -128,7 +129,7 @@ def test_train_shows_the_declared_defaults() -> None:
     from grpo_lite.training.trainer import train
 
     parameters = inspect.signature(train).parameters
-    declared = {name: SETTINGS[name] for name in parameters if name in SETTINGS}
+    declared = {name: setting for name, setting in settings().items() if name in parameters}
     assert len(declared) >= 20
     for name, setting in declared.items():
         expected = None if setting.default is PLANNER else setting.default
@@ -194,15 +195,15 @@ def test_a_recipe_that_leaves_its_preset_to_the_planner_plans_as_the_model_does(
 
 
 def _steps_per_generation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A GRPOConfig field the table does not declare, added as a new setting would be: one row, nothing else."""
-    assert "steps_per_generation" not in SETTINGS
+    """A GRPOConfig field the table does not bound, added as a new range would be: one row, nothing else."""
+    assert "steps_per_generation" not in settings()
     row = Setting(
         "steps_per_generation",
         "steps each generation batch serves (fewer generation rounds)",
         range=Range(lambda x: x >= 1, "a positive integer", 1, whole=True),
         flag="--steps-per-generation",
     )
-    monkeypatch.setitem(SETTINGS, row.name, row)
+    monkeypatch.setattr(settings_module, "OTHER_RANGES", (*settings_module.OTHER_RANGES, row))
 
 
 def test_a_setting_added_to_the_table_reaches_the_cli_train_and_a_recipe(
@@ -296,3 +297,4 @@ def test_plan_checks_its_settings_with_trains_ranges() -> None:
 
     with pytest.raises(ConfigError, match=r"^num_generations=0 must be >= 2 \(GRPO compares a group\)"):
         plan("Llama-3.2-1B", 16, num_generations=0)
+

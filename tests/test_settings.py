@@ -298,3 +298,81 @@ def test_plan_checks_its_settings_with_trains_ranges() -> None:
     with pytest.raises(ConfigError, match=r"^num_generations=0 must be >= 2 \(GRPO compares a group\)"):
         plan("Llama-3.2-1B", 16, num_generations=0)
 
+
+# A new own setting, added as a contributor adds one: a field of LiteArguments (here on a subclass put in the
+# module's place before anything else reads it, as an edit of grpo_lite/settings.py would be), nothing else.
+_ADD_A_FIELD = """
+import contextlib, io, json, sys
+from dataclasses import dataclass
+from typing import Optional
+
+from grpo_lite import settings
+
+
+@dataclass
+class WithLayers(settings.LiteArguments):
+    lora_layers: Optional[int] = settings.own(
+        settings.PLANNER, "adapt only this layer's linears", range=settings.Range(lambda x: x >= 0, ">= 0", 0,
+        whole=True), flag="--lora-layers", goes="lora", peft="layers_to_transform")
+
+
+settings.LiteArguments = WithLayers
+from pathlib import Path
+
+from grpo_lite import ConfigError, plan, train
+from grpo_lite.cli import build_parser
+from grpo_lite.cli import train as cli_train
+from grpo_lite.recipe.recipe import Recipe
+
+model, folder = sys.argv[1], Path(sys.argv[2])
+seen = {}
+help_text = io.StringIO()
+with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
+    build_parser().parse_args(["train", "--help"])
+seen["help"] = "--lora-layers LORA_LAYERS" in help_text.getvalue()
+recipe = Recipe.from_plan(plan(model, device="cpu", method="lora"))
+recipe.write(folder / "recipe.yaml")
+args = build_parser().parse_args(["train", "--config", str(folder / "recipe.yaml"), "--lora-layers", "1"])
+seen["recipe"] = Recipe.from_yaml(cli_train._recipe(args, {}).to_yaml()).lora["layers_to_transform"]
+(folder / "bad.yaml").write_text(recipe.to_yaml().replace("lora:\\n", "lora:\\n  layers_to_transform: -1\\n"))
+errors = []
+for call in (lambda: Recipe.read(folder / "bad.yaml"), lambda: train(model, lora_layers=-1)):
+    try:
+        call()
+    except ConfigError as exc:
+        errors.append(str(exc))
+seen["errors"] = errors
+run = dict(dataset="synthetic", rewards=["length"], num_generations=4, per_device_train_batch_size=4,
+           max_completion_length=8, save_strategy="no", quiet=True)
+train(model, method="lora", output_dir=folder / "run", max_steps=1, **{"lora_layers": 1}, **run)
+seen["adapter"] = json.loads((folder / "run" / "final" / "adapter_config.json").read_text())["layers_to_transform"]
+print(json.dumps(seen))
+"""
+
+
+def test_an_own_setting_added_as_one_field_reaches_the_cli_a_recipe_train_and_the_range_check(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """One field of LiteArguments (a LoRA setting, peft's ``layers_to_transform``) and no other edit: it is a
+    ``grpo-lite train`` flag in --help, a recipe key under ``lora:`` (the flag over a recipe file, through YAML and
+    back), a train() argument that reaches peft's adapter config, and its range is checked with its name in a recipe
+    file and in train() alike."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _ADD_A_FIELD, str(tiny_model_dir), str(tmp_path)],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["help"] is True
+    assert seen["recipe"] == 1
+    assert seen["errors"] == [
+        f"{tmp_path / 'bad.yaml'}: lora.layers_to_transform: -1 must be >= 0; e.g. layers_to_transform: 0",
+        "lora_layers=-1 must be >= 0; e.g. lora_layers=0",
+    ]
+    assert seen["adapter"] in (1, [1])

@@ -1,8 +1,9 @@
-"""Every setting grpo-lite owns or passes on, declared once in :data:`SETTINGS`: its name, type, default, range,
-help, and whether it is a ``grpo-lite train`` flag and a recipe key. The range check (:func:`check`, called where a
-value enters: a recipe file, a Python argument, a CLI flag), TRL-style typing of grpo-lite's own settings
-(``recipe/values.OwnSettings``), the CLI's flags and ``--help``, and which of ``train()``'s arguments a recipe holds
-all read this table; ``tests/test_settings.py`` adds a setting here and finds it everywhere.
+"""Every setting grpo-lite owns, declared once as a field of :class:`LiteArguments` (its type, default, help, range,
+flag, where it goes, whether a recipe holds it), and the ranges of the settings declared elsewhere (GRPOConfig's,
+evaluate()'s: :data:`OTHER_RANGES`). The range check (:func:`check`, called where a value enters: a recipe file, a
+Python argument, a CLI flag), the typing of a value as TRL's parser types it, both forms of ``grpo-lite train``
+(its options and ``--help``), and which of train()'s arguments a recipe holds all read :func:`settings`;
+``tests/test_settings.py`` adds a field and finds it everywhere.
 
 >>> check("num_processes", 2)
 2
@@ -10,15 +11,16 @@ all read this table; ``tests/test_settings.py`` adds a setting here and finds it
 Traceback (most recent call last):
 ...
 grpo_lite.errors.ConfigError: num_processes=0 must be a positive integer; e.g. num_processes=1
->>> SETTINGS["seed"].flag, SETTINGS["seed"].recipe, SETTINGS["learning_rate"].goes
+>>> settings()["seed"].flag, settings()["seed"].recipe, settings()["learning_rate"].goes
 ('--seed', True, 'grpo_config')
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Collection, Literal, Optional, Union, get_args, get_origin
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Collection, Literal, Optional, Union, get_args, get_origin, get_type_hints
 
 from grpo_lite.defaults import EVALUATION, LORA, RESILIENCE, RUN, STEP, TRAINER
 from grpo_lite.errors import ConfigError
@@ -37,6 +39,8 @@ OnOOM = Literal["step_down", "raise"]  # a CUDA out-of-memory error: step down t
 OnStall = Literal["warn", "adapt"]  # a stalled run: say so (warn), or also raise max_completion_length (adapt)
 # where a setting goes: a GRPOConfig field; peft.LoraConfig; from_pretrained; grpo-lite's trainer; the run itself
 Goes = Literal["grpo_config", "lora", "load", "trainer", "run"]
+PromptStyleName = Literal["guided", "plain", "one_step"]  # grpo_lite.data.prompts.PROMPT_STYLES' names
+ExportFormat = Literal["gguf"]  # train(export=...): written by the optional export part (grpo_lite.export)
 
 
 @dataclass(frozen=True)
@@ -71,19 +75,122 @@ class _Planner:
 PLANNER: Any = _Planner()
 
 
+def own(
+    default: Any,
+    help: str,
+    *,
+    range: Range | None = None,
+    flag: str | None = None,
+    goes: Goes = "run",
+    recipe: bool = True,
+    peft: str | None = None,
+    typed: bool = True,
+) -> Any:
+    """A field of :class:`LiteArguments`: its default (PLANNER: decided for the model and budget; a tuple for a list)
+    and, as TRL's config dataclasses carry their help, the metadata every reader takes:
+
+    help: one line, what it does and its trade-off (``--help``, docs); range: a number's bound (:func:`check`);
+    flag: its ``grpo-lite train`` option (None: a recipe or ``--set`` only); goes: where its value ends up; recipe: a
+    recipe holds it (at the top level, or under lora:) and train(config=) takes it; peft: its name in
+    ``peft.LoraConfig`` when that differs (lora_r: r); typed: TRL's parser types it from the annotation (False: a
+    value the reader checks itself, such as a dataset object or a prompt style's fields).
+    """
+    meta = {"help": help, "range": range, "flag": flag, "goes": goes, "recipe": recipe, "peft": peft, "typed": typed}
+    return field(default=default, metadata=meta)
+
+
+def _run(default: Any, help: str, **how: Any) -> Any:
+    """train()'s own: how this run goes, not what it trains (no recipe holds it)."""
+    return own(default, help, recipe=False, **how)
+
+
+@dataclass
+class LiteArguments:
+    """grpo-lite's own settings, each declared once: its type, default, and metadata (:func:`own`). train(), a
+    recipe, ``grpo-lite train``'s options (both forms) and :func:`check` read these fields; GRPOConfig's fields are
+    TRL's (only their ranges are grpo-lite's: :data:`OTHER_RANGES`)."""
+
+    # fmt: off
+    # ---- what to train on what: train()'s arguments that a recipe holds --------------------------------------------
+    model: str = own(None, "hub id, short name (Llama-3.2-1B-Instruct), local folder or .gguf file")
+    budget_gb: Optional[float] = own(None, "GPU size in GB, e.g. 16, per device (default: detect the current CUDA "
+                                     "device)", flag="--budget-gb")
+    dataset: str = own(TRAINER.dataset, f"gsm8k, synthetic, math, or a path (default {TRAINER.dataset})",
+                       flag="--dataset", typed=False)
+    rewards: Optional[list[str]] = own(None, "reward (repeatable): a grpo-lite or TRL reward name, or your "
+                                       "module:function (default: the GSM8K set)", flag="--reward", typed=False)
+    preset: Optional[str] = own(None, "use exactly this preset (see grpo-lite presets)", flag="--preset")
+    prompt_style: Optional[PromptStyleName] = own(None, "system prompt, one-shot example and assistant prefill (a "
+                                                  "name or its fields)", typed=False)
+    answer_kind: Optional[AnswerKind] = own(None, "how answers compare with the golds: number, math (LaTeX), choice "
+                                            "(a letter), text (default: the dataset's, else chosen from its golds)",
+                                            flag="--answer-kind")
+    seed: int = own(0, "seed (default 0)", range=Range(lambda x: 0 <= x < 2**32, "a whole number from 0 to 2**32 - 1 "
+                    "(numpy's seeds)", 0, whole=True), flag="--seed")
+    max_steps: Optional[int] = own(None, "optimizer steps (default: num_train_epochs epochs, TRL's 3)", range=Range(
+        lambda x: 1 <= x <= MAX_STEPS, f"a whole number from 1 to {MAX_STEPS:_}", 1, whole=True), flag="--max-steps")
+    stop_strings: list[str] = own(TRAINER.stop_strings, "end a sampled completion at the first of these ([] samples "
+                                  "to the length limit)")
+    # ---- how it runs: the plan's own keys ----------------------------------------------------------------------
+    device: Optional[Device] = own(None, "the device the recipe was planned for")
+    num_processes: int = own(STEP.num_processes, "data-parallel processes, one GPU each (CPU: gloo); --budget-gb is "
+                             "per device", range=_whole(STEP.num_processes), flag="--num-processes")
+    sharding: Optional[Sharding] = own(None, "split state across processes (default: the planner's choice; ddp on "
+                                       "CPU)", flag="--sharding")
+    dtype: Optional[Dtype] = own(None, "the dtype the weights load in", goes="load")
+    update_rounding: Optional[UpdateRounding] = own(None, "how updates reach bf16 weights (stochastic lands steps "
+                                                    "below half a bf16 spacing)", goes="trainer")
+    shared_prefix: bool = own(STEP.shared_prefix, "forward each prompt once for all its completions (same log-probs, "
+                              "checked on the first step; default on)", flag="--shared-prefix", goes="trainer")
+    lora_r: int = own(PLANNER, "LoRA rank: more trains more of the model, at more memory",
+                      range=_whole(LORA.r, ">= 1"), goes="lora", peft="r")
+    lora_alpha: float = own(PLANNER, "LoRA scale (alpha / r multiplies the update)",
+                            range=_above(LORA.alpha(LORA.r)), goes="lora")
+    lora_dropout: float = own(PLANNER, "dropout on the LoRA path", range=Range(lambda x: 0 <= x < 1, "in [0, 1)",
+                              0.05), goes="lora")
+    lora_target_modules: Union[None, str, list[str]] = own(PLANNER, "the linears LoRA adapts (default all-linear)",
+                                                           goes="lora", peft="target_modules")
+    use_dora: bool = own(PLANNER, "DoRA: the update split in magnitude and direction (peft's use_dora)", goes="lora")
+    use_rslora: bool = own(PLANNER, "rank-stabilized LoRA: the update scaled by alpha / sqrt(r)", goes="lora")
+    modules_to_save: Optional[list[str]] = own(PLANNER, "modules trained in full beside the adapter (e.g. lm_head)",
+                                               goes="lora")
+    # ---- how this run goes: train()'s own, not in a recipe -----------------------------------------------------
+    method: Optional[Method] = _run(None, "fix the memory method; the planner picks the rest of the preset",
+                                    flag="--method")
+    output_dir: Optional[str] = _run(None, "run folder (default runs/<model>-<time>)", flag="--output-dir")
+    resume: bool = _run(False, "continue from the newest complete checkpoint in --output-dir", flag="--resume")
+    overwrite: bool = _run(False, "replace a run already in --output-dir", flag="--overwrite")
+    on_oom: OnOOM = _run(RESILIENCE.on_oom, "on CUDA out-of-memory: step down the preset ladder and go on "
+                         "(default), or stop", flag="--on-oom")
+    oom_window_steps: int = _run(RESILIENCE.oom_window_steps, "step down only for an OOM within this many steps "
+                                 "(later ones re-raise)", range=_whole(RESILIENCE.oom_window_steps, "a whole number "
+                                 ">= 0 (0 never steps down)", least=0))
+    on_stall: OnStall = _run(RESILIENCE.on_stall, "when the run is not learning: print the cause and a remedy "
+                             "(default), or also raise max_completion_length at the next checkpoint when most "
+                             "completions are cut (docs/health.md)", flag="--on-stall")
+    quiet: bool = _run(False, "do not print the plan, the progress lines and the summary table")
+    show_plan: bool = _run(False, "print the whole plan (components, reasons, settings), not its summary",
+                           flag="--show-plan")
+    skip_invalid: bool = _run(False, "skip dataset rows without a usable question or answer (a task: prompt; one "
+                              "warning gives the count) instead of stopping at the first", flag="--skip-invalid")
+    export: Optional[ExportFormat] = _run(None, "also write the trained model as one GGUF file (docs/export.md)")
+    # fmt: on
+
+
 @dataclass(frozen=True)
 class Setting:
-    """One setting, declared once (the spirit of TRL's config dataclasses: a default and a help per field)."""
+    """One setting as every reader sees it: a :class:`LiteArguments` field, or a range of :data:`OTHER_RANGES`."""
 
     name: str
     help: str  # one line: what it does, its trade-off where it has one (the CLI's --help, docs)
     default: Any = PLANNER  # PLANNER: decided for the model and budget (grpo_lite.defaults, the planner)
-    type: Any = None  # grpo-lite's own: the type TRL's parser types it as (None: GRPOConfig's own, or checked apart)
-    range: Range | None = None  # a number's bound (TRL's parser types GRPOConfig fields but does not bound them)
-    flag: str | None = None  # its ``grpo-lite train`` option ("--seed"); None: --set KEY=VALUE or a recipe only
-    recipe: bool = True  # a recipe holds it (at the top level, or under trl:/lora:), and train(config=) takes it
+    type: Any = None  # its annotation (None: GRPOConfig's or evaluate()'s own)
+    range: Range | None = None
+    flag: str | None = None
+    recipe: bool = True
     goes: Goes = "grpo_config"
-    peft: str | None = None  # under a recipe's lora: and in peft.LoraConfig, when its name differs (lora_r: r)
+    peft: str | None = None
+    typed: bool = True
 
     @property
     def choices(self) -> tuple[Any, ...] | None:
@@ -96,58 +203,9 @@ class Setting:
 
 _S = Setting
 
-
-def _run(
-    name: str, help: str, default: Any, type: Any = None, range: Range | None = None, flag: str | None = None
-) -> Setting:
-    """train()'s or evaluate()'s own: how this run goes, not what it trains (no recipe holds it)."""
-    return Setting(name, help, default, type, range, flag, recipe=False, goes="run")
-
-
-SETTINGS: dict[str, Setting] = {s.name: s for s in (
-    # ---- what to train on what: train()'s arguments that a recipe holds --------------------------------------------
-    _S("model", "hub id, short name (Llama-3.2-1B-Instruct), local folder or .gguf file", None, str, goes="run"),
-    _S("budget_gb", "GPU size in GB, e.g. 16, per device (default: detect the current CUDA device)", None,
-       Optional[float], flag="--budget-gb", goes="run"),
-    _S("dataset", f"gsm8k, synthetic, math, or a path (default {TRAINER.dataset})", TRAINER.dataset, flag="--dataset",
-       goes="run"),
-    _S("rewards", "reward (repeatable): a grpo-lite or TRL reward name, or your module:function (default: the GSM8K "
-       "set)", None, flag="--reward", goes="run"),
-    _S("preset", "use exactly this preset (see grpo-lite presets)", None, str, flag="--preset", goes="run"),
-    _S("prompt_style", "system prompt, one-shot example and assistant prefill (a name or its fields)", None,
-       goes="run"),
-    _S("answer_kind", "how answers compare with the golds: number, math (LaTeX), choice (a letter), text (default: "
-       "the dataset's, else chosen from its golds)", None, Optional[AnswerKind], flag="--answer-kind", goes="run"),
-    _S("seed", "seed (default 0)", 0, range=Range(lambda x: 0 <= x < 2**32, "a whole number from 0 to 2**32 - 1 "
-       "(numpy's seeds)", 0, whole=True), flag="--seed", goes="run"),
-    _S("max_steps", "optimizer steps (default: num_train_epochs epochs, TRL's 3)", None, range=Range(lambda x: 1 <= x <= MAX_STEPS,
-       f"a whole number from 1 to {MAX_STEPS:_}", 1, whole=True), flag="--max-steps", goes="run"),
-    _S("stop_strings", "end a sampled completion at the first of these ([] samples to the length limit)",
-       TRAINER.stop_strings, list[str], goes="run"),
-    # ---- how it runs: the plan's own keys ----------------------------------------------------------------------
-    _S("device", "the device the recipe was planned for", None, Optional[Device], goes="run"),
-    _S("num_processes", "data-parallel processes, one GPU each (CPU: gloo); --budget-gb is per device",
-       STEP.num_processes, int, _whole(STEP.num_processes), flag="--num-processes", goes="run"),
-    _S("sharding", "split state across processes (default: the planner's choice; ddp on CPU)", None,
-       Optional[Sharding], flag="--sharding", goes="run"),
-    _S("dtype", "the dtype the weights load in", None, Optional[Dtype], goes="load"),
-    _S("update_rounding", "how updates reach bf16 weights (stochastic lands steps below half a bf16 spacing)", None,
-       Optional[UpdateRounding], goes="trainer"),
-    _S("shared_prefix", "forward each prompt once for all its completions (same log-probs, checked on the first "
-       "step; default on)", STEP.shared_prefix, bool, flag="--shared-prefix", goes="trainer"),
-    _S("lora_r", "LoRA rank: more trains more of the model, at more memory", PLANNER, int, _whole(LORA.r, ">= 1"),
-       goes="lora", peft="r"),
-    _S("lora_alpha", "LoRA scale (alpha / r multiplies the update)", PLANNER, float, _above(LORA.alpha(LORA.r)),
-       goes="lora"),
-    _S("lora_dropout", "dropout on the LoRA path", PLANNER, float, Range(lambda x: 0 <= x < 1, "in [0, 1)", 0.05),
-       goes="lora"),
-    _S("lora_target_modules", "the linears LoRA adapts (default all-linear)", PLANNER,
-       Union[None, str, list[str]], goes="lora", peft="target_modules"),
-    _S("use_dora", "DoRA: the update split in magnitude and direction (peft's use_dora)", PLANNER, bool, goes="lora"),
-    _S("use_rslora", "rank-stabilized LoRA: the update scaled by alpha / sqrt(r)", PLANNER, bool, goes="lora"),
-    _S("modules_to_save", "modules trained in full beside the adapter (e.g. lm_head)", PLANNER,
-       Optional[list[str]], goes="lora"),
-    # ---- GRPOConfig fields with a range (TRL's parser types them; --set KEY=VALUE or a recipe's trl:) ------------
+# ranges of settings declared elsewhere: GRPOConfig's fields (TRL's parser types them but does not bound them;
+# --set KEY=VALUE or a recipe's trl:) and evaluate()'s arguments
+OTHER_RANGES: tuple[Setting, ...] = (
     _S("learning_rate", "optimizer step size", range=_above(1e-5)),
     _S("weight_decay", "AdamW's decoupled weight decay", range=Range(lambda x: x >= 0, ">= 0", 0.1)),
     _S("adam_beta1", "Adam's first-moment decay", range=Range(lambda x: 0 <= x < 1, "in [0, 1)", 0.9)),
@@ -185,30 +243,23 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
        range=_whole(STEP.max_prompt_length)),
     _S("max_completion_length", "completion tokens sampled at most", range=_whole(STEP.max_completion_length,
        takes_none=False)),
-    # ---- how this run goes: train()'s and evaluate()'s own, not in a recipe -----------------------------------
-    _run("method", "fix the memory method; the planner picks the rest of the preset", None, Optional[Method],
-       flag="--method"),
-    _run("output_dir", "run folder (default runs/<model>-<time>)", None, flag="--output-dir"),
-    _run("resume", "continue from the newest complete checkpoint in --output-dir", False, bool, flag="--resume"),
-    _run("overwrite", "replace a run already in --output-dir", False, bool, flag="--overwrite"),
-    _run("on_oom", "on CUDA out-of-memory: step down the preset ladder and go on (default), or stop",
-       RESILIENCE.on_oom, OnOOM, flag="--on-oom"),
-    _run("oom_window_steps", "step down only for an OOM within this many steps (later ones re-raise)",
-       RESILIENCE.oom_window_steps, int, _whole(RESILIENCE.oom_window_steps, "a whole number >= 0 (0 never steps "
-       "down)", least=0)),
-    _run("on_stall", "when the run is not learning: print the cause and a remedy (default), or also raise "
-       "max_completion_length at the next checkpoint when most completions are cut (docs/health.md)",
-       RESILIENCE.on_stall, OnStall, flag="--on-stall"),
-    _run("quiet", "do not print the plan, the progress lines and the summary table", False, bool),
-    _run("show_plan", "print the whole plan (components, reasons, settings), not its summary", False, bool,
-       flag="--show-plan"),
-    _run("skip_invalid", "skip dataset rows without a usable question or answer (a task: prompt; one warning gives the "
-       "count) instead of stopping at the first", False, bool, flag="--skip-invalid"),
-    _run("batch_size", "evaluate(): prompts decoded together", EVALUATION.batch_size, int,
-       _whole(EVALUATION.batch_size)),
-    _run("max_new_tokens", "evaluate(): tokens decoded per answer at most", EVALUATION.max_new_tokens, int,
-       _whole(EVALUATION.max_new_tokens)),
-)}  # fmt: skip
+    _S("batch_size", "evaluate(): prompts decoded together", EVALUATION.batch_size, int, _whole(EVALUATION.batch_size),
+       recipe=False, goes="run"),
+    _S("max_new_tokens", "evaluate(): tokens decoded per answer at most", EVALUATION.max_new_tokens, int,
+       _whole(EVALUATION.max_new_tokens), recipe=False, goes="run"),
+)  # fmt: skip
+
+
+def settings() -> dict[str, Setting]:
+    """Every setting by name: :class:`LiteArguments`' fields, then :data:`OTHER_RANGES` (both read when called: a
+    field or a range added is in it)."""
+    return {**_own_settings(LiteArguments), **{s.name: s for s in OTHER_RANGES}}
+
+
+@functools.lru_cache(maxsize=1)
+def _own_settings(lite: type) -> dict[str, Setting]:
+    hints = get_type_hints(lite)
+    return {f.name: Setting(f.name, default=f.default, type=hints[f.name], **f.metadata) for f in fields(lite)}
 
 
 def where(goes: Goes) -> tuple[str, ...]:
@@ -217,12 +268,12 @@ def where(goes: Goes) -> tuple[str, ...]:
     >>> where("trainer"), where("load")
     (('update_rounding', 'shared_prefix'), ('dtype',))
     """
-    return tuple(name for name, s in SETTINGS.items() if s.goes == goes)
+    return tuple(name for name, s in settings().items() if s.goes == goes)
 
 
 def flags() -> dict[str, Setting]:
     """The settings that are ``grpo-lite train`` options, by name."""
-    return {name: s for name, s in SETTINGS.items() if s.flag is not None}
+    return {name: s for name, s in settings().items() if s.flag is not None}
 
 
 def check(
@@ -248,7 +299,7 @@ def check(
     """
     if value is None:
         return value
-    setting = SETTINGS.get(key)
+    setting = settings().get(key)
     rule = setting.range if setting is not None else None
     choices = setting.choices if choices is None and setting is not None else choices
     name = named or key
@@ -275,7 +326,7 @@ def check_written(key: str, value: Any, **how: Any) -> Any:
     Raises:
         ConfigError: None for such a setting (leave it out instead), or what :func:`check` raises.
     """
-    setting = SETTINGS.get(key)
+    setting = settings().get(key)
     rule = setting.range if setting is not None else None
     if value is None and rule is not None and not rule.takes_none:
         written = how.get("written") or f"{key}=None"

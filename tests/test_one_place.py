@@ -9,8 +9,8 @@ definition of a decision appears (each finder is also shown to find one in a mad
 - TRL's objects built from a recipe: GRPOConfig in ``recipe/recipe.py``, BitsAndBytesConfig in
   ``memory/keywords.py`` (the meta model of the tracer builds it too), and the trainer built from a recipe, never
   from a plan;
-- the load dtype names: the ``Dtype`` literal (``grpo_lite/settings.py``); the LoRA keys: their rows in
-  ``grpo_lite/settings.py: SETTINGS`` (no list of them anywhere: ``LORA_KEYS`` is read from the rows);
+- the load dtype names: the ``Dtype`` literal (``grpo_lite/settings.py``); the LoRA keys: their fields in
+  ``grpo_lite/settings.py: LiteArguments`` (no list of them anywhere: ``LORA_KEYS`` is read from the fields);
 - where a plan's per-block bytes come from (traced or the formulas): ``memory/blocks.py: DEFAULT_BLOCKS``, and
   its values: ``plan()``, ``estimate()``, ``train()`` and ``grpo-lite plan`` give the same figure.
 

@@ -1,4 +1,4 @@
-"""Every setting declared once (grpo_lite.settings.SETTINGS), one range check: every entry point gives the same words
+"""Every setting declared once (grpo_lite.settings.LiteArguments, and OTHER_RANGES for GRPOConfig's), one range check: every entry point gives the same words
 for the same bad value, and a row added to the table reaches train(), the CLI and a recipe with no other edit."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from grpo_lite import settings as settings_module
 from grpo_lite.errors import ConfigError
-from grpo_lite.settings import PLANNER, SETTINGS, Range, Setting, check
+from grpo_lite.settings import PLANNER, Range, Setting, check, settings
 
 PROCESSES = "num_processes=0 must be a positive integer; e.g. num_processes=1"
 
@@ -117,9 +118,9 @@ def test_every_setting_names_one_that_exists() -> None:
     names = {f.name for cls in (GRPOConfig, Recipe) for f in dataclasses.fields(cls)}
     names |= {name for f in (evaluate, plan, train) for name in inspect.signature(f).parameters}
     lora = {f.name for f in dataclasses.fields(LoraConfig)}
-    unknown = [s.name for s in SETTINGS.values() if s.name not in names and (s.peft or s.name) not in lora]
+    unknown = [s.name for s in settings().values() if s.name not in names and (s.peft or s.name) not in lora]
     assert unknown == []
-    assert [s.name for s in SETTINGS.values() if s.goes == "lora" and (s.peft or s.name) not in lora] == []
+    assert [s.name for s in settings().values() if s.goes == "lora" and (s.peft or s.name) not in lora] == []
 
 
 def test_train_shows_the_declared_defaults() -> None:
@@ -128,7 +129,7 @@ def test_train_shows_the_declared_defaults() -> None:
     from grpo_lite.training.trainer import train
 
     parameters = inspect.signature(train).parameters
-    declared = {name: SETTINGS[name] for name in parameters if name in SETTINGS}
+    declared = {name: setting for name, setting in settings().items() if name in parameters}
     assert len(declared) >= 20
     for name, setting in declared.items():
         expected = None if setting.default is PLANNER else setting.default
@@ -194,15 +195,15 @@ def test_a_recipe_that_leaves_its_preset_to_the_planner_plans_as_the_model_does(
 
 
 def _steps_per_generation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A GRPOConfig field the table does not declare, added as a new setting would be: one row, nothing else."""
-    assert "steps_per_generation" not in SETTINGS
+    """A GRPOConfig field the table does not bound, added as a new range would be: one row, nothing else."""
+    assert "steps_per_generation" not in settings()
     row = Setting(
         "steps_per_generation",
         "steps each generation batch serves (fewer generation rounds)",
         range=Range(lambda x: x >= 1, "a positive integer", 1, whole=True),
         flag="--steps-per-generation",
     )
-    monkeypatch.setitem(SETTINGS, row.name, row)
+    monkeypatch.setattr(settings_module, "OTHER_RANGES", (*settings_module.OTHER_RANGES, row))
 
 
 def test_a_setting_added_to_the_table_reaches_the_cli_train_and_a_recipe(
@@ -296,3 +297,82 @@ def test_plan_checks_its_settings_with_trains_ranges() -> None:
 
     with pytest.raises(ConfigError, match=r"^num_generations=0 must be >= 2 \(GRPO compares a group\)"):
         plan("Llama-3.2-1B", 16, num_generations=0)
+
+
+# A new own setting, added as a contributor adds one: a field of LiteArguments (here on a subclass put in the
+# module's place before anything else reads it, as an edit of grpo_lite/settings.py would be), nothing else.
+_ADD_A_FIELD = """
+import contextlib, io, json, sys
+from dataclasses import dataclass
+from typing import Optional
+
+from grpo_lite import settings
+
+
+@dataclass
+class WithLayers(settings.LiteArguments):
+    lora_layers: Optional[int] = settings.own(
+        settings.PLANNER, "adapt only this layer's linears", range=settings.Range(lambda x: x >= 0, ">= 0", 0,
+        whole=True), flag="--lora-layers", goes="lora", peft="layers_to_transform")
+
+
+settings.LiteArguments = WithLayers
+from pathlib import Path
+
+from grpo_lite import ConfigError, plan, train
+from grpo_lite.cli import build_parser
+from grpo_lite.cli import train as cli_train
+from grpo_lite.recipe.recipe import Recipe
+
+model, folder = sys.argv[1], Path(sys.argv[2])
+seen = {}
+help_text = io.StringIO()
+with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
+    build_parser().parse_args(["train", "--help"])
+seen["help"] = "--lora-layers LORA_LAYERS" in help_text.getvalue()
+recipe = Recipe.from_plan(plan(model, device="cpu", method="lora"))
+recipe.write(folder / "recipe.yaml")
+args = build_parser().parse_args(["train", "--config", str(folder / "recipe.yaml"), "--lora-layers", "1"])
+seen["recipe"] = Recipe.from_yaml(cli_train._recipe(args, {}).to_yaml()).lora["layers_to_transform"]
+(folder / "bad.yaml").write_text(recipe.to_yaml().replace("lora:\\n", "lora:\\n  layers_to_transform: -1\\n"))
+errors = []
+for call in (lambda: Recipe.read(folder / "bad.yaml"), lambda: train(model, lora_layers=-1)):
+    try:
+        call()
+    except ConfigError as exc:
+        errors.append(str(exc))
+seen["errors"] = errors
+run = dict(dataset="synthetic", rewards=["length"], num_generations=4, per_device_train_batch_size=4,
+           max_completion_length=8, save_strategy="no", quiet=True)
+train(model, method="lora", output_dir=folder / "run", max_steps=1, **{"lora_layers": 1}, **run)
+seen["adapter"] = json.loads((folder / "run" / "final" / "adapter_config.json").read_text())["layers_to_transform"]
+print(json.dumps(seen))
+"""
+
+
+def test_an_own_setting_added_as_one_field_reaches_the_cli_a_recipe_train_and_the_range_check(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """One field of LiteArguments (a LoRA setting, peft's ``layers_to_transform``) and no other edit: it is a
+    ``grpo-lite train`` flag in --help, a recipe key under ``lora:`` (the flag over a recipe file, through YAML and
+    back), a train() argument that reaches peft's adapter config, and its range is checked with its name in a recipe
+    file and in train() alike."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _ADD_A_FIELD, str(tiny_model_dir), str(tmp_path)],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["help"] is True
+    assert seen["recipe"] == 1
+    assert seen["errors"] == [
+        f"{tmp_path / 'bad.yaml'}: lora.layers_to_transform: -1 must be >= 0; e.g. layers_to_transform: 0",
+        "lora_layers=-1 must be >= 0; e.g. lora_layers=0",
+    ]
+    assert seen["adapter"] in (1, [1])

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from grpo_lite.errors import ConfigError
-from grpo_lite.settings import SETTINGS, check, check_written
+from grpo_lite.settings import check, check_written, settings
 
 TINY = math.nextafter(0.0, 1.0)  # the smallest float above 0
 BELOW_ONE, ABOVE_ONE = math.nextafter(1.0, 0.0), math.nextafter(1.0, 2.0)
@@ -59,11 +59,11 @@ BOUNDS: dict[str, tuple[list, list]] = {
     "batch_size": POSITIVE_WHOLE,
     "max_new_tokens": POSITIVE_WHOLE,
 }
-WHOLE = {name for name, s in SETTINGS.items() if s.range is not None and s.range.whole}
+WHOLE = {name for name, s in settings().items() if s.range is not None and s.range.whole}
 
 
 def test_every_bounded_setting_has_its_ends_written_here() -> None:
-    bounded = {name for name, s in SETTINGS.items() if s.range is not None}
+    bounded = {name for name, s in settings().items() if s.range is not None}
     assert bounded == set(BOUNDS), f"add the ends of {sorted(bounded - set(BOUNDS))} to BOUNDS (tests/)"
     assert WHOLE == {
         "seed", "max_steps", "num_processes", "lora_r", "num_iterations", "num_generations",
@@ -85,7 +85,7 @@ def test_a_value_at_or_just_inside_an_end_is_accepted(key: str, value: object) -
 def test_a_value_at_an_excluded_end_or_just_past_an_included_one_is_refused(key: str, value: object) -> None:
     with pytest.raises(ConfigError) as caught:
         check(key, value)
-    rule = SETTINGS[key].range
+    rule = settings()[key].range
     assert rule is not None
     assert str(caught.value) == f"{key}={value!r} must be {rule.what}; e.g. {key}={rule.example!r}"
     assert check(key, rule.example) == rule.example  # the example it gives works
@@ -112,7 +112,7 @@ def test_a_number_takes_an_int_and_refuses_a_bool_or_a_value_that_is_not_finite(
 
 def test_none_is_not_set_except_where_the_planner_needs_a_number() -> None:
     assert all(check(key, None) is None for key in BOUNDS)
-    needs = {key for key in BOUNDS if not getattr(SETTINGS[key].range, "takes_none", True)}
+    needs = {key for key in BOUNDS if not getattr(settings()[key].range, "takes_none", True)}
     assert needs == {"num_generations", "max_completion_length"}
     for key in BOUNDS:
         if key in needs:

@@ -1,5 +1,5 @@
 """The options the subcommands share (added with :func:`add_options`): each setting's from its declaration in
-:data:`grpo_lite.settings.SETTINGS`, the others in :data:`SHARED`; and the parsers of their values.
+:class:`grpo_lite.settings.LiteArguments`, the others in :data:`SHARED`; and the parsers of their values.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Iterable
 from grpo_lite.defaults import GPU
 from grpo_lite.errors import ConfigError
 from grpo_lite.recipe.values import none_is_text
-from grpo_lite.settings import PLANNER, SETTINGS, Setting
+from grpo_lite.settings import PLANNER, Setting, settings
 
 
 def _value(text: str) -> Any:
@@ -87,10 +87,10 @@ _READ: dict[str, dict[str, Any]] = {
 
 
 def setting_option(setting: Setting) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """A setting's option, all from its declaration (:data:`grpo_lite.settings.SETTINGS`): its flag, help, default,
+    """A setting's option, all from its declaration (its :class:`~grpo_lite.settings.LiteArguments` field): its flag, help, default,
     choices, and a type from its Python type or range (a value with neither is read as :func:`_value` reads it).
 
-    >>> setting_option(SETTINGS["seed"])
+    >>> setting_option(settings()["seed"])
     (('--seed',), {'help': 'seed (default 0)', 'default': 0, 'type': <class 'int'>})
     """
     assert setting.flag is not None, setting.name
@@ -111,7 +111,7 @@ def setting_option(setting: Setting) -> tuple[tuple[str, ...], dict[str, Any]]:
 # option name -> (flags, argparse keyword arguments): every setting's flag from its declaration, and the options
 # that are not settings
 SHARED: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "model": (("model",), {"help": SETTINGS["model"].help}),
+    "model": (("model",), {"help": settings()["model"].help}),
     "json": (("--json",), {"action": "store_true", "help": "print one JSON object instead of tables"}),
     "set": (
         ("--set",),
@@ -134,7 +134,7 @@ def add_options(parser: argparse.ArgumentParser, *names: str, **defaults: Any) -
     (3, True)
     """
     for name in names:
-        flags, kwargs = SHARED[name] if name in SHARED else setting_option(SETTINGS[name])
+        flags, kwargs = SHARED[name] if name in SHARED else setting_option(settings()[name])
         if name in defaults:
             kwargs = {**kwargs, "default": defaults[name]}
         parser.add_argument(*flags, **kwargs)

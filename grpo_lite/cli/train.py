@@ -15,7 +15,7 @@ from typing import Any, Callable
 from grpo_lite.cli.options import SHARED, add_options, parse_set
 from grpo_lite.cli.relaunch import add_launch_arguments
 from grpo_lite.cli.trl_form import is_trl_form
-from grpo_lite.settings import SETTINGS, flags
+from grpo_lite.settings import flags
 
 INTERRUPTED = (
     "interrupted: stopped without saving; a run continues from its last complete checkpoint with the "
@@ -207,7 +207,7 @@ def _train(args: argparse.Namespace, recipe: Any, overrides: dict[str, Any]) -> 
     """train() with the recipe (its settings already hold the flags and --set), or with the flags and --set."""
     from grpo_lite.api import train
 
-    run = {key: getattr(args, key) for key in flags() if not SETTINGS[key].recipe}
+    run = {key: getattr(args, key) for key, setting in flags().items() if not setting.recipe}
     if recipe is not None:
         return train(config=recipe, **run)
     named = inspect.signature(train).parameters

@@ -1,6 +1,6 @@
 """``grpo-lite train`` in ``trl grpo``'s form: a ``trl grpo`` command line or ``--config`` YAML, with ``trl grpo``
 replaced by ``grpo-lite train``, parsed by TRL's own ``TrlParser`` over ``trl grpo``'s argument dataclasses plus
-:class:`LiteArguments` (what grpo-lite adds), and run as one :func:`grpo_lite.train` call.
+:class:`grpo_lite.settings.LiteArguments` (what grpo-lite adds), and run as one :func:`grpo_lite.train` call.
 
 TRL's precedence: the YAML's values are the defaults, the flags win. Every GRPOConfig field the user wrote (in the
 YAML or on the command line, even at TRL's default) is passed as written; a field left out is the plan's.
@@ -12,16 +12,16 @@ import dataclasses
 import difflib
 import json
 import os
-from dataclasses import dataclass, field
+import typing
+from dataclasses import field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
-from grpo_lite.data.prompts import PromptStyleName
+from grpo_lite import settings
 from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, DataError
 from grpo_lite.recipe.values import closest_names, read_mapping
-from grpo_lite.settings import SETTINGS, AnswerKind, Method, OnOOM, OnStall
-from grpo_lite.training.arguments import ExportFormat
+from grpo_lite.settings import PLANNER, Method
 from grpo_lite.training.report.quiet import quiet_libraries
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,31 +33,31 @@ USAGE = (
 )
 
 
-def _own(name: str) -> Any:
-    """A field with the default and help of grpo-lite's setting ``name`` (:data:`grpo_lite.settings.SETTINGS`)."""
-    return field(default=SETTINGS[name].default, metadata={"help": SETTINGS[name].help})
+# grpo-lite's settings the trl form does not take as flags of their own: trl grpo spells them (--model_name_or_path,
+# --dataset_name, --reward_funcs; ModelConfig's --lora_r... and --use_peft make the LoRA), or the launch sets them
+NOT_FLAGS = ("model", "dataset", "rewards", "device", "num_processes", "sharding")
 
 
-@dataclass
-class LiteArguments:
-    """What grpo-lite adds to ``trl grpo``'s arguments: train()'s own, each row's default and help from
-    :data:`grpo_lite.settings.SETTINGS` (``trl grpo``'s ``output_dir``, ``seed`` and ``max_steps`` are GRPOConfig's)."""
+def _lite_arguments(taken: set[str]) -> type:
+    """:class:`grpo_lite.settings.LiteArguments` as HfArgumentParser reads a dataclass: the fields trl grpo's own
+    dataclasses (``taken``) do not declare, each with its default and help (the parser passes the metadata to
+    argparse, which takes no other key)."""
+    lite = settings.LiteArguments
+    hints = typing.get_type_hints(lite)
+    rows = [
+        (f.name, hints[f.name], _parser_field(f))
+        for f in dataclasses.fields(lite)
+        if f.name not in taken and f.name not in NOT_FLAGS and f.metadata["goes"] != "lora"
+    ]
+    return dataclasses.make_dataclass("LiteArguments", rows)
 
-    budget_gb: Optional[float] = _own("budget_gb")
-    method: Optional[Method] = _own("method")
-    preset: Optional[str] = _own("preset")
-    prompt_style: Optional[PromptStyleName] = _own("prompt_style")
-    answer_kind: Optional[AnswerKind] = _own("answer_kind")
-    on_oom: OnOOM = _own("on_oom")
-    on_stall: OnStall = _own("on_stall")
-    shared_prefix: bool = _own("shared_prefix")
-    skip_invalid: bool = _own("skip_invalid")
-    show_plan: bool = _own("show_plan")
-    resume: bool = _own("resume")
-    overwrite: bool = _own("overwrite")
-    export: Optional[ExportFormat] = field(
-        default=None, metadata={"help": "also write the trained model as one GGUF file (docs/export.md)"}
-    )
+
+def _parser_field(f: dataclasses.Field[Any]) -> Any:
+    """``f`` with its help alone; PLANNER's default is None, and a tuple default a list (the parser's nargs="+")."""
+    meta = {"help": f.metadata["help"]}
+    if isinstance(f.default, tuple):
+        return field(default_factory=lambda: list(f.default), metadata=meta)  # type: ignore[arg-type]
+    return field(default=None if f.default is PLANNER else f.default, metadata=meta)
 
 
 # GRPOConfig fields that are train()'s own arguments of the same name
@@ -90,15 +90,27 @@ def is_trl_form(args: list[str]) -> bool:
         keys = read_mapping(Path(args[args.index("--config") + 1]))
     except ConfigError:  # the recipe reader says what is wrong with it
         return False
-    return isinstance(keys, dict) and bool(names.difference(SETTINGS).intersection(keys))  # a recipe's dtype: no
+    recipe_keys = names.difference(settings.settings())  # a recipe's dtype is not trl grpo's
+    return isinstance(keys, dict) and bool(recipe_keys.intersection(keys))
 
 
 def _parser() -> TrlParser:
-    from trl import GRPOConfig, TrlParser  # heavy: TRL's trainer
+    from trl import TrlParser  # heavy: TRL's trainer
+
+    return TrlParser(_types(), prog="grpo-lite train", usage=USAGE)
+
+
+def _types() -> list[Any]:
+    """trl grpo's argument dataclasses in its order (script, GRPOConfig, model), then grpo-lite's."""
+    from trl import GRPOConfig  # heavy: TRL's trainer
 
     script, model = _script_types()
-    types: list[Any] = [script, GRPOConfig, model, LiteArguments]  # trl grpo's order, grpo-lite's last
-    return TrlParser(types, prog="grpo-lite train", usage=USAGE)
+    return [
+        script,
+        GRPOConfig,
+        model,
+        _lite_arguments({f.name for c in (script, GRPOConfig, model) for f in dataclasses.fields(c)}),
+    ]
 
 
 def _field_names(parser: TrlParser) -> list[str]:
@@ -142,7 +154,7 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], set[str]]:
 def train_arguments(argv: list[str]) -> dict[str, Any]:
     """``trl grpo``'s arguments as the keyword arguments of one :func:`grpo_lite.train` call: the model, the data,
     the rewards and the LoRA as ``trl grpo`` builds them; every GRPOConfig field written, as written; grpo-lite's own
-    (:class:`LiteArguments`). What grpo-lite cannot plan is one line naming the flag.
+    (:class:`~grpo_lite.settings.LiteArguments`). What grpo-lite cannot plan is one line naming the flag.
 
     Raises:
         ConfigError: no model, or a flag grpo-lite cannot plan (8-bit weights, another 4-bit format, streaming).
@@ -159,7 +171,7 @@ def train_arguments(argv: list[str]) -> dict[str, Any]:
             "id, a local folder or a .gguf file"
         )
     _refuse_unplanned(values, written)
-    lite = _instance(LiteArguments, values)
+    lite = {f.name: values[f.name] for f in dataclasses.fields(_types()[-1])}
     trl = {f.name: values[f.name] for f in dataclasses.fields(GRPOConfig) if f.name in written}
     init = {"revision": model.model_revision} if "model_revision" in written else {}
     if model.attn_implementation is not None:
@@ -170,7 +182,7 @@ def train_arguments(argv: list[str]) -> dict[str, Any]:
         trl["dtype"] = model.dtype
     rewards = [script.reward_model_name_or_path] if script.reward_model_name_or_path else []
     rewards += script.reward_funcs or []
-    kwargs = {**vars(lite), **{key: trl.pop(key) for key in OWN_ARGUMENTS if key in trl}, **trl}
+    kwargs = {**lite, **{key: trl.pop(key) for key in OWN_ARGUMENTS if key in trl}, **trl}
     if script.dataset_name is not None:
         kwargs["dataset"] = _dataset(script.dataset_name, script.dataset_config, script.dataset_train_split)
     if model.use_peft:
@@ -178,8 +190,8 @@ def train_arguments(argv: list[str]) -> dict[str, Any]:
 
         kwargs["peft_config"] = get_peft_config(model)
     if model.load_in_4bit:
-        kwargs["method"] = _four_bit_method(lite.method)
-    elif "use_peft" in written and not model.use_peft and lite.method is None:
+        kwargs["method"] = _four_bit_method(lite["method"])
+    elif "use_peft" in written and not model.use_peft and lite["method"] is None:
         kwargs["method"] = "full"  # trl grpo's use_peft false: every weight trains (the planner fits full rungs)
     return {"model": model.model_name_or_path, "rewards": rewards or None, **kwargs}
 

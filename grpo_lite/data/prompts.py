@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.defaults import TRAINER
 from grpo_lite.errors import ConfigError, DataError, ModelError
+from grpo_lite.settings import PromptStyleName
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -65,8 +66,6 @@ ONE_SHOT_ANSWER = "13"
 COMPACT_SYSTEM_PROMPT = (
     "Answer in this format:\n<reasoning>\nthe calculation\n</reasoning>\n<answer>\nthe final number\n</answer>"
 )
-
-PromptStyleName = Literal["guided", "plain", "one_step"]
 
 
 def style_for_kind(style: PromptStyle | None, kind: str) -> PromptStyle:

@@ -16,7 +16,7 @@ from grpo_lite.export.hparams import SUPPORTED, supported_text
 from grpo_lite.export.runtimes import export_for_runtimes
 from grpo_lite.export.source import lazily_mergeable
 from grpo_lite.memory.models import resolve_model
-from grpo_lite.training.arguments import ExportFormat
+from grpo_lite.settings import ExportFormat
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.export.tensors import Quantization

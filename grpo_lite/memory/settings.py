@@ -19,7 +19,7 @@ from typing import Any, Literal, get_args
 from grpo_lite.defaults import LORA, STEP
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
-from grpo_lite.settings import SETTINGS, Device, Dtype, Method, Sharding, UpdateRounding, check
+from grpo_lite.settings import Device, Dtype, Method, Sharding, UpdateRounding, check, settings
 
 SHARED_PREFIX_DEFAULT = STEP.shared_prefix  # the old name of grpo_lite.defaults.STEP.shared_prefix
 
@@ -48,7 +48,7 @@ def default_update_rounding(trains_bf16: bool) -> UpdateRounding:
     return "stochastic" if trains_bf16 else "nearest"
 
 
-# the choices of the memory settings that are not in grpo_lite.settings.SETTINGS (check() reads the others' rows)
+# the choices of the memory settings that are not grpo_lite.settings' (check() reads the others' declarations)
 _CHOICES: dict[str, tuple[Any, ...]] = {"quantization": get_args(Quantization), "vllm_mode": get_args(VllmMode)}
 
 
@@ -221,8 +221,9 @@ class StepSettings:
         return self.gradient_accumulation_steps > 1 or self.sharding in ("zero2", "zero3")
 
     def _validate(self) -> None:
+        declared = settings()
         for f in fields(self):
-            if f.name in SETTINGS:
+            if f.name in declared:
                 check(f.name, getattr(self, f.name))
         _check_batch_rule(self)
         opt = self.optimizer

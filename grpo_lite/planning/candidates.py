@@ -23,7 +23,7 @@ from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.estimate import MemoryEstimate, estimate
 from grpo_lite.memory.settings import StepSettings
 from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
-from grpo_lite.settings import SETTINGS, where
+from grpo_lite.settings import settings, where
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
@@ -42,7 +42,7 @@ BATCH_KEYS = (
     "steps_per_generation",
 )  # what num_generations must divide: refitted by the planner with it
 # train()'s and plan()'s LoRA settings -> peft.LoraConfig's names (a recipe's lora: section), read from their rows
-LORA_KEYS: dict[str, str] = {name: SETTINGS[name].peft or name for name in where("lora")}
+LORA_KEYS: dict[str, str] = {name: settings()[name].peft or name for name in where("lora")}
 # what the user fixed that goes to estimate() as it is
 PLAN_ONLY = ("reward_model_bytes",)  # what a plan prices that no setting of the run holds (train() measures it)
 _PASSED_ON = ("num_iterations", "cast_lm_head_to_fp32", "bf16", "fp16", "ds3_gather_for_generation", *PLAN_ONLY)

@@ -1,6 +1,6 @@
 """Settings typed as TRL's own parser (``HfArgumentParser``) types them, and a recipe file read safely.
 
-:func:`typed`: the type and choices of the argparse action TRL's parser builds for a field (``"1e-5"`` becomes a
+:func:`typed`: a field's type and choices read from its annotation as TRL's parser reads it (``"1e-5"`` becomes a
 number; a list field takes a list). :func:`read_mapping`: UTF-8 and ``yaml.safe_load``, every failure one line.
 
 >>> typed("learning_rate", "1e-5"), typed("num_generations", 4), typed("stop_strings", ["</answer>"])
@@ -19,30 +19,79 @@ import dataclasses
 import difflib
 import functools
 import math
+import types
 import typing
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from grpo_lite import settings as settings_module
 from grpo_lite.errors import ConfigError
 from grpo_lite.planning.candidates import LORA_KEYS
-from grpo_lite.settings import SETTINGS, check_written, where
+from grpo_lite.settings import PLANNER, check_written, where
 
 
-def _own_settings() -> type:
-    """grpo-lite's recipe keys and train() arguments that are not GRPOConfig fields, as a dataclass for
-    HfArgumentParser (types only, from :data:`grpo_lite.settings.SETTINGS`: the defaults live there)."""
-    own = [s for s in SETTINGS.values() if s.type is not None and s.recipe]
-    optional = {s.name for s in own if type(None) in typing.get_args(s.type)}
-    rows = [(s.name, s.type) for s in own if s.name not in optional]
-    rows += [(s.name, s.type, dataclasses.field(default=None)) for s in own if s.name in optional]
-    return dataclasses.make_dataclass("OwnSettings", rows)
+@dataclass(frozen=True)
+class Kind:
+    """How TRL's parser (``HfArgumentParser``) types a field, read from its annotation as that parser reads it."""
+
+    parse: Callable[[str], Any]  # text -> the value (the parser's ``type``)
+    choices: tuple[Any, ...] | None  # a Literal's or an Enum's values
+    many: bool  # a list (the parser's nargs="+")
+    takes_none: bool
+    default: Any
+    only_text: bool  # annotated ``str`` alone (grpo-lite's model, preset): a list is not text
 
 
-OwnSettings = _own_settings()
+def _kind(f: dataclasses.Field[Any], hint: Any, own: bool) -> Kind:
+    """The :class:`Kind` of a field annotated ``hint``, as ``HfArgumentParser._parse_dataclass_field`` types it."""
+    from transformers.hf_argparser import make_choice_type_function, string_to_bool
+
+    args = typing.get_args(hint)
+    takes_none = type(None) in args or (not own and f.default is None)  # GRPOConfig's ``x: int = None`` takes None
+    only_text = own and [a for a in args or (hint,) if a is not type(None)] == [str]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):  # Optional[X] is X; X | str is X
+        if type(None) not in args:
+            hint = args[0] if args[1] is str else args[1]
+        else:
+            hint = bool if bool in args else args[0] if args[1] is type(None) else args[1]
+    origin, choices, many = typing.get_origin(hint), None, False
+    if origin is typing.Literal or (isinstance(hint, type) and issubclass(hint, Enum)):
+        choices = typing.get_args(hint) if origin is typing.Literal else tuple(x.value for x in hint)
+        parse: Any = make_choice_type_function(list(choices))
+    elif hint is bool:
+        parse = string_to_bool
+    elif isinstance(origin, type) and issubclass(origin, list):
+        many, parse = True, typing.get_args(hint)[0]
+    else:
+        parse = hint
+    default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+    default = None if default in (dataclasses.MISSING, PLANNER) else default
+    return Kind(parse, choices, many, takes_none, default, only_text)
 
 
-# what a non-text value must be for an action's type (by its name; text goes through the type); a field of several
+@functools.lru_cache(maxsize=1)
+def _kinds(lite: type) -> dict[str, Kind]:
+    """Setting -> its :class:`Kind`: grpo-lite's own (:class:`~grpo_lite.settings.LiteArguments`, those TRL's parser
+    types) and GRPOConfig's fields."""
+    from trl import GRPOConfig
+
+    out = {}
+    for cls in (lite, GRPOConfig):  # GRPOConfig's seed and max_steps type train()'s, as TRL's parser reads them
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if f.init and f.metadata.get("typed", True):
+                out[f.name] = _kind(f, hints[f.name], own=cls is lite)
+    return out
+
+
+def kind(key: str) -> Kind | None:
+    """The :class:`Kind` of the setting ``key``; None for a name that is neither grpo-lite's nor GRPOConfig's."""
+    return _kinds(settings_module.LiteArguments).get(key)
+
+
+# what a non-text value must be for a field's type (by its name; text goes through the type); a field of several
 # types (``str | list[str]``) is typed as text, its lists and mappings pass to TRL
 _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "int": ((int,), "a whole number"),
@@ -52,63 +101,46 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 _NOT_OF_TYPE = (ValueError, TypeError, argparse.ArgumentTypeError)  # what a type or _one raises for a value not of it
 _PLANNER_CHOICES = {"optim"}  # choices the planner checks against what it models (a shorter, truer list)
-_TEXT = {s.name for s in SETTINGS.values() if s.type is str}  # grpo-lite's own text: a list is not
 # text fields that TRL also takes as True or False: GRPOConfig.__post_init__ maps scale_rewards True to "group" and
 # False to "none" (Dr. GRPO recipes write false)
 _ALSO_BOOL = {"scale_rewards"}
 
 
-@functools.lru_cache(maxsize=1)
-def _actions() -> dict[str, tuple[argparse.Action, bool]]:
-    """Setting -> (the action TRL's parser builds for it, whether it takes None)."""
-    import typing
-
-    from transformers import HfArgumentParser
-    from trl import GRPOConfig
-
-    parser = HfArgumentParser((GRPOConfig, OwnSettings))
-    optional = {}
-    for cls in (GRPOConfig, OwnSettings):
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            optional[f.name] = type(None) in typing.get_args(hints.get(f.name)) or f.default is None
-    return {a.dest: (a, optional[a.dest]) for a in parser._actions if a.dest in optional and a.nargs != 0}
-
-
 def none_is_text(key: str) -> bool:
     """Whether ``key`` is a text field that does not take None, where TRL's parser reads ``none`` as the text
     (``--set scale_rewards=none`` is TRL's "none")."""
-    action, takes_none = _actions().get(key, (None, True))
-    return action is not None and action.type is str and action.nargs is None and not takes_none
+    found = kind(key)
+    return found is not None and found.parse is str and not found.many and not found.takes_none
 
 
-def _kind(action: argparse.Action) -> str:
-    if action.choices is not None:
-        return "one of " + ", ".join(map(str, action.choices))
-    name = getattr(action.type, "__name__", "a value")
+def _what(found: Kind) -> str:
+    if found.choices is not None:
+        return "one of " + ", ".join(map(str, found.choices))
+    name = getattr(found.parse, "__name__", "a value")
     return _KINDS[name][1] if name in _KINDS else name
 
 
-def _one(action: argparse.Action, value: Any) -> Any:
-    """One value through the action's type; ValueError when it is not of it."""
+def _one(key: str, found: Kind, value: Any) -> Any:
+    """One value through the field's type; ValueError when it is not of it."""
     if isinstance(value, Enum):
         value = value.value
     if isinstance(value, str):
-        value = action.type(value) if action.type is not None else value  # TRL's parser: text -> the type
-    elif action.dest in _TEXT:  # model, preset: a list would reach the loader (a TypeError)
+        value = found.parse(value)  # TRL's parser: text -> the type
+    elif found.only_text:  # model, preset: a list would reach the loader (a TypeError)
         raise ValueError
-    elif isinstance(value, bool) and action.dest in _ALSO_BOOL:
+    elif isinstance(value, bool) and key in _ALSO_BOOL:
         return value
-    elif (kind := _KINDS.get(getattr(action.type, "__name__", ""))) is not None:
-        if not isinstance(value, kind[0]) or (isinstance(value, bool) and bool not in kind[0]):  # True is an int
+    elif (shape := _KINDS.get(getattr(found.parse, "__name__", ""))) is not None:
+        if not isinstance(value, shape[0]) or (isinstance(value, bool) and bool not in shape[0]):  # True is an int
             raise ValueError
-    if action.choices is not None and action.dest not in _PLANNER_CHOICES and value not in action.choices:
+    if found.choices is not None and key not in _PLANNER_CHOICES and value not in found.choices:
         raise ValueError
     return value
 
 
 def typed(key: str, value: Any, *, optional: bool = False, written: str | None = None) -> Any:
-    """``value`` parsed as the setting ``key`` (a GRPOConfig field or an :class:`OwnSettings` one).
+    """``value`` parsed as the setting ``key`` (a GRPOConfig field or a :class:`~grpo_lite.settings.LiteArguments`
+    one).
 
     Args:
         optional: None is accepted even where the field's type does not take it (a recipe's ``max_steps``).
@@ -120,14 +152,13 @@ def typed(key: str, value: Any, *, optional: bool = False, written: str | None =
     Raises:
         ConfigError: the value is not of the field's type or choices (naming what it takes and a value that works).
     """
-    action, takes_none = _actions().get(key, (None, True))
-    if action is None or (value is None and (takes_none or optional)):
+    found = kind(key)
+    if found is None or (value is None and (found.takes_none or optional)):
         return value
-    many = action.nargs in ("+", "*")
     try:
-        if value is None or (many and not isinstance(value, (list, tuple))):
+        if value is None or (found.many and not isinstance(value, (list, tuple))):
             raise ValueError
-        result = [_one(action, v) for v in value] if many else _one(action, value)
+        result = [_one(key, found, v) for v in value] if found.many else _one(key, found, value)
     except _NOT_OF_TYPE:
         pass
     else:
@@ -138,26 +169,27 @@ def typed(key: str, value: Any, *, optional: bool = False, written: str | None =
             )
         return result
     written = written or f"{key}={value!r}"
-    kind = _kind(action)
-    kind = f"a list of {kind.removeprefix('a ')}{'s' if kind.endswith('number') else ''}" if many else kind
-    if action.choices is not None and value is not None and not many:
-        raise ConfigError(f"{written} is not valid; choose {kind}{_example(key, action, value, many)}")
-    kind = kind.replace(" or ", ", ") + " or None" if takes_none or optional else kind
-    raise ConfigError(f"{written}: {key} takes {kind}{_example(key, action, value, many)}")
+    what = _what(found)
+    what = f"a list of {what.removeprefix('a ')}{'s' if what.endswith('number') else ''}" if found.many else what
+    if found.choices is not None and value is not None and not found.many:
+        raise ConfigError(f"{written} is not valid; choose {what}{_example(key, found, value)}")
+    what = what.replace(" or ", ", ") + " or None" if found.takes_none or optional else what
+    raise ConfigError(f"{written}: {key} takes {what}{_example(key, found, value)}")
 
 
-def _example(key: str, action: argparse.Action, value: Any, many: bool) -> str:
+def _example(key: str, found: Kind, value: Any) -> str:
     """``; e.g. key=<a value that works>``: the value in a list (when it is of the type), or the field's default."""
-    if many and value == "":  # an empty --set value: the empty list, not a list of the empty text
+    if found.many and value == "":  # an empty --set value: the empty list, not a list of the empty text
         return f"; e.g. {key}=[] (an empty list)"
-    if many and not isinstance(value, (list, tuple)):
+    if found.many and not isinstance(value, (list, tuple)):
         with contextlib.suppress(*_NOT_OF_TYPE):
-            return f"; e.g. {key}={[_one(action, value)]!r}"
-    rule = SETTINGS[key].range if key in SETTINGS else None
-    default = rule.example if rule is not None else action.default  # TRL's max_steps=-1 is refused here
+            return f"; e.g. {key}={[_one(key, found, value)]!r}"
+    setting = settings_module.settings().get(key)
+    rule = setting.range if setting is not None else None
+    default = rule.example if rule is not None else found.default  # TRL's max_steps=-1 is refused here
     if isinstance(default, Enum):
         default = default.value
-    if default is None or default is argparse.SUPPRESS or isinstance(default, (list, dict)):
+    if default is None or isinstance(default, (list, tuple, dict)):
         return ""
     return f"; e.g. {key}={default!r}"
 

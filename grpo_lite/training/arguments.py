@@ -9,7 +9,7 @@ import functools
 import inspect
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 from grpo_lite import rewards as reward_lib
 from grpo_lite.data.answer_kinds import check_answer_kind
@@ -18,15 +18,13 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.planning.candidates import LORA_KEYS
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.recipe.values import check_overrides, typed
-from grpo_lite.settings import SETTINGS, Method, check
+from grpo_lite.settings import Method, check, settings
 from grpo_lite.training import checks
 from grpo_lite.training.run.ranks import process_state
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.models import ModelSpec
 
-
-ExportFormat = Literal["gguf"]  # train(export=...): written by the optional export part (grpo_lite.export)
 
 R = TypeVar("R")
 
@@ -52,7 +50,8 @@ def recipe_with_passed_arguments(func: Callable[..., R]) -> Callable[..., R]:
         passed = signature.bind(*args, **kwargs).arguments
         if passed.get("config") is None:
             return func(*args, **kwargs)
-        written = {key: passed.pop(key) for key in list(passed) if key in SETTINGS and SETTINGS[key].recipe}
+        own = settings()
+        written = {key: passed.pop(key) for key in list(passed) if key in own and own[key].recipe}
         recipe = Recipe.with_arguments(passed.pop("config"), {**written, **passed.pop("overrides", {})})
         return func(config=recipe, **passed)
 
@@ -93,7 +92,7 @@ def check_arguments(
     return reward_funcs, check_overrides(overrides, n_rewards=len(reward_funcs))
 
 
-SWITCHES = tuple(s.name for s in SETTINGS.values() if s.type is bool and not s.recipe)  # train()'s True or False
+SWITCHES = tuple(s.name for s in settings().values() if s.type is bool and not s.recipe)  # train()'s True or False
 
 
 def check_run_options(*, oom_window_steps: Any, **flags: Any) -> None:

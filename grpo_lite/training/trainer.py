@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from grpo_lite.defaults import RESILIENCE, STEP, TRAINER
 from grpo_lite.memory.heap import mmap_threshold_on_cpu
 from grpo_lite.memory.models import resolve_model
-from grpo_lite.settings import AnswerKind, Method, OnOOM, OnStall
+from grpo_lite.settings import AnswerKind, ExportFormat, Method, OnOOM, OnStall
 from grpo_lite.training import arguments, fit, prepare
-from grpo_lite.training.arguments import ExportFormat
 from grpo_lite.training.report.quiet import quiet_libraries
 from grpo_lite.training.result import TrainResult, finish
 from grpo_lite.training.run import folder

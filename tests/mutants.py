@@ -60,7 +60,7 @@ MUTANTS = (
     ),
     Mutant(
         "lock-released-before-final",
-        "grpo_lite/training/trainer.py",
+        "grpo_lite/training/pipeline.py",
         "        result = finish(loop, trainer, inputs, run)\n",
         "        run.release()\n        result = finish(loop, trainer, inputs, run)\n",
         ("tests/test_run_life.py::test_the_lock_is_held_until_the_final_model_and_run_json_are_written",),

@@ -551,15 +551,15 @@ def test_the_export_runs_around_the_pipeline_not_inside_it(tmp_path):
     import sys
 
     import grpo_lite
-    from grpo_lite.training import trainer
+    from grpo_lite.training import pipeline
 
-    assert inspect.signature(grpo_lite.train) == inspect.signature(trainer.train)
-    assert grpo_lite.train.__doc__ == trainer.train.__doc__
+    assert inspect.signature(grpo_lite.train) == inspect.signature(pipeline.train)
+    assert grpo_lite.train.__doc__ == pipeline.train.__doc__
     with pytest.raises(ConfigError, match=r"export='gguf': the export runs through grpo_lite.train"):
-        trainer.train("Qwen2.5-0.5B-Instruct", output_dir=tmp_path / "run", export="gguf")
+        pipeline.train("Qwen2.5-0.5B-Instruct", output_dir=tmp_path / "run", export="gguf")
     assert not (tmp_path / "run").exists()
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, grpo_lite.training.trainer; print(sorted(sys.modules))"],
+        [sys.executable, "-c", "import sys, grpo_lite.training.pipeline; print(sorted(sys.modules))"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     assert "grpo_lite.training.run.attempts" in loaded and "grpo_lite.export" not in loaded

@@ -405,7 +405,7 @@ def test_the_recipe_costs_use_the_plans_block_terms(qwen3_plan):
 def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
     """train() plans as plan() does: on a 16 GB card, Qwen3-0.6B's plan carries the traced terms."""
     from grpo_lite.planning.choose import plan
-    from grpo_lite.training import fit, prepare, trainer
+    from grpo_lite.training import fit, pipeline, prepare
     from grpo_lite.training.prepare import RunInputs
 
     class Planned(Exception):
@@ -419,7 +419,7 @@ def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
     monkeypatch.setattr(fit, "plan_kwargs", lambda *a: {**plan_kwargs(*a), "device": "cuda"})  # a GPU run
     monkeypatch.setattr(fit, "make_recipe", lambda request, the_plan, *a: (_ for _ in ()).throw(Planned(the_plan)))
     with pytest.raises(Planned) as caught:
-        trainer.train(
+        pipeline.train(
             "Qwen3-0.6B",
             budget_gb=16,
             method="lora",

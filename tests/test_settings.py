@@ -143,7 +143,7 @@ def _asked(config=None, model=None, budget_gb=None, **passed):
     defaults = {
         k: p.default for k, p in inspect.signature(pipeline.train).parameters.items() if k not in ("callbacks",)
     }
-    defaults = {k: v for k, v in defaults.items() if k not in ("model", "budget_gb", "config", "export", "overrides")}
+    defaults = {k: v for k, v in defaults.items() if k not in ("model", "budget_gb", "config", "after", "overrides")}
     overrides = {k: passed.pop(k) for k in list(passed) if k not in defaults}
     return arguments.request(config, model, budget_gb, **{**defaults, **passed, "overrides": overrides})
 

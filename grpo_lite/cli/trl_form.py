@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Optional
 from grpo_lite.data.prompts import PromptStyleName
 from grpo_lite.defaults import STEP
 from grpo_lite.errors import ConfigError, DataError
+from grpo_lite.export.after_training import ExportFormat
 from grpo_lite.recipe.values import closest_names, read_mapping
 from grpo_lite.settings import SETTINGS, AnswerKind, Method, OnOOM, OnStall
-from grpo_lite.training.arguments import ExportFormat
 from grpo_lite.training.report.quiet import quiet_libraries
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -9,20 +9,20 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from grpo_lite.errors import ConfigError, ExportError, GrpoLiteError, ModelError
 from grpo_lite.export.hparams import SUPPORTED, supported_text
 from grpo_lite.export.runtimes import export_for_runtimes
 from grpo_lite.export.source import lazily_mergeable
 from grpo_lite.memory.models import resolve_model
-from grpo_lite.training.arguments import ExportFormat
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.export.tensors import Quantization
     from grpo_lite.memory.models import ModelSpec
 
 
+ExportFormat = Literal["gguf"]  # grpo_lite.train(export=...)
 EXPORT_FORMATS: tuple[str, ...] = get_args(ExportFormat)
 TRAIN_QUANTIZATION: Quantization = "q8_0"  # what train(export="gguf") writes; export_gguf() writes the others
 
@@ -92,7 +92,7 @@ def export_after_training(
 
 @dataclass(frozen=True)
 class ExportAfterTraining:
-    """``train(export=...)`` as the training pipeline runs it (:class:`~grpo_lite.training.arguments.AfterTraining`):
+    """``train(export=...)`` as the training pipeline runs it (:class:`~grpo_lite.training.pipeline.AfterTraining`):
     the format checked when made, the resolved model checked before the output folder is touched, the export once
     run.json says finished.
 

@@ -567,7 +567,7 @@ def test_the_export_runs_around_the_pipeline_not_inside_it(tmp_path):
         [sys.executable, "-c", "import sys, grpo_lite.training.pipeline; print(sorted(sys.modules))"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert "grpo_lite.training.run.attempts" in loaded and "grpo_lite.export" not in loaded
+    assert "grpo_lite.training.attempts" in loaded and "grpo_lite.export" not in loaded
 
 
 @pytest.mark.slow

@@ -586,8 +586,8 @@ OTHER_SETTINGS = {
         "stop_strings",
     ): "LiteGRPOTrainer stands in for TRL's: none unless asked",
     # not yet read from defaults.py: these files are being rewritten
-    ("grpo_lite/training/run/attempts.py", "on_stall"): "Attempts.start's on_stall (train() passes it resolved)",
-    ("grpo_lite/training/run/replan.py", "max_prompt_length"): "a fallback of 0 for a message",
+    ("grpo_lite/training/attempts.py", "on_stall"): "Attempts.start's on_stall (train() passes it resolved)",
+    ("grpo_lite/training/replan.py", "max_prompt_length"): "a fallback of 0 for a message",
     ("grpo_lite/export/after_training.py", "num_processes"): "export_after_training's processes (train() passes them)",
     ("grpo_lite/export/runtimes.py", "stop_strings"): "the Modelfile's stop strings (train() passes the run's)",
 }

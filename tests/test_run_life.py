@@ -372,7 +372,7 @@ def test_one_signal_before_the_first_step_records_interrupted_not_aborted(tiny_m
     out = tmp_path / "run"
 
     def body():
-        from grpo_lite.training.run.attempts import Attempts
+        from grpo_lite.training.attempts import Attempts
 
         # Ctrl-C as a terminal delivers it: a shell starts a background job with SIGINT ignored, and Python then
         # installs no KeyboardInterrupt handler (the run would go on, as any program started that way does)

@@ -28,13 +28,6 @@ def grpo_settings(recipe: Recipe, *, output_dir: Path, seed: int, max_steps: int
     return settings
 
 
-def measure_prompt_tokens(dataset: Dataset, tokenizer: Any) -> int:
-    """The longest prompt of the dataset, in tokens: the planner's prompt length (TRL does not truncate)."""
-    from grpo_lite.data.prompts import prompt_token_ids
-
-    return max(len(ids) for ids in prompt_token_ids(tokenizer, dataset["prompt"]))
-
-
 def _device_map(recipe: Recipe) -> Any:
     if recipe.device != "cuda" or not recipe.quantization:
         return None

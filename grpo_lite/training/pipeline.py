@@ -16,10 +16,10 @@ from grpo_lite.memory.heap import mmap_threshold_on_cpu
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.settings import AnswerKind, Method, OnOOM, OnStall
 from grpo_lite.training import arguments, fit, prepare
+from grpo_lite.training.attempts import Attempts, run_attempts
 from grpo_lite.training.report.quiet import quiet_libraries
 from grpo_lite.training.result import TrainResult, finish
 from grpo_lite.training.run import folder
-from grpo_lite.training.run.attempts import Attempts, run_attempts
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -157,7 +157,9 @@ def train(
     spec = resolve_model(request.recipe.model)  # once: every stage below reads this spec
     if after is not None:
         after.check(spec)  # before the output folder is touched
-    run = folder.open_run(spec, output_dir, resume=resume, overwrite=overwrite, quiet=quiet, request=request)
+    run = folder.open_run(
+        spec, output_dir, resume=resume, overwrite=overwrite, quiet=quiet, recipe=request.recipe, method=request.method
+    )
     loop = None
     try:
         inputs = prepare.load_inputs(spec, request.recipe, request.reward_funcs, skip_invalid, run.console)

@@ -2,7 +2,7 @@
 
 An attempt trains until the run ends; a CUDA out-of-memory error within the first ``oom_window_steps`` steps ends
 it instead: the weights reached are carried (LoRA merged), the next cheaper rung that fits is planned
-(:func:`~grpo_lite.training.run.replan.next_plan`, :func:`~grpo_lite.training.run.replan.replan`) and a new attempt
+(:func:`~grpo_lite.training.replan.next_plan`, :func:`~grpo_lite.training.replan.replan`) and a new attempt
 goes on with the steps left, its learning-rate schedule where the run was (:func:`continue_schedule`).
 ``history.jsonl`` gets every logged step as it happens; ``run.json`` is rewritten at the start of every attempt,
 after every checkpoint and at the end, its ``status`` one of ``running``, ``finished``, ``interrupted``, ``aborted``,
@@ -82,11 +82,11 @@ class Attempts:
     ) -> Attempts:
         """The first attempt's state (the recipe's seed and max_steps are the run's); a resumed run takes over the
         earlier run's steps, events and history."""
+        from grpo_lite.training.replan import replan
         from grpo_lite.training.report.advice import Advisor
         from grpo_lite.training.report.callbacks import HistoryCallback, MemoryCallback, RankRecordCallback
         from grpo_lite.training.report.health import HealthMonitor
         from grpo_lite.training.run.checkpoints import CompletionCallback
-        from grpo_lite.training.run.replan import replan
         from grpo_lite.training.run.resilience import InterruptCallback, SaveAtEndCallback, StopWhenDone
         from grpo_lite.training.run.resume import HISTORY_FILE, model_fingerprint
 
@@ -177,7 +177,7 @@ class Attempts:
         Raises:
             DoesNotFitError: without the shared prefix the recipe no longer fits its budget.
         """
-        from grpo_lite.training.run.replan import replan
+        from grpo_lite.training.replan import replan
 
         if hasattr(trainer, "stop_when_shared_off"):  # grpo-lite's trainer
             trainer.stop_when_shared_off = self.run.state.num_processes == 1
@@ -250,7 +250,7 @@ class Attempts:
         and, for an out-of-memory error, what to change (:func:`~grpo_lite.training.run.ranks.failure_fields`)."""
         import torch  # heavy: torch (loaded by the attempt already)
 
-        from grpo_lite.training.run.replan import OOM_ADVICE
+        from grpo_lite.training.replan import OOM_ADVICE
 
         error, state = error_line(exc), self.run.state
         advice = OOM_ADVICE if isinstance(exc, torch.cuda.OutOfMemoryError) else None
@@ -264,8 +264,8 @@ class Attempts:
     def step_down(self, trainer: Any, reached: int, error: str) -> None:
         """Carry the weights reached to the next cheaper rung that fits (DoesNotFitError at the bottom)."""
         from grpo_lite.training import build
+        from grpo_lite.training.replan import next_plan, replan
         from grpo_lite.training.run.checkpoints import drop_checkpoints, mark_complete
-        from grpo_lite.training.run.replan import next_plan, replan
 
         out, name = self.run.out, f"stepdown-{len(self.events) + 1}"
         if self.max_steps is None:  # an epoch: keep its total, not a new epoch per attempt

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from typing import Any
 
 from grpo_lite.export.after_training import ExportAfterTraining, ExportFormat
@@ -35,5 +36,4 @@ def _with_export(core: inspect.Signature) -> inspect.Signature:
 
 
 train.__signature__ = _with_export(inspect.signature(pipeline.train))  # type: ignore[attr-defined]
-_head, _after = (pipeline.train.__doc__ or "").split("        after:", 1)
-train.__doc__ = _head + _EXPORT_DOC + "        **overrides:" + _after.split("        **overrides:", 1)[1]
+train.__doc__ = re.sub(r"        after: .*?(?=        \*\*overrides:)", _EXPORT_DOC, train.__doc__ or "", flags=re.S)

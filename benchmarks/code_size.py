@@ -90,7 +90,7 @@ def measure(files: dict[str, str]) -> dict[str, object]:
             body = range(node.body[0].lineno, span.stop)  # its code lines: the body's, not the signature's
             where = f"{name.removeprefix('grpo_lite/').removesuffix('.py')}.{node.name}"
             functions.append((len(code.intersection(body)), len(span), f"{where} (line {node.lineno})"))
-            if node.name == "train" and name == "grpo_lite/training/trainer.py":
+            if node.name == "train" and name == "grpo_lite/training/pipeline.py":
                 first = node.body[1] if ast.get_docstring(node) else node.body[0]
                 train_body = (node.end_lineno or 0) - first.lineno + 1
             for sub in ast.walk(node):

@@ -14,6 +14,7 @@ Greedy decoding of the demo's 100 held-out problems (``one_step`` prompts, 64 to
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 
@@ -51,12 +52,12 @@ def main() -> None:
 
     arms = {
         "left padding": (10**9, rows_leave),
-        "shared prefix, generate": (pc.MIN_SHARED_PREFIX, generate),
-        "shared prefix": (pc.MIN_SHARED_PREFIX, rows_leave),
+        "shared prefix, generate": (pc.TRAINER.min_shared_prefix, generate),
+        "shared prefix": (pc.TRAINER.min_shared_prefix, rows_leave),
     }
     results = {}
     for label, (min_prefix, decode) in arms.items():
-        pc.MIN_SHARED_PREFIX, ev._greedy_batch = min_prefix, decode
+        pc.TRAINER, ev._greedy_batch = dataclasses.replace(pc.TRAINER, min_shared_prefix=min_prefix), decode
         start, cpu = time.perf_counter(), time.process_time()
         result = ev.evaluate(model, data, **kwargs)
         results[label] = (result, time.perf_counter() - start, time.process_time() - cpu)

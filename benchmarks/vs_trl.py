@@ -133,9 +133,9 @@ def lite_recipe(
     from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
     from grpo_lite.planning.choose import plan
     from grpo_lite.recipe.recipe import Recipe
-    from grpo_lite.training.build import measure_prompt_tokens
     from grpo_lite.training.fit import plan_kwargs
     from grpo_lite.training.loading import load_tokenizer
+    from grpo_lite.training.prepare import measure_prompt_tokens
 
     overrides = dict(DemoConfig().train_settings() if settings is None else settings)
     method = overrides.pop("method", None)

@@ -26,9 +26,8 @@ from grpo_lite.memory.settings import load_dtype
 from grpo_lite.recipe.values import typed
 from grpo_lite.run_record import RUN_RECORD, read_run_record
 from grpo_lite.settings import check
-from grpo_lite.training.build import measure_prompt_tokens
 from grpo_lite.training.checks import check_positions
-from grpo_lite.training.prepare import model_context
+from grpo_lite.training.prepare import measure_prompt_tokens, model_context
 from grpo_lite.training.report.quiet import quiet_libraries
 from grpo_lite.training.step.prefix_cache import cache_keyword, prefix_cache_inputs
 

@@ -102,6 +102,13 @@ def is_step_down(event: Any) -> bool:
     )
 
 
+def step_down_presets(event: Any) -> tuple[str | None, str | None]:
+    """The rungs a step down went from and to (either record's shape)."""
+    if event.get("event") == "out_of_memory":
+        return event.get("from_preset"), event.get("to_preset")
+    return event.get("from", {}).get("preset"), event.get("to", {}).get("preset")
+
+
 def _short(value: Any) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= 40 else text[:37] + "..."

@@ -41,7 +41,7 @@ class Mutant:
 MUTANTS = (
     Mutant(
         "step-down-from-base",
-        "grpo_lite/training/run/attempts.py",
+        "grpo_lite/training/attempts.py",
         "self.source, self.done, self.run.checkpoint = str(carried), reached, None",
         "self.source, self.done, self.run.checkpoint = self.inputs.spec.model_id, reached, None",
         ("tests/test_resilience.py::test_the_next_rung_starts_from_the_weights_of_the_step_reached[boundary]",),
@@ -49,7 +49,7 @@ MUTANTS = (
     ),
     Mutant(
         "step-down-from-newest-checkpoint",
-        "grpo_lite/training/run/attempts.py",
+        "grpo_lite/training/attempts.py",
         "carried = build.carry_weights(trainer, self.inputs.tokenizer, out / name)",
         'carried = Path(__import__("shutil").copytree(max(out.glob("checkpoint-*")), out / name))',
         (
@@ -60,7 +60,7 @@ MUTANTS = (
     ),
     Mutant(
         "lock-released-before-final",
-        "grpo_lite/training/trainer.py",
+        "grpo_lite/training/pipeline.py",
         "        result = finish(loop, trainer, inputs, run)\n",
         "        run.release()\n        result = finish(loop, trainer, inputs, run)\n",
         ("tests/test_run_life.py::test_the_lock_is_held_until_the_final_model_and_run_json_are_written",),

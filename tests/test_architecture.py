@@ -89,7 +89,7 @@ def test_a_circle_closed_inside_a_function_counts(tmp_path: Path, monkeypatch: p
 
 def test_function_level_imports_count_in_the_package() -> None:
     graph = import_graph()
-    assert "grpo_lite.training.run.checkpoints" in graph["grpo_lite.training.checks"]  # inside check_free_space()
+    assert "grpo_lite.training.run.checkpoints" in graph["grpo_lite.training.run.folder"]  # inside check_disk()
     assert "grpo_lite.planning.search" in graph["grpo_lite.planning.choose"]
 
 

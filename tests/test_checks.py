@@ -144,14 +144,15 @@ def test_read_only_output_dir_is_one_line(tiny_model_dir, tmp_path, capsys, monk
 def test_too_little_disk_for_one_checkpoint_is_refused_before_the_model_loads(tiny_model_dir, tmp_path, monkeypatch):
     import shutil
 
-    from grpo_lite.training import checks, loading
+    from grpo_lite.training import loading
+    from grpo_lite.training.run import folder
 
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded")
 
     monkeypatch.setattr(loading, "load_model", no_model)
     monkeypatch.setattr(
-        checks.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 2**20, 2**20)
+        folder.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**12, 10**12 - 2**20, 2**20)
     )
     with pytest.raises(OutputDirError, match=r"has 1.0 MiB free; one checkpoint of this run needs about 1\d.\d MiB"):
         train(str(tiny_model_dir), output_dir=tmp_path / "run", max_steps=1, method="lora", **TINY_RUN)
@@ -173,7 +174,7 @@ def test_checkpoint_size_estimate_matches_a_real_checkpoint(tiny_model_dir, tmp_
 def test_planner_advice_from_train_can_be_followed():
     """plan() advises shortening max_prompt_length, which train() refuses: train()'s message says what works."""
     from grpo_lite import plan
-    from grpo_lite.training.run.replan import train_advice
+    from grpo_lite.training.replan import train_advice
 
     with pytest.raises(DoesNotFitError) as caught:
         plan("Llama-3.1-8B-Instruct", budget_gb=4)

@@ -544,25 +544,30 @@ def test_train_refuses_an_unknown_export_before_touching_the_folder(tiny_model_d
 
 
 def test_the_export_runs_around_the_pipeline_not_inside_it(tmp_path):
-    """grpo_lite.train is the pipeline with the export around it (same signature); the pipeline itself takes the
-    export only as the hook grpo_lite.train hands it, and never imports the export."""
+    """grpo_lite.train takes export= (its arguments are the pipeline's, with export in place of the pipeline's
+    ``after`` hook, and its docstring says what export writes); the pipeline itself has no export argument: an
+    export= given to it is an unknown setting, refused before anything is written, and it never imports the export."""
     import inspect
     import subprocess
     import sys
 
     import grpo_lite
-    from grpo_lite.training import trainer
+    from grpo_lite.training import pipeline
 
-    assert inspect.signature(grpo_lite.train) == inspect.signature(trainer.train)
-    assert grpo_lite.train.__doc__ == trainer.train.__doc__
-    with pytest.raises(ConfigError, match=r"export='gguf': the export runs through grpo_lite.train"):
-        trainer.train("Qwen2.5-0.5B-Instruct", output_dir=tmp_path / "run", export="gguf")
+    public, core = inspect.signature(grpo_lite.train).parameters, inspect.signature(pipeline.train).parameters
+    assert public["export"].default is None and public["export"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert "export" not in core and "after" not in public
+    assert [name for name in public if name != "export"] == [name for name in core if name != "after"]
+    assert '    export: ``"gguf"`` also writes ``final.gguf``' in (grpo_lite.train.__doc__ or "")
+    assert "    export:" not in (pipeline.train.__doc__ or "")
+    with pytest.raises(ConfigError, match=r"unknown training setting\(s\): 'export'"):
+        pipeline.train("Qwen2.5-0.5B-Instruct", output_dir=tmp_path / "run", export="gguf")
     assert not (tmp_path / "run").exists()
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, grpo_lite.training.trainer; print(sorted(sys.modules))"],
+        [sys.executable, "-c", "import sys, grpo_lite.training.pipeline; print(sorted(sys.modules))"],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
-    assert "grpo_lite.training.run.attempts" in loaded and "grpo_lite.export" not in loaded
+    assert "grpo_lite.training.attempts" in loaded and "grpo_lite.export" not in loaded
 
 
 @pytest.mark.slow

@@ -220,10 +220,10 @@ def test_second_ctrl_c_during_a_save_then_resume(tiny_model_dir, tmp_path):
 
     def body():
         _break_save(3, "optimizer", "sigint")
-        from grpo_lite.training import trainer
+        from grpo_lite.training import pipeline
 
-        original = trainer.train  # the CLI calls train(); add the first Ctrl-C during step 3
-        trainer.train = lambda *a, **k: original(*a, **k, callbacks=[signal_during_step(3)])
+        original = pipeline.train  # the CLI calls train(); add the first Ctrl-C during step 3
+        pipeline.train = lambda *a, **k: original(*a, **k, callbacks=[signal_during_step(3)])
         return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
 
     code, output = _in_child(body)
@@ -266,7 +266,7 @@ def _can_mount_tmpfs() -> bool:
 FILLER = """
 import os, sys
 from transformers import TrainerCallback
-from grpo_lite.training import trainer
+from grpo_lite.training import pipeline
 
 class Fill(TrainerCallback):  # after step 2's checkpoint, leave the disk almost full
     def on_save(self, args, state, control, **kwargs):
@@ -275,8 +275,8 @@ class Fill(TrainerCallback):  # after step 2's checkpoint, leave the disk almost
             with open(os.path.join(os.path.dirname(args.output_dir), "filler"), "wb") as f:
                 f.write(b"x" * max(0, free - 100_000))
 
-original = trainer.train
-trainer.train = lambda *a, **k: original(*a, **k, callbacks=[Fill()])
+original = pipeline.train
+pipeline.train = lambda *a, **k: original(*a, **k, callbacks=[Fill()])
 from grpo_lite.cli import main
 sys.exit(main(sys.argv[1:]))
 """

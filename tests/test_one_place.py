@@ -405,7 +405,7 @@ def test_the_recipe_costs_use_the_plans_block_terms(qwen3_plan):
 def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
     """train() plans as plan() does: on a 16 GB card, Qwen3-0.6B's plan carries the traced terms."""
     from grpo_lite.planning.choose import plan
-    from grpo_lite.training import fit, prepare, trainer
+    from grpo_lite.training import fit, pipeline, prepare
     from grpo_lite.training.prepare import RunInputs
 
     class Planned(Exception):
@@ -419,7 +419,7 @@ def test_train_picks_its_preset_from_the_traced_block(tmp_path, monkeypatch):
     monkeypatch.setattr(fit, "plan_kwargs", lambda *a: {**plan_kwargs(*a), "device": "cuda"})  # a GPU run
     monkeypatch.setattr(fit, "make_recipe", lambda request, the_plan, *a: (_ for _ in ()).throw(Planned(the_plan)))
     with pytest.raises(Planned) as caught:
-        trainer.train(
+        pipeline.train(
             "Qwen3-0.6B",
             budget_gb=16,
             method="lora",
@@ -586,8 +586,8 @@ OTHER_SETTINGS = {
         "stop_strings",
     ): "LiteGRPOTrainer stands in for TRL's: none unless asked",
     # not yet read from defaults.py: these files are being rewritten
-    ("grpo_lite/training/run/attempts.py", "on_stall"): "Attempts.start's on_stall (train() passes it resolved)",
-    ("grpo_lite/training/run/replan.py", "max_prompt_length"): "a fallback of 0 for a message",
+    ("grpo_lite/training/attempts.py", "on_stall"): "Attempts.start's on_stall (train() passes it resolved)",
+    ("grpo_lite/training/replan.py", "max_prompt_length"): "a fallback of 0 for a message",
     ("grpo_lite/export/after_training.py", "num_processes"): "export_after_training's processes (train() passes them)",
     ("grpo_lite/export/runtimes.py", "stop_strings"): "the Modelfile's stop strings (train() passes the run's)",
 }

@@ -239,10 +239,10 @@ def test_differences_name_what_cannot_run_as_written():
 
 def test_flags_override_the_file_as_in_trls_cli(tmp_path, monkeypatch):
     """The file's values, then each flag written, even at the flag's own default (--seed 0 over the file's 5)."""
-    from grpo_lite.training import trainer
+    from grpo_lite.training import pipeline
 
     ran = []
-    monkeypatch.setattr(trainer, "train", lambda **kwargs: ran.append(kwargs["config"]) or 1 / 0)
+    monkeypatch.setattr(pipeline, "train", lambda **kwargs: ran.append(kwargs["config"]) or 1 / 0)
     path = Recipe.from_plan(PLANS["qwen-0.5b-cpu-lora"](), seed=5, max_steps=7).write(tmp_path / "r.yaml")
     for argv, expected in (
         (["--config", str(path)], ("Qwen/Qwen2.5-0.5B", 5, 7, "lora")),

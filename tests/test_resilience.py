@@ -135,7 +135,7 @@ def test_a_step_down_from_lora_carries_the_adapters_merged_with_the_tokenizer(
     event and the line; the wall time counts both attempts."""
     from transformers import AutoModelForCausalLM, TrainerCallback
 
-    from grpo_lite.training.run import replan
+    from grpo_lite.training import replan
 
     class Reached(TrainerCallback):
         def on_step_end(self, args, state, control, model=None, **kwargs):
@@ -419,7 +419,7 @@ def _check_schedule_across_a_step_down(tiny_model_dir, tmp_path):
 def test_step_down_skips_rungs_whose_package_is_missing(monkeypatch):
     from grpo_lite import plan
     from grpo_lite.planning import hardware
-    from grpo_lite.training.run.replan import next_plan
+    from grpo_lite.training.replan import next_plan
 
     missing = hardware.Extras(liger_kernel=False, vllm=False, galore_torch=False, bitsandbytes=True, deepspeed=False)
     monkeypatch.setattr(hardware, "installed_extras", lambda: missing)
@@ -429,7 +429,7 @@ def test_step_down_skips_rungs_whose_package_is_missing(monkeypatch):
 
 def test_step_down_skips_rungs_that_a_fixed_optimizer_rules_out():
     from grpo_lite import plan
-    from grpo_lite.training.run.replan import next_plan
+    from grpo_lite.training.replan import next_plan
 
     current = plan("Llama-3.2-1B-Instruct", budget_gb=24, preset="full-8bit-ckpt", optim="adamw_torch")
     assert next_plan(current, budget_gb=24).preset.method != "galore"
@@ -437,7 +437,7 @@ def test_step_down_skips_rungs_that_a_fixed_optimizer_rules_out():
 
 def test_the_step_down_takes_the_rung_right_below():
     from grpo_lite import plan
-    from grpo_lite.training.run.replan import OOM_ADVICE, next_plan
+    from grpo_lite.training.replan import OOM_ADVICE, next_plan
 
     assert next_plan(plan("Llama-3.2-1B-Instruct", budget_gb=16, preset="galore"), budget_gb=16).preset.name == "lora"
     with pytest.raises(DoesNotFitError) as bottom:
@@ -452,7 +452,7 @@ def test_no_rung_below_that_fits_names_the_smallest_budget_of_the_last_one_tried
     """galore on 16 GB steps down on a 2 GB budget: lora (4 GB) and qlora (3 GB) do not fit; the error is
     qlora's, with train()'s advice (the longest prompt's tokens, not a max_prompt_length to set)."""
     from grpo_lite import plan
-    from grpo_lite.training.run.replan import next_plan
+    from grpo_lite.training.replan import next_plan
 
     current = plan("Llama-3.2-1B-Instruct", budget_gb=16, preset="galore")
     with pytest.raises(DoesNotFitError) as caught:
@@ -483,7 +483,7 @@ def test_the_schedule_reads_ahead_with_its_own_arguments(tmp_path):
     trainer's rates are transformers' own schedule of 6 steps read from step 2."""
     from transformers.optimization import get_scheduler
 
-    from grpo_lite.training.run.attempts import continue_schedule
+    from grpo_lite.training.attempts import continue_schedule
 
     kw = dict(lr_scheduler_type="cosine_with_min_lr", lr_scheduler_kwargs={"min_lr": 1e-3}, warmup_steps=1)
     trainer = _schedule_trainer(tmp_path, **kw)
@@ -509,7 +509,7 @@ def test_the_schedule_reads_ahead_with_its_own_arguments(tmp_path):
     ],
 )
 def test_a_schedule_that_cannot_start_later_restarts_and_says_why(tmp_path, args, kind):
-    from grpo_lite.training.run.attempts import continue_schedule
+    from grpo_lite.training.attempts import continue_schedule
 
     trainer = _schedule_trainer(tmp_path, **args)
     note = continue_schedule(trainer, offset=2, total_steps=6)
@@ -520,7 +520,7 @@ def test_a_schedule_that_cannot_start_later_restarts_and_says_why(tmp_path, args
 def test_a_trainer_of_another_transformers_restarts_the_schedule_with_a_warning(tmp_path, monkeypatch):
     from transformers import Trainer
 
-    from grpo_lite.training.run.attempts import continue_schedule
+    from grpo_lite.training.attempts import continue_schedule
 
     monkeypatch.setattr(Trainer, "create_scheduler", lambda self, steps: None)  # another signature
     trainer = _schedule_trainer(tmp_path)

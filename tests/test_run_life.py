@@ -254,10 +254,10 @@ def test_a_second_sigterm_during_the_save_aborts_and_the_run_resumes(tiny_model_
 
     def body():
         _break_save(3, "optimizer", "sigterm")
-        from grpo_lite.training import trainer
+        from grpo_lite.training import pipeline
 
-        original = trainer.train  # the CLI calls train(); the first SIGTERM comes during step 3
-        trainer.train = lambda *a, **k: original(*a, **k, callbacks=[signal_during_step(3, signal.SIGTERM)])
+        original = pipeline.train  # the CLI calls train(); the first SIGTERM comes during step 3
+        pipeline.train = lambda *a, **k: original(*a, **k, callbacks=[signal_during_step(3, signal.SIGTERM)])
         return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
 
     code, output = _in_child(body)
@@ -372,7 +372,7 @@ def test_one_signal_before_the_first_step_records_interrupted_not_aborted(tiny_m
     out = tmp_path / "run"
 
     def body():
-        from grpo_lite.training.run.attempts import Attempts
+        from grpo_lite.training.attempts import Attempts
 
         # Ctrl-C as a terminal delivers it: a shell starts a background job with SIGINT ignored, and Python then
         # installs no KeyboardInterrupt handler (the run would go on, as any program started that way does)
@@ -402,10 +402,10 @@ def test_sighup_from_a_closed_terminal_ends_like_sigterm(tiny_model_dir, tmp_pat
     out = tmp_path / "run"
 
     def body():
-        from grpo_lite.training import trainer
+        from grpo_lite.training import pipeline
 
-        original = trainer.train
-        trainer.train = lambda *a, **k: original(*a, **k, callbacks=[signal_during_step(2, signal.SIGHUP)])
+        original = pipeline.train
+        pipeline.train = lambda *a, **k: original(*a, **k, callbacks=[signal_during_step(2, signal.SIGHUP)])
         return main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)])
 
     code, output = _in_child(body)
@@ -418,7 +418,7 @@ def test_sighup_from_a_closed_terminal_ends_like_sigterm(tiny_model_dir, tmp_pat
 
 
 def test_a_stop_before_the_first_checkpoint_names_overwrite_not_resume(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    from grpo_lite.training import trainer
+    from grpo_lite.training import pipeline
 
     out = tmp_path / "run"
 
@@ -427,7 +427,7 @@ def test_a_stop_before_the_first_checkpoint_names_overwrite_not_resume(tiny_mode
         (out / "run.json").write_text('{"status": "aborted"}')
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(trainer, "train", stopped)
+    monkeypatch.setattr(pipeline, "train", stopped)
     capsys.readouterr()
     assert main(["train", str(tiny_model_dir), *CLI_RUN, "--output-dir", str(out)]) == 130
     assert capsys.readouterr().err.strip().splitlines()[-1] == (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 
@@ -164,7 +165,7 @@ def test_evaluation_forwards_the_common_prefix_once_and_decodes_the_same(tiny_mo
     monkeypatch.setattr(ev, "prefix_cache_inputs", spy)  # the name evaluation imported
     shared = ev.evaluate(str(tiny_model_dir), "synthetic", limit=6, batch_size=3, max_new_tokens=12)
     assert calls == [True, True]  # the style's system prompt and example are one prefix per batch
-    monkeypatch.setattr(pc, "MIN_SHARED_PREFIX", 10**6)  # left padding only
+    monkeypatch.setattr(pc, "TRAINER", dataclasses.replace(pc.TRAINER, min_shared_prefix=10**6))  # left padding only
     plain = ev.evaluate(str(tiny_model_dir), "synthetic", limit=6, batch_size=3, max_new_tokens=12)
     assert calls[2:] == [False, False]
     assert [s["completion"] for s in shared.samples] == [s["completion"] for s in plain.samples]

@@ -113,7 +113,7 @@ def test_every_setting_names_one_that_exists() -> None:
     from grpo_lite.evaluation import evaluate
     from grpo_lite.planning.choose import plan
     from grpo_lite.recipe.recipe import Recipe
-    from grpo_lite.training.trainer import train
+    from grpo_lite.training.pipeline import train
 
     names = {f.name for cls in (GRPOConfig, Recipe) for f in dataclasses.fields(cls)}
     names |= {name for f in (evaluate, plan, train) for name in inspect.signature(f).parameters}
@@ -126,7 +126,7 @@ def test_every_setting_names_one_that_exists() -> None:
 def test_train_shows_the_declared_defaults() -> None:
     """train()'s signature is the table's: each of its arguments that is a setting defaults to the row's default
     (None where the planner decides), and its docstring says what each does."""
-    from grpo_lite.training.trainer import train
+    from grpo_lite.training.pipeline import train
 
     parameters = inspect.signature(train).parameters
     declared = {name: setting for name, setting in settings().items() if name in parameters}
@@ -139,10 +139,12 @@ def test_train_shows_the_declared_defaults() -> None:
 
 def _asked(config=None, model=None, budget_gb=None, **passed):
     """train()'s arguments as train() hands them to the arguments stage, with ``passed`` over its defaults."""
-    from grpo_lite.training import arguments, trainer
+    from grpo_lite.training import arguments, pipeline
 
-    defaults = {k: p.default for k, p in inspect.signature(trainer.train).parameters.items() if k not in ("callbacks",)}
-    defaults = {k: v for k, v in defaults.items() if k not in ("model", "budget_gb", "config", "export", "overrides")}
+    defaults = {
+        k: p.default for k, p in inspect.signature(pipeline.train).parameters.items() if k not in ("callbacks",)
+    }
+    defaults = {k: v for k, v in defaults.items() if k not in ("model", "budget_gb", "config", "after", "overrides")}
     overrides = {k: passed.pop(k) for k in list(passed) if k not in defaults}
     return arguments.request(config, model, budget_gb, **{**defaults, **passed, "overrides": overrides})
 
@@ -173,7 +175,7 @@ def test_a_model_and_its_arguments_make_the_recipe_a_file_would_hold() -> None:
 def test_a_recipe_that_leaves_its_preset_to_the_planner_plans_as_the_model_does(tmp_path, monkeypatch) -> None:
     """train(config=Recipe(model, None, ...)) runs the planner's preset, the plan train(model, ...) makes."""
     from grpo_lite.recipe.recipe import Recipe
-    from grpo_lite.training import fit, prepare, trainer
+    from grpo_lite.training import fit, pipeline, prepare
     from grpo_lite.training.prepare import RunInputs
 
     class Planned(Exception):
@@ -181,7 +183,7 @@ def test_a_recipe_that_leaves_its_preset_to_the_planner_plans_as_the_model_does(
 
     def planned(**arguments):
         with pytest.raises(Planned) as caught:
-            trainer.train(output_dir=tmp_path / str(len(list(tmp_path.iterdir()))), quiet=True, **arguments)
+            pipeline.train(output_dir=tmp_path / str(len(list(tmp_path.iterdir()))), quiet=True, **arguments)
         return caught.value.args[0]
 
     monkeypatch.setattr(

@@ -164,7 +164,7 @@ class Started(Exception):
 @pytest.fixture
 def started(monkeypatch):
     """train(config=...) stops where the attempts start and hands over (plan, recipe)."""
-    from grpo_lite.training.run import attempts
+    from grpo_lite.training import attempts
 
     def stop(cls, plan, inputs, run, recipe, **kwargs):
         raise Started(plan, recipe)
@@ -288,7 +288,7 @@ def test_a_shared_prefix_the_self_check_turns_off_is_planned_again(
     import inspect
     import json
 
-    from grpo_lite.training.run import replan
+    from grpo_lite.training import replan
 
     real, callers = replan.replan, []
     monkeypatch.setattr(replan, "replan", lambda *a, **k: callers.append(inspect.stack(0)) or real(*a, **k))
@@ -391,7 +391,7 @@ def test_prompts_and_completions_beyond_the_context_are_reported_before_training
     tiny_model_dir, tmp_path, capsys, monkeypatch
 ):
     """The tiny model has 1024 positions: 1100 completion tokens cannot fit, whatever the memory."""
-    from grpo_lite.training.run import attempts
+    from grpo_lite.training import attempts
 
     monkeypatch.setattr(attempts.Attempts, "start", lambda *a, **k: pytest.fail("training started"))
     error = _cli_error(

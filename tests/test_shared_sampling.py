@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trl import GRPOTrainer
 
-from grpo_lite.training.step.prefix_cache import MIN_SHARED_PREFIX, common_prefix_length, prefix_cache_inputs
+from grpo_lite.defaults import TRAINER
+from grpo_lite.training.step.prefix_cache import common_prefix_length, prefix_cache_inputs
 from grpo_lite.training.step.sampling_check import CHECK_ROWS, CHECK_TOKENS, checked_generate, compare_samples
 
 
@@ -64,7 +65,7 @@ def _tokens(draw_ids: list[int], specials: set[int]) -> list[int]:
 
 @settings(max_examples=24, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    prefix=st.lists(st.integers(10, 500), min_size=MIN_SHARED_PREFIX, max_size=48),  # the system prompt's part
+    prefix=st.lists(st.integers(10, 500), min_size=TRAINER.min_shared_prefix, max_size=48),  # the system prompt's part
     groups=st.lists(
         st.tuples(st.lists(st.integers(10, 500), min_size=1, max_size=24), st.integers(2, 4)), min_size=1, max_size=3
     ),
@@ -79,7 +80,7 @@ def test_shared_sampling_is_trls(trainer, prefix, groups, multiple, side, seed):
     prompts = [_tokens(prefix + own, specials) for own, g in groups for _ in range(g)]
     trainer.pad_to_multiple_of, trainer._tokenizer.padding_side = multiple, side
     trainer.shared_prefix_record.pop("sampling_check", None)
-    shared = len(prompts) > 1 and common_prefix_length(prompts) >= MIN_SHARED_PREFIX
+    shared = len(prompts) > 1 and common_prefix_length(prompts) >= TRAINER.min_shared_prefix
 
     torch.manual_seed(seed)
     ref, _ = GRPOTrainer._generate_single_turn(trainer, prompts, None, {}, 4)
@@ -105,7 +106,7 @@ def test_prompts_one_token_apart_that_agree_after_it_sample_as_trls(trainer, mon
     """The common prefix ends at the first column where prompts differ, though they agree again after it (a system
     prompt, one word apart, the chat template's same ending): each row samples TRL's tokens, and the first call's
     check passes."""
-    head, tail = list(range(20, 20 + MIN_SHARED_PREFIX + 4)), [90, 91, 92, 93]
+    head, tail = list(range(20, 20 + TRAINER.min_shared_prefix + 4)), [90, 91, 92, 93]
     prompts = [head + [70] + tail] * 2 + [head + [80] + tail] * 2
     assert common_prefix_length(prompts) == len(head)
     assert common_prefix_length([[1, 2, 3, 4], [1, 9, 3, 4]]) == 1 and common_prefix_length([[1, 2, 3], [1, 2]]) == 1

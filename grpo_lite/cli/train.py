@@ -171,9 +171,8 @@ def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any], re
     from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.recipe.values import check_overrides
     from grpo_lite.rewards import resolve_rewards
-    from grpo_lite.training.checks import check_output_dir
     from grpo_lite.training.prepare import check_inputs
-    from grpo_lite.training.run.folder import guard_output_dir
+    from grpo_lite.training.run.folder import check_output_dir, guard_output_dir
     from grpo_lite.training.run.lock import RunLock
 
     check_overrides(overrides, n_rewards=len(resolve_rewards(args.rewards)))

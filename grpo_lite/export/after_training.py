@@ -92,7 +92,7 @@ def export_after_training(
 
 @dataclass(frozen=True)
 class ExportAfterTraining:
-    """``train(export=...)`` as the training pipeline runs it (:class:`~grpo_lite.training.arguments.AfterTraining`):
+    """``train(export=...)`` as the training pipeline runs it (:class:`~grpo_lite.training.pipeline.AfterTraining`):
     the format checked when made, the resolved model checked before the output folder is touched, the export once
     run.json says finished.
 

@@ -9,7 +9,7 @@ import functools
 import inspect
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, TypeVar
 
 from grpo_lite import rewards as reward_lib
 from grpo_lite.data.answer_kinds import check_answer_kind
@@ -21,10 +21,6 @@ from grpo_lite.recipe.values import check_overrides, typed
 from grpo_lite.settings import Method, check, settings
 from grpo_lite.training import checks
 from grpo_lite.training.run.ranks import process_state
-
-if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.memory.models import ModelSpec
-
 
 R = TypeVar("R")
 
@@ -227,26 +223,3 @@ def check_processing_classes(processing: Any, n_rewards: int) -> list[Any] | Non
             "in the order of the rewards (None for a reward function or a model that loads its own tokenizer)"
         )
     return listed
-
-
-class AfterTraining(Protocol):
-    """What runs around the pipeline for ``train(export=...)``: a check of the resolved model before the output
-    folder is touched, and the export once run.json says finished (:mod:`grpo_lite.api` passes one)."""
-
-    def check(self, spec: ModelSpec) -> None: ...
-
-    def run(self, result: Any, run: Any) -> Any: ...
-
-
-def after_training(export: Any) -> AfterTraining | None:
-    """The export hook train() was given, or None.
-
-    Raises:
-        ConfigError: ``export`` is a format name given to the core pipeline itself, which does not export.
-    """
-    if export is None or (hasattr(export, "check") and hasattr(export, "run")):
-        return export
-    raise ConfigError(
-        f"export={export!r}: the export runs through grpo_lite.train; grpo_lite.training.trainer.train is the "
-        "pipeline without it"
-    )

@@ -22,17 +22,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def grpo_settings(recipe: Recipe, *, output_dir: Path, seed: int, max_steps: int | None) -> dict[str, Any]:
-    """The recipe's GRPOConfig settings (RUN_DEFAULTS under the plan's), then the run's own."""
+    """The recipe's GRPOConfig settings (grpo-lite's run defaults under the plan's), then the run's own."""
     settings = recipe.grpo_settings(output_dir, seed=seed, max_steps=max_steps if max_steps is not None else -1)
     check_config_keys(settings)
     return settings
-
-
-def measure_prompt_tokens(dataset: Dataset, tokenizer: Any) -> int:
-    """The longest prompt of the dataset, in tokens: the planner's prompt length (TRL does not truncate)."""
-    from grpo_lite.data.prompts import prompt_token_ids
-
-    return max(len(ids) for ids in prompt_token_ids(tokenizer, dataset["prompt"]))
 
 
 def _device_map(recipe: Recipe) -> Any:

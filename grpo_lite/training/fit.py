@@ -19,9 +19,9 @@ from grpo_lite.recipe.departures import departures, departures_line
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.scale.distributed import detect_sharding
 from grpo_lite.training.checks import check_positions
+from grpo_lite.training.replan import train_advice
 from grpo_lite.training.run.folder import check_disk
 from grpo_lite.training.run.ranks import process_state
-from grpo_lite.training.run.replan import train_advice
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan

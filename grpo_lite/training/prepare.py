@@ -14,10 +14,11 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.rewards.functions import CorrectnessReward
-from grpo_lite.training.build import measure_prompt_tokens
 from grpo_lite.training.checks import check_positions
 
 if TYPE_CHECKING:  # pragma: no cover
+    from datasets import Dataset
+
     from grpo_lite.data.prompts import PromptStyle, Shape
     from grpo_lite.memory.models import ModelSpec
 
@@ -65,6 +66,11 @@ def load_inputs(
     return RunInputs(
         spec, tokenizer, train_set, reward_funcs, style, prompt_tokens, context, task.answer_kind, task.shape
     )
+
+
+def measure_prompt_tokens(dataset: Dataset, tokenizer: Any) -> int:
+    """The longest prompt of the dataset, in tokens: the planner's prompt length (TRL does not truncate)."""
+    return max(len(ids) for ids in prompts.prompt_token_ids(tokenizer, dataset["prompt"]))
 
 
 def _check_task_rewards(reward_funcs: list[Callable[..., Any]]) -> None:

@@ -12,8 +12,8 @@ from grpo_lite.training.report.summary import finish_report, first_last
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
+    from grpo_lite.training.attempts import Attempts
     from grpo_lite.training.prepare import RunInputs
-    from grpo_lite.training.run.attempts import Attempts
     from grpo_lite.training.run.folder import RunFolder
 
 

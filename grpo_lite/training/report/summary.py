@@ -5,12 +5,11 @@ from __future__ import annotations
 import importlib.metadata as md
 import math
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from grpo_lite._version import __version__
-from grpo_lite.run_record import is_step_down  # the record's reader checks step downs: one definition
+from grpo_lite.run_record import is_step_down, step_down_presets  # the record's reader: one definition
 
 # Metrics shown in the summary, in order; reward columns are added for every reward function.
 _SUMMARY_KEYS = ("reward", "reward_std", "completions/mean_length", "loss", "grad_norm", "kl", "entropy")
@@ -98,13 +97,6 @@ def versions() -> dict[str, str | None]:
         except md.PackageNotFoundError:
             out[name] = None
     return out
-
-
-def step_down_presets(event: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The rungs a step down went from and to (either record's shape)."""
-    if event.get("event") == "out_of_memory":
-        return event.get("from_preset"), event.get("to_preset")
-    return event.get("from", {}).get("preset"), event.get("to", {}).get("preset")
 
 
 def finish_report(result: Any, console: Any) -> None:

@@ -1,4 +1,5 @@
-"""The run folder: chosen, checked, locked and guarded before the run; its disk watched around it (docs/internals.md)."""
+"""The run folder: chosen, checked, locked and guarded before the run; its disk watched around it (docs/internals.md).
+A leaf of training/: it imports nothing of the pipeline above it."""
 
 from __future__ import annotations
 
@@ -11,19 +12,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from grpo_lite import errors, files
-from grpo_lite.defaults import RUN
+from grpo_lite.defaults import GIB, RUN
 from grpo_lite.errors import ConfigError, GrpoLiteError, OutputDirError
 from grpo_lite.files import write_json as write_json_atomic
 from grpo_lite.recipe.departures import trl_defaults
-from grpo_lite.training import checks
-from grpo_lite.training.checks import check_free_space, format_bytes
 from grpo_lite.training.run.lock import RunLock
 from grpo_lite.training.run.ranks import process_state
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.models import ModelSpec
     from grpo_lite.planning.result import Plan
-    from grpo_lite.training.arguments import Request
+    from grpo_lite.recipe.recipe import Recipe
+
+_FOLDER_OPTION = "(--output-dir DIR; Python: output_dir=...)"
 
 
 @dataclass
@@ -68,12 +69,13 @@ def open_run(
     resume: bool,
     overwrite: bool,
     quiet: bool,
-    request: Request,
+    recipe: Recipe,
+    method: str | None,
 ) -> RunFolder:
     """Choose, check, lock and guard the output folder (one for all ranks); find the checkpoint to resume from.
 
     The main process does the checks and takes the lock; its error, if any, is raised on every rank. A resume
-    is checked (same model, preset and method; steps: ``request``'s) before anything in the folder is written.
+    is checked (same model, preset and method; steps: ``recipe``'s) before anything in the folder is written.
     """
     from rich.console import Console  # loaded to draw: rich
 
@@ -82,8 +84,7 @@ def open_run(
 
     state = process_state()
     console = Console(quiet=quiet or not state.is_main_process)
-    recipe = request.recipe
-    asked: dict[str, Any] = {"max_steps": recipe.max_steps, "preset": recipe.preset, "method": request.method}
+    asked: dict[str, Any] = {"max_steps": recipe.max_steps, "preset": recipe.preset, "method": method}
     out = Path(output_dir) if output_dir is not None else default_output_dir(spec.name)
     if output_dir is None and state.num_processes > 1:  # one timestamped folder for every rank
         from accelerate.utils import broadcast_object_list  # heavy: accelerate (imports torch)
@@ -94,7 +95,7 @@ def open_run(
     if state.is_main_process:  # one process checks (and, with overwrite, clears) the folder; the rest wait
         try:
             run.created = not out.exists()
-            checks.check_output_dir(out)
+            check_output_dir(out)
             run.lock = RunLock.acquire(out)
             stale = run.lock.stale_note()
             if stale and not resume:
@@ -156,14 +157,71 @@ def _record_crash(out: Path, earlier: Any) -> None:
         write_json_atomic(out / "run.json", {**record, "status": "crashed", "events": earlier.events})
 
 
+def check_output_dir(out: Path) -> None:
+    """Create ``out`` if needed and check that files can be written there.
+
+    Raises:
+        OutputDirError: ``out`` (or a folder above it) is a file, or the folder cannot be created or written.
+    """
+    hint = f"pass a folder you can write to {_FOLDER_OPTION}"
+    if out.exists() and not out.is_dir():
+        raise OutputDirError(f"output folder {out} is a file, not a folder; {hint}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next((p for p in out.parents if p.exists() and not p.is_dir()), out)
+        raise OutputDirError(f"cannot create the output folder {out}: {blocker} is a file; {hint}") from None
+    except OSError as exc:
+        raise OutputDirError(f"cannot create the output folder {out}: {exc.strerror}; {hint}") from None
+    probe = out / f".grpo-lite-write-test-{os.getpid()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+            probe.unlink(missing_ok=True)
+    except OSError as exc:
+        raise OutputDirError(f"cannot write in the output folder {out}: {exc.strerror}; {hint}") from None
+
+
+def format_bytes(n: float) -> str:
+    """``3 * 2**30`` -> '3.00 GiB'; below 1 GiB in MiB.
+
+    >>> format_bytes(3 * 2**30), format_bytes(5 * 2**20)
+    ('3.00 GiB', '5.0 MiB')
+    """
+    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / 2**20:.1f} MiB"
+
+
 def check_disk(run: RunFolder, the_plan: Plan) -> None:
-    """Before the model loads: room on the disk for one checkpoint (a warning when the whole run may not fit)."""
+    """Before the model loads: room on the disk holding the run for one checkpoint of ``the_plan``; a warning line
+    when it may not hold the whole run (``save_total_limit`` checkpoints, the one being written, the final model).
+
+    Raises:
+        OutputDirError: less free space than one checkpoint needs; the message gives both sizes.
+    """
+    from grpo_lite.training.run.checkpoints import INCOMPLETE_DIR, checkpoint_bytes  # heavy: imports transformers
+
     if the_plan.settings.get("save_strategy", trl_defaults()["save_strategy"]) == "no":
         return
     keep = the_plan.settings.get("save_total_limit", RUN["save_total_limit"].value)
-    note = check_free_space(run.out, the_plan, keep=keep)
-    if note:
-        run.console.print(f"[yellow]{note}[/yellow]")
+    out, need = run.out, checkpoint_bytes(the_plan)
+    free = shutil.disk_usage(out).free
+    if free < need:
+        cut_off = sum(p.stat().st_size for p in (out / INCOMPLETE_DIR).rglob("*") if p.is_file())
+        note = f"; {out / INCOMPLETE_DIR} holds {format_bytes(cut_off)} of cut-off checkpoints you can delete"
+        raise OutputDirError(
+            f"the disk holding {out} has {format_bytes(free)} free; one checkpoint of this run needs "
+            f"about {format_bytes(need)}: free some space or pass another output folder "
+            f"{_FOLDER_OPTION}{note if cut_off else ''}"
+        )
+    whole = need * ((keep or 1) + 1) + need  # the checkpoints kept, the one being written, the final model
+    if free < whole:
+        run.console.print(
+            f"[yellow]disk: {format_bytes(free)} free in {out}; this run may write up to {format_bytes(whole)} "
+            f"(checkpoints of about {format_bytes(need)} each and the final model)[/yellow]"
+        )
 
 
 _RUN_MARKERS = ("run.json", "run.json.corrupt", "history.jsonl")  # a final/ alone may be a project's folder

@@ -14,8 +14,7 @@ from grpo_lite.data.loaders import data_fingerprint
 from grpo_lite.errors import ConfigError
 from grpo_lite.files import sampled_digest
 from grpo_lite.planning.ladder import get_preset
-from grpo_lite.run_record import CORRUPT, is_step_down, read_run_record
-from grpo_lite.training.report.summary import step_down_presets
+from grpo_lite.run_record import CORRUPT, is_step_down, read_run_record, step_down_presets
 from grpo_lite.training.run import checkpoints
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -9,8 +9,6 @@ from typing import Any
 
 from grpo_lite.defaults import TRAINER
 
-MIN_SHARED_PREFIX = TRAINER.min_shared_prefix  # the old name of grpo_lite.defaults.TRAINER.min_shared_prefix
-
 
 def common_prefix_length(lists: list[list[int]]) -> int:
     """Tokens all ``lists`` start with, leaving every list at least one token of its own.
@@ -34,7 +32,7 @@ def cache_keyword(model: Any) -> str:
 
 def prefix_cache_inputs(model: Any, lists: list[list[int]], pad_id: int, width: int | None = None) -> dict[str, Any]:
     """``generate`` inputs for the token ``lists``: the common prefix's cache plus the rows, or left padding when
-    fewer than two rows share :data:`MIN_SHARED_PREFIX` tokens; rows ``width`` wide (the caller's padded prompts';
+    fewer than two rows share ``grpo_lite.defaults.TRAINER.min_shared_prefix`` tokens; rows ``width`` wide (the caller's padded prompts';
     Default: the longest list's). Call it under no_grad."""
     import torch  # heavy: torch
 
@@ -44,7 +42,7 @@ def prefix_cache_inputs(model: Any, lists: list[list[int]], pad_id: int, width: 
     if width < longest:
         raise ValueError(f"width {width} is narrower than the longest prompt ({longest} tokens)")
     common, device = common_prefix_length(lists), model.device
-    if len(lists) < 2 or common < MIN_SHARED_PREFIX:
+    if len(lists) < 2 or common < TRAINER.min_shared_prefix:
         rows = [[pad_id] * (width - len(ids)) + ids for ids in lists]
         mask = [[0] * (width - len(ids)) + [1] * len(ids) for ids in lists]
         return {"input_ids": torch.tensor(rows, device=device), "attention_mask": torch.tensor(mask, device=device)}

@@ -162,14 +162,6 @@ def _stop_strings_problem(trainer: Any, trl_class: type) -> str | None:
     return _source_problem(trl_class, _SAMPLING_METHOD, (_EOS_CUT,)) or _attribute_problem(trainer, _STOP)
 
 
-def _monitor_problem(trainer: Any, trl_class: type) -> str | None:
-    return _attribute_problem(trainer, _METRICS)
-
-
-def _loss_problem(trainer: Any, trl_class: type) -> str | None:
-    return _source_problem(trl_class, _LOSS[0], digest=_LOSS[1])
-
-
 @dataclass(frozen=True)
 class SeamRow:
     """One feature of LiteGRPOTrainer that relies on TRL's private code."""
@@ -211,14 +203,14 @@ SEAM = (
         "update_monitor",
         "update monitor",
         tuple(_METRICS),
-        _monitor_problem,
+        lambda trainer, trl_class: _attribute_problem(trainer, _METRICS),
         "no update monitor: its metrics are not logged",
     ),
     SeamRow(
         "skip_zero_advantage",
         "zero-advantage skip",
         (_LOSS[0],),
-        _loss_problem,
+        lambda trainer, trl_class: _source_problem(trl_class, _LOSS[0], digest=_LOSS[1]),
         "TRL's own `_compute_loss` trains every row",
     ),
 )

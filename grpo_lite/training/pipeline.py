@@ -1,24 +1,25 @@
 """train(): the pipeline, one call per stage, each stage in its own module (docs/architecture.md): arguments, the
-model resolved once, the run folder opened, inputs, plan, recipe, the run's attempts, the result. The export
-(``export=``) is an optional part passed in by :mod:`grpo_lite.api`; this module never imports it. On CPU the call
-runs under glibc's fixed mmap threshold, lifted when it returns (:func:`grpo_lite.memory.heap.mmap_threshold_on_cpu`).
+model resolved once, the run folder opened, inputs, plan, recipe, the run's attempts, the result. It does not export:
+:mod:`grpo_lite.api`'s ``train(export=...)`` passes the export in as an :class:`AfterTraining`; this module never
+imports it. On CPU the call runs under glibc's fixed mmap threshold, lifted when it returns
+(:func:`grpo_lite.memory.heap.mmap_threshold_on_cpu`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from grpo_lite.defaults import RESILIENCE, STEP, TRAINER
 from grpo_lite.memory.heap import mmap_threshold_on_cpu
 from grpo_lite.memory.models import resolve_model
-from grpo_lite.settings import AnswerKind, ExportFormat, Method, OnOOM, OnStall
+from grpo_lite.settings import AnswerKind, Method, OnOOM, OnStall
 from grpo_lite.training import arguments, fit, prepare
+from grpo_lite.training.attempts import Attempts, run_attempts
 from grpo_lite.training.report.quiet import quiet_libraries
 from grpo_lite.training.result import TrainResult, finish
 from grpo_lite.training.run import folder
-from grpo_lite.training.run.attempts import Attempts, run_attempts
 
 if TYPE_CHECKING:  # pragma: no cover
     from datasets import Dataset
@@ -26,7 +27,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from grpo_lite.data.prompts import PromptStyle
+    from grpo_lite.memory.models import ModelSpec
     from grpo_lite.recipe.recipe import Recipe
+    from grpo_lite.training.run.folder import RunFolder
+
+
+class AfterTraining(Protocol):
+    """What runs around the pipeline (``grpo_lite.train(export=...)`` passes its export): a check of the resolved
+    model before the output folder is touched, and a step once run.json says finished."""
+
+    def check(self, spec: ModelSpec) -> None: ...
+
+    def run(self, result: TrainResult, run: RunFolder) -> Any: ...
 
 
 @quiet_libraries()
@@ -58,8 +70,8 @@ def train(
     shared_prefix: bool = STEP.shared_prefix,
     stop_strings: Sequence[str] = TRAINER.stop_strings,
     skip_invalid: bool = False,
-    export: ExportFormat | None = None,
     answer_kind: AnswerKind | None = None,
+    after: AfterTraining | None = None,
     **overrides: Any,
 ) -> TrainResult:
     """Fine-tune ``model`` with GRPO on ``dataset`` under a memory plan for ``budget_gb``.
@@ -120,8 +132,8 @@ def train(
         answer_kind: how the correctness reward compares answers with the golds: ``"number"``, ``"math"``
             (LaTeX, math-verify), ``"choice"`` (an option letter) or ``"text"`` (docs/datasets.md). Default: the named
             dataset's, else chosen from the golds (every gold a number: number; LaTeX: math; else text).
-        export: ``"gguf"`` also writes ``final.gguf`` (q8_0), ``final.Modelfile`` (Ollama) and ``final.system_prompt.txt``
-            in the run folder at the end (docs/export.md); checked before training starts. Default: None.
+        after: what runs around the run: a check of the resolved model before the output folder is touched, and
+            a step once the run is finished (``grpo_lite.train`` passes its ``export=`` here). Default: None.
         **overrides: any GRPOConfig / TrainingArguments field (``learning_rate=1e-5``,
             ``num_generations=4``, ``model_init_kwargs={"attn_implementation": "eager"}``: the model loads with them)
             or LoRA setting (``lora_r``, ``lora_alpha``, ``lora_dropout``, ``lora_target_modules``, ``use_dora``,
@@ -134,7 +146,6 @@ def train(
             file, read-only, full or held by another run, or the disk filled up during the run.
         RewardError: a reward function returned something other than one number (or None) per completion.
     """
-    after = arguments.after_training(export)  # the export's check and run (grpo_lite.api), or None
     request = arguments.request(
         config, model, budget_gb, dataset=dataset, rewards=rewards, seed=seed, max_steps=max_steps, method=method,
         peft_config=peft_config, reward_processing_classes=reward_processing_classes,
@@ -146,7 +157,9 @@ def train(
     spec = resolve_model(request.recipe.model)  # once: every stage below reads this spec
     if after is not None:
         after.check(spec)  # before the output folder is touched
-    run = folder.open_run(spec, output_dir, resume=resume, overwrite=overwrite, quiet=quiet, request=request)
+    run = folder.open_run(
+        spec, output_dir, resume=resume, overwrite=overwrite, quiet=quiet, recipe=request.recipe, method=request.method
+    )
     loop = None
     try:
         inputs = prepare.load_inputs(spec, request.recipe, request.reward_funcs, skip_invalid, run.console)

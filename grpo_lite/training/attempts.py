@@ -2,7 +2,7 @@
 
 An attempt trains until the run ends; a CUDA out-of-memory error within the first ``oom_window_steps`` steps ends
 it instead: the weights reached are carried (LoRA merged), the next cheaper rung that fits is planned
-(:func:`~grpo_lite.training.run.replan.next_plan`, :func:`~grpo_lite.training.run.replan.replan`) and a new attempt
+(:func:`~grpo_lite.training.replan.next_plan`, :func:`~grpo_lite.training.replan.replan`) and a new attempt
 goes on with the steps left, its learning-rate schedule where the run was (:func:`continue_schedule`).
 ``history.jsonl`` gets every logged step as it happens; ``run.json`` is rewritten at the start of every attempt,
 after every checkpoint and at the end, its ``status`` one of ``running``, ``finished``, ``interrupted``, ``aborted``,
@@ -22,9 +22,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from grpo_lite.files import write_json as write_json_atomic
 from grpo_lite.recipe.departures import departures
+from grpo_lite.rewards.checked import check_rewards
 from grpo_lite.rewards.registry import reward_name
+from grpo_lite.run_record import is_step_down
 from grpo_lite.settings import OnOOM, OnStall
+from grpo_lite.training import build, replan
+from grpo_lite.training.report.summary import first_last, versions
 from grpo_lite.training.run.ranks import _clear_records, error_line, failure_fields, read_rank_records
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,7 +92,6 @@ class Attempts:
         from grpo_lite.training.report.callbacks import HistoryCallback, MemoryCallback, RankRecordCallback
         from grpo_lite.training.report.health import HealthMonitor
         from grpo_lite.training.run.checkpoints import CompletionCallback
-        from grpo_lite.training.run.replan import replan
         from grpo_lite.training.run.resilience import InterruptCallback, SaveAtEndCallback, StopWhenDone
         from grpo_lite.training.run.resume import HISTORY_FILE, model_fingerprint
 
@@ -95,7 +99,7 @@ class Attempts:
         loop = cls(plan, inputs, run, recipe, model_id, recipe.max_steps, callbacks, dict(plan_kwargs or {}))
         loop.fingerprint = model_fingerprint(model_id)  # a resume checks it names the same model
         advisor = Advisor(
-            plan, loop.plan_kwargs, context=inputs.context, replan=functools.partial(replan, loop),
+            plan, loop.plan_kwargs, context=inputs.context, replan=functools.partial(replan.replan, loop),
             on_decline=loop.record_decline,
         )  # fmt: skip
         health = HealthMonitor(inputs.reward_funcs, report=loop.record_health, advisor=advisor, on_stall=on_stall)
@@ -123,9 +127,6 @@ class Attempts:
 
     def build(self) -> Any:
         """GRPOConfig settings for the steps left, run.json marked running, and the trainer."""
-        from grpo_lite.rewards.checked import check_rewards
-        from grpo_lite.run_record import is_step_down
-        from grpo_lite.training import build
         from grpo_lite.training.report.progress import ProgressLine, replace_printer
 
         watch = self.watch
@@ -162,9 +163,6 @@ class Attempts:
 
     def grpo_settings(self) -> dict[str, Any]:
         """The GRPOConfig settings of the recipe for the steps left (a new seed after each step down)."""
-        from grpo_lite.run_record import is_step_down
-        from grpo_lite.training import build
-
         steps_left = None if self.max_steps is None else self.max_steps - self.done
         seed = self.recipe.seed + sum(is_step_down(e) for e in self.events)
         return build.grpo_settings(self.recipe, output_dir=self.run.out, seed=seed, max_steps=steps_left)
@@ -178,8 +176,6 @@ class Attempts:
         Raises:
             DoesNotFitError: without the shared prefix the recipe no longer fits its budget.
         """
-        from grpo_lite.training.run.replan import replan
-
         if hasattr(trainer, "stop_when_shared_off"):  # grpo-lite's trainer
             trainer.stop_when_shared_off = self.run.state.num_processes == 1
         if not self.recipe.shared_prefix or trainer.shared_prefix:
@@ -188,7 +184,9 @@ class Attempts:
         seam = "shared_scoring" in (record.get("trl_seam") or {}).get("off", {})
         why = record.get("off", "turned off by the trainer")
         step = self.done + trainer.state.global_step
-        replan(self, "trl_seam" if seam else "shared_prefix_off", step=step, why=why, change={"shared_prefix": False})
+        replan.replan(
+            self, "trl_seam" if seam else "shared_prefix_off", step=step, why=why, change={"shared_prefix": False}
+        )
 
     def say(self, line: str, event: dict[str, Any]) -> None:
         """One line in the progress output, one event in run.json."""
@@ -251,10 +249,8 @@ class Attempts:
         and, for an out-of-memory error, what to change (:func:`~grpo_lite.training.run.ranks.failure_fields`)."""
         import torch  # heavy: torch (loaded by the attempt already)
 
-        from grpo_lite.training.run.replan import OOM_ADVICE
-
         error, state = error_line(exc), self.run.state
-        advice = OOM_ADVICE if isinstance(exc, torch.cuda.OutOfMemoryError) else None
+        advice = replan.OOM_ADVICE if isinstance(exc, torch.cuda.OutOfMemoryError) else None
         try:
             self.watch.rank.record_failure(error, advice, rank=state.process_index, world_size=state.num_processes)
             records = read_rank_records(self.run.out) if state.is_main_process else []
@@ -264,18 +260,16 @@ class Attempts:
 
     def step_down(self, trainer: Any, reached: int, error: str) -> None:
         """Carry the weights reached to the next cheaper rung that fits (DoesNotFitError at the bottom)."""
-        from grpo_lite.training import build
         from grpo_lite.training.run.checkpoints import drop_checkpoints, mark_complete
-        from grpo_lite.training.run.replan import next_plan, replan
 
         out, name = self.run.out, f"stepdown-{len(self.events) + 1}"
         if self.max_steps is None:  # an epoch: keep its total, not a new epoch per attempt
             self.max_steps = self.done + trainer.state.max_steps
-        lower = next_plan(self.plan, **self.plan_kwargs)  # the rung; replan() checks and records it
+        lower = replan.next_plan(self.plan, **self.plan_kwargs)  # the rung; replan() checks and records it
         carried = build.carry_weights(trainer, self.inputs.tokenizer, out / name)
         self.source, self.done, self.run.checkpoint = str(carried), reached, None
         note = f"going on from the weights reached (saved in {carried})"
-        replan(self, "out_of_memory", step=reached, why=error, change={"preset": lower.preset.name}, keep="fixed",
+        replan.replan(self, "out_of_memory", step=reached, why=error, change={"preset": lower.preset.name}, keep="fixed",
                note=note, weights=name)  # fmt: skip  # relative to the run folder: a copy of the run loads its own
         mark_complete(carried, self.checkpoint_record())  # a resume goes on from here until the next checkpoint
         drop_checkpoints(out)  # they hold the old rung's state; the carried weights supersede them
@@ -284,9 +278,6 @@ class Attempts:
         """Write run.json atomically (main process only)."""
         if not self.run.state.is_main_process:
             return
-        from grpo_lite.files import write_json as write_json_atomic
-        from grpo_lite.training.report.summary import first_last, versions
-
         running = status == "running"
         plan, history, memory, health = self.plan, self.watch.history, self.watch.memory, self.watch.health
         summary = {k: {"first": a, "last": b} for k, (a, b) in first_last(history.rows).items()}

@@ -110,13 +110,13 @@ def test_every_setting_names_one_that_exists() -> None:
     from peft import LoraConfig
     from trl import GRPOConfig
 
+    from grpo_lite.api import train
     from grpo_lite.evaluation import evaluate
     from grpo_lite.planning.choose import plan
     from grpo_lite.recipe.recipe import Recipe
-    from grpo_lite.training.pipeline import train
 
     names = {f.name for cls in (GRPOConfig, Recipe) for f in dataclasses.fields(cls)}
-    names |= {name for f in (evaluate, plan, train) for name in inspect.signature(f).parameters}
+    names |= {name for f in (evaluate, plan, train) for name in inspect.signature(f).parameters}  # the public train
     lora = {f.name for f in dataclasses.fields(LoraConfig)}
     unknown = [s.name for s in settings().values() if s.name not in names and (s.peft or s.name) not in lora]
     assert unknown == []

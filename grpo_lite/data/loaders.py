@@ -41,7 +41,6 @@ GSM8K_DIR_ENV = "GRPO_LITE_GSM8K_DIR"  # a folder with train.jsonl/test.jsonl, r
 MATH_HUB_ID = "HuggingFaceH4/MATH-500"  # one split, test: 500 competition problems with LaTeX answers
 MATH_DIR_ENV = "GRPO_LITE_MATH_DIR"  # a folder with test.jsonl (and train.jsonl, if any), read instead of the hub
 _SPLITS: tuple[DataSplit, ...] = ("train", "test")
-_SYNTHETIC_DEFAULT_N = TRAINER.synthetic_n
 
 
 def _check_split(split: str) -> None:
@@ -571,8 +570,8 @@ DATASETS: dict[DatasetName, tuple[str, Callable[[_Request], Dataset]]] = {
         lambda q: load_gsm8k(q.split, style=q.style, skip_invalid=q.skip_invalid, limit=q.limit),
     ),
     "synthetic": (
-        f"generated grade-school problems, levels 1-3, offline; {_SYNTHETIC_DEFAULT_N} unless limit= is given",
-        lambda q: synthetic_problems(q.limit or _SYNTHETIC_DEFAULT_N, q.seed, q.levels, style=q.style, split=q.split),
+        f"generated grade-school problems, levels 1-3, offline; {TRAINER.synthetic_n} unless limit= is given",
+        lambda q: synthetic_problems(q.limit or TRAINER.synthetic_n, q.seed, q.levels, style=q.style, split=q.split),
     ),
     "math": (
         f"MATH-500 competition math, LaTeX answers (hub {MATH_HUB_ID}, or the folder in ${MATH_DIR_ENV}); 500 test",

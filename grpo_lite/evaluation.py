@@ -261,21 +261,10 @@ def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens
     return tokenizer.batch_decode(out, skip_special_tokens=True)
 
 
-_PLAIN_GREEDY = {
-    "bos_token_id",
-    "eos_token_id",
-    "pad_token_id",
-    "use_cache",
-    "output_attentions",
-    "output_hidden_states",
-    "transformers_version",
-    "do_sample",
-    "temperature",
-    "top_p",
-    "top_k",
-    "max_length",
-    "max_new_tokens",
-}  # none of these changes a greedy arg-max
+_PLAIN_GREEDY = frozenset(  # none of these changes a greedy arg-max
+    "bos_token_id eos_token_id pad_token_id use_cache output_attentions output_hidden_states transformers_version "
+    "do_sample temperature top_p top_k max_length max_new_tokens".split()
+)
 
 
 def _generate_batch(

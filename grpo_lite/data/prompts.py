@@ -34,9 +34,6 @@ KIND_ANSWER_LINES = {
     "text": "the final answer only",
 }
 
-# Sampling and greedy decoding stop at the format's end: nothing after it earns a reward.
-DEFAULT_STOP_STRINGS: tuple[str, ...] = TRAINER.stop_strings  # the old name of grpo_lite.defaults.TRAINER.stop_strings
-
 Shape = Literal["questions", "prompts"]
 """How a dataset's rows become prompts, decided once when it loads (:func:`grpo_lite.data.loaders.load_task`).
 ``"questions"``: grpo-lite builds each prompt from a question in a :class:`PromptStyle` (system prompt, one-shot

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.data.answer_kinds import check_answer_kind, choose_answer_kind, column_kind, gold_error, read_gold
 from grpo_lite.data.answers import gsm8k_gold
-from grpo_lite.data.prompts import PromptStyle, Shape, build_messages, style_for_kind
+from grpo_lite.data.prompts import PromptStyle, Shape, build_messages, is_messages, style_for_kind
 from grpo_lite.data.synthetic import LEVELS, synthetic_problems
 from grpo_lite.defaults import TRAINER
 from grpo_lite.errors import ConfigError, DataError
@@ -311,17 +311,11 @@ def _shape(columns: Sequence[str], question_column: str) -> Shape:
     return "prompts" if "prompt" in columns and question_column not in columns else "questions"
 
 
-def _is_messages(prompt: Any) -> bool:
-    if not isinstance(prompt, list) or not prompt:
-        return False
-    return all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in prompt)
-
-
 def _prompt_problem(prompt: Any) -> str | None:
     """What is wrong with a ``prompt`` cell (None: text, or messages whose content is text)."""
     if isinstance(prompt, str) and prompt.strip():
         return None
-    if not _is_messages(prompt):
+    if not is_messages(prompt):
         return f"'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}"
     for number, message in enumerate(prompt, 1):
         if not isinstance(message["content"], str):
@@ -344,7 +338,7 @@ def _check_columns(columns: Sequence[str], source: str) -> None:
 
 def _question_of(value: Any) -> str | None:
     """The question text of a question/prompt cell: the text, or the last user message."""
-    if _is_messages(value):
+    if is_messages(value):
         value = next((m["content"] for m in reversed(value) if m["role"] == "user"), None)
     return value.strip() if isinstance(value, str) and value.strip() else None
 

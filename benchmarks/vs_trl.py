@@ -128,7 +128,7 @@ def lite_recipe(
     The same steps as ``train()``: measure the longest prompt, plan for this machine, the plan as a recipe.
     """
     from grpo_lite import DemoConfig
-    from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS
+    from grpo_lite.defaults import TRAINER
     from grpo_lite.memory.models import resolve_model
     from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
     from grpo_lite.planning.choose import plan
@@ -148,7 +148,7 @@ def lite_recipe(
         prompt_style=DemoConfig().style(),
         seed=seed,
         max_steps=max_steps,
-        stop_strings=DEFAULT_STOP_STRINGS,
+        stop_strings=TRAINER.stop_strings,
     )
 
 

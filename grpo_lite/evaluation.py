@@ -260,21 +260,10 @@ def _greedy_batch(model: Any, tokenizer: Any, prompts: list[Any], max_new_tokens
     return tokenizer.batch_decode(out, skip_special_tokens=True)
 
 
-_PLAIN_GREEDY = {
-    "bos_token_id",
-    "eos_token_id",
-    "pad_token_id",
-    "use_cache",
-    "output_attentions",
-    "output_hidden_states",
-    "transformers_version",
-    "do_sample",
-    "temperature",
-    "top_p",
-    "top_k",
-    "max_length",
-    "max_new_tokens",
-}  # none of these changes a greedy arg-max
+_PLAIN_GREEDY = frozenset(  # none of these changes a greedy arg-max
+    "bos_token_id eos_token_id pad_token_id use_cache output_attentions output_hidden_states transformers_version "
+    "do_sample temperature top_p top_k max_length max_new_tokens".split()
+)
 
 
 def _generate_batch(
@@ -420,7 +409,6 @@ def evaluate(
             dataset's, else chosen from the golds (:func:`grpo_lite.data.loaders.load_dataset`).
     """
     dataset = TRAINER.dataset if dataset is None else dataset
-    split = EVALUATION.split if split is None else split
     batch_size = EVALUATION.batch_size if batch_size is None else batch_size
     if max_new_tokens is None:  # a built-in task's own length (MATH's worked answers are longer), else 256
         own = TASKS.max_completion_length.get(dataset) if isinstance(dataset, str) else None
@@ -428,15 +416,12 @@ def evaluate(
     check("batch_size", batch_size)
     check("max_new_tokens", max_new_tokens)
     stops = typed("stop_strings", TRAINER.stop_strings if stop_strings is None else stop_strings)  # as train()'s
-    name = str(model) if isinstance(model, (str, os.PathLike)) else getattr(model, "name_or_path", "the model")
-    if isinstance(model, (str, os.PathLike)):
-        model, tokenizer = load_for_eval(model)
-    elif tokenizer is None:
-        raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
+    model, tokenizer, name = _model_and_tokenizer(model, tokenizer)
     style = prompt_style or prompt_lib.PromptStyle()
     task = load_task(
-        dataset, split=split, style=style, limit=limit, seed=seed, skip_invalid=skip_invalid, answer_kind=answer_kind
-    )
+        dataset, split=EVALUATION.split if split is None else split, style=style, limit=limit, seed=seed,
+        skip_invalid=skip_invalid, answer_kind=answer_kind,
+    )  # fmt: skip
     graded = task.shape == "questions"  # TRL's shape is scored by its rewards, its answers as written
     if not graded and rewards is None:
         raise ConfigError(
@@ -451,21 +436,48 @@ def evaluate(
     reward_funcs = reward_lib.check_rewards(reward_lib.resolve_rewards(rewards), steps=False)  # as in training
     soft_format = reward_lib.get_reward("soft_format")
 
+    def score(batch: dict[str, list[Any]], texts: list[str]) -> list[dict[str, Any]]:
+        if graded:
+            return _score_batch(batch, texts, reward_funcs, soft_format)
+        return _reward_batch(batch, texts, reward_funcs, tokenizer)
+
+    samples = _decode_all(model, tokenizer, data, batch_size, max_new_tokens, stops, score)
+    return _graded_result(samples) if graded else _rewards_result(samples)
+
+
+def _model_and_tokenizer(model: str | os.PathLike | Any, tokenizer: Any) -> tuple[Any, Any, str]:
+    """The model and tokenizer to evaluate (loaded when ``model`` is a name or path), and the model's name."""
+    if isinstance(model, (str, os.PathLike)):
+        return (*load_for_eval(model), str(model))
+    if tokenizer is None:
+        raise ConfigError("evaluate() got a model object without its tokenizer: pass tokenizer=...")
+    return model, tokenizer, getattr(model, "name_or_path", "the model")
+
+
+def _decode_all(
+    model: Any,
+    tokenizer: Any,
+    data: Dataset,
+    batch_size: int,
+    max_new_tokens: int,
+    stops: list[str],
+    score: Callable[[dict[str, list[Any]], list[str]], list[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """Every prompt's greedy completion, batch by batch, scored by ``score``; the model in eval mode meanwhile."""
     was_training = model.training
     model.eval()
     samples: list[dict[str, Any]] = []
     try:
         for start in range(0, len(data), batch_size):
             batch = data[start : start + batch_size]  # a dict of plain lists
-            texts = _greedy_batch(model, tokenizer, batch["prompt"], max_new_tokens, stops)
-            if graded:
-                samples.extend(_score_batch(batch, texts, reward_funcs, soft_format))
-            else:
-                samples.extend(_reward_batch(batch, texts, reward_funcs, tokenizer))
+            samples.extend(score(batch, _greedy_batch(model, tokenizer, batch["prompt"], max_new_tokens, stops)))
     finally:
         model.train(was_training)
-    if not graded:
-        return _rewards_result(samples)
+    return samples
+
+
+def _graded_result(samples: list[dict[str, Any]]) -> EvalResult:
+    """Accuracy, format rate and mean reward of a task with gold answers."""
     n = len(samples)
     among, n_formatted = formatted_accuracy(samples)
     mean_reward, n_unscored = _mean_reward(samples)

@@ -111,21 +111,19 @@ def test_extract_xml_answer(text: str, expected: str | None) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "fallback", "expected"),
+    ("text", "expected"),
     [
-        ("<answer>\n18\n</answer>", False, "18"),
-        ("<answer>\nThe total is $2,125.\n</answer>", False, "2125"),
-        ("<answer>3 boxes of 6 = 18</answer>", False, "18"),
-        ("reasoning 7 <answer>none</answer>", False, None),
-        ("reasoning 7 <answer>none</answer>", True, "7"),
-        ("so the answer is 18.", False, None),
-        ("so the answer is 18.", True, "18"),
-        ("9 <answer>18</answer> 27", True, "18"),  # the block wins over the whole text
-        ("nothing", True, None),
+        ("<answer>\n18\n</answer>", "18"),
+        ("<answer>\nThe total is $2,125.\n</answer>", "2125"),
+        ("<answer>3 boxes of 6 = 18</answer>", "18"),
+        ("reasoning 7 <answer>none</answer>", None),
+        ("so the answer is 18.", None),
+        ("9 <answer>18</answer> 27", "18"),
+        ("nothing", None),
     ],
 )
-def test_extract_answer(text: str, fallback: bool, expected: str | None) -> None:
-    assert extract_answer(text, fallback=fallback) == expected
+def test_extract_answer(text: str, expected: str | None) -> None:
+    assert extract_answer(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -183,7 +181,7 @@ def test_gsm8k_gold(field: str, expected: str | None) -> None:
 @pytest.mark.parametrize("text", ["2e3", "1e400", "the total is 1E+400", "<answer>1e400</answer>", "x = 5e-2"])
 def test_scientific_notation_is_no_number_not_its_exponent(text: str) -> None:
     assert last_number(text) is None
-    assert extract_answer(text, fallback=True) is None
+    assert extract_answer(f"<answer>{text}</answer>") is None
     assert not answers_match(text, "400") and not answers_match(text, "3") and not answers_match(text, "2")
 
 
@@ -199,7 +197,6 @@ def test_no_function_raises_on_any_text(text: str) -> None:
     for func in _FUNCS:
         result = func(text)
         assert result is None or isinstance(result, str)
-    assert isinstance(extract_answer(text, fallback=True), (str, type(None)))
 
 
 @settings(max_examples=300, deadline=None)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_lite.data.prompts import ONE_SHOT_QUESTION, PromptStyle, build_messages
+from grpo_lite.data.prompts import ONE_SHOT_QUESTION, PromptStyle, build_messages, format_solution
 from grpo_lite.data.synthetic import (
     LEVELS,
     SHAPES,
@@ -22,13 +22,17 @@ from grpo_lite.data.synthetic import (
     _scene,
     _split_of,
     generate_problems,
-    solution_text,
     synthetic_problems,
 )
 from grpo_lite.errors import ConfigError
 
 STEP = re.compile(r"((?:\d+ [-+x/] )+\d+) = (\d+)")
 STRICT_FORMAT = re.compile(r"^<reasoning>\n.+?\n</reasoning>\n<answer>\n\d+\n</answer>$", re.DOTALL)
+
+
+def solution_text(problem: SyntheticProblem) -> str:
+    """The problem's worked solution in the XML answer format."""
+    return format_solution("\n".join(problem.steps), str(problem.answer))
 
 
 def check_arithmetic(step: str) -> int:

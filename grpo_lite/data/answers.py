@@ -138,30 +138,17 @@ def extract_xml_answer(text: str) -> str | None:
     return (rest if end < 0 else rest[:end]).strip()
 
 
-def extract_answer(text: str, fallback: bool = False) -> str | None:
-    """The model's final numeric answer, canonical: the last number inside the last ``<answer>`` block. Strict by
-    default (the correctness reward's rule): no block, or one without a number, gives None.
-
-    Args:
-        text: a completion.
-        fallback: accept the last number of the whole text when the block gives none.
-
-    Returns:
-        The canonical answer string, or None.
+def extract_answer(text: str) -> str | None:
+    """The model's final numeric answer, canonical: the last number inside the last ``<answer>`` block (the
+    correctness reward's rule); no block, or one without a number, gives None.
 
     >>> extract_answer("<answer>\\nThe total is $2,125.\\n</answer>")
     '2125'
     >>> extract_answer("so the answer is 18.") is None
     True
-    >>> extract_answer("so the answer is 18.", fallback=True)
-    '18'
     """
     block = extract_xml_answer(text)
-    if block is not None:
-        number = last_number(block)
-        if number is not None or not fallback:
-            return number
-    return last_number(text) if fallback else None
+    return None if block is None else last_number(block)
 
 
 def answers_match(predicted: str | None, gold: str) -> bool:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.data.answer_kinds import check_answer_kind, choose_answer_kind, column_kind, gold_error, read_gold
 from grpo_lite.data.answers import gsm8k_gold
-from grpo_lite.data.prompts import PromptStyle, Shape, build_messages, style_for_kind
+from grpo_lite.data.prompts import PromptStyle, Shape, build_messages, is_messages, style_for_kind
 from grpo_lite.data.synthetic import LEVELS, synthetic_problems
 from grpo_lite.defaults import TRAINER
 from grpo_lite.errors import ConfigError, DataError
@@ -41,7 +41,6 @@ GSM8K_DIR_ENV = "GRPO_LITE_GSM8K_DIR"  # a folder with train.jsonl/test.jsonl, r
 MATH_HUB_ID = "HuggingFaceH4/MATH-500"  # one split, test: 500 competition problems with LaTeX answers
 MATH_DIR_ENV = "GRPO_LITE_MATH_DIR"  # a folder with test.jsonl (and train.jsonl, if any), read instead of the hub
 _SPLITS: tuple[DataSplit, ...] = ("train", "test")
-_SYNTHETIC_DEFAULT_N = TRAINER.synthetic_n
 
 
 def _check_split(split: str) -> None:
@@ -246,34 +245,18 @@ def data_fingerprint(spec: Any, split: DataSplit = "train") -> str | None:
 
 
 # ----------------------------------------------------------------------------- the hub
-def _hub_gsm8k(split: DataSplit) -> Rows:
+def _hub_named(hub_id: str, config: str | None, split: DataSplit, instead: str) -> Rows:
+    """A named dataset's ``split`` from the hub or its cache; DataError saying ``instead`` (what to pass offline)."""
     try:
         from datasets import load_dataset as hf_load_dataset  # heavy: datasets
 
-        hub = hf_load_dataset(GSM8K_HUB_ID, "main", split=split)
+        hub = hf_load_dataset(hub_id, config, split=split)
     except Exception as exc:  # offline, not cached, hub errors: all mean "not available here"
         raise DataError(
-            f"cannot load {GSM8K_HUB_ID} ({split}) from the Hugging Face hub or its local cache "
-            f"({type(exc).__name__}: {str(exc)[:200]}); pass a local folder or file with GSM8K rows "
-            f"(train.jsonl/test.jsonl) as the dataset (--dataset PATH; Python: dataset=PATH, or load_gsm8k(source=PATH)), "
-            f"set {GSM8K_DIR_ENV}, or use the offline 'synthetic' dataset"
+            f"cannot load {hub_id} ({split}) from the Hugging Face hub or its local cache "
+            f"({type(exc).__name__}: {str(exc)[:200]}); {instead}"
         ) from exc
-    return Rows(hub, ((0, f"{GSM8K_HUB_ID} {split}, row {{}}", None),))
-
-
-def _hub_math() -> Rows:
-    try:
-        from datasets import load_dataset as hf_load_dataset  # heavy: datasets
-
-        hub = hf_load_dataset(MATH_HUB_ID, split="test")
-    except Exception as exc:  # offline, not cached, hub errors: all mean "not available here"
-        raise DataError(
-            f"cannot load {MATH_HUB_ID} (test) from the Hugging Face hub or its local cache "
-            f"({type(exc).__name__}: {str(exc)[:200]}); pass a local folder or file with its rows (test.jsonl with "
-            f"'problem' and 'answer') as the dataset (--dataset PATH; Python: load_math(source=PATH)), or set "
-            f"{MATH_DIR_ENV}"
-        ) from exc
-    return Rows(hub, ((0, f"{MATH_HUB_ID} test, row {{}}", None),))
+    return Rows(hub, ((0, f"{hub_id} {split}, row {{}}", None),))
 
 
 def is_hub_id(name: str) -> bool:
@@ -328,17 +311,11 @@ def _shape(columns: Sequence[str], question_column: str) -> Shape:
     return "prompts" if "prompt" in columns and question_column not in columns else "questions"
 
 
-def _is_messages(prompt: Any) -> bool:
-    if not isinstance(prompt, list) or not prompt:
-        return False
-    return all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in prompt)
-
-
 def _prompt_problem(prompt: Any) -> str | None:
     """What is wrong with a ``prompt`` cell (None: text, or messages whose content is text)."""
     if isinstance(prompt, str) and prompt.strip():
         return None
-    if not _is_messages(prompt):
+    if not is_messages(prompt):
         return f"'prompt' must be text or a list of {{'role', 'content'}} messages: {prompt!r:.80}"
     for number, message in enumerate(prompt, 1):
         if not isinstance(message["content"], str):
@@ -361,7 +338,7 @@ def _check_columns(columns: Sequence[str], source: str) -> None:
 
 def _question_of(value: Any) -> str | None:
     """The question text of a question/prompt cell: the text, or the last user message."""
-    if _is_messages(value):
+    if is_messages(value):
         value = next((m["content"] for m in reversed(value) if m["role"] == "user"), None)
     return value.strip() if isinstance(value, str) and value.strip() else None
 
@@ -375,29 +352,51 @@ def _rows_to_dataset(out: list[dict[str, Any]], source: str) -> Dataset:
         raise DataError(f"{source}: a column mixes types across rows ({type(exc).__name__}: {exc})") from None
 
 
-def _task_dataset(rows: Rows, source: str, *, skip_invalid: bool, limit: int | None) -> Dataset:
-    """A task in TRL's shape: each row's ``prompt`` (text or messages) checked, the rows kept as they are (the
-    rewards read them); no gold is read, nothing is normalized, nothing is copied but the rows skipped or cut."""
-    kept: list[int] = []
+def _usable(
+    rows: Rows, source: str, what: str, *, skip_invalid: bool, limit: int | None, read: Callable[[Row], Any]
+) -> list[Any]:
+    """What ``read`` makes of each row, up to ``limit`` rows; a row it refuses (a :class:`_Refused` naming the
+    problem) raises, or with ``skip_invalid`` is skipped, one warning counting them (``what``: what they lacked)."""
+    kept: list[Any] = []
     skipped: list[str] = []
     for row in rows:
         if limit is not None and len(kept) == limit:
             break
-        problem = _prompt_problem(row.data.get("prompt"))
-        if problem is None:
-            kept.append(row.index)
+        value = read(row)
+        if not isinstance(value, _Refused):
+            kept.append(value)
         elif skip_invalid:
-            skipped.append(row.where)
+            skipped.append(f"{row.where}: {value.problem}")
         else:
             raise DataError(
-                f"{row.where}: {problem}; fix or remove the row, or pass skip_invalid=True (--skip-invalid) to skip it"
+                f"{row.where}: {value.problem}; fix or remove the row, or pass skip_invalid=True (--skip-invalid) to "
+                "skip it"
             )
     if skipped:
         warnings.warn(
-            f"{source}: skipped {len(skipped)} row(s) without a usable prompt (first: {skipped[0]})", stacklevel=4
+            f"{source}: skipped {len(skipped)} row(s) without a usable {what} (first: {skipped[0]})", stacklevel=4
         )
     if not kept:
-        raise DataError(f"{source}: no usable rows (every row lacked a usable prompt)")
+        raise DataError(f"{source}: no usable rows (every row lacked a usable {what})")
+    return kept
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A row :func:`_usable` does not keep, and why."""
+
+    problem: str
+
+
+def _task_dataset(rows: Rows, source: str, *, skip_invalid: bool, limit: int | None) -> Dataset:
+    """A task in TRL's shape: each row's ``prompt`` (text or messages) checked, the rows kept as they are (the
+    rewards read them); no gold is read, nothing is normalized, nothing is copied but the rows skipped or cut."""
+
+    def read(row: Row) -> int | _Refused:
+        problem = _prompt_problem(row.data.get("prompt"))
+        return row.index if problem is None else _Refused(problem)
+
+    kept = _usable(rows, source, "prompt", skip_invalid=skip_invalid, limit=limit, read=read)
     return rows.data if len(kept) == rows.data.num_rows else rows.data.select(kept)
 
 
@@ -437,34 +436,21 @@ def _to_dataset(
     gold = gold or functools.partial(read_gold, kind=kind)
     tagged = {} if kind == "number" else {"answer_kind": kind}  # the correctness reward reads it; numbers: none
     style = style_for_kind(style, kind)  # the default system prompt asks for the kind's answer
-    out: list[dict[str, Any]] = []
-    skipped: list[str] = []
-    for row in rows:
-        if limit is not None and len(out) == limit:
-            break
+
+    def read(row: Row) -> dict[str, Any] | _Refused:
         question, answer = _question_of(row.data.get(question_column)), gold(row.data.get(answer_column))
         prompt = row.data.get("prompt")  # rows of the user's own prompt keep it
         if question is None:
-            problem = f"{question_column!r} is missing, empty or not text: {row.data.get(question_column)!r:.80}"
-        elif answer is None:
-            problem = gold_error(kind, answer_column, row.data.get(answer_column))
-        elif prompt is not None and (bad := _prompt_problem(prompt)):
-            problem = bad
-        else:
-            built = prompt if prompt is not None else build_messages(question, style)
-            extras = {k: v for k, v in row.data.items() if keep_columns and k not in _BUILT_COLUMNS}
-            out.append({"prompt": built, "question": question, "answer": answer, **tagged, **extras})
-            continue
-        if not skip_invalid:
-            raise DataError(
-                f"{row.where}: {problem}; fix or remove the row, or pass skip_invalid=True (--skip-invalid) to skip it"
-            )
-        skipped.append(f"{row.where}: {problem}")
-    if skipped:
-        message = f"{source}: skipped {len(skipped)} row(s) without a usable question or answer (first: {skipped[0]})"
-        warnings.warn(message, stacklevel=3)
-    if not out:
-        raise DataError(f"{source}: no usable rows (every row lacked a usable question or answer)")
+            return _Refused(f"{question_column!r} is missing, empty or not text: {row.data.get(question_column)!r:.80}")
+        if answer is None:
+            return _Refused(gold_error(kind, answer_column, row.data.get(answer_column)))
+        if prompt is not None and (bad := _prompt_problem(prompt)):
+            return _Refused(bad)
+        built = prompt if prompt is not None else build_messages(question, style)
+        extras = {k: v for k, v in row.data.items() if keep_columns and k not in _BUILT_COLUMNS}
+        return {"prompt": built, "question": question, "answer": answer, **tagged, **extras}
+
+    out = _usable(rows, source, "question or answer", skip_invalid=skip_invalid, limit=limit, read=read)
     return Loaded(_rows_to_dataset(out, source), "questions", kind)
 
 
@@ -498,7 +484,12 @@ def load_gsm8k(
     _check_limit(limit)
     if source is None and os.environ.get(GSM8K_DIR_ENV):
         source = os.environ[GSM8K_DIR_ENV]
-    rows = _hub_gsm8k(split) if source is None else _read_source(source, split)
+    instead = (
+        "pass a local folder or file with GSM8K rows (train.jsonl/test.jsonl) as the dataset (--dataset PATH; "
+        f"Python: dataset=PATH, or load_gsm8k(source=PATH)), set {GSM8K_DIR_ENV}, or use the offline 'synthetic' "
+        "dataset"
+    )
+    rows = _hub_named(GSM8K_HUB_ID, "main", split, instead) if source is None else _read_source(source, split)
     name = f"{GSM8K_HUB_ID} ({split})" if source is None else str(source)
     return _to_dataset(
         rows, name, question_column="question", answer_column="answer", kind="number", gold=gsm8k_gold,
@@ -543,7 +534,15 @@ def load_math(
     own_train = path is not None and (not path.is_dir() or any(path.glob("*train*")))
     if split == "train" and not own_train:
         warnings.warn(f"{MATH_HUB_ID} has only a test split: training on its 500 problems", stacklevel=2)
-    rows = _hub_math() if path is None else _read_source(path, split if own_train else "test")
+    instead = (
+        "pass a local folder or file with its rows (test.jsonl with 'problem' and 'answer') as the dataset "
+        f"(--dataset PATH; Python: load_math(source=PATH)), or set {MATH_DIR_ENV}"
+    )
+    rows = (
+        _hub_named(MATH_HUB_ID, None, "test", instead)
+        if path is None
+        else _read_source(path, split if own_train else "test")
+    )
     return _to_dataset(
         rows, f"{MATH_HUB_ID} (test)" if source is None else str(source), question_column="problem",
         answer_column="answer", kind="math", style=style, skip_invalid=skip_invalid, limit=limit,
@@ -571,8 +570,8 @@ DATASETS: dict[DatasetName, tuple[str, Callable[[_Request], Dataset]]] = {
         lambda q: load_gsm8k(q.split, style=q.style, skip_invalid=q.skip_invalid, limit=q.limit),
     ),
     "synthetic": (
-        f"generated grade-school problems, levels 1-3, offline; {_SYNTHETIC_DEFAULT_N} unless limit= is given",
-        lambda q: synthetic_problems(q.limit or _SYNTHETIC_DEFAULT_N, q.seed, q.levels, style=q.style, split=q.split),
+        f"generated grade-school problems, levels 1-3, offline; {TRAINER.synthetic_n} unless limit= is given",
+        lambda q: synthetic_problems(q.limit or TRAINER.synthetic_n, q.seed, q.levels, style=q.style, split=q.split),
     ),
     "math": (
         f"MATH-500 competition math, LaTeX answers (hub {MATH_HUB_ID}, or the folder in ${MATH_DIR_ENV}); 500 test",

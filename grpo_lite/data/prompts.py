@@ -35,9 +35,6 @@ KIND_ANSWER_LINES = {
     "text": "the final answer only",
 }
 
-# Sampling and greedy decoding stop at the format's end: nothing after it earns a reward.
-DEFAULT_STOP_STRINGS: tuple[str, ...] = TRAINER.stop_strings  # the old name of grpo_lite.defaults.TRAINER.stop_strings
-
 Shape = Literal["questions", "prompts"]
 """How a dataset's rows become prompts, decided once when it loads (:func:`grpo_lite.data.loaders.load_task`).
 ``"questions"``: grpo-lite builds each prompt from a question in a :class:`PromptStyle` (system prompt, one-shot
@@ -246,6 +243,15 @@ def build_messages(question: str, style: PromptStyle | None = None) -> list[dict
     return messages
 
 
+def is_messages(prompt: Any) -> bool:
+    """Whether a prompt is a conversation: a non-empty list of ``{"role", "content"}`` messages."""
+    return (
+        isinstance(prompt, list)
+        and bool(prompt)
+        and all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in prompt)
+    )
+
+
 def adds_bos_token(tokenizer: Any) -> bool:
     """Whether ``tokenizer(text)`` puts the BOS token in front by itself."""
     bos_id = getattr(tokenizer, "bos_token_id", None)
@@ -308,7 +314,7 @@ def apply_prompt_style(dataset: Dataset, tokenizer: Any, style: PromptStyle | No
     for i, prompt in enumerate(dataset["prompt"]):
         if isinstance(prompt, str):
             texts.append(prompt if prompt.endswith(style.prefill) else prompt + style.prefill)
-        elif isinstance(prompt, list) and all(isinstance(m, dict) and "role" in m and "content" in m for m in prompt):
+        elif is_messages(prompt):
             texts.append(render_prompt(prompt, tokenizer, style.prefill, adds_bos))
         else:
             raise DataError(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from grpo_lite.data.prompts import PromptStyle, build_messages, format_solution
+from grpo_lite.data.prompts import PromptStyle, build_messages
 from grpo_lite.data.templates import LEVELS, SHAPES, TEMPLATES, Level, _scene
 from grpo_lite.errors import ConfigError, DataError
 
@@ -98,21 +98,6 @@ def generate_problems(
     if len(problems) == n:
         return problems
     raise DataError(f"could not draw {n} distinct synthetic problems at levels {chosen}; ask for fewer or add levels")
-
-
-def solution_text(problem: SyntheticProblem) -> str:
-    """The problem's worked solution in the XML answer format.
-
-    >>> p = SyntheticProblem("Ann has 2 pens and buys 3. How many?", 5, 1, ("2 + 3 = 5",), "finds_more")
-    >>> print(solution_text(p))
-    <reasoning>
-    2 + 3 = 5
-    </reasoning>
-    <answer>
-    5
-    </answer>
-    """
-    return format_solution("\n".join(problem.steps), str(problem.answer))
 
 
 def synthetic_problems(

@@ -16,6 +16,7 @@ grpo_lite.errors.RewardError: reward function 'bad' returned a str at index 0, n
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
@@ -24,7 +25,7 @@ import struct
 import sys
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,8 +174,8 @@ def _own(value: Any) -> Any:
 
 def _raised(func: Any, name: str, exc: BaseException, n: int | None) -> RewardError:
     """The one error of a reward that raised (it is not called again: a judge may be slow or have side effects),
-    with the line that raised: the last in the reward's own file, else the innermost (not this module's call)."""
-    frames = traceback.extract_tb(exc.__traceback__)[1:]
+    with the line that raised: the last in the reward's own file, else the innermost (not this module's frames)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename not in (__file__, contextlib.__file__)]
     own = getattr(getattr(func, "__code__", None), "co_filename", None)
     frame = next((f for f in reversed(frames) if f.filename == own), frames[-1] if frames else None)
     where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame else ""
@@ -203,14 +204,20 @@ class _CheckedReward:
             self._steps.report(self.__name__, [v is None for v in values])
         return values
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        n, args, kwargs = self._inputs(args, kwargs)
+    @contextlib.contextmanager
+    def _raising(self, n: int | None) -> Iterator[None]:
+        """What the reward raises, as one :class:`RewardError` (:func:`_raised`)."""
         try:
-            out = self.func(*args, **kwargs)
+            yield
         except (GrpoLiteError, KeyboardInterrupt):  # grpo-lite's own rewards say what to change; Ctrl-C stops
             raise
         except BaseException as exc:  # SystemExit too: the run fails with this line, not exit 0
             raise _raised(self.func, self.__name__, exc, n) from exc
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        n, args, kwargs = self._inputs(args, kwargs)
+        with self._raising(n):
+            out = self.func(*args, **kwargs)
         return self._check(out, n)
 
     def __getattr__(self, attr: str) -> Any:  # value, name, ... of the wrapped reward
@@ -227,12 +234,8 @@ class _AsyncCheckedReward(_CheckedReward):
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         n, args, kwargs = self._inputs(args, kwargs)
-        try:
+        with self._raising(n):
             out = await self.func(*args, **kwargs)
-        except (GrpoLiteError, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            raise _raised(self.func, self.__name__, exc, n) from exc
         return self._check(out, n)
 
 

@@ -7,6 +7,7 @@ CLI render from :data:`REWARDS`), and names and callables resolved to what the t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -146,8 +147,6 @@ def is_reward_model(name: str) -> bool:
     >>> is_reward_model("trl-lib/Qwen2-0.5B-Reward"), is_reward_model("my_project.rewards:solved")
     (True, False)
     """
-    import os.path
-
     return os.path.isdir(os.path.expanduser(name)) or ("/" in name and ":" not in name)  # isdir: False on any OSError
 
 
@@ -158,8 +157,6 @@ def load_reward_model(name: str) -> Any:
     Raises:
         ConfigError: it does not load (one line: what transformers said, and what to pass).
     """
-    import os.path
-
     from transformers import AutoModelForSequenceClassification  # heavy: transformers
 
     source = os.path.expanduser(name) if os.path.isdir(os.path.expanduser(name)) else name

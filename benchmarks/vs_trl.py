@@ -129,8 +129,8 @@ def lite_recipe(
     """
     from grpo_lite import DemoConfig
     from grpo_lite.data.prompts import DEFAULT_STOP_STRINGS
+    from grpo_lite.defaults import STEP
     from grpo_lite.memory.models import resolve_model
-    from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
     from grpo_lite.planning.choose import plan
     from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.training.build import measure_prompt_tokens
@@ -141,7 +141,7 @@ def lite_recipe(
     method = overrides.pop("method", None)
     spec = resolve_model(model)
     tokens = measure_prompt_tokens(trl_dataset(rows, load_tokenizer(spec.model_id)), load_tokenizer(spec.model_id))
-    the_plan = plan(spec, method=method, **plan_kwargs(None, tokens), **overrides, shared_prefix=SHARED_PREFIX_DEFAULT)
+    the_plan = plan(spec, method=method, **plan_kwargs(None, tokens), **overrides, shared_prefix=STEP.shared_prefix)
     return Recipe.from_plan(
         the_plan,
         dataset=rows,

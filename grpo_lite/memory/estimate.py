@@ -24,7 +24,7 @@ from grpo_lite.memory.architectures import Architecture
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
 from grpo_lite.memory.models import ModelSpec, resolve_model
 from grpo_lite.memory.packing import planned_off_reason
-from grpo_lite.memory.settings import StepSettings
+from grpo_lite.memory.step_settings import StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode, BlockTerms

@@ -21,7 +21,7 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory import terms as memory_terms
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.estimate import MemoryEstimate, estimate
-from grpo_lite.memory.settings import StepSettings
+from grpo_lite.memory.step_settings import StepSettings
 from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
 from grpo_lite.settings import SETTINGS, where
 
@@ -207,7 +207,7 @@ def candidates(
         "shared_prefix": bool(fixed.get("shared_prefix", STEP.shared_prefix)),  # train()'s default: the plan it runs
         "update_rounding": fixed.get("update_rounding"),  # None: stochastic when the trained weights are bf16
     }
-    if fixed.get("dtype") is not None:  # otherwise StepSettings.resolve picks it (memory.settings.load_dtype)
+    if fixed.get("dtype") is not None:  # otherwise StepSettings.resolve picks it (memory.step_settings.load_dtype)
         base["dtype"] = fixed["dtype"]  # validated by StepSettings (bfloat16, float16, float32)
     if preset.method == "galore":
         base["optim_args"] = fixed.get("optim_args") or preset.galore_args

@@ -21,8 +21,6 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
 from grpo_lite.settings import SETTINGS, Device, Dtype, Method, Sharding, UpdateRounding, check
 
-SHARED_PREFIX_DEFAULT = STEP.shared_prefix  # the old name of grpo_lite.defaults.STEP.shared_prefix
-
 Quantization = Literal["none", "nf4", "int8"]
 VllmMode = Literal["colocate", "server"]
 

@@ -33,8 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.settings import Device, Sharding
 
 
-GENERATIONS: tuple[int, ...] = PLANNER.generations  # num_generations tried, best first (old name)
-COMPLETION_LENGTHS: tuple[int, ...] = PLANNER.completion_lengths  # max_completion_length tried, best first (old name)
 BATCH_KEYS = (
     "per_device_train_batch_size",
     "gradient_accumulation_steps",
@@ -181,11 +179,11 @@ def candidates(
     layerwise = optim.endswith("layerwise")
     ckpt = fixed.get("gradient_checkpointing", preset.gradient_checkpointing and not cpu_reference)
     liger = fixed.get("use_liger_kernel", device == "cuda" and extras.liger_kernel)
-    gens = [fixed["num_generations"]] if "num_generations" in fixed else list(GENERATIONS)
+    gens = [fixed["num_generations"]] if "num_generations" in fixed else list(PLANNER.generations)
     lengths = (
         [fixed["max_completion_length"]]
         if "max_completion_length" in fixed
-        else ([PLANNER.cpu_completion_length] if cpu_reference else list(COMPLETION_LENGTHS))
+        else ([PLANNER.cpu_completion_length] if cpu_reference else list(PLANNER.completion_lengths))
     )
     if "use_vllm" in fixed:
         vllm_options = [bool(fixed["use_vllm"])]

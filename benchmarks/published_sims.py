@@ -457,7 +457,7 @@ def _simulate_grpo_step(row: Published) -> dict[str, Any]:
 
         result = _tracked(lambda _clock: one_step(), register)
     finally:
-        patches.undo()
+        patches.close()
     result["attention"] = dict(calls)
     return result
 

@@ -128,9 +128,8 @@ def lite_recipe(
     The same steps as ``train()``: measure the longest prompt, plan for this machine, the plan as a recipe.
     """
     from grpo_lite import DemoConfig
-    from grpo_lite.defaults import TRAINER
+    from grpo_lite.defaults import STEP, TRAINER
     from grpo_lite.memory.models import resolve_model
-    from grpo_lite.memory.settings import SHARED_PREFIX_DEFAULT
     from grpo_lite.planning.choose import plan
     from grpo_lite.recipe.recipe import Recipe
     from grpo_lite.training.fit import plan_kwargs
@@ -141,7 +140,7 @@ def lite_recipe(
     method = overrides.pop("method", None)
     spec = resolve_model(model)
     tokens = measure_prompt_tokens(trl_dataset(rows, load_tokenizer(spec.model_id)), load_tokenizer(spec.model_id))
-    the_plan = plan(spec, method=method, **plan_kwargs(None, tokens), **overrides, shared_prefix=SHARED_PREFIX_DEFAULT)
+    the_plan = plan(spec, method=method, **plan_kwargs(None, tokens), **overrides, shared_prefix=STEP.shared_prefix)
     return Recipe.from_plan(
         the_plan,
         dataset=rows,

@@ -22,7 +22,7 @@ from grpo_lite.data.prompts import prompt_token_ids
 from grpo_lite.defaults import EVALUATION, TASKS, TRAINER
 from grpo_lite.errors import ConfigError, ModelError
 from grpo_lite.memory.models import resolve_model
-from grpo_lite.memory.settings import load_dtype
+from grpo_lite.memory.step_settings import load_dtype
 from grpo_lite.recipe.values import typed
 from grpo_lite.run_record import RUN_RECORD, read_run_record
 from grpo_lite.settings import check

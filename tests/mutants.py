@@ -76,7 +76,7 @@ MUTANTS = (
     ),
     Mutant(
         "lora-default-in-one-copy",
-        "grpo_lite/memory/settings.py",  # the LoRA rank estimate() assumes, written as a copy of defaults.LORA.r
+        "grpo_lite/memory/step_settings.py",  # the LoRA rank estimate() assumes, written as a copy of defaults.LORA.r
         "    lora_r: int = LORA.r\n",
         "    lora_r: int = 8\n",
         (

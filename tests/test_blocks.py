@@ -10,7 +10,7 @@ from grpo_lite.memory.architectures import find_architecture
 from grpo_lite.memory.estimate import FORMULAS, estimate
 from grpo_lite.memory.meta import block
 from grpo_lite.memory.models import transformers_config
-from grpo_lite.memory.settings import StepSettings
+from grpo_lite.memory.step_settings import StepSettings
 
 LORA = dict(
     device="cuda",

@@ -108,26 +108,38 @@ def test_installed_extras_are_probed_without_import() -> None:
 DETECT_RAM = hardware.__dict__["detect_ram"]  # conftest pins hardware.detect_ram; this is the real one
 
 
-def test_detect_ram_reads_memavailable(tmp_path) -> None:
-    (tmp_path / "meminfo").write_text("MemTotal:  16000000 kB\nMemFree:  1000000 kB\nMemAvailable:  8388608 kB\n")
-    gib, why = DETECT_RAM(tmp_path / "meminfo", tmp_path / "no-cgroup")
-    assert gib == 8.0 and why == "8.0 GiB of RAM available now (MemAvailable in /proc/meminfo)"
+@pytest.fixture
+def available_8_gib(monkeypatch):
+    import psutil
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=8 * 1024**3))
 
 
-def test_detect_ram_is_capped_by_a_container_limit(tmp_path) -> None:
-    (tmp_path / "meminfo").write_text("MemAvailable:  8388608 kB\n")
+def test_detect_ram_reads_what_is_available(tmp_path, available_8_gib) -> None:
+    gib, why = DETECT_RAM(tmp_path / "no-cgroup")
+    assert gib == 8.0 and why == "8.0 GiB of RAM available now (MemAvailable, read by psutil)"
+
+
+def test_detect_ram_is_capped_by_a_container_limit(tmp_path, available_8_gib) -> None:
     (tmp_path / "memory.max").write_text(f"{6 * 1024**3}\n")
     (tmp_path / "memory.current").write_text(f"{2 * 1024**3}\n")
-    gib, why = DETECT_RAM(tmp_path / "meminfo", tmp_path)
+    gib, why = DETECT_RAM(tmp_path)
     assert gib == 4.0 and "container's memory limit" in why
 
 
-def test_detect_ram_ignores_an_unlimited_container(tmp_path) -> None:
-    (tmp_path / "meminfo").write_text("MemAvailable:  8388608 kB\n")
+def test_detect_ram_ignores_an_unlimited_container(tmp_path, available_8_gib) -> None:
     (tmp_path / "memory.max").write_text("max\n")
-    assert DETECT_RAM(tmp_path / "meminfo", tmp_path)[0] == 8.0
+    assert DETECT_RAM(tmp_path)[0] == 8.0
 
 
-def test_detect_ram_falls_back_to_sysconf(tmp_path) -> None:
-    gib, why = DETECT_RAM(tmp_path / "absent", tmp_path / "absent")
-    assert gib is not None and gib > 0 and "os.sysconf" in why
+def test_detect_ram_that_cannot_be_read_says_what_to_pass(tmp_path, monkeypatch) -> None:
+    import psutil
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: (_ for _ in ()).throw(OSError("no /proc")))
+    gib, why = DETECT_RAM(tmp_path)
+    assert gib is None and "pass budget_gb with device='cpu'" in why
+
+
+def test_detect_ram_reads_this_machine(tmp_path) -> None:
+    gib, why = DETECT_RAM(tmp_path / "absent")
+    assert gib is not None and gib > 0 and "psutil" in why

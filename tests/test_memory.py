@@ -10,7 +10,7 @@ import pytest
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.architectures import Architecture, find_architecture
 from grpo_lite.memory.estimate import COMPONENTS, GIB, MemoryEstimate, estimate
-from grpo_lite.memory.settings import StepSettings
+from grpo_lite.memory.step_settings import StepSettings
 
 TOY = Architecture(
     name="toy",

@@ -157,7 +157,7 @@ def test_under_galore_the_monitor_holds_what_the_memory_model_plans() -> None:
     """GaLore mixes a tensor's elements: the monitor shadows three whole smallest linears, with rank-r shadow states
     and projectors; the bytes it holds during a step against the plan's ``update_monitor`` and ``monitor_state``."""
     from grpo_lite.memory.models import architecture_from_config
-    from grpo_lite.memory.settings import StepSettings
+    from grpo_lite.memory.step_settings import StepSettings
     from grpo_lite.memory.terms import monitor_state, update_monitor
 
     model = tiny_llama(hidden=128, layers=2)  # its smallest linears (k, v: 64 x 128) above 4096 sampled elements

@@ -1,9 +1,9 @@
 """One place per decision: each finder below reads the package's syntax trees and fails when a second
 definition of a decision appears (each finder is also shown to find one in a made-up module).
 
-- the dtype the weights load in: ``memory/settings.py: load_dtype``;
+- the dtype the weights load in: ``memory/step_settings.py: load_dtype``;
 - the bf16 autocast flag: ``StepSettings.resolve``;
-- the update-rounding default: ``memory/settings.py: default_update_rounding``;
+- the update-rounding default: ``memory/step_settings.py: default_update_rounding``;
 - the method names: the ``Method`` literal and ``METHODS`` beside it (``grpo_lite/settings.py``);
 - the prompt tokenisation rule: ``data/prompts.py: prompt_token_ids``;
 - TRL's objects built from a recipe: GRPOConfig in ``recipe/recipe.py``, BitsAndBytesConfig in
@@ -222,9 +222,9 @@ def sites(finder: Callable[[ast.AST], Iterator[tuple[ast.AST, str]]]) -> set[Sit
 
 
 DECISIONS = {
-    "load dtype": (dtype_choices, {("grpo_lite/memory/settings.py", "load_dtype")}),
-    "bf16 flag": (bf16_choices, {("grpo_lite/memory/settings.py", "resolve")}),
-    "rounding default": (rounding_defaults, {("grpo_lite/memory/settings.py", "default_update_rounding")}),
+    "load dtype": (dtype_choices, {("grpo_lite/memory/step_settings.py", "load_dtype")}),
+    "bf16 flag": (bf16_choices, {("grpo_lite/memory/step_settings.py", "resolve")}),
+    "rounding default": (rounding_defaults, {("grpo_lite/memory/step_settings.py", "default_update_rounding")}),
     "method names": (method_lists, {("grpo_lite/settings.py", "")}),
     "prompt tokenisation": (
         prompt_tokenisations,
@@ -460,7 +460,7 @@ NAMES = default_names()
 
 
 def _setting(name: str | None) -> str | None:
-    """The setting a name spells (``WINDOW_STEPS``, ``DEFAULT_STOP_STRINGS``, ``SHARED_PREFIX_DEFAULT``), or None."""
+    """The setting a name spells (``WINDOW_STEPS``, ``DEFAULT_STOP_STRINGS``, ``BETA_DEFAULT``), or None."""
     if not name:
         return None
     low = name.lower().lstrip("_")
@@ -647,7 +647,7 @@ def test_the_finder_leaves_what_is_not_a_default():
 
 def test_the_old_copy_of_lora_r_in_step_settings_is_caught():
     """The mutation that went unnoticed (issue 33): StepSettings' lora_r 16 -> 8, what estimate() uses."""
-    source = (PACKAGE / "memory" / "settings.py").read_text(encoding="utf-8")
+    source = (PACKAGE / "memory" / "step_settings.py").read_text(encoding="utf-8")
     assert "lora_r: int = LORA.r" in source
     mutated = source.replace("lora_r: int = LORA.r", "lora_r: int = 8")
     assert [s for _, _, s in literal_defaults(ast.parse(mutated))] == ["lora_r"]
@@ -731,7 +731,7 @@ def test_estimate_plan_and_the_recipe_resolve_the_defaults_of_defaults_py():
 def test_estimate_of_a_plan_with_its_defaults_left_out_is_the_plans_figure():
     """The settings a plan holds at their default, left out of estimate(): the same figure (the two readers agree)."""
     from grpo_lite import estimate, plan
-    from grpo_lite.memory.settings import StepSettings
+    from grpo_lite.memory.step_settings import StepSettings
     from grpo_lite.recipe.costs import estimate_settings
 
     defaults = StepSettings()

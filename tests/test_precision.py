@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_lite.memory.settings import StepSettings
+from grpo_lite.memory.step_settings import StepSettings
 from grpo_lite.planning.ladder import LADDER
 from grpo_lite.precision.monitor import UpdateMonitor, UpdatesLostWarning
 from grpo_lite.precision.rounding import fp32_to_bf16_sr, install_update_rounding

@@ -18,7 +18,7 @@ from grpo_lite.settings import check
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
-    from grpo_lite.memory.settings import StepSettings
+    from grpo_lite.memory.step_settings import StepSettings
 
 
 BlockMode = Literal["auto", "traced", "formulas"]

@@ -24,7 +24,7 @@ from grpo_lite.memory.architectures import Architecture
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS, block_source
 from grpo_lite.memory.models import ModelSpec, resolve_model
 from grpo_lite.memory.packing import planned_off_reason
-from grpo_lite.memory.settings import StepSettings
+from grpo_lite.memory.step_settings import StepSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.blocks import BlockMode, BlockTerms
@@ -331,11 +331,7 @@ def _scoring_phase(arch: Architecture, s: StepSettings, sampling: dict[str, T.Te
     """The old / reference log-prob passes: the scoring head's logits or one block's work buffers, the larger."""
     pack = K.packing(s)
     head = K.scoring_head(arch, s)
-    old_pass = (
-        s.beta == 0
-        or s.gradient_accumulation_steps % (s.spg * s.num_iterations) != 0
-        or (s.use_vllm and s.vllm_importance_sampling_correction)
-    )
+    old_pass = s.beta == 0 or s.needs_old_logps
     # PEFT scores the reference with the adapter disabled (TRL's use_adapter): no branch unless an old pass runs
     work = T.work_buffers(arch, s, tokens=pack.tokens, seq=pack.seq, adapter=old_pass)
     scoring = {"logits": head} if head.bytes >= work.bytes else {"work_buffers": work}  # never alive together

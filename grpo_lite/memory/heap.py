@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-import os
 import resource
 import sys
 from typing import Iterator
@@ -86,12 +85,10 @@ def mmap_threshold_on_cpu(device: str | None = None) -> Iterator[bool]:
 
 
 def current_rss_bytes() -> int:
-    """Resident set size of this process now (Linux ``/proc/self/statm``; 0 elsewhere)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
+    """Resident set size of this process now (psutil)."""
+    import psutil  # a dependency, loaded when memory is read
+
+    return int(psutil.Process().memory_info().rss)
 
 
 def peak_rss_bytes() -> int:

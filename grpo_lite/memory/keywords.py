@@ -13,13 +13,13 @@ from typing import Any, get_args
 
 from grpo_lite.defaults import LORA
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.settings import StepSettings
+from grpo_lite.memory.step_settings import StepSettings
 from grpo_lite.settings import Dtype
 
 
 def model_kwargs(step: StepSettings) -> dict[str, Any]:
     """How the model loads for these settings: its dtype and the ``BitsAndBytesConfig`` keywords (NF4)."""
-    dtype = step.dtype  # StepSettings.resolve decides it (memory.settings.load_dtype)
+    dtype = step.dtype  # StepSettings.resolve decides it (memory.step_settings.load_dtype)
     kwargs: dict[str, Any] = {"dtype": dtype}
     if step.quantization == "nf4":
         kwargs["quantization"] = {

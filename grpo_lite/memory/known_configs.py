@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-KnownConfig = dict[str, Any]
-
 
 def _config(model_type: str, sizes: tuple[int, int, int, int, int, int], tied: bool, **more: Any) -> dict[str, Any]:
     """The config.json values every row writes, ``sizes`` as (hidden, layers, heads, kv heads, intermediate,

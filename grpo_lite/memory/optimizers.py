@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Literal
 
 from grpo_lite.errors import ConfigError
@@ -175,13 +175,8 @@ def parse_galore_args(optim_args: str | None) -> GaloreArgs:
             raise ConfigError(f"optim_args piece {piece!r} is not key=value (e.g. 'rank=128,update_proj_gap=200')")
         key, value = piece.split("=", 1)
         values[key] = value
-    default = GaloreArgs()
-    try:
-        return GaloreArgs(
-            rank=int(values.get("rank", default.rank)),
-            update_proj_gap=int(values.get("update_proj_gap", default.update_proj_gap)),
-            scale=float(values.get("scale", default.scale)),
-            proj_type=values.get("proj_type", default.proj_type),
-        )
+    default, known = GaloreArgs(), {f.name for f in fields(GaloreArgs)}
+    try:  # each value parsed as its default's type (int, float, str); other keys are transformers' own
+        return replace(default, **{k: type(getattr(default, k))(v) for k, v in values.items() if k in known})
     except ValueError as exc:
         raise ConfigError(f"optim_args {optim_args!r}: {exc}; e.g. 'rank=128,update_proj_gap=200'") from exc

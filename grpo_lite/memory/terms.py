@@ -13,7 +13,7 @@ from grpo_lite.memory.optimizers import MONITOR_ELEMENTS, MONITOR_TENSORS, SR_CH
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
-    from grpo_lite.memory.settings import StepSettings
+    from grpo_lite.memory.step_settings import StepSettings
 
 TOKEN_TILE = 4096  # TRL's chunked log-prob kernel: tokens per projection tile
 VOCAB_TILE = 32768  # TRL's chunked log-prob kernel: vocabulary columns per tile

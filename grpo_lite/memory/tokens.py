@@ -14,7 +14,7 @@ from grpo_lite.memory.terms import PAGE, TOKEN_TILE, VOCAB_TILE, Term, lora_copy
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
     from grpo_lite.memory.blocks import BlockTerms
-    from grpo_lite.memory.settings import StepSettings
+    from grpo_lite.memory.step_settings import StepSettings
 
 
 HEAD_FWD_TILES = 3  # fp32 tiles alive at the torch fold's forward high point (z, exp(z - max), e * z)
@@ -47,7 +47,7 @@ def packing(s: StepSettings) -> Packing:
     ``P + G x C`` tokens; otherwise (TRL shuffles the generation batch) the worst case packs ``min(B, prompts)``
     groups, each padded to the largest, ``P + (B - groups + 1) x C``.
 
-    >>> from grpo_lite.memory.settings import StepSettings
+    >>> from grpo_lite.memory.step_settings import StepSettings
     >>> s = StepSettings.resolve(per_device_train_batch_size=8, num_generations=4, max_prompt_length=100,
     ...                          max_completion_length=50, shared_prefix=True)
     >>> packing(s)

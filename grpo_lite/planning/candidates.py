@@ -21,7 +21,7 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory import terms as memory_terms
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.estimate import MemoryEstimate, estimate
-from grpo_lite.memory.settings import StepSettings
+from grpo_lite.memory.step_settings import StepSettings
 from grpo_lite.planning.hardware import nominal_to_usable_gib, usable_to_nominal_gb
 from grpo_lite.settings import settings, where
 
@@ -33,8 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.settings import Device, Sharding
 
 
-GENERATIONS: tuple[int, ...] = PLANNER.generations  # num_generations tried, best first (old name)
-COMPLETION_LENGTHS: tuple[int, ...] = PLANNER.completion_lengths  # max_completion_length tried, best first (old name)
 BATCH_KEYS = (
     "per_device_train_batch_size",
     "gradient_accumulation_steps",
@@ -181,11 +179,11 @@ def candidates(
     layerwise = optim.endswith("layerwise")
     ckpt = fixed.get("gradient_checkpointing", preset.gradient_checkpointing and not cpu_reference)
     liger = fixed.get("use_liger_kernel", device == "cuda" and extras.liger_kernel)
-    gens = [fixed["num_generations"]] if "num_generations" in fixed else list(GENERATIONS)
+    gens = [fixed["num_generations"]] if "num_generations" in fixed else list(PLANNER.generations)
     lengths = (
         [fixed["max_completion_length"]]
         if "max_completion_length" in fixed
-        else ([PLANNER.cpu_completion_length] if cpu_reference else list(COMPLETION_LENGTHS))
+        else ([PLANNER.cpu_completion_length] if cpu_reference else list(PLANNER.completion_lengths))
     )
     if "use_vllm" in fixed:
         vllm_options = [bool(fixed["use_vllm"])]
@@ -207,7 +205,7 @@ def candidates(
         "shared_prefix": bool(fixed.get("shared_prefix", STEP.shared_prefix)),  # train()'s default: the plan it runs
         "update_rounding": fixed.get("update_rounding"),  # None: stochastic when the trained weights are bf16
     }
-    if fixed.get("dtype") is not None:  # otherwise StepSettings.resolve picks it (memory.settings.load_dtype)
+    if fixed.get("dtype") is not None:  # otherwise StepSettings.resolve picks it (memory.step_settings.load_dtype)
         base["dtype"] = fixed["dtype"]  # validated by StepSettings (bfloat16, float16, float32)
     if preset.method == "galore":
         base["optim_args"] = fixed.get("optim_args") or preset.galore_args

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -98,17 +97,6 @@ def detect_vram() -> tuple[float | None, str]:
     return total, reason
 
 
-def _meminfo_available(meminfo: Path) -> int | None:
-    """The kernel's estimate of memory available without swapping (``MemAvailable``), in bytes."""
-    try:
-        for line in meminfo.read_text(encoding="ascii").splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024  # reported in kB
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 def _cgroup_room(cgroup: Path) -> int | None:
     """Bytes left under a cgroup v2 memory limit (a container's), or None without a limit."""
     try:
@@ -120,22 +108,20 @@ def _cgroup_room(cgroup: Path) -> int | None:
         return None
 
 
-def detect_ram(
-    meminfo: Path = Path("/proc/meminfo"), cgroup: Path = Path("/sys/fs/cgroup")
-) -> tuple[float | None, str]:
-    """RAM a CPU run may use now, in GiB: the kernel's ``MemAvailable`` capped by a container's cgroup v2 limit
-    (elsewhere the free pages ``os.sysconf`` reports), and a sentence saying where the figure came from.
+def detect_ram(cgroup: Path = Path("/sys/fs/cgroup")) -> tuple[float | None, str]:
+    """RAM a CPU run may use now, in GiB: what the system can give without swapping (psutil's ``available``: the
+    kernel's ``MemAvailable`` on Linux) capped by a container's cgroup v2 limit, and a sentence saying where the
+    figure came from.
 
     Returns:
         ``(gib, reason)``; ``gib`` is None when nothing could be read.
     """
-    available, source = _meminfo_available(meminfo), "MemAvailable in /proc/meminfo"
-    if available is None:
-        try:
-            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-            source = "free pages from os.sysconf"
-        except (ValueError, OSError, AttributeError):
-            return None, "free RAM could not be read: pass budget_gb with device='cpu' to plan for your RAM"
+    import psutil  # a dependency, loaded when a CPU plan reads the RAM
+
+    try:
+        available, source = psutil.virtual_memory().available, "MemAvailable, read by psutil"
+    except (OSError, RuntimeError):
+        return None, "free RAM could not be read: pass budget_gb with device='cpu' to plan for your RAM"
     room = _cgroup_room(cgroup)
     if room is not None and room < available:
         available, source = room, "room left under the container's memory limit"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from grpo_lite.defaults import LORA, PER_METHOD, learning_rate
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import GaloreArgs
-from grpo_lite.memory.settings import Quantization
+from grpo_lite.memory.step_settings import Quantization
 from grpo_lite.settings import Method
 
 

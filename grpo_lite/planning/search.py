@@ -7,15 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from grpo_lite.defaults import STEP
+from grpo_lite.defaults import PLANNER, STEP
 from grpo_lite.errors import ConfigError, DoesNotFitError
 from grpo_lite.memory.blocks import DEFAULT_BLOCKS
 from grpo_lite.memory.keywords import lora_kwargs, model_kwargs
 from grpo_lite.memory.optimizers import get_optimizer
 from grpo_lite.planning import hardware
 from grpo_lite.planning.candidates import (
-    COMPLETION_LENGTHS,
-    GENERATIONS,
     LORA_KEYS,
     PLAN_ONLY,
     Candidate,
@@ -195,10 +193,10 @@ def _build(
     else:
         reasons.append(f"chose {rung.name}: {rung.summary}")
     traded = []
-    if "num_generations" not in fixed and k["num_generations"] < GENERATIONS[0]:
-        traded.append(f"num_generations {GENERATIONS[0]} -> {k['num_generations']}")
-    if "max_completion_length" not in fixed and k["max_completion_length"] < COMPLETION_LENGTHS[0]:
-        traded.append(f"max_completion_length {COMPLETION_LENGTHS[0]} -> {k['max_completion_length']}")
+    if "num_generations" not in fixed and k["num_generations"] < PLANNER.generations[0]:
+        traded.append(f"num_generations {PLANNER.generations[0]} -> {k['num_generations']}")
+    if "max_completion_length" not in fixed and k["max_completion_length"] < PLANNER.completion_lengths[0]:
+        traded.append(f"max_completion_length {PLANNER.completion_lengths[0]} -> {k['max_completion_length']}")
     if traded and usable is not None:
         reasons.append("traded to fit (floors: 4 generations, 256 tokens): " + ", ".join(traded))
     reasons.append(

@@ -15,7 +15,7 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory.estimate import COMPONENTS, PHASES, estimate
 from grpo_lite.memory.measured.calibration import compare, planned, rss_check
 from grpo_lite.memory.models import resolve_model
-from grpo_lite.memory.settings import StepSettings
+from grpo_lite.memory.step_settings import StepSettings
 from grpo_lite.planning.candidates import fits
 from grpo_lite.planning.ladder import LADDER
 

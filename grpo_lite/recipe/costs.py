@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, get_args
 
+from grpo_lite.defaults import PLANNER
 from grpo_lite.errors import ConfigError
 from grpo_lite.memory.estimate import GIB, MemoryEstimate, StepSettings, estimate
 from grpo_lite.memory.optimizers import get_optimizer
-from grpo_lite.planning.candidates import COMPLETION_LENGTHS, GENERATIONS, batch_shapes
+from grpo_lite.planning.candidates import batch_shapes
 from grpo_lite.settings import UpdateRounding
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,7 +83,7 @@ def _smaller_micro_batch(s: StepSettings) -> dict[str, Any] | None:
 
 def _fewer_generations(s: StepSettings) -> dict[str, Any] | None:
     """The planner's next group size down, with the first batch shape it would try for it."""
-    lower = [g for g in GENERATIONS if g < s.num_generations]
+    lower = [g for g in PLANNER.generations if g < s.num_generations]
     if not lower:
         return None
     shapes = batch_shapes(
@@ -98,7 +99,7 @@ def _fewer_generations(s: StepSettings) -> dict[str, Any] | None:
 
 def _shorter_completions(s: StepSettings) -> dict[str, Any] | None:
     """The planner's next completion length down; half the length below its list."""
-    lower = [n for n in COMPLETION_LENGTHS if n < s.max_completion_length]
+    lower = [n for n in PLANNER.completion_lengths if n < s.max_completion_length]
     if lower:
         return {"max_completion_length": lower[0]}
     return {"max_completion_length": s.max_completion_length // 2} if s.max_completion_length >= 32 else None

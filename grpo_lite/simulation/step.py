@@ -25,7 +25,7 @@ from grpo_lite.simulation.trainer import trainer_for
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.meta.cuda import GpuChoices
-    from grpo_lite.memory.settings import StepSettings
+    from grpo_lite.memory.step_settings import StepSettings
     from grpo_lite.simulation.build import Built
 
 

@@ -19,7 +19,7 @@ from grpo_lite.errors import SimulationError
 from grpo_lite.memory.meta.private import TRL_LOSS, TRL_SCORING, trl_loss_state
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grpo_lite.memory.settings import StepSettings
+    from grpo_lite.memory.step_settings import StepSettings
     from grpo_lite.simulation.build import Built
 
 

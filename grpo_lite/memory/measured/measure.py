@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import torch
 
@@ -98,7 +99,7 @@ class GRPOPhaseHooks:
         self.clock = clock
         self.pad_one = pad_one
         self._on_train_begin = on_train_begin
-        self._undo: list[Callable[[], None]] = []
+        self._undo = ExitStack()
 
     def _callback(self) -> Any:
         from transformers import TrainerCallback  # heavy: transformers
@@ -127,17 +128,9 @@ class GRPOPhaseHooks:
     def _wrap(
         self, obj: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]], *, static: bool = False
     ) -> None:
-        """Replace ``obj.name`` by ``make(original)``; a class attribute when ``obj`` is a class."""
-        if isinstance(obj, type):
-            original = obj.__dict__[name]
-            func = getattr(obj, name) if static else original
-            setattr(obj, name, staticmethod(make(func)) if static else make(func))
-            self._undo.append(lambda: setattr(obj, name, original))
-            return
-        had_own = name in vars(obj)
-        original = getattr(obj, name)
-        setattr(obj, name, make(original))
-        self._undo.append(lambda: setattr(obj, name, original) if had_own else delattr(obj, name))
+        """Replace ``obj.name`` by ``make(original)`` until :meth:`uninstall` (``static``: a class's staticmethod)."""
+        wrapped = make(getattr(obj, name))  # a class's function, a staticmethod's function, or a bound method
+        self._undo.enter_context(mock.patch.object(obj, name, staticmethod(wrapped) if static else wrapped))
 
     def _phase(self, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         def make(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -228,19 +221,19 @@ class GRPOPhaseHooks:
         if head is not None:  # generation's last-position logits (the fused head skips the module)
             pre = head.register_forward_pre_hook(lambda *_: clock.enter_region("lm_head"))
             post = head.register_forward_hook(lambda *_: clock.leave_region() and None)  # must return None
-            self._undo += [pre.remove, post.remove]
+            self._undo.callback(pre.remove)
+            self._undo.callback(post.remove)
         monitor = getattr(trainer, "update_monitor", None)
         if monitor is not None:  # its shadows, sums and snapshots: the model's update_monitor
             for name in ("setup", "begin_step", "capture_grads", "end_step"):
                 self._wrap(monitor, name, clock.tagging("monitor"))
         callback = self._callback()
         trainer.add_callback(callback)
-        self._undo.append(lambda: trainer.remove_callback(callback))
+        self._undo.callback(trainer.remove_callback, callback)
 
     def uninstall(self) -> None:
         """Undo every wrapper, in reverse order."""
-        while self._undo:
-            self._undo.pop()()
+        self._undo.close()
 
 
 def _aggregate(clock: PhaseClock, backends: Sequence[Backend]) -> list[StepMemory]:

@@ -66,9 +66,9 @@ def _aligned(bias: Tensor) -> Tensor:
     return F.pad(bias, (0, _MASK_ALIGNMENT - cols % _MASK_ALIGNMENT))[..., :cols]
 
 
-def cuda_sdpa(arch: GpuArch, calls: Counter[str], dtype: torch.dtype | None = None):  # noqa: ANN201
+def cuda_sdpa(arch: GpuArch, calls: Counter[str]):  # noqa: ANN201
     """A drop-in ``scaled_dot_product_attention`` that runs the kernel a GPU of ``arch`` would, counting each
-    choice in ``calls``; ``dtype``: cast q, k, v to it first (as autocast does)."""
+    choice in ``calls``."""
 
     def sdpa(
         query: Tensor,
@@ -80,8 +80,6 @@ def cuda_sdpa(arch: GpuArch, calls: Counter[str], dtype: torch.dtype | None = No
         scale: float | None = None,
         enable_gqa: bool = False,
     ) -> Tensor:
-        if dtype is not None and query.dtype != dtype and query.is_floating_point():
-            query, key, value = query.to(dtype), key.to(dtype), value.to(dtype)
         grad = query.requires_grad or key.requires_grad or value.requires_grad
         square = not is_causal or query.size(-2) == key.size(-2)
         kernel = choose_kernel(

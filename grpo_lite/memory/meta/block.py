@@ -27,7 +27,7 @@ from grpo_lite.memory.models import transformers_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.memory.architectures import Architecture
-    from grpo_lite.memory.settings import StepSettings
+    from grpo_lite.memory.step_settings import StepSettings
 
 
 @dataclass(frozen=True)

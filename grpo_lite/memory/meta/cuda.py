@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import torch
 
@@ -67,26 +68,11 @@ class GpuChoices:
         }
 
 
-_MISSING = object()
-
-
-class _Patches:
-    """Attribute replacements (or additions) undone in reverse order."""
-
-    def __init__(self) -> None:
-        self._undo: list[tuple[Any, str, Any]] = []
+class _Patches(contextlib.ExitStack):
+    """Attribute replacements (or additions), undone in reverse order when closed."""
 
     def set(self, obj: Any, name: str, value: Any) -> None:
-        self._undo.append((obj, name, getattr(obj, name, _MISSING)))
-        setattr(obj, name, value)
-
-    def undo(self) -> None:
-        while self._undo:
-            obj, name, value = self._undo.pop()
-            if value is _MISSING:
-                delattr(obj, name)
-            else:
-                setattr(obj, name, value)
+        self.enter_context(mock.patch.object(obj, name, value, create=True))
 
 
 def trl_head_source_hash() -> str:
@@ -248,8 +234,7 @@ def cuda_semantics(arch: GpuArch = DEFAULT_GPU, *, padded: bool = True) -> Itera
     if arch not in GPU_ARCHES:
         raise ValueError(f"unknown GPU architecture {arch!r}; choose one of {', '.join(GPU_ARCHES)}")
     choices = GpuChoices(arch=arch, padded=padded)
-    patches = _Patches()
-    try:
+    with _Patches() as patches:
         import torch.nn.functional as F  # heavy: torch
 
         patches.set(F, "scaled_dot_product_attention", cuda_sdpa(arch, choices.attention))
@@ -258,5 +243,3 @@ def cuda_semantics(arch: GpuArch = DEFAULT_GPU, *, padded: bool = True) -> Itera
         _patch_optimizer_defaults(patches)
         _patch_trl_head(patches, choices)
         yield choices
-    finally:
-        patches.undo()

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from trl import GRPOTrainer
 
 from grpo_lite.defaults import STEP
-from grpo_lite.memory.settings import default_update_rounding
+from grpo_lite.memory.step_settings import default_update_rounding
 from grpo_lite.precision.monitor import UpdateMonitor
 from grpo_lite.precision.rounding import install_update_rounding
 from grpo_lite.settings import UpdateRounding

@@ -21,8 +21,6 @@ from grpo_lite.errors import ConfigError
 from grpo_lite.memory.optimizers import OptimizerSpec, get_optimizer
 from grpo_lite.settings import Device, Dtype, Method, Sharding, UpdateRounding, check, settings
 
-SHARED_PREFIX_DEFAULT = STEP.shared_prefix  # the old name of grpo_lite.defaults.STEP.shared_prefix
-
 Quantization = Literal["none", "nf4", "int8"]
 VllmMode = Literal["colocate", "server"]
 
@@ -203,10 +201,16 @@ class StepSettings:
         return self.sharding in ("zero2", "zero3", "fsdp") and self.num_processes > 1
 
     @property
+    def needs_old_logps(self) -> bool:
+        """Whether TRL computes the old policy's log-probs after sampling: generations not aligned with the
+        accumulation, or vLLM's importance-sampling correction."""
+        misaligned = self.gradient_accumulation_steps % (self.spg * self.num_iterations) != 0
+        return misaligned or (self.use_vllm and self.vllm_importance_sampling_correction)
+
+    @property
     def needs_scoring(self) -> bool:
         """Whether TRL runs a no-grad log-prob pass after sampling (old or reference log-probs)."""
-        misaligned = self.gradient_accumulation_steps % (self.spg * self.num_iterations) != 0
-        return misaligned or (self.use_vllm and self.vllm_importance_sampling_correction) or self.beta != 0
+        return self.needs_old_logps or self.beta != 0
 
     @property
     def grads_during_generation(self) -> bool:

@@ -8,16 +8,20 @@ fixed by a hash of its content, 1 in 4 held out):
   cake?", answered with the word (equal after trimming, case and inner whitespace folded). The two words always
   start with different letters.
 - ``category`` (``answer_kind="choice"``): "Which of these is a fruit? A) hammer B) banana C) tiger D) red",
-  answered with the option's letter (chance: 25%). The right word comes from the asked category, the three others
+  answered with the option's letter (chance: 25%). The right word comes from the asked category (eight: animals,
+  fruits, colours, tools, countries, vehicles, body parts, musical instruments, ten words each), the three others
   from three other categories; the options are shuffled.
+- ``category-word`` (``answer_kind="text"``): the same questions without letters, "Which of these words is a
+  fruit: hammer, banana, tiger, red?", answered with the word.
 
 The run evaluates greedily on ``--eval-n`` held-out problems before and after training, as the demo does, with the
 demo's CPU recipe (LoRA r=16 at 2e-4, 8 generations of 64 tokens at temperature 0.7, grpo-lite's default rewards),
 and prints one line::
 
-    category: reward A -> B, format C% -> D%, accuracy E% -> F% (95% Wilson interval ...), among formatted ...
+    category word: reward A -> B, format C% -> D%, accuracy E% -> F% (95% Wilson interval ...), among formatted ...
 
     python benchmarks/text_tasks.py --task word-order --steps 16 --eval-n 200   # 57 min on a busy 2-core machine
+    python benchmarks/text_tasks.py --task category-word --steps 16 --eval-n 200
 
 The measured lines are in docs/datasets.md ("Text tasks, measured").
 """
@@ -191,7 +195,7 @@ def main() -> int:
     )  # fmt: skip
     model = result.model.merge_and_unload() if hasattr(result.model, "merge_and_unload") else result.model
     after = scored(model, result.tokenizer, "after")
-    print(demo_line(before, after).replace("demo:", f"{args.task}:", 1))
+    print(demo_line(before, after).replace("demo", args.task.replace("-", " "), 1))
     print(f"took {time.perf_counter() - start:.0f} s ({args.steps} steps, n={after.n}, {args.eval_split} split)")
     return 0
 

@@ -74,6 +74,9 @@ def test_the_same_job_as_a_yaml_config_with_flags_over_it(tiny_model_dir, job, t
     fixed = _fixed(out)
     assert {key: fixed.get(key) for key in JOB} == {**JOB, "learning_rate": 2e-3}
     assert json.loads((out / "final" / "adapter_config.json").read_text())["r"] == 4
+    differences = {d["key"]: d for d in json.loads((out / "run.json").read_text())["trl_differences"]}
+    assert (differences["learning_rate"]["value"], differences["learning_rate"]["source"]) == (2e-3, "you")
+    assert differences["save_steps"]["source"] == "grpo-lite" and "lr_scheduler_type" not in differences
 
 
 @pytest.mark.parametrize(

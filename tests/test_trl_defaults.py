@@ -79,3 +79,22 @@ def test_from_trl_doc_lists_every_run_default() -> None:
     assert listed == set(RUN)
     for key, departure in RUN.items():
         assert f"| `{key}` | `{departure.value!r}` | `{trl[key]!r}` | {departure.reason} |" in text
+
+
+def test_plan_reads_trls_defaults_without_importing_it() -> None:
+    """``grpo-lite plan`` imports no heavy library: TRL's defaults read from its installed sources are the
+    dataclass's own, field for field (a default computed at import, ``optim``, is the one left out)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json\nfrom grpo_lite.recipe.departures import trl_defaults\n"
+        "print(json.dumps([sorted(m for m in ('torch', 'trl', 'transformers') if m in sys.modules), "
+        "trl_defaults()], default=repr))"
+    )
+    heavy, written = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                               check=True).stdout)  # fmt: skip
+    assert heavy == []
+    real = {k: v for k, v in _trl_field_defaults().items() if isinstance(v, (int, float, str, bool, type(None)))}
+    assert {k: written[k] for k in written if k in real} == {k: real[k] for k in written if k in real}
+    assert set(real) - set(written) == {"optim"}

@@ -12,8 +12,13 @@ planned for memory (the plan's, with the trade-off its recipe comment gives), or
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import dataclasses
 import functools
+import importlib.util
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Literal, Mapping
 
 from grpo_lite.defaults import PER_METHOD, RUN
@@ -40,7 +45,13 @@ class Departure:
 
 @functools.lru_cache(maxsize=1)
 def trl_defaults() -> dict[str, Any]:
-    """``GRPOConfig``'s field defaults, read from the installed TRL (a factory's value made once)."""
+    """``GRPOConfig``'s field defaults. Where TRL is already imported (a run), its dataclass's; else (``grpo-lite
+    plan``, which imports no heavy library) the literal defaults written in the installed sources of
+    ``TrainingArguments``, TRL's base config and ``GRPOConfig`` (a default computed at import, such as ``optim``,
+    is left out), or the dataclass's when those sources are not where they were."""
+    if "trl" not in sys.modules:
+        with contextlib.suppress(OSError, SyntaxError, ValueError, TypeError):
+            return _written_defaults()
     from trl import GRPOConfig  # heavy: TRL's trainer
 
     missing = dataclasses.MISSING
@@ -49,6 +60,36 @@ def trl_defaults() -> dict[str, Any]:
         for f in dataclasses.fields(GRPOConfig)
         if f.init and (f.default is not missing or f.default_factory is not missing)
     }
+
+
+# the classes GRPOConfig's fields come from, base first: (package, file in it, class)
+_SOURCES = (
+    ("transformers", "training_args.py", "TrainingArguments"),
+    ("trl", "trainer/base_config.py", "_BaseConfig"),
+    ("trl", "trainer/grpo_config.py", "GRPOConfig"),
+)
+
+
+def _written_defaults() -> dict[str, Any]:
+    """The literal defaults of the fields of :data:`_SOURCES`' classes, read from their source (nothing imported)."""
+    out: dict[str, Any] = {}
+    for package, file, name in _SOURCES:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(f"{package} is not installed")
+        tree = ast.parse(Path(spec.submodule_search_locations[0], file).read_text(encoding="utf-8"))
+        body = next(n.body for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+        for node in body:
+            if not isinstance(node, ast.AnnAssign) or not isinstance(node.target, ast.Name) or node.value is None:
+                continue
+            value = node.value
+            if isinstance(value, ast.Call):  # field(default=...); a default_factory is not literal
+                value = next((k.value for k in value.keywords if k.arg == "default"), None)
+            with contextlib.suppress(ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                out[node.target.id] = ast.literal_eval(value)  # type: ignore[arg-type]  # None: left out below
+                continue
+            out.pop(node.target.id, None)  # a computed default: not known without the import
+    return out
 
 
 def departures(trl: Mapping[str, Any], *, written: Collection[str] = (), plan: Plan | None = None) -> list[Departure]:

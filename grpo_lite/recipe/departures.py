@@ -50,7 +50,7 @@ def trl_defaults() -> dict[str, Any]:
     ``TrainingArguments``, TRL's base config and ``GRPOConfig`` (a default computed at import, such as ``optim``,
     is left out), or the dataclass's when those sources are not where they were."""
     if "trl" not in sys.modules:
-        with contextlib.suppress(OSError, SyntaxError, ValueError, TypeError):
+        with contextlib.suppress(OSError, SyntaxError, ValueError, TypeError, AttributeError, StopIteration):
             return _written_defaults()
     from trl import GRPOConfig  # heavy: TRL's trainer
 
@@ -62,24 +62,15 @@ def trl_defaults() -> dict[str, Any]:
     }
 
 
-# the classes GRPOConfig's fields come from, base first: (package, file in it, class)
-_SOURCES = (
-    ("transformers", "training_args.py", "TrainingArguments"),
-    ("trl", "trainer/base_config.py", "_BaseConfig"),
-    ("trl", "trainer/grpo_config.py", "GRPOConfig"),
-)
+_GRPO_CONFIG = ("trl", "trainer/grpo_config.py", "GRPOConfig")  # where its source is, in the installed TRL
+_PUBLIC_BASES = {"TrainingArguments": ("transformers", "training_args.py")}  # a base imported by its public name
 
 
 def _written_defaults() -> dict[str, Any]:
-    """The literal defaults of the fields of :data:`_SOURCES`' classes, read from their source (nothing imported)."""
+    """The literal defaults of GRPOConfig's fields and its bases', read from their source (nothing imported)."""
     out: dict[str, Any] = {}
-    for package, file, name in _SOURCES:
-        spec = importlib.util.find_spec(package)
-        if spec is None or not spec.submodule_search_locations:
-            raise ValueError(f"{package} is not installed")
-        tree = ast.parse(Path(spec.submodule_search_locations[0], file).read_text(encoding="utf-8"))
-        body = next(n.body for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
-        for node in body:
+    for cls in reversed(_class_chain()):  # base first: a subclass's default wins
+        for node in cls.body:
             if not isinstance(node, ast.AnnAssign) or not isinstance(node.target, ast.Name) or node.value is None:
                 continue
             value = node.value
@@ -90,6 +81,34 @@ def _written_defaults() -> dict[str, Any]:
                 continue
             out.pop(node.target.id, None)  # a computed default: not known without the import
     return out
+
+
+def _class_chain() -> list[ast.ClassDef]:
+    """GRPOConfig's class, then each first base's, as written in the installed sources (a relative import's module,
+    or :data:`_PUBLIC_BASES`)."""
+    package, file, name = _GRPO_CONFIG
+    path, chain = _package_dir(package) / file, []
+    while True:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+        chain.append(cls)
+        if not cls.bases:
+            return chain
+        name = cls.bases[0].id  # type: ignore[attr-defined]  # not a plain name: AttributeError, the import
+        if name in _PUBLIC_BASES:
+            package, file = _PUBLIC_BASES[name]
+            path = _package_dir(package) / file
+        else:
+            imported = next(n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 1
+                            and any(a.name == name for a in n.names))  # fmt: skip
+            path = path.parent / f"{imported.module}.py"
+
+
+def _package_dir(package: str) -> Path:
+    spec = importlib.util.find_spec(package)  # a top-level package: found, not imported
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"{package} is not installed")
+    return Path(spec.submodule_search_locations[0])
 
 
 def departures(trl: Mapping[str, Any], *, written: Collection[str] = (), plan: Plan | None = None) -> list[Departure]:

@@ -139,8 +139,8 @@ MUTANTS = (
     Mutant(
         "settings-whole-zero-refused",
         "grpo_lite/settings.py",
-        '"down)", least=0)),',
-        '"down)")),',
+        '">= 0 (0 never steps down)", least=0))',
+        '">= 0 (0 never steps down)"))',
         ("tests/test_settings_bounds.py",),
         "oom_window_steps=0 (never step down, as its help says) is refused: the whole number's least left at 1",
     ),

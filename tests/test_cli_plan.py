@@ -208,14 +208,6 @@ def test_presets_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert [d["name"] for d in data] == [p.name for p in LADDER]
 
 
-def test_presets_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("matplotlib")
-    path = tmp_path / "memory.png"
-    assert _run(presets_cli, ["presets", "--plot", str(path), "--model", "Qwen2.5-0.5B"]) == 0
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert f"wrote {path}" in capsys.readouterr().out
-
-
 def test_cpu_budget_plans_the_process_in_ram(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, ["SmolLM2-135M-Instruct", "--device", "cpu", "--budget-gb", "4"])
     assert data["device"] == "cpu" and data["fits"] is True and data["budget_gib"] == 4.0

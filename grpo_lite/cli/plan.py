@@ -22,7 +22,7 @@ from grpo_lite.memory.measured.calibration import compare, planned, rss_check
 from grpo_lite.memory.meta.gpus import DEFAULT_GPU, GPU_ARCHES
 from grpo_lite.planning import choose
 from grpo_lite.planning.hardware import nominal_to_usable_gib
-from grpo_lite.planning.tables import compare_data, compare_table, measured_table, plan_table, plot_components
+from grpo_lite.planning.tables import compare_data, compare_table, measured_table, plan_table
 from grpo_lite.recipe.departures import departures, departures_text
 from grpo_lite.recipe.recipe import Recipe
 from grpo_lite.recipe.values import check_overrides
@@ -84,15 +84,9 @@ def _add_target(p: argparse.ArgumentParser) -> None:
 
 
 def _add_also(p: argparse.ArgumentParser) -> None:
-    """What else to show beside the plan: every preset, a chart, a measured or a simulated step."""
+    """What else to show beside the plan: every preset, a measured or a simulated step."""
     p.add_argument(
         "--compare", action="store_true", help="every preset's estimate for each MODEL side by side (models as columns)"
-    )
-    p.add_argument(
-        "--plot",
-        metavar="PATH",
-        default=None,
-        help="also save a bar chart of every preset's peak components for MODEL (needs matplotlib)",
     )
     p.add_argument(
         "--measure",
@@ -132,7 +126,7 @@ def _add_modelling(p: argparse.ArgumentParser) -> None:
         help="where one decoder block's bytes per token come from: traced from the model's own layer class "
         "on the meta device (seconds, cached), or the Llama formulas; auto (default): the formulas for "
         "Llama / Qwen2 blocks, traced for every other architecture and for float32 weights under 16-bit "
-        "autocast; --compare, --plot and --write's costs use the same. The plan table says which it used",
+        "autocast; --compare and --write's costs use the same. The plan table says which it used",
     )
 
 
@@ -206,8 +200,6 @@ def _run(args: argparse.Namespace) -> int:
         files.check_name_lengths(args.write, "--write FILE")
     if len(args.models) > 1:
         raise ConfigError(f"got {len(args.models)} models: pass one MODEL, or add --compare to see several")
-    if args.plot:
-        print(f"memory chart: {plot_components(args.plot, args.models[0], blocks=args.blocks, **fixed)}")
     the_plan = choose.plan(
         args.models[0],
         args.budget_gb,

@@ -1,4 +1,4 @@
-"""``grpo-lite presets``: list the ladder; ``--plot memory.png`` draws each preset's peak components."""
+"""``grpo-lite presets``: list the ladder."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import argparse
 import json
 
 from grpo_lite.cli.options import add_options
-from grpo_lite.defaults import DEMO
 from grpo_lite.planning.ladder import LADDER
-from grpo_lite.planning.tables import ladder_table, plot_components
+from grpo_lite.planning.tables import ladder_table
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -19,18 +18,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="The preset ladder plan() walks, from best quality and speed to most frugal.",
     )
     add_options(p, "json")
-    p.add_argument(
-        "--plot",
-        metavar="PATH",
-        default=None,
-        help="save a stacked bar chart of each preset's peak components (needs matplotlib)",
-    )
-    p.add_argument("--model", default=DEMO.plot_model, help=f"model for --plot (default {DEMO.plot_model})")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the ladder, and draw the chart when asked."""
+    """Print the ladder."""
     if args.json:
         keys = ("name", "method", "optim", "cpu_optim", "gradient_checkpointing", "quantization", "learning_rate")
         print(json.dumps([{**{k: getattr(p, k) for k in keys}, "summary": p.summary} for p in LADDER], indent=2))
@@ -38,7 +30,4 @@ def run(args: argparse.Namespace) -> int:
         from rich.console import Console  # loaded to draw: rich
 
         Console().print(ladder_table())
-    if args.plot:
-        out = plot_components(args.plot, args.model)
-        print(f"wrote {out}")
     return 0

@@ -1,5 +1,5 @@
-"""Render plans and the ladder: rich tables for the terminal (rich loaded to draw), a bar chart (the docs' Markdown
-tables: tools/doc_tables.py).
+"""Render plans and the ladder: rich tables for the terminal (rich loaded to draw; the docs' Markdown tables:
+tools/doc_tables.py).
 
 >>> ladder_rows()[0][1]
 'full'
@@ -7,12 +7,11 @@ tables: tools/doc_tables.py).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_lite.defaults import GIB
 from grpo_lite.errors import ConfigError
-from grpo_lite.memory.estimate import COMPONENTS, PHASES, estimate
+from grpo_lite.memory.estimate import PHASES, estimate
 from grpo_lite.memory.measured.calibration import compare, planned, rss_check
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.step_settings import StepSettings
@@ -28,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from grpo_lite.planning.result import Plan
 
 
-# Settings every rung is compared at (docs, `presets --plot`, `plan --compare`): StepSettings' defaults
+# Settings every rung is compared at (docs, `plan --compare`): StepSettings' defaults
 _KEYS = ("num_generations", "per_device_train_batch_size", "gradient_accumulation_steps", "max_completion_length")
 REFERENCE_SETTINGS: dict[str, Any] = {key: getattr(StepSettings, key) for key in _KEYS}
 
@@ -175,41 +174,6 @@ def reference_estimates(model: str, **settings: Any) -> list[tuple[Preset, Memor
         except ConfigError as exc:
             rows.append((preset, None, str(exc)))
     return rows
-
-
-def plot_components(path: str | Path, model: str = "Llama-3.2-1B-Instruct", **settings: Any) -> Path:
-    """Draw each rung's peak components as a stacked bar chart and save it (PNG, SVG, PDF by suffix).
-
-    Raises:
-        ConfigError: matplotlib is missing (pip install grpo-lite[plot]).
-    """
-    try:
-        import matplotlib  # optional extra: grpo-lite[plot]
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise ConfigError("--plot needs matplotlib: pip install grpo-lite[plot]") from exc
-    rows = [(p, est) for p, est, _ in reference_estimates(model, **settings) if est is not None]
-    fig, ax = plt.subplots(figsize=(9, 5))
-    bottoms = [0.0] * len(rows)
-    for name in COMPONENTS:
-        heights = [est.component_gib().get(name, 0.0) for _, est in rows]
-        if any(heights):
-            ax.bar([p.name for p, _ in rows], heights, bottom=bottoms, label=name)
-            bottoms = [b + h for b, h in zip(bottoms, heights)]
-    ax.set_ylabel("GiB at the step's peak")
-    s = {**REFERENCE_SETTINGS, **settings}
-    ax.set_title(
-        f"{model}: GRPO peak memory per preset ({s['num_generations']} generations x "
-        f"{s['max_completion_length']} tokens, micro-batch {s['per_device_train_batch_size']})"
-    )
-    ax.legend(fontsize="small", ncol=2)
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
 
 
 def compare_data(models: list[str], budget_gib: float | None = None, **settings: Any) -> dict[str, Any]:

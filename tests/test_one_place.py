@@ -579,7 +579,7 @@ OTHER_SETTINGS = {
     ("grpo_lite/cli/measure.py", "steps"): "steps of a measurement run (two: the optimizer state exists in the second)",
     ("grpo_lite/precision/monitor.py", "steps"): "a counter of the monitor's window",
     ("grpo_lite/simulation/trainer.py", "num_processes"): "the one-process Accelerator the simulation stands in for",
-    ("grpo_lite/scale/distributed.py", "num_processes"): "the processes of an accelerate config written as an example",
+    ("grpo_lite/scale/distributed.py", "num_processes"): "config_path's check of a launcher config (ddp: 2 or more)",
     ("grpo_lite/recipe/recipe.py", "output_dir"): "the folder of a plain TRL run from a recipe, not the demo's",
     (
         "grpo_lite/training/step/grpo_trainer.py",

@@ -28,19 +28,13 @@ def _estimate(n: int) -> None:
     estimate("Llama-3.2-1B", num_processes=n)
 
 
-def _accelerate(n: int) -> None:
-    from grpo_lite.scale.distributed import accelerate_config
-
-    accelerate_config("zero3", n)
-
-
 def _launch(n: int) -> None:
     from grpo_lite.scale.distributed import launch_command
 
     launch_command(["train", "m"], n, "zero3", cuda=True, python="python")
 
 
-@pytest.mark.parametrize("entry", [_plan, _estimate, _accelerate, _launch], ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("entry", [_plan, _estimate, _launch], ids=lambda f: f.__name__.strip("_"))
 def test_num_processes_says_the_same_everywhere(entry) -> None:
     with pytest.raises(ConfigError) as caught:
         entry(0)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
-import grpo_lite.scale.distributed as _distributed
 from grpo_lite.cli.options import add_options, parse_set
 from grpo_lite.errors import ConfigError
 from grpo_lite.files import write_json
@@ -28,6 +28,19 @@ from grpo_lite.training.run.ranks import _clear_records, check_ranks, failure_fi
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--num-processes`` and ``--sharding`` to a subcommand."""
     add_options(parser, "num_processes", "sharding")
+
+
+def _detect_gpus() -> tuple[int, float | None]:
+    """GPU count and device 0's GiB, asked in a child process so this one creates no CUDA context."""
+    code = (
+        "import json, torch\nfrom grpo_lite.planning.hardware import detect_vram\n"
+        "n = torch.cuda.device_count()\nprint(json.dumps([n, detect_vram()[0] if n else None]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return 0, None
+    count, gib = json.loads(done.stdout.strip().splitlines()[-1])
+    return int(count), gib
 
 
 def _choose_sharding(args: argparse.Namespace, cuda: bool, gib: float | None) -> Sharding:
@@ -70,7 +83,7 @@ def maybe_relaunch(args: argparse.Namespace) -> int | None:
         return None
     if n == 1 and args.sharding in (None, "none", "ddp"):
         return None
-    count, gib = _distributed._detect_gpus()  # looked up on the module, where tests replace it
+    count, gib = _detect_gpus()
     if count and n > count:
         raise ConfigError(f"--num-processes {n} needs {n} GPUs, one per process; {count} found")
     sharding = _choose_sharding(args, cuda=count > 0, gib=gib)

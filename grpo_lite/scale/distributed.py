@@ -1,7 +1,8 @@
 """Scaling out: :data:`SHARDINGS` (the one registry of sharding modes), their accelerate configs, the launch command
-(``torchrun`` on CPU, ``accelerate launch`` on CUDA). No torch, transformers or yaml at the top.
-``python -m grpo_lite.scale.distributed zero3 --num-processes 4 --output zero3.yaml`` writes a config.
+(``torchrun`` on CPU, ``accelerate launch`` on CUDA). No torch or transformers at the top.
+``config_path("zero3")`` is the shipped config's path, for ``accelerate launch --config_file``.
 
+>>> from typing import get_args
 >>> list(SHARDINGS)
 ['none', 'ddp', 'zero2', 'zero3', 'fsdp']
 >>> tuple(SHARDINGS) == get_args(Sharding)  # the Literal the planner and the CLI validate against
@@ -10,21 +11,16 @@ True
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
-from typing import Literal, Mapping, Sequence, get_args
+from typing import Mapping, Sequence
 
-from grpo_lite.errors import ConfigError, GrpoLiteError
-from grpo_lite.files import write_text
+from grpo_lite.errors import ConfigError
 from grpo_lite.settings import Sharding, check
 
-MixedPrecision = Literal["no", "fp16", "bf16"]
 _MODULE = "grpo_lite"  # `python -m grpo_lite` is the `grpo-lite` command
 
 
@@ -110,43 +106,6 @@ def config_path(sharding: Sharding) -> Path:
     return Path(str(files("grpo_lite.scale") / "accelerate_configs" / str(_launched(sharding).config)))
 
 
-def accelerate_config(sharding: Sharding, num_processes: int, *, mixed_precision: MixedPrecision = "bf16") -> dict:
-    """The shipped config for ``sharding`` as a dict, with ``num_processes`` and ``mixed_precision`` set.
-
-    Raises:
-        ConfigError: unknown sharding or precision, ``num_processes`` < 1, or ddp with one process.
-
-    >>> cfg = accelerate_config("zero3", 4)
-    >>> cfg["distributed_type"], cfg["num_processes"], cfg["deepspeed_config"]["zero3_init_flag"]
-    ('DEEPSPEED', 4, True)
-    """
-    import yaml  # loaded on use: yaml
-
-    check("num_processes", num_processes)
-    if mixed_precision not in get_args(MixedPrecision):
-        raise ConfigError(
-            f"mixed_precision={mixed_precision!r} is not valid; choose one of "
-            f"{', '.join(get_args(MixedPrecision))} (fp16 on GPUs without bf16, such as T4 or V100)"
-        )
-    _launched(sharding, num_processes)
-    config = yaml.safe_load(config_path(sharding).read_text(encoding="utf-8"))
-    config.update(num_processes=num_processes, mixed_precision=mixed_precision)
-    return config
-
-
-def write_accelerate_config(
-    sharding: Sharding, num_processes: int, path: str | os.PathLike[str], *, mixed_precision: MixedPrecision = "bf16"
-) -> Path:
-    """Write the config for ``sharding`` with ``num_processes`` to ``path`` (for ``accelerate launch``), the shipped
-    file's comment header kept; return the path written."""
-    import yaml  # loaded on use: yaml
-
-    config = accelerate_config(sharding, num_processes, mixed_precision=mixed_precision)
-    shipped = config_path(sharding).read_text(encoding="utf-8").splitlines(keepends=True)
-    header = "".join(line for line in shipped if line.startswith("#"))
-    return write_text(path, header + yaml.safe_dump(config, sort_keys=True))
-
-
 def launch_command(
     argv: Sequence[str],
     num_processes: int,
@@ -220,7 +179,7 @@ def detect_sharding(env: Mapping[str, str] | None = None) -> Sharding:
             return "zero2" if stage == "2" else "zero3"
         raise ConfigError(
             f"DeepSpeed ZeRO stage {stage or '(unset)'} is not modelled by the planner; launch with "
-            "grpo-lite's zero2 or zero3 config (python -m grpo_lite.scale.distributed zero3 --output FILE)"
+            "grpo-lite's zero2 or zero3 config (its path: grpo_lite.scale.distributed.config_path('zero3'))"
         )
     if env.get("ACCELERATE_USE_FSDP", "").lower() == "true":
         return "fsdp"
@@ -262,50 +221,3 @@ def launched_world_size(env: Mapping[str, str] | None = None) -> int:
         )
     detect_sharding(env)
     return world
-
-
-# ---- what hardware a relaunch gets ---------------------------------------------------------------
-def _detect_gpus() -> tuple[int, float | None]:
-    """GPU count and device 0's GiB, asked in a child process so this one creates no CUDA context."""
-    code = (
-        "import json, torch\nfrom grpo_lite.planning.hardware import detect_vram\n"
-        "n = torch.cuda.device_count()\nprint(json.dumps([n, detect_vram()[0] if n else None]))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        return 0, None
-    count, gib = json.loads(done.stdout.strip().splitlines()[-1])
-    return int(count), gib
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m grpo_lite.scale.distributed SHARDING --num-processes N [--output FILE]``: write or print a config."""
-    parser = argparse.ArgumentParser(
-        prog="python -m grpo_lite.scale.distributed",
-        description="Write the accelerate config grpo-lite ships for a sharding.",
-    )
-    parser.add_argument("sharding", choices=[s for s, m in SHARDINGS.items() if m.config])
-    parser.add_argument("--num-processes", type=int, default=2, help="processes (GPUs); default 2")
-    parser.add_argument("--mixed-precision", choices=get_args(MixedPrecision), default="bf16")
-    parser.add_argument("--output", default=None, help="file to write (default: print the YAML)")
-    args = parser.parse_args(argv)
-    try:
-        if args.output is None:
-            import yaml  # loaded on use: yaml
-
-            config = accelerate_config(args.sharding, args.num_processes, mixed_precision=args.mixed_precision)
-            print(yaml.safe_dump(config, sort_keys=True), end="")
-        else:
-            print(
-                write_accelerate_config(
-                    args.sharding, args.num_processes, args.output, mixed_precision=args.mixed_precision
-                )
-            )
-    except GrpoLiteError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -45,7 +45,6 @@ class Architecture:
         model_type: transformers' ``model_type``; empty for the Llama / Qwen2 rows.
         config_json: the config values that rebuild the model (``AutoConfig.for_model``), as JSON; empty for the
             Llama / Qwen2 rows (their shapes are the whole config).
-        experts, active_experts: routed experts per MoE layer and per token (0: a dense MLP).
     """
 
     name: str
@@ -66,8 +65,6 @@ class Architecture:
     linear_names: tuple[str, ...] = field(default=LLAMA_LINEARS)
     model_type: str = ""
     config_json: str = ""
-    experts: int = 0
-    active_experts: int = 0
 
     def __post_init__(self) -> None:
         if self.n_params == 0:
@@ -177,7 +174,6 @@ def _from_config(name: str) -> Architecture:
     ids = tuple(f"{org}/{v}" if v and not v.startswith("-") else f"{org}/{name}{v}" for v in variants)
     heads = c["num_attention_heads"]
     fused = c["model_type"] == "phi3"
-    moe = c.get("num_experts", 0)
     return Architecture(
         name=name,
         hub_ids=ids,
@@ -187,17 +183,15 @@ def _from_config(name: str) -> Architecture:
         heads=heads,
         kv_heads=c["num_key_value_heads"],
         head_dim=c.get("head_dim") or c["hidden_size"] // heads,
-        intermediate=c.get("moe_intermediate_size", c["intermediate_size"]),
+        intermediate=c["intermediate_size"],
         vocab=c["vocab_size"],
         tied=c["tie_word_embeddings"],
         attention_bias=c.get("attention_bias", False),
         source=f"config.json of {ids[0]} on the Hugging Face hub (public); {n_params:,} parameters on the meta device",
         n_params=n_params,
-        linear_names=FUSED_LINEARS if fused else LLAMA_LINEARS[:4] if moe else LLAMA_LINEARS,
+        linear_names=FUSED_LINEARS if fused else LLAMA_LINEARS,
         model_type=c["model_type"],
         config_json=json.dumps(c, sort_keys=True),
-        experts=moe,
-        active_experts=c.get("num_experts_per_tok", 0),
     )
 
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from grpo_lite.defaults import GIB, GPU
-from grpo_lite.errors import ModelError
 from grpo_lite.memory import terms as T
 from grpo_lite.memory import tokens as K
 from grpo_lite.memory.architectures import Architecture
@@ -369,20 +368,6 @@ def _notes(s: StepSettings, block: BlockTerms | None) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def refuse_moe(arch: Architecture) -> None:
-    """Refuse a mixture-of-experts model (its routing depends on the data) with what to pick instead.
-
-    Raises:
-        ModelError: ``arch`` routes tokens through experts.
-    """
-    if arch.experts:
-        raise ModelError(
-            f"{arch.name} is a mixture-of-experts model ({arch.experts} experts, {arch.active_experts} per token): "
-            "grpo-lite plans dense decoders only (which experts a token takes depends on the data, and the expert "
-            "dispatch cannot run on the meta device); pick a dense model, e.g. Qwen3-8B"
-        )
-
-
 def estimate(
     model: str | os.PathLike[str] | ModelSpec | Architecture, *, blocks: BlockMode = DEFAULT_BLOCKS, **settings: Any
 ) -> MemoryEstimate:
@@ -398,7 +383,7 @@ def estimate(
         A MemoryEstimate whose ``components`` add up to ``total_bytes``.
 
     Raises:
-        ConfigError: invalid settings. ModelError: the model cannot be resolved, or is a mixture of experts.
+        ConfigError: invalid settings. ModelError: the model cannot be resolved (a mixture of experts is refused there).
 
     >>> est = estimate("Qwen2.5-0.5B", method="full", per_device_train_batch_size=8, num_generations=8)
     >>> sorted(est.phase_gib()) == sorted(["generation", "backward_head", "backward_layers", "optimizer_step"])
@@ -410,7 +395,6 @@ def estimate(
         arch = model.arch
     else:
         arch = resolve_model(model).arch
-    refuse_moe(arch)
     source = block_source(blocks)
     s = StepSettings.resolve(**settings)
     prefix_off = planned_off_reason(arch, s)

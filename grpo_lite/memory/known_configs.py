@@ -68,10 +68,6 @@ def _phi(heads: int, kv: int, vocab: int, tied: bool, positions: int, **more: An
 
 _SMOLLM3 = {"no_rope_layer_interval": 4, "rope_theta": 5000000.0, "rms_norm_eps": 1e-6, "hidden_act": "silu"}
 _SMOLLM3.update(max_position_embeddings=65536, attention_bias=False)
-_QWEN3_MOE = dict(model_type="qwen3_moe", num_key_value_heads=4, norm_topk_prob=True, decoder_sparse_step=1)
-_QWEN3_MOE.update(moe_intermediate_size=768, num_experts=128, num_experts_per_tok=8)
-_OLMOE = {"num_experts": 64, "num_experts_per_tok": 8, "norm_topk_prob": False, "rope_theta": 10000.0}
-_OLMOE.update(max_position_embeddings=4096, rms_norm_eps=1e-5)
 
 # name -> (organisation, hub-id variants, config.json values, meta-device parameter count); a variant is a suffix of
 # the name ("" or "-it") or, when it does not start with "-", a whole repository name ("Mistral-7B-Instruct-v0.3")
@@ -103,11 +99,4 @@ KNOWN_CONFIGS: dict[str, tuple[str, tuple[str, ...], dict[str, Any], int]] = {
     "granite-3.1-8b": ("ibm-granite", ("-base", "-instruct"), _granite(4096, 12800), 8170848256),
     "OLMo-2-0425-1B": ("allenai", ("", "-Instruct"), _olmo2(2048, 16, 8192), 1484916736),
     "OLMo-2-1124-7B": ("allenai", ("", "-Instruct"), _olmo2(4096, 32, 11008), 7298617344),
-    "Qwen3-30B-A3B": ("Qwen", ("-Base", ""), {**_qwen3(2048, 48, 32, 6144, False), **_QWEN3_MOE}, 30532122624),
-    "OLMoE-1B-7B-0924": (
-        "allenai",
-        ("", "-Instruct"),
-        _config("olmoe", (2048, 16, 16, 16, 1024, 50304), False, **_OLMOE),
-        6919161856,
-    ),
 }

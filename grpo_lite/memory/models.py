@@ -260,6 +260,10 @@ def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str
     Missing fields fall back to kv_heads = heads, head_dim = hidden / heads, intermediate = 4 h. The MLP is gated
     when a linear is named like a gate (gate_proj, gate_up_proj, w1 + w3), or, with no nn.Linear (GPT-2's Conv1D),
     when the activation is SiLU; ``linear_names`` is then empty.
+
+    Raises:
+        ModelError: a vision-language or mixture-of-experts config (before anything is built), or one that does not
+            build on the meta device.
     """
     if getattr(config, "vision_config", None) is not None:
         raise ModelError(
@@ -267,6 +271,13 @@ def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str
             "decoders (AutoModelForCausalLM); train it with TRL's GRPOTrainer itself, or name a text model"
         )
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    experts = next((getattr(text, k) for k in _EXPERT_KEYS if getattr(text, k, None)), 0)
+    if experts:
+        raise ModelError(
+            f"{name} is a mixture-of-experts model ({experts} experts, {getattr(text, 'num_experts_per_tok', '?')} "
+            "per token): grpo-lite plans dense decoders only (which experts a token takes depends on the data, and "
+            "the expert dispatch cannot run on the meta device); pick a dense model, e.g. Qwen3-8B"
+        )
     layers, hidden, heads = (_first(text, *names) for names in _SIZE_FIELDS[:3])
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
     head_dim = getattr(text, "head_dim", None) or hidden // heads
@@ -274,7 +285,6 @@ def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str
     tied = bool(getattr(config, "tie_word_embeddings", getattr(text, "tie_word_embeddings", True)))
     model_type = str(getattr(text, "model_type", "other"))
     family = model_type if model_type in ("llama", "qwen2") else "other"
-    experts = int(next((getattr(text, k) for k in _EXPERT_KEYS if getattr(text, k, None)), 0) or 0)
     try:
         counted, linears = count_params_meta(config)
     except Exception as exc:  # noqa: BLE001
@@ -299,9 +309,7 @@ def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str
         source=f"config of {hub_id or name} (parameters counted on the meta device)",
         linear_names=linears,
         model_type=model_type,
-        experts=experts,
         config_json=text.to_json_string(use_diff=False),
-        active_experts=int(getattr(text, "num_experts_per_tok", 0) or 0) if experts else 0,
     )
     act = str(getattr(text, "hidden_act", getattr(text, "activation_function", ""))).lower()
     gated = (
@@ -312,7 +320,7 @@ def architecture_from_config(config: PretrainedConfig, *, name: str, hub_id: str
     return Architecture(gated_mlp=gated, n_params=counted, **common)  # type: ignore[arg-type]
 
 
-_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")  # MoE configs name their expert count so
+_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")  # how MoE configs name their expert count
 
 
 def _first(config: Any, *names: str) -> int:

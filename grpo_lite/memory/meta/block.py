@@ -71,8 +71,6 @@ def _why_not(arch: Architecture, s: StepSettings) -> str | None:
         return "int8 loading is not built on meta"
     if s.use_liger_kernel:
         return "liger-kernel's fused kernels are not traced"
-    if arch.experts:
-        return "mixture-of-experts layers route by the data"
     if not arch.config_json and arch.family not in ("llama", "qwen2"):
         return "no config to build the model from"
     return None

@@ -162,6 +162,25 @@ def test_a_step_down_from_lora_carries_the_adapters_merged_with_the_tokenizer(
     assert json.loads((out / "run.json").read_text())["wall_seconds"] == round(result.wall_seconds, 2)
 
 
+def test_a_step_down_keeps_what_the_user_wrote_and_takes_the_rest_from_the_next_rung(tiny_model_dir, tmp_path):
+    """The next rung trains the user's settings filled by its own plan: what they wrote as written (the learning
+    rate, the LoraConfig's rank, rsLoRA and the targets peft picks), what they left out the new plan's."""
+    from peft import LoraConfig
+
+    out = tmp_path / "run"
+    lora = LoraConfig(r=4, lora_alpha=16, use_rslora=True)  # target_modules None: peft's own for the model
+    result = train(str(tiny_model_dir), output_dir=out, max_steps=2, preset="lora", save_strategy="no",
+                   peft_config=lora, callbacks=[_oom_at(2)], **{**FAST, "learning_rate": 3e-3})  # fmt: skip
+    (oom,) = _step_downs(result.events)
+    recipe, new = json.loads((out / "run.json").read_text())["recipe"], result.plan
+    assert recipe["preset"] == new.preset.name == oom["to"]["preset"] != "lora" and result.steps == 2
+    assert recipe["trl"]["learning_rate"] == 3e-3 and recipe["seed"] == 0
+    assert (recipe["lora"]["r"], recipe["lora"]["use_rslora"], recipe["lora"]["target_modules"]) == (4, True, None)
+    assert recipe["quantization"] == new.model_kwargs["quantization"] is not None  # the new rung's load
+    assert recipe["dtype"] == new.model_kwargs["dtype"]
+    assert {k: recipe["trl"][k] for k in new.settings} == new.settings  # the new plan's (the written ones fixed)
+
+
 def test_two_step_downs_keep_every_steps_and_every_attempts_time(tiny_model_dir, tmp_path, monkeypatch):
     """An OOM as the first attempt's step 2 begins and as the second's step 3 begins (its own count): two rungs
     down, four steps in all, the wall time the three attempts' sum."""

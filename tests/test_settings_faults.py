@@ -208,6 +208,20 @@ def test_a_recipe_runs_as_written_and_only_its_gaps_are_planned(tiny_model_dir, 
     assert the_plan.lora["lora_dropout"] == 0.1
 
 
+def test_a_recipe_that_leaves_its_rung_to_the_planner_trains_what_train_model_trains(tiny_model_dir, tmp_path, started):
+    """train(config=Recipe(model, None, ...)) and train(model, ...) hand the trainer one object: the user's recipe
+    filled by the plan, the planner's rung, load and LoRA where it wrote nothing, its own settings as written."""
+    run = dict(dataset="synthetic", rewards=["length"], max_steps=1)
+    trl = dict(num_generations=4, per_device_train_batch_size=4, max_completion_length=16, learning_rate=3e-3)
+    recipe = Recipe(str(tiny_model_dir), None, **run, trl=trl)
+    the_plan, by_recipe = started(config=recipe, output_dir=tmp_path / "a")
+    _, by_model = started(model=str(tiny_model_dir), output_dir=tmp_path / "b", **run, **trl)
+    assert by_recipe == by_model and by_recipe.plan is the_plan
+    assert (by_recipe.preset, by_recipe.device, by_recipe.lora) == (the_plan.preset.name, "cpu", the_plan.lora)
+    assert by_recipe.dtype == the_plan.model_kwargs["dtype"] and by_recipe.trl["optim"] == the_plan.settings["optim"]
+    assert {k: by_recipe.trl[k] for k in trl} == trl and by_recipe.seed == 0
+
+
 def test_a_recipe_that_does_not_fit_its_budget_is_refused_naming_its_keys(tiny_model_dir, tmp_path, started):
     recipe = _tiny_recipe(
         tiny_model_dir, budget_gb=0.25, num_generations=64, per_device_train_batch_size=64, max_completion_length=640

@@ -60,6 +60,10 @@ _RUN_OWNED_TRL = {
     "output_dir": "the run's folder is not a recipe setting: pass it when you run (grpo-lite train --config FILE "
     "--output-dir DIR, or train(config=FILE, output_dir=DIR))",
 }
+# what a plan chooses for a recipe that leaves it None (Recipe.filled), besides LoRA's values and trl's
+_PLANNED = ("preset", "device", "budget_gb", "sharding", "dtype", "quantization", "update_rounding", "shared_prefix")
+_COMPARED = ("preset", "device", "budget_gb", "num_processes", "sharding", "dtype", "quantization", "lora",
+             "update_rounding", "shared_prefix")  # fmt: skip  # Recipe.differences, in file order
 _MAPPING = "a mapping (one setting per line)"
 # a recipe's keys that hold more than one value: the type each must be, and how to write it
 _SHAPES = (
@@ -142,13 +146,6 @@ class Recipe:
             shared_prefix=step.shared_prefix, stop_strings=list(stop_strings), trl=_copy(trl), plan=plan,
         )  # fmt: skip
 
-    def replanned(self, plan: Plan) -> Recipe:
-        """The same run on another plan (after an out-of-memory step down)."""
-        own = ("dataset", "rewards", "prompt_style", "answer_kind", "seed", "max_steps", "stop_strings")
-        recipe = Recipe.from_plan(plan, **{key: getattr(self, key) for key in own})
-        kept = self._unplanned_lora(recipe.lora)  # peft's own values (use_dora...) and a None it resolves
-        return recipe if recipe.lora is None or not kept else dataclasses.replace(recipe, lora={**recipe.lora, **kept})
-
     def _unplanned_lora(self, planned: dict[str, Any] | None) -> dict[str, Any]:
         """The LoRA values written that the ``planned`` LoRA does not hold (use_dora, modules_to_save...), and a None
         (peft's own default, e.g. the targets it picks for the model): kept as written."""
@@ -205,8 +202,9 @@ class Recipe:
         return _style_object(self.prompt_style)
 
     def filled(self, plan: Plan) -> Recipe:
-        """This recipe as it runs on ``plan`` (the plan of :meth:`plan_settings`): what it leaves to the planner
-        taken from the plan, every setting written kept as written.
+        """This recipe as it runs on ``plan`` (the plan of :meth:`plan_settings`): what it leaves to the planner (a
+        None, a shared prefix the model cannot run, the LoRA and ``trl`` values it does not write) taken from the
+        plan, every setting written kept as written.
 
         Raises:
             ConfigError: the plan does not run a setting as written (:meth:`differences`, one phrase per key).
@@ -215,21 +213,22 @@ class Recipe:
         problems = self.differences(planned)
         if problems:
             raise ConfigError("the recipe cannot run as written: " + "; ".join(problems))
-        chosen = {
-            key: getattr(planned, key)
-            for key in ("device", "sharding", "dtype", "quantization", "update_rounding")
-            if getattr(self, key) is None
-        }
+        chosen = {key: getattr(planned, key) for key in _PLANNED if self._leaves(key)}
         lora = planned.lora if self.lora is None else {**(planned.lora or {}), **self.lora}
         return dataclasses.replace(self, **chosen, lora=_copy(lora), trl={**planned.trl, **_copy(self.trl)}, plan=plan)
+
+    def _leaves(self, key: str) -> bool:
+        """Whether ``key`` is the planner's: None, or a shared prefix asked for (the plan turns it off for a model
+        that training would run without it: memory.packing.planned_off_reason)."""
+        return getattr(self, key) is None or (key == "shared_prefix" and self.shared_prefix)
 
     def differences(self, planned: Recipe) -> list[str]:
         """What ``planned`` (this recipe after planning) does not run as written, one line per setting present."""
         out = []
         mine, theirs = self.to_dict(), planned.to_dict()
-        for key in "preset device num_processes sharding dtype quantization lora update_rounding shared_prefix".split():
+        for key in _COMPARED:
             a, b = mine[key], theirs[key]
-            if a is None:  # the planner's to choose
+            if self._leaves(key):  # the planner's to choose
                 continue
             if key == "lora":  # what the planner does not choose is kept as written
                 a = {k: v for k, v in a.items() if k not in self._unplanned_lora(planned.lora)}

@@ -58,7 +58,8 @@ class Attempts:
     plan: Plan
     inputs: RunInputs
     run: RunFolder
-    recipe: Recipe  # the plan as the trainer takes it; follows every re-plan
+    recipe: Recipe  # the plan as the trainer takes it (``asked`` filled by ``plan``); follows every re-plan
+    asked: Recipe  # the user's recipe, with the changes the run made to it: a re-plan fills it with its plan
     source: str  # the weights the next attempt loads (the model, or weights carried after a step down)
     max_steps: int | None
     callbacks: Sequence[Any]  # the caller's
@@ -82,6 +83,7 @@ class Attempts:
         run: RunFolder,
         recipe: Recipe,
         *,
+        asked: Recipe,
         callbacks: Sequence[Any],
         plan_kwargs: dict[str, Any] | None = None,
         on_stall: OnStall = "warn",
@@ -96,7 +98,7 @@ class Attempts:
         from grpo_lite.training.run.resume import HISTORY_FILE, model_fingerprint
 
         model_id = inputs.spec.model_id
-        loop = cls(plan, inputs, run, recipe, model_id, recipe.max_steps, callbacks, dict(plan_kwargs or {}))
+        loop = cls(plan, inputs, run, recipe, asked, model_id, recipe.max_steps, callbacks, dict(plan_kwargs or {}))
         loop.fingerprint = model_fingerprint(model_id)  # a resume checks it names the same model
         advisor = Advisor(
             plan, loop.plan_kwargs, context=inputs.context, replan=functools.partial(replan.replan, loop),

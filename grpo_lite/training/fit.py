@@ -1,7 +1,7 @@
 """The plan and recipe stages: what the run trains with, and the checks it passes before the model loads.
 
-:func:`make_plan` plans for the budget (or estimates the recipe as written); :func:`make_recipe` is where
-``train(config=...)`` and ``train(model, budget_gb=...)`` meet (docs/internals.md).
+:func:`make_plan` plans for the budget (or estimates the recipe as written); :func:`make_recipe` fills the user's
+recipe with the plan, for ``train(config=...)`` and ``train(model, budget_gb=...)`` alike (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -133,19 +133,26 @@ def recipe_advice(message: str, prompt_tokens: int, smallest_gb: float | None, r
     )
 
 
-def make_recipe(request: Request, the_plan: Plan, inputs: RunInputs, run: RunFolder) -> Recipe:
-    """The Recipe the run trains (the plan written as one, or the recipe given, filled in), checked before the
-    model loads: a resume's rewards, seed and generations; the model's context; the disk."""
+def asked_recipe(request: Request, the_plan: Plan, inputs: RunInputs) -> Recipe:
+    """The user's recipe as this run asks for it: the prompt style and stop strings its data takes, on the rung and
+    the processes :func:`make_plan` planned for (the recipe's rung, the planner's, or the one a resumed run trained
+    on last; the launcher's processes, a recipe's checked against them before)."""
+    stops = list(stop_strings_for(request.recipe.stop_strings, inputs.shape))
+    rung, launch = the_plan.preset.name, the_plan.num_processes
+    return dataclasses.replace(
+        request.recipe, preset=rung, num_processes=launch, prompt_style=inputs.style, stop_strings=stops
+    )
+
+
+def make_recipe(asked: Recipe, the_plan: Plan, inputs: RunInputs, run: RunFolder) -> Recipe:
+    """The Recipe the run trains: ``asked`` (:func:`asked_recipe`) filled by the plan, checked before the model
+    loads: a resume's rewards, seed, generations and optimizer values; the model's context; the disk."""
     from grpo_lite.training.run.resume import check_same_training  # heavy: imports transformers
 
-    if request.written:
-        recipe = request.recipe.filled(the_plan)
-    else:  # the plan written as a recipe, with the run's own settings (a task's own prompts, as measured)
-        recipe = dataclasses.replace(request.recipe, prompt_style=inputs.style).replanned(the_plan)
-    recipe = dataclasses.replace(recipe, stop_strings=list(stop_strings_for(recipe.stop_strings, inputs.shape)))
+    recipe = asked.filled(the_plan)
     if run.earlier is not None:
         check_same_training(run.out, run.earlier, recipe, inputs.answer_kind)
-        check_optimizer_kept(run.out, request.recipe.trl)
+        check_optimizer_kept(run.out, asked.trl)
     completion = the_plan.settings["max_completion_length"]
     check_positions(inputs.prompt_tokens, completion, inputs.context, inputs.spec.name)
     check_disk(run, the_plan)

@@ -167,9 +167,10 @@ def train(
         plan, plan_kwargs = fit.make_plan(inputs, request, run, quiet=quiet or run.finished, show_plan=show_plan)
         if run.finished:
             return TrainResult.of_finished_run(run, inputs, plan)
-        recipe = fit.make_recipe(request, plan, inputs, run)  # config= and model= meet here
+        asked = fit.asked_recipe(request, plan, inputs)  # config= and model= alike: the user's recipe
+        recipe = fit.make_recipe(asked, plan, inputs, run)  # filled by the plan
         loop = Attempts.start(
-            plan, inputs, run, recipe, callbacks=callbacks, plan_kwargs=plan_kwargs, on_stall=on_stall
+            plan, inputs, run, recipe, asked=asked, callbacks=callbacks, plan_kwargs=plan_kwargs, on_stall=on_stall
         )
         trainer = run_attempts(loop, on_oom=on_oom, oom_window_steps=oom_window_steps)
         result = finish(loop, trainer, inputs, run)

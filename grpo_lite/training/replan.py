@@ -63,10 +63,8 @@ def replan(
     settings = {k: v for k, v in change.items() if k != "preset"}
     budget = {} if old.budget_gb is None else {"budget_gb": old.budget_gb}  # the card's, not the RAM left now
     if keep == "recipe":
-        recipe = loop.recipe.with_overrides(**settings)
-        written = recipe.plan_settings()
+        written = loop.recipe.with_overrides(**settings).plan_settings()
     else:
-        recipe = loop.recipe
         written = {**{k: v for k, v in old.fixed.items() if k not in ("method", "preset")}, **settings}
     try:
         new = plan(old.model, preset=change.get("preset", old.preset.name), **{**loop.plan_kwargs, **budget}, **written)
@@ -76,7 +74,8 @@ def replan(
     # the first plan's checks: the budget (the planner, above), the model's context with the longest prompt
     inputs = loop.inputs
     check_positions(inputs.prompt_tokens, new.settings["max_completion_length"], inputs.context, inputs.spec.name)
-    loop.plan, loop.recipe = new, recipe.filled(new) if keep == "recipe" else recipe.replanned(new)
+    asked = loop.asked.with_overrides(**change)  # the user's settings, the change (a rung, a setting) made
+    loop.plan, loop.asked, loop.recipe = new, asked, asked.filled(new)
     if loop.settings:  # built already: the GRPOConfig settings in run.json follow the recipe
         loop.settings = loop.grpo_settings()
     loop.watch.health.advisor.plan = new  # the remedies and on_stall="adapt" plan from the plan trained

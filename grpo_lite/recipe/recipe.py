@@ -146,11 +146,6 @@ class Recipe:
             shared_prefix=step.shared_prefix, stop_strings=list(stop_strings), trl=_copy(trl), plan=plan,
         )  # fmt: skip
 
-    def _unplanned_lora(self, planned: dict[str, Any] | None) -> dict[str, Any]:
-        """The LoRA values written that the ``planned`` LoRA does not hold (use_dora, modules_to_save...), and a None
-        (peft's own default, e.g. the targets it picks for the model): kept as written."""
-        return {k: v for k, v in (self.lora or {}).items() if k not in (planned or {}) or v is None}
-
     @classmethod
     def with_arguments(cls, config: str | os.PathLike | Recipe, passed: dict[str, Any]) -> Recipe:
         """The one override rule, for ``train(config=...)`` and ``grpo-lite train --config`` alike: the recipe
@@ -230,8 +225,8 @@ class Recipe:
             a, b = mine[key], theirs[key]
             if self._leaves(key):  # the planner's to choose
                 continue
-            if key == "lora":  # what the planner does not choose is kept as written
-                a = {k: v for k, v in a.items() if k not in self._unplanned_lora(planned.lora)}
+            if key == "lora":  # what the plan does not hold (use_dora...) and a None (peft's own default) are kept
+                a = {k: v for k, v in a.items() if k in (b or {}) and v is not None}
             if isinstance(a, dict) and isinstance(b, dict):  # the keys written must agree; the rest is filled
                 b = {k: b.get(k) for k in a}
             if a != b:

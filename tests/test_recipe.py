@@ -237,6 +237,16 @@ def test_differences_name_what_cannot_run_as_written():
     assert dataclasses.replace(planned, lora=None, dtype=None).differences(planned) == []  # None: the planner's
 
 
+def test_a_shared_prefix_the_model_runs_without_is_filled_as_the_plan_turned_it_off():
+    """shared_prefix: true asks for it where training runs it: on a sliding window shorter than the sequence the
+    plan turns it off (what the trainer would), and the recipe filled by that plan says so; false stays false."""
+    the_plan = plan("Phi-3-mini-4k-instruct", budget_gb=80, max_prompt_length=1500, max_completion_length=1024)
+    asked = Recipe("Phi-3-mini-4k-instruct", the_plan.preset.name, trl={"max_completion_length": 1024})
+    assert asked.shared_prefix and the_plan.estimate.settings.shared_prefix is False
+    assert asked.filled(the_plan).shared_prefix is False
+    assert dataclasses.replace(asked, shared_prefix=False).filled(the_plan).shared_prefix is False
+
+
 def test_flags_override_the_file_as_in_trls_cli(tmp_path, monkeypatch):
     """The file's values, then each flag written, even at the flag's own default (--seed 0 over the file's 5)."""
     from grpo_lite.training import pipeline

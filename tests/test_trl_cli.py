@@ -10,7 +10,7 @@ import pytest
 
 from grpo_lite import ConfigError, DataError
 from grpo_lite.cli import main
-from grpo_lite.cli.trl_form import is_trl_form, parse, train_arguments
+from grpo_lite.cli.trl_form import is_trl_form, parse, train_arguments, trl_spelling
 
 # the settings of a job the tiny model runs in a second: 4 completions of 8 tokens, one step
 JOB = {
@@ -238,8 +238,64 @@ def test_use_peft_false_trains_every_weight_and_a_misfit_names_the_rung_that_fit
     asked = {"device": "cuda", "budget_gb": 8, "max_prompt_length": 256}
     said = _other_method("full", spec, "gsm8k", asked)
     assert said.startswith("method=full does not fit; the planner's galore") and said.endswith(
-        "pass method=galore (trl grpo's form: --method galore). "
+        "pass --method galore (Python: method='galore'). "
     )  # GaLore trains every weight too: the rung a use_peft false job can take
+    assert trl_spelling(said).endswith("pass --method galore (Python: method='galore'). ")
     said = _other_method("galore", spec, "gsm8k", {**asked, "budget_gb": 4})
-    assert said.endswith("rung fits, peak 3.31 GiB: pass method=lora (trl grpo's form: --use_peft). ")
+    assert said.endswith("rung fits, peak 3.31 GiB: pass --method lora (Python: method='lora'). ")
+    assert trl_spelling(said).endswith("rung fits, peak 3.31 GiB: pass --use_peft (Python: method='lora'). ")
     assert _other_method("full", spec, "gsm8k", {**asked, "budget_gb": 1}) == ""  # nothing fits 1 GB: no rung named
+
+
+# ---- what the run says to change, spelled as the trl form takes it -------------------------------------------
+def _named_flags(line: str) -> list[str]:
+    """The flags a line names for the run's command: ``--key value`` pairs, up to the Python spelling."""
+    return line.split(" (Python")[0].split(": ")[-1].split()
+
+
+def test_a_job_that_does_not_fit_says_what_to_change_in_the_trl_form(tiny_model_dir, job, tmp_path, capsys):
+    """The planner's advice names the settings as flags of this form (not grpo-lite's ``--set key=value``) and the
+    launch as accelerate's; an error made after the command is spelled as grpo-lite's own again."""
+    out = tmp_path / "run"
+    argv = ["train", "--model_name_or_path", str(tiny_model_dir), "--dataset_name", str(job), "--budget_gb", "1"]
+    argv += ["--reward_funcs", "accuracy_reward", *_flags({"num_generations": 64, "max_completion_length": 1000})]
+    argv += ["--per_device_train_batch_size", "64"]
+    assert main([*argv, "--output_dir", str(out)]) == 2 and not out.exists()
+    err = capsys.readouterr().err.strip()
+    assert "smallest budget that fits is 22 GB" in err and "--set" not in err and "--num-processes" not in err
+    assert "(--key value; Python: key=value)" in err
+    assert "(accelerate launch --num_processes N -m grpo_lite train ..., with an accelerate --config_file" in err
+    assert str(ConfigError("lower it: --set num_generations=4")) == "lower it: --set num_generations=4"
+
+
+HEALTH_REWARDS = '''
+def same_for_all(completions, **kwargs):
+    """One score for every completion: no group has an advantage."""
+    return [1.0] * len(completions)
+'''
+
+
+@pytest.mark.slow
+def test_a_health_remedy_of_a_trl_form_run_works_as_written_in_that_form(tiny_model_dir, job, tmp_path, monkeypatch):
+    """Every completion cut at 4 tokens, every group one score: the remedies (the line and run.json) name the
+    planner's numbers as this form's flags, and those flags are taken by this form's parser as written."""
+    from dataclasses import replace
+
+    from grpo_lite.training.report import health
+
+    monkeypatch.setattr(health, "HEALTH", replace(health.HEALTH, window_steps=3))
+    (tmp_path / "my_health.py").write_text(HEALTH_REWARDS)
+    out = tmp_path / "run"
+    argv = ["train", "--model_name_or_path", str(tiny_model_dir), "--dataset_name", str(job)]
+    argv += ["--reward_funcs", "my_health.same_for_all", *_flags({**JOB, "max_completion_length": 4})]
+    assert main([*argv, "--max_steps", "3", "--output_dir", str(out)]) == 0
+    events = json.loads((out / "run.json").read_text())["events"]
+    remedies = {e["finding"]: e["remedy"] for e in events if e["event"] == "health"}
+    assert set(remedies) == {"length_cut", "zero_spread"} and "--set" not in " ".join(remedies.values())
+    for remedy in remedies.values():
+        flags = _named_flags(remedy.split("; or ")[0])
+        values, written = parse(["--model_name_or_path", "m", *flags])
+        names = {flag[2:] for flag in flags if flag.startswith("--")}
+        assert names and names <= written, remedy
+        assert all(str(values[name]) == flags[flags.index(f"--{name}") + 1] for name in names)
+    assert int(remedies["length_cut"].split("--max_completion_length ")[1].split()[0]) > 4

@@ -116,10 +116,12 @@ def run(args: argparse.Namespace) -> int:
 def run_trl(args: argparse.Namespace) -> int:
     """``grpo-lite train`` with ``trl grpo``'s arguments (:mod:`grpo_lite.cli.trl_form`): one train() call."""
     from grpo_lite.api import train
-    from grpo_lite.cli.trl_form import train_arguments
+    from grpo_lite.cli.trl_form import train_arguments, trl_spelling
+    from grpo_lite.errors import spelling
 
     kwargs = train_arguments(args.trl_argv)
-    return _trained(args, lambda: train(**kwargs), kwargs.get("output_dir"))
+    with spelling(trl_spelling):  # what the run says to change, spelled as this command takes it
+        return _trained(args, lambda: train(**kwargs), kwargs.get("output_dir"))
 
 
 def _trained(args: argparse.Namespace, call: Callable[[], Any], output_dir: Any) -> int:

@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 import typing
 from dataclasses import field
 from pathlib import Path
@@ -58,6 +59,47 @@ def _parser_field(f: dataclasses.Field[Any]) -> Any:
     if isinstance(f.default, tuple):
         return field(default_factory=lambda: list(f.default), metadata=meta)  # type: ignore[arg-type]
     return field(default=None if f.default is PLANNER else f.default, metadata=meta)
+
+
+# A grpo-lite command inside a message (grpo-lite plan MODEL --budget-gb N ...) is written in its own form: kept
+_COMMAND = re.compile(r"(grpo-lite (?:train|plan|eval|export|demo|presets)\b[^;),]*)")
+
+
+def _spelled_rules() -> list[tuple[str, Any]]:
+    """grpo-lite's spelling of a change -> trl grpo's, in order: the launch, the rewards, a GRPOConfig field (a flag
+    of its own), the method as ModelConfig's flags, then each of grpo-lite's own flags by its field's name."""
+    own = [
+        (rf"{re.escape(s.flag)}(?![\w-])", f"--{name}")
+        for name, s in settings.flags().items()
+        if s.flag is not None and s.flag != f"--{name}" and name not in NOT_FLAGS
+    ]
+    return [
+        ("--num-processes N with --sharding", "accelerate launch --num_processes N -m grpo_lite train ..., with an "
+         "accelerate --config_file for ZeRO or FSDP"),
+        (r"--reward (\S+)((?: --reward \S+)*)", lambda m: "--reward_funcs " + m[0].replace("--reward ", "")),
+        (r"--set (\w+)=([^\s,;)]*)", r"--\1 \2"),
+        (r"pass --method lora\b", "pass --use_peft"),
+        (r"pass --method qlora\b", "pass --use_peft --load_in_4bit"),
+        (r"--dataset(?![\w-])", "--dataset_name"),
+        *own,
+    ]  # fmt: skip
+
+
+def trl_spelling(text: str) -> str:
+    """A message's advice as ``grpo-lite train`` in trl grpo's form takes it: ``--set key=value`` is ``--key value``,
+    ``--budget-gb`` is ``--budget_gb``, ``--reward a --reward b`` is ``--reward_funcs a b``; a ``grpo-lite``
+    command it quotes stays in its own form (:data:`grpo_lite.errors.SPELLING` is set to this for the run).
+
+    >>> trl_spelling("lower it (--set max_completion_length=256; Python: max_completion_length=256)")
+    'lower it (--max_completion_length 256; Python: max_completion_length=256)'
+    >>> trl_spelling("--budget-gb 24, or check: grpo-lite plan M --budget-gb 24; --reward a --reward b")
+    '--budget_gb 24, or check: grpo-lite plan M --budget-gb 24; --reward_funcs a b'
+    """
+    parts = _COMMAND.split(text)
+    for i in range(0, len(parts), 2):  # the odd parts are grpo-lite commands
+        for pattern, spelled in _spelled_rules():
+            parts[i] = re.sub(pattern, spelled, parts[i])
+    return "".join(parts)
 
 
 # GRPOConfig fields that are train()'s own arguments of the same name

@@ -5,6 +5,7 @@ planned; what grpo-lite cannot plan, and an unknown flag, are one line, exit cod
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -299,3 +300,59 @@ def test_a_health_remedy_of_a_trl_form_run_works_as_written_in_that_form(tiny_mo
         assert names and names <= written, remedy
         assert all(str(values[name]) == flags[flags.index(f"--{name}") + 1] for name in names)
     assert int(remedies["length_cut"].split("--max_completion_length ")[1].split()[0]) > 4
+
+
+# ---- TRL's dataset mixtures (datasets: in the YAML) ------------------------------------------------------------
+def _mixture_job(tmp_path, job, **more) -> list[str]:
+    """A trl grpo YAML whose data is a mixture of two local files, three quarters from the first."""
+    doubled = tmp_path / "doubled.jsonl"
+    rows = [{"prompt": [{"role": "user", "content": f"What is {i} * 2?"}], "solution": f"${2 * i}$"} for i in range(8)]
+    doubled.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    datasets = [
+        {"path": "json", "data_files": str(job), "columns": ["prompt", "solution"], "fraction": 0.75},
+        {"path": "json", "data_files": str(doubled), "fraction": 0.25},
+    ]
+    config = {"model_name_or_path": "m", "reward_funcs": ["accuracy_reward"], "datasets": datasets, **more}
+    (tmp_path / "job.yaml").write_text(json.dumps(config))
+    return ["--config", str(tmp_path / "job.yaml")]
+
+
+def test_a_datasets_mixture_is_loaded_as_trl_grpo_loads_it(job, tmp_path):
+    """TRL's get_dataset: each entry's rows (its columns), the fractions as shares of the largest mixture that
+    oversamples none (8 and 8 rows at 3:1: 8 + 3); with dataset_name too, the mixture is the data, as in trl grpo."""
+    dataset = train_arguments(_mixture_job(tmp_path, job, dataset_name="ignored.jsonl"))["dataset"]
+    questions = [row["prompt"][0]["content"] for row in dataset]
+    assert questions == [f"What is {i} + 1?" for i in range(8)] + [f"What is {i} * 2?" for i in range(3)]
+    assert dataset.column_names == ["prompt", "solution"]
+
+
+def test_a_datasets_mixture_trains(tiny_model_dir, job, tmp_path):
+    out = tmp_path / "run"
+    argv = _mixture_job(tmp_path, job)
+    config = json.loads((tmp_path / "job.yaml").read_text())
+    (tmp_path / "job.yaml").write_text(
+        json.dumps({**config, **JOB, "model_name_or_path": str(tiny_model_dir), "max_steps": 1, "output_dir": str(out)})
+    )
+    assert main(["train", *argv]) == 0
+    record = json.loads((out / "run.json").read_text())
+    assert record["steps"] == 1 and record["rewards"] == ["accuracy_reward"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "more", "error", "said"),
+    [
+        ({"path": "owner/name"}, {}, DataError, "datasets: path 'owner/name' is a Hugging Face hub id and loading it "
+         "needs the hub (HF_HUB_OFFLINE is set); pass a local copy"),
+        ({"path": "json", "data_files": "missing.jsonl"}, {}, DataError, "datasets: the mixture does not load"),
+        ({"path": "json", "data_files": "{job}"}, {"streaming": True}, ConfigError, "--streaming: grpo-lite measures"),
+        ({"path": "json", "data_files": "{job}"}, {"dataset_train_split": "test"}, DataError,
+         "--dataset_train_split test: the datasets: mixture has the splits train; name one"),
+    ],
+)  # fmt: skip
+def test_a_datasets_mixture_that_cannot_run_is_one_line(entry, more, error, said, job, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    entry = {key: value.format(job=job) for key, value in entry.items()}
+    config = {"model_name_or_path": "m", "datasets": [entry], **more}
+    (tmp_path / "job.yaml").write_text(json.dumps(config))
+    with pytest.raises(error, match=re.escape(said)):
+        train_arguments(["--config", str(tmp_path / "job.yaml")])

@@ -232,3 +232,43 @@ def test_the_plan_prices_a_reward_model_beside_the_policy(tiny_model_dir):
     beside = plan(str(tiny_model_dir), device="cpu", reward_model_bytes=2**30)
     assert beside.estimate.total_bytes - alone.estimate.total_bytes == pytest.approx(2**30, rel=0.01)
     assert "reward_model_bytes" not in beside.settings
+
+
+def _counted_loads(monkeypatch) -> list[str]:
+    """Each reward model's weights loaded from now on (AutoModelForSequenceClassification.from_pretrained)."""
+    from transformers import AutoModelForSequenceClassification
+
+    loads, load = [], AutoModelForSequenceClassification.from_pretrained.__func__
+
+    def counted(cls, name, *args, **kwargs):
+        loads.append(str(name))
+        return load(cls, name, *args, **kwargs)
+
+    monkeypatch.setattr(AutoModelForSequenceClassification, "from_pretrained", classmethod(counted))
+    return loads
+
+
+def test_the_cli_loads_a_reward_model_folder_once(tiny_model_dir, reward_model_dir, tmp_path, monkeypatch):
+    """trl grpo's --reward_model_name_or_path (one load for the run); the launcher of --num-processes 2 checks the
+    rewards before it starts the ranks without loading the weights (each rank loads its own), and still refuses a
+    folder that holds no model in one line."""
+    from grpo_lite.cli import main, relaunch
+
+    loads = _counted_loads(monkeypatch)
+    out = tmp_path / "run"
+    argv = ["train", "--model_name_or_path", str(tiny_model_dir), "--dataset_name", "synthetic", "--output_dir"]
+    argv += [str(out), "--reward_model_name_or_path", str(reward_model_dir), "--reward_funcs", "length"]
+    argv += ["--num_generations", "4", "--per_device_train_batch_size", "4", "--max_completion_length", "8"]
+    assert main([*argv, "--max_steps", "1", "--save_strategy", "no", "--quiet", "true"]) == 0
+    assert loads == [str(reward_model_dir)]
+    assert json.loads((out / "run.json").read_text())["rewards"] == ["tiny-rm", "length_reward"]
+
+    launched = []
+    monkeypatch.setattr(relaunch, "maybe_relaunch", lambda args: launched.append(args) or 0)
+    argv = ["train", str(tiny_model_dir), "--dataset", "synthetic", "--num-processes", "2", "--reward", "length"]
+    argv += ["--output-dir"]
+    assert main([*argv, str(tmp_path / "two"), "--reward", str(reward_model_dir)]) == 0
+    assert len(launched) == 1 and loads == [str(reward_model_dir)]  # none by the launcher
+    (tmp_path / "empty").mkdir()
+    assert main([*argv, str(tmp_path / "two"), "--reward", str(tmp_path / "empty")]) == 2
+    assert len(launched) == 1

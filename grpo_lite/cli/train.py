@@ -177,7 +177,7 @@ def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any], re
     from grpo_lite.training.run.folder import check_output_dir, guard_output_dir
     from grpo_lite.training.run.lock import RunLock
 
-    check_overrides(overrides, n_rewards=len(resolve_rewards(args.rewards)))
+    check_overrides(overrides, n_rewards=len(resolve_rewards(args.rewards, weights=False)))  # each rank loads them
     if recipe is None:  # the run train() will make: the flags and --set as a recipe, the preset the planner's
         recipe = Recipe(args.model, None, dataset=args.dataset, seed=args.seed, answer_kind=args.answer_kind)
         recipe = recipe.with_overrides(**overrides)

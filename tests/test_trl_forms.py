@@ -48,6 +48,10 @@ def test_the_grpo_trainer_quick_start_shape_and_model_init_kwargs(tiny_model_dir
     assert result.model.config._attn_implementation == "eager"
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["rewards"] == ["accuracy_reward"] and "rewards/accuracy_reward/mean" in record["history"][0]
+    from grpo_lite.evaluation import evaluate
+
+    scores = evaluate(tmp_path / "run", _quick_start_rows(), split="train", limit=2, max_new_tokens=2)
+    assert list(scores.reward_means) == ["accuracy_reward"]  # the run's own rewards, read from its run.json
 
 
 def test_model_init_kwargs_reach_from_pretrained_and_their_dtype_is_the_plans(tiny_model_dir, monkeypatch):
@@ -164,6 +168,14 @@ def test_a_reward_model_folder_scores_and_is_planned_for(tiny_model_dir, reward_
     weights = sum(t.nbytes for t in (*loaded.parameters(), *loaded.buffers()))
     components = {c.name: c.bytes for c in result.plan.estimate.phases[0].components}
     assert components["reward_models"] == weights
+    from grpo_lite.evaluation import evaluate
+
+    said = "was trained with the rewards length_reward, tiny-rm; tiny-rm cannot be rebuilt from its run.json"
+    for run in (tmp_path / "run", tmp_path / "run" / "final"):
+        with pytest.raises(ConfigError, match=said):
+            evaluate(run, "synthetic", limit=2, max_new_tokens=2)
+    scores = evaluate(tmp_path / "run", "synthetic", limit=2, max_new_tokens=2, rewards=[str(reward_model_dir)])
+    assert scores.n == 2 and scores.n_unscored == 0 and scores.graded
 
 
 def test_a_reward_model_object_with_its_processing_class(tiny_model_dir, reward_model_dir):
@@ -272,3 +284,26 @@ def test_the_cli_loads_a_reward_model_folder_once(tiny_model_dir, reward_model_d
     (tmp_path / "empty").mkdir()
     assert main([*argv, str(tmp_path / "two"), "--reward", str(tmp_path / "empty")]) == 2
     assert len(launched) == 1
+
+
+def test_evaluate_scores_a_reward_model_as_grpo_trainer_does(tiny_model_dir, reward_model_dir, tmp_path):
+    """A reward model (its folder or the object) is a reward of evaluate() too: the prompt and completion through its
+    tokenizer, its one logit, named as TRL logs it; a score does not depend on the batch it is padded in."""
+    from transformers import AutoModelForSequenceClassification
+
+    from grpo_lite.evaluation import _ModelReward, evaluate
+
+    prompts = [[{"role": "user", "content": q}] for q in ("What is 1 + 1?", "Name a color of the sky at noon, please.")]
+    texts = ["2", "It is blue, most of the time, unless clouds cover it."]
+    model = AutoModelForSequenceClassification.from_pretrained(reward_model_dir, num_labels=1)
+    score = _ModelReward(model)
+    together = score(prompts, texts)
+    alone = [score([p], [t])[0] for p, t in zip(prompts, texts)]
+    assert together == pytest.approx(alone, abs=1e-5) and together[0] != pytest.approx(together[1], abs=1e-6)
+    dataset = _quick_start_rows().select_columns(["prompt"])
+    for reward in (str(reward_model_dir), model):
+        result = evaluate(
+            str(tiny_model_dir), dataset, split="train", rewards=[reward, "length"], max_new_tokens=4, batch_size=3
+        )
+        assert set(result.reward_means) == {"tiny-rm", "length_reward"} and result.n == 8
+        assert result.reward_unscored == {"tiny-rm": 0, "length_reward": 0}

@@ -356,3 +356,31 @@ def test_a_datasets_mixture_that_cannot_run_is_one_line(entry, more, error, said
     (tmp_path / "job.yaml").write_text(json.dumps(config))
     with pytest.raises(error, match=re.escape(said)):
         train_arguments(["--config", str(tmp_path / "job.yaml")])
+
+
+@pytest.mark.parametrize(
+    ("advice", "key", "value"),
+    [
+        ("update_rounding", "update_rounding", "stochastic"),
+        ("rewards", "reward_funcs", ["accuracy_reward", "my_rewards.f"]),
+        ("positions", "max_completion_length", 1008),
+    ],
+)
+def test_advice_from_every_layer_is_taken_as_written_by_the_trl_form(advice, key, value):
+    """What the precision monitor, a resume check and the context check tell the user to change, made inside a trl
+    form command: the flags it names, parsed by this form's parser, set what it says."""
+    from grpo_lite.errors import spelling
+    from grpo_lite.precision.monitor import LOST_UPDATES_HINT
+    from grpo_lite.training.checks import check_positions
+    from grpo_lite.training.run.resume import _SAID
+
+    flags = [f"--{key}", *map(str, value if isinstance(value, list) else [value])]
+    with spelling(trl_spelling):
+        if advice == "positions":
+            with pytest.raises(ConfigError) as caught:
+                check_positions(16, 4096, 1024, "m")
+            said = str(caught.value)
+        else:
+            said = trl_spelling(LOST_UPDATES_HINT if advice == "update_rounding" else _SAID["rewards"](value))
+    assert " ".join(flags) in said and "--set" not in said, said
+    assert parse(["--model_name_or_path", "m", *flags])[0][key] == value

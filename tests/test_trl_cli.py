@@ -384,3 +384,13 @@ def test_advice_from_every_layer_is_taken_as_written_by_the_trl_form(advice, key
             said = trl_spelling(LOST_UPDATES_HINT if advice == "update_rounding" else _SAID["rewards"](value))
     assert " ".join(flags) in said and "--set" not in said, said
     assert parse(["--model_name_or_path", "m", *flags])[0][key] == value
+
+
+def test_the_help_of_the_trl_form_shows_the_defaults(capsys):
+    """Each flag's default as TRL and grpo-lite declare it (it showed the parser's internal mark of an unwritten
+    flag, ``<object object at 0x...>``, for every flag)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model_name_or_path", "m", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert exc.value.code == 0 and "object object" not in text
+    assert "--num_generations" in text and "(default: 8)" in text and "--budget_gb" in text

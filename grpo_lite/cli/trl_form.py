@@ -161,6 +161,8 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], set[str]]:
     naming the closest flag, after the usage, exit code 2."""
 
     parser, args, config = _parser(), list(argv), {}
+    if {"-h", "--help"} & set(args):  # argparse prints the help and exits: with the defaults, not the marks below
+        parser.parse_known_args(args)
     if "--config" in args:
         at = args.index("--config")
         if at + 1 == len(args):

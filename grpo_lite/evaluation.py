@@ -345,12 +345,15 @@ def _reward_batch(
     batch: dict[str, list[Any]], texts: list[str], reward_funcs: Sequence[Callable[..., Any]], tokenizer: Any
 ) -> list[dict[str, Any]]:
     """For a task without a gold: one record per completion with each reward's value (None: not applicable). The
-    rewards get the task's columns and the completions' token ids, as in training."""
+    rewards get the task's columns, the completions (messages after a conversational prompt) and their token ids, as
+    in training."""
     columns = {k: v for k, v in batch.items() if k != "prompt"}
     ids = prompt_lib.completion_token_ids(tokenizer, texts)
+    conversational = isinstance(batch["prompt"][0], list)  # as TRL passes them: the assistant's message
+    completions = [_messages(text) for text in texts] if conversational else texts
     per_func = {
-        getattr(f, "__name__", type(f).__name__): f(prompts=batch["prompt"], completions=texts, completion_ids=ids,
-                                                     **columns)
+        getattr(f, "__name__", type(f).__name__): f(prompts=batch["prompt"], completions=completions,
+                                                     completion_ids=ids, **columns)
         for f in reward_funcs
     }  # fmt: skip
     return [
@@ -389,13 +392,13 @@ class _ModelReward:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         model.config.get_text_config().pad_token_id = self.tokenizer.pad_token_id
 
-    def __call__(self, prompts: list[Any], completions: list[str], **_: Any) -> list[float]:
+    def __call__(self, prompts: list[Any], completions: list[Any], **_: Any) -> list[float]:
         import torch  # heavy: torch, TRL
         from trl import apply_chat_template
 
-        if isinstance(prompts[0], list):  # conversational: the completion is the assistant's message
+        if isinstance(prompts[0], list):  # conversational: prompt and completion messages through the chat template
             texts = [
-                apply_chat_template({"messages": [*p, {"role": "assistant", "content": c}]}, self.tokenizer)["text"]
+                apply_chat_template({"messages": p + _messages(c)}, self.tokenizer)["text"]
                 for p, c in zip(prompts, completions)
             ]
         else:
@@ -405,6 +408,11 @@ class _ModelReward:
         ).to(self.model.device)
         with torch.inference_mode():
             return self.model(**inputs).logits[:, 0].float().tolist()
+
+
+def _messages(completion: str | list[dict[str, str]]) -> list[dict[str, str]]:
+    """A completion as TRL gives it to the rewards of a conversational prompt: the assistant's message."""
+    return completion if isinstance(completion, list) else [{"role": "assistant", "content": completion}]
 
 
 def _summed(values: Iterable[float | None]) -> float | None:

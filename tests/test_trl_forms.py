@@ -307,3 +307,15 @@ def test_evaluate_scores_a_reward_model_as_grpo_trainer_does(tiny_model_dir, rew
         )
         assert set(result.reward_means) == {"tiny-rm", "length_reward"} and result.n == 8
         assert result.reward_unscored == {"tiny-rm": 0, "length_reward": 0}
+
+
+def test_evaluate_gives_a_conversational_task_s_rewards_the_messages_trl_gives(tiny_model_dir):
+    """After a conversational prompt TRL passes each completion as the assistant's message: a reward written as TRL's
+    docs write it (``completion[0]["content"]``) scores in evaluate() as in training (it raised: a string's [0])."""
+    from grpo_lite.evaluation import evaluate
+
+    def letters(completions, **kwargs):
+        return [float(len(completion[0]["content"])) for completion in completions]
+
+    result = evaluate(str(tiny_model_dir), _quick_start_rows(), split="train", rewards=[letters], max_new_tokens=4)
+    assert result.n == 8 and result.reward_unscored == {"letters": 0} and result.reward_means["letters"] > 0

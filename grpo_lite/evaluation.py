@@ -350,7 +350,7 @@ def _reward_batch(
     columns = {k: v for k, v in batch.items() if k != "prompt"}
     ids = prompt_lib.completion_token_ids(tokenizer, texts)
     conversational = isinstance(batch["prompt"][0], list)  # as TRL passes them: the assistant's message
-    completions = [_messages(text) for text in texts] if conversational else texts
+    completions = [[{"role": "assistant", "content": text}] for text in texts] if conversational else texts
     per_func = {
         getattr(f, "__name__", type(f).__name__): f(prompts=batch["prompt"], completions=completions,
                                                      completion_ids=ids, **columns)
@@ -393,26 +393,11 @@ class _ModelReward:
         model.config.get_text_config().pad_token_id = self.tokenizer.pad_token_id
 
     def __call__(self, prompts: list[Any], completions: list[Any], **_: Any) -> list[float]:
-        import torch  # heavy: torch, TRL
-        from trl import apply_chat_template
+        import torch  # heavy: torch
 
-        if isinstance(prompts[0], list):  # conversational: prompt and completion messages through the chat template
-            texts = [
-                apply_chat_template({"messages": p + _messages(c)}, self.tokenizer)["text"]
-                for p, c in zip(prompts, completions)
-            ]
-        else:
-            texts = [p + c for p, c in zip(prompts, completions)]
-        inputs = self.tokenizer(
-            text=texts, return_tensors="pt", padding=True, padding_side="right", add_special_tokens=False
-        ).to(self.model.device)
+        inputs = prompt_lib.reward_model_inputs(self.tokenizer, prompts, completions).to(self.model.device)
         with torch.inference_mode():
             return self.model(**inputs).logits[:, 0].float().tolist()
-
-
-def _messages(completion: str | list[dict[str, str]]) -> list[dict[str, str]]:
-    """A completion as TRL gives it to the rewards of a conversational prompt: the assistant's message."""
-    return completion if isinstance(completion, list) else [{"role": "assistant", "content": completion}]
 
 
 def _summed(values: Iterable[float | None]) -> float | None:

@@ -1,10 +1,41 @@
-"""Errors a user can fix. The CLI prints them as one line and exits with code 2."""
+"""Errors a user can fix. The CLI prints them as one line and exits with code 2.
+
+A message says what to change in grpo-lite's own spelling (``--set key=value``, ``--budget-gb``, ``key=value`` in
+Python). A command started in another form sets :data:`SPELLING` for its run (``grpo-lite train`` in ``trl grpo``'s
+form: ``grpo_lite.cli.trl_form.trl_spelling``): every error made meanwhile, and every line the run prints
+(:func:`spelled`), then names the flags as that command takes them.
+"""
 
 from __future__ import annotations
+
+import contextlib
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator
+
+SPELLING: ContextVar[Callable[[str], str] | None] = ContextVar("grpo_lite_spelling", default=None)
+
+
+def spelled(text: str) -> str:
+    """``text`` in the spelling of the command that runs (:data:`SPELLING`), else as written."""
+    respell = SPELLING.get()
+    return text if respell is None else respell(text)
+
+
+@contextlib.contextmanager
+def spelling(respell: Callable[[str], str]) -> Iterator[None]:
+    """Messages made inside the block are spelled by ``respell`` (the form the user's command was written in)."""
+    token = SPELLING.set(respell)
+    try:
+        yield
+    finally:
+        SPELLING.reset(token)
 
 
 class GrpoLiteError(Exception):
     """Base class: the message says what was wrong and what to change."""
+
+    def __init__(self, message: str = "", *args: Any) -> None:
+        super().__init__(spelled(message), *args)
 
 
 class ConfigError(GrpoLiteError, ValueError):

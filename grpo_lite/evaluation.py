@@ -24,6 +24,7 @@ from grpo_lite.errors import ConfigError, ModelError
 from grpo_lite.memory.models import resolve_model
 from grpo_lite.memory.step_settings import load_dtype
 from grpo_lite.recipe.values import typed
+from grpo_lite.rewards.registry import reward_name
 from grpo_lite.run_record import RUN_RECORD, read_run_record
 from grpo_lite.settings import check
 from grpo_lite.training.checks import check_positions
@@ -193,6 +194,30 @@ def load_for_eval(model: str | os.PathLike) -> tuple[Any, Any]:
     return load_model(spec.model_id, **place), tokenizer
 
 
+def _run_rewards(path: Path) -> list[str] | None:
+    """The rewards a run was trained with (run.json's, for a run folder or its ``final/``), by the names evaluate()
+    takes; None when ``path`` is not a run's.
+
+    Raises:
+        ConfigError: one of them cannot be rebuilt from its name (a reward model, the user's own function).
+    """
+    folder = path if (path / RUN_RECORD).is_file() else path.parent
+    if not (folder / RUN_RECORD).is_file() or folder not in (path, path.parent if path.name == "final" else None):
+        return None
+    record, _ = read_run_record(folder, keep_corrupt=False)
+    trained = [str(name) for name in (record or {}).get("rewards") or []]  # type: ignore[attr-defined]
+    by_name = {spec.func.__name__: key for key, spec in reward_lib.REWARDS.items()}
+    names = [by_name.get(name, name) for name in trained]
+    lost = [name for name in names if name not in reward_lib.REWARDS and name not in reward_lib.TRL_REWARDS]
+    if lost:
+        raise ConfigError(
+            f"{folder} was trained with the rewards {', '.join(trained)}; {', '.join(lost)} cannot be rebuilt from "
+            "its run.json (a reward model or your own function is recorded by name only): pass the rewards to score "
+            "with (rewards=[...]; --reward NAME, a reward model's folder or module:function, once per reward)"
+        )
+    return names or None
+
+
 def _run_model(run_dir: Path) -> Path:
     """The model a run saved (its ``final/`` folder).
 
@@ -320,12 +345,15 @@ def _reward_batch(
     batch: dict[str, list[Any]], texts: list[str], reward_funcs: Sequence[Callable[..., Any]], tokenizer: Any
 ) -> list[dict[str, Any]]:
     """For a task without a gold: one record per completion with each reward's value (None: not applicable). The
-    rewards get the task's columns and the completions' token ids, as in training."""
+    rewards get the task's columns, the completions (messages after a conversational prompt) and their token ids, as
+    in training."""
     columns = {k: v for k, v in batch.items() if k != "prompt"}
     ids = prompt_lib.completion_token_ids(tokenizer, texts)
+    conversational = isinstance(batch["prompt"][0], list)  # as TRL passes them: the assistant's message
+    completions = [[{"role": "assistant", "content": text}] for text in texts] if conversational else texts
     per_func = {
-        getattr(f, "__name__", type(f).__name__): f(prompts=batch["prompt"], completions=texts, completion_ids=ids,
-                                                     **columns)
+        getattr(f, "__name__", type(f).__name__): f(prompts=batch["prompt"], completions=completions,
+                                                     completion_ids=ids, **columns)
         for f in reward_funcs
     }  # fmt: skip
     return [
@@ -337,6 +365,39 @@ def _reward_batch(
         }
         for i, text in enumerate(texts)
     ]
+
+
+def _is_model(func: Any) -> bool:
+    import torch  # heavy: torch (loaded with the model already)
+
+    return isinstance(func, torch.nn.Module)
+
+
+class _ModelReward:
+    """A reward model scored as GRPOTrainer scores one, with TRL's signature: each prompt with its completion (through
+    the chat template for conversational prompts) in the model's own tokenizer, padded on the right, its one logit."""
+
+    def __init__(self, model: Any) -> None:
+        from transformers import AutoTokenizer  # heavy: transformers
+
+        self.model, self.__name__ = model.eval(), reward_name(model)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(model.name_or_path)
+        except Exception as exc:  # a model object built in memory, a folder without a tokenizer
+            raise ConfigError(
+                f"rewards: the reward model {self.__name__!r} has no tokenizer to load ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())[:160]}); save the model with its tokenizer and pass its folder"
+            ) from None
+        if self.tokenizer.pad_token_id is None:  # as GRPOTrainer: the reward is read at the last token not padded
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        model.config.get_text_config().pad_token_id = self.tokenizer.pad_token_id
+
+    def __call__(self, prompts: list[Any], completions: list[Any], **_: Any) -> list[float]:
+        import torch  # heavy: torch
+
+        inputs = prompt_lib.reward_model_inputs(self.tokenizer, prompts, completions).to(self.model.device)
+        with torch.inference_mode():
+            return self.model(**inputs).logits[:, 0].float().tolist()
 
 
 def _summed(values: Iterable[float | None]) -> float | None:
@@ -416,6 +477,8 @@ def evaluate(
     check("batch_size", batch_size)
     check("max_new_tokens", max_new_tokens)
     stops = typed("stop_strings", TRAINER.stop_strings if stop_strings is None else stop_strings)  # as train()'s
+    if rewards is None and isinstance(model, (str, os.PathLike)):  # a run's own rewards score its model
+        rewards = _run_rewards(Path(model))
     model, tokenizer, name = _model_and_tokenizer(model, tokenizer)
     style = prompt_style or prompt_lib.PromptStyle()
     task = load_task(
@@ -433,7 +496,8 @@ def evaluate(
     context = model_context(getattr(model, "config", None), tokenizer)
     if len(data):  # as training checks its prompts: past the context, a model decodes noise
         check_positions(measure_prompt_tokens(data, tokenizer), max_new_tokens, context, name, "max_new_tokens")
-    reward_funcs = reward_lib.check_rewards(reward_lib.resolve_rewards(rewards), steps=False)  # as in training
+    funcs = [_ModelReward(f) if _is_model(f) else f for f in reward_lib.resolve_rewards(rewards)]
+    reward_funcs = reward_lib.check_rewards(funcs, steps=False)  # as in training
     soft_format = reward_lib.get_reward("soft_format")
 
     def score(batch: dict[str, list[Any]], texts: list[str]) -> list[dict[str, Any]]:

@@ -5,7 +5,7 @@ definition of a decision appears (each finder is also shown to find one in a mad
 - the bf16 autocast flag: ``StepSettings.resolve``;
 - the update-rounding default: ``memory/step_settings.py: default_update_rounding``;
 - the method names: the ``Method`` literal and ``METHODS`` beside it (``grpo_lite/settings.py``);
-- the prompt tokenisation rule: ``data/prompts.py: prompt_token_ids``;
+- the prompt tokenisation rule: ``data/prompts.py: prompt_token_ids`` (a reward model's: ``reward_model_inputs``);
 - TRL's objects built from a recipe: GRPOConfig in ``recipe/recipe.py``, BitsAndBytesConfig in
   ``memory/keywords.py`` (the meta model of the tracer builds it too), and the trainer built from a recipe, never
   from a plan;
@@ -233,6 +233,7 @@ DECISIONS = {
             ("grpo_lite/data/prompts.py", "adds_bos_token"),
             ("grpo_lite/data/prompts.py", "render_prompt"),
             ("grpo_lite/data/prompts.py", "completion_token_ids"),
+            ("grpo_lite/data/prompts.py", "reward_model_inputs"),
         },
     ),
     "load dtype names": (name_lists(DTYPES), {("grpo_lite/settings.py", "")}),

@@ -5,12 +5,13 @@ planned; what grpo-lite cannot plan, and an unknown flag, are one line, exit cod
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from grpo_lite import ConfigError, DataError
 from grpo_lite.cli import main
-from grpo_lite.cli.trl_form import is_trl_form, parse, train_arguments
+from grpo_lite.cli.trl_form import is_trl_form, parse, train_arguments, trl_spelling
 
 # the settings of a job the tiny model runs in a second: 4 completions of 8 tokens, one step
 JOB = {
@@ -238,8 +239,158 @@ def test_use_peft_false_trains_every_weight_and_a_misfit_names_the_rung_that_fit
     asked = {"device": "cuda", "budget_gb": 8, "max_prompt_length": 256}
     said = _other_method("full", spec, "gsm8k", asked)
     assert said.startswith("method=full does not fit; the planner's galore") and said.endswith(
-        "pass method=galore (trl grpo's form: --method galore). "
+        "pass --method galore (Python: method='galore'). "
     )  # GaLore trains every weight too: the rung a use_peft false job can take
+    assert trl_spelling(said).endswith("pass --method galore (Python: method='galore'). ")
     said = _other_method("galore", spec, "gsm8k", {**asked, "budget_gb": 4})
-    assert said.endswith("rung fits, peak 3.31 GiB: pass method=lora (trl grpo's form: --use_peft). ")
+    assert said.endswith("rung fits, peak 3.31 GiB: pass --method lora (Python: method='lora'). ")
+    assert trl_spelling(said).endswith("rung fits, peak 3.31 GiB: pass --use_peft (Python: method='lora'). ")
     assert _other_method("full", spec, "gsm8k", {**asked, "budget_gb": 1}) == ""  # nothing fits 1 GB: no rung named
+
+
+# ---- what the run says to change, spelled as the trl form takes it -------------------------------------------
+def _named_flags(line: str) -> list[str]:
+    """The flags a line names for the run's command: ``--key value`` pairs, up to the Python spelling."""
+    return line.split(" (Python")[0].split(": ")[-1].split()
+
+
+def test_a_job_that_does_not_fit_says_what_to_change_in_the_trl_form(tiny_model_dir, job, tmp_path, capsys):
+    """The planner's advice names the settings as flags of this form (not grpo-lite's ``--set key=value``) and the
+    launch as accelerate's; an error made after the command is spelled as grpo-lite's own again."""
+    out = tmp_path / "run"
+    argv = ["train", "--model_name_or_path", str(tiny_model_dir), "--dataset_name", str(job), "--budget_gb", "1"]
+    argv += ["--reward_funcs", "accuracy_reward", *_flags({"num_generations": 64, "max_completion_length": 1000})]
+    argv += ["--per_device_train_batch_size", "64"]
+    assert main([*argv, "--output_dir", str(out)]) == 2 and not out.exists()
+    err = capsys.readouterr().err.strip()
+    assert "smallest budget that fits is 22 GB" in err and "--set" not in err and "--num-processes" not in err
+    assert "(--key value; Python: key=value)" in err
+    assert "(accelerate launch --num_processes N -m grpo_lite train ..., with an accelerate --config_file" in err
+    assert str(ConfigError("lower it: --set num_generations=4")) == "lower it: --set num_generations=4"
+
+
+HEALTH_REWARDS = '''
+def same_for_all(completions, **kwargs):
+    """One score for every completion: no group has an advantage."""
+    return [1.0] * len(completions)
+'''
+
+
+@pytest.mark.slow
+def test_a_health_remedy_of_a_trl_form_run_works_as_written_in_that_form(tiny_model_dir, job, tmp_path, monkeypatch):
+    """Every completion cut at 4 tokens, every group one score: the remedies (the line and run.json) name the
+    planner's numbers as this form's flags, and those flags are taken by this form's parser as written."""
+    from dataclasses import replace
+
+    from grpo_lite.training.report import health
+
+    monkeypatch.setattr(health, "HEALTH", replace(health.HEALTH, window_steps=3))
+    (tmp_path / "my_health.py").write_text(HEALTH_REWARDS)
+    out = tmp_path / "run"
+    argv = ["train", "--model_name_or_path", str(tiny_model_dir), "--dataset_name", str(job)]
+    argv += ["--reward_funcs", "my_health.same_for_all", *_flags({**JOB, "max_completion_length": 4})]
+    assert main([*argv, "--max_steps", "3", "--output_dir", str(out)]) == 0
+    events = json.loads((out / "run.json").read_text())["events"]
+    remedies = {e["finding"]: e["remedy"] for e in events if e["event"] == "health"}
+    assert set(remedies) == {"length_cut", "zero_spread"} and "--set" not in " ".join(remedies.values())
+    for remedy in remedies.values():
+        flags = _named_flags(remedy.split("; or ")[0])
+        values, written = parse(["--model_name_or_path", "m", *flags])
+        names = {flag[2:] for flag in flags if flag.startswith("--")}
+        assert names and names <= written, remedy
+        assert all(str(values[name]) == flags[flags.index(f"--{name}") + 1] for name in names)
+    assert int(remedies["length_cut"].split("--max_completion_length ")[1].split()[0]) > 4
+
+
+# ---- TRL's dataset mixtures (datasets: in the YAML) ------------------------------------------------------------
+def _mixture_job(tmp_path, job, **more) -> list[str]:
+    """A trl grpo YAML whose data is a mixture of two local files, three quarters from the first."""
+    doubled = tmp_path / "doubled.jsonl"
+    rows = [{"prompt": [{"role": "user", "content": f"What is {i} * 2?"}], "solution": f"${2 * i}$"} for i in range(8)]
+    doubled.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    datasets = [
+        {"path": "json", "data_files": str(job), "columns": ["prompt", "solution"], "fraction": 0.75},
+        {"path": "json", "data_files": str(doubled), "fraction": 0.25},
+    ]
+    config = {"model_name_or_path": "m", "reward_funcs": ["accuracy_reward"], "datasets": datasets, **more}
+    (tmp_path / "job.yaml").write_text(json.dumps(config))
+    return ["--config", str(tmp_path / "job.yaml")]
+
+
+def test_a_datasets_mixture_is_loaded_as_trl_grpo_loads_it(job, tmp_path):
+    """TRL's get_dataset: each entry's rows (its columns), the fractions as shares of the largest mixture that
+    oversamples none (8 and 8 rows at 3:1: 8 + 3); with dataset_name too, the mixture is the data, as in trl grpo."""
+    dataset = train_arguments(_mixture_job(tmp_path, job, dataset_name="ignored.jsonl"))["dataset"]
+    questions = [row["prompt"][0]["content"] for row in dataset]
+    assert questions == [f"What is {i} + 1?" for i in range(8)] + [f"What is {i} * 2?" for i in range(3)]
+    assert dataset.column_names == ["prompt", "solution"]
+
+
+def test_a_datasets_mixture_trains(tiny_model_dir, job, tmp_path):
+    out = tmp_path / "run"
+    argv = _mixture_job(tmp_path, job)
+    config = json.loads((tmp_path / "job.yaml").read_text())
+    (tmp_path / "job.yaml").write_text(
+        json.dumps({**config, **JOB, "model_name_or_path": str(tiny_model_dir), "max_steps": 1, "output_dir": str(out)})
+    )
+    assert main(["train", *argv]) == 0
+    record = json.loads((out / "run.json").read_text())
+    assert record["steps"] == 1 and record["rewards"] == ["accuracy_reward"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "more", "error", "said"),
+    [
+        ({"path": "owner/name"}, {}, DataError, "datasets: path 'owner/name' is a Hugging Face hub id and loading it "
+         "needs the hub (HF_HUB_OFFLINE is set); pass a local copy"),
+        ({"path": "json", "data_files": "missing.jsonl"}, {}, DataError, "datasets: the mixture does not load"),
+        ({"path": "json", "data_files": "{job}"}, {"streaming": True}, ConfigError, "--streaming: grpo-lite measures"),
+        ({"path": "json", "data_files": "{job}"}, {"dataset_train_split": "test"}, DataError,
+         "--dataset_train_split test: the datasets: mixture has the splits train; name one"),
+    ],
+)  # fmt: skip
+def test_a_datasets_mixture_that_cannot_run_is_one_line(entry, more, error, said, job, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    entry = {key: value.format(job=job) for key, value in entry.items()}
+    config = {"model_name_or_path": "m", "datasets": [entry], **more}
+    (tmp_path / "job.yaml").write_text(json.dumps(config))
+    with pytest.raises(error, match=re.escape(said)):
+        train_arguments(["--config", str(tmp_path / "job.yaml")])
+
+
+@pytest.mark.parametrize(
+    ("advice", "key", "value"),
+    [
+        ("update_rounding", "update_rounding", "stochastic"),
+        ("rewards", "reward_funcs", ["accuracy_reward", "my_rewards.f"]),
+        ("positions", "max_completion_length", 1008),
+    ],
+)
+def test_advice_from_every_layer_is_taken_as_written_by_the_trl_form(advice, key, value):
+    """What the precision monitor, a resume check and the context check tell the user to change, made inside a trl
+    form command: the flags it names, parsed by this form's parser, set what it says."""
+    from grpo_lite.errors import spelling
+    from grpo_lite.precision.monitor import LOST_UPDATES_HINT
+    from grpo_lite.training.checks import check_positions
+    from grpo_lite.training.run.resume import _SAID
+
+    flags = [f"--{key}", *map(str, value if isinstance(value, list) else [value])]
+    with spelling(trl_spelling):
+        if advice == "positions":
+            with pytest.raises(ConfigError) as caught:
+                check_positions(16, 4096, 1024, "m")
+            said = str(caught.value)
+        else:
+            said = trl_spelling(LOST_UPDATES_HINT if advice == "update_rounding" else _SAID["rewards"](value))
+    assert " ".join(flags) in said and "--set" not in said, said
+    assert parse(["--model_name_or_path", "m", *flags])[0][key] == value
+
+
+def test_the_help_of_the_trl_form_shows_the_defaults(capsys):
+    """Each flag's default as TRL and grpo-lite declare it (it showed the parser's internal mark of an unwritten
+    flag, ``<object object at 0x...>``, for every flag)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--model_name_or_path", "m", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert exc.value.code == 0 and "object object" not in text
+    assert "--num_generations" in text and "(default: 8)" in text and "--budget_gb" in text

@@ -48,6 +48,10 @@ def test_the_grpo_trainer_quick_start_shape_and_model_init_kwargs(tiny_model_dir
     assert result.model.config._attn_implementation == "eager"
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["rewards"] == ["accuracy_reward"] and "rewards/accuracy_reward/mean" in record["history"][0]
+    from grpo_lite.evaluation import evaluate
+
+    scores = evaluate(tmp_path / "run", _quick_start_rows(), split="train", limit=2, max_new_tokens=2)
+    assert list(scores.reward_means) == ["accuracy_reward"]  # the run's own rewards, read from its run.json
 
 
 def test_model_init_kwargs_reach_from_pretrained_and_their_dtype_is_the_plans(tiny_model_dir, monkeypatch):
@@ -163,6 +167,14 @@ def test_a_reward_model_folder_scores_and_is_planned_for(tiny_model_dir, reward_
     weights = sum(t.nbytes for t in (*loaded.parameters(), *loaded.buffers()))
     components = {c.name: c.bytes for c in result.plan.estimate.phases[0].components}
     assert components["reward_models"] == weights
+    from grpo_lite.evaluation import evaluate
+
+    said = "was trained with the rewards length_reward, tiny-rm; tiny-rm cannot be rebuilt from its run.json"
+    for run in (tmp_path / "run", tmp_path / "run" / "final"):
+        with pytest.raises(ConfigError, match=said):
+            evaluate(run, "synthetic", limit=2, max_new_tokens=2)
+    scores = evaluate(tmp_path / "run", "synthetic", limit=2, max_new_tokens=2, rewards=[str(reward_model_dir)])
+    assert scores.n == 2 and scores.n_unscored == 0 and scores.graded
 
 
 def test_a_reward_model_object_with_its_processing_class(tiny_model_dir, reward_model_dir):
@@ -231,3 +243,78 @@ def test_the_plan_prices_a_reward_model_beside_the_policy(tiny_model_dir):
     beside = plan(str(tiny_model_dir), device="cpu", reward_model_bytes=2**30)
     assert beside.estimate.total_bytes - alone.estimate.total_bytes == pytest.approx(2**30, rel=0.01)
     assert "reward_model_bytes" not in beside.settings
+
+
+def _counted_loads(monkeypatch) -> list[str]:
+    """Each reward model's weights loaded from now on (AutoModelForSequenceClassification.from_pretrained)."""
+    from transformers import AutoModelForSequenceClassification
+
+    loads, load = [], AutoModelForSequenceClassification.from_pretrained.__func__
+
+    def counted(cls, name, *args, **kwargs):
+        loads.append(str(name))
+        return load(cls, name, *args, **kwargs)
+
+    monkeypatch.setattr(AutoModelForSequenceClassification, "from_pretrained", classmethod(counted))
+    return loads
+
+
+def test_the_cli_loads_a_reward_model_folder_once(tiny_model_dir, reward_model_dir, tmp_path, monkeypatch):
+    """trl grpo's --reward_model_name_or_path (one load for the run); the launcher of --num-processes 2 checks the
+    rewards before it starts the ranks without loading the weights (each rank loads its own), and still refuses a
+    folder that holds no model in one line."""
+    from grpo_lite.cli import main, relaunch
+
+    loads = _counted_loads(monkeypatch)
+    out = tmp_path / "run"
+    argv = ["train", "--model_name_or_path", str(tiny_model_dir), "--dataset_name", "synthetic", "--output_dir"]
+    argv += [str(out), "--reward_model_name_or_path", str(reward_model_dir), "--reward_funcs", "length"]
+    argv += ["--num_generations", "4", "--per_device_train_batch_size", "4", "--max_completion_length", "8"]
+    assert main([*argv, "--max_steps", "1", "--save_strategy", "no", "--quiet", "true"]) == 0
+    assert loads == [str(reward_model_dir)]
+    assert json.loads((out / "run.json").read_text())["rewards"] == ["tiny-rm", "length_reward"]
+
+    launched = []
+    monkeypatch.setattr(relaunch, "maybe_relaunch", lambda args: launched.append(args) or 0)
+    argv = ["train", str(tiny_model_dir), "--dataset", "synthetic", "--num-processes", "2", "--reward", "length"]
+    argv += ["--output-dir"]
+    assert main([*argv, str(tmp_path / "two"), "--reward", str(reward_model_dir)]) == 0
+    assert len(launched) == 1 and loads == [str(reward_model_dir)]  # none by the launcher
+    (tmp_path / "empty").mkdir()
+    assert main([*argv, str(tmp_path / "two"), "--reward", str(tmp_path / "empty")]) == 2
+    assert len(launched) == 1
+
+
+def test_evaluate_scores_a_reward_model_as_grpo_trainer_does(tiny_model_dir, reward_model_dir, tmp_path):
+    """A reward model (its folder or the object) is a reward of evaluate() too: the prompt and completion through its
+    tokenizer, its one logit, named as TRL logs it; a score does not depend on the batch it is padded in."""
+    from transformers import AutoModelForSequenceClassification
+
+    from grpo_lite.evaluation import _ModelReward, evaluate
+
+    prompts = [[{"role": "user", "content": q}] for q in ("What is 1 + 1?", "Name a color of the sky at noon, please.")]
+    texts = ["2", "It is blue, most of the time, unless clouds cover it."]
+    model = AutoModelForSequenceClassification.from_pretrained(reward_model_dir, num_labels=1)
+    score = _ModelReward(model)
+    together = score(prompts, texts)
+    alone = [score([p], [t])[0] for p, t in zip(prompts, texts)]
+    assert together == pytest.approx(alone, abs=1e-5) and together[0] != pytest.approx(together[1], abs=1e-6)
+    dataset = _quick_start_rows().select_columns(["prompt"])
+    for reward in (str(reward_model_dir), model):
+        result = evaluate(
+            str(tiny_model_dir), dataset, split="train", rewards=[reward, "length"], max_new_tokens=4, batch_size=3
+        )
+        assert set(result.reward_means) == {"tiny-rm", "length_reward"} and result.n == 8
+        assert result.reward_unscored == {"tiny-rm": 0, "length_reward": 0}
+
+
+def test_evaluate_gives_a_conversational_task_s_rewards_the_messages_trl_gives(tiny_model_dir):
+    """After a conversational prompt TRL passes each completion as the assistant's message: a reward written as TRL's
+    docs write it (``completion[0]["content"]``) scores in evaluate() as in training (it raised: a string's [0])."""
+    from grpo_lite.evaluation import evaluate
+
+    def letters(completions, **kwargs):
+        return [float(len(completion[0]["content"])) for completion in completions]
+
+    result = evaluate(str(tiny_model_dir), _quick_start_rows(), split="train", rewards=[letters], max_new_tokens=4)
+    assert result.n == 8 and result.reward_unscored == {"letters": 0} and result.reward_means["letters"] > 0

@@ -116,10 +116,12 @@ def run(args: argparse.Namespace) -> int:
 def run_trl(args: argparse.Namespace) -> int:
     """``grpo-lite train`` with ``trl grpo``'s arguments (:mod:`grpo_lite.cli.trl_form`): one train() call."""
     from grpo_lite.api import train
-    from grpo_lite.cli.trl_form import train_arguments
+    from grpo_lite.cli.trl_form import train_arguments, trl_spelling
+    from grpo_lite.errors import spelling
 
     kwargs = train_arguments(args.trl_argv)
-    return _trained(args, lambda: train(**kwargs), kwargs.get("output_dir"))
+    with spelling(trl_spelling):  # what the run says to change, spelled as this command takes it
+        return _trained(args, lambda: train(**kwargs), kwargs.get("output_dir"))
 
 
 def _trained(args: argparse.Namespace, call: Callable[[], Any], output_dir: Any) -> int:
@@ -175,7 +177,7 @@ def _check_before_launch(args: argparse.Namespace, overrides: dict[str, Any], re
     from grpo_lite.training.run.folder import check_output_dir, guard_output_dir
     from grpo_lite.training.run.lock import RunLock
 
-    check_overrides(overrides, n_rewards=len(resolve_rewards(args.rewards)))
+    check_overrides(overrides, n_rewards=len(resolve_rewards(args.rewards, weights=False)))  # each rank loads them
     if recipe is None:  # the run train() will make: the flags and --set as a recipe, the preset the planner's
         recipe = Recipe(args.model, None, dataset=args.dataset, seed=args.seed, answer_kind=args.answer_kind)
         recipe = recipe.with_overrides(**overrides)

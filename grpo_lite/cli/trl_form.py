@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 import typing
 from dataclasses import field
 from pathlib import Path
@@ -60,6 +61,47 @@ def _parser_field(f: dataclasses.Field[Any]) -> Any:
     return field(default=None if f.default is PLANNER else f.default, metadata=meta)
 
 
+# A grpo-lite command inside a message (grpo-lite plan MODEL --budget-gb N ...) is written in its own form: kept
+_COMMAND = re.compile(r"(grpo-lite (?:train|plan|eval|export|demo|presets)\b[^;),]*)")
+
+
+def _spelled_rules() -> list[tuple[str, Any]]:
+    """grpo-lite's spelling of a change -> trl grpo's, in order: the launch, the rewards, a GRPOConfig field (a flag
+    of its own), the method as ModelConfig's flags, then each of grpo-lite's own flags by its field's name."""
+    own = [
+        (rf"{re.escape(s.flag)}(?![\w-])", f"--{name}")
+        for name, s in settings.flags().items()
+        if s.flag is not None and s.flag != f"--{name}" and name not in NOT_FLAGS
+    ]
+    return [
+        ("--num-processes N with --sharding", "accelerate launch --num_processes N -m grpo_lite train ..., with an "
+         "accelerate --config_file for ZeRO or FSDP"),
+        (r"--reward (\S+)((?: --reward \S+)*)", lambda m: "--reward_funcs " + m[0].replace("--reward ", "")),
+        (r"--set (\w+)=([^\s,;)]*)", r"--\1 \2"),
+        (r"pass --method lora\b", "pass --use_peft"),
+        (r"pass --method qlora\b", "pass --use_peft --load_in_4bit"),
+        (r"--dataset(?![\w-])", "--dataset_name"),
+        *own,
+    ]  # fmt: skip
+
+
+def trl_spelling(text: str) -> str:
+    """A message's advice as ``grpo-lite train`` in trl grpo's form takes it: ``--set key=value`` is ``--key value``,
+    ``--budget-gb`` is ``--budget_gb``, ``--reward a --reward b`` is ``--reward_funcs a b``; a ``grpo-lite``
+    command it quotes stays in its own form (:data:`grpo_lite.errors.SPELLING` is set to this for the run).
+
+    >>> trl_spelling("lower it (--set max_completion_length=256; Python: max_completion_length=256)")
+    'lower it (--max_completion_length 256; Python: max_completion_length=256)'
+    >>> trl_spelling("--budget-gb 24, or check: grpo-lite plan M --budget-gb 24; --reward a --reward b")
+    '--budget_gb 24, or check: grpo-lite plan M --budget-gb 24; --reward_funcs a b'
+    """
+    parts = _COMMAND.split(text)
+    for i in range(0, len(parts), 2):  # the odd parts are grpo-lite commands
+        for pattern, spelled in _spelled_rules():
+            parts[i] = re.sub(pattern, spelled, parts[i])
+    return "".join(parts)
+
+
 # GRPOConfig fields that are train()'s own arguments of the same name
 OWN_ARGUMENTS = ("output_dir", "seed", "max_steps")
 
@@ -101,16 +143,12 @@ def _parser() -> TrlParser:
 
 
 def _types() -> list[Any]:
-    """trl grpo's argument dataclasses in its order (script, GRPOConfig, model), then grpo-lite's."""
-    from trl import GRPOConfig  # heavy: TRL's trainer
+    """trl grpo's argument dataclasses in its order (script, GRPOConfig, model, dataset mixture), then grpo-lite's."""
+    from trl import DatasetMixtureConfig, GRPOConfig  # heavy: TRL's trainer
 
     script, model = _script_types()
-    return [
-        script,
-        GRPOConfig,
-        model,
-        _lite_arguments({f.name for c in (script, GRPOConfig, model) for f in dataclasses.fields(c)}),
-    ]
+    theirs = (script, GRPOConfig, model, DatasetMixtureConfig)
+    return [*theirs, _lite_arguments({f.name for c in theirs for f in dataclasses.fields(c)})]
 
 
 def _field_names(parser: TrlParser) -> list[str]:
@@ -123,6 +161,8 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], set[str]]:
     naming the closest flag, after the usage, exit code 2."""
 
     parser, args, config = _parser(), list(argv), {}
+    if {"-h", "--help"} & set(args):  # argparse prints the help and exits: with the defaults, not the marks below
+        parser.parse_known_args(args)
     if "--config" in args:
         at = args.index("--config")
         if at + 1 == len(args):
@@ -183,7 +223,10 @@ def train_arguments(argv: list[str]) -> dict[str, Any]:
     rewards = [script.reward_model_name_or_path] if script.reward_model_name_or_path else []
     rewards += script.reward_funcs or []
     kwargs = {**lite, **{key: trl.pop(key) for key in OWN_ARGUMENTS if key in trl}, **trl}
-    if script.dataset_name is not None:
+    mixture = _instance(_types()[3], values)
+    if mixture.datasets:  # trl grpo's rule: the mixture, dataset_name ignored
+        kwargs["dataset"] = _mixture(mixture, script.dataset_train_split)
+    elif script.dataset_name is not None:
         kwargs["dataset"] = _dataset(script.dataset_name, script.dataset_config, script.dataset_train_split)
     if model.use_peft:
         from trl import get_peft_config
@@ -220,6 +263,7 @@ UNPLANNED: dict[str, tuple[Any, str]] = {
     "bnb_4bit_quant_storage": (None, "grpo-lite's NF4 storage is the one its plan prices; drop it"),
     "dataset_streaming": (False, "grpo-lite measures every prompt before it plans; drop it (or save a slice to a "
                           "file)"),
+    "streaming": (False, "grpo-lite measures every prompt of the datasets: mixture before it plans; drop it"),
     "max_tool_calling_iterations": (None, "grpo-lite does not plan tool calls (trl grpo takes no tools either); drop "
                                     "it"),
 }  # fmt: skip
@@ -255,3 +299,33 @@ def _dataset(name: str, config: str | None, split: str) -> Any:
             f"--dataset_name {name} --dataset_config {config} --dataset_train_split {split}: cannot load it ({why}); "
             "save that split to a local jsonl file and pass its path as --dataset_name"
         ) from None
+
+
+def _mixture(mixture: Any, split: str) -> Any:
+    """trl grpo's dataset mixture (``datasets:`` in the YAML) loaded as it loads one (TRL's ``get_dataset``: each
+    entry through ``datasets.load_dataset``, its columns and fractions, an optional test split), its ``split``.
+
+    Raises:
+        DataError: an entry does not load (a hub id offline: the hub's one line), or no such split.
+    """
+    from trl import get_dataset  # heavy: TRL
+
+    from grpo_lite.data.loaders import is_hub_id, needs_hub
+
+    try:
+        loaded = get_dataset(mixture)
+    except Exception as exc:  # offline, no such file or config, fractions set for some entries only
+        hub = [entry.path for entry in mixture.datasets if is_hub_id(entry.path) and not Path(entry.path).exists()]
+        if hub and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+            instead = "write it as an entry of datasets: with path: json and data_files: train.jsonl"
+            raise needs_hub(hub[0], "train", exc, f"datasets: path {hub[0]!r}", instead) from None
+        why = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise DataError(
+            f"datasets: the mixture does not load ({type(exc).__name__}: {why}); give each entry a path that "
+            "datasets.load_dataset reads (a local folder, or path: json with data_files: FILE)"
+        ) from None
+    if split not in loaded:
+        raise DataError(
+            f"--dataset_train_split {split}: the datasets: mixture has the splits {', '.join(loaded)}; name one"
+        )
+    return loaded[split]

@@ -275,6 +275,19 @@ def is_hub_id(name: str) -> bool:
     )
 
 
+def needs_hub(hub_id: str, split: str, exc: Exception, named: str = "", instead: str = "") -> DataError:
+    """The one line for a hub dataset that did not load here: it needs the hub, and how to pass a local copy.
+    ``named``: how the user wrote it (default ``dataset='owner/name'``); ``instead``: where the copy goes."""
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    why = "HF_HUB_OFFLINE is set" if offline else f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+    instead = instead or "pass dataset='train.jsonl', or pass the datasets.Dataset itself"
+    return DataError(
+        f"{named or f'dataset={hub_id!r}'} is a Hugging Face hub id and loading it needs the hub ({why}); pass a "
+        f"local copy: save it where the hub is reachable (datasets.load_dataset({hub_id!r}, split={split!r})"
+        f".to_json('train.jsonl')) and {instead}"
+    )
+
+
 def _hub_rows(hub_id: str, split: DataSplit) -> Rows:
     """A hub dataset's ``split``, as ``trl grpo --dataset_name`` loads it (``datasets.load_dataset``)."""
     try:
@@ -282,13 +295,7 @@ def _hub_rows(hub_id: str, split: DataSplit) -> Rows:
 
         hub = hf_load_dataset(hub_id, split=split)
     except Exception as exc:  # offline, not cached, hub errors: all mean "not available here"
-        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-        why = "HF_HUB_OFFLINE is set" if offline else f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
-        raise DataError(
-            f"dataset={hub_id!r} is a Hugging Face hub id and loading it needs the hub ({why}); pass a local copy: "
-            f"save it where the hub is reachable (datasets.load_dataset({hub_id!r}, split={split!r})"
-            ".to_json('train.jsonl')) and pass dataset='train.jsonl', or pass the datasets.Dataset itself"
-        ) from None
+        raise needs_hub(hub_id, split, exc) from None
     return Rows(hub, ((0, f"{hub_id} {split}, row {{}}", None),))
 
 

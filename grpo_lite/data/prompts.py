@@ -348,3 +348,20 @@ def completion_token_ids(tokenizer: Any, completions: list[str]) -> list[list[in
     """The token ids of decoded completions, no special tokens added: what TRL hands a reward as ``completion_ids``
     (evaluate() passes them to a task's rewards, e.g. TRL's overlong punishment)."""
     return tokenizer(list(completions), add_special_tokens=False)["input_ids"]
+
+
+def reward_model_inputs(tokenizer: Any, prompts: Sequence[Any], completions: Sequence[Any]) -> Any:
+    """A reward model's batch as GRPOTrainer tokenizes it: each prompt with its completion (a conversational prompt
+    and the assistant's message through the chat template, else the texts joined), padded on the right, no special
+    tokens added (evaluate() scores reward models with it)."""
+    from trl import apply_chat_template  # heavy: TRL
+
+    if prompts and isinstance(prompts[0], list):
+        texts = [
+            apply_chat_template({"messages": p + (c if isinstance(c, list) else [{"role": "assistant", "content": c}])},
+                                tokenizer)["text"]
+            for p, c in zip(prompts, completions)
+        ]  # fmt: skip
+    else:
+        texts = [p + c for p, c in zip(prompts, completions)]
+    return tokenizer(text=texts, return_tensors="pt", padding=True, padding_side="right", add_special_tokens=False)

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 from transformers import TrainerCallback
 
+from grpo_lite.errors import spelled
 from grpo_lite.memory.optimizers import MONITOR_ELEMENTS, MONITOR_TENSORS
 from grpo_lite.precision.rounding import BNB_BLOCK, inner_optimizers, is_elementwise, state_nbytes, unwrap
 
@@ -273,8 +274,10 @@ class UpdateMonitor(TrainerCallback):
         self.warned = True
         names = sorted({type(p.owner).__name__ for p in self.probes})
         warnings.warn(
-            f"update/realized = {share:.2f}: the weights received only {share:.0%} of the update "
-            f"{'/'.join(names)} intended (bf16 rounds small steps away); {LOST_UPDATES_HINT}",
+            spelled(
+                f"update/realized = {share:.2f}: the weights received only {share:.0%} of the update "
+                f"{'/'.join(names)} intended (bf16 rounds small steps away); {LOST_UPDATES_HINT}"
+            ),
             UpdatesLostWarning,
             stacklevel=2,
         )

@@ -88,12 +88,16 @@ def get_reward(name: str) -> RewardFunc:
     return spec.func
 
 
-def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Callable[..., Any]]:
+def resolve_rewards(
+    items: Sequence[str | Callable[..., Any]] | None, *, weights: bool = True
+) -> list[Callable[..., Any]]:
     """Reward callables for the trainer: names (None: :data:`DEFAULT_REWARDS`) looked up, callables as they are.
 
     A name is one of :data:`REWARDS`, else a TRL reward name or the import path of the user's function
     (:func:`~grpo_lite.rewards.named.import_reward`), else a reward model: a local folder or a hub id
     (``owner/name``), loaded as GRPOTrainer loads one (:func:`load_reward_model`). A model object is taken as it is.
+    ``weights=False``: a reward model's config is checked and its name kept, its weights not loaded (the launcher
+    checks the rewards before it starts the processes, each of which loads them).
 
     Raises:
         ConfigError: a name that does not resolve (one line naming what was tried), an item neither a name nor
@@ -112,7 +116,7 @@ def resolve_rewards(items: Sequence[str | Callable[..., Any]] | None) -> list[Ca
     funcs: list[Callable[..., Any]] = []
     for item in items:
         if isinstance(item, str) and item not in REWARDS and is_reward_model(item):
-            funcs.append(load_reward_model(item))
+            funcs.append(load_reward_model(item, weights=weights))
         elif isinstance(item, str):
             funcs.append(REWARDS[item].func if item in REWARDS else import_reward(item, own=tuple(REWARDS)))
         elif callable(item):
@@ -134,8 +138,8 @@ def reward_name(func: Any) -> str:
     >>> reward_name(get_reward("length"))
     'length_reward'
     """
-    model_id = getattr(getattr(func, "config", None), "name_or_path", None)
-    if model_id:
+    model_id = func if isinstance(func, str) else getattr(getattr(func, "config", None), "name_or_path", None)
+    if model_id:  # a reward model (or its name, unloaded)
         return str(model_id).rstrip("/").split("/")[-1]
     return getattr(func, "__name__", type(func).__name__)
 
@@ -150,17 +154,20 @@ def is_reward_model(name: str) -> bool:
     return os.path.isdir(os.path.expanduser(name)) or ("/" in name and ":" not in name)  # isdir: False on any OSError
 
 
-def load_reward_model(name: str) -> Any:
+def load_reward_model(name: str, *, weights: bool = True) -> Any:
     """``AutoModelForSequenceClassification.from_pretrained(name, num_labels=1)``, as GRPOTrainer loads a reward
-    model given by name (its one logit is the reward), in eval mode.
+    model given by name (its one logit is the reward), in eval mode. ``weights=False``: its config only, and the name.
 
     Raises:
         ConfigError: it does not load (one line: what transformers said, and what to pass).
     """
-    from transformers import AutoModelForSequenceClassification  # heavy: transformers
+    from transformers import AutoConfig, AutoModelForSequenceClassification  # heavy: transformers
 
     source = os.path.expanduser(name) if os.path.isdir(os.path.expanduser(name)) else name
     try:
+        if not weights:
+            AutoConfig.from_pretrained(source)  # what the folder or hub id holds is a model's config
+            return name
         return AutoModelForSequenceClassification.from_pretrained(source, num_labels=1).eval()
     except Exception as exc:  # OSError (no folder, no weights, offline), ValueError (not a classifier's config)
         raise ConfigError(

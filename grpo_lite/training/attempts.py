@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from grpo_lite.errors import spelled
 from grpo_lite.files import write_json as write_json_atomic
 from grpo_lite.recipe.departures import departures
 from grpo_lite.rewards.checked import check_rewards
@@ -191,9 +192,10 @@ class Attempts:
         )
 
     def say(self, line: str, event: dict[str, Any]) -> None:
-        """One line in the progress output, one event in run.json."""
-        self.run.console.print(line, style="yellow", highlight=False, markup=False, soft_wrap=True)
-        self.events.append(event)
+        """One line in the progress output, one event in run.json; what they say to change in the command's spelling
+        (:func:`~grpo_lite.errors.spelled`)."""
+        self.run.console.print(spelled(line), style="yellow", highlight=False, markup=False, soft_wrap=True)
+        self.events.append({key: spelled(value) if isinstance(value, str) else value for key, value in event.items()})
         self.write_record(status="running")
 
     def record_health(self, finding: Any) -> None:
@@ -252,7 +254,7 @@ class Attempts:
         import torch  # heavy: torch (loaded by the attempt already)
 
         error, state = error_line(exc), self.run.state
-        advice = replan.OOM_ADVICE if isinstance(exc, torch.cuda.OutOfMemoryError) else None
+        advice = spelled(replan.OOM_ADVICE) if isinstance(exc, torch.cuda.OutOfMemoryError) else None
         try:
             self.watch.rank.record_failure(error, advice, rank=state.process_index, world_size=state.num_processes)
             records = read_rank_records(self.run.out) if state.is_main_process else []

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from grpo_lite.data.prompts import stop_strings_for
 from grpo_lite.defaults import TASKS
-from grpo_lite.errors import ConfigError, DoesNotFitError
+from grpo_lite.errors import ConfigError, DoesNotFitError, spelled
 from grpo_lite.planning.choose import plan
 from grpo_lite.planning.tables import plan_summary, plan_table
 from grpo_lite.recipe.departures import departures, departures_line
@@ -81,7 +81,7 @@ def make_plan(
         if show_plan:
             run.console.print(plan_table(the_plan))
         else:
-            run.console.print(plan_summary(the_plan), highlight=False, markup=False, soft_wrap=True)
+            run.console.print(spelled(plan_summary(the_plan)), highlight=False, markup=False, soft_wrap=True)
         if inputs.answer_kind not in (None, "number"):  # GSM8K's numbers: the output it always had
             run.console.print(f"answers compared as {inputs.answer_kind} (answer_kind)", highlight=False, markup=False)
         if stops := stop_strings_for(asked.stop_strings, inputs.shape):
@@ -92,17 +92,16 @@ def make_plan(
 
 
 def _other_method(method: str, model: Any, dataset: Any, asked: dict[str, Any]) -> str:
-    """``method=full does not fit; the planner's lora rung fits, peak 9.20 GiB: pass method=lora (trl grpo's form:
-    --use_peft). ``, or nothing when no rung of another method fits either."""
+    """``method=full does not fit; the planner's lora rung fits, peak 9.20 GiB: pass --method lora (Python:
+    method='lora'). ``, or nothing when no rung of another method fits either."""
     try:
         other = _plan_for_task(dataset, model, **asked)
     except DoesNotFitError:
         return ""
     rung = other.preset
-    flag = {"lora": "--use_peft", "qlora": "--use_peft --load_in_4bit"}.get(rung.method, f"--method {rung.method}")
     return (
         f"method={method} does not fit; the planner's {rung.name} rung fits, peak {other.estimate.total_gib:.2f} GiB: "
-        f"pass method={rung.method} (trl grpo's form: {flag}). "
+        f"pass --method {rung.method} (Python: method={rung.method!r}). "
     )
 
 

@@ -18,6 +18,7 @@ from transformers import TrainerCallback
 
 from grpo_lite import settings
 from grpo_lite.defaults import HEALTH, RESILIENCE
+from grpo_lite.errors import spelled
 from grpo_lite.settings import OnStall
 from grpo_lite.training.report.progress import own_reward_means, reward_shares
 
@@ -239,4 +240,4 @@ class HealthMonitor(TrainerCallback):
 
 
 def _warn(finding: Finding) -> None:
-    warnings.warn(finding.line(), LearningStalledWarning, stacklevel=3)
+    warnings.warn(spelled(finding.line()), LearningStalledWarning, stacklevel=3)

@@ -25,7 +25,7 @@ and prints one line::
 
     python benchmarks/text_tasks.py --task word-order --steps 16 --eval-n 200   # 57 min on a busy 2-core machine
     python benchmarks/text_tasks.py --task category-word --steps 16 --eval-n 200
-    python benchmarks/text_tasks.py --task capitals --steps 24 --eval-n 200     # 22 min; 46% -> 96%
+    python benchmarks/text_tasks.py --task capitals --steps 16 --eval-n 200     # 25 min; 46% -> 78%
 
 The measured lines are in docs/datasets.md ("Text tasks, measured").
 """

@@ -13,6 +13,9 @@ fixed by a hash of its content, 1 in 4 held out):
   from three other categories; the options are shuffled.
 - ``category-word`` (``answer_kind="text"``): the same questions without letters, "Which of these words is a
   fruit: hammer, banana, tiger, red?", answered with the word.
+- ``capitals`` (``answer_kind="text"``): "Which of these words is written in capital letters: water, ANCHOR,
+  forest, table?", answered with the word (four different words, one in capitals, in a shuffled place): a surface
+  feature the prompt shows, which the untrained model copies about half the time.
 
 The run evaluates greedily on ``--eval-n`` held-out problems before and after training, as the demo does, with the
 demo's CPU recipe (LoRA r=16 at 2e-4, 8 generations of 64 tokens at temperature 0.7, grpo-lite's default rewards),
@@ -22,6 +25,7 @@ and prints one line::
 
     python benchmarks/text_tasks.py --task word-order --steps 16 --eval-n 200   # 57 min on a busy 2-core machine
     python benchmarks/text_tasks.py --task category-word --steps 16 --eval-n 200
+    python benchmarks/text_tasks.py --task capitals --steps 16 --eval-n 200     # 25 min; 46% -> 78%
 
 The measured lines are in docs/datasets.md ("Text tasks, measured").
 """
@@ -40,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
-TaskName = Literal["word-order", "category", "category-word"]
+TaskName = Literal["word-order", "category", "category-word", "capitals"]
 
 WORDS = (
     "apple bread chair dance eagle fence grape honey island juice kite lemon mango night ocean piano queen river "
@@ -122,6 +126,26 @@ def category_problems(split: str, seed: int, letters: bool = True) -> list[dict[
     return rows
 
 
+CAPITALS_QUESTION = "Which of these words is written in capital letters: {}?"
+
+
+def capitals_problems(split: str, seed: int) -> list[dict[str, str]]:
+    """Seeded questions "Which of these words is written in capital letters: water, ANCHOR, forest, table?", four
+    different words with one in capitals, in a shuffled place, each in one split by the hash of its four words and
+    the one in capitals: ``question``, ``answer`` (that word, in capitals)."""
+    rng, rows, seen = random.Random(seed), [], set()
+    for _ in range(4000):  # some 4,000 problems, before the split
+        words = rng.sample(WORDS, 4)
+        key = f"capitals|{words[0]}|{'|'.join(sorted(words))}"
+        if key in seen or _held_out(key) != (split == "test"):
+            continue
+        seen.add(key)
+        listed = [words[0].upper(), *words[1:]]
+        rng.shuffle(listed)
+        rows.append({"question": CAPITALS_QUESTION.format(", ".join(listed)), "answer": words[0].upper()})
+    return rows
+
+
 TASKS: dict[TaskName, Task] = {
     "word-order": Task(
         "text",
@@ -140,6 +164,12 @@ TASKS: dict[TaskName, Task] = {
         lambda split, seed: category_problems(split, seed, letters=False),
         ORDER_SYSTEM,
         ("Which of these words is a bird: spoon, cloud, parrot, Italy?", "A parrot is a bird.", "parrot"),
+    ),
+    "capitals": Task(
+        "text",
+        capitals_problems,
+        ORDER_SYSTEM,
+        (CAPITALS_QUESTION.format("lamp, CAKE, river, stone"), "CAKE is in capital letters.", "CAKE"),
     ),
 }
 

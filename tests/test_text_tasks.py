@@ -21,7 +21,7 @@ def _category(bench: Any, word: str) -> str:
     return next(name for name, words in bench.CATEGORIES.items() if word in words)
 
 
-@pytest.mark.parametrize("task", ["word-order", "category", "category-word"])
+@pytest.mark.parametrize("task", ["word-order", "category", "category-word", "capitals"])
 def test_train_and_held_out_problems_are_disjoint_whatever_the_seed(bench: Any, task: str) -> None:
     problems = bench.TASKS[task].problems
     held_out = {row["question"] for seed in (0, 1) for row in problems("test", seed)}
@@ -61,3 +61,13 @@ def test_a_word_order_answer_is_the_word_first_in_the_alphabet(bench: Any) -> No
 def test_every_category_word_is_in_one_category_only(bench: Any) -> None:
     words = [word.casefold() for group in bench.CATEGORIES.values() for word in group]
     assert len(words) == len(set(words))
+
+
+def test_a_capitals_question_lists_four_words_one_in_capitals_and_that_one_is_the_answer(bench: Any) -> None:
+    rows, places = bench.capitals_problems("test", 0), Counter[int]()
+    for row in rows:
+        words = re.match(r"Which of these words is written in capital letters: (.+)\?$", row["question"]).group(1)
+        listed = words.split(", ")
+        assert len(set(listed)) == 4 and [w for w in listed if w.isupper()] == [row["answer"]]
+        places[listed.index(row["answer"])] += 1
+    assert set(places) == {0, 1, 2, 3} and min(places.values()) > len(rows) / 8  # shuffled, not one place

@@ -310,13 +310,13 @@ def _mixture(mixture: Any, split: str) -> Any:
     """
     from trl import get_dataset  # heavy: TRL
 
-    from grpo_lite.data.loaders import is_hub_id, needs_hub
+    from grpo_lite.data.loaders import hub_offline, is_hub_id, needs_hub
 
     try:
         loaded = get_dataset(mixture)
     except Exception as exc:  # offline, no such file or config, fractions set for some entries only
         hub = [entry.path for entry in mixture.datasets if is_hub_id(entry.path) and not Path(entry.path).exists()]
-        if hub and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        if hub and hub_offline():
             instead = "write it as an entry of datasets: with path: json and data_files: train.jsonl"
             raise needs_hub(hub[0], "train", exc, f"datasets: path {hub[0]!r}", instead) from None
         why = " ".join(str(exc).split())[:200] or type(exc).__name__

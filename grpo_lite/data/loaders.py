@@ -275,11 +275,15 @@ def is_hub_id(name: str) -> bool:
     )
 
 
+def hub_offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` is set now, as huggingface_hub reads it (its own constant is read once, at import)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
 def needs_hub(hub_id: str, split: str, exc: Exception, named: str = "", instead: str = "") -> DataError:
     """The one line for a hub dataset that did not load here: it needs the hub, and how to pass a local copy.
     ``named``: how the user wrote it (default ``dataset='owner/name'``); ``instead``: where the copy goes."""
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-    why = "HF_HUB_OFFLINE is set" if offline else f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+    why = "HF_HUB_OFFLINE is set" if hub_offline() else f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
     instead = instead or "pass dataset='train.jsonl', or pass the datasets.Dataset itself"
     return DataError(
         f"{named or f'dataset={hub_id!r}'} is a Hugging Face hub id and loading it needs the hub ({why}); pass a "

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from grpo_lite.data.loaders import hub_offline
 from grpo_lite.defaults import DEMO
 from grpo_lite.errors import ModelError
 from grpo_lite.memory.architectures import KNOWN_ARCHITECTURES, Architecture, find_architecture
@@ -131,7 +132,7 @@ def _embedded_copy(hub_id: str) -> tuple[Path, str] | None:
         path = demo_model_path()
     except ModelError:
         return None
-    why = "HF_HUB_OFFLINE=1" if _hub_offline() else _hub_unreachable(hub_id)
+    why = "HF_HUB_OFFLINE=1" if hub_offline() else _hub_unreachable(hub_id)
     return None if why is None else (path, why)
 
 
@@ -144,10 +145,6 @@ def _hub_unreachable(hub_id: str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - a connection, proxy, timeout or HTTP error: the hub does not serve it
         return f"the hub could not be reached ({type(exc).__name__}: {' '.join(str(exc).split())})"
     return None
-
-
-def _hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
 
 
 def _resolve_path(text: str, path: Path) -> ModelSpec:
@@ -176,7 +173,7 @@ def _resolve_hub(text: str) -> ModelSpec:
     except ModelError as exc:
         why = (
             "not in the known-architecture table and its config is not in the local cache (HF_HUB_OFFLINE=1)"
-            if _hub_offline()
+            if hub_offline()
             else f"not in the known-architecture table and its config could not be read ({exc})"
         )
         raise _unknown_error(text, why) from None

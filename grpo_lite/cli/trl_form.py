@@ -95,9 +95,9 @@ def trl_spelling(text: str) -> str:
     >>> trl_spelling("--budget-gb 24, or check: grpo-lite plan M --budget-gb 24; --reward a --reward b")
     '--budget_gb 24, or check: grpo-lite plan M --budget-gb 24; --reward_funcs a b'
     """
-    parts = _COMMAND.split(text)
+    parts, rules = _COMMAND.split(text), _spelled_rules()
     for i in range(0, len(parts), 2):  # the odd parts are grpo-lite commands
-        for pattern, spelled in _spelled_rules():
+        for pattern, spelled in rules:
             parts[i] = re.sub(pattern, spelled, parts[i])
     return "".join(parts)
 
